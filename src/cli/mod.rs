@@ -1,0 +1,68 @@
+//! Command-line adapter: one file per subcommand, each a thin layer over the
+//! library. Exit statuses follow DESIGN.md: 0 ok, 1 the tool call (or lint)
+//! failed, 2 usage or manifest error, 3 sandbox unavailable.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod doctor;
+mod lint;
+mod list;
+mod sandbox;
+mod show;
+
+/// Exit status: usage or manifest error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status: the kernel cannot enforce what was asked.
+pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(name = "glovebox", version, about = "Run AI-agent tools under kernel-enforced isolation")]
+pub struct Cli {
+    /// Project root (the directory holding `.glee/`); default: the nearest
+    /// ancestor of the working directory that holds `.glee/`.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Load tools from an agentcli `tools.json` file.
+    #[arg(long = "tools-json", global = true, value_name = "FILE")]
+    pub tools_json: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check every tool manifest and report problems with file:line:col.
+    Lint(lint::Args),
+    /// List the tools of the project.
+    List(list::Args),
+    /// Print one tool's manifest, normalised.
+    Show(show::Args),
+    /// Run an ad-hoc command inside the jail.
+    Sandbox(sandbox::Args),
+    /// Report which kernel features this machine enforces.
+    Doctor(doctor::Args),
+}
+
+/// Parses the command line and runs the chosen command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Lint(a) => lint::run(&cli, a),
+        Command::List(a) => list::run(&cli, a),
+        Command::Show(a) => show::run(&cli, a),
+        Command::Sandbox(a) => sandbox::run(&cli, a),
+        Command::Doctor(a) => doctor::run(&cli, a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("glovebox: {err:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

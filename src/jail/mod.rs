@@ -1,0 +1,1 @@
+//! The jail: a child process the kernel confines.

@@ -1,0 +1,1 @@
+//! Tool manifests: model, discovery and lint.
