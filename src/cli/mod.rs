@@ -19,7 +19,11 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 3;
 
 #[derive(Debug, Parser)]
-#[command(name = "glovebox", version, about = "Run AI-agent tools under kernel-enforced isolation")]
+#[command(
+    name = "glovebox",
+    version,
+    about = "Run AI-agent tools under kernel-enforced isolation"
+)]
 pub struct Cli {
     /// Project root (the directory holding `.glee/`); default: the nearest
     /// ancestor of the working directory that holds `.glee/`.

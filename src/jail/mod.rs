@@ -1,1 +1,136 @@
-//! The jail: a child process the kernel confines.
+//! The jail: one child process the kernel confines.
+//!
+//! A [`Spec`] names the program, its working directory, extra environment,
+//! the paths it may read, write or execute, whether it may use the network
+//! and its limits. [`run`] starts it and returns a [`JailResult`]: how it
+//! ended, its output (bounded), which limits it hit and what was enforced.
+//! This is the only way glovebox starts a tool's process.
+//!
+//! Layers, each in its own module:
+//! - [`fs`]: Landlock, deny by default (baseline from [`profile`]);
+//! - [`seccomp`]: no sockets without network, no ptrace, no namespaces, no
+//!   mounts, no terminal injection, no foreign architectures;
+//! - namespaces (in [`spawn`]): PID (the call ends whole; no view of other
+//!   processes), mount (a private `/proc`), IPC, user (unprivileged
+//!   supervisor), network (optional extra);
+//! - [`cgroup`]: memory and process limits for the whole tree, with rlimit
+//!   fallbacks;
+//! - capabilities dropped, `no_new_privs`, `setsid`, a scrubbed
+//!   environment with a private `HOME`.
+//!
+//! The order in which the child applies them is documented in [`spawn`];
+//! every raw system call is in [`sys`]. When a restriction cannot be
+//! enforced the call is refused with [`JailError::Unavailable`] naming the
+//! feature, unless the spec opted into degraded mode, in which case each
+//! gap is a warning on the result.
+
+pub mod cgroup;
+pub mod fs;
+pub mod probe;
+pub mod profile;
+mod pump;
+pub mod seccomp;
+pub mod spawn;
+pub mod spec;
+mod sys;
+
+pub use fs::FsAccess;
+pub use spawn::run;
+pub use spec::{Enforcement, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin};
+
+use spawn::Step;
+
+/// Why a jailed run could not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    /// The kernel cannot enforce a restriction that was asked for.
+    #[error(
+        "sandbox unavailable: {feature}; use a kernel that provides it, or opt into degraded mode"
+    )]
+    Unavailable { feature: String },
+    /// The spec itself is unusable.
+    #[error("invalid sandbox request: {message}")]
+    InvalidSpec { message: String },
+    /// The program is not in the jail's PATH.
+    #[error("command not found: {program}")]
+    NotFound { program: String },
+    /// The jail refused to execute the program.
+    #[error("{program}: execution denied by the jail (not in a read or exec path): {source}")]
+    ExecDenied {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The program could not be executed.
+    #[error("{program}: cannot execute: {source}")]
+    Exec {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A step in the child before exec failed.
+    #[error("failed while {}: {source}", step.describe())]
+    Child {
+        step: Step,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Creating the child failed.
+    #[error("failed to create the jailed process")]
+    Clone {
+        #[source]
+        source: std::io::Error,
+    },
+    /// Preparing the call failed.
+    #[error("failed while {what}")]
+    Prepare {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for the child failed.
+    #[error("failed to wait for the jailed process")]
+    Wait {
+        #[source]
+        source: std::io::Error,
+    },
+    /// Landlock ruleset.
+    #[error(transparent)]
+    Fs(#[from] fs::FsError),
+    /// Seccomp filter.
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
+    /// Cgroups.
+    #[error(transparent)]
+    Cgroup(#[from] cgroup::CgroupError),
+    /// Sandbox profiles.
+    #[error(transparent)]
+    Profile(#[from] profile::ProfileError),
+}
+
+impl JailError {
+    fn child_failed(step: Step, errno: i32, program: &std::path::Path) -> JailError {
+        let source = std::io::Error::from_raw_os_error(errno);
+        let program = program.display().to_string();
+        match (step, errno) {
+            (Step::Exec, libc::ENOENT) => JailError::NotFound { program },
+            (Step::Exec, libc::EACCES) => JailError::ExecDenied { program, source },
+            (Step::Exec, _) => JailError::Exec { program, source },
+            (Step::Landlock | Step::Seccomp | Step::Mount | Step::IdMap, _) => {
+                JailError::Unavailable {
+                    feature: format!("{} failed: {source}", step.describe()),
+                }
+            }
+            _ => JailError::Child { step, source },
+        }
+    }
+
+    /// True when the error means the sandbox cannot be provided here
+    /// (`sandbox_unavailable`, exit status 3).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            JailError::Unavailable { .. } | JailError::Fs(fs::FsError::Unsupported { .. })
+        )
+    }
+}

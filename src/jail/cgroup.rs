@@ -1,0 +1,327 @@
+//! Memory and process limits for a whole call, with cgroups.
+//!
+//! Each call gets its own cgroup per controller, created under the
+//! supervisor's own cgroup: cgroup v2 where the `memory` / `pids`
+//! controllers are delegated to us, else the v1 hierarchy of that
+//! controller. The child moves itself in (writes `0` to a `cgroup.procs` fd
+//! opened before clone) before it can fork, so nothing escapes the limit.
+//! Without a usable cgroup the caller falls back to rlimits (see `spawn`).
+
+use std::fs;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// Errors while setting up a call's cgroup.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// A cgroup file could not be created or written.
+    #[error("failed to set up cgroup {path:?}")]
+    Setup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Which cgroup version a controller is used through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// Legacy per-controller hierarchy.
+    V1,
+    /// Unified hierarchy.
+    V2,
+}
+
+impl Version {
+    /// "cgroup-v1" or "cgroup-v2".
+    pub fn label(self) -> &'static str {
+        match self {
+            Version::V1 => "cgroup-v1",
+            Version::V2 => "cgroup-v2",
+        }
+    }
+}
+
+/// A controller we may create child cgroups for.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    /// Directory under which per-call cgroups are made.
+    pub base: PathBuf,
+    /// How it is used.
+    pub version: Version,
+}
+
+/// The controllers usable on this machine by this process (probed once).
+#[derive(Debug, Clone, Default)]
+pub struct Available {
+    /// Memory controller.
+    pub memory: Option<Controller>,
+    /// Pids controller.
+    pub pids: Option<Controller>,
+}
+
+/// Probes (once per process) which controllers we can use.
+pub fn available() -> &'static Available {
+    static CELL: OnceLock<Available> = OnceLock::new();
+    CELL.get_or_init(probe)
+}
+
+struct Mount {
+    point: PathBuf,
+    root: String,
+    v2: bool,
+    options: String,
+}
+
+fn mounts() -> Vec<Mount> {
+    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let l: Vec<&str> = left.split(' ').collect();
+            let r: Vec<&str> = right.split(' ').collect();
+            let fstype = *r.first()?;
+            if fstype != "cgroup" && fstype != "cgroup2" {
+                return None;
+            }
+            Some(Mount {
+                point: PathBuf::from(l.get(4)?),
+                root: (*l.get(3)?).to_string(),
+                v2: fstype == "cgroup2",
+                options: (*r.get(2)?).to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Our own cgroup path per hierarchy: ("" for v2 | controller list, path).
+fn own_paths() -> Vec<(String, String)> {
+    let Ok(text) = fs::read_to_string("/proc/self/cgroup") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let mut it = line.splitn(3, ':');
+            let _id = it.next()?;
+            let ctrls = it.next()?.to_string();
+            let path = it.next()?.to_string();
+            Some((ctrls, path))
+        })
+        .collect()
+}
+
+fn join_cgroup(point: &Path, mount_root: &str, own: &str) -> PathBuf {
+    let rel = own.strip_prefix(mount_root).unwrap_or(own);
+    point.join(rel.trim_start_matches('/'))
+}
+
+/// True when we can make a child cgroup in `base` that has `file`.
+fn usable(base: &Path, file: &str) -> bool {
+    let probe = base.join(format!("glovebox-probe-{}", std::process::id()));
+    if fs::create_dir(&probe).is_err() {
+        return false;
+    }
+    let ok = probe.join(file).exists() && probe.join("cgroup.procs").exists();
+    let _ = fs::remove_dir(&probe);
+    ok
+}
+
+fn probe() -> Available {
+    let mounts = mounts();
+    let own = own_paths();
+    let mut out = Available::default();
+    // cgroup v2 first: it is where the controllers live on modern systems.
+    if let (Some(m), Some((_, path))) = (
+        mounts.iter().find(|m| m.v2),
+        own.iter().find(|(c, _)| c.is_empty()),
+    ) {
+        let base = join_cgroup(&m.point, &m.root, path);
+        if usable(&base, "memory.max") {
+            out.memory = Some(Controller {
+                base: base.clone(),
+                version: Version::V2,
+            });
+        }
+        if usable(&base, "pids.max") {
+            out.pids = Some(Controller {
+                base,
+                version: Version::V2,
+            });
+        }
+    }
+    for (name, file, slot) in [
+        ("memory", "memory.limit_in_bytes", &mut out.memory),
+        ("pids", "pids.max", &mut out.pids),
+    ] {
+        if slot.is_some() {
+            continue;
+        }
+        let Some(m) = mounts
+            .iter()
+            .find(|m| !m.v2 && m.options.split(',').any(|o| o == name))
+        else {
+            continue;
+        };
+        let Some((_, path)) = own.iter().find(|(c, _)| c.split(',').any(|c| c == name)) else {
+            continue;
+        };
+        let base = join_cgroup(&m.point, &m.root, path);
+        if usable(&base, file) {
+            *slot = Some(Controller {
+                base,
+                version: Version::V1,
+            });
+        }
+    }
+    out
+}
+
+/// The cgroups of one call. Removed when dropped.
+#[derive(Debug)]
+pub struct CallGroup {
+    dirs: Vec<PathBuf>,
+    /// `cgroup.procs` of each group, for the child to write `0` into.
+    pub procs: Vec<OwnedFd>,
+    memory: Option<(PathBuf, Version)>,
+    pids: Option<(PathBuf, Version)>,
+}
+
+fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
+    fs::write(path, value).map_err(|source| CgroupError::Setup {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl CallGroup {
+    /// Creates the call's cgroups with these limits (`None`: that
+    /// controller is not used).
+    pub fn create(memory_bytes: Option<u64>, pids: Option<u64>) -> Result<CallGroup, CgroupError> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "glovebox-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let avail = available();
+        let mut group = CallGroup {
+            dirs: Vec::new(),
+            procs: Vec::new(),
+            memory: None,
+            pids: None,
+        };
+        let mut make = |base: &Path| -> Result<PathBuf, CgroupError> {
+            let dir = base.join(&name);
+            if !group.dirs.contains(&dir) {
+                fs::create_dir(&dir).map_err(|source| CgroupError::Setup {
+                    path: dir.clone(),
+                    source,
+                })?;
+                group.dirs.push(dir.clone());
+            }
+            Ok(dir)
+        };
+        if let (Some(limit), Some(c)) = (memory_bytes, &avail.memory) {
+            let dir = make(&c.base)?;
+            match c.version {
+                Version::V2 => {
+                    write(&dir.join("memory.max"), &limit.to_string())?;
+                    // No swap: the limit must bind.
+                    let swap = dir.join("memory.swap.max");
+                    if swap.exists() {
+                        write(&swap, "0")?;
+                    }
+                }
+                Version::V1 => {
+                    write(&dir.join("memory.limit_in_bytes"), &limit.to_string())?;
+                    let memsw = dir.join("memory.memsw.limit_in_bytes");
+                    if memsw.exists() {
+                        write(&memsw, &limit.to_string())?;
+                    }
+                }
+            }
+            group.memory = Some((dir, c.version));
+        }
+        if let (Some(limit), Some(c)) = (pids, &avail.pids) {
+            let dir = make(&c.base)?;
+            write(&dir.join("pids.max"), &limit.to_string())?;
+            group.pids = Some((dir, c.version));
+        }
+        for dir in &group.dirs {
+            let path = dir.join("cgroup.procs");
+            let file = fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|source| CgroupError::Setup { path, source })?;
+            group.procs.push(file.into());
+        }
+        Ok(group)
+    }
+
+    /// How memory is limited by this group, if it is.
+    pub fn memory_version(&self) -> Option<Version> {
+        self.memory.as_ref().map(|(_, v)| *v)
+    }
+
+    /// How processes are limited by this group, if they are.
+    pub fn pids_version(&self) -> Option<Version> {
+        self.pids.as_ref().map(|(_, v)| *v)
+    }
+
+    /// True when the kernel killed a process for memory in this group.
+    pub fn memory_exceeded(&self) -> bool {
+        let Some((dir, version)) = &self.memory else {
+            return false;
+        };
+        let (file, key) = match version {
+            Version::V2 => ("memory.events", "oom_kill"),
+            Version::V1 => ("memory.oom_control", "oom_kill"),
+        };
+        counter(&dir.join(file), key) > 0
+    }
+
+    /// True when the process limit refused a fork in this group.
+    pub fn pids_exceeded(&self) -> bool {
+        self.pids
+            .as_ref()
+            .is_some_and(|(dir, _)| counter(&dir.join("pids.events"), "max") > 0)
+    }
+}
+
+fn counter(path: &Path, key: &str) -> u64 {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == key).then(|| v.trim().parse().ok()).flatten()
+            })
+        })
+        .unwrap_or(0)
+}
+
+impl Drop for CallGroup {
+    fn drop(&mut self) {
+        self.procs.clear();
+        for dir in &self.dirs {
+            // The tree is dead by now (its PID namespace ended); the kernel
+            // may need a moment to release the last task.
+            for attempt in 0..50 {
+                match fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Err(_) => {
+                        if attempt == 10 {
+                            let _ = fs::write(dir.join("cgroup.kill"), "1");
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                }
+            }
+        }
+    }
+}

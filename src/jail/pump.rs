@@ -1,0 +1,214 @@
+//! Moves bytes between the supervisor and a running child: feeds stdin,
+//! collects or streams stdout/stderr up to a cap (reading and discarding
+//! the rest, so the supervisor's memory stays bounded whatever the child
+//! prints), and enforces the wall-clock deadline.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::Instant;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use super::spec::Output;
+use super::sys;
+
+/// One output stream of the child.
+pub struct Sink {
+    fd: Option<std::fs::File>,
+    /// Bytes kept (capture mode).
+    pub kept: Vec<u8>,
+    /// Bytes the child wrote in total.
+    pub total: u64,
+    cap: u64,
+    mode: Output,
+    /// 1 or 2: where streamed bytes go.
+    target: i32,
+    target_broken: bool,
+}
+
+impl Sink {
+    /// A sink reading from `fd`, keeping or streaming up to `cap` bytes.
+    pub fn new(fd: OwnedFd, cap: u64, mode: Output, target: i32) -> io::Result<Sink> {
+        sys::set_nonblocking(fd.as_raw_fd())?;
+        Ok(Sink {
+            fd: Some(std::fs::File::from(fd)),
+            kept: Vec::new(),
+            total: 0,
+            cap,
+            mode,
+            target,
+            target_broken: false,
+        })
+    }
+
+    /// True when more was written than kept.
+    pub fn truncated(&self) -> bool {
+        self.total > self.cap
+    }
+
+    /// Reads what is available; closes the fd at end of file.
+    fn drain(&mut self, buf: &mut [u8]) {
+        loop {
+            let Some(file) = self.fd.as_mut() else { return };
+            match file.read(buf) {
+                Ok(0) => {
+                    self.fd = None;
+                    return;
+                }
+                Ok(n) => self.accept(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.fd = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, data: &[u8]) {
+        let room = self.cap.saturating_sub(self.total);
+        let take = (data.len() as u64).min(room) as usize;
+        self.total += data.len() as u64;
+        if take == 0 {
+            return;
+        }
+        match self.mode {
+            Output::Capture => self.kept.extend_from_slice(&data[..take]),
+            Output::Stream => {
+                if self.target_broken {
+                    return;
+                }
+                let r = if self.target == 1 {
+                    io::stdout().lock().write_all(&data[..take])
+                } else {
+                    io::stderr().lock().write_all(&data[..take])
+                };
+                if r.is_err() {
+                    self.target_broken = true;
+                }
+            }
+        }
+    }
+}
+
+/// How long to keep reading after the first process ended.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What the pump saw.
+pub struct Pumped {
+    /// The deadline passed and the tree was killed.
+    pub timed_out: bool,
+}
+
+/// Runs until the child behind `pidfd` has exited and both outputs reached
+/// end of file, killing the child at `deadline`.
+pub fn run(
+    pidfd: &OwnedFd,
+    stdin: Option<(OwnedFd, Vec<u8>)>,
+    out: &mut Sink,
+    err: &mut Sink,
+    deadline: Instant,
+) -> io::Result<Pumped> {
+    let mut stdin = match stdin {
+        Some((fd, data)) => {
+            sys::set_nonblocking(fd.as_raw_fd())?;
+            Some((std::fs::File::from(fd), data, 0usize))
+        }
+        None => None,
+    };
+    let mut exited: Option<Instant> = None;
+    let mut timed_out = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if let Some(at) = exited {
+            if out.fd.is_none() && err.fd.is_none() {
+                break;
+            }
+            // Without a PID namespace (degraded mode) an escaped process
+            // could hold the pipes open: stop reading after a grace period.
+            if at.elapsed() > EXIT_GRACE {
+                out.fd = None;
+                err.fd = None;
+                break;
+            }
+        }
+        let now = Instant::now();
+        if !timed_out && now >= deadline {
+            timed_out = true;
+            // Killing the first process ends its PID namespace: the kernel
+            // kills every other process in it.
+            let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+        }
+        let timeout = if timed_out {
+            PollTimeout::from(100u16)
+        } else {
+            let left = deadline.saturating_duration_since(now).as_millis();
+            PollTimeout::try_from(left.min(60_000) as i32 + 1).unwrap_or(PollTimeout::MAX)
+        };
+        let mut fds: Vec<PollFd> = Vec::with_capacity(4);
+        let mut slots = [usize::MAX; 4];
+        if exited.is_none() {
+            slots[0] = fds.len();
+            fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+        }
+        if let Some(fd) = &out.fd {
+            slots[1] = fds.len();
+            fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+        }
+        if let Some(fd) = &err.fd {
+            slots[2] = fds.len();
+            fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+        }
+        if let Some((f, _, _)) = &stdin {
+            slots[3] = fds.len();
+            fds.push(PollFd::new(f.as_fd(), PollFlags::POLLOUT));
+        }
+        match poll(&mut fds, timeout) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let ready = |i: usize| {
+            slots[i] != usize::MAX && fds[slots[i]].revents().is_some_and(|r| !r.is_empty())
+        };
+        let (r_exit, r_out, r_err, r_in) = (ready(0), ready(1), ready(2), ready(3));
+        drop(fds);
+        if r_exit && exited.is_none() {
+            exited = Some(Instant::now());
+        }
+        if r_out {
+            out.drain(&mut buf);
+        }
+        if r_err {
+            err.drain(&mut buf);
+        }
+        if r_in {
+            let mut done = false;
+            if let Some((f, data, pos)) = &mut stdin {
+                match f.write(&data[*pos..]) {
+                    Ok(n) => {
+                        *pos += n;
+                        done = *pos >= data.len();
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // The child closed its stdin (or never reads it).
+                    Err(_) => done = true,
+                }
+            }
+            if done {
+                stdin = None;
+            }
+        }
+        if exited.is_some() {
+            // Nothing more will be read from stdin.
+            stdin = None;
+            // Every writer is gone once the first process has ended (its
+            // namespace is torn down), so the pipes reach end of file.
+            out.drain(&mut buf);
+            err.drain(&mut buf);
+        }
+    }
+    Ok(Pumped { timed_out })
+}

@@ -1,0 +1,750 @@
+//! Starting, supervising and ending one jailed process.
+//!
+//! [`run`] prepares everything in the supervisor (argv/env as C strings,
+//! the Landlock ruleset fd, the seccomp programs, the call's cgroups, the
+//! pipes), then clones the child into new namespaces. Between clone and
+//! exec the child only makes system calls on that prepared data, in this
+//! order:
+//!
+//! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;
+//! 2. default signal dispositions, empty signal mask;
+//! 3. `setsid` (no controlling terminal);
+//! 4. user namespace id maps (unprivileged supervisor only);
+//! 5. join the call's cgroups (before it can fork);
+//! 6. make every mount private, mount a fresh `/proc` for its PID namespace;
+//! 7. stdin/stdout/stderr onto 0/1/2, every other fd close-on-exec;
+//! 8. `chdir`, resource limits;
+//! 9. drop every capability, bounding set included (root supervisor);
+//! 10. `no_new_privs`, then Landlock (adding the new `/proc`);
+//! 11. seccomp, last, because it forbids some of the steps above;
+//! 12. `execve`.
+//!
+//! A failure at any step is written (step, errno) to a close-on-exec pipe
+//! and the child exits; the supervisor reads that pipe until end of file to
+//! learn whether exec happened.
+//!
+//! The child is the first process of a new PID namespace: when it ends, the
+//! kernel kills every process left in that namespace, so a call always ends
+//! whole (daemons, double forks and `setsid` included), and `PDEATHSIG`
+//! takes the whole tree down if the supervisor dies. In a multi-threaded
+//! supervisor, call [`run`] from a thread that outlives the call: the
+//! parent-death signal fires when the creating *thread* exits.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::cgroup::CallGroup;
+use super::fs::{self as jfs, FsAccess};
+use super::probe;
+use super::pump::{self, Sink};
+use super::seccomp::{self, Programs};
+use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
+use super::sys::{self, Forked};
+use super::{profile, JailError};
+
+/// The `PATH` inside every jail.
+pub const JAIL_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The steps of the child, as reported on failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Step {
+    /// Parent-death signal or the supervisor already gone.
+    Parent = 1,
+    /// `setsid`.
+    Session,
+    /// User namespace id maps.
+    IdMap,
+    /// Joining the cgroups.
+    Cgroup,
+    /// Private mounts and `/proc`.
+    Mount,
+    /// stdio and fd hygiene.
+    Fds,
+    /// Working directory.
+    Cwd,
+    /// Resource limits.
+    Rlimit,
+    /// Capabilities.
+    Caps,
+    /// `no_new_privs`.
+    NoNewPrivs,
+    /// Landlock.
+    Landlock,
+    /// Seccomp.
+    Seccomp,
+    /// `execve`.
+    Exec,
+}
+
+impl Step {
+    fn from_u32(v: u32) -> Option<Step> {
+        use Step::*;
+        [
+            Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
+            Seccomp, Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == v)
+    }
+
+    /// What the step does, for error messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Step::Parent => "watching the supervisor",
+            Step::Session => "starting a new session",
+            Step::IdMap => "mapping user ids",
+            Step::Cgroup => "joining the call's cgroups",
+            Step::Mount => "mounting the jail's /proc",
+            Step::Fds => "setting up stdin/stdout/stderr",
+            Step::Cwd => "changing to the working directory",
+            Step::Rlimit => "setting resource limits",
+            Step::Caps => "dropping capabilities",
+            Step::NoNewPrivs => "setting no_new_privs",
+            Step::Landlock => "applying landlock",
+            Step::Seccomp => "installing the seccomp filter",
+            Step::Exec => "executing the program",
+        }
+    }
+}
+
+/// Everything the child needs, prepared before clone.
+struct Prepared {
+    program: CString,
+    /// Owns the strings `argv_ptrs` points into.
+    _argv: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    /// Owns the strings `envp_ptrs` points into.
+    _envp: Vec<CString>,
+    envp_ptrs: Vec<*const libc::c_char>,
+    cwd: CString,
+    stdin: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    report: RawFd,
+    report_read_end: RawFd,
+    landlock: Option<OwnedFd>,
+    seccomp: Option<&'static Programs>,
+    cgroup_procs: Vec<RawFd>,
+    id_maps: Option<IdMaps>,
+    private_proc: bool,
+    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    drop_caps: Option<u32>,
+}
+
+struct IdMaps {
+    setgroups: CString,
+    uid_map: CString,
+    gid_map: CString,
+    uid_line: Vec<u8>,
+    gid_line: Vec<u8>,
+}
+
+const PROC: &CStr = c"/proc";
+const ROOT: &CStr = c"/";
+const PROC_FS: &CStr = c"proc";
+
+use std::ffi::CStr;
+
+fn cstring(s: &OsStr, what: &str) -> Result<CString, JailError> {
+    CString::new(s.as_bytes()).map_err(|_| JailError::InvalidSpec {
+        message: format!("{what} contains a NUL byte"),
+    })
+}
+
+/// Finds `program` in the jail's PATH (the supervisor's own PATH never
+/// matters: a jail sees only its own).
+fn resolve_program(program: &OsStr, path_var: &OsStr) -> Result<PathBuf, JailError> {
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    for dir in std::env::split_paths(path_var) {
+        let candidate = dir.join(program);
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return Ok(candidate);
+            }
+        }
+    }
+    Err(JailError::NotFound {
+        program: program.to_string_lossy().into_owned(),
+    })
+}
+
+fn open_null() -> Result<OwnedFd, JailError> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map(OwnedFd::from)
+        .map_err(|source| JailError::Prepare {
+            what: "opening /dev/null",
+            source,
+        })
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), JailError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| JailError::Prepare {
+        what: "creating a pipe",
+        source: e.into(),
+    })
+}
+
+/// An fd numbered 3 or above, so that moving it onto 0/1/2 in the child
+/// never clobbers another of them.
+fn high(fd: OwnedFd) -> Result<OwnedFd, JailError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    fd.try_clone().map_err(|source| JailError::Prepare {
+        what: "duplicating a descriptor",
+        source,
+    })
+}
+
+/// The supervisor's stdin, when it is safe to hand over (a pipe or a
+/// regular file: never a terminal, whose ioctls could inject keystrokes, nor
+/// a socket, which would be a network channel).
+fn inherit_stdin() -> Result<Option<OwnedFd>, JailError> {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let Ok(stat) = nix::sys::stat::fstat(stdin.as_fd()) else {
+        return Ok(None);
+    };
+    let kind = stat.st_mode & libc::S_IFMT;
+    if (kind == libc::S_IFIFO || kind == libc::S_IFREG) && !sys::is_tty(0) {
+        // try_clone_to_owned uses F_DUPFD_CLOEXEC from 3 upwards.
+        let fd = stdin
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|source| JailError::Prepare {
+                what: "duplicating stdin",
+                source,
+            })?;
+        return Ok(Some(fd));
+    }
+    Ok(None)
+}
+
+/// Builds the jail's environment: the minimal base, then the caller's
+/// explicit variables.
+fn environment(spec: &Spec, home: &Path) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = vec![
+        ("PATH".into(), JAIL_PATH.into()),
+        ("HOME".into(), home.as_os_str().to_owned()),
+        ("TMPDIR".into(), home.as_os_str().to_owned()),
+        (
+            "LANG".into(),
+            std::env::var_os("LANG").unwrap_or_else(|| "C.UTF-8".into()),
+        ),
+        (
+            "TZ".into(),
+            std::env::var_os("TZ").unwrap_or_else(|| "UTC".into()),
+        ),
+    ];
+    for (k, v) in &spec.env {
+        if k == "HOME" || k == "TMPDIR" {
+            continue;
+        }
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
+
+/// Runs `spec` in a jail and waits for it.
+pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
+    let started = Instant::now();
+    let kernel = probe::kernel();
+    let mut warnings = Vec::new();
+    let mut enforcement = Enforcement::default();
+    let require = |ok: bool, feature: &str, warnings: &mut Vec<String>| -> Result<(), JailError> {
+        if ok {
+            return Ok(());
+        }
+        if spec.degraded {
+            warnings.push(format!(
+                "degraded: {feature} is not enforced on this machine"
+            ));
+            Ok(())
+        } else {
+            Err(JailError::Unavailable {
+                feature: feature.to_string(),
+            })
+        }
+    };
+
+    if spec.argv.is_empty() {
+        return Err(JailError::InvalidSpec {
+            message: "no command given".into(),
+        });
+    }
+
+    // --- filesystem: baseline profile + the caller's paths + private HOME.
+    let home = tempfile::Builder::new()
+        .prefix("glovebox-home-")
+        .tempdir()
+        .map_err(|source| JailError::Prepare {
+            what: "creating the private home directory",
+            source,
+        })?;
+    let mut access: FsAccess = profile::baseline(spec.network)?;
+    access.read.extend(spec.fs.read.iter().cloned());
+    access.write.extend(spec.fs.write.iter().cloned());
+    access.exec.extend(spec.fs.exec.iter().cloned());
+    access.read_only.extend(spec.fs.read_only.iter().cloned());
+    access.write.push(home.path().to_path_buf());
+
+    let landlock_ok = kernel.landlock_abi >= jfs::MIN_ABI;
+    require(
+        landlock_ok,
+        &format!(
+            "filesystem confinement (landlock abi {} found, {} needed)",
+            kernel.landlock_abi,
+            jfs::MIN_ABI
+        ),
+        &mut warnings,
+    )?;
+    let landlock = if landlock_ok {
+        let rs = jfs::ruleset(kernel.landlock_abi, &access, spec.network)?;
+        enforcement.landlock_abi = kernel.landlock_abi;
+        Option::<OwnedFd>::from(rs)
+    } else {
+        None
+    };
+
+    // --- seccomp.
+    require(
+        kernel.seccomp,
+        "system call filtering (seccomp)",
+        &mut warnings,
+    )?;
+    let seccomp = if kernel.seccomp {
+        enforcement.seccomp = true;
+        Some(seccomp::programs(spec.network)?)
+    } else {
+        None
+    };
+
+    // --- namespaces.
+    let root = kernel.euid == 0;
+    let mut flags: libc::c_ulong = 0;
+    let userns = !root;
+    if userns {
+        require(
+            kernel.user_ns,
+            "user namespaces (needed without root)",
+            &mut warnings,
+        )?;
+    }
+    let ns_usable = root || kernel.user_ns;
+    if ns_usable && userns {
+        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
+        enforcement.user_namespace = true;
+    }
+    require(
+        ns_usable && kernel.pid_ns,
+        "pid namespaces (a call ending whole, no view of other processes)",
+        &mut warnings,
+    )?;
+    let pid_ns = ns_usable && kernel.pid_ns;
+    if pid_ns {
+        flags |= libc::CLONE_NEWPID as libc::c_ulong;
+        enforcement.pid_namespace = true;
+    }
+    let private_proc = pid_ns && kernel.mount_proc;
+    if private_proc {
+        flags |= libc::CLONE_NEWNS as libc::c_ulong;
+        enforcement.private_proc = true;
+    }
+    if ns_usable && kernel.ipc_ns {
+        flags |= libc::CLONE_NEWIPC as libc::c_ulong;
+        enforcement.ipc_namespace = true;
+    }
+    if !spec.network && spec.netns {
+        require(
+            ns_usable && kernel.net_ns,
+            "network namespaces",
+            &mut warnings,
+        )?;
+        if ns_usable && kernel.net_ns {
+            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            enforcement.net_namespace = true;
+        }
+    }
+
+    // --- limits: cgroups where possible, rlimits otherwise.
+    let avail = super::cgroup::available();
+    let want_mem = avail.memory.is_some().then_some(spec.limits.memory_bytes);
+    let want_pids = avail.pids.is_some().then_some(spec.limits.pids);
+    let group = if want_mem.is_some() || want_pids.is_some() {
+        Some(CallGroup::create(want_mem, want_pids)?)
+    } else {
+        None
+    };
+    let mut rlimits = vec![
+        (libc::RLIMIT_CORE, 0),
+        (libc::RLIMIT_FSIZE, spec.limits.file_size_bytes),
+        (libc::RLIMIT_NOFILE, spec.limits.open_files),
+    ];
+    match group.as_ref().and_then(CallGroup::memory_version) {
+        Some(v) => enforcement.memory_limit = v.label().into(),
+        None => {
+            rlimits.push((libc::RLIMIT_DATA, spec.limits.memory_bytes));
+            enforcement.memory_limit = "rlimit-data".into();
+        }
+    }
+    match group.as_ref().and_then(CallGroup::pids_version) {
+        Some(v) => enforcement.pids_limit = v.label().into(),
+        None if !root => {
+            // RLIMIT_NPROC binds every uid but root.
+            rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
+            enforcement.pids_limit = "rlimit-nproc".into();
+        }
+        None => {
+            require(
+                false,
+                "a process limit (no pids cgroup, and RLIMIT_NPROC does not bind root)",
+                &mut warnings,
+            )?;
+            enforcement.pids_limit = "none".into();
+        }
+    }
+    let drop_caps = root.then(sys::last_cap);
+    enforcement.capabilities_dropped = root;
+
+    // --- program, argv, env.
+    let env = environment(spec, home.path());
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| JAIL_PATH.into());
+    let program = resolve_program(&spec.argv[0], &path_var)?;
+    let argv: Vec<CString> = spec
+        .argv
+        .iter()
+        .map(|a| cstring(a, "an argument"))
+        .collect::<Result<_, _>>()?;
+    let envp: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| {
+            if k.is_empty() || k.as_bytes().contains(&b'=') {
+                return Err(JailError::InvalidSpec {
+                    message: format!("invalid environment variable name {k:?}"),
+                });
+            }
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).map_err(|_| JailError::InvalidSpec {
+                message: format!("environment variable {k:?} contains a NUL byte"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    envp_ptrs.push(std::ptr::null());
+
+    // --- stdio.
+    let (stdin_child, stdin_feed) = match &spec.stdin {
+        Stdin::Null => (open_null()?, None),
+        Stdin::Bytes(data) => {
+            let (r, w) = pipe()?;
+            (high(r)?, Some((w, data.clone())))
+        }
+        Stdin::InheritIfSafe => match inherit_stdin()? {
+            Some(fd) => (fd, None),
+            None => (open_null()?, None),
+        },
+    };
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+
+    let id_maps = if userns {
+        let (uid, gid) = (kernel.euid, kernel.egid);
+        Some(IdMaps {
+            setgroups: c"/proc/self/setgroups".into(),
+            uid_map: c"/proc/self/uid_map".into(),
+            gid_map: c"/proc/self/gid_map".into(),
+            uid_line: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_line: format!("{gid} {gid} 1\n").into_bytes(),
+        })
+    } else {
+        None
+    };
+
+    let mut prepared = Prepared {
+        program: cstring(program.as_os_str(), "the program path")?,
+        _argv: argv,
+        argv_ptrs,
+        _envp: envp,
+        envp_ptrs,
+        cwd: cstring(spec.cwd.as_os_str(), "the working directory")?,
+        stdin: high(stdin_child)?,
+        stdout: high(out_w)?,
+        stderr: high(err_w)?,
+        report: -1,
+        report_read_end: -1,
+        landlock,
+        seccomp,
+        cgroup_procs: group
+            .as_ref()
+            .map(|g| g.procs.iter().map(AsRawFd::as_raw_fd).collect())
+            .unwrap_or_default(),
+        id_maps,
+        private_proc,
+        rlimits,
+        drop_caps,
+    };
+    let (pidfd, flags_used) = match launch(&mut prepared, flags) {
+        Ok(pidfd) => (pidfd, flags),
+        Err((step, errno)) if spec.degraded && step_is_namespace(step, errno) => {
+            warnings.push(format!(
+                "degraded: namespaces are not available here ({}: {}); the call may not end whole",
+                step.describe(),
+                std::io::Error::from_raw_os_error(errno)
+            ));
+            prepared.private_proc = false;
+            prepared.id_maps = None;
+            match launch(&mut prepared, 0) {
+                Ok(pidfd) => (pidfd, 0),
+                Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
+            }
+        }
+        Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
+    };
+    if flags_used == 0 {
+        enforcement.pid_namespace = false;
+        enforcement.private_proc = false;
+        enforcement.ipc_namespace = false;
+        enforcement.net_namespace = false;
+        enforcement.user_namespace = false;
+    }
+    // The child has exec'd: its copies of these are its own now.
+    let Prepared {
+        stdin,
+        stdout,
+        stderr,
+        landlock,
+        ..
+    } = prepared;
+    drop((stdin, stdout, stderr, landlock));
+
+    let deadline = started + spec.limits.wall;
+    let mut out = Sink::new(out_r, spec.limits.output_bytes, spec.output, 1).map_err(|source| {
+        JailError::Prepare {
+            what: "reading the child's output",
+            source,
+        }
+    })?;
+    let mut err = Sink::new(err_r, spec.limits.output_bytes, spec.output, 2).map_err(|source| {
+        JailError::Prepare {
+            what: "reading the child's output",
+            source,
+        }
+    })?;
+    let pumped = pump::run(&pidfd, stdin_feed, &mut out, &mut err, deadline);
+    if pumped.is_err() {
+        let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+    }
+    let exit = sys::pidfd_wait(pidfd.as_raw_fd()).map_err(|source| JailError::Wait { source })?;
+    let pumped = pumped.map_err(|source| JailError::Wait { source })?;
+
+    let mut limits_hit = Vec::new();
+    if pumped.timed_out {
+        limits_hit.push(LimitHit::Timeout);
+    }
+    if let Some(g) = &group {
+        if g.memory_exceeded() {
+            limits_hit.push(LimitHit::Memory);
+        }
+        if g.pids_exceeded() {
+            limits_hit.push(LimitHit::Pids);
+        }
+    }
+    if out.truncated() || err.truncated() {
+        limits_hit.push(LimitHit::Output);
+    }
+    drop(group);
+    drop(home);
+    Ok(JailResult {
+        status: match exit {
+            sys::Exit::Code(c) => Status::Exited(c),
+            sys::Exit::Signal(s) => Status::Signaled(s),
+        },
+        stdout_bytes: out.total,
+        stderr_bytes: err.total,
+        stdout: std::mem::take(&mut out.kept),
+        stderr: std::mem::take(&mut err.kept),
+        limits_hit,
+        duration: started.elapsed(),
+        enforcement,
+        warnings,
+    })
+}
+
+/// Failures that mean "this kernel or this user cannot have namespaces".
+fn step_is_namespace(step: Step, errno: i32) -> bool {
+    match step {
+        Step::Parent => matches!(
+            errno,
+            libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS
+        ),
+        Step::IdMap | Step::Mount => true,
+        _ => false,
+    }
+}
+
+/// Clones the child with `flags` and waits until it has exec'd. On failure
+/// returns the step and errno (clone itself failing is reported as
+/// `Step::Parent`).
+fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)> {
+    let (report_r, report_w) = pipe().map_err(|_| (Step::Parent, libc::EMFILE))?;
+    p.report = report_w.as_raw_fd();
+    p.report_read_end = report_r.as_raw_fd();
+    // SAFETY: the child branch calls only `child_main`, which performs
+    // async-signal-safe system calls on prepared data and never returns.
+    let forked = unsafe { sys::clone_process(flags) }
+        .map_err(|e| (Step::Parent, e.raw_os_error().unwrap_or(libc::EINVAL)))?;
+    let pidfd = match forked {
+        Forked::Child => child_main(p),
+        Forked::Parent { pidfd, .. } => pidfd,
+    };
+    drop(report_w);
+    let mut report_file = std::fs::File::from(report_r);
+    let mut msg = [0u8; 8];
+    let mut got = 0;
+    while got < msg.len() {
+        match report_file.read(&mut msg[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    if got == 0 {
+        return Ok(pidfd);
+    }
+    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
+    let step = u32::from_ne_bytes([msg[0], msg[1], msg[2], msg[3]]);
+    let errno = i32::from_ne_bytes([msg[4], msg[5], msg[6], msg[7]]);
+    Err((Step::from_u32(step).unwrap_or(Step::Exec), errno))
+}
+
+/// Reports `(step, errno)` to the supervisor and exits.
+fn fail(report: RawFd, step: Step, errno: i32) -> ! {
+    let mut msg = [0u8; 8];
+    msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
+    msg[4..].copy_from_slice(&errno.to_ne_bytes());
+    let _ = sys::write_all(report, &msg);
+    sys::exit_now(127)
+}
+
+/// The child between clone and exec. Only async-signal-safe system calls
+/// on prepared data; see the module documentation for the order.
+fn child_main(p: &mut Prepared) -> ! {
+    let report = p.report;
+    sys::close(p.report_read_end);
+
+    // 1. Die with the supervisor; if it is already gone, stop here.
+    if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) {
+        fail(report, Step::Parent, e);
+    }
+    if sys::pipe_reader_gone(report) {
+        sys::exit_now(127);
+    }
+    // 2.
+    sys::reset_signals();
+    // 3.
+    if let Err(e) = sys::setsid() {
+        fail(report, Step::Session, e);
+    }
+    // 4.
+    if let Some(m) = &p.id_maps {
+        let r = sys::write_file(&m.setgroups, b"deny")
+            .and_then(|()| sys::write_file(&m.uid_map, &m.uid_line))
+            .and_then(|()| sys::write_file(&m.gid_map, &m.gid_line));
+        if let Err(e) = r {
+            fail(report, Step::IdMap, e);
+        }
+    }
+    // 5.
+    for &fd in &p.cgroup_procs {
+        if let Err(e) = sys::write_all(fd, b"0") {
+            fail(report, Step::Cgroup, e);
+        }
+    }
+    // 6.
+    if p.private_proc {
+        let r = sys::mount(
+            None,
+            ROOT,
+            None,
+            (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
+        )
+        .and_then(|()| {
+            sys::mount(
+                Some(PROC_FS),
+                PROC,
+                Some(PROC_FS),
+                (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as libc::c_ulong,
+            )
+        });
+        if let Err(e) = r {
+            fail(report, Step::Mount, e);
+        }
+    }
+    // 7.
+    let r = sys::dup2(p.stdin.as_raw_fd(), 0)
+        .and_then(|()| sys::dup2(p.stdout.as_raw_fd(), 1))
+        .and_then(|()| sys::dup2(p.stderr.as_raw_fd(), 2))
+        .and_then(|()| sys::cloexec_from(3));
+    if let Err(e) = r {
+        fail(report, Step::Fds, e);
+    }
+    // 8.
+    if let Err(e) = sys::chdir(&p.cwd) {
+        fail(report, Step::Cwd, e);
+    }
+    for &(res, value) in &p.rlimits {
+        if let Err(e) = sys::setrlimit(res, value) {
+            fail(report, Step::Rlimit, e);
+        }
+    }
+    // 9.
+    if let Some(last) = p.drop_caps {
+        if let Err(e) = sys::drop_all_caps(last) {
+            fail(report, Step::Caps, e);
+        }
+    }
+    // 10.
+    if let Err(e) = sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1) {
+        fail(report, Step::NoNewPrivs, e);
+    }
+    if let Some(fd) = &p.landlock {
+        let fd = fd.as_raw_fd();
+        let mut r = Ok(());
+        if p.private_proc {
+            r = sys::landlock_allow_path(fd, PROC, jfs::proc_access_bits());
+        }
+        if let Err(e) = r.and_then(|()| sys::landlock_restrict_self(fd)) {
+            fail(report, Step::Landlock, e);
+        }
+    }
+    // 11.
+    if let Some(progs) = p.seccomp {
+        if let Err(e) = seccomp::install(progs) {
+            fail(report, Step::Seccomp, e);
+        }
+    }
+    // 12.
+    let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
+    fail(report, Step::Exec, e)
+}

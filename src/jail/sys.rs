@@ -1,0 +1,476 @@
+//! Safe wrappers over the raw system calls the jail needs.
+//!
+//! Every `unsafe` block of glovebox lives in this file. Most functions here
+//! run in the child between `clone` and `execve`, where the parent may have
+//! had other threads: they must not allocate, lock or touch thread-local
+//! state. Each one is a thin, async-signal-safe wrapper over a single system
+//! call that takes already-prepared data (`&CStr`, raw fds, plain integers)
+//! and reports `errno` as a plain `i32`.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// Result of a child-side call: `Err(errno)`.
+pub type SysResult<T> = Result<T, i32>;
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EINVAL)
+}
+
+fn check(rc: libc::c_long) -> SysResult<libc::c_long> {
+    if rc < 0 {
+        Err(errno())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn check_int(rc: libc::c_int) -> SysResult<libc::c_int> {
+    if rc < 0 {
+        Err(errno())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// What `clone_process` returned.
+pub enum Forked {
+    /// In the parent: a pidfd for the child.
+    Parent { pidfd: OwnedFd },
+    /// In the child.
+    Child,
+}
+
+/// Creates a child process like `fork`, in the namespaces named by `flags`
+/// (`CLONE_NEW*`), with a pidfd for the parent.
+///
+/// # Safety
+///
+/// In the child, only async-signal-safe operations may be performed until
+/// `execve` or `_exit`: no allocation, no locks, no thread-local state.
+pub unsafe fn clone_process(flags: libc::c_ulong) -> io::Result<Forked> {
+    let mut pidfd: libc::c_int = -1;
+    // SAFETY: raw clone(2) with a NULL stack behaves like fork(2): the child
+    // gets a copy of the address space and continues here. CLONE_PIDFD makes
+    // the kernel store a pidfd in `pidfd` (the parent_tid argument on
+    // x86_64/aarch64), which is a valid writable int. The caller upholds the
+    // async-signal-safety of the child.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags | libc::CLONE_PIDFD as libc::c_ulong | libc::SIGCHLD as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            &mut pidfd as *mut libc::c_int,
+            std::ptr::null_mut::<libc::c_void>(),
+            0 as libc::c_ulong,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if rc == 0 {
+        return Ok(Forked::Child);
+    }
+    // SAFETY: the kernel returned a fresh pidfd that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok(Forked::Parent { pidfd })
+}
+
+/// Ends the calling process at once, without running destructors or atexit
+/// handlers (the only correct exit between clone and exec).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit(2) is async-signal-safe and never returns.
+    unsafe { libc::_exit(code) }
+}
+
+/// Writes all of `buf` to `fd`, retrying on EINTR.
+pub fn write_all(fd: RawFd, mut buf: &[u8]) -> SysResult<()> {
+    while !buf.is_empty() {
+        // SAFETY: buf is a valid readable slice of buf.len() bytes.
+        let rc = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if rc < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[rc as usize..];
+    }
+    Ok(())
+}
+
+/// `dup2(old, new)`, clearing close-on-exec on `new`.
+pub fn dup2(old: RawFd, new: RawFd) -> SysResult<()> {
+    if old == new {
+        // dup2 would be a no-op and leave FD_CLOEXEC as it was: clear it.
+        // SAFETY: fcntl on an fd number has no memory effects.
+        return check_int(unsafe { libc::fcntl(new, libc::F_SETFD, 0) }).map(drop);
+    }
+    // SAFETY: dup2 on fd numbers has no memory effects.
+    check_int(unsafe { libc::dup2(old, new) }).map(drop)
+}
+
+/// Marks every fd from `first` upwards close-on-exec.
+pub fn cloexec_from(first: RawFd) -> SysResult<()> {
+    // SAFETY: close_range(2) with CLOSE_RANGE_CLOEXEC only sets flags.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+        )
+    })
+    .map(drop)
+}
+
+/// Closes `fd` (errors ignored: the fd is gone either way).
+pub fn close(fd: RawFd) {
+    // SAFETY: closing an fd number has no memory effects; callers pass fds
+    // they own in this process.
+    unsafe { libc::close(fd) };
+}
+
+/// `setsid()`: a new session without a controlling terminal.
+pub fn setsid() -> SysResult<()> {
+    // SAFETY: no arguments, no memory effects.
+    check_int(unsafe { libc::setsid() }).map(drop)
+}
+
+/// `prctl` with integer arguments only.
+pub fn prctl(option: libc::c_int, arg2: libc::c_ulong) -> SysResult<()> {
+    // SAFETY: every option used by glovebox takes integer arguments only.
+    check_int(unsafe {
+        libc::prctl(
+            option,
+            arg2,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    })
+    .map(drop)
+}
+
+/// `prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)`.
+pub fn clear_ambient_caps() -> SysResult<()> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    })
+    .map(drop)
+}
+
+/// Clears the permitted, effective and inheritable capability sets.
+pub fn clear_caps() -> SysResult<()> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset(2) reads one header and two data structs (version 3),
+    // both valid for the duration of the call.
+    check(unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) })
+        .map(drop)
+}
+
+/// `chdir(path)`.
+pub fn chdir(path: &CStr) -> SysResult<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+/// Sets both the soft and hard value of one resource limit.
+pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> SysResult<()> {
+    let lim = libc::rlimit {
+        rlim_cur: value as libc::rlim_t,
+        rlim_max: value as libc::rlim_t,
+    };
+    // SAFETY: lim is a valid rlimit struct for the duration of the call.
+    check_int(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
+}
+
+/// Opens `path` write-only (close-on-exec) and writes `data` to it.
+pub fn write_file(path: &CStr, data: &[u8]) -> SysResult<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    let fd = check_int(unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    let r = write_all(fd, data);
+    close(fd);
+    r
+}
+
+/// Puts every signal back to its default disposition and unblocks all of
+/// them, so the tool does not inherit the supervisor's signal state.
+pub fn reset_signals() {
+    for sig in 1..libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: signal(2) with SIG_DFL touches no memory of ours.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+    // SAFETY: an empty, initialised sigset is passed by pointer.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+}
+
+/// True when the pipe whose write end is `fd` has lost every reader.
+pub fn pipe_reader_gone(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, zero timeout.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    rc > 0 && (pfd.revents & libc::POLLERR) != 0
+}
+
+/// `mount(2)` with optional strings; used for the jail's private `/proc`.
+pub fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: libc::c_ulong,
+) -> SysResult<()> {
+    let p = |s: Option<&CStr>| s.map_or(std::ptr::null(), CStr::as_ptr);
+    // SAFETY: every pointer is NULL or a valid NUL-terminated string.
+    check_int(unsafe {
+        libc::mount(
+            p(source),
+            target.as_ptr(),
+            p(fstype),
+            flags,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// Landlock rule type `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// Adds a path-beneath rule for the directory at `path` to the Landlock
+/// ruleset `ruleset_fd` (used for mounts made in the child itself).
+pub fn landlock_allow_path(ruleset_fd: RawFd, path: &CStr, access: u64) -> SysResult<()> {
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    // SAFETY: path is a valid NUL-terminated string.
+    let fd = check_int(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })?;
+    let attr = PathBeneath {
+        allowed_access: access,
+        parent_fd: fd,
+    };
+    // SAFETY: landlock_add_rule(2) reads one path_beneath_attr, valid here.
+    let rc = check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset_fd,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneath,
+            0 as libc::c_uint,
+        )
+    });
+    close(fd);
+    rc.map(drop)
+}
+
+/// `execve(path, argv, envp)`; returns only on failure.
+///
+/// `argv` and `envp` must be NULL-terminated arrays of pointers to
+/// NUL-terminated strings that outlive the call (prepared before clone).
+pub fn execve(path: &CStr, argv: &[*const libc::c_char], envp: &[*const libc::c_char]) -> i32 {
+    if argv.last().is_some_and(|p| !p.is_null()) || envp.last().is_some_and(|p| !p.is_null()) {
+        return libc::EINVAL;
+    }
+    // SAFETY: path is NUL-terminated; argv/envp are NULL-terminated arrays of
+    // valid C strings (checked above for the terminator, guaranteed by the
+    // caller for the strings).
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    errno()
+}
+
+/// Sends `SIGKILL` to the process behind `pidfd`.
+pub fn pidfd_kill(pidfd: RawFd) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal(2) with a NULL siginfo and no flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// How a reaped child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Exited with this status.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+/// Reaps the child behind `pidfd` (blocking) and reports how it ended.
+pub fn pidfd_wait(pidfd: RawFd) -> io::Result<Exit> {
+    loop {
+        // SAFETY: siginfo_t is plain data; zeroed is a valid initial value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(P_PIDFD) writes into `info`, valid for the call.
+        let rc =
+            unsafe { libc::waitid(libc::P_PIDFD, pidfd as libc::id_t, &mut info, libc::WEXITED) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // SAFETY: after a successful waitid with WEXITED the kernel filled
+        // si_code and si_status.
+        let (code, status) = unsafe { (info.si_code, info.si_status()) };
+        return Ok(if code == libc::CLD_EXITED {
+            Exit::Code(status)
+        } else {
+            Exit::Signal(status)
+        });
+    }
+}
+
+/// Sets `O_NONBLOCK` on an fd the parent owns.
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on an fd number has no memory effects.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The effective uid and gid of this process.
+pub fn ids() -> (u32, u32) {
+    // SAFETY: geteuid/getegid cannot fail and touch no memory.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// True when `fd` refers to a terminal.
+pub fn is_tty(fd: RawFd) -> bool {
+    // SAFETY: isatty on an fd number has no memory effects.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// The number of the highest capability this kernel knows.
+pub fn last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
+}
+
+/// The Landlock ABI version the kernel offers (0 when Landlock is absent or
+/// disabled).
+pub fn landlock_abi() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attr, size 0 and the VERSION flag the call only
+    // returns a number.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0 as libc::size_t,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if rc < 0 {
+        0
+    } else {
+        rc as i32
+    }
+}
+
+/// `landlock_restrict_self(ruleset_fd, 0)`: confines the calling thread.
+/// `no_new_privs` must already be set (or the caller have CAP_SYS_ADMIN).
+pub fn landlock_restrict_self(ruleset_fd: RawFd) -> SysResult<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_restrict_self,
+            ruleset_fd,
+            0 as libc::c_uint,
+        )
+    })
+    .map(drop)
+}
+
+/// Drops every capability for good: clears the ambient set, empties the
+/// bounding set (capabilities `0..=last_cap`), locks the securebits so that
+/// uid 0 regains nothing on exec, then clears the permitted, effective and
+/// inheritable sets. Needs CAP_SETPCAP at the start (a root supervisor).
+pub fn drop_all_caps(last_cap: u32) -> SysResult<()> {
+    clear_ambient_caps()?;
+    for cap in 0..=last_cap {
+        // EINVAL: a capability this kernel does not know; nothing to drop.
+        match prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong) {
+            Ok(()) | Err(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+    // SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+    // SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED
+    const SECURE_BITS: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x40 | 0x80;
+    prctl(libc::PR_SET_SECUREBITS, SECURE_BITS)?;
+    clear_caps()
+}
+
+/// `prctl(PR_GET_SECCOMP)`: the calling thread's seccomp mode, or `None`
+/// when the kernel has no seccomp.
+pub fn seccomp_mode() -> Option<i32> {
+    // SAFETY: integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0 as libc::c_ulong) };
+    (rc >= 0).then_some(rc)
+}
