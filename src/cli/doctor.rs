@@ -1,12 +1,69 @@
-//! `glovebox doctor`.
+//! `glovebox doctor`: which kernel features are enforced here.
 
 use std::process::ExitCode;
 
-use super::Cli;
+use glovebox::jail::doctor;
+
+use super::{Cli, EXIT_SANDBOX_UNAVAILABLE};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_cli: &Cli, _args: &Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    let report = doctor::examine();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let k = &report.kernel;
+        println!("kernel        {}", k.release);
+        println!(
+            "running as    uid {}{}",
+            k.euid,
+            if k.euid == 0 { " (root)" } else { "" }
+        );
+        println!("landlock      abi {}", k.landlock_abi);
+        println!("seccomp       {}", if k.seccomp { "yes" } else { "no" });
+        println!(
+            "namespaces    user {} pid {} mount {} ipc {} net {}",
+            yn(k.user_ns),
+            yn(k.pid_ns),
+            yn(k.mount_proc),
+            yn(k.ipc_ns),
+            yn(k.net_ns)
+        );
+        println!(
+            "cgroups       memory {} pids {}",
+            report.cgroup_memory, report.cgroup_pids
+        );
+        match &report.enforcement {
+            Ok(_) => println!("jailed run    ok"),
+            Err(e) => println!("jailed run    FAILED: {e}"),
+        }
+        println!();
+        for inv in &report.invariants {
+            println!(
+                "[{}] {:<34} {}",
+                if inv.enforced { "ok" } else { "NO" },
+                inv.name,
+                inv.how
+            );
+        }
+    }
+    Ok(if report.all_enforced() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_SANDBOX_UNAVAILABLE)
+    })
+}
+
+fn yn(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
 }

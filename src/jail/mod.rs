@@ -25,6 +25,7 @@
 //! gap is a warning on the result.
 
 pub mod cgroup;
+pub mod doctor;
 pub mod fs;
 pub mod probe;
 pub mod profile;

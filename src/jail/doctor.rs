@@ -1,0 +1,125 @@
+//! `glovebox doctor`: which kernel features this machine offers and which
+//! security invariants are therefore enforced, found by running a real
+//! jailed process rather than by reading version numbers alone.
+
+use serde::Serialize;
+
+use super::cgroup;
+use super::probe::{self, Kernel};
+use super::spec::{Enforcement, Spec};
+
+/// One security invariant and whether it holds here.
+#[derive(Debug, Clone, Serialize)]
+pub struct Invariant {
+    /// Short name.
+    pub name: &'static str,
+    /// Enforced on this machine.
+    pub enforced: bool,
+    /// By what, or what is missing.
+    pub how: String,
+}
+
+/// The doctor's findings.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Kernel facts.
+    pub kernel: Kernel,
+    /// Memory cgroup in use ("cgroup-v1", "cgroup-v2" or "none").
+    pub cgroup_memory: &'static str,
+    /// Pids cgroup in use.
+    pub cgroup_pids: &'static str,
+    /// What a jailed `true` actually got, or why it could not run.
+    pub enforcement: Result<Enforcement, String>,
+    /// Each invariant of DESIGN.md.
+    pub invariants: Vec<Invariant>,
+}
+
+impl Report {
+    /// True when every invariant is enforced.
+    pub fn all_enforced(&self) -> bool {
+        self.invariants.iter().all(|i| i.enforced)
+    }
+}
+
+fn label(c: &Option<cgroup::Controller>) -> &'static str {
+    c.as_ref().map_or("none", |c| c.version.label())
+}
+
+/// Examines this machine.
+pub fn examine() -> Report {
+    let kernel = probe::kernel().clone();
+    let avail = cgroup::available();
+    let mut spec = Spec::new(["true"]);
+    spec.limits.wall = std::time::Duration::from_secs(10);
+    let enforcement = super::run(&spec)
+        .map(|r| r.enforcement)
+        .map_err(|e| e.to_string());
+    let e = enforcement.clone().unwrap_or_default();
+    let ok = enforcement.is_ok();
+    let inv = |name, enforced: bool, how: String| Invariant {
+        name,
+        enforced: ok && enforced,
+        how,
+    };
+    let invariants = vec![
+        inv(
+            "deny-by-default filesystem",
+            e.landlock_abi >= super::fs::MIN_ABI,
+            format!("landlock abi {}", kernel.landlock_abi),
+        ),
+        inv(
+            "no network when network is false",
+            e.seccomp,
+            format!(
+                "seccomp socket filter{}{}",
+                if e.landlock_abi >= 4 { " + landlock tcp" } else { "" },
+                if e.landlock_abi >= 6 { " + abstract unix scope" } else { "" }
+            ),
+        ),
+        inv(
+            "no reach into other processes",
+            e.seccomp && e.pid_namespace && e.landlock_abi >= 1,
+            "pid namespace + private /proc + seccomp (ptrace, process_vm) + landlock ptrace and signal scoping"
+                .into(),
+        ),
+        inv(
+            "empty environment",
+            true,
+            "built by glovebox: PATH, HOME, TMPDIR, LANG, TZ plus declared variables".into(),
+        ),
+        inv(
+            "a call ends whole",
+            e.pid_namespace,
+            "pid namespace: the tree dies with its first process; PDEATHSIG ties it to the supervisor".into(),
+        ),
+        inv(
+            "bounded resources",
+            !e.pids_limit.is_empty() && e.pids_limit != "none",
+            format!(
+                "memory: {}, processes: {}, wall time, output and file size",
+                e.memory_limit, e.pids_limit
+            ),
+        ),
+        inv(
+            "no controlling terminal",
+            e.seccomp,
+            "setsid, stdin never a terminal, seccomp denies TIOCSTI and TIOCLINUX".into(),
+        ),
+        inv(
+            "no capabilities",
+            e.capabilities_dropped || kernel.euid != 0,
+            if kernel.euid == 0 {
+                "all capabilities dropped, bounding set emptied, no_new_privs".into()
+            } else {
+                "unprivileged supervisor, no_new_privs".into()
+            },
+        ),
+    ];
+    Report {
+        kernel,
+        cgroup_memory: label(&avail.memory),
+        cgroup_pids: label(&avail.pids),
+        enforcement,
+        invariants,
+    }
+}
