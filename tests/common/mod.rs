@@ -1,0 +1,193 @@
+//! Helpers shared by the integration tests: run the real `glovebox` binary
+//! and the attack probe, and gate on kernel features.
+//!
+//! A missing kernel feature skips a test with a printed reason, and fails
+//! it when `GLOVEBOX_REQUIRE_KERNEL=1` (CI sets it), so a skip never reads
+//! as a pass there.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The glovebox binary (`GLOVEBOX_BIN` overrides, for the unprivileged
+/// stage of CI that runs copies from a world-readable directory).
+pub fn bin() -> PathBuf {
+    std::env::var_os("GLOVEBOX_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_glovebox")))
+}
+
+/// The directory holding the attack probe (`GLOVEBOX_PROBES` overrides).
+pub fn probes() -> PathBuf {
+    std::env::var_os("GLOVEBOX_PROBES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probes"))
+}
+
+pub fn probe() -> PathBuf {
+    probes().join("attack.py")
+}
+
+/// True when the jail works here. Otherwise prints why and returns false,
+/// or panics under `GLOVEBOX_REQUIRE_KERNEL=1`.
+pub fn jail_available() -> bool {
+    static CELL: OnceLock<Result<(), String>> = OnceLock::new();
+    let state = CELL.get_or_init(|| {
+        let out = Command::new(bin())
+            .args(["doctor", "--json"])
+            .output()
+            .map_err(|e| format!("cannot run glovebox doctor: {e}"))?;
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("doctor printed no json: {e}"))?;
+        let missing: Vec<String> = v["invariants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|i| i["enforced"] != Value::Bool(true))
+            .map(|i| format!("{} ({})", i["name"], i["how"]))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("kernel features missing: {}", missing.join("; ")))
+        }
+    });
+    match state {
+        Ok(()) => true,
+        Err(why) => {
+            if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+                panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
+            }
+            eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
+            false
+        }
+    }
+}
+
+/// The outcome of one `glovebox sandbox --json` call.
+#[derive(Debug)]
+pub struct Run {
+    /// glovebox's exit status.
+    pub code: Option<i32>,
+    /// The JSON result it printed.
+    pub json: Value,
+    /// The jailed command's stdout (from the JSON).
+    pub stdout: String,
+    /// The jailed command's stderr (from the JSON).
+    pub stderr: String,
+    /// glovebox's own stderr.
+    pub glovebox_stderr: String,
+}
+
+impl Run {
+    /// Asserts the probe started (so a block is not a crash in disguise).
+    pub fn assert_probe_ran(&self) -> &Self {
+        assert!(
+            self.stdout.contains("PROBE-START"),
+            "the probe did not run: {self:#?}"
+        );
+        self
+    }
+
+    /// Asserts the probe ran, reported BLOCKED and never ESCAPED.
+    pub fn assert_blocked(&self) -> &Self {
+        self.assert_probe_ran();
+        assert!(!self.stdout.contains("ESCAPED"), "attack escaped: {self:#?}");
+        assert!(self.stdout.contains("BLOCKED"), "no BLOCKED line: {self:#?}");
+        self
+    }
+
+    pub fn limits_hit(&self) -> Vec<String> {
+        self.json["limits_hit"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect()
+    }
+}
+
+/// Runs `glovebox sandbox --json EXTRA -- CMD` with `envs` set on glovebox.
+pub fn sandbox_env(extra: &[&str], cmd: &[&str], envs: &[(&str, &str)]) -> Run {
+    let mut c = Command::new(bin());
+    c.arg("sandbox").arg("--json").args(extra).arg("--").args(cmd);
+    c.stdin(Stdio::null());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run glovebox");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "glovebox printed no json ({e}): stdout={:?} stderr={:?}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    Run {
+        code: out.status.code(),
+        stdout: json["stdout"].as_str().unwrap_or("").to_string(),
+        stderr: json["stderr"].as_str().unwrap_or("").to_string(),
+        json,
+        glovebox_stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+pub fn sandbox(extra: &[&str], cmd: &[&str]) -> Run {
+    sandbox_env(extra, cmd, &[])
+}
+
+/// Runs the attack probe with `args`; the probe directory is readable.
+pub fn attack(extra: &[&str], args: &[&str]) -> Run {
+    let probes = probes();
+    let probe = probe();
+    let mut all: Vec<&str> = vec!["--read", probes.to_str().expect("utf-8 path")];
+    all.extend_from_slice(extra);
+    let mut cmd: Vec<&str> = vec!["python3", probe.to_str().expect("utf-8 path")];
+    cmd.extend_from_slice(args);
+    sandbox(&all, &cmd)
+}
+
+/// Host pids whose command line contains `marker`.
+pub fn pids_with(marker: &str) -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    c.windows(marker.len())
+                        .any(|w| w == marker.as_bytes())
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// A unique marker for this test run.
+pub fn marker(name: &str) -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("gbx-{name}-{}-{nanos}", std::process::id())
+}
+
+/// A temporary directory the jail (and an unprivileged test user) can use.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("gbx-test-")
+        .tempdir()
+        .expect("tempdir")
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}

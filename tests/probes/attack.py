@@ -1,0 +1,335 @@
+"""Attack probe run inside the jail by the integration tests.
+
+Usage: attack.py ATTACK [ARGS...]
+
+It first prints PROBE-START (so a test knows the probe really ran, rather
+than failing for an unrelated reason), then performs one attack and prints
+one line: `ESCAPED <detail>` when the attack worked, `BLOCKED <detail>` when
+the kernel refused it. Tests never trust these lines alone: they check the
+effect (a listener got nothing, a file does not exist, a process is alive).
+"""
+
+import ctypes
+import errno
+import mmap
+import os
+import socket
+import sys
+import time
+
+print("PROBE-START", flush=True)
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+CANARY = b"GLOVEBOX-CANARY-PAYLOAD"
+
+
+def escaped(detail):
+    print("ESCAPED", detail, flush=True)
+    sys.exit(0)
+
+
+def blocked(detail):
+    print("BLOCKED", detail, flush=True)
+    sys.exit(0)
+
+
+def attempt(fn, what):
+    try:
+        fn()
+    except OSError as e:
+        blocked(f"{what}: {e.errno} {errno.errorcode.get(e.errno, '')}")
+    escaped(what)
+
+
+def syscall(nr, *args):
+    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    if r < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return r
+
+
+def tcp(host, port):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    def go():
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.settimeout(2)
+        s.connect((host, int(port)))
+        s.sendall(CANARY)
+        s.close()
+
+    attempt(go, f"tcp connect {host}:{port}")
+
+
+def udp(host, port):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    def go():
+        s = socket.socket(fam, socket.SOCK_DGRAM)
+        s.sendto(CANARY, (host, int(port)))
+
+    attempt(go, f"udp send {host}:{port}")
+
+
+def unix(path):
+    def go():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        s.sendall(CANARY)
+
+    attempt(go, f"unix connect {path}")
+
+
+def abstract(name):
+    def go():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect("\0" + name)
+        s.sendall(CANARY)
+
+    attempt(go, f"abstract unix connect {name}")
+
+
+def dgram_pair(path):
+    # A datagram socketpair could sendto() a named socket outside.
+    def go():
+        a, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        a.sendto(CANARY, path)
+
+    attempt(go, "unix datagram socketpair sendto")
+
+
+def netlink():
+    attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0), "netlink socket")
+
+
+def packet():
+    attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0), "packet socket")
+
+
+def io_uring():
+    params = ctypes.create_string_buffer(120)
+    attempt(lambda: syscall(425, 8, ctypes.addressof(params)), "io_uring_setup")
+
+
+def socketpair_ok():
+    a, b = socket.socketpair()
+    a.sendall(b"ping")
+    if b.recv(4) == b"ping":
+        print("SOCKETPAIR-OK", flush=True)
+    r, w = os.pipe()
+    os.write(w, b"x")
+    if os.read(r, 1) == b"x":
+        print("PIPE-OK", flush=True)
+
+
+def read(path):
+    def go():
+        with open(path, "rb") as f:
+            sys.stdout.write(f.read().decode(errors="replace"))
+
+    attempt(go, f"read {path}")
+
+
+def listdir(path):
+    def go():
+        print(os.listdir(path))
+
+    attempt(go, f"listdir {path}")
+
+
+def write(path):
+    def go():
+        with open(path, "wb") as f:
+            f.write(CANARY)
+
+    attempt(go, f"write {path}")
+
+
+def link(src, dst):
+    attempt(lambda: os.link(src, dst), f"link {src} -> {dst}")
+
+
+def rename(src, dst):
+    attempt(lambda: os.rename(src, dst), f"rename {src} -> {dst}")
+
+
+def truncate(path):
+    attempt(lambda: os.truncate(path, 0), f"truncate {path}")
+
+
+def ptrace(pid):
+    PTRACE_ATTACH = 16
+    attempt(lambda: syscall(101, PTRACE_ATTACH, int(pid), 0, 0), f"ptrace attach {pid}")
+
+
+def vmread(pid, addr="0x400000"):
+    buf = ctypes.create_string_buffer(64)
+
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    local = iovec(ctypes.addressof(buf), 64)
+    remote = iovec(int(addr, 0), 64)
+    attempt(
+        lambda: syscall(310, int(pid), ctypes.addressof(local), 1, ctypes.addressof(remote), 1, 0),
+        f"process_vm_readv {pid}",
+    )
+
+
+def kill(pid):
+    attempt(lambda: os.kill(int(pid), 9), f"kill {pid}")
+
+
+def environ(pid):
+    read(f"/proc/{pid}/environ")
+
+
+def find_canary_env(marker):
+    """Look for `marker` in every process environment and cmdline we can see."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        for f in ("environ", "cmdline"):
+            try:
+                with open(f"/proc/{d}/{f}", "rb") as fh:
+                    if marker.encode() in fh.read():
+                        found.append(f"{d}/{f}")
+            except OSError:
+                pass
+    if found:
+        escaped("found " + ",".join(found))
+    blocked("marker not visible; pids seen: " + ",".join(p for p in os.listdir("/proc") if p.isdigit()))
+
+
+def tiocsti():
+    import fcntl
+    import termios
+
+    results = []
+    for fd in (0, 1, 2):
+        try:
+            fcntl.ioctl(fd, termios.TIOCSTI, b"X")
+            results.append(f"fd{fd}:injected")
+        except OSError as e:
+            results.append(f"fd{fd}:{errno.errorcode.get(e.errno, e.errno)}")
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR)
+        fcntl.ioctl(fd, termios.TIOCSTI, b"X")
+        results.append("devtty:injected")
+    except OSError as e:
+        results.append(f"devtty:{errno.errorcode.get(e.errno, e.errno)}")
+    if any("injected" in r for r in results):
+        escaped(" ".join(results))
+    blocked(" ".join(results))
+
+
+def i386():
+    # mov eax, 20 (getpid in the i386 table); int 0x80; ret
+    code = b"\xb8\x14\x00\x00\x00\xcd\x80\xc3"
+    mem = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    mem.write(code)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+    fn = ctypes.CFUNCTYPE(ctypes.c_int)(addr)
+    print("CALLING-INT80", flush=True)
+    r = fn()
+    escaped(f"int 0x80 returned {r}")
+
+
+def unshare(flag):
+    attempt(lambda: syscall(272, int(flag, 0)), f"unshare {flag}")
+
+
+def mount():
+    def go():
+        if libc.mount(b"none", b"/tmp", b"tmpfs", ctypes.c_ulong(0), None) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
+
+    attempt(go, "mount tmpfs on /tmp")
+
+
+def forkbomb(marker_dir):
+    open(os.path.join(marker_dir, "bomb-started"), "w").close()
+    n = 0
+    failures = 0
+    deadline = time.time() + 3
+    while time.time() < deadline:
+        try:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            n += 1
+        except OSError:
+            failures += 1
+            time.sleep(0.001)
+    print(f"FORKS {n} FAILED {failures}", flush=True)
+    blocked(f"forks={n} refused={failures}")
+
+
+def membomb(mb):
+    chunks = []
+    for i in range(int(mb)):
+        chunks.append(b"\x01" * (1 << 20))
+        if i % 64 == 0:
+            print(f"ALLOCATED {i} MiB", flush=True)
+    escaped(f"allocated {mb} MiB")
+
+
+def daemon(marker, out_dir):
+    """Double fork + setsid; the daemon sleeps with `marker` in its argv."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(os.path.join(out_dir, "daemon-started"), "w") as f:
+                f.write(str(os.getpid()))
+            os.execvp("python3", ["python3", "-c", "import time; time.sleep(300)", marker])
+        os._exit(0)
+    deadline = time.time() + 5
+    while not os.path.exists(os.path.join(out_dir, "daemon-started")) and time.time() < deadline:
+        time.sleep(0.01)
+    print("PARENT-EXITING", flush=True)
+
+
+def output(mb):
+    chunk = b"y" * (1 << 20)
+    out = sys.stdout.buffer
+    for _ in range(int(mb)):
+        out.write(chunk)
+    out.flush()
+
+
+ATTACKS = {
+    "tcp": tcp,
+    "udp": udp,
+    "unix": unix,
+    "abstract": abstract,
+    "dgram_pair": dgram_pair,
+    "netlink": netlink,
+    "packet": packet,
+    "io_uring": io_uring,
+    "socketpair_ok": socketpair_ok,
+    "read": read,
+    "listdir": listdir,
+    "write": write,
+    "link": link,
+    "rename": rename,
+    "truncate": truncate,
+    "ptrace": ptrace,
+    "vmread": vmread,
+    "kill": kill,
+    "environ": environ,
+    "find_canary_env": find_canary_env,
+    "tiocsti": tiocsti,
+    "i386": i386,
+    "unshare": unshare,
+    "mount": mount,
+    "forkbomb": forkbomb,
+    "membomb": membomb,
+    "daemon": daemon,
+    "output": output,
+}
+
+if __name__ == "__main__":
+    ATTACKS[sys.argv[1]](*sys.argv[2:])
