@@ -188,8 +188,10 @@ def environ(pid):
 def find_canary_env(marker):
     """Look for `marker` in every process environment and cmdline we can see."""
     found = []
+    me = str(os.getpid())
     for d in os.listdir("/proc"):
-        if not d.isdigit():
+        # Our own argv holds the marker we were given.
+        if not d.isdigit() or d == me:
             continue
         for f in ("environ", "cmdline"):
             try:

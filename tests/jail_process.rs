@@ -1,0 +1,357 @@
+//! Invariants 3-8: other processes, the environment, ending whole, limits
+//! and the terminal. Each attack is real and judged by its effect.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A neighbour outside the jail holding a secret in its environment.
+struct Neighbour {
+    child: std::process::Child,
+    secret: String,
+}
+
+impl Neighbour {
+    fn start() -> Neighbour {
+        let secret = marker("neighbour-secret");
+        let child = Command::new("sleep")
+            .arg("60")
+            .env("NEIGHBOUR_SECRET", &secret)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        Neighbour { child, secret }
+    }
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn neighbour_cannot_be_read_traced_or_killed() {
+    if !jail_available() {
+        return;
+    }
+    let mut n = Neighbour::start();
+    let pid = n.pid();
+    let r = attack(&[], &["environ", &pid]);
+    r.assert_blocked();
+    assert!(!r.stdout.contains(&n.secret));
+    attack(&[], &["ptrace", &pid]).assert_blocked();
+    attack(&[], &["vmread", &pid]).assert_blocked();
+    attack(&[], &["kill", &pid]);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(n.alive(), "the neighbour was killed from inside the jail");
+    let r = attack(&[], &["find_canary_env", &n.secret]);
+    r.assert_blocked();
+}
+
+#[test]
+fn supervisor_secrets_are_out_of_reach() {
+    if !jail_available() {
+        return;
+    }
+    // The supervisor's environment holds every secret the user exported.
+    let secret = marker("supervisor-secret");
+    let probes = probes();
+    let probe = probe();
+    let r = sandbox_env(
+        &["--read", path_str(&probes)],
+        &["python3", path_str(&probe), "find_canary_env", &secret],
+        &[("SUPERVISOR_SECRET", &secret)],
+    );
+    r.assert_blocked();
+    assert!(!r.stdout.contains(&secret));
+    // Its parent (the supervisor) is invisible: pid 1 is the probe itself.
+    let r = sandbox(&[], &["sh", "-c", "echo ppid=$PPID; cat /proc/1/cmdline | tr '\\0' ' '"]);
+    assert!(r.stdout.contains("ppid=0"), "{r:#?}");
+    assert!(!r.stdout.contains("glovebox"), "{r:#?}");
+}
+
+#[test]
+fn environment_starts_empty() {
+    if !jail_available() {
+        return;
+    }
+    let secret = marker("inherited");
+    let r = sandbox_env(&[], &["/usr/bin/env"], &[("SHOULD_NOT_PASS", &secret), ("PASSED", "yes")]);
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    let mut keys: Vec<&str> = r.stdout.lines().filter_map(|l| l.split('=').next()).collect();
+    keys.sort();
+    assert_eq!(keys, ["HOME", "LANG", "PATH", "TMPDIR", "TZ"], "{r:#?}");
+    assert!(!r.stdout.contains(&secret));
+    // Explicitly passed variables do arrive.
+    let r = sandbox_env(&["--env", "PASSED", "--env", "SET=1"], &["/usr/bin/env"], &[("PASSED", "yes")]);
+    assert!(r.stdout.contains("PASSED=yes") && r.stdout.contains("SET=1"), "{r:#?}");
+}
+
+#[test]
+fn home_is_private_writable_and_removed_afterwards() {
+    if !jail_available() {
+        return;
+    }
+    let r = sandbox(&[], &["sh", "-c", "ls -A \"$HOME\" | wc -l; echo data > \"$HOME/f\" && cat \"$HOME/f\"; echo $HOME"]);
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0].trim(), "0", "HOME was not empty: {r:#?}");
+    assert_eq!(lines[1], "data");
+    assert!(!std::path::Path::new(lines[2]).exists(), "HOME survived the call");
+}
+
+#[test]
+fn double_forked_daemon_is_gone_after_the_call() {
+    if !jail_available() {
+        return;
+    }
+    let dir = tempdir();
+    let m = marker("daemon");
+    let r = attack(&["--write", path_str(dir.path())], &["daemon", &m, path_str(dir.path())]);
+    r.assert_probe_ran();
+    assert!(dir.path().join("daemon-started").exists(), "the daemon never started: {r:#?}");
+    assert!(pids_with(&m).is_empty(), "a daemon survived: {:?}", pids_with(&m));
+}
+
+#[test]
+fn supervisor_death_takes_the_jail_down() {
+    if !jail_available() {
+        return;
+    }
+    let m = marker("orphan");
+    let mut gb = Command::new(bin())
+        .args(["sandbox", "--", "python3", "-c", "import time; time.sleep(120)", &m])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while pids_with(&m).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10), "jailed process never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gb.kill().unwrap();
+    gb.wait().unwrap();
+    let start = Instant::now();
+    while !pids_with(&m).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "jailed process outlived the supervisor: {:?}",
+            pids_with(&m)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn timeout_kills_the_whole_tree() {
+    if !jail_available() {
+        return;
+    }
+    let m = marker("timeout");
+    let started = Instant::now();
+    let r = sandbox(
+        &["--timeout", "1"],
+        &["sh", "-c", &format!("python3 -c 'import time; time.sleep(60)' {m} & sleep 60")],
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(r.code, Some(124), "{r:#?}");
+    assert!(r.limits_hit().contains(&"timeout".to_string()), "{r:#?}");
+    assert!(pids_with(&m).is_empty());
+}
+
+#[test]
+fn fork_bomb_is_contained() {
+    if !jail_available() {
+        return;
+    }
+    let dir = tempdir();
+    let r = attack(
+        &["--pids", "32", "--timeout", "20", "--write", path_str(dir.path())],
+        &["forkbomb", path_str(dir.path())],
+    );
+    r.assert_probe_ran();
+    assert!(dir.path().join("bomb-started").exists());
+    let line = r.stdout.lines().find(|l| l.starts_with("FORKS")).expect("FORKS line");
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    let forks: u64 = parts[1].parse().unwrap();
+    let refused: u64 = parts[3].parse().unwrap();
+    assert!(forks < 32, "{forks} forks got through a limit of 32");
+    assert!(refused > 0, "no fork was refused: {r:#?}");
+    assert!(pids_with(path_str(dir.path())).is_empty(), "bomb processes survived");
+}
+
+#[test]
+fn memory_bomb_is_contained() {
+    if !jail_available() {
+        return;
+    }
+    let r = attack(&["--memory", "64M"], &["membomb", "1024"]);
+    r.assert_probe_ran();
+    assert!(!r.stdout.contains("ESCAPED"), "allocated 1 GiB under a 64 MiB limit");
+    assert_ne!(r.code, Some(0));
+}
+
+#[cfg(target_os = "linux")]
+fn max_rss_kib_of(mut cmd: Command) -> (i64, std::process::ExitStatus) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = cmd.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: plain wait4 on our own child with valid out-pointers.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid);
+    std::mem::forget(child);
+    (usage.ru_maxrss, std::process::ExitStatus::from_raw(status))
+}
+
+#[test]
+fn huge_output_leaves_the_supervisor_small() {
+    if !jail_available() {
+        return;
+    }
+    let probes = probes();
+    let probe = probe();
+    let mut cmd = Command::new(bin());
+    cmd.args(["sandbox", "--json", "--max-output", "1M", "--read", path_str(&probes), "--"])
+        .args(["python3", path_str(&probe), "output", "500"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let (rss_kib, status) = max_rss_kib_of(cmd);
+    assert!(status.success(), "{status:?}");
+    assert!(rss_kib < 40 * 1024, "supervisor grew to {rss_kib} KiB on 500 MiB of output");
+    // And the result says what happened.
+    let r = attack(&["--max-output", "1M"], &["output", "50"]);
+    // 50 MiB plus the probe's PROBE-START line, all counted, 1 MiB kept.
+    assert_eq!(r.json["stdout_bytes"], (50u64 << 20) + 12, "{r:#?}");
+    assert!(r.stdout.len() <= 1 << 20);
+    assert!(r.limits_hit().contains(&"output".to_string()));
+}
+
+#[test]
+fn tiocsti_under_a_pty_injects_nothing() {
+    if !jail_available() {
+        return;
+    }
+    use nix::pty::openpty;
+    use nix::sys::termios;
+    use std::io::Read;
+    let pty = openpty(None, None).unwrap();
+    // Raw mode, so an injected byte would be readable at once.
+    let mut t = termios::tcgetattr(&pty.slave).unwrap();
+    termios::cfmakeraw(&mut t);
+    termios::tcsetattr(&pty.slave, termios::SetArg::TCSANOW, &t).unwrap();
+    let probes = probes();
+    let probe = probe();
+    let slave = || Stdio::from(pty.slave.try_clone().unwrap());
+    let status = Command::new(bin())
+        .args(["sandbox", "--read", path_str(&probes), "--"])
+        .args(["python3", path_str(&probe), "tiocsti"])
+        .stdin(slave())
+        .stdout(slave())
+        .stderr(slave())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // What the probe printed reached the terminal...
+    let mut master = std::fs::File::from(pty.master);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&master);
+    nix::fcntl::fcntl(
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .unwrap();
+    let mut screen = vec![0u8; 4096];
+    let n = master.read(&mut screen).unwrap_or(0);
+    let screen = String::from_utf8_lossy(&screen[..n]).into_owned();
+    assert!(screen.contains("PROBE-START"), "{screen}");
+    assert!(screen.contains("BLOCKED") && !screen.contains("ESCAPED"), "{screen}");
+    // ...and nothing was pushed into the terminal's input queue.
+    let mut input = std::fs::File::from(pty.slave);
+    let sfd = std::os::fd::AsRawFd::as_raw_fd(&input);
+    nix::fcntl::fcntl(
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(sfd) },
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )
+    .unwrap();
+    let mut buf = [0u8; 64];
+    match input.read(&mut buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("terminal input after the call: {other:?} {:?}", &buf),
+    }
+}
+
+#[test]
+fn foreign_architecture_syscalls_kill_the_process() {
+    if !jail_available() {
+        return;
+    }
+    let r = attack(&[], &["i386"]);
+    r.assert_probe_ran();
+    assert!(r.stdout.contains("CALLING-INT80"), "{r:#?}");
+    assert!(!r.stdout.contains("ESCAPED"), "{r:#?}");
+    assert_eq!(r.json["signal"], libc::SIGSYS, "{r:#?}");
+}
+
+#[test]
+fn namespaces_and_mounts_are_refused() {
+    if !jail_available() {
+        return;
+    }
+    attack(&[], &["unshare", "0x10000000"]).assert_blocked(); // CLONE_NEWUSER
+    attack(&[], &["unshare", "0x40000000"]).assert_blocked(); // CLONE_NEWNET
+    attack(&[], &["mount"]).assert_blocked();
+}
+
+#[test]
+fn exit_status_and_streams_come_back() {
+    if !jail_available() {
+        return;
+    }
+    let r = sandbox(&[], &["sh", "-c", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(r.code, Some(7));
+    assert_eq!(r.stdout, "out\n");
+    assert_eq!(r.stderr, "err\n");
+    // Streamed mode (no --json) passes them through.
+    let out = Command::new(bin())
+        .args(["sandbox", "--", "sh", "-c", "echo streamed; exit 3"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "streamed\n");
+    // stdin from a pipe reaches the command.
+    let mut child = Command::new(bin())
+        .args(["sandbox", "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"piped input").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "piped input");
+}
+
+#[test]
+fn unknown_command_is_a_clear_error() {
+    let out = Command::new(bin())
+        .args(["sandbox", "--", "no-such-command-gbx"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("command not found"));
+}
