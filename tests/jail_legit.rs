@@ -1,0 +1,120 @@
+//! The other half of "it never gets in the way": ordinary tools run
+//! normally inside the jail with their files in the read/write sets.
+
+mod common;
+
+use common::*;
+use std::fs;
+
+fn project() -> tempfile::TempDir {
+    let dir = tempdir();
+    fs::create_dir_all(dir.path().join("src")).unwrap();
+    fs::write(dir.path().join("src/a.py"), "# TODO: one\nprint('a')\n").unwrap();
+    fs::write(dir.path().join("src/b.js"), "// TODO: two\nconsole.log(1)\n").unwrap();
+    fs::write(
+        dir.path().join("run.sh"),
+        "#!/bin/sh\nset -e\necho \"args: $*\"\ngrep -rc TODO src | sort\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir.path().join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn sh_script_find_and_grep_run_on_readable_files() {
+    if !jail_available() {
+        return;
+    }
+    let p = project();
+    let root = path_str(p.path());
+    let r = sandbox(&["--read", root, "--cwd", root], &["./run.sh", "x y"]);
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    assert!(r.stdout.contains("args: x y"));
+    assert!(r.stdout.contains("src/a.py:1") && r.stdout.contains("src/b.js:1"), "{r:#?}");
+    let r = sandbox(&["--read", root, "--cwd", root], &["find", "src", "-name", "*.py"]);
+    assert_eq!(r.stdout.trim(), "src/a.py", "{r:#?}");
+}
+
+#[test]
+fn python_runs_with_its_stdlib() {
+    if !jail_available() {
+        return;
+    }
+    let p = project();
+    let root = path_str(p.path());
+    let code = "import json, os, subprocess, tempfile, pathlib\n\
+        files = sorted(str(x) for x in pathlib.Path('src').rglob('*'))\n\
+        with tempfile.NamedTemporaryFile('w') as f: f.write('x')\n\
+        out = subprocess.run(['echo', 'child'], capture_output=True, text=True).stdout\n\
+        print(json.dumps({'files': files, 'child': out.strip(), 'cpus': os.cpu_count()}))";
+    let r = sandbox(&["--read", root, "--cwd", root], &["python3", "-c", code]);
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["files"], serde_json::json!(["src/a.py", "src/b.js"]));
+    assert_eq!(v["child"], "child");
+}
+
+#[test]
+fn node_runs() {
+    if !jail_available() {
+        return;
+    }
+    if which("node").is_none() {
+        if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+            panic!("node is not installed (CI installs nodejs)");
+        }
+        eprintln!("SKIPPED: node is not installed");
+        return;
+    }
+    let p = project();
+    let root = path_str(p.path());
+    let r = sandbox(
+        &["--read", root, "--cwd", root],
+        &["node", "-e", "const fs=require('fs'); console.log(fs.readdirSync('src').join(','), require('os').cpus().length > 0)"],
+    );
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    assert_eq!(r.stdout.trim(), "a.py,b.js true");
+}
+
+#[test]
+fn git_works_in_a_writable_repository() {
+    if !jail_available() {
+        return;
+    }
+    let p = project();
+    let root = path_str(p.path());
+    let script = "set -e\n\
+        git init -q .\n\
+        git add src\n\
+        git -c user.name=t -c user.email=t@example.com commit -qm init\n\
+        git log --oneline | wc -l\n\
+        git status --porcelain | wc -l";
+    let r = sandbox(&["--write", root, "--cwd", root], &["sh", "-c", script]);
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    assert_eq!(r.stdout.split_whitespace().collect::<Vec<_>>(), ["1", "1"], "{r:#?}");
+    assert!(p.path().join(".git/HEAD").exists());
+}
+
+#[test]
+fn written_files_land_in_the_write_set() {
+    if !jail_available() {
+        return;
+    }
+    let p = project();
+    let out = p.path().join("out");
+    fs::create_dir(&out).unwrap();
+    let r = sandbox(
+        &["--read", path_str(p.path()), "--write", path_str(&out), "--cwd", path_str(p.path())],
+        &["sh", "-c", "cat src/*.py > out/all.txt && mkdir out/d && mv out/all.txt out/d/ && rm -r out/d && echo done > out/result"],
+    );
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    assert_eq!(fs::read_to_string(out.join("result")).unwrap(), "done\n");
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| p.exists())
+}
