@@ -1,6 +1,8 @@
 //! Invariant 1 (deny by default filesystem): real reads, writes, links and
 //! renames from inside the jail, judged by their effect on disk.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;
@@ -36,7 +38,10 @@ fn canary_outside_the_read_set_is_not_returned() {
     }
     let d = dirs();
     let canary = d.outside.join("canary.txt");
-    let r = attack(&["--read", path_str(&d.allowed)], &["read", path_str(&canary)]);
+    let r = attack(
+        &["--read", path_str(&d.allowed)],
+        &["read", path_str(&canary)],
+    );
     r.assert_blocked();
     assert!(!r.stdout.contains(SECRET) && !r.stderr.contains(SECRET));
     // The legitimate side of the same probe works.
@@ -68,7 +73,11 @@ fn file_outside_the_write_set_is_not_created() {
     }
     let d = dirs();
     let target = d.outside.join("created.txt");
-    attack(&["--write", path_str(&d.allowed)], &["write", path_str(&target)]).assert_blocked();
+    attack(
+        &["--write", path_str(&d.allowed)],
+        &["write", path_str(&target)],
+    )
+    .assert_blocked();
     assert!(!target.exists(), "file was created outside");
     // A read-only path is not writable either.
     let ro = d.allowed.join("new.txt");
@@ -81,7 +90,10 @@ fn file_outside_the_write_set_is_not_created() {
     assert!(!std::path::Path::new(&tmp_target).exists());
     // Writing inside the write set works.
     let inside = d.allowed.join("written.txt");
-    let r = attack(&["--write", path_str(&d.allowed)], &["write", path_str(&inside)]);
+    let r = attack(
+        &["--write", path_str(&d.allowed)],
+        &["write", path_str(&inside)],
+    );
     r.assert_probe_ran();
     assert!(inside.exists(), "{r:#?}");
 }
@@ -93,7 +105,11 @@ fn read_only_file_cannot_be_truncated() {
     }
     let d = dirs();
     let f = d.allowed.join("ok.txt");
-    attack(&["--read", path_str(&d.allowed)], &["truncate", path_str(&f)]).assert_blocked();
+    attack(
+        &["--read", path_str(&d.allowed)],
+        &["truncate", path_str(&f)],
+    )
+    .assert_blocked();
     assert_eq!(fs::read_to_string(&f).unwrap(), "allowed content");
 }
 
@@ -107,7 +123,10 @@ fn symlink_inside_pointing_outside_does_not_widen_access() {
     std::os::unix::fs::symlink(d.outside.join("canary.txt"), &link).unwrap();
     let dirlink = d.allowed.join("dirlink");
     std::os::unix::fs::symlink(&d.outside, &dirlink).unwrap();
-    let r = attack(&["--write", path_str(&d.allowed)], &["read", path_str(&link)]);
+    let r = attack(
+        &["--write", path_str(&d.allowed)],
+        &["read", path_str(&link)],
+    );
     r.assert_blocked();
     assert!(!r.stdout.contains(SECRET));
     let r = attack(
@@ -143,7 +162,11 @@ fn link_and_rename_out_of_the_allowed_set_fail() {
     let stolen = d.allowed.join("stolen.txt");
     attack(
         &["--write", path_str(&d.allowed)],
-        &["link", path_str(&d.outside.join("canary.txt")), path_str(&stolen)],
+        &[
+            "link",
+            path_str(&d.outside.join("canary.txt")),
+            path_str(&stolen),
+        ],
     )
     .assert_blocked();
     assert!(!stolen.exists());
@@ -154,7 +177,14 @@ fn proc_shows_only_the_jails_own_processes() {
     if !jail_available() {
         return;
     }
-    let r = sandbox(&[], &["sh", "-c", "ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/self/status | grep NoNewPrivs"]);
+    let r = sandbox(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "ls /proc | grep -E '^[0-9]+$' | wc -l; cat /proc/self/status | grep NoNewPrivs",
+        ],
+    );
     assert_eq!(r.code, Some(0), "{r:#?}");
     let count: u32 = r.stdout.lines().next().unwrap().trim().parse().unwrap();
     assert!(count <= 4, "the jail sees {count} processes: {r:#?}");

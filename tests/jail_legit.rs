@@ -1,6 +1,8 @@
 //! The other half of "it never gets in the way": ordinary tools run
 //! normally inside the jail with their files in the read/write sets.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;
@@ -10,7 +12,11 @@ fn project() -> tempfile::TempDir {
     let dir = tempdir();
     fs::create_dir_all(dir.path().join("src")).unwrap();
     fs::write(dir.path().join("src/a.py"), "# TODO: one\nprint('a')\n").unwrap();
-    fs::write(dir.path().join("src/b.js"), "// TODO: two\nconsole.log(1)\n").unwrap();
+    fs::write(
+        dir.path().join("src/b.js"),
+        "// TODO: two\nconsole.log(1)\n",
+    )
+    .unwrap();
     fs::write(
         dir.path().join("run.sh"),
         "#!/bin/sh\nset -e\necho \"args: $*\"\ngrep -rc TODO src | sort\n",
@@ -31,8 +37,14 @@ fn sh_script_find_and_grep_run_on_readable_files() {
     let r = sandbox(&["--read", root, "--cwd", root], &["./run.sh", "x y"]);
     assert_eq!(r.code, Some(0), "{r:#?}");
     assert!(r.stdout.contains("args: x y"));
-    assert!(r.stdout.contains("src/a.py:1") && r.stdout.contains("src/b.js:1"), "{r:#?}");
-    let r = sandbox(&["--read", root, "--cwd", root], &["find", "src", "-name", "*.py"]);
+    assert!(
+        r.stdout.contains("src/a.py:1") && r.stdout.contains("src/b.js:1"),
+        "{r:#?}"
+    );
+    let r = sandbox(
+        &["--read", root, "--cwd", root],
+        &["find", "src", "-name", "*.py"],
+    );
     assert_eq!(r.stdout.trim(), "src/a.py", "{r:#?}");
 }
 
@@ -92,7 +104,11 @@ fn git_works_in_a_writable_repository() {
         git status --porcelain | wc -l";
     let r = sandbox(&["--write", root, "--cwd", root], &["sh", "-c", script]);
     assert_eq!(r.code, Some(0), "{r:#?}");
-    assert_eq!(r.stdout.split_whitespace().collect::<Vec<_>>(), ["1", "1"], "{r:#?}");
+    assert_eq!(
+        r.stdout.split_whitespace().collect::<Vec<_>>(),
+        ["1", "1"],
+        "{r:#?}"
+    );
     assert!(p.path().join(".git/HEAD").exists());
 }
 

@@ -1,6 +1,8 @@
 //! Invariant 2 (network: false means no channel out): every kind of socket
 //! a tool could use, each against a real listener that must get nothing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;
@@ -15,7 +17,10 @@ fn assert_no_connection(l: &TcpListener) {
         Ok((mut s, addr)) => {
             let mut buf = Vec::new();
             let _ = s.read_to_end(&mut buf);
-            panic!("listener got a connection from {addr}: {:?}", String::from_utf8_lossy(&buf));
+            panic!(
+                "listener got a connection from {addr}: {:?}",
+                String::from_utf8_lossy(&buf)
+            );
         }
         Err(e) => panic!("accept failed oddly: {e}"),
     }
@@ -71,13 +76,21 @@ fn pathname_unix_listener_receives_nothing() {
     let l = UnixListener::bind(&path).unwrap();
     // Even with the socket's directory writable, connect must fail: this
     // kernel's Landlock does not govern pathname unix connect.
-    attack(&["--write", path_str(dir.path())], &["unix", path_str(&path)]).assert_blocked();
+    attack(
+        &["--write", path_str(dir.path())],
+        &["unix", path_str(&path)],
+    )
+    .assert_blocked();
     l.set_nonblocking(true).unwrap();
     assert!(matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock));
     // A datagram socket bound outside gets nothing through a socketpair.
     let dpath = dir.path().join("dgram");
     let d = UnixDatagram::bind(&dpath).unwrap();
-    attack(&["--write", path_str(dir.path())], &["dgram_pair", path_str(&dpath)]).assert_blocked();
+    attack(
+        &["--write", path_str(dir.path())],
+        &["dgram_pair", path_str(&dpath)],
+    )
+    .assert_blocked();
     d.set_nonblocking(true).unwrap();
     let mut buf = [0u8; 64];
     assert!(matches!(d.recv(&mut buf), Err(e) if e.kind() == ErrorKind::WouldBlock));
@@ -115,7 +128,10 @@ fn socketpairs_and_pipes_inside_the_jail_work() {
     }
     let r = attack(&[], &["socketpair_ok"]);
     r.assert_probe_ran();
-    assert!(r.stdout.contains("SOCKETPAIR-OK") && r.stdout.contains("PIPE-OK"), "{r:#?}");
+    assert!(
+        r.stdout.contains("SOCKETPAIR-OK") && r.stdout.contains("PIPE-OK"),
+        "{r:#?}"
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Invariants 3-8: other processes, the environment, ending whole, limits
 //! and the terminal. Each attack is real and judged by its effect.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;
@@ -75,7 +77,14 @@ fn supervisor_secrets_are_out_of_reach() {
     r.assert_blocked();
     assert!(!r.stdout.contains(&secret));
     // Its parent (the supervisor) is invisible: pid 1 is the probe itself.
-    let r = sandbox(&[], &["sh", "-c", "echo ppid=$PPID; cat /proc/1/cmdline | tr '\\0' ' '"]);
+    let r = sandbox(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "echo ppid=$PPID; cat /proc/1/cmdline | tr '\\0' ' '",
+        ],
+    );
     assert!(r.stdout.contains("ppid=0"), "{r:#?}");
     assert!(!r.stdout.contains("glovebox"), "{r:#?}");
 }
@@ -86,15 +95,30 @@ fn environment_starts_empty() {
         return;
     }
     let secret = marker("inherited");
-    let r = sandbox_env(&[], &["/usr/bin/env"], &[("SHOULD_NOT_PASS", &secret), ("PASSED", "yes")]);
+    let r = sandbox_env(
+        &[],
+        &["/usr/bin/env"],
+        &[("SHOULD_NOT_PASS", &secret), ("PASSED", "yes")],
+    );
     assert_eq!(r.code, Some(0), "{r:#?}");
-    let mut keys: Vec<&str> = r.stdout.lines().filter_map(|l| l.split('=').next()).collect();
+    let mut keys: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.split('=').next())
+        .collect();
     keys.sort();
     assert_eq!(keys, ["HOME", "LANG", "PATH", "TMPDIR", "TZ"], "{r:#?}");
     assert!(!r.stdout.contains(&secret));
     // Explicitly passed variables do arrive.
-    let r = sandbox_env(&["--env", "PASSED", "--env", "SET=1"], &["/usr/bin/env"], &[("PASSED", "yes")]);
-    assert!(r.stdout.contains("PASSED=yes") && r.stdout.contains("SET=1"), "{r:#?}");
+    let r = sandbox_env(
+        &["--env", "PASSED", "--env", "SET=1"],
+        &["/usr/bin/env"],
+        &[("PASSED", "yes")],
+    );
+    assert!(
+        r.stdout.contains("PASSED=yes") && r.stdout.contains("SET=1"),
+        "{r:#?}"
+    );
 }
 
 #[test]
@@ -102,12 +126,22 @@ fn home_is_private_writable_and_removed_afterwards() {
     if !jail_available() {
         return;
     }
-    let r = sandbox(&[], &["sh", "-c", "ls -A \"$HOME\" | wc -l; echo data > \"$HOME/f\" && cat \"$HOME/f\"; echo $HOME"]);
+    let r = sandbox(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "ls -A \"$HOME\" | wc -l; echo data > \"$HOME/f\" && cat \"$HOME/f\"; echo $HOME",
+        ],
+    );
     assert_eq!(r.code, Some(0), "{r:#?}");
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines[0].trim(), "0", "HOME was not empty: {r:#?}");
     assert_eq!(lines[1], "data");
-    assert!(!std::path::Path::new(lines[2]).exists(), "HOME survived the call");
+    assert!(
+        !std::path::Path::new(lines[2]).exists(),
+        "HOME survived the call"
+    );
 }
 
 #[test]
@@ -117,10 +151,20 @@ fn double_forked_daemon_is_gone_after_the_call() {
     }
     let dir = tempdir();
     let m = marker("daemon");
-    let r = attack(&["--write", path_str(dir.path())], &["daemon", &m, path_str(dir.path())]);
+    let r = attack(
+        &["--write", path_str(dir.path())],
+        &["daemon", &m, path_str(dir.path())],
+    );
     r.assert_probe_ran();
-    assert!(dir.path().join("daemon-started").exists(), "the daemon never started: {r:#?}");
-    assert!(pids_with(&m).is_empty(), "a daemon survived: {:?}", pids_with(&m));
+    assert!(
+        dir.path().join("daemon-started").exists(),
+        "the daemon never started: {r:#?}"
+    );
+    assert!(
+        pids_with(&m).is_empty(),
+        "a daemon survived: {:?}",
+        pids_with(&m)
+    );
 }
 
 #[test]
@@ -130,7 +174,14 @@ fn supervisor_death_takes_the_jail_down() {
     }
     let m = marker("orphan");
     let mut gb = Command::new(bin())
-        .args(["sandbox", "--", "python3", "-c", "import time; time.sleep(120)", &m])
+        .args([
+            "sandbox",
+            "--",
+            "python3",
+            "-c",
+            "import time; time.sleep(120)",
+            &m,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -138,7 +189,10 @@ fn supervisor_death_takes_the_jail_down() {
         .unwrap();
     let start = Instant::now();
     while pids_with(&m).is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(10), "jailed process never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "jailed process never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     gb.kill().unwrap();
@@ -163,7 +217,11 @@ fn timeout_kills_the_whole_tree() {
     let started = Instant::now();
     let r = sandbox(
         &["--timeout", "1"],
-        &["sh", "-c", &format!("python3 -c 'import time; time.sleep(60)' {m} & sleep 60")],
+        &[
+            "sh",
+            "-c",
+            &format!("python3 -c 'import time; time.sleep(60)' {m} & sleep 60"),
+        ],
     );
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(r.code, Some(124), "{r:#?}");
@@ -178,18 +236,32 @@ fn fork_bomb_is_contained() {
     }
     let dir = tempdir();
     let r = attack(
-        &["--pids", "32", "--timeout", "20", "--write", path_str(dir.path())],
+        &[
+            "--pids",
+            "32",
+            "--timeout",
+            "20",
+            "--write",
+            path_str(dir.path()),
+        ],
         &["forkbomb", path_str(dir.path())],
     );
     r.assert_probe_ran();
     assert!(dir.path().join("bomb-started").exists());
-    let line = r.stdout.lines().find(|l| l.starts_with("FORKS")).expect("FORKS line");
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("FORKS"))
+        .expect("FORKS line");
     let parts: Vec<&str> = line.split_whitespace().collect();
     let forks: u64 = parts[1].parse().unwrap();
     let refused: u64 = parts[3].parse().unwrap();
     assert!(forks < 32, "{forks} forks got through a limit of 32");
     assert!(refused > 0, "no fork was refused: {r:#?}");
-    assert!(pids_with(path_str(dir.path())).is_empty(), "bomb processes survived");
+    assert!(
+        pids_with(path_str(dir.path())).is_empty(),
+        "bomb processes survived"
+    );
 }
 
 #[test]
@@ -199,7 +271,10 @@ fn memory_bomb_is_contained() {
     }
     let r = attack(&["--memory", "64M"], &["membomb", "1024"]);
     r.assert_probe_ran();
-    assert!(!r.stdout.contains("ESCAPED"), "allocated 1 GiB under a 64 MiB limit");
+    assert!(
+        !r.stdout.contains("ESCAPED"),
+        "allocated 1 GiB under a 64 MiB limit"
+    );
     assert_ne!(r.code, Some(0));
 }
 
@@ -209,8 +284,10 @@ fn max_rss_kib_of(mut cmd: Command) -> (i64, std::process::ExitStatus) {
     let child = cmd.spawn().unwrap();
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
-    // SAFETY: plain wait4 on our own child with valid out-pointers.
+    // SAFETY: rusage is plain data; all-zero is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, with valid out-pointers; nix has no
+    // wrapper that returns one child's rusage.
     let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(rc, pid);
     std::mem::forget(child);
@@ -225,14 +302,25 @@ fn huge_output_leaves_the_supervisor_small() {
     let probes = probes();
     let probe = probe();
     let mut cmd = Command::new(bin());
-    cmd.args(["sandbox", "--json", "--max-output", "1M", "--read", path_str(&probes), "--"])
-        .args(["python3", path_str(&probe), "output", "500"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.args([
+        "sandbox",
+        "--json",
+        "--max-output",
+        "1M",
+        "--read",
+        path_str(&probes),
+        "--",
+    ])
+    .args(["python3", path_str(&probe), "output", "500"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     let (rss_kib, status) = max_rss_kib_of(cmd);
     assert!(status.success(), "{status:?}");
-    assert!(rss_kib < 40 * 1024, "supervisor grew to {rss_kib} KiB on 500 MiB of output");
+    assert!(
+        rss_kib < 40 * 1024,
+        "supervisor grew to {rss_kib} KiB on 500 MiB of output"
+    );
     // And the result says what happened.
     let r = attack(&["--max-output", "1M"], &["output", "50"]);
     // 50 MiB plus the probe's PROBE-START line, all counted, 1 MiB kept.
@@ -268,9 +356,8 @@ fn tiocsti_under_a_pty_injects_nothing() {
     assert!(status.success());
     // What the probe printed reached the terminal...
     let mut master = std::fs::File::from(pty.master);
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&master);
     nix::fcntl::fcntl(
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+        &master,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )
     .unwrap();
@@ -278,12 +365,14 @@ fn tiocsti_under_a_pty_injects_nothing() {
     let n = master.read(&mut screen).unwrap_or(0);
     let screen = String::from_utf8_lossy(&screen[..n]).into_owned();
     assert!(screen.contains("PROBE-START"), "{screen}");
-    assert!(screen.contains("BLOCKED") && !screen.contains("ESCAPED"), "{screen}");
+    assert!(
+        screen.contains("BLOCKED") && !screen.contains("ESCAPED"),
+        "{screen}"
+    );
     // ...and nothing was pushed into the terminal's input queue.
     let mut input = std::fs::File::from(pty.slave);
-    let sfd = std::os::fd::AsRawFd::as_raw_fd(&input);
     nix::fcntl::fcntl(
-        unsafe { std::os::fd::BorrowedFd::borrow_raw(sfd) },
+        &input,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )
     .unwrap();
@@ -341,7 +430,12 @@ fn exit_status_and_streams_come_back() {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(b"piped input").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"piped input")
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "piped input");
 }

@@ -47,7 +47,7 @@ pub enum Command {
     /// Print one tool's manifest, normalised.
     Show(show::Args),
     /// Run an ad-hoc command inside the jail.
-    Sandbox(sandbox::Args),
+    Sandbox(Box<sandbox::Args>),
     /// Report which kernel features this machine enforces.
     Doctor(doctor::Args),
 }

@@ -272,7 +272,8 @@ fn insert_x32_guard(prog: &mut BpfProgram) {
     if !cfg!(target_arch = "x86_64") {
         return;
     }
-    const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+    // BPF_LD | BPF_W | BPF_ABS
+    const BPF_LD_W_ABS: u16 = 0x20;
     const BPF_JGE_K: u16 = 0x05 | 0x30;
     const BPF_RET_K: u16 = 0x06;
     const SECCOMP_DATA_NR_OFFSET: u32 = 0;

@@ -96,8 +96,14 @@ impl Run {
     /// Asserts the probe ran, reported BLOCKED and never ESCAPED.
     pub fn assert_blocked(&self) -> &Self {
         self.assert_probe_ran();
-        assert!(!self.stdout.contains("ESCAPED"), "attack escaped: {self:#?}");
-        assert!(self.stdout.contains("BLOCKED"), "no BLOCKED line: {self:#?}");
+        assert!(
+            !self.stdout.contains("ESCAPED"),
+            "attack escaped: {self:#?}"
+        );
+        assert!(
+            self.stdout.contains("BLOCKED"),
+            "no BLOCKED line: {self:#?}"
+        );
         self
     }
 
@@ -114,7 +120,11 @@ impl Run {
 /// Runs `glovebox sandbox --json EXTRA -- CMD` with `envs` set on glovebox.
 pub fn sandbox_env(extra: &[&str], cmd: &[&str], envs: &[(&str, &str)]) -> Run {
     let mut c = Command::new(bin());
-    c.arg("sandbox").arg("--json").args(extra).arg("--").args(cmd);
+    c.arg("sandbox")
+        .arg("--json")
+        .args(extra)
+        .arg("--")
+        .args(cmd);
     c.stdin(Stdio::null());
     for (k, v) in envs {
         c.env(k, v);
@@ -161,10 +171,7 @@ pub fn pids_with(marker: &str) -> Vec<u32> {
         .filter(|pid| *pid != me)
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| {
-                    c.windows(marker.len())
-                        .any(|w| w == marker.as_bytes())
-                })
+                .map(|c| c.windows(marker.len()).any(|w| w == marker.as_bytes()))
                 .unwrap_or(false)
         })
         .collect()
