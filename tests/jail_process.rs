@@ -449,3 +449,47 @@ fn unknown_command_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("command not found"));
 }
+
+#[test]
+fn file_size_limit_stops_a_disk_filler() {
+    if !jail_available() {
+        return;
+    }
+    let dir = tempdir();
+    let r = sandbox(
+        &["--write", path_str(dir.path()), "--file-size", "1M"],
+        &[
+            "sh",
+            "-c",
+            &format!(
+                "echo started; head -c 20000000 /dev/zero > {}/big",
+                path_str(dir.path())
+            ),
+        ],
+    );
+    assert!(r.stdout.contains("started"), "{r:#?}");
+    assert_ne!(r.code, Some(0), "{r:#?}");
+    let size = std::fs::metadata(dir.path().join("big")).unwrap().len();
+    assert!(size <= 1 << 20, "wrote {size} bytes past a 1 MiB limit");
+}
+
+#[test]
+fn no_capabilities_and_no_new_privs_inside() {
+    if !jail_available() {
+        return;
+    }
+    let r = sandbox(&[], &["cat", "/proc/self/status"]);
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    for field in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        let line = r.stdout.lines().find(|l| l.starts_with(field)).unwrap();
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    // As root the bounding set is emptied too; unprivileged, the user
+    // namespace's full bounding set grants nothing outside it.
+    if nix::unistd::geteuid().is_root() {
+        let line = r.stdout.lines().find(|l| l.starts_with("CapBnd")).unwrap();
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    assert!(r.stdout.contains("NoNewPrivs:\t1"));
+    assert!(r.stdout.contains("Seccomp:\t2"));
+}

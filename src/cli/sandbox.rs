@@ -40,6 +40,9 @@ pub struct Args {
     /// Bytes of stdout (and of stderr) passed through; the rest is dropped.
     #[arg(long, value_name = "SIZE", default_value = "64M")]
     pub max_output: String,
+    /// Largest file the command may write (bytes, or with K/M/G suffix).
+    #[arg(long, value_name = "SIZE", default_value = "1G")]
+    pub file_size: String,
     /// Working directory (default: the current one).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
@@ -110,6 +113,7 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         memory_bytes: parse_size(&args.memory)?,
         pids: args.pids,
         output_bytes: parse_size(&args.max_output)?,
+        file_size_bytes: parse_size(&args.file_size)?,
         ..Limits::default()
     };
     for item in &args.env {
