@@ -119,15 +119,18 @@ fn join_cgroup(point: &Path, mount_root: &str, own: &str) -> PathBuf {
     point.join(rel.trim_start_matches('/'))
 }
 
-/// True when we can make a child cgroup in `base` that has `file`.
-fn usable(base: &Path, file: &str) -> bool {
-    let probe = base.join(format!("glovebox-probe-{}", std::process::id()));
-    if fs::create_dir(&probe).is_err() {
-        return false;
-    }
-    let ok = probe.join(file).exists() && probe.join("cgroup.procs").exists();
-    let _ = fs::remove_dir(&probe);
-    ok
+/// True when we may create child cgroups in `base`.
+fn writable(base: &Path) -> bool {
+    nix::unistd::access(base, nix::unistd::AccessFlags::W_OK).is_ok()
+        && base.join("cgroup.procs").exists()
+}
+
+/// True when children of the v2 cgroup `base` get `controller` (it is
+/// enabled in `base`'s `cgroup.subtree_control`) and we may create them.
+fn v2_delegates(base: &Path, controller: &str) -> bool {
+    writable(base)
+        && fs::read_to_string(base.join("cgroup.subtree_control"))
+            .is_ok_and(|s| s.split_whitespace().any(|c| c == controller))
 }
 
 fn probe() -> Available {
@@ -140,23 +143,20 @@ fn probe() -> Available {
         own.iter().find(|(c, _)| c.is_empty()),
     ) {
         let base = join_cgroup(&m.point, &m.root, path);
-        if usable(&base, "memory.max") {
+        if v2_delegates(&base, "memory") {
             out.memory = Some(Controller {
                 base: base.clone(),
                 version: Version::V2,
             });
         }
-        if usable(&base, "pids.max") {
+        if v2_delegates(&base, "pids") {
             out.pids = Some(Controller {
                 base,
                 version: Version::V2,
             });
         }
     }
-    for (name, file, slot) in [
-        ("memory", "memory.limit_in_bytes", &mut out.memory),
-        ("pids", "pids.max", &mut out.pids),
-    ] {
+    for (name, slot) in [("memory", &mut out.memory), ("pids", &mut out.pids)] {
         if slot.is_some() {
             continue;
         }
@@ -170,7 +170,7 @@ fn probe() -> Available {
             continue;
         };
         let base = join_cgroup(&m.point, &m.root, path);
-        if usable(&base, file) {
+        if writable(&base) {
             *slot = Some(Controller {
                 base,
                 version: Version::V1,
