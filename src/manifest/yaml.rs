@@ -1,0 +1,342 @@
+//! YAML with positions: parses a document with saphyr's marked nodes and turns
+//! it into a [`serde_json::Value`] plus a [`PositionIndex`] that maps every
+//! JSON pointer of the value to the line and column of its key and its value.
+//!
+//! Everything downstream (schema validation, lint rules, the model) works on
+//! JSON; the index brings each finding back to `file:line:col`.
+
+use std::collections::HashMap;
+
+use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
+use serde_json::{Map, Number, Value};
+
+/// Largest YAML document glovebox decodes, in bytes. A tool manifest or a
+/// config file is a few kilobytes; anything bigger is refused unread.
+pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// A 1-based line and column in a source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
+pub struct Position {
+    /// Line, counted from 1.
+    pub line: usize,
+    /// Column in characters, counted from 1.
+    pub col: usize,
+}
+
+impl Position {
+    /// The start of a file (1:1).
+    pub const START: Position = Position { line: 1, col: 1 };
+
+    fn from_marker(marker: &saphyr::Marker) -> Self {
+        Position {
+            line: marker.line().max(1),
+            col: marker.col() + 1,
+        }
+    }
+}
+
+/// Where a node sits in the source: its key (absent for the root and for
+/// sequence items) and its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodePosition {
+    /// Position of the mapping key that introduces the node, if any.
+    pub key: Option<Position>,
+    /// Position of the node's value.
+    pub value: Position,
+}
+
+/// JSON pointer (RFC 6901) → position of the node in the YAML source.
+#[derive(Debug, Clone, Default)]
+pub struct PositionIndex {
+    nodes: HashMap<String, NodePosition>,
+}
+
+impl PositionIndex {
+    /// The exact entry for `pointer`, if the document has that node.
+    pub fn get(&self, pointer: &str) -> Option<NodePosition> {
+        self.nodes.get(pointer).copied()
+    }
+
+    /// Position of the value at `pointer`, or of its nearest existing
+    /// ancestor's value when the node itself is absent.
+    pub fn value(&self, pointer: &str) -> Position {
+        self.nearest(pointer).value
+    }
+
+    /// Position of the key that introduces `pointer` (its value for the root
+    /// and sequence items), or of its nearest existing ancestor.
+    pub fn key(&self, pointer: &str) -> Position {
+        let node = self.nearest(pointer);
+        node.key.unwrap_or(node.value)
+    }
+
+    fn nearest(&self, pointer: &str) -> NodePosition {
+        let mut current = pointer;
+        loop {
+            if let Some(found) = self.nodes.get(current) {
+                return *found;
+            }
+            match current.rfind('/') {
+                Some(cut) => current = &current[..cut],
+                None => {
+                    return NodePosition {
+                        key: None,
+                        value: Position::START,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A parsed YAML document: its JSON value and where each node came from.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The document as JSON (an empty document is `null`).
+    pub value: Value,
+    /// JSON pointer → source position.
+    pub positions: PositionIndex,
+}
+
+/// Why a YAML document could not be turned into JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    /// The text is not valid YAML.
+    #[error("{message}")]
+    Syntax {
+        /// Where the scanner or loader stopped.
+        at: Position,
+        /// The parser's explanation, lowercase.
+        message: String,
+    },
+    /// A construct that has no JSON equivalent (complex key, NaN, bad tag).
+    #[error("{message}")]
+    Unsupported {
+        /// Where the construct starts.
+        at: Position,
+        /// What is unsupported and what to write instead.
+        message: String,
+    },
+    /// The file holds more than one YAML document.
+    #[error("found several yaml documents; keep one document per file (remove the extra `---`)")]
+    SeveralDocuments {
+        /// Where the second document starts.
+        at: Position,
+    },
+    /// The input exceeds [`MAX_DOCUMENT_BYTES`].
+    #[error("file is {size} bytes, larger than the {limit}-byte limit; shrink it", limit = MAX_DOCUMENT_BYTES)]
+    TooLarge {
+        /// Size of the input in bytes.
+        size: usize,
+    },
+}
+
+impl YamlError {
+    /// Where in the source the problem is.
+    pub fn position(&self) -> Position {
+        match self {
+            YamlError::Syntax { at, .. }
+            | YamlError::Unsupported { at, .. }
+            | YamlError::SeveralDocuments { at } => *at,
+            YamlError::TooLarge { .. } => Position::START,
+        }
+    }
+}
+
+impl From<ScanError> for YamlError {
+    fn from(err: ScanError) -> Self {
+        YamlError::Syntax {
+            at: Position::from_marker(err.marker()),
+            message: lowercase_first(err.info()),
+        }
+    }
+}
+
+/// Parses one YAML document into JSON plus a position index.
+pub fn parse(source: &str) -> Result<Document, YamlError> {
+    if source.len() > MAX_DOCUMENT_BYTES {
+        return Err(YamlError::TooLarge { size: source.len() });
+    }
+    let docs = MarkedYaml::load_from_str(source)?;
+    let mut docs = docs.into_iter();
+    let Some(root) = docs.next() else {
+        return Ok(Document {
+            value: Value::Null,
+            positions: PositionIndex::default(),
+        });
+    };
+    if let Some(extra) = docs.next() {
+        return Err(YamlError::SeveralDocuments {
+            at: Position::from_marker(&extra.span.start),
+        });
+    }
+    let mut positions = PositionIndex::default();
+    let mut pointer = String::new();
+    let value = convert(&root, None, &mut pointer, &mut positions)?;
+    Ok(Document { value, positions })
+}
+
+/// Appends one reference token to a JSON pointer, escaping `~` and `/`.
+pub fn push_token(pointer: &mut String, token: &str) {
+    pointer.push('/');
+    for c in token.chars() {
+        match c {
+            '~' => pointer.push_str("~0"),
+            '/' => pointer.push_str("~1"),
+            _ => pointer.push(c),
+        }
+    }
+}
+
+/// Builds a JSON pointer from unescaped tokens.
+pub fn pointer_of<'a>(tokens: impl IntoIterator<Item = &'a str>) -> String {
+    let mut pointer = String::new();
+    for token in tokens {
+        push_token(&mut pointer, token);
+    }
+    pointer
+}
+
+fn convert(
+    node: &MarkedYaml<'_>,
+    key: Option<Position>,
+    pointer: &mut String,
+    positions: &mut PositionIndex,
+) -> Result<Value, YamlError> {
+    let at = Position::from_marker(&node.span.start);
+    positions
+        .nodes
+        .insert(pointer.clone(), NodePosition { key, value: at });
+    match &node.data {
+        YamlData::Value(scalar) => scalar_to_json(scalar, at),
+        YamlData::Representation(text, _, _) => Ok(Value::String(text.to_string())),
+        YamlData::Tagged(_, inner) => convert(inner, key, pointer, positions),
+        YamlData::Sequence(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                push_token(pointer, &i.to_string());
+                let converted = convert(item, None, pointer, positions);
+                pointer.truncate(len);
+                out.push(converted?);
+            }
+            Ok(Value::Array(out))
+        }
+        YamlData::Mapping(map) => {
+            let mut out = Map::with_capacity(map.len());
+            for (k, v) in map {
+                let key_at = Position::from_marker(&k.span.start);
+                let name = key_to_string(k, key_at)?;
+                let len = pointer.len();
+                push_token(pointer, &name);
+                let converted = convert(v, Some(key_at), pointer, positions);
+                pointer.truncate(len);
+                out.insert(name, converted?);
+            }
+            Ok(Value::Object(out))
+        }
+        YamlData::Alias(_) => Err(YamlError::Unsupported {
+            at,
+            message: "unresolved alias; define the anchor before using it".to_owned(),
+        }),
+        YamlData::BadValue => Err(YamlError::Unsupported {
+            at,
+            message: "value does not match its tag; remove the tag or fix the value".to_owned(),
+        }),
+    }
+}
+
+fn scalar_to_json(scalar: &Scalar<'_>, at: Position) -> Result<Value, YamlError> {
+    Ok(match scalar {
+        Scalar::Null => Value::Null,
+        Scalar::Boolean(b) => Value::Bool(*b),
+        Scalar::Integer(i) => Value::Number(Number::from(*i)),
+        Scalar::FloatingPoint(f) => match Number::from_f64(f.into_inner()) {
+            Some(n) => Value::Number(n),
+            None => {
+                return Err(YamlError::Unsupported {
+                    at,
+                    message: "infinite or NaN numbers have no JSON form; quote the value".to_owned(),
+                })
+            }
+        },
+        Scalar::String(s) => Value::String(s.to_string()),
+    })
+}
+
+fn key_to_string(key: &MarkedYaml<'_>, at: Position) -> Result<String, YamlError> {
+    match &key.data {
+        YamlData::Value(Scalar::String(s)) => Ok(s.to_string()),
+        YamlData::Value(Scalar::Integer(i)) => Ok(i.to_string()),
+        YamlData::Value(Scalar::Boolean(b)) => Ok(b.to_string()),
+        YamlData::Value(Scalar::Null) => Ok("null".to_owned()),
+        YamlData::Value(Scalar::FloatingPoint(f)) => Ok(f.into_inner().to_string()),
+        YamlData::Representation(text, _, _) => Ok(text.to_string()),
+        YamlData::Tagged(_, inner) => key_to_string(inner, at),
+        _ => Err(YamlError::Unsupported {
+            at,
+            message: "mapping keys must be plain scalars; use a string key".to_owned(),
+        }),
+    }
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_of_keys_and_values() {
+        let doc = parse("name: x\nexec:\n  command:\n    args: [\"a\", b]\n").unwrap();
+        assert_eq!(doc.value["exec"]["command"]["args"][1], "b");
+        let name = doc.positions.get("/name").unwrap();
+        assert_eq!(name.key, Some(Position { line: 1, col: 1 }));
+        assert_eq!(name.value, Position { line: 1, col: 7 });
+        let args = doc.positions.get("/exec/command/args").unwrap();
+        assert_eq!(args.key, Some(Position { line: 4, col: 5 }));
+        assert_eq!(
+            doc.positions.value("/exec/command/args/1"),
+            Position { line: 4, col: 22 }
+        );
+        // Missing nodes fall back to the nearest ancestor.
+        assert_eq!(doc.positions.key("/exec/command/nope").line, 3);
+    }
+
+    #[test]
+    fn syntax_error_has_position() {
+        let err = parse("a: b\n  c: [\n").unwrap_err();
+        assert!(matches!(err, YamlError::Syntax { .. }));
+        assert!(err.position().line >= 2);
+    }
+
+    #[test]
+    fn duplicate_key_is_an_error() {
+        let err = parse("a: 1\na: 2\n").unwrap_err();
+        assert_eq!(err.position().line, 2);
+    }
+
+    #[test]
+    fn pointer_escaping() {
+        let doc = parse("\"a/b~c\": 1\n").unwrap();
+        assert!(doc.positions.get("/a~1b~0c").is_some());
+        assert_eq!(pointer_of(["a/b~c"]), "/a~1b~0c");
+    }
+
+    #[test]
+    fn several_documents_rejected() {
+        let err = parse("a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(matches!(err, YamlError::SeveralDocuments { .. }));
+    }
+
+    #[test]
+    fn empty_is_null() {
+        assert_eq!(parse("").unwrap().value, Value::Null);
+    }
+}
