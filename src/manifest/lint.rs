@@ -216,8 +216,9 @@ impl Lint<'_> {
                     let mut pointer = base.to_owned();
                     pointer.push_str(e.instance_path().as_str());
                     let message = format!(
-                        "`{}` is not a valid JSON Schema 2020-12: {}",
+                        "`{}` is not a valid JSON Schema 2020-12: `{}`: {}",
                         display_path(base),
+                        display_path(&pointer),
                         first_lower(&e.to_string())
                     );
                     self.report(Rule::InvalidSchema, doc.positions.value(&pointer), message);
