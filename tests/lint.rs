@@ -2,6 +2,8 @@
 //! real binary. Each fixture under `tests/fixtures/lint/<rule>/` triggers
 //! exactly one rule at a known line.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -200,7 +202,10 @@ fn show_fills_defaults() {
     let m: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(m["name"], "web_search");
     assert_eq!(m["exec"]["http"]["method"], "GET");
-    assert_eq!(m["permissions"]["secrets"]["BRAVE_API_KEY"]["required"], true);
+    assert_eq!(
+        m["permissions"]["secrets"]["BRAVE_API_KEY"]["required"],
+        true
+    );
 
     // The seed tools spell their defaults out; check them on a bare tool.
     let tmp = tempfile::tempdir().unwrap();

@@ -37,9 +37,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             println!("{diagnostic}");
         }
         let tools = project.tools.len() + project.rejected.len();
-        eprintln!(
-            "{tools} tool(s) checked: {errors} error(s), {warnings} warning(s)"
-        );
+        eprintln!("{tools} tool(s) checked: {errors} error(s), {warnings} warning(s)");
     }
     Ok(if errors == 0 {
         ExitCode::SUCCESS

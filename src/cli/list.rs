@@ -30,7 +30,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             .collect();
         println!("{}", serde_json::to_string_pretty(&tools)?);
     } else {
-        let width = project.tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+        let width = project
+            .tools
+            .iter()
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(0);
         for tool in &project.tools {
             let m = &tool.manifest;
             println!(

@@ -16,10 +16,15 @@ mod show;
 /// Exit status: usage or manifest error.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status: the kernel cannot enforce what was asked.
+#[allow(dead_code)] // used by `sandbox` once the jail branch lands
 pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 3;
 
 #[derive(Debug, Parser)]
-#[command(name = "glovebox", version, about = "Run AI-agent tools under kernel-enforced isolation")]
+#[command(
+    name = "glovebox",
+    version,
+    about = "Run AI-agent tools under kernel-enforced isolation"
+)]
 pub struct Cli {
     /// Project root (the directory holding `.glee/`); default: the nearest
     /// ancestor of the working directory that holds `.glee/`.

@@ -209,6 +209,7 @@ pub fn parse(text: &str) -> Result<Config, ConfigError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -190,6 +190,7 @@ impl fmt::Display for Diagnostic {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -23,13 +23,17 @@ pub const CONFIG_FILE: &str = ".glee/config.yml";
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoverError {
     /// No `.glee/` in the working directory or any ancestor.
-    #[error("no .glee/ directory in {start:?} or any parent; run inside a project or pass --root DIR")]
+    #[error(
+        "no .glee/ directory in {start:?} or any parent; run inside a project or pass --root DIR"
+    )]
     NoRoot {
         /// Where the search started.
         start: PathBuf,
     },
     /// `--root` names something that is not a directory.
-    #[error("project root {path:?} is not a directory; pass --root with the directory holding .glee/")]
+    #[error(
+        "project root {path:?} is not a directory; pass --root with the directory holding .glee/"
+    )]
     RootNotDir {
         /// The given root.
         path: PathBuf,
@@ -163,6 +167,7 @@ pub fn leaves_root(root: &Path, path: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -256,9 +256,9 @@ impl Lint<'_> {
             }
         }
         for input in inputs {
-            let at = doc
-                .positions
-                .key(&yaml::pointer_of(["inputs", "schema", "properties", input]));
+            let at =
+                doc.positions
+                    .key(&yaml::pointer_of(["inputs", "schema", "properties", input]));
             if let Some(secret) = secrets.iter().find(|s| s.eq_ignore_ascii_case(input)) {
                 let message = format!(
                     "input `{input}` has the name of the secret `{secret}`; rename the input so a caller can never supply or shadow the secret"
@@ -294,7 +294,11 @@ impl Lint<'_> {
             let where_ = display_path(&pointer);
             match placeholder::scan(&text) {
                 Err(e @ PlaceholderError::Unterminated { .. }) => {
-                    self.report(Rule::UnterminatedPlaceholder, at, format!("`{where_}`: {e}"));
+                    self.report(
+                        Rule::UnterminatedPlaceholder,
+                        at,
+                        format!("`{where_}`: {e}"),
+                    );
                 }
                 Err(e @ PlaceholderError::InvalidName { .. }) => {
                     self.report(Rule::InvalidPlaceholder, at, format!("`{where_}`: {e}"));
@@ -513,6 +517,7 @@ fn first_lower(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -388,6 +388,7 @@ fn string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -61,7 +61,9 @@ pub enum ProjectError {
         hint: String,
     },
     /// The tool exists but its manifest has errors.
-    #[error("tool `{name}` has an invalid manifest; run `glovebox lint` and fix the errors it reports")]
+    #[error(
+        "tool `{name}` has an invalid manifest; run `glovebox lint` and fix the errors it reports"
+    )]
     ToolInvalid {
         /// The tool's name.
         name: String,
@@ -103,20 +105,21 @@ impl Project {
         };
         let mut tools = Vec::new();
         let mut rejected = Vec::new();
-        for entry in discover::tool_entries(&root)? {
-            match load_tool(&root, &entry) {
+        let entries = discover::tool_entries(&root)?;
+        for (entry, loaded) in entries.iter().zip(load_all(&root, &entries)) {
+            match loaded {
                 (Some(manifest), found) => {
                     diagnostics.extend(found);
                     tools.push(Tool {
-                        name: entry.name,
-                        file: entry.file,
+                        name: entry.name.clone(),
+                        file: entry.file.clone(),
                         manifest,
                     });
                 }
                 (None, found) => {
                     // A directory without tool.yml is only a warning.
                     if found.iter().any(Diagnostic::is_error) {
-                        rejected.push(entry.name);
+                        rejected.push(entry.name.clone());
                     }
                     diagnostics.extend(found);
                 }
@@ -173,6 +176,40 @@ impl Project {
     }
 }
 
+/// Tools per thread below which loading stays on the calling thread.
+const PARALLEL_THRESHOLD: usize = 64;
+
+/// Loads every entry, spread over the available cores; results keep the
+/// order of `entries`.
+fn load_all(root: &Path, entries: &[ToolEntry]) -> Vec<(Option<Manifest>, Vec<Diagnostic>)> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(entries.len() / PARALLEL_THRESHOLD)
+        .max(1);
+    if threads == 1 {
+        return entries.iter().map(|e| load_tool(root, e)).collect();
+    }
+    let chunk = entries.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = entries
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || part.iter().map(|e| load_tool(root, e)).collect::<Vec<_>>())
+            })
+            .collect();
+        workers
+            .into_iter()
+            .zip(entries.chunks(chunk))
+            .flat_map(|(worker, part)| {
+                // A worker only panics on a bug; lint its part here instead.
+                worker
+                    .join()
+                    .unwrap_or_else(|_| part.iter().map(|e| load_tool(root, e)).collect())
+            })
+            .collect()
+    })
+}
+
 /// Reads and lints one tool directory's manifest.
 fn load_tool(root: &Path, entry: &ToolEntry) -> (Option<Manifest>, Vec<Diagnostic>) {
     let unreadable = |rule: Rule, message: String| {
@@ -219,6 +256,7 @@ fn load_tool(root: &Path, entry: &ToolEntry) -> (Option<Manifest>, Vec<Diagnosti
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -237,5 +275,37 @@ mod tests {
         assert_eq!(project.tools.len(), 1);
         let err = project.tool("ecko").unwrap_err();
         assert!(err.to_string().contains("did you mean `echo`"), "{err}");
+    }
+
+    #[test]
+    fn oversized_manifest_is_refused_unread() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(".glee/tools/big");
+        fs::create_dir_all(&dir).unwrap();
+        let mut text = "name: big\n".to_owned();
+        text.push_str(&"# padding\n".repeat(MAX_DOCUMENT_BYTES / 10 + 1));
+        fs::write(dir.join("tool.yml"), text).unwrap();
+        let project = Project::load(tmp.path()).unwrap();
+        assert_eq!(project.rejected, ["big"]);
+        assert_eq!(project.diagnostics[0].rule, Rule::FileUnreadable);
+        assert!(matches!(
+            project.tool("big"),
+            Err(ProjectError::ToolInvalid { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_config_blocks_config_access() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join(".glee")).unwrap();
+        fs::write(
+            tmp.path().join(".glee/config.yml"),
+            "sandbox:\n  degrade: true\n",
+        )
+        .unwrap();
+        let project = Project::load(tmp.path()).unwrap();
+        assert!(project.has_errors());
+        assert!(matches!(project.config(), Err(ProjectError::ConfigInvalid)));
+        assert_eq!(project.diagnostics[0].line, 2);
     }
 }

@@ -87,7 +87,7 @@ pub fn check(which: Which, doc: &Document) -> Result<Vec<Finding>, SchemaError> 
     for error in compiled.validator.iter_errors(&doc.value) {
         translate(which, &compiled.document, doc, &error, &mut findings);
     }
-    findings.sort_by(|a, b| a.at.cmp(&b.at));
+    findings.sort_by_key(|f| f.at);
     findings.dedup();
     Ok(findings)
 }
@@ -178,10 +178,7 @@ fn translate(
             let mut message = if rule == Rule::UnknownKind {
                 format!("unknown kind `{found}`; use one of: {}", choices.join(", "))
             } else {
-                format!(
-                    "`{here}` is `{found}`; use one of: {}",
-                    choices.join(", ")
-                )
+                format!("`{here}` is `{found}`; use one of: {}", choices.join(", "))
             };
             if let Some(best) = did_you_mean(&found, &choices) {
                 message.push_str(&format!(" (did you mean `{best}`?)"));
@@ -306,6 +303,7 @@ fn lowercase_first(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::manifest::yaml::parse;

@@ -256,7 +256,8 @@ fn scalar_to_json(scalar: &Scalar<'_>, at: Position) -> Result<Value, YamlError>
             None => {
                 return Err(YamlError::Unsupported {
                     at,
-                    message: "infinite or NaN numbers have no JSON form; quote the value".to_owned(),
+                    message: "infinite or NaN numbers have no JSON form; quote the value"
+                        .to_owned(),
                 })
             }
         },
@@ -330,6 +331,7 @@ fn lowercase_first(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
