@@ -7,12 +7,18 @@
 
 use std::collections::HashMap;
 
-use saphyr::{LoadableYamlNode, MarkedYaml, Scalar, ScanError, YamlData};
+use saphyr::{MarkedYaml, Scalar, ScanError, YamlData, YamlLoader};
+use saphyr_parser::{Event, Parser, SpannedEventReceiver};
 use serde_json::{Map, Number, Value};
 
 /// Largest YAML document glovebox decodes, in bytes. A tool manifest or a
 /// config file is a few kilobytes; anything bigger is refused unread.
 pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// Deepest nesting of mappings and sequences glovebox accepts. Real
+/// manifests stay under ten levels; the cap bounds every recursion that
+/// later walks the value (schema compilation, validation, serde).
+pub const MAX_DEPTH: usize = 100;
 
 /// A 1-based line and column in a source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
@@ -157,7 +163,7 @@ pub fn parse(source: &str) -> Result<Document, YamlError> {
     if source.len() > MAX_DOCUMENT_BYTES {
         return Err(YamlError::TooLarge { size: source.len() });
     }
-    let docs = MarkedYaml::load_from_str(source)?;
+    let docs = load_bounded(source)?;
     let mut docs = docs.into_iter();
     let Some(root) = docs.next() else {
         return Ok(Document {
@@ -172,8 +178,40 @@ pub fn parse(source: &str) -> Result<Document, YamlError> {
     }
     let mut positions = PositionIndex::default();
     let mut pointer = String::new();
-    let value = convert(&root, None, &mut pointer, &mut positions)?;
+    let value = convert(&root, None, 0, &mut pointer, &mut positions)?;
     Ok(Document { value, positions })
+}
+
+/// Loads marked nodes, driving the parser event by event so nesting deeper
+/// than [`MAX_DEPTH`] is refused before anything recurses on it (saphyr's
+/// own loader recurses once per level, which a line of `- - - …` turns into
+/// a stack overflow).
+fn load_bounded(source: &str) -> Result<Vec<MarkedYaml<'_>>, YamlError> {
+    let mut loader = YamlLoader::<MarkedYaml<'_>>::default();
+    let mut depth = 0usize;
+    for item in Parser::new_from_str(source) {
+        let (event, span) = item?;
+        match event {
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(YamlError::Unsupported {
+                        at: Position::from_marker(&span.start),
+                        message: format!(
+                            "nesting deeper than {MAX_DEPTH} levels; flatten the document"
+                        ),
+                    });
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        loader.on_event(event, span);
+        if let Some(err) = loader.error() {
+            return Err(err.clone().into());
+        }
+    }
+    Ok(loader.into_documents())
 }
 
 /// Appends one reference token to a JSON pointer, escaping `~` and `/`.
@@ -200,23 +238,30 @@ pub fn pointer_of<'a>(tokens: impl IntoIterator<Item = &'a str>) -> String {
 fn convert(
     node: &MarkedYaml<'_>,
     key: Option<Position>,
+    depth: usize,
     pointer: &mut String,
     positions: &mut PositionIndex,
 ) -> Result<Value, YamlError> {
     let at = Position::from_marker(&node.span.start);
+    if depth > MAX_DEPTH {
+        return Err(YamlError::Unsupported {
+            at,
+            message: format!("nesting deeper than {MAX_DEPTH} levels; flatten the document"),
+        });
+    }
     positions
         .nodes
         .insert(pointer.clone(), NodePosition { key, value: at });
     match &node.data {
         YamlData::Value(scalar) => scalar_to_json(scalar, at),
         YamlData::Representation(text, _, _) => Ok(Value::String(text.to_string())),
-        YamlData::Tagged(_, inner) => convert(inner, key, pointer, positions),
+        YamlData::Tagged(_, inner) => convert(inner, key, depth, pointer, positions),
         YamlData::Sequence(items) => {
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 let len = pointer.len();
                 push_token(pointer, &i.to_string());
-                let converted = convert(item, None, pointer, positions);
+                let converted = convert(item, None, depth + 1, pointer, positions);
                 pointer.truncate(len);
                 out.push(converted?);
             }
@@ -229,7 +274,7 @@ fn convert(
                 let name = key_to_string(k, key_at)?;
                 let len = pointer.len();
                 push_token(pointer, &name);
-                let converted = convert(v, Some(key_at), pointer, positions);
+                let converted = convert(v, Some(key_at), depth + 1, pointer, positions);
                 pointer.truncate(len);
                 out.insert(name, converted?);
             }
@@ -384,6 +429,30 @@ mod tests {
         let doc = parse(text).unwrap();
         let emitted = emit(&doc.value).unwrap();
         assert_eq!(parse(&emitted).unwrap().value, doc.value, "{emitted}");
+    }
+
+    #[test]
+    fn nesting_is_capped() {
+        let mut text = String::new();
+        for i in 0..=MAX_DEPTH + 1 {
+            text.push_str(&"  ".repeat(i));
+            text.push_str("k:\n");
+        }
+        let err = parse(&text).unwrap_err();
+        assert!(matches!(err, YamlError::Unsupported { .. }), "{err}");
+    }
+
+    #[test]
+    fn deep_block_sequences_are_refused_without_recursing() {
+        let text = format!("{}x\n", "- ".repeat(200_000));
+        let err = parse(&text).unwrap_err();
+        assert!(matches!(err, YamlError::Unsupported { .. }), "{err}");
+    }
+
+    #[test]
+    fn anchors_and_aliases_resolve() {
+        let doc = parse("a: &x {k: 1}\nb: *x\n").unwrap();
+        assert_eq!(doc.value["b"]["k"], 1);
     }
 
     #[test]
