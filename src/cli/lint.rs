@@ -1,12 +1,47 @@
-//! `glovebox lint`.
+//! `glovebox lint`: check every tool manifest and the config file.
 
 use std::process::ExitCode;
+
+use glovebox::manifest::{Project, Severity};
 
 use super::Cli;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Print one JSON object: {"ok", "errors", "warnings", "diagnostics": [...]}.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_cli: &Cli, _args: &Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    super::refuse_tools_json(cli)?;
+    let project = Project::discover(cli.root.as_deref())?;
+    let count = |severity| {
+        project
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == severity)
+            .count()
+    };
+    let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
+    if args.json {
+        let report = serde_json::json!({
+            "ok": errors == 0,
+            "errors": errors,
+            "warnings": warnings,
+            "diagnostics": project.diagnostics,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for diagnostic in &project.diagnostics {
+            println!("{diagnostic}");
+        }
+        let tools = project.tools.len() + project.rejected.len();
+        eprintln!("{tools} tool(s) checked: {errors} error(s), {warnings} warning(s)");
+    }
+    Ok(if errors == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -1,12 +1,59 @@
-//! `glovebox list`.
+//! `glovebox list`: the tools of the project.
 
 use std::process::ExitCode;
+
+use glovebox::manifest::Project;
 
 use super::Cli;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Print a JSON array of {"name", "kind", "description"}.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_cli: &Cli, _args: &Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    super::refuse_tools_json(cli)?;
+    let project = Project::discover(cli.root.as_deref())?;
+    if args.json {
+        let tools: Vec<_> = project
+            .tools
+            .iter()
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "kind": t.manifest.kind,
+                    "description": t.manifest.description,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&tools)?);
+    } else {
+        let width = project
+            .tools
+            .iter()
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(0);
+        for tool in &project.tools {
+            let m = &tool.manifest;
+            println!(
+                "{:width$}  {:7}  {}",
+                tool.name,
+                m.kind.as_str(),
+                m.description.lines().next().unwrap_or_default()
+            );
+        }
+    }
+    if !project.rejected.is_empty() {
+        eprintln!(
+            "glovebox: not listed, manifest has errors: {}; run `glovebox lint`",
+            project.rejected.join(", ")
+        );
+    }
+    if project.config.is_none() {
+        eprintln!("glovebox: .glee/config.yml is invalid; run `glovebox lint`");
+    }
+    Ok(ExitCode::SUCCESS)
 }

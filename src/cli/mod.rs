@@ -16,6 +16,7 @@ mod show;
 /// Exit status: usage or manifest error.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status: the kernel cannot enforce what was asked.
+#[allow(dead_code)] // used by `sandbox` once the jail branch lands
 pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 3;
 
 #[derive(Debug, Parser)]
@@ -50,6 +51,14 @@ pub enum Command {
     Sandbox(Box<sandbox::Args>),
     /// Report which kernel features this machine enforces.
     Doctor(doctor::Args),
+}
+
+/// Fails for commands that do not read `--tools-json` files yet.
+fn refuse_tools_json(cli: &Cli) -> anyhow::Result<()> {
+    if cli.tools_json.is_some() {
+        anyhow::bail!("--tools-json is not supported by this command yet; use a .glee/ project");
+    }
+    Ok(())
 }
 
 /// Parses the command line and runs the chosen command.

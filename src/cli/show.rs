@@ -1,12 +1,38 @@
-//! `glovebox show`.
+//! `glovebox show NAME`: one tool's manifest, normalised (defaults filled).
 
 use std::process::ExitCode;
+
+use glovebox::manifest::{yaml, Project, ProjectError};
 
 use super::Cli;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Name of the tool (its directory under .glee/tools/).
+    pub name: String,
+    /// Print JSON instead of YAML.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_cli: &Cli, _args: &Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    super::refuse_tools_json(cli)?;
+    let project = Project::discover(cli.root.as_deref())?;
+    let tool = match project.tool(&args.name) {
+        Ok(tool) => tool,
+        Err(ProjectError::ToolInvalid { name, diagnostics }) => {
+            for diagnostic in &diagnostics {
+                eprintln!("{diagnostic}");
+            }
+            anyhow::bail!("tool `{name}` has an invalid manifest; fix the errors above")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let value = serde_json::to_value(&tool.manifest)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{}", yaml::emit(&value)?);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,3 @@
+#!/bin/sh
+# TODO: handle paths with spaces
+echo "util"

@@ -1,0 +1,208 @@
+//! Finding the project root and the tool manifests under it, and resolving
+//! manifest paths against the root.
+//!
+//! The root is the directory holding `.glee/`: the one given with `--root`,
+//! or the nearest ancestor of the working directory that has one. Tools live
+//! at `.glee/tools/<name>/tool.yml`. Manifest paths are resolved lexically —
+//! no symlink is followed here; the jail decides what a path really reaches.
+
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+/// Directory that marks a project root.
+pub const GLEE_DIR: &str = ".glee";
+/// Tools directory, relative to the root.
+pub const TOOLS_DIR: &str = ".glee/tools";
+/// Manifest file name inside a tool directory.
+pub const TOOL_FILE: &str = "tool.yml";
+/// Config file, relative to the root.
+pub const CONFIG_FILE: &str = ".glee/config.yml";
+
+/// Why the root or the tools could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    /// No `.glee/` in the working directory or any ancestor.
+    #[error(
+        "no .glee/ directory in {start:?} or any parent; run inside a project or pass --root DIR"
+    )]
+    NoRoot {
+        /// Where the search started.
+        start: PathBuf,
+    },
+    /// `--root` names something that is not a directory.
+    #[error(
+        "project root {path:?} is not a directory; pass --root with the directory holding .glee/"
+    )]
+    RootNotDir {
+        /// The given root.
+        path: PathBuf,
+    },
+    /// The working directory is unavailable.
+    #[error("failed to read the working directory")]
+    CurrentDir {
+        /// The OS error.
+        source: io::Error,
+    },
+    /// A directory could not be listed.
+    #[error("failed to list {path:?}")]
+    ReadDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// The root for `explicit` (`--root`), else the nearest ancestor of the
+/// working directory holding `.glee/`. The result is absolute.
+pub fn find_root(explicit: Option<&Path>) -> Result<PathBuf, DiscoverError> {
+    let cwd = std::env::current_dir().map_err(|source| DiscoverError::CurrentDir { source })?;
+    match explicit {
+        Some(dir) => {
+            let path = normalize(&cwd.join(dir));
+            if path.is_dir() {
+                Ok(path)
+            } else {
+                Err(DiscoverError::RootNotDir { path })
+            }
+        }
+        None => find_root_from(&cwd),
+    }
+}
+
+/// The nearest ancestor of `start` (itself included) that holds `.glee/`.
+pub fn find_root_from(start: &Path) -> Result<PathBuf, DiscoverError> {
+    start
+        .ancestors()
+        .find(|dir| dir.join(GLEE_DIR).is_dir())
+        .map(Path::to_path_buf)
+        .ok_or_else(|| DiscoverError::NoRoot {
+            start: start.to_path_buf(),
+        })
+}
+
+/// A tool directory found under `.glee/tools/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolEntry {
+    /// The directory name, which is the tool's name.
+    pub name: String,
+    /// Absolute path of `tool.yml` (which may not exist).
+    pub file: PathBuf,
+    /// `file` relative to the root, with `/` separators, for messages.
+    pub display: String,
+}
+
+/// The tool directories of `root`, sorted by name. A missing `.glee/tools/`
+/// means no tools; hidden entries and non-directories are skipped.
+pub fn tool_entries(root: &Path) -> Result<Vec<ToolEntry>, DiscoverError> {
+    let dir = root.join(TOOLS_DIR);
+    let read = match fs::read_dir(&dir) {
+        Ok(read) => read,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(DiscoverError::ReadDir { path: dir, source }),
+    };
+    let mut entries = Vec::new();
+    for entry in read {
+        let entry = entry.map_err(|source| DiscoverError::ReadDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if name.starts_with('.') || !entry.path().is_dir() {
+            continue;
+        }
+        entries.push(ToolEntry {
+            display: format!("{TOOLS_DIR}/{name}/{TOOL_FILE}"),
+            file: entry.path().join(TOOL_FILE),
+            name,
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// Resolves a manifest path: relative paths are joined to `root`, absolute
+/// ones honoured; the result is normalised lexically (see [`normalize`]).
+pub fn resolve(root: &Path, path: &str) -> PathBuf {
+    normalize(&root.join(path))
+}
+
+/// Removes `.` components and folds `..` into its parent, without touching
+/// the filesystem. `..` at the filesystem root stays at the root.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let at_top = matches!(
+                    out.components().next_back(),
+                    None | Some(Component::RootDir | Component::Prefix(_))
+                );
+                if at_top {
+                    if out.as_os_str().is_empty() {
+                        out.push("..");
+                    }
+                } else if out.components().next_back() == Some(Component::ParentDir) {
+                    out.push("..");
+                } else {
+                    out.pop();
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+/// Whether the manifest path `path` resolves outside `root`.
+pub fn leaves_root(root: &Path, path: &str) -> bool {
+    !resolve(root, path).starts_with(normalize(root))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_lexically() {
+        assert_eq!(normalize(Path::new("/a/./b/../c")), Path::new("/a/c"));
+        assert_eq!(normalize(Path::new("/../x")), Path::new("/x"));
+        assert_eq!(normalize(Path::new("a/../../b")), Path::new("../b"));
+        assert_eq!(normalize(Path::new("./")), Path::new("."));
+    }
+
+    #[test]
+    fn resolves_from_root() {
+        let root = Path::new("/p");
+        assert_eq!(resolve(root, "src/"), Path::new("/p/src"));
+        assert_eq!(resolve(root, "."), Path::new("/p"));
+        assert_eq!(resolve(root, "/etc"), Path::new("/etc"));
+        assert!(!leaves_root(root, "."));
+        assert!(!leaves_root(root, "a/../b"));
+        assert!(!leaves_root(root, "/p/x"));
+        assert!(leaves_root(root, ".."));
+        assert!(leaves_root(root, "src/../../etc"));
+        assert!(leaves_root(root, "/etc"));
+        assert!(leaves_root(root, "/pp"));
+    }
+
+    #[test]
+    fn finds_nearest_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join(".glee/tools/t")).unwrap();
+        fs::create_dir_all(tmp.path().join("a/b")).unwrap();
+        let root = find_root_from(&tmp.path().join("a/b")).unwrap();
+        assert_eq!(root, tmp.path());
+        let tools = tool_entries(&root).unwrap();
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].display, ".glee/tools/t/tool.yml");
+    }
+}

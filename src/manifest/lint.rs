@@ -1,0 +1,533 @@
+//! Lint of one tool manifest: YAML syntax, the embedded `tool.schema.json`,
+//! then the rules a schema cannot express (name = directory, one exec block
+//! matching `kind`, placeholders that resolve, secrets kept away from caller
+//! input and from the URL's authority, paths inside the root, …).
+//!
+//! Rules read the manifest as JSON, so each one reports even when another
+//! part of the file is broken, and each finding carries the line and column
+//! of the node it is about.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use jsonschema::Validator;
+use serde_json::Value;
+
+use super::diagnostic::{Diagnostic, Rule};
+use super::discover::{self, ToolEntry};
+use super::model::Manifest;
+use super::placeholder::{self, PlaceholderError};
+use super::schema::{self, display_path, Which};
+use super::yaml::{self, push_token, Document, Position};
+
+/// The result of checking one manifest.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The normalised manifest, present when no finding is an error.
+    pub manifest: Option<Manifest>,
+    /// Every finding, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Input names that suggest the caller is asked for a credential.
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "api_key",
+    "apikey",
+    "credential",
+    "private_key",
+];
+
+/// Checks the manifest `text` of the tool directory `entry` under `root`.
+pub fn lint_tool(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
+    let mut lint = Lint {
+        root,
+        entry,
+        diagnostics: Vec::new(),
+    };
+    let manifest = lint.run(text);
+    let mut diagnostics = lint.diagnostics;
+    diagnostics.sort_by_key(|d| (d.line, d.col));
+    let manifest = manifest.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
+    Checked {
+        manifest,
+        diagnostics,
+    }
+}
+
+struct Lint<'a> {
+    root: &'a Path,
+    entry: &'a ToolEntry,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Lint<'_> {
+    fn report(&mut self, rule: Rule, at: Position, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic::new(
+            rule,
+            &self.entry.display,
+            Some(&self.entry.name),
+            at,
+            message,
+        ));
+    }
+
+    fn run(&mut self, text: &str) -> Option<Manifest> {
+        let doc = match yaml::parse(text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                self.report(Rule::YamlSyntax, e.position(), e.to_string());
+                return None;
+            }
+        };
+        match schema::check(Which::Tool, &doc) {
+            Ok(findings) => {
+                for f in findings {
+                    self.report(f.rule, f.at, f.message);
+                }
+            }
+            Err(e) => {
+                self.report(Rule::InvalidSchema, Position::START, e.to_string());
+                return None;
+            }
+        }
+        if !doc.value.is_object() {
+            return None;
+        }
+        self.name(&doc);
+        self.exec_blocks(&doc);
+        self.approval(&doc);
+        let inputs = self.schemas(&doc);
+        let input_names = keys_at(&doc.value, "/inputs/schema/properties");
+        let secret_names = keys_at(&doc.value, "/permissions/secrets");
+        self.secrets(&doc, &input_names, &secret_names);
+        self.placeholders(&doc, &input_names, &secret_names);
+        self.url_authority(&doc, &secret_names);
+        self.paths(&doc);
+        self.http_permissions(&doc);
+        self.entrypoint(&doc, &input_names);
+        if let Some(validator) = inputs {
+            self.examples(&doc, &validator);
+        }
+        if self.diagnostics.iter().any(Diagnostic::is_error) {
+            return None;
+        }
+        match serde_json::from_value::<Manifest>(doc.value) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                self.report(
+                    Rule::InvalidValue,
+                    Position::START,
+                    format!("manifest does not match the model: {e}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `name-mismatch`.
+    fn name(&mut self, doc: &Document) {
+        if let Some(name) = doc.value.get("name").and_then(Value::as_str) {
+            if name != self.entry.name {
+                let message = format!(
+                    "name `{name}` differs from its directory `{}`; rename one to match the other",
+                    self.entry.name
+                );
+                self.report(Rule::NameMismatch, doc.positions.value("/name"), message);
+            }
+        }
+    }
+
+    /// `exec-block-count` and `kind-mismatch`.
+    fn exec_blocks(&mut self, doc: &Document) {
+        let Some(exec) = doc.value.get("exec").and_then(Value::as_object) else {
+            return;
+        };
+        let blocks: Vec<&str> = ["http", "command", "python"]
+            .into_iter()
+            .filter(|b| exec.contains_key(*b))
+            .collect();
+        match blocks.as_slice() {
+            [] => self.report(
+                Rule::ExecBlockCount,
+                doc.positions.key("/exec"),
+                "exec has no block; add exactly one of `http`, `command`, `python`",
+            ),
+            [only] => {
+                if let Some(kind) = doc.value.get("kind").and_then(Value::as_str) {
+                    let known = matches!(kind, "http" | "command" | "python");
+                    if known && kind != *only {
+                        let message = format!(
+                            "kind is `{kind}` but exec holds a `{only}` block; make them match"
+                        );
+                        self.report(Rule::KindMismatch, doc.positions.value("/kind"), message);
+                    }
+                }
+            }
+            [_, second, ..] => {
+                let message = format!(
+                    "exec holds several blocks ({}); keep exactly one, the one named by `kind`",
+                    blocks.join(", ")
+                );
+                self.report(
+                    Rule::ExecBlockCount,
+                    doc.positions.key(&format!("/exec/{second}")),
+                    message,
+                );
+            }
+        }
+    }
+
+    /// `approval-reason-missing`.
+    fn approval(&mut self, doc: &Document) {
+        let required = doc.value.pointer("/approval/required") == Some(&Value::Bool(true));
+        let reason = doc
+            .value
+            .pointer("/approval/reason")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or_default();
+        if required && reason.is_empty() {
+            self.report(
+                Rule::ApprovalReasonMissing,
+                doc.positions.key("/approval/required"),
+                "approval is required but no reason is given; add `approval.reason` for the approver",
+            );
+        }
+    }
+
+    /// `invalid-schema` and `inputs-not-object`; returns the compiled inputs schema.
+    fn schemas(&mut self, doc: &Document) -> Option<Validator> {
+        let mut inputs = None;
+        for base in ["/inputs/schema", "/outputs/schema"] {
+            let Some(schema) = doc.value.pointer(base) else {
+                continue;
+            };
+            if !schema.is_object() && !schema.is_boolean() {
+                continue; // reported by the manifest schema
+            }
+            match jsonschema::draft202012::new(schema) {
+                Ok(validator) if base == "/inputs/schema" => inputs = Some(validator),
+                Ok(_) => {}
+                Err(e) => {
+                    let mut pointer = base.to_owned();
+                    pointer.push_str(e.instance_path().as_str());
+                    let message = format!(
+                        "`{}` is not a valid JSON Schema 2020-12: `{}`: {}",
+                        display_path(base),
+                        display_path(&pointer),
+                        first_lower(&e.to_string())
+                    );
+                    self.report(Rule::InvalidSchema, doc.positions.value(&pointer), message);
+                }
+            }
+        }
+        let declared = doc.value.pointer("/inputs/schema/type");
+        let is_object = match declared {
+            None => true,
+            Some(Value::String(t)) => t == "object",
+            Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+            Some(_) => true, // reported as invalid-schema
+        };
+        if !is_object {
+            self.report(
+                Rule::InputsNotObject,
+                doc.positions.value("/inputs/schema/type"),
+                "inputs.schema must describe an object (`type: object`): parameters are named",
+            );
+        }
+        inputs
+    }
+
+    /// `secret-name-invalid`, `input-shadows-secret`, `input-looks-like-secret`.
+    fn secrets(&mut self, doc: &Document, inputs: &[String], secrets: &[String]) {
+        for name in secrets {
+            if !placeholder::is_identifier(name) {
+                let at = doc
+                    .positions
+                    .key(&yaml::pointer_of(["permissions", "secrets", name]));
+                let message = format!(
+                    "secret `{name}` is not a valid environment variable name; use letters, digits and `_`, not starting with a digit"
+                );
+                self.report(Rule::SecretNameInvalid, at, message);
+            }
+        }
+        for input in inputs {
+            let at =
+                doc.positions
+                    .key(&yaml::pointer_of(["inputs", "schema", "properties", input]));
+            if let Some(secret) = secrets.iter().find(|s| s.eq_ignore_ascii_case(input)) {
+                let message = format!(
+                    "input `{input}` has the name of the secret `{secret}`; rename the input so a caller can never supply or shadow the secret"
+                );
+                self.report(Rule::InputShadowsSecret, at, message);
+            } else {
+                let lower = input.to_ascii_lowercase();
+                if CREDENTIAL_WORDS.iter().any(|w| lower.contains(w)) {
+                    let message = format!(
+                        "input `{input}` looks like a credential; declare it under permissions.secrets instead of taking it from the caller"
+                    );
+                    self.report(Rule::InputLooksLikeSecret, at, message);
+                }
+            }
+        }
+    }
+
+    /// `unknown-placeholder`, `unterminated-placeholder`, `invalid-placeholder`.
+    fn placeholders(&mut self, doc: &Document, inputs: &[String], secrets: &[String]) {
+        let Some(exec) = doc.value.get("exec") else {
+            return;
+        };
+        let mut known: Vec<String> = inputs.to_vec();
+        known.extend(secrets.iter().cloned());
+        let mut templates = Vec::new();
+        collect_strings(exec, &mut "/exec".to_owned(), &mut templates);
+        for (pointer, text, is_key) in templates {
+            let at = if is_key {
+                doc.positions.key(&pointer)
+            } else {
+                doc.positions.value(&pointer)
+            };
+            let where_ = display_path(&pointer);
+            match placeholder::scan(&text) {
+                Err(e @ PlaceholderError::Unterminated { .. }) => {
+                    self.report(
+                        Rule::UnterminatedPlaceholder,
+                        at,
+                        format!("`{where_}`: {e}"),
+                    );
+                }
+                Err(e @ PlaceholderError::InvalidName { .. }) => {
+                    self.report(Rule::InvalidPlaceholder, at, format!("`{where_}`: {e}"));
+                }
+                Ok(found) => {
+                    let mut seen = HashSet::new();
+                    for p in found {
+                        if known.iter().any(|k| k == p.name) || !seen.insert(p.name) {
+                            continue;
+                        }
+                        let mut message = format!(
+                            "`${{{}}}` in `{where_}` is neither an input property nor a declared secret; add it to inputs.schema.properties or permissions.secrets",
+                            p.name
+                        );
+                        if let Some(best) = schema::did_you_mean(p.name, &known) {
+                            message.push_str(&format!(" (did you mean `{best}`?)"));
+                        }
+                        self.report(Rule::UnknownPlaceholder, at, message);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `url-authority-placeholder`.
+    fn url_authority(&mut self, doc: &Document, secrets: &[String]) {
+        let Some(url) = doc.value.pointer("/exec/http/url").and_then(Value::as_str) else {
+            return;
+        };
+        if secrets.is_empty() {
+            return;
+        }
+        let authority = url_authority(url);
+        if authority.contains("${") {
+            let message = format!(
+                "a placeholder in the scheme, host or port (`{authority}`) could send the tool's secrets anywhere; write the scheme and host literally"
+            );
+            self.report(
+                Rule::UrlAuthorityPlaceholder,
+                doc.positions.value("/exec/http/url"),
+                message,
+            );
+        }
+    }
+
+    /// `path-leaves-root`.
+    fn paths(&mut self, doc: &Document) {
+        let mut paths: Vec<(String, &str)> = Vec::new();
+        for list in ["read", "write"] {
+            let pointer = format!("/permissions/fs/{list}");
+            if let Some(items) = doc.value.pointer(&pointer).and_then(Value::as_array) {
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(path) = item.as_str() {
+                        paths.push((format!("{pointer}/{i}"), path));
+                    }
+                }
+            }
+        }
+        for pointer in ["/exec/command/cwd", "/exec/python/cwd"] {
+            if let Some(path) = doc.value.pointer(pointer).and_then(Value::as_str) {
+                paths.push((pointer.to_owned(), path));
+            }
+        }
+        for (pointer, path) in paths {
+            if discover::leaves_root(self.root, path) {
+                let message = format!(
+                    "`{}` is `{path}`, which resolves outside the project root; keep paths under the root or make sure this is intended",
+                    display_path(&pointer)
+                );
+                self.report(Rule::PathLeavesRoot, doc.positions.value(&pointer), message);
+            }
+        }
+    }
+
+    /// `http-with-fs` and `http-without-network`.
+    fn http_permissions(&mut self, doc: &Document) {
+        if doc.value.pointer("/exec/http").is_none() {
+            return;
+        }
+        let non_empty = |p: &str| {
+            doc.value
+                .pointer(p)
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+        };
+        if non_empty("/permissions/fs/read") || non_empty("/permissions/fs/write") {
+            self.report(
+                Rule::HttpWithFs,
+                doc.positions.key("/permissions/fs"),
+                "http tools run no code, so filesystem permissions grant nothing; remove permissions.fs",
+            );
+        }
+        if doc.value.pointer("/permissions/network") != Some(&Value::Bool(true)) {
+            let pointer = if doc.value.pointer("/permissions/network").is_some() {
+                "/permissions/network"
+            } else {
+                "/exec/http"
+            };
+            self.report(
+                Rule::HttpWithoutNetwork,
+                doc.positions.key(pointer),
+                "http tool without `permissions.network: true` will be refused at run time; set it",
+            );
+        }
+    }
+
+    /// `entrypoint-placeholder` and `entrypoint-missing`.
+    fn entrypoint(&mut self, doc: &Document, inputs: &[String]) {
+        let pointer = "/exec/command/entrypoint";
+        let Some(entrypoint) = doc.value.pointer(pointer).and_then(Value::as_str) else {
+            return;
+        };
+        let at = doc.positions.value(pointer);
+        let Ok(found) = placeholder::scan(entrypoint) else {
+            return; // reported by the placeholder rules
+        };
+        if found.iter().any(|p| inputs.iter().any(|i| i == p.name)) {
+            self.report(
+                Rule::EntrypointPlaceholder,
+                at,
+                "the entrypoint takes a caller-supplied placeholder, so the caller chooses the program; name the program literally",
+            );
+        }
+        if found.is_empty()
+            && entrypoint.contains('/')
+            && !Path::new(entrypoint).is_absolute()
+            && !discover::resolve(self.root, entrypoint).exists()
+        {
+            let message = format!(
+                "entrypoint `{entrypoint}` does not exist under the project root; create it or fix the path"
+            );
+            self.report(Rule::EntrypointMissing, at, message);
+        }
+    }
+
+    /// `example-params-invalid`.
+    fn examples(&mut self, doc: &Document, inputs: &Validator) {
+        let Some(examples) = doc.value.get("examples").and_then(Value::as_array) else {
+            return;
+        };
+        for (i, example) in examples.iter().enumerate() {
+            let Some(params) = example.get("params") else {
+                continue;
+            };
+            if let Some(error) = inputs.iter_errors(params).next() {
+                let mut pointer = format!("/examples/{i}/params");
+                pointer.push_str(error.instance_path().as_str());
+                let message = format!(
+                    "example {} does not satisfy inputs.schema: {}",
+                    i + 1,
+                    first_lower(&error.to_string())
+                );
+                self.report(
+                    Rule::ExampleParamsInvalid,
+                    doc.positions.value(&pointer),
+                    message,
+                );
+            }
+        }
+    }
+}
+
+/// Keys of the object at `pointer`, or none.
+fn keys_at(value: &Value, pointer: &str) -> Vec<String> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_object)
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Every string under `value` (values and object keys) with its pointer;
+/// the flag says whether the string is a key.
+fn collect_strings(value: &Value, pointer: &mut String, out: &mut Vec<(String, String, bool)>) {
+    match value {
+        Value::String(s) => out.push((pointer.clone(), s.clone(), false)),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                push_token(pointer, &i.to_string());
+                collect_strings(item, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                let len = pointer.len();
+                push_token(pointer, k);
+                if k.contains('$') {
+                    out.push((pointer.clone(), k.clone(), true));
+                }
+                collect_strings(v, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The part of a URL template before its path: `scheme://host:port`, or
+/// everything up to the first `/`, `?` or `#` when there is no `://`.
+pub fn url_authority(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after_scheme..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| after_scheme + i);
+    &url[..end]
+}
+
+fn first_lower(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authority_of_urls() {
+        assert_eq!(url_authority("https://a.b:8/x?y"), "https://a.b:8");
+        assert_eq!(url_authority("https://a.b"), "https://a.b");
+        assert_eq!(url_authority("https://a.b?q=1"), "https://a.b");
+        assert_eq!(url_authority("${base}/v1"), "${base}");
+        assert_eq!(url_authority("https://${host}/v1"), "https://${host}");
+        assert_eq!(url_authority("https://api.x/${path}"), "https://api.x");
+    }
+}

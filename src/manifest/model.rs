@@ -1,0 +1,437 @@
+//! The tool manifest (`.glee/tools/<name>/tool.yml`) as typed data.
+//!
+//! Field for field this follows `tools-v2.md` and `schemas/tool.schema.json`.
+//! Defaults are filled on load, so a [`Manifest`] is the normalised form that
+//! `glovebox show` prints and the runner consumes: a missing `permissions`
+//! block is "nothing allowed", `exit_codes_ok` is `[0]`, `timeout_ms` is
+//! 30 000 and so on.
+//!
+//! Paths (`entrypoint`, `cwd`, `venv`, `fs.*`) are kept as written; resolve
+//! them with [`crate::manifest::discover::resolve`].
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// Default wall-clock limit of a command or python call, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+/// One tool manifest, normalised.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Tool name; equals the name of the directory holding `tool.yml`.
+    pub name: String,
+    /// What the tool does, for agents deciding whether to call it.
+    pub description: String,
+    /// Which exec block the tool uses.
+    pub kind: Kind,
+    /// Manifest revision chosen by the tool author.
+    pub version: u64,
+    /// Parameters the tool accepts.
+    pub inputs: Inputs,
+    /// What the tool returns.
+    pub outputs: Outputs,
+    /// How the tool runs: exactly one of http, command, python.
+    pub exec: Exec,
+    /// What the tool may touch; absent means nothing.
+    #[serde(default)]
+    pub permissions: Permissions,
+    /// Whether a human must approve each call.
+    #[serde(default)]
+    pub approval: Approval,
+    /// Sample calls that help agents use the tool.
+    #[serde(default)]
+    pub examples: Vec<Example>,
+}
+
+impl Manifest {
+    /// Names of the properties declared in `inputs.schema.properties`.
+    pub fn input_names(&self) -> impl Iterator<Item = &str> {
+        self.inputs
+            .schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|props| props.keys().map(String::as_str))
+    }
+}
+
+/// The kind of a tool, naming its exec block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// An HTTP request made by glovebox itself.
+    Http,
+    /// A program run in the jail.
+    Command,
+    /// A python function run in the jail.
+    Python,
+}
+
+impl Kind {
+    /// The lowercase name used in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Http => "http",
+            Kind::Command => "command",
+            Kind::Python => "python",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `inputs`: the JSON Schema (2020-12) that call parameters must satisfy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inputs {
+    /// The parameters' schema, an object schema.
+    pub schema: Value,
+}
+
+/// `outputs`: how to read what the tool returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    /// Parse the output as JSON or return it as text.
+    pub format: Format,
+    /// Optional JSON Schema (2020-12) for the output; a mismatch is a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+}
+
+/// JSON or plain text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Parsed as JSON.
+    Json,
+    /// Returned as a string.
+    #[default]
+    Text,
+}
+
+/// `exec`: exactly one way of running the tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exec {
+    /// `exec.http`.
+    Http(HttpExec),
+    /// `exec.command`.
+    Command(CommandExec),
+    /// `exec.python`.
+    Python(PythonExec),
+}
+
+impl Exec {
+    /// The [`Kind`] this block belongs to.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Exec::Http(_) => Kind::Http,
+            Exec::Command(_) => Kind::Command,
+            Exec::Python(_) => Kind::Python,
+        }
+    }
+}
+
+/// `exec.http`: a request glovebox sends on the tool's behalf.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpExec {
+    /// HTTP method, uppercase.
+    pub method: Method,
+    /// URL template; placeholders may not touch scheme, host or port.
+    pub url: String,
+    /// Header templates, in manifest order.
+    #[serde(default, deserialize_with = "string_map")]
+    pub headers: IndexMap<String, String>,
+    /// Query-string templates, in manifest order.
+    #[serde(default, deserialize_with = "string_map")]
+    pub query: IndexMap<String, String>,
+    /// JSON body template (any JSON value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+    /// How to shape the response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Response>,
+}
+
+/// HTTP methods an http tool may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Method {
+    /// GET
+    Get,
+    /// POST
+    Post,
+    /// PUT
+    Put,
+    /// PATCH
+    Patch,
+    /// DELETE
+    Delete,
+    /// HEAD
+    Head,
+}
+
+/// `exec.http.response`: extraction and projection of the response body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Response {
+    /// Dotted path of the value to extract (`web.results`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_path: Option<String>,
+    /// Projection applied to the extracted value (to each item of a list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<Field>,
+}
+
+/// One projected field of an http response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Field {
+    /// Key in the output object.
+    pub name: String,
+    /// Dotted path in the response body.
+    pub path: String,
+}
+
+/// `exec.command`: a program run in the jail, without a shell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandExec {
+    /// Program to run: a path (relative to the root) or a name looked up in PATH.
+    pub entrypoint: String,
+    /// Argument templates, each one argv entry.
+    #[serde(default, deserialize_with = "string_list")]
+    pub args: Vec<String>,
+    /// Working directory, relative to the root.
+    #[serde(default = "dot")]
+    pub cwd: String,
+    /// How to read standard output.
+    #[serde(default)]
+    pub stdout: Stdout,
+    /// Exit codes that mean success.
+    #[serde(default = "default_exit_codes")]
+    pub exit_codes_ok: Vec<i32>,
+    /// Wall-clock limit in milliseconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+}
+
+/// `exec.command.stdout`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stdout {
+    /// JSON or text.
+    #[serde(default)]
+    pub format: Format,
+}
+
+/// `exec.python`: a function of a python module, run in the jail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PythonExec {
+    /// Dotted module name, importable from `cwd`.
+    pub module: String,
+    /// Function of the module to call.
+    pub function: String,
+    /// Positional argument templates (JSON values).
+    #[serde(default)]
+    pub args: Vec<Value>,
+    /// Virtual environment directory, relative to the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub venv: Option<String>,
+    /// Working directory, relative to the root.
+    #[serde(default = "dot")]
+    pub cwd: String,
+    /// How the function's return value is passed back.
+    #[serde(rename = "return", default = "json_format")]
+    pub returns: Format,
+    /// Wall-clock limit in milliseconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+}
+
+/// `permissions`: everything a call may touch. The default allows nothing.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Permissions {
+    /// Whether the tool may open network connections.
+    #[serde(default)]
+    pub network: bool,
+    /// Filesystem paths the tool may read or write.
+    #[serde(default)]
+    pub fs: FsPermissions,
+    /// Secrets (environment variables of the caller) the tool receives.
+    #[serde(default)]
+    pub secrets: IndexMap<String, Secret>,
+}
+
+/// `permissions.fs`: paths relative to the root (absolute paths honoured).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsPermissions {
+    /// Readable paths.
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// Readable and writable paths.
+    #[serde(default)]
+    pub write: Vec<String>,
+}
+
+/// One declared secret, read from the environment variable of the same name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Secret {
+    /// Value type; only `string` exists.
+    #[serde(rename = "type", default)]
+    pub kind: SecretType,
+    /// Whether the call fails when the variable is unset.
+    #[serde(default = "yes")]
+    pub required: bool,
+}
+
+/// Type of a secret value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretType {
+    /// A string.
+    #[default]
+    String,
+}
+
+/// `approval`: whether a human must confirm each call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    /// Ask before every call.
+    #[serde(default)]
+    pub required: bool,
+    /// Shown to the approver; mandatory when `required` is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One entry of `examples`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Example {
+    /// What the example shows.
+    pub description: String,
+    /// Parameters of the call.
+    #[serde(default = "empty_object")]
+    pub params: Value,
+    /// What the call returns (usually text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_output: Option<Value>,
+}
+
+fn dot() -> String {
+    ".".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn json_format() -> Format {
+    Format::Json
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+fn default_exit_codes() -> Vec<i32> {
+    vec![0]
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// A scalar written where a string template is expected (`count: 10`).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StringLike {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl From<StringLike> for String {
+    fn from(v: StringLike) -> Self {
+        match v {
+            StringLike::Str(s) => s,
+            StringLike::Int(i) => i.to_string(),
+            StringLike::Float(f) => f.to_string(),
+            StringLike::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+fn string_map<'de, D: Deserializer<'de>>(d: D) -> Result<IndexMap<String, String>, D::Error> {
+    let raw = IndexMap::<String, StringLike>::deserialize(d)?;
+    Ok(raw.into_iter().map(|(k, v)| (k, v.into())).collect())
+}
+
+fn string_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let raw = Vec::<StringLike>::deserialize(d)?;
+    Ok(raw.into_iter().map(String::from).collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_are_filled() {
+        let m: Manifest = serde_json::from_value(json!({
+            "name": "t", "description": "d", "kind": "command", "version": 1,
+            "inputs": {"schema": {"type": "object"}},
+            "outputs": {"format": "text"},
+            "exec": {"command": {"entrypoint": "echo", "args": ["a", 3]}}
+        }))
+        .unwrap();
+        let Exec::Command(c) = &m.exec else {
+            panic!("not a command")
+        };
+        assert_eq!(c.args, ["a", "3"]);
+        assert_eq!(c.exit_codes_ok, [0]);
+        assert_eq!(c.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(c.cwd, ".");
+        assert_eq!(m.permissions, Permissions::default());
+        assert!(!m.permissions.network);
+        assert!(!m.approval.required);
+    }
+
+    #[test]
+    fn secrets_keep_order_and_default_required() {
+        let p: Permissions = serde_json::from_value(json!({
+            "secrets": {"B": {"type": "string"}, "A": {"required": false}}
+        }))
+        .unwrap();
+        let names: Vec<_> = p.secrets.keys().collect();
+        assert_eq!(names, ["B", "A"]);
+        assert!(p.secrets["B"].required);
+        assert!(!p.secrets["A"].required);
+    }
+
+    #[test]
+    fn two_exec_blocks_are_rejected() {
+        let e: Result<Exec, _> = serde_json::from_value(json!({
+            "http": {"method": "GET", "url": "https://x"},
+            "command": {"entrypoint": "echo"}
+        }));
+        assert!(e.is_err());
+    }
+}

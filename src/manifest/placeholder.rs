@@ -1,0 +1,103 @@
+//! `${NAME}` placeholders in exec templates: finding them, not expanding
+//! them (expansion is the template module's job).
+//!
+//! Grammar: `${` starts a placeholder, `}` ends it, and the name between is
+//! an identifier (`[A-Za-z_][A-Za-z0-9_]*`). A `$` not followed by `{` is
+//! literal text.
+
+/// One `${NAME}` found in a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder<'a> {
+    /// The name between the braces.
+    pub name: &'a str,
+    /// Byte offset of the `$` in the template.
+    pub start: usize,
+    /// Byte offset just past the `}`.
+    pub end: usize,
+}
+
+/// A malformed placeholder.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceholderError {
+    /// `${` without a closing `}`.
+    #[error("`${{` at byte {start} has no closing `}}`; close it or remove it")]
+    Unterminated {
+        /// Byte offset of the `$`.
+        start: usize,
+    },
+    /// `${}` or a name that is not an identifier.
+    #[error("`${{{name}}}` is not a valid placeholder; use letters, digits and `_`, not starting with a digit")]
+    InvalidName {
+        /// The text between the braces.
+        name: String,
+        /// Byte offset of the `$`.
+        start: usize,
+    },
+}
+
+/// Every placeholder of `template`, in order, or the first malformed one.
+pub fn scan(template: &str) -> Result<Vec<Placeholder<'_>>, PlaceholderError> {
+    let mut found = Vec::new();
+    let mut rest = 0;
+    while let Some(offset) = template[rest..].find("${") {
+        let start = rest + offset;
+        let body = start + 2;
+        let Some(close) = template[body..].find('}') else {
+            return Err(PlaceholderError::Unterminated { start });
+        };
+        let name = &template[body..body + close];
+        if !is_identifier(name) {
+            return Err(PlaceholderError::InvalidName {
+                name: name.to_owned(),
+                start,
+            });
+        }
+        let end = body + close + 1;
+        found.push(Placeholder { name, start, end });
+        rest = end;
+    }
+    Ok(found)
+}
+
+/// Whether `name` is `[A-Za-z_][A-Za-z0-9_]*` — a placeholder name, and the
+/// form an environment-variable (secret) name must have.
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() || c == '_' => {}
+        _ => return false,
+    }
+    chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_placeholders() {
+        let p = scan("Bearer ${TOKEN} and ${q}$x").unwrap();
+        let names: Vec<_> = p.iter().map(|p| p.name).collect();
+        assert_eq!(names, ["TOKEN", "q"]);
+        assert_eq!(p[0].start, 7);
+        assert_eq!(p[0].end, 15);
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        assert_eq!(
+            scan("a ${b"),
+            Err(PlaceholderError::Unterminated { start: 2 })
+        );
+        assert!(matches!(
+            scan("${}"),
+            Err(PlaceholderError::InvalidName { .. })
+        ));
+        assert!(matches!(
+            scan("${1a}"),
+            Err(PlaceholderError::InvalidName { .. })
+        ));
+        assert!(scan("$5 and $ {x}").unwrap().is_empty());
+    }
+}
