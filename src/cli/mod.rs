@@ -16,7 +16,6 @@ mod show;
 /// Exit status: usage or manifest error.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status: the kernel cannot enforce what was asked.
-#[allow(dead_code)] // used by `sandbox` once the jail branch lands
 pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 3;
 
 #[derive(Debug, Parser)]
