@@ -134,3 +134,20 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
         .map(|d| std::path::Path::new(d).join(name))
         .find(|p| p.exists())
 }
+
+#[test]
+fn relative_paths_are_relative_to_the_invocation_directory() {
+    if !jail_available() {
+        return;
+    }
+    let p = project();
+    let out = std::process::Command::new(bin())
+        .current_dir(p.path())
+        .args([
+            "sandbox", "--read", ".", "--cwd", "src", "--", "cat", "a.py",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("print('a')"));
+}

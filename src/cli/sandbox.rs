@@ -102,9 +102,10 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     }
     let mut spec = Spec::new(args.command.iter().cloned());
     spec.cwd = cwd.clone();
-    spec.fs.read = args.read.iter().map(|p| absolute(&cwd, p)).collect();
-    spec.fs.write = args.write.iter().map(|p| absolute(&cwd, p)).collect();
-    spec.fs.exec = args.exec.iter().map(|p| absolute(&cwd, p)).collect();
+    // Paths are relative to where the command was typed, like --cwd.
+    spec.fs.read = args.read.iter().map(|p| absolute(&here, p)).collect();
+    spec.fs.write = args.write.iter().map(|p| absolute(&here, p)).collect();
+    spec.fs.exec = args.exec.iter().map(|p| absolute(&here, p)).collect();
     spec.network = args.net;
     spec.netns = args.netns;
     spec.degraded = args.degraded;
