@@ -5,3 +5,5 @@
 
 pub mod jail;
 pub mod manifest;
+pub mod template;
+pub mod validate;
