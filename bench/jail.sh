@@ -35,6 +35,7 @@ bench() { # bench JSON_NAME CMD...
   hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$json" "$@"
 }
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== /bin/true"
 bench true.json \
   -n bare /bin/true \
@@ -49,5 +50,6 @@ bench python.json \
   -n bwrap "$BWRAP $PY -c pass"
 
 python3 bench/report.py --glovebox "$GB" --bwrap "$BWRAP" \
+  --load "$LOAD_BEFORE -> $(cut -d' ' -f1-3 /proc/loadavg)" \
   --results bench/RESULTS.md "$OUT/true.json" "$OUT/python.json"
 echo "== wrote bench/RESULTS.md"

@@ -25,7 +25,7 @@ def cmd_out(*argv):
         return "?"
 
 
-def machine(gb):
+def machine(gb, load):
     try:
         abi = json.loads(cmd_out(gb, "doctor", "--json"))["kernel"]["landlock_abi"]
     except (ValueError, KeyError):
@@ -35,9 +35,10 @@ def machine(gb):
         m = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
         cpu = m.group(1) if m else cpu
     return [
-        f"- date: {datetime.date.today().isoformat()}, commit `{cmd_out('git', 'rev-parse', '--short', 'HEAD')}`",
+        f"- date: {datetime.date.today().isoformat()}, commit `{cmd_out('git', 'describe', '--always', '--dirty')}`",
         f"- cores: {os.cpu_count()} ({cpu}); kernel `{platform.release()}`; Landlock ABI {abi}",
         f"- {cmd_out('hyperfine', '--version')}, {cmd_out('bwrap', '--version')}",
+        f"- load average (1/5/15 min) before -> after: {load}",
     ]
 
 
@@ -61,13 +62,15 @@ def main():
     ap.add_argument("--glovebox", required=True)
     ap.add_argument("--bwrap", required=True)
     ap.add_argument("--results", required=True)
+    ap.add_argument("--load", default="?")
     ap.add_argument("json", nargs="+")
     a = ap.parse_args()
 
-    out = [BEGIN, "## Jail overhead (`bench/jail.sh`)", ""] + machine(a.glovebox)
+    out = [BEGIN, "## Jail overhead (`bench/jail.sh`)", ""] + machine(a.glovebox, a.load)
     out += ["", f"bwrap policy: `{a.bwrap} CMD` (as root: no user namespace; "
             "`--unshare-all` includes a network namespace, so `glovebox --netns` is its closest match).",
-            "Ratios are of medians. hyperfine `-N` (no shell)."]
+            "Ratios are of medians. hyperfine `-N` (no shell); runs go back to back, one command "
+            "after the other, so a load change mid-run skews the ratios: compare the load line and the minima."]
     for path in a.json:
         lines, med = table(path)
         title = "/bin/true" if "true" in os.path.basename(path) else "python3 -c pass"
