@@ -8,8 +8,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod doctor;
+mod explain;
 mod lint;
 mod list;
+mod run;
 mod sandbox;
 mod show;
 
@@ -46,6 +48,10 @@ pub enum Command {
     List(list::Args),
     /// Print one tool's manifest, normalised.
     Show(show::Args),
+    /// Run a tool with parameters, jailed.
+    Run(run::Args),
+    /// Print a tool's effective policy (what its jail allows).
+    Explain(explain::Args),
     /// Run an ad-hoc command inside the jail.
     Sandbox(Box<sandbox::Args>),
     /// Report which kernel features this machine enforces.
@@ -67,6 +73,8 @@ pub fn main() -> ExitCode {
         Command::Lint(a) => lint::run(&cli, a),
         Command::List(a) => list::run(&cli, a),
         Command::Show(a) => show::run(&cli, a),
+        Command::Run(a) => run::run(&cli, a),
+        Command::Explain(a) => explain::run(&cli, a),
         Command::Sandbox(a) => sandbox::run(&cli, a),
         Command::Doctor(a) => doctor::run(&cli, a),
     };

@@ -1,0 +1,414 @@
+//! [`Engine::call`]: the one library call behind every interface.
+//!
+//! In order, and nothing runs until every step passed: find the tool (its
+//! manifest lints clean), check the project config, validate the inputs
+//! (defaults applied, every violation with its JSON pointer), require an
+//! approval where the manifest asks for one, resolve the declared secrets
+//! (a missing required one stops the call), work out the policy (entrypoint
+//! and cwd must be reachable under it), expand the templates once, then
+//! run the jailed process and turn its result into an [`Outcome`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use indexmap::IndexMap;
+use serde_json::{json, Map, Value};
+
+use crate::jail::{self, Output, Spec, Stdin};
+use crate::manifest::discover::resolve;
+use crate::manifest::model::{Exec, Manifest};
+use crate::manifest::project::{Project, ProjectError, Tool};
+use crate::policy::{Policy, PolicyError};
+use crate::run::{
+    self, command, python, secrets, ErrorKind, Finished, Outcome, Redactor, SecretSource,
+};
+use crate::template::{Bindings, TemplateError};
+use crate::validate::Schemas;
+
+/// Who is calling, and what they bring.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// Free-form identity for logs ("cli", an MCP client name, …).
+    pub id: String,
+    /// The caller approved this call now (`--yes`, or a y/N prompt).
+    pub approved: bool,
+    /// Where declared secrets are read from.
+    pub secrets: SecretSource,
+}
+
+/// Errors opening a project.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The project could not be found or read.
+    #[error(transparent)]
+    Project(#[from] ProjectError),
+}
+
+/// A loaded project, ready to run its tools.
+#[derive(Debug)]
+pub struct Engine {
+    project: Project,
+    schemas: Mutex<HashMap<String, Arc<Schemas>>>,
+}
+
+fn project_failure(name: &str, e: &ProjectError) -> Box<Outcome> {
+    let (kind, details) = match e {
+        ProjectError::ToolNotFound { .. } => (ErrorKind::ToolNotFound, json!({})),
+        ProjectError::ToolInvalid { diagnostics, .. } => (
+            ErrorKind::ManifestInvalid,
+            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()}),
+        ),
+        _ => (ErrorKind::ManifestInvalid, json!({})),
+    };
+    Box::new(Outcome::failure(name, kind, run::error_chain(e), details))
+}
+
+impl Engine {
+    /// Opens the project at `root` (or the nearest one above the working
+    /// directory).
+    pub fn open(root: Option<&Path>) -> Result<Engine, EngineError> {
+        Ok(Engine::new(Project::discover(root)?))
+    }
+
+    /// An engine over an already loaded project.
+    pub fn new(project: Project) -> Engine {
+        Engine {
+            project,
+            schemas: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The project.
+    pub fn project(&self) -> &Project {
+        &self.project
+    }
+
+    /// The tool named `name`, if its manifest is valid.
+    pub fn tool(&self, name: &str) -> Result<&Tool, ProjectError> {
+        self.project.tool(name)
+    }
+
+    /// The effective policy of a tool.
+    pub fn policy(&self, name: &str) -> Result<Policy, Box<Outcome>> {
+        let tool = self
+            .project
+            .tool(name)
+            .map_err(|e| project_failure(name, &e))?;
+        let config = self
+            .project
+            .config()
+            .map_err(|e| project_failure(name, &e))?;
+        Policy::for_tool(&self.project.root, &tool.manifest, config)
+            .map_err(|e| policy_failure(name, &e))
+    }
+
+    fn schemas(&self, m: &Manifest) -> Result<Arc<Schemas>, Box<Outcome>> {
+        let mut cache = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = cache.get(&m.name) {
+            return Ok(s.clone());
+        }
+        let s = Schemas::compile(&m.inputs.schema, m.outputs.schema.as_ref()).map_err(|e| {
+            Outcome::failure(
+                &m.name,
+                ErrorKind::ManifestInvalid,
+                e.to_string(),
+                json!({}),
+            )
+        })?;
+        let s = Arc::new(s);
+        cache.insert(m.name.clone(), s.clone());
+        Ok(s)
+    }
+
+    /// Calls tool `name` with `params`. Every failure is an [`Outcome`]
+    /// too; nothing here panics or returns early without one.
+    pub fn call(&self, name: &str, params: Value, caller: &Caller) -> Outcome {
+        let started = Instant::now();
+        let mut outcome = match self.call_inner(name, params, caller) {
+            Ok(o) => o,
+            Err(o) => *o,
+        };
+        outcome.duration_ms = started.elapsed().as_millis() as u64;
+        outcome
+    }
+
+    fn call_inner(
+        &self,
+        name: &str,
+        params: Value,
+        caller: &Caller,
+    ) -> Result<Outcome, Box<Outcome>> {
+        let tool = self
+            .project
+            .tool(name)
+            .map_err(|e| project_failure(name, &e))?;
+        let config = self
+            .project
+            .config()
+            .map_err(|e| project_failure(name, &e))?;
+        let m = &tool.manifest;
+        let schemas = self.schemas(m)?;
+
+        let params = if params.is_null() {
+            Value::Object(Map::new())
+        } else {
+            params
+        };
+        let params = schemas.check_input(params).map_err(|violations| {
+            let summary = violations
+                .iter()
+                .map(|v| {
+                    format!(
+                        "{}: {}",
+                        if v.pointer.is_empty() {
+                            "(root)"
+                        } else {
+                            &v.pointer
+                        },
+                        v.message
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            Box::new(Outcome::failure(
+                name,
+                ErrorKind::InputInvalid,
+                format!("the parameters do not match inputs.schema: {summary}"),
+                json!({"violations": violations}),
+            ))
+        })?;
+        let Value::Object(params) = params else {
+            return Err(Box::new(Outcome::failure(
+                name,
+                ErrorKind::InputInvalid,
+                "the parameters must be a JSON object",
+                json!({}),
+            )));
+        };
+
+        if m.approval.required && !caller.approved {
+            return Err(Box::new(Outcome::failure(
+                name,
+                ErrorKind::ApprovalRequired,
+                format!(
+                    "tool `{name}` requires approval ({}); approve this call with `glovebox run {name} --yes`",
+                    m.approval.reason.as_deref().unwrap_or("no reason given")
+                ),
+                json!({"reason": m.approval.reason, "approve_with": format!("glovebox run {name} --yes")}),
+            )));
+        }
+
+        let secret_values =
+            secrets::resolve(&m.permissions, &caller.secrets).map_err(|missing| {
+                Outcome::failure(
+                    name,
+                    ErrorKind::SecretMissing,
+                    format!(
+                        "required secret{} not set in the environment: {}",
+                        if missing.len() == 1 { " is" } else { "s are" },
+                        missing.join(", ")
+                    ),
+                    json!({"missing": missing}),
+                )
+            })?;
+        let redact = Redactor::new(&secret_values);
+
+        let policy = Policy::for_tool(&self.project.root, m, config)
+            .map_err(|e| policy_failure(name, &e))?;
+        let inputs: Vec<String> = m.input_names().map(String::from).collect();
+        let bindings = Bindings {
+            params: &params,
+            inputs: &inputs,
+            secrets: &secret_values,
+        };
+        match &m.exec {
+            Exec::Command(exec) => self.run_command(
+                m,
+                exec,
+                &policy,
+                &bindings,
+                &secret_values,
+                &redact,
+                &schemas,
+            ),
+            Exec::Python(exec) => self.run_python(
+                m,
+                exec,
+                &policy,
+                &bindings,
+                &secret_values,
+                &redact,
+                &schemas,
+            ),
+            Exec::Http(_) => Err(Box::new(Outcome::failure(
+                name,
+                ErrorKind::Internal,
+                "http tools are not supported by this version of glovebox yet",
+                json!({}),
+            ))),
+        }
+    }
+
+    fn spec(
+        &self,
+        policy: &Policy,
+        argv: Vec<std::ffi::OsString>,
+        cwd: PathBuf,
+        secrets: &IndexMap<String, String>,
+    ) -> Spec {
+        let mut spec = Spec::new(argv);
+        spec.cwd = cwd;
+        spec.fs = policy.fs_access();
+        spec.network = policy.network;
+        spec.limits = policy.limits.clone();
+        spec.degraded = policy.degraded;
+        spec.output = Output::Capture;
+        spec.env = secrets.iter().map(|(k, v)| (k.into(), v.into())).collect();
+        spec
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_command(
+        &self,
+        m: &Manifest,
+        exec: &crate::manifest::model::CommandExec,
+        policy: &Policy,
+        bindings: &Bindings<'_>,
+        secrets: &IndexMap<String, String>,
+        redact: &Redactor,
+        schemas: &Schemas,
+    ) -> Result<Outcome, Box<Outcome>> {
+        let name = &m.name;
+        let root = &self.project.root;
+        let program = command::program(root, exec);
+        if program.is_absolute() {
+            policy
+                .require_readable("entrypoint", &program)
+                .map_err(|e| policy_failure(name, &e))?;
+        }
+        let cwd = resolve(root, &exec.cwd);
+        policy
+            .require_readable("cwd", &cwd)
+            .map_err(|e| policy_failure(name, &e))?;
+        let argv = command::argv(root, exec, bindings).map_err(|e| template_failure(name, &e))?;
+        let spec = self.spec(policy, argv, cwd, secrets);
+        let result =
+            run::start(&spec).map_err(|e| Box::new(run::jail_error(name, &e, &program)))?;
+        let format = exec.stdout.format;
+        let allowed = exec.exit_codes_ok.clone();
+        Ok(run::finish(
+            name,
+            result,
+            redact,
+            schemas,
+            |r, redact| match r.status {
+                jail::Status::Exited(c) if allowed.contains(&c) => {
+                    run::parse_output(name, &r.stdout, format, redact)
+                }
+                status => Finished::Failed(run::exit_failure(
+                    name,
+                    status,
+                    &redact.text(&String::from_utf8_lossy(&r.stderr)),
+                    &allowed,
+                )),
+            },
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_python(
+        &self,
+        m: &Manifest,
+        exec: &crate::manifest::model::PythonExec,
+        policy: &Policy,
+        bindings: &Bindings<'_>,
+        secrets: &IndexMap<String, String>,
+        redact: &Redactor,
+        schemas: &Schemas,
+    ) -> Result<Outcome, Box<Outcome>> {
+        let name = &m.name;
+        let root = &self.project.root;
+        let interpreter = python::Interpreter::locate(root, exec)
+            .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
+        let cwd = resolve(root, &exec.cwd);
+        policy
+            .require_readable("cwd", &cwd)
+            .map_err(|e| policy_failure(name, &e))?;
+        let mut args = Vec::with_capacity(exec.args.len());
+        for t in &exec.args {
+            if let Some(v) =
+                crate::template::json(t, bindings).map_err(|e| template_failure(name, &e))?
+            {
+                args.push(v);
+            }
+        }
+        let mut spec = self.spec(policy, interpreter.argv(), cwd.clone(), secrets);
+        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args));
+        let result = run::start(&spec)
+            .map_err(|e| Box::new(run::jail_error(name, &e, &interpreter.program)))?;
+        let returns = exec.returns;
+        Ok(run::finish(
+            name,
+            result,
+            redact,
+            schemas,
+            |r, redact| match python::reply(&r.stdout) {
+                Some(python::Reply::Returned(v)) => {
+                    Finished::Output(redact.value(match (returns, v) {
+                        (crate::manifest::model::Format::Text, Value::String(s)) => {
+                            Value::String(s)
+                        }
+                        (crate::manifest::model::Format::Text, other) => {
+                            Value::String(other.to_string())
+                        }
+                        (_, v) => v,
+                    }))
+                }
+                Some(python::Reply::Raised {
+                    kind,
+                    message,
+                    traceback,
+                }) => Finished::Failed(Outcome::failure(
+                    name,
+                    ErrorKind::PythonException,
+                    format!("{kind}: {message}"),
+                    json!({"type": kind, "message": message, "traceback": traceback}),
+                )),
+                None => match r.status {
+                    jail::Status::Exited(0) => Finished::Failed(Outcome::failure(
+                        name,
+                        ErrorKind::Internal,
+                        "the python shim returned no result",
+                        json!({}),
+                    )),
+                    status => Finished::Failed(run::exit_failure(
+                        name,
+                        status,
+                        &redact.text(&String::from_utf8_lossy(&r.stderr)),
+                        &[0],
+                    )),
+                },
+            },
+        ))
+    }
+}
+
+fn policy_failure(name: &str, e: &PolicyError) -> Box<Outcome> {
+    Box::new(Outcome::failure(
+        name,
+        ErrorKind::ManifestInvalid,
+        run::error_chain(e),
+        json!({}),
+    ))
+}
+
+fn template_failure(name: &str, e: &TemplateError) -> Box<Outcome> {
+    Box::new(Outcome::failure(
+        name,
+        ErrorKind::ManifestInvalid,
+        e.to_string(),
+        json!({}),
+    ))
+}

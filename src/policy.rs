@@ -1,0 +1,216 @@
+//! The effective policy of a tool: what its jail will allow, as a plain
+//! struct that `glovebox explain` prints.
+//!
+//! Policy = the manifest's `permissions` (paths resolved from the root) ∪
+//! the sandbox profile baseline ∪ the runtime a python tool needs (its
+//! interpreter's installation and its venv, read + execute), with limits
+//! from `.glee/config.yml` and the manifest's `timeout_ms`. Nothing else:
+//! secrets not declared are not passed, paths not listed are not reachable.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::jail::{self, FsAccess, Limits};
+use crate::manifest::config::Config;
+use crate::manifest::discover::resolve;
+use crate::manifest::model::{Exec, Manifest};
+use crate::run::python::Interpreter;
+
+/// Errors while working out a tool's policy.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The entrypoint or cwd is not reachable under the tool's own policy.
+    #[error("{what} {path:?} is outside the tool's allowed paths; add it (or a parent) to permissions.fs.read")]
+    OutsideAllowed { what: &'static str, path: PathBuf },
+    /// The python interpreter or venv could not be found.
+    #[error(transparent)]
+    Python(#[from] crate::run::python::PythonError),
+    /// The sandbox profiles are broken.
+    #[error(transparent)]
+    Profile(#[from] jail::profile::ProfileError),
+}
+
+/// What one tool's jail allows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Policy {
+    /// The tool.
+    pub tool: String,
+    /// Network access.
+    pub network: bool,
+    /// Read (and execute) paths from `permissions.fs.read`.
+    pub read: Vec<PathBuf>,
+    /// Read and write paths from `permissions.fs.write`.
+    pub write: Vec<PathBuf>,
+    /// Runtime paths granted automatically (python interpreter, venv).
+    pub runtime: Vec<PathBuf>,
+    /// Sandbox profiles applied.
+    pub profiles: Vec<&'static str>,
+    /// The baseline those profiles grant.
+    pub baseline: FsAccess,
+    /// Names of the secrets the tool receives.
+    pub secrets: Vec<String>,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Whether degraded mode is on (config `sandbox.degraded`).
+    pub degraded: bool,
+}
+
+fn mib(n: u64) -> u64 {
+    n.saturating_mul(1 << 20)
+}
+
+impl Policy {
+    /// The policy of `manifest` in the project at `root` with `config`.
+    pub fn for_tool(
+        root: &Path,
+        manifest: &Manifest,
+        config: &Config,
+    ) -> Result<Policy, PolicyError> {
+        let p = &manifest.permissions;
+        let read: Vec<PathBuf> = p.fs.read.iter().map(|s| resolve(root, s)).collect();
+        let write: Vec<PathBuf> = p.fs.write.iter().map(|s| resolve(root, s)).collect();
+        let timeout_ms = match &manifest.exec {
+            Exec::Command(c) => c.timeout_ms,
+            Exec::Python(py) => py.timeout_ms,
+            Exec::Http(_) => config.limits.timeout_ms,
+        };
+        let limits = Limits {
+            wall: Duration::from_millis(timeout_ms),
+            memory_bytes: mib(config.limits.memory_mb),
+            pids: config.limits.pids,
+            output_bytes: config.limits.output_bytes,
+            file_size_bytes: mib(config.limits.file_size_mb),
+            ..Limits::default()
+        };
+        let runtime = match &manifest.exec {
+            Exec::Python(py) => Interpreter::locate(root, py)?.grant,
+            _ => Vec::new(),
+        };
+        Ok(Policy {
+            tool: manifest.name.clone(),
+            network: p.network,
+            read,
+            write,
+            runtime,
+            profiles: jail::profile::names(p.network).to_vec(),
+            baseline: jail::profile::baseline(p.network)?,
+            secrets: p.secrets.keys().cloned().collect(),
+            limits,
+            degraded: config.sandbox.degraded,
+        })
+    }
+
+    /// The filesystem access to ask the jail for (the jail adds the
+    /// baseline itself).
+    pub fn fs_access(&self) -> FsAccess {
+        FsAccess {
+            read: self.read.clone(),
+            write: self.write.clone(),
+            exec: self.runtime.clone(),
+            read_only: Vec::new(),
+        }
+    }
+
+    /// True when `path` can be read under this policy.
+    pub fn can_read(&self, path: &Path) -> bool {
+        let b = &self.baseline;
+        [
+            &self.read,
+            &self.write,
+            &self.runtime,
+            &b.read,
+            &b.exec,
+            &b.read_only,
+            &b.write,
+        ]
+        .iter()
+        .any(|list| jail::fs::covered(path, list))
+    }
+
+    /// Errors unless `path` is readable under this policy.
+    pub fn require_readable(&self, what: &'static str, path: &Path) -> Result<(), PolicyError> {
+        if self.can_read(path) {
+            Ok(())
+        } else {
+            Err(PolicyError::OutsideAllowed {
+                what,
+                path: path.to_path_buf(),
+            })
+        }
+    }
+
+    /// A description for people (`glovebox explain`).
+    pub fn explain(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let list = |v: &[PathBuf]| {
+            if v.is_empty() {
+                "(none)".to_string()
+            } else {
+                v.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        let _ = writeln!(s, "tool      {}", self.tool);
+        let _ = writeln!(
+            s,
+            "network   {}",
+            if self.network {
+                "allowed"
+            } else {
+                "denied (no socket of any kind)"
+            }
+        );
+        let _ = writeln!(s, "read      {}", list(&self.read));
+        let _ = writeln!(s, "write     {}", list(&self.write));
+        if !self.runtime.is_empty() {
+            let _ = writeln!(
+                s,
+                "runtime   {} (read + execute, for the interpreter)",
+                list(&self.runtime)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "baseline  profiles {}: {} read+exec, {} read-only, {} writable paths (sandbox-profiles/)",
+            self.profiles.join(", "),
+            self.baseline.exec.len(),
+            self.baseline.read_only.len(),
+            self.baseline.write.len()
+        );
+        let _ = writeln!(
+            s,
+            "secrets   {}",
+            if self.secrets.is_empty() {
+                "(none)".to_string()
+            } else {
+                self.secrets.join(", ")
+            }
+        );
+        let l = &self.limits;
+        let _ = writeln!(
+            s,
+            "limits    {} ms wall, {} MiB memory, {} processes, {} bytes of output, {} MiB per file",
+            l.wall.as_millis(),
+            l.memory_bytes >> 20,
+            l.pids,
+            l.output_bytes,
+            l.file_size_bytes >> 20
+        );
+        let _ = writeln!(
+            s,
+            "also      private HOME and /proc, no other environment, no terminal, no capabilities"
+        );
+        if self.degraded {
+            let _ = writeln!(
+                s,
+                "DEGRADED  restrictions this kernel cannot enforce are skipped with a warning"
+            );
+        }
+        s
+    }
+}

@@ -1,0 +1,210 @@
+//! Running one tool: command and python kinds in the jail, and the
+//! [`Outcome`] every interface returns.
+//!
+//! [`crate::engine::Engine::call`] decides everything before a process
+//! starts (tool, inputs, approval, secrets, policy); this module turns the
+//! decision into a [`crate::jail::Spec`] and the jail's result into an
+//! [`Outcome`].
+
+pub mod command;
+pub mod outcome;
+pub mod python;
+pub mod secrets;
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::jail::{self, JailError, JailResult, LimitHit, Status};
+use crate::manifest::model::Format;
+use crate::validate::Schemas;
+
+pub use outcome::{CallError, ErrorKind, Outcome};
+pub use secrets::{Redactor, SecretSource};
+
+/// Maps a jail failure (nothing ran, or it could not start) to an outcome.
+pub fn jail_error(tool: &str, err: &JailError, program: &Path) -> Outcome {
+    let message = error_chain(err);
+    let kind = match err {
+        _ if err.is_unavailable() => ErrorKind::SandboxUnavailable,
+        JailError::NotFound { .. } | JailError::ExecDenied { .. } | JailError::Exec { .. } => {
+            ErrorKind::ManifestInvalid
+        }
+        JailError::InvalidSpec { .. } => ErrorKind::InputInvalid,
+        _ => ErrorKind::Internal,
+    };
+    Outcome::failure(tool, kind, message, json!({"program": program}))
+}
+
+/// The error and its sources, joined.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// What the kind-specific part decided about a finished process.
+pub enum Finished {
+    /// The tool produced this output.
+    Output(Value),
+    /// The tool failed.
+    Failed(Outcome),
+}
+
+/// Common handling of a finished jailed process: limits first (a tree
+/// killed at its deadline or for memory says so), then the kind-specific
+/// reading of its output. Secrets are redacted from everything returned.
+pub fn finish(
+    tool: &str,
+    result: JailResult,
+    redact: &Redactor,
+    schemas: &Schemas,
+    read: impl FnOnce(&JailResult, &Redactor) -> Finished,
+) -> Outcome {
+    let stderr = redact.text(&String::from_utf8_lossy(&result.stderr));
+    let exit_code = match result.status {
+        Status::Exited(c) => Some(c),
+        Status::Signaled(_) => None,
+    };
+    let hit = |h: LimitHit| result.limits_hit.contains(&h);
+    let limit_failure = if hit(LimitHit::Timeout) {
+        Some((
+            ErrorKind::Timeout,
+            format!(
+                "the tool ran past its {} ms limit; all its processes were killed",
+                result.duration.as_millis().max(1)
+            ),
+            "timeout",
+        ))
+    } else if hit(LimitHit::Memory) {
+        Some((
+            ErrorKind::ResourceLimit,
+            "the tool exceeded its memory limit and was killed".to_string(),
+            "memory",
+        ))
+    } else if hit(LimitHit::Output) {
+        Some((
+            ErrorKind::ResourceLimit,
+            format!(
+                "the tool printed more than the output limit ({} bytes of stdout, {} of stderr); the rest was discarded",
+                result.stdout_bytes, result.stderr_bytes
+            ),
+            "output",
+        ))
+    } else {
+        None
+    };
+    let mut outcome = match limit_failure {
+        Some((kind, message, limit)) => {
+            Outcome::failure(tool, kind, message, json!({"limit": limit}))
+        }
+        None => match read(&result, redact) {
+            Finished::Output(value) => {
+                let mut o = Outcome::success(tool, value);
+                if let Some(v) = &o.output {
+                    for violation in schemas.check_output(v) {
+                        o.warnings.push(format!(
+                            "output does not match outputs.schema at {:?}: {}",
+                            violation.pointer, violation.message
+                        ));
+                    }
+                }
+                if hit(LimitHit::Pids) {
+                    o.warnings
+                        .push("the process limit refused at least one fork".to_string());
+                }
+                o
+            }
+            Finished::Failed(mut o) => {
+                if hit(LimitHit::Pids) {
+                    if let Some(e) = &mut o.error {
+                        e.kind = ErrorKind::ResourceLimit;
+                        e.message = format!("{} (the process limit refused a fork)", e.message);
+                    }
+                }
+                o
+            }
+        },
+    };
+    if let Some(e) = &mut outcome.error {
+        e.message = redact.text(&e.message);
+        e.details = redact.value(std::mem::take(&mut e.details));
+    }
+    outcome.exit_code = exit_code;
+    outcome.stderr = Some(stderr);
+    outcome.warnings.extend(result.warnings.iter().cloned());
+    outcome
+}
+
+/// The tool's stdout read as its declared format (secrets redacted).
+pub fn parse_output(tool: &str, stdout: &[u8], format: Format, redact: &Redactor) -> Finished {
+    let text = redact.text(&String::from_utf8_lossy(stdout));
+    match format {
+        Format::Text => Finished::Output(Value::String(text)),
+        Format::Json => match serde_json::from_str::<Value>(&text) {
+            Ok(v) => Finished::Output(redact.value(v)),
+            Err(e) => {
+                let byte = byte_offset(&text, e.line(), e.column());
+                Finished::Failed(Outcome::failure(
+                    tool,
+                    ErrorKind::Internal,
+                    format!("the tool's output is not valid JSON: {e} (first bad byte at offset {byte})"),
+                    json!({"byte": byte, "line": e.line(), "column": e.column()}),
+                ))
+            }
+        },
+    }
+}
+
+/// Byte offset of a 1-based line/column position in `text`.
+fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    start + column.saturating_sub(1)
+}
+
+/// A non-zero (not allowed) exit or a signal, as an `exit_code` failure.
+pub fn exit_failure(tool: &str, status: Status, stderr: &str, allowed: &[i32]) -> Outcome {
+    let excerpt: String = stderr
+        .chars()
+        .rev()
+        .take(2000)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    match status {
+        Status::Exited(code) => Outcome::failure(
+            tool,
+            ErrorKind::ExitCode,
+            format!(
+                "the tool exited with code {code} (allowed: {allowed:?}){}",
+                if excerpt.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", excerpt.trim())
+                }
+            ),
+            json!({"exit_code": code, "stderr": excerpt}),
+        ),
+        Status::Signaled(sig) => Outcome::failure(
+            tool,
+            ErrorKind::ExitCode,
+            format!("the tool was killed by signal {sig}"),
+            json!({"signal": sig, "stderr": excerpt}),
+        ),
+    }
+}
+
+/// Starts `spec` in the jail.
+pub fn start(spec: &jail::Spec) -> Result<JailResult, JailError> {
+    jail::run(spec)
+}
