@@ -39,6 +39,11 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             "cgroups       memory {} pids {}",
             report.cgroup_memory, report.cgroup_pids
         );
+        if !report.cgroup_fast_attach && report.cgroup_memory != "none" {
+            println!(
+                "note          cgroups are not mounted with favordynmods: each call waits for an\n              RCU grace period (~5-15 ms) when it joins its cgroup; remounting the\n              cgroup hierarchies with -o favordynmods makes that cheap"
+            );
+        }
         match &report.enforcement {
             Ok(_) => println!("jailed run    ok"),
             Err(e) => println!("jailed run    FAILED: {e}"),

@@ -62,6 +62,17 @@ pub struct Available {
     pub pids: Option<Controller>,
 }
 
+/// True when every cgroup hierarchy is mounted with `favordynmods`, which
+/// makes moving a process into a cgroup cheap. Without it each call's move
+/// waits for an RCU grace period (several milliseconds): the largest part of
+/// a one-shot call's overhead.
+pub fn fast_attach() -> bool {
+    let m = mounts();
+    !m.is_empty()
+        && m.iter()
+            .all(|m| m.options.split(',').any(|o| o == "favordynmods"))
+}
+
 /// Probes (once per process) which controllers we can use.
 pub fn available() -> &'static Available {
     static CELL: OnceLock<Available> = OnceLock::new();

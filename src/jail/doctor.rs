@@ -28,6 +28,8 @@ pub struct Report {
     pub cgroup_memory: &'static str,
     /// Pids cgroup in use.
     pub cgroup_pids: &'static str,
+    /// cgroups are mounted with `favordynmods` (cheap per-call moves).
+    pub cgroup_fast_attach: bool,
     /// What a jailed `true` actually got, or why it could not run.
     pub enforcement: Result<Enforcement, String>,
     /// Each invariant of DESIGN.md.
@@ -119,6 +121,7 @@ pub fn examine() -> Report {
         kernel,
         cgroup_memory: label(&avail.memory),
         cgroup_pids: label(&avail.pids),
+        cgroup_fast_attach: cgroup::fast_attach(),
         enforcement,
         invariants,
     }

@@ -132,3 +132,51 @@ impl Outcome {
         self.kind().map_or(0, ErrorKind::exit_status)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The Outcome serialization and schemas/result.schema.json agree.
+    #[test]
+    fn outcomes_match_the_result_schema() {
+        let schema: Value =
+            serde_json::from_str(include_str!("../../schemas/result.schema.json")).unwrap();
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        let mut ok = Outcome::success("t", json!({"files": 1}));
+        ok.exit_code = Some(0);
+        ok.stderr = Some(String::new());
+        let err = Outcome::failure(
+            "t",
+            ErrorKind::InputInvalid,
+            "bad",
+            json!({"violations": []}),
+        );
+        for o in [ok, err] {
+            let v = serde_json::to_value(&o).unwrap();
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{v}: {errors:?}");
+        }
+        // Every kind serializes to a value the schema lists.
+        let kinds = &schema["properties"]["error"]["properties"]["kind"]["enum"];
+        for k in [
+            ErrorKind::ToolNotFound,
+            ErrorKind::ManifestInvalid,
+            ErrorKind::InputInvalid,
+            ErrorKind::SecretMissing,
+            ErrorKind::ApprovalRequired,
+            ErrorKind::PermissionExceedsCeiling,
+            ErrorKind::SandboxUnavailable,
+            ErrorKind::ExitCode,
+            ErrorKind::Timeout,
+            ErrorKind::ResourceLimit,
+            ErrorKind::PythonException,
+            ErrorKind::HttpError,
+            ErrorKind::Internal,
+        ] {
+            let v = serde_json::to_value(k).unwrap();
+            assert!(kinds.as_array().unwrap().contains(&v), "{v}");
+        }
+    }
+}
