@@ -80,6 +80,14 @@ fn unknown_tool_is_tool_not_found_with_exit_2() {
 }
 
 #[test]
+fn missing_project_root_is_one_outcome_with_exit_2() {
+    let f = Fixture::new();
+    let r = call_glovebox(&f.base.join("nowhere"), &f.cwd, "any", &[], &[]);
+    r.assert_failed("manifest_invalid", 2);
+    assert!(r.message().contains("nowhere"), "{r:#?}");
+}
+
+#[test]
 fn missing_required_secret_runs_nothing() {
     if !jail_available() {
         return;

@@ -144,14 +144,25 @@ fn ask_approval(engine: &Engine, name: &str) -> bool {
     matches!(line.trim(), "y" | "Y" | "yes")
 }
 
+/// A usage error: with `--json` still exactly one Outcome on stdout.
+fn usage_error(args: &Args, kind: ErrorKind, message: String) -> anyhow::Result<ExitCode> {
+    if args.json {
+        let outcome = Outcome::failure(&args.name, kind, message, Value::Object(Map::new()));
+        print(&outcome, true)?;
+    } else {
+        eprintln!("glovebox: {message}");
+    }
+    Ok(ExitCode::from(EXIT_USAGE))
+}
+
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = Engine::open(cli.root.as_deref())?;
+    let engine = match Engine::open(cli.root.as_deref()) {
+        Ok(e) => e,
+        Err(e) => return usage_error(args, ErrorKind::ManifestInvalid, format!("{e:#}")),
+    };
     let params = match read_params(&engine, args) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("glovebox: {e:#}");
-            return Ok(ExitCode::from(EXIT_USAGE));
-        }
+        Err(e) => return usage_error(args, ErrorKind::InputInvalid, format!("{e:#}")),
     };
     let caller = Caller {
         id: "cli".into(),
