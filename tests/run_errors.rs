@@ -166,6 +166,8 @@ fn timeout_kills_the_whole_tree() {
         f.root.join("started").exists(),
         "the tool never started: {r:#?}"
     );
+    assert_eq!(r.details()["timeout_ms"], json!(700), "{r:#?}");
+    assert!(r.message().contains("700 ms limit"), "{r:#?}");
     let ms = r.json["duration_ms"].as_u64().unwrap();
     assert!((700..10_000).contains(&ms), "duration {ms} ms: {r:#?}");
     let left = pids_with(&m);
