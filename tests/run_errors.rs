@@ -254,6 +254,7 @@ fn python_prints_go_to_stderr_not_output() {
     r.assert_ok();
     assert_eq!(r.output(), &json!({"v": 1}));
     assert!(r.stderr().contains("noise-from-print"), "{r:#?}");
+    assert!(r.stderr().contains("noise-from-child"), "{r:#?}");
 }
 
 #[test]
