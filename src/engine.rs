@@ -301,6 +301,7 @@ impl Engine {
         Ok(run::finish(
             name,
             result,
+            policy.limits.wall,
             redact,
             schemas,
             |r, redact| match r.status {
@@ -352,6 +353,7 @@ impl Engine {
         Ok(run::finish(
             name,
             result,
+            policy.limits.wall,
             redact,
             schemas,
             |r, redact| match python::reply(&r.stdout) {

@@ -33,6 +33,53 @@ pub struct Args {
     pub yes: bool,
 }
 
+/// The JSON types `inputs.schema` declares for property `key` (empty: any).
+fn declared_types<'a>(schema: &'a Value, key: &str) -> Vec<&'a str> {
+    match schema
+        .get("properties")
+        .and_then(|p| p.get(key))
+        .and_then(|p| p.get("type"))
+    {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `v` is of one of the JSON Schema `types`.
+fn is_of_type(types: &[&str], v: &Value) -> bool {
+    types.iter().any(|t| match (*t, v) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("object", Value::Object(_))
+        | ("array", Value::Array(_))
+        | ("number", Value::Number(_))
+        | ("string", Value::String(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    })
+}
+
+/// One `key=value` value: where the schema allows a string, the text as it
+/// is unless it is JSON of another allowed type (`label=123` stays "123"
+/// for `type: [string, null]`); otherwise parsed as JSON when it is JSON.
+fn pair_value(types: &[&str], text: &str) -> Value {
+    let parsed = serde_json::from_str::<Value>(text).ok();
+    match parsed {
+        Some(v) if types.contains(&"string") => {
+            if !v.is_string() && is_of_type(types, &v) {
+                v
+            } else {
+                Value::String(text.to_string())
+            }
+        }
+        Some(v) => v,
+        None => Value::String(text.to_string()),
+    }
+}
+
 fn parse_pairs(engine: &Engine, name: &str, pairs: &[String]) -> anyhow::Result<Value> {
     let schema = engine
         .tool(name)
@@ -44,16 +91,7 @@ fn parse_pairs(engine: &Engine, name: &str, pairs: &[String]) -> anyhow::Result<
         let (k, v) = pair
             .split_once('=')
             .with_context(|| format!("parameter {pair:?} is not KEY=VALUE"))?;
-        let declared_string = schema
-            .pointer(&format!("/properties/{k}/type"))
-            .and_then(Value::as_str)
-            == Some("string");
-        let value = if declared_string {
-            Value::String(v.to_string())
-        } else {
-            serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()))
-        };
-        map.insert(k.to_string(), value);
+        map.insert(k.to_string(), pair_value(&declared_types(&schema, k), v));
     }
     Ok(Value::Object(map))
 }
@@ -106,14 +144,25 @@ fn ask_approval(engine: &Engine, name: &str) -> bool {
     matches!(line.trim(), "y" | "Y" | "yes")
 }
 
+/// A usage error: with `--json` still exactly one Outcome on stdout.
+fn usage_error(args: &Args, kind: ErrorKind, message: String) -> anyhow::Result<ExitCode> {
+    if args.json {
+        let outcome = Outcome::failure(&args.name, kind, message, Value::Object(Map::new()));
+        print(&outcome, true)?;
+    } else {
+        eprintln!("glovebox: {message}");
+    }
+    Ok(ExitCode::from(EXIT_USAGE))
+}
+
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = Engine::open(cli.root.as_deref())?;
+    let engine = match Engine::open(cli.root.as_deref()) {
+        Ok(e) => e,
+        Err(e) => return usage_error(args, ErrorKind::ManifestInvalid, format!("{e:#}")),
+    };
     let params = match read_params(&engine, args) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("glovebox: {e:#}");
-            return Ok(ExitCode::from(EXIT_USAGE));
-        }
+        Err(e) => return usage_error(args, ErrorKind::InputInvalid, format!("{e:#}")),
     };
     let caller = Caller {
         id: "cli".into(),
@@ -158,4 +207,23 @@ fn print(outcome: &Outcome, json: bool) -> anyhow::Result<()> {
         (None, None) => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pair_values_follow_the_declared_types() {
+        assert_eq!(pair_value(&["integer"], "5"), json!(5));
+        assert_eq!(pair_value(&["integer"], "five"), json!("five"));
+        assert_eq!(pair_value(&["string"], "123"), json!("123"));
+        assert_eq!(pair_value(&["string"], "\"q\""), json!("\"q\""));
+        assert_eq!(pair_value(&["string", "null"], "123"), json!("123"));
+        assert_eq!(pair_value(&["string", "null"], "null"), json!(null));
+        assert_eq!(pair_value(&["string", "integer"], "7"), json!(7));
+        assert_eq!(pair_value(&[], "true"), json!(true));
+        assert_eq!(pair_value(&[], "a b"), json!("a b"));
+    }
 }

@@ -59,9 +59,11 @@ pub enum Finished {
 /// Common handling of a finished jailed process: limits first (a tree
 /// killed at its deadline or for memory says so), then the kind-specific
 /// reading of its output. Secrets are redacted from everything returned.
+/// `wall` is the wall-clock limit the process ran under.
 pub fn finish(
     tool: &str,
     result: JailResult,
+    wall: std::time::Duration,
     redact: &Redactor,
     schemas: &Schemas,
     read: impl FnOnce(&JailResult, &Redactor) -> Finished,
@@ -76,8 +78,9 @@ pub fn finish(
         Some((
             ErrorKind::Timeout,
             format!(
-                "the tool ran past its {} ms limit; all its processes were killed",
-                result.duration.as_millis().max(1)
+                "the tool ran past its {} ms limit (stopped after {} ms); all its processes were killed",
+                wall.as_millis(),
+                result.duration.as_millis()
             ),
             "timeout",
         ))
@@ -101,7 +104,12 @@ pub fn finish(
     };
     let mut outcome = match limit_failure {
         Some((kind, message, limit)) => {
-            Outcome::failure(tool, kind, message, json!({"limit": limit}))
+            let details = if kind == ErrorKind::Timeout {
+                json!({"limit": limit, "timeout_ms": wall.as_millis() as u64})
+            } else {
+                json!({"limit": limit})
+            };
+            Outcome::failure(tool, kind, message, details)
         }
         None => match read(&result, redact) {
             Finished::Output(value) => {
