@@ -379,6 +379,27 @@ fn fork_bomb_is_resource_limit_and_leaves_nothing() {
 }
 
 #[test]
+fn a_refused_fork_fails_the_call_even_when_the_tool_copes() {
+    if !jail_available() {
+        return;
+    }
+    let f = limited();
+    // Swallows the refused fork and exits 0: still resource_limit.
+    let code = "import os, time\nfor _ in range(40):\n    try:\n        \
+                if os.fork() == 0:\n            time.sleep(5)\n            os._exit(0)\n    \
+                except OSError:\n        pass\nprint('COPED')\n";
+    f.tool(&command_tool(
+        "coping",
+        schema(json!({})),
+        json!({"entrypoint": "python3", "args": ["-c", code], "timeout_ms": 20000}),
+        read_root(),
+    ));
+    let r = f.run("coping", &[]);
+    r.assert_failed("resource_limit", 1);
+    assert_eq!(r.json["error"]["details"]["limit"], "pids", "{r:#?}");
+}
+
+#[test]
 fn output_flood_is_resource_limit() {
     if !jail_available() {
         return;

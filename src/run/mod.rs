@@ -99,6 +99,15 @@ pub fn finish(
             ),
             "output",
         ))
+    } else if hit(LimitHit::Pids) {
+        // Exceeding a limit fails the call even when the tool coped with
+        // the refused fork (invariant 7).
+        Some((
+            ErrorKind::ResourceLimit,
+            "the tool tried to run more processes than its limit allows; a fork was refused"
+                .to_string(),
+            "pids",
+        ))
     } else {
         None
     };
@@ -122,21 +131,9 @@ pub fn finish(
                         ));
                     }
                 }
-                if hit(LimitHit::Pids) {
-                    o.warnings
-                        .push("the process limit refused at least one fork".to_string());
-                }
                 o
             }
-            Finished::Failed(mut o) => {
-                if hit(LimitHit::Pids) {
-                    if let Some(e) = &mut o.error {
-                        e.kind = ErrorKind::ResourceLimit;
-                        e.message = format!("{} (the process limit refused a fork)", e.message);
-                    }
-                }
-                o
-            }
+            Finished::Failed(o) => o,
         },
     };
     if let Some(e) = &mut outcome.error {
