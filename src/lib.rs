@@ -1,7 +1,37 @@
 //! glovebox runs AI-agent tools under kernel-enforced isolation.
 //!
-//! (Architecture documentation grows with the modules; see README.md and
-//! SECURITY.md.)
+//! A tool is a manifest (`.glee/tools/<name>/tool.yml`) whose
+//! `permissions` glovebox turns into the ceiling of what the tool's process
+//! can do. One call flows through these modules:
+//!
+//! ```text
+//! manifest (load + lint) ─▶ validate (inputs, defaults) ─▶ policy ─▶ template
+//!        └──────────────────────── engine::Engine::call ─────────────────┘
+//!                                                        │
+//!                        run (command | python) ─▶ jail::run ─▶ Outcome
+//! ```
+//!
+//! - [`manifest`]: the model of `tool.yml`, YAML with positions, discovery
+//!   of the project root, `.glee/config.yml`, and lint with file:line:col.
+//! - [`validate`]: inputs and outputs against their JSON Schemas.
+//! - [`template`]: one-pass `${name}` expansion, typed per context.
+//! - [`policy`]: manifest ∪ profile baseline ∪ runtime → what the jail
+//!   allows (`glovebox explain`).
+//! - [`engine`]: [`engine::Engine::call`], the one library call every
+//!   interface (CLI, and later MCP and HTTP) adapts.
+//! - [`run`]: the command and python kinds, secrets and redaction, and the
+//!   [`run::Outcome`] contract.
+//! - [`jail`]: the confined child process — Landlock, seccomp, PID / mount /
+//!   IPC (/ user / network) namespaces, cgroup limits, capability drop, a
+//!   scrubbed environment; every `unsafe` block lives in its `sys` module.
+//!
+//! Threat model and what is enforced on which kernel: `SECURITY.md`. The
+//! guarantees are proven by integration tests that spawn the real binary,
+//! attack for real (sockets to live listeners, reads of canary files,
+//! ptrace of a neighbour, fork and memory bombs, TIOCSTI under a pty) and
+//! check the effect; CI runs them as root and as `nobody` with
+//! `GLOVEBOX_REQUIRE_KERNEL=1`, so a missing kernel feature fails instead of
+//! skipping.
 
 pub mod engine;
 pub mod jail;
