@@ -19,7 +19,7 @@
 //!   environment with a private `HOME`.
 //!
 //! The order in which the child applies them is documented in [`spawn`];
-//! every raw system call is in [`sys`]. When a restriction cannot be
+//! every raw system call is in `sys`. When a restriction cannot be
 //! enforced the call is refused with [`JailError::Unavailable`] naming the
 //! feature, unless the spec opted into degraded mode, in which case each
 //! gap is a warning on the result.
