@@ -26,6 +26,7 @@ use crate::run::{
 };
 use crate::template::{Bindings, TemplateError};
 use crate::validate::Schemas;
+use crate::{approval, audit};
 
 /// Who is calling, and what they bring.
 #[derive(Debug, Clone, Default)]
@@ -126,12 +127,88 @@ impl Engine {
     /// too; nothing here panics or returns early without one.
     pub fn call(&self, name: &str, params: Value, caller: &Caller) -> Outcome {
         let started = Instant::now();
+        let logged_params = self.redacted_params(name, &params, caller);
         let mut outcome = match self.call_inner(name, params, caller) {
             Ok(o) => o,
             Err(o) => *o,
         };
         outcome.duration_ms = started.elapsed().as_millis() as u64;
+        if let Err(e) = self.log_call(name, logged_params, caller, &outcome) {
+            outcome.warnings.push(format!(
+                "the call was not written to the audit log: {}",
+                run::error_chain(&e)
+            ));
+        }
         outcome
+    }
+
+    /// Whether `name` has a persisted approval matching its current content.
+    pub fn is_approved(&self, name: &str) -> bool {
+        let Ok(tool) = self.project.tool(name) else {
+            return false;
+        };
+        approval::Store::open(&self.project.root)
+            .and_then(|s| s.is_approved(&self.project.root, tool))
+            .unwrap_or(false)
+    }
+
+    /// The call's parameters with every declared secret value redacted.
+    fn redacted_params(&self, name: &str, params: &Value, caller: &Caller) -> Value {
+        match self.project.tool(name) {
+            Ok(tool) => {
+                let values = secrets::available(&tool.manifest.permissions, &caller.secrets);
+                Redactor::new(&values).value(params.clone())
+            }
+            Err(_) => params.clone(),
+        }
+    }
+
+    fn log_call(
+        &self,
+        name: &str,
+        params: Value,
+        caller: &Caller,
+        outcome: &Outcome,
+    ) -> Result<(), audit::AuditError> {
+        let log = audit::Log::for_project(&self.project.root)?;
+        let params = params.to_string();
+        let event = match outcome.kind() {
+            Some(ErrorKind::ApprovalRequired) => audit::Event {
+                kind: "TOOL_DENIED",
+                fields: vec![
+                    ("name", name.to_string()),
+                    ("params", params),
+                    ("reason", "approval_required".into()),
+                    ("caller", caller.id.clone()),
+                ],
+            },
+            kind => {
+                let mut fields = vec![
+                    ("name", name.to_string()),
+                    ("params", params),
+                    (
+                        "status",
+                        if outcome.ok { "success" } else { "error" }.to_string(),
+                    ),
+                ];
+                if let Some(k) = kind {
+                    fields.push((
+                        "kind",
+                        serde_json::to_value(k)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default(),
+                    ));
+                }
+                fields.push(("duration_ms", outcome.duration_ms.to_string()));
+                fields.push(("caller", caller.id.clone()));
+                audit::Event {
+                    kind: "TOOL_EXECUTED",
+                    fields,
+                }
+            }
+        };
+        log.append(&event)
     }
 
     fn call_inner(
@@ -188,15 +265,15 @@ impl Engine {
             )));
         };
 
-        if m.approval.required && !caller.approved {
+        if m.approval.required && !caller.approved && !self.is_approved(name) {
             return Err(Box::new(Outcome::failure(
                 name,
                 ErrorKind::ApprovalRequired,
                 format!(
-                    "tool `{name}` requires approval ({}); approve this call with `glovebox run {name} --yes`",
+                    "tool `{name}` requires approval ({}); approve it with `glovebox approve {name}`, or this one call with `glovebox run {name} --yes`",
                     m.approval.reason.as_deref().unwrap_or("no reason given")
                 ),
-                json!({"reason": m.approval.reason, "approve_with": format!("glovebox run {name} --yes")}),
+                json!({"reason": m.approval.reason, "approve_with": format!("glovebox approve {name}")}),
             )));
         }
 
@@ -217,6 +294,14 @@ impl Engine {
 
         let policy = Policy::for_tool(&self.project.root, m, config)
             .map_err(|e| policy_failure(name, &e))?;
+        crate::state::ensure_not_exposed(&policy.fs_access()).map_err(|e| {
+            Box::new(Outcome::failure(
+                name,
+                ErrorKind::ManifestInvalid,
+                run::error_chain(&e),
+                json!({}),
+            ))
+        })?;
         let inputs: Vec<String> = m.input_names().map(String::from).collect();
         let bindings = Bindings {
             params: &params,

@@ -33,10 +33,14 @@
 //! `GLOVEBOX_REQUIRE_KERNEL=1`, so a missing kernel feature fails instead of
 //! skipping.
 
+pub mod approval;
+pub mod audit;
+pub mod create;
 pub mod engine;
 pub mod jail;
 pub mod manifest;
 pub mod policy;
 pub mod run;
+pub mod state;
 pub mod template;
 pub mod validate;

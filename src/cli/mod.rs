@@ -7,6 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod approve;
+mod audit;
+mod create;
 mod doctor;
 mod explain;
 mod lint;
@@ -52,6 +55,12 @@ pub enum Command {
     Run(run::Args),
     /// Print a tool's effective policy (what its jail allows).
     Explain(explain::Args),
+    /// Approve a tool as it is now (voided when it changes).
+    Approve(approve::Args),
+    /// Create a tool on behalf of an agent, under the permission ceiling.
+    Create(create::Args),
+    /// Read or verify the audit log.
+    Audit(audit::Args),
     /// Run an ad-hoc command inside the jail.
     Sandbox(Box<sandbox::Args>),
     /// Report which kernel features this machine enforces.
@@ -75,6 +84,9 @@ pub fn main() -> ExitCode {
         Command::Show(a) => show::run(&cli, a),
         Command::Run(a) => run::run(&cli, a),
         Command::Explain(a) => explain::run(&cli, a),
+        Command::Approve(a) => approve::run(&cli, a),
+        Command::Create(a) => create::run(&cli, a),
+        Command::Audit(a) => audit::run(&cli, a),
         Command::Sandbox(a) => sandbox::run(&cli, a),
         Command::Doctor(a) => doctor::run(&cli, a),
     };

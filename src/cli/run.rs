@@ -166,7 +166,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     };
     let caller = Caller {
         id: "cli".into(),
-        approved: args.yes || ask_approval(&engine, &args.name),
+        approved: args.yes
+            || (!engine.is_approved(&args.name) && ask_approval(&engine, &args.name)),
         secrets: SecretSource::Environment,
     };
     let outcome = engine.call(&args.name, params, &caller);

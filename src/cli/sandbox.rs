@@ -134,6 +134,10 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         Output::Stream
     };
 
+    if let Err(e) = glovebox::state::ensure_not_exposed(&spec.fs) {
+        eprintln!("glovebox: {e}");
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
     let result = match jail::run(&spec) {
         Ok(r) => r,
         Err(e) => return Ok(report_error(&e, args.json)),

@@ -49,6 +49,16 @@ pub fn resolve(
     }
 }
 
+/// The declared secrets that are set (for redaction when a call fails
+/// before `resolve`).
+pub fn available(permissions: &Permissions, source: &SecretSource) -> IndexMap<String, String> {
+    permissions
+        .secrets
+        .keys()
+        .filter_map(|name| source.get(name).map(|v| (name.clone(), v)))
+        .collect()
+}
+
 /// Replaces every secret value found in text with `[REDACTED:NAME]`.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {

@@ -1,0 +1,364 @@
+//! The audit log, `.glee/audit/tools.log`, one event per line in the
+//! seed's format, made tamper-evident.
+//!
+//! ```text
+//! [2026-11-22T14:00:00Z] TOOL_EXECUTED name=repo_scan params={"path":"."} status=success duration_ms=12 mac=…
+//! ```
+//!
+//! Each line ends with `mac=HMAC-SHA256(key, previous mac ‖ line)`, the key
+//! being in glovebox's state directory, out of every jail's reach
+//! ([`crate::state`]). Editing, inserting or deleting a line breaks the
+//! chain; truncating the tail is caught by the head (the last mac written)
+//! kept in the state directory. Writers take an exclusive `flock` on
+//! the log, read the last mac, append the line with one `write` on an
+//! `O_APPEND` descriptor and move the head: safe for concurrent processes.
+//! A crash mid-write leaves at most an unterminated last line, which the
+//! next writer closes with a newline and `--verify` reports without
+//! doubting the lines before it. Secret values never reach the log: the
+//! caller redacts them.
+
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, Mac};
+use serde::Serialize;
+use sha2::Sha256;
+
+use crate::state::{self, StateError};
+
+/// Errors of the audit log.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The state directory (key, head).
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The log file.
+    #[error("cannot use the audit log {path:?}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The current time, RFC 3339 UTC with seconds.
+pub fn now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339(secs)
+}
+
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil from days (proleptic Gregorian), Howard Hinnant's algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// One event to log: its type and `key=value` fields, in order.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// `TOOL_CREATED`, `TOOL_APPROVED`, `TOOL_EXECUTED`, `TOOL_DENIED`, …
+    pub kind: &'static str,
+    /// Fields; values are written as they are (callers keep them on one
+    /// line and redacted).
+    pub fields: Vec<(&'static str, String)>,
+}
+
+/// One line read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// Timestamp.
+    pub ts: String,
+    /// Event type.
+    pub event: String,
+    /// Fields in order (without `mac`).
+    pub fields: Vec<(String, String)>,
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verification {
+    /// Lines whose mac checked out.
+    pub valid_lines: usize,
+    /// Problems, each naming a line number (1-based); empty when intact.
+    pub problems: Vec<String>,
+}
+
+impl Verification {
+    /// True when nothing is wrong.
+    pub fn intact(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// The audit log of one project.
+#[derive(Debug, Clone)]
+pub struct Log {
+    path: PathBuf,
+    head: PathBuf,
+}
+
+type HmacSha256 = Hmac<Sha256>;
+
+fn mac(key: &[u8], prev: &str, line: &str) -> String {
+    let mut m = <HmacSha256 as Mac>::new_from_slice(key).unwrap_or_else(|_| {
+        // HMAC accepts keys of any length; this branch cannot be taken.
+        <HmacSha256 as Mac>::new_from_slice(&[0u8; 32]).unwrap_or_else(|_| unreachable!())
+    });
+    m.update(prev.as_bytes());
+    m.update(b"\n");
+    m.update(line.as_bytes());
+    hex::encode(m.finalize().into_bytes())
+}
+
+/// Keeps a value on one line: newlines and carriage returns escaped.
+pub fn one_line(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\r', "\\r")
+}
+
+impl Log {
+    /// The log of the project at `root`.
+    pub fn for_project(root: &Path) -> Result<Log, AuditError> {
+        Ok(Log {
+            path: root.join(".glee/audit/tools.log"),
+            head: state::dir()?
+                .join("audit")
+                .join(format!("{}.head", state::project_key(root))),
+        })
+    }
+
+    /// Where the log is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn io(&self, source: std::io::Error) -> AuditError {
+        AuditError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Appends `event`, chained to the previous line.
+    pub fn append(&self, event: &Event) -> Result<(), AuditError> {
+        let key = state::key()?;
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir).map_err(|e| self.io(e))?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o644)
+            .open(&self.path)
+            .map_err(|e| self.io(e))?;
+        let lock = nix::fcntl::Flock::lock(
+            file.try_clone().map_err(|e| self.io(e))?,
+            nix::fcntl::FlockArg::LockExclusive,
+        )
+        .map_err(|(_, e)| self.io(e.into()))?;
+        let mut text = String::new();
+        file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
+        file.read_to_string(&mut text).map_err(|e| self.io(e))?;
+        let prev = last_mac(&text);
+        let mut line = format!("[{}] {}", now(), event.kind);
+        for (k, v) in &event.fields {
+            line.push(' ');
+            line.push_str(k);
+            line.push('=');
+            line.push_str(&one_line(v));
+        }
+        let m = mac(&key, &prev, &line);
+        let mut out = String::new();
+        if !text.is_empty() && !text.ends_with('\n') {
+            out.push('\n'); // close a line a crash left unterminated
+        }
+        out.push_str(&line);
+        out.push_str(" mac=");
+        out.push_str(&m);
+        out.push('\n');
+        file.write_all(out.as_bytes()).map_err(|e| self.io(e))?;
+        if let Some(dir) = self.head.parent() {
+            fs::create_dir_all(dir).map_err(|e| {
+                AuditError::State(StateError::Io {
+                    path: dir.to_path_buf(),
+                    source: e,
+                })
+            })?;
+        }
+        state::write_atomic(&self.head, format!("{m}\n").as_bytes())?;
+        drop(lock);
+        Ok(())
+    }
+
+    /// Every well-formed entry, oldest first.
+    pub fn entries(&self) -> Result<Vec<Entry>, AuditError> {
+        let text = match fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io(e)),
+        };
+        Ok(text.lines().filter_map(parse).collect())
+    }
+
+    /// Checks the chain and the head.
+    pub fn verify(&self) -> Result<Verification, AuditError> {
+        let key = state::key()?;
+        let text = match fs::read_to_string(&self.path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(self.io(e)),
+        };
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let split = |raw: &str| {
+            raw.strip_suffix('\n')
+                .and_then(|l| l.rsplit_once(" mac="))
+                .map(|(b, m)| (b.to_string(), m.to_string()))
+        };
+        let mut problems = Vec::new();
+        let mut prev = String::new();
+        let mut valid = 0;
+        for (i, raw) in lines.iter().enumerate() {
+            let n = i + 1;
+            match split(raw) {
+                Some((body, m)) if mac(&key, &prev, &body) == m => {
+                    prev = m;
+                    valid += 1;
+                    continue;
+                }
+                Some(_) if !raw.ends_with('\n') => {}
+                Some(_) => problems.push(format!(
+                    "line {n}: mac does not match (edited, inserted, removed or reordered lines)"
+                )),
+                None if !raw.ends_with('\n') => {}
+                None => problems.push(format!("line {n}: no mac (not written by glovebox)")),
+            }
+            if !raw.ends_with('\n') {
+                problems.push(format!("line {n}: unterminated (an interrupted write)"));
+            }
+            // Chain past a bad line when the next one was written after it
+            // (an interrupted write, closed by the next writer); otherwise
+            // continue from the mac the bad line claims.
+            let next_chains = lines
+                .get(i + 1)
+                .and_then(|r| split(r))
+                .is_some_and(|(b, m)| mac(&key, &prev, &b) == m);
+            if !next_chains {
+                if let Some((_, m)) = split(raw) {
+                    prev = m;
+                }
+            }
+        }
+        match fs::read_to_string(&self.head) {
+            Ok(h) => {
+                let last = h.trim();
+                if last != prev {
+                    problems.push(
+                        "the log does not end where glovebox last wrote it (lines were removed from its end, or it was replaced)"
+                            .to_string(),
+                    );
+                }
+            }
+            Err(_) if text.is_empty() => {}
+            Err(_) => problems.push("no head recorded for this log (it was not written by this user's glovebox, or the head was removed)".into()),
+        }
+        Ok(Verification {
+            valid_lines: valid,
+            problems,
+        })
+    }
+}
+
+/// The mac of the last complete line (an unterminated one is an
+/// interrupted write and is not chained to).
+fn last_mac(text: &str) -> String {
+    text.split_inclusive('\n')
+        .rfind(|l| l.ends_with('\n'))
+        .and_then(|l| l.trim_end().rsplit_once(" mac="))
+        .map(|(_, m)| m.to_string())
+        .unwrap_or_default()
+}
+
+fn parse(line: &str) -> Option<Entry> {
+    let body = line.rsplit_once(" mac=").map_or(line, |(b, _)| b);
+    let rest = body.strip_prefix('[')?;
+    let (ts, rest) = rest.split_once("] ")?;
+    let mut parts = rest.splitn(2, ' ');
+    let event = parts.next()?.to_string();
+    let mut fields = Vec::new();
+    if let Some(tail) = parts.next() {
+        // key=value pairs separated by " key="; values may hold spaces.
+        let mut current: Option<(String, String)> = None;
+        for token in tail.split(' ') {
+            match token.split_once('=') {
+                Some((k, v))
+                    if !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
+                {
+                    if let Some(f) = current.take() {
+                        fields.push(f);
+                    }
+                    current = Some((k.to_string(), v.to_string()));
+                }
+                _ => {
+                    if let Some((_, v)) = current.as_mut() {
+                        v.push(' ');
+                        v.push_str(token);
+                    }
+                }
+            }
+        }
+        if let Some(f) = current {
+            fields.push(f);
+        }
+    }
+    Some(Entry {
+        ts: ts.to_string(),
+        event,
+        fields,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_736_434_800), "2025-01-09T15:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn lines_parse_back() {
+        let e = parse("[2025-01-09T15:00:10Z] TOOL_EXECUTED name=weather params={\"q\": \"a b\"} status=success mac=ab").unwrap();
+        assert_eq!(e.event, "TOOL_EXECUTED");
+        assert_eq!(
+            e.fields[1],
+            ("params".to_string(), "{\"q\": \"a b\"}".to_string())
+        );
+        assert_eq!(e.fields[2].1, "success");
+    }
+}

@@ -1,0 +1,66 @@
+//! `glovebox approve NAME`: approve a tool as it is now.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use glovebox::approval::Store;
+use glovebox::audit::{Event, Log};
+use glovebox::engine::Engine;
+use glovebox::manifest::yaml;
+
+use super::{Cli, EXIT_USAGE};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The tool to approve.
+    pub name: String,
+    /// Approve without asking (for scripts).
+    #[arg(long)]
+    pub yes: bool,
+}
+
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    let engine = Engine::open(cli.root.as_deref())?;
+    let tool = match engine.tool(&args.name) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("glovebox: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let policy = match engine.policy(&args.name) {
+        Ok(p) => p,
+        Err(o) => {
+            let msg = o.error.map(|e| e.message).unwrap_or_default();
+            eprintln!("glovebox: {}: {msg}", args.name);
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            eprintln!("glovebox: approving needs a terminal to ask on; pass --yes to approve from a script");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+        let manifest = serde_json::to_value(&tool.manifest)?;
+        let mut err = std::io::stderr();
+        writeln!(err, "{}", yaml::emit(&manifest).unwrap_or_default())?;
+        write!(err, "{}", policy.explain())?;
+        write!(err, "approve tool `{}` as shown? [y/N] ", args.name)?;
+        err.flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        if !matches!(line.trim(), "y" | "Y" | "yes") {
+            eprintln!("not approved");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let root = &engine.project().root;
+    let approver = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    Store::open(root)?.approve(root, tool, &approver)?;
+    Log::for_project(root)?.append(&Event {
+        kind: "TOOL_APPROVED",
+        fields: vec![("name", args.name.clone()), ("approver", approver)],
+    })?;
+    println!("approved {}", args.name);
+    Ok(ExitCode::SUCCESS)
+}

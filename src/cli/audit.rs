@@ -1,0 +1,74 @@
+//! `glovebox audit`: read the audit log back, or verify it.
+
+use std::process::ExitCode;
+
+use glovebox::audit::Log;
+use glovebox::manifest::discover;
+
+use super::Cli;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print entries as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Only entries about this tool.
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+    /// Only entries at or after this time (RFC 3339 prefix, e.g. 2026-11-22).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Check that no line was edited, inserted, reordered or removed.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    let root = discover::find_root(cli.root.as_deref())?;
+    let log = Log::for_project(&root)?;
+    if args.verify {
+        let v = log.verify()?;
+        if args.json {
+            println!("{}", serde_json::to_string(&v)?);
+        } else if v.intact() {
+            println!("{}: intact ({} lines)", log.path().display(), v.valid_lines);
+        } else {
+            println!("{}: TAMPERED OR DAMAGED", log.path().display());
+            for p in &v.problems {
+                println!("  {p}");
+            }
+        }
+        return Ok(if v.intact() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
+    for e in log.entries()? {
+        if let Some(t) = &args.tool {
+            if !e.fields.iter().any(|(k, v)| k == "name" && v == t) {
+                continue;
+            }
+        }
+        if let Some(since) = &args.since {
+            if e.ts.as_str() < since.as_str() {
+                continue;
+            }
+        }
+        if args.json {
+            let fields: serde_json::Map<String, serde_json::Value> = e
+                .fields
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect();
+            println!(
+                "{}",
+                serde_json::json!({"ts": e.ts, "event": e.event, "fields": fields})
+            );
+        } else {
+            let fields: Vec<String> = e.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("[{}] {} {}", e.ts, e.event, fields.join(" "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

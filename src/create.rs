@@ -1,0 +1,333 @@
+//! Tools created by agents, under the project's permission ceiling.
+//!
+//! [`create`] is the one library call behind `glovebox create`, MCP's
+//! `glee_tool_create` and `POST /api/v1/tools`. The definition is linted
+//! like any `tool.yml`; its permissions must lie within
+//! `security.max_permissions` of `.glee/config.yml` (by default: no
+//! network, read the project, write nothing, no secrets); `approval.required`
+//! is forced on, so a created tool never runs before a person approves it.
+//! Paths are compared after resolving symlinks, so a link inside the
+//! project cannot smuggle in a path outside the ceiling. The tool is
+//! written atomically (a temporary directory renamed into place) and never
+//! replaces a tool an agent did not create. Who created what is kept in
+//! glovebox's state directory and in the audit log.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::approval;
+use crate::audit::{self, Event};
+use crate::manifest::config::MaxPermissions;
+use crate::manifest::diagnostic::Diagnostic;
+use crate::manifest::discover::{resolve, ToolEntry, TOOL_FILE};
+use crate::manifest::model::{FsPermissions, Manifest};
+use crate::manifest::project::Project;
+use crate::manifest::{lint, yaml};
+use crate::state::{self, StateError};
+
+/// Why a tool could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The name cannot be a tool directory.
+    #[error("invalid tool name {name:?}: use letters, digits, `_` and `-`")]
+    InvalidName { name: String },
+    /// The definition is not a JSON object, or names another tool.
+    #[error("invalid definition: {message}")]
+    InvalidDefinition { message: String },
+    /// The definition does not lint clean.
+    #[error("the definition has errors: {}", .diagnostics.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; "))]
+    Lint { diagnostics: Vec<Diagnostic> },
+    /// It asks for more than the ceiling allows.
+    #[error("the tool asks for more than security.max_permissions allows: {}", .excess.join("; "))]
+    ExceedsCeiling { excess: Vec<String> },
+    /// A tool of that name exists and was not created by an agent.
+    #[error("tool `{name}` already exists and was not created by an agent; pick another name")]
+    Exists { name: String },
+    /// The project config is invalid.
+    #[error(".glee/config.yml is invalid; run `glovebox lint`")]
+    Config,
+    /// Writing failed.
+    #[error("cannot write {path:?}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// glovebox's state.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The audit log.
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
+    /// Approvals.
+    #[error(transparent)]
+    Approval(#[from] approval::ApprovalError),
+}
+
+/// The ceiling used when the config names none: no network, read the
+/// project, write nothing, no secrets.
+pub fn default_ceiling() -> MaxPermissions {
+    MaxPermissions {
+        network: false,
+        fs: FsPermissions {
+            read: vec![".".into()],
+            write: Vec::new(),
+        },
+        secrets: Vec::new(),
+    }
+}
+
+/// A path with symlinks resolved as far as it exists.
+fn real(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut out = std::fs::canonicalize(&existing).unwrap_or(existing);
+    for part in rest.iter().rev() {
+        out.push(part);
+    }
+    out
+}
+
+fn within(path: &Path, allowed: &[PathBuf]) -> bool {
+    allowed.iter().any(|a| path.starts_with(a))
+}
+
+/// Everything `m` asks for beyond `ceiling`.
+pub fn excess(root: &Path, m: &Manifest, ceiling: &MaxPermissions) -> Vec<String> {
+    let mut out = Vec::new();
+    let p = &m.permissions;
+    if p.network && !ceiling.network {
+        out.push("network: the ceiling allows no network".into());
+    }
+    let real_all = |v: &[String]| {
+        v.iter()
+            .map(|s| real(&resolve(root, s)))
+            .collect::<Vec<_>>()
+    };
+    let c_read = real_all(&ceiling.fs.read);
+    let c_write = real_all(&ceiling.fs.write);
+    let readable: Vec<PathBuf> = c_read.iter().chain(&c_write).cloned().collect();
+    for r in &p.fs.read {
+        if !within(&real(&resolve(root, r)), &readable) {
+            out.push(format!("fs.read {r:?} is outside the ceiling's paths"));
+        }
+    }
+    for w in &p.fs.write {
+        if !within(&real(&resolve(root, w)), &c_write) {
+            out.push(format!(
+                "fs.write {w:?} is outside the ceiling's writable paths"
+            ));
+        }
+    }
+    for s in p.secrets.keys() {
+        if !ceiling.secrets.contains(s) {
+            out.push(format!("secret {s} is not in the ceiling's secrets"));
+        }
+    }
+    out
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn registry_path(root: &Path) -> Result<PathBuf, StateError> {
+    Ok(state::dir()?
+        .join("created")
+        .join(format!("{}.json", state::project_key(root))))
+}
+
+/// Tools of the project that agents created: name → creator.
+pub fn created_tools(root: &Path) -> BTreeMap<String, String> {
+    registry_path(root)
+        .ok()
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// A created tool.
+#[derive(Debug, Clone)]
+pub struct Created {
+    /// Its name.
+    pub name: String,
+    /// Its `tool.yml`.
+    pub file: PathBuf,
+}
+
+/// Creates tool `name` from `definition` (the fields of `tool.yml`) on
+/// behalf of `creator`. Nothing is written unless every check passes.
+pub fn create(
+    project: &Project,
+    name: &str,
+    definition: Value,
+    creator: &str,
+) -> Result<Created, CreateError> {
+    let root = &project.root;
+    let log = audit::Log::for_project(root)?;
+    let deny = |reason: &str, detail: String| {
+        let _ = log.append(&Event {
+            kind: "TOOL_DENIED",
+            fields: vec![
+                ("name", name.to_string()),
+                ("creator", creator.to_string()),
+                ("reason", reason.to_string()),
+                ("detail", detail),
+            ],
+        });
+    };
+    if !valid_name(name) {
+        return Err(CreateError::InvalidName { name: name.into() });
+    }
+    let Value::Object(mut def) = definition else {
+        return Err(CreateError::InvalidDefinition {
+            message: "it must be a JSON object with the fields of tool.yml".into(),
+        });
+    };
+    match def.get("name") {
+        Some(Value::String(n)) if n != name => {
+            return Err(CreateError::InvalidDefinition {
+                message: format!("it names tool {n:?}, not {name:?}"),
+            })
+        }
+        _ => {}
+    }
+    def.insert("name".into(), Value::String(name.into()));
+    let reason = def
+        .get("approval")
+        .and_then(|a| a.get("reason"))
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| format!("created by an agent ({creator})"));
+    def.insert(
+        "approval".into(),
+        json!({"required": true, "reason": reason}),
+    );
+    let definition = Value::Object(def);
+
+    let text = yaml::emit(&definition).map_err(|e| CreateError::InvalidDefinition {
+        message: e.to_string(),
+    })?;
+    let dir = root.join(".glee/tools").join(name);
+    let entry = ToolEntry {
+        name: name.to_string(),
+        file: dir.join(TOOL_FILE),
+        display: format!(".glee/tools/{name}/{TOOL_FILE}"),
+    };
+    let checked = lint::lint_tool(root, &entry, &text);
+    let Some(manifest) = checked
+        .manifest
+        .filter(|_| !checked.diagnostics.iter().any(Diagnostic::is_error))
+    else {
+        let errors: Vec<Diagnostic> = checked
+            .diagnostics
+            .into_iter()
+            .filter(Diagnostic::is_error)
+            .collect();
+        deny(
+            "invalid",
+            errors
+                .iter()
+                .map(|d| d.message.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+        return Err(CreateError::Lint {
+            diagnostics: errors,
+        });
+    };
+    let config = project.config().map_err(|_| CreateError::Config)?;
+    let ceiling = config
+        .security
+        .max_permissions
+        .clone()
+        .unwrap_or_else(default_ceiling);
+    let too_much = excess(root, &manifest, &ceiling);
+    if !too_much.is_empty() {
+        deny("ceiling", too_much.join("; "));
+        return Err(CreateError::ExceedsCeiling { excess: too_much });
+    }
+    let mut registry = created_tools(root);
+    if dir.exists() && !registry.contains_key(name) {
+        deny(
+            "exists",
+            "a tool not created by an agent has this name".into(),
+        );
+        return Err(CreateError::Exists { name: name.into() });
+    }
+
+    // Write atomically: a complete directory appears, or nothing.
+    let tools = root.join(".glee/tools");
+    std::fs::create_dir_all(&tools).map_err(|source| CreateError::Io {
+        path: tools.clone(),
+        source,
+    })?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".create-{name}-"))
+        .tempdir_in(&tools)
+        .map_err(|source| CreateError::Io {
+            path: tools.clone(),
+            source,
+        })?;
+    let file = tmp.path().join(TOOL_FILE);
+    std::fs::write(&file, text.as_bytes()).map_err(|source| CreateError::Io {
+        path: file.clone(),
+        source,
+    })?;
+    let staged = tmp.keep();
+    if dir.exists() {
+        let old = tools.join(format!(".replaced-{name}-{}", std::process::id()));
+        std::fs::rename(&dir, &old).map_err(|source| CreateError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    std::fs::rename(&staged, &dir).map_err(|source| CreateError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+
+    registry.insert(name.to_string(), creator.to_string());
+    let reg_path = registry_path(root)?;
+    if let Some(d) = reg_path.parent() {
+        std::fs::create_dir_all(d).map_err(|source| CreateError::Io {
+            path: d.to_path_buf(),
+            source,
+        })?;
+    }
+    state::write_atomic(
+        &reg_path,
+        &serde_json::to_vec_pretty(&registry).unwrap_or_default(),
+    )?;
+    approval::Store::open(root)?.revoke(name)?;
+    let perms = serde_json::to_string(&manifest.permissions).unwrap_or_default();
+    log.append(&Event {
+        kind: "TOOL_CREATED",
+        fields: vec![
+            ("name", name.to_string()),
+            ("creator", creator.to_string()),
+            ("permissions", perms),
+        ],
+    })?;
+    Ok(Created {
+        name: name.to_string(),
+        file: dir.join(TOOL_FILE),
+    })
+}
