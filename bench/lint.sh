@@ -5,7 +5,8 @@
 #   bench/lint.sh [N] [RUNS]
 #
 # Uses hyperfine when installed (unless BENCH_NO_HYPERFINE=1), else a loop
-# timed with `date +%s%N`.
+# timed with `date +%s%N`. With hyperfine it also writes the "lint" section
+# of bench/RESULTS.md.
 set -eu
 
 n="${1:-1000}"
@@ -107,6 +108,10 @@ if [ -z "${BENCH_NO_HYPERFINE:-}" ] && command -v hyperfine > /dev/null 2>&1; th
             printf "glovebox lint  median: %.1f ms (%d runs, hyperfine)\n", b * 1000, r
         }'
     }
+    python3 "$here/bench/section.py" lint "Loading and linting $n tools (\`bench/lint.sh\`)" \
+        "$here/bench/RESULTS.md" \
+        "Target: well under a second for 1,000 tools. Each tool has an input schema with defaults, an output schema, templated args and an example that is validated." \
+        "$work/hyperfine.json"
     exit 0
 fi
 
