@@ -188,7 +188,7 @@ fn report_error(e: &JailError, json: bool) -> ExitCode {
         JailError::InvalidSpec { .. } => ("invalid", EXIT_USAGE),
         _ => ("internal", EXIT_USAGE),
     };
-    let message = error_chain(e);
+    let message = glovebox::run::error_chain(e);
     if json {
         println!(
             "{}",
@@ -198,15 +198,4 @@ fn report_error(e: &JailError, json: bool) -> ExitCode {
         eprintln!("glovebox: {message}");
     }
     ExitCode::from(code)
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }

@@ -189,6 +189,16 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// `text` with its first character lowercased: diagnostics are lowercase
+/// sentences, whatever library produced the underlying message.
+pub(crate) fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -219,7 +219,7 @@ impl Lint<'_> {
                         "`{}` is not a valid JSON Schema 2020-12: `{}`: {}",
                         display_path(base),
                         display_path(&pointer),
-                        first_lower(&e.to_string())
+                        crate::manifest::diagnostic::lowercase_first(&e.to_string())
                     );
                     self.report(Rule::InvalidSchema, doc.positions.value(&pointer), message);
                 }
@@ -449,7 +449,7 @@ impl Lint<'_> {
                 let message = format!(
                     "example {} does not satisfy inputs.schema: {}",
                     i + 1,
-                    first_lower(&error.to_string())
+                    crate::manifest::diagnostic::lowercase_first(&error.to_string())
                 );
                 self.report(
                     Rule::ExampleParamsInvalid,
@@ -506,14 +506,6 @@ pub fn url_authority(url: &str) -> &str {
         .find(['/', '?', '#'])
         .map_or(url.len(), |i| after_scheme + i);
     &url[..end]
-}
-
-fn first_lower(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 #[cfg(test)]

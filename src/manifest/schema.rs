@@ -196,7 +196,10 @@ fn translate(
             let text = error.to_string();
             out.push(Finding {
                 at: doc.positions.value(&pointer),
-                message: format!("`{here}`: {}", lowercase_first(&truncate(&text, 200))),
+                message: format!(
+                    "`{here}`: {}",
+                    crate::manifest::diagnostic::lowercase_first(&truncate(&text, 200))
+                ),
                 pointer,
                 rule: Rule::InvalidValue,
             });
@@ -291,14 +294,6 @@ fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
-    }
-}
-
-fn lowercase_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
     }
 }
 

@@ -153,7 +153,7 @@ impl From<ScanError> for YamlError {
     fn from(err: ScanError) -> Self {
         YamlError::Syntax {
             at: Position::from_marker(err.marker()),
-            message: lowercase_first(err.info()),
+            message: crate::manifest::diagnostic::lowercase_first(err.info()),
         }
     }
 }
@@ -364,14 +364,6 @@ fn to_yaml(value: &Value) -> saphyr::Yaml<'static> {
             }
             Yaml::Mapping(out)
         }
-    }
-}
-
-fn lowercase_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
     }
 }
 
