@@ -195,6 +195,7 @@ fn supervisor_death_takes_the_jail_down() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    let gb_pid = gb.id();
     gb.kill().unwrap();
     gb.wait().unwrap();
     let start = Instant::now();
@@ -205,6 +206,22 @@ fn supervisor_death_takes_the_jail_down() {
             pids_with(&m)
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // The killed supervisor could not remove its call's cgroups; the next
+    // glovebox sweeps them (a reused pid must never collide with them).
+    let r = sandbox(&[], &["true"]);
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    let prefix = format!("glovebox-{gb_pid}-");
+    for base in [
+        "/sys/fs/cgroup/pids",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/unified",
+    ] {
+        let leaked = walk_names(std::path::Path::new(base), &prefix, 4);
+        assert!(
+            leaked.is_empty(),
+            "cgroups of a dead supervisor left behind: {leaked:?}"
+        );
     }
 }
 
@@ -278,20 +295,30 @@ fn memory_bomb_is_contained() {
     assert_ne!(r.code, Some(0));
 }
 
-#[cfg(target_os = "linux")]
-fn max_rss_kib_of(mut cmd: Command) -> (i64, std::process::ExitStatus) {
-    use std::os::unix::process::ExitStatusExt;
-    let child = cmd.spawn().unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data; all-zero is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4 on our own child, with valid out-pointers; nix has no
-    // wrapper that returns one child's rusage.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(rc, pid);
-    std::mem::forget(child);
-    (usage.ru_maxrss, std::process::ExitStatus::from_raw(status))
+/// Runs `cmd` and samples its own resident set size (not its children's)
+/// from /proc every few milliseconds; returns the peak in KiB.
+fn peak_rss_kib_of(mut cmd: Command) -> (u64, std::process::ExitStatus) {
+    let mut child = cmd.spawn().unwrap();
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            for key in ["VmRSS:", "VmHWM:"] {
+                if let Some(kib) = text
+                    .lines()
+                    .find(|l| l.starts_with(key))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    peak = peak.max(kib);
+                }
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            return (peak, status);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]
@@ -315,7 +342,7 @@ fn huge_output_leaves_the_supervisor_small() {
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::null());
-    let (rss_kib, status) = max_rss_kib_of(cmd);
+    let (rss_kib, status) = peak_rss_kib_of(cmd);
     assert!(status.success(), "{status:?}");
     assert!(
         rss_kib < 40 * 1024,
@@ -492,4 +519,25 @@ fn no_capabilities_and_no_new_privs_inside() {
     }
     assert!(r.stdout.contains("NoNewPrivs:\t1"));
     assert!(r.stdout.contains("Seccomp:\t2"));
+}
+
+/// Directories under `dir` (to `depth` levels) whose name starts with
+/// `prefix`.
+fn walk_names(dir: &std::path::Path, prefix: &str, depth: u32) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    if depth == 0 {
+        return found;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if !p.is_dir() {
+            continue;
+        }
+        if e.file_name().to_string_lossy().starts_with(prefix) {
+            found.push(p);
+        } else {
+            found.extend(walk_names(&p, prefix, depth - 1));
+        }
+    }
+    found
 }

@@ -191,6 +191,30 @@ fn probe() -> Available {
     out
 }
 
+/// Removes call cgroups left by supervisors that died without cleaning up
+/// (killed with SIGKILL): their owner pid is gone, and with it every
+/// process of the call (each call ends with its PID namespace).
+fn sweep_stale(avail: &Available) {
+    for c in [&avail.memory, &avail.pids].into_iter().flatten() {
+        let Ok(entries) = fs::read_dir(&c.base) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("glovebox-")) else {
+                continue;
+            };
+            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                // Fails harmlessly if processes are still inside.
+                let _ = fs::remove_dir(e.path());
+            }
+        }
+    }
+}
+
 /// The cgroups of one call. Removed when dropped.
 #[derive(Debug)]
 pub struct CallGroup {
@@ -213,12 +237,20 @@ impl CallGroup {
     /// controller is not used).
     pub fn create(memory_bytes: Option<u64>, pids: Option<u64>) -> Result<CallGroup, CgroupError> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
+        static SWEPT: OnceLock<()> = OnceLock::new();
+        let avail = available();
+        SWEPT.get_or_init(|| sweep_stale(avail));
+        // The pid names the owner (for the sweep); the start time keeps a
+        // reused pid from colliding with a group a killed supervisor left.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let name = format!(
-            "glovebox-{}-{}",
+            "glovebox-{}-{nanos}-{}",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         );
-        let avail = available();
         let mut group = CallGroup {
             dirs: Vec::new(),
             procs: Vec::new(),
