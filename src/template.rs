@@ -14,7 +14,7 @@
 //! placeholder keeps the parameter's JSON type), and the three contexts of
 //! an http request:
 //!
-//! - [`url`]: every value is percent-encoded as ONE path segment (only
+//! - [`url()`]: every value is percent-encoded as ONE path segment (only
 //!   `A-Z a-z 0-9 - . _ ~` stay as they are; `/ ? # @ : %` are encoded), so
 //!   a value cannot add a segment, start a query, or touch the scheme, host
 //!   or port. A segment that would read as `.` or `..` is refused
@@ -335,7 +335,10 @@ mod tests {
         let t = "https://h.example/api/${path}/x";
         for (v, want) in [
             ("a/b?c#d", "https://h.example/api/a%2Fb%3Fc%23d/x"),
-            ("@127.0.0.1:9/x", "https://h.example/api/%40127.0.0.1%3A9%2Fx/x"),
+            (
+                "@127.0.0.1:9/x",
+                "https://h.example/api/%40127.0.0.1%3A9%2Fx/x",
+            ),
             ("..%2F..", "https://h.example/api/..%252F../x"),
             ("../admin", "https://h.example/api/..%2Fadmin/x"),
             ("caf\u{e9} ~_-.", "https://h.example/api/caf%C3%A9%20~_-./x"),
@@ -357,8 +360,14 @@ mod tests {
         }
         with(json!({ "path": "." }), |b| {
             assert!(url("https://h/a/%2e${path}", b).is_err());
-            assert_eq!(url("https://h/a/v${path}", b).unwrap().unwrap(), "https://h/a/v.");
-            assert_eq!(url("https://h/a?q=${path}", b).unwrap().unwrap(), "https://h/a?q=.");
+            assert_eq!(
+                url("https://h/a/v${path}", b).unwrap().unwrap(),
+                "https://h/a/v."
+            );
+            assert_eq!(
+                url("https://h/a?q=${path}", b).unwrap().unwrap(),
+                "https://h/a?q=."
+            );
         });
         with(json!({}), |b| assert_eq!(url(t, b).unwrap(), None));
     }
@@ -382,7 +391,10 @@ mod tests {
             });
         }
         with(json!({"q": "ok"}), |b| {
-            assert_eq!(header_value("X", "Bearer ${TOKEN}", b).unwrap().unwrap(), "Bearer s3cret");
+            assert_eq!(
+                header_value("X", "Bearer ${TOKEN}", b).unwrap().unwrap(),
+                "Bearer s3cret"
+            );
             assert_eq!(header_value("X", "${opt}", b).unwrap(), None);
         });
     }

@@ -69,7 +69,12 @@ fn web_search_projects_json_path_and_fields() {
     });
     let f = Fixture::new();
     allow_private(&f);
-    example_tool(&f, "web_search", "https://api.search.brave.com", &server.origin());
+    example_tool(
+        &f,
+        "web_search",
+        "https://api.search.brave.com",
+        &server.origin(),
+    );
     let r = f.run_env(
         "web_search",
         &["query=rust & tokio?", "--yes"],
@@ -107,7 +112,12 @@ fn web_search_needs_approval_and_its_secret() {
     let server = Server::start(|_| Reply::json(json!({})));
     let f = Fixture::new();
     allow_private(&f);
-    example_tool(&f, "web_search", "https://api.search.brave.com", &server.origin());
+    example_tool(
+        &f,
+        "web_search",
+        "https://api.search.brave.com",
+        &server.origin(),
+    );
     f.run_env("web_search", &["query=x"], &[("BRAVE_API_KEY", "k")])
         .assert_failed("approval_required", 1);
     if std::env::var_os("BRAVE_API_KEY").is_none() {
@@ -134,7 +144,10 @@ fn slack_notify_posts_a_typed_body_without_unset_fields() {
     let req = server.only();
     assert_eq!(req.method, "POST");
     assert_eq!(req.path, "/api/chat.postMessage");
-    assert_eq!(req.header("authorization"), Some("Bearer xoxb-secret-token"));
+    assert_eq!(
+        req.header("authorization"),
+        Some("Bearer xoxb-secret-token")
+    );
     assert_eq!(req.header("content-type"), Some("application/json"));
     assert_eq!(
         req.json(),
@@ -207,7 +220,10 @@ fn unset_optional_parameters_are_left_out_of_query_headers_and_body() {
     assert_eq!(req.header("x-q"), Some("hello world"));
     assert_eq!(req.header("x-opt"), None);
     assert_eq!(req.header("x-pre"), None);
-    assert_eq!(req.json(), json!({"q": "hello world", "list": ["hello world"]}));
+    assert_eq!(
+        req.json(),
+        json!({"q": "hello world", "list": ["hello world"]})
+    );
     assert!(!req.raw().contains("${"), "{}", req.raw());
 }
 
@@ -239,7 +255,10 @@ fn cross_origin_redirect_is_refused_and_the_other_origin_gets_nothing() {
     assert_eq!(r.details()["status"], json!(302));
     // The first origin got the secret (its template says so); the other
     // origin got no connection at all.
-    assert_eq!(server.only().header("authorization"), Some(&*format!("Bearer {SECRET}")));
+    assert_eq!(
+        server.only().header("authorization"),
+        Some(&*format!("Bearer {SECRET}"))
+    );
     assert_eq!(other.connections(), 0);
     assert!(!r.mentions(SECRET));
 }
@@ -265,7 +284,10 @@ fn cross_origin_redirect_opt_in_strips_secret_bearing_parts() {
     r.assert_ok();
     assert_eq!(r.output(), &json!({"at": "other"}));
     let first = server.only();
-    assert_eq!(first.header("authorization"), Some(&*format!("Bearer {SECRET}")));
+    assert_eq!(
+        first.header("authorization"),
+        Some(&*format!("Bearer {SECRET}"))
+    );
     let landed = other.only();
     assert_eq!(landed.path, "/landing");
     assert!(!landed.raw().contains(SECRET), "{}", landed.raw());
@@ -297,7 +319,10 @@ fn same_origin_redirects_are_followed_with_the_request_intact() {
     let paths: Vec<&str> = reqs.iter().map(|r| r.path.as_str()).collect();
     assert_eq!(paths, ["/start", "/middle", "/final"]);
     for req in &reqs {
-        assert_eq!(req.header("authorization"), Some(&*format!("Bearer {SECRET}")));
+        assert_eq!(
+            req.header("authorization"),
+            Some(&*format!("Bearer {SECRET}"))
+        );
     }
 }
 
@@ -356,7 +381,10 @@ fn path_parameters_stay_one_segment_on_the_same_host() {
     ));
     let at_other = format!("@127.0.0.1:{}/x", other.port());
     let cases = [
-        (at_other.as_str(), format!("%40127.0.0.1%3A{}%2Fx", other.port())),
+        (
+            at_other.as_str(),
+            format!("%40127.0.0.1%3A{}%2Fx", other.port()),
+        ),
         ("../admin", "..%2Fadmin".to_string()),
         ("..%2F..", "..%252F..".to_string()),
         ("a/b?c#d", "a%2Fb%3Fc%23d".to_string()),
@@ -388,10 +416,17 @@ fn loopback_is_refused_without_allow_private() {
     for (name, url) in [
         ("ip", format!("http://127.0.0.1:{}/x", server.port())),
         ("name", format!("http://localhost:{}/x", server.port())),
-        ("mapped", format!("http://[::ffff:127.0.0.1]:{}/x", server.port())),
+        (
+            "mapped",
+            format!("http://[::ffff:127.0.0.1]:{}/x", server.port()),
+        ),
         ("hex", format!("http://0x7f.1:{}/x", server.port())),
     ] {
-        f.tool(&http_tool(name, json!({}), json!({"method": "GET", "url": url})));
+        f.tool(&http_tool(
+            name,
+            json!({}),
+            json!({"method": "GET", "url": url}),
+        ));
         let r = f.run(name, &[]);
         r.assert_failed("http_error", 1);
         assert_eq!(r.details()["guard"], json!("ssrf"), "{name}: {r:#?}");
@@ -411,11 +446,18 @@ fn metadata_addresses_are_refused_even_with_allow_private() {
     allow_private(&f);
     for (name, url) in [
         ("v4", "http://169.254.169.254/latest/meta-data/"),
-        ("mapped", "http://[::ffff:169.254.169.254]/latest/meta-data/"),
+        (
+            "mapped",
+            "http://[::ffff:169.254.169.254]/latest/meta-data/",
+        ),
         ("v6", "http://[fd00:ec2::254]/latest/meta-data/"),
         ("ll", "http://[fe80::1]/"),
     ] {
-        f.tool(&http_tool(name, json!({}), json!({"method": "GET", "url": url, "timeout_ms": 20000})));
+        f.tool(&http_tool(
+            name,
+            json!({}),
+            json!({"method": "GET", "url": url, "timeout_ms": 20000}),
+        ));
         let started = Instant::now();
         let r = f.run(name, &[]);
         r.assert_failed("http_error", 1);
@@ -480,12 +522,20 @@ fn a_body_past_the_cap_is_a_resource_limit() {
     // glovebox hung up early: the close-delimited 64 MiB reply could not
     // be written whole.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while server.write_failures.load(std::sync::atomic::Ordering::SeqCst) == 0
+    while server
+        .write_failures
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
         && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(server.write_failures.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    assert!(
+        server
+            .write_failures
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 1
+    );
     // Under the cap the same body is returned whole.
     let mut t = http_tool(
         "fits",
@@ -517,7 +567,11 @@ fn a_slow_server_is_a_timeout() {
     let r = f.run("slow", &[]);
     r.assert_failed("timeout", 1);
     assert_eq!(r.details()["timeout_ms"], json!(500));
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     // The request did reach the server; the answer came too late.
     assert_eq!(server.only().path, "/slow");
 }
@@ -540,7 +594,11 @@ fn a_non_2xx_status_is_an_http_error_with_an_excerpt() {
     assert!(r.message().contains("503"), "{r:#?}");
     let excerpt = r.details()["body"].as_str().unwrap();
     assert!(excerpt.starts_with("upstream exploded: xxx"));
-    assert!(excerpt.len() < 2100, "excerpt is bounded: {}", excerpt.len());
+    assert!(
+        excerpt.len() < 2100,
+        "excerpt is bounded: {}",
+        excerpt.len()
+    );
     assert_eq!(server.only().method, "DELETE");
 }
 
@@ -577,7 +635,10 @@ fn a_secret_echoed_by_the_server_is_redacted() {
     assert!(!r.mentions(SECRET));
     // The server did get the real secret, where the template put it.
     for req in server.requests() {
-        assert_eq!(req.header("authorization"), Some(&*format!("Bearer {SECRET}")));
+        assert_eq!(
+            req.header("authorization"),
+            Some(&*format!("Bearer {SECRET}"))
+        );
     }
 }
 
@@ -599,7 +660,9 @@ fn https_with_the_projects_extra_ca() {
     r.assert_failed("http_error", 1);
     assert!(r.message().contains("TLS"), "{r:#?}");
     assert!(server.requests().is_empty());
-    f.config(&json!({"security": {"http": {"allow_private": true, "extra_ca_file": "test-ca.pem"}}}));
+    f.config(
+        &json!({"security": {"http": {"allow_private": true, "extra_ca_file": "test-ca.pem"}}}),
+    );
     let r = run_secret(&f, "tls", &["p=a b"]);
     r.assert_ok();
     assert_eq!(r.output(), &json!({"path": "/secure/a%20b"}));

@@ -56,7 +56,11 @@ pub enum Class {
 }
 
 fn in_v4(ip: Ipv4Addr, net: [u8; 4], bits: u32) -> bool {
-    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - bits)
+    };
     u32::from(ip) & mask == u32::from(Ipv4Addr::from(net)) & mask
 }
 

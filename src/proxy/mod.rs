@@ -118,7 +118,9 @@ pub enum ProxyError {
     #[error("cannot start the http runtime")]
     Runtime(#[source] std::io::Error),
     /// The deadline passed.
-    #[error("the request did not complete within {ms} ms (connect, redirects and the whole response)")]
+    #[error(
+        "the request did not complete within {ms} ms (connect, redirects and the whole response)"
+    )]
     Timeout {
         /// The deadline.
         ms: u64,
@@ -467,10 +469,7 @@ fn build(req: &Request) -> Result<hyper::Request<Full<Bytes>>, ProxyError> {
         .method(req.method.clone())
         .uri(target)
         .header(HOST, host)
-        .header(
-            USER_AGENT,
-            concat!("glovebox/", env!("CARGO_PKG_VERSION")),
-        );
+        .header(USER_AGENT, concat!("glovebox/", env!("CARGO_PKG_VERSION")));
     for h in &req.headers {
         b = b.header(h.name.clone(), h.value.clone());
     }

@@ -234,11 +234,10 @@ pub fn request(
 
     let mut headers = Vec::with_capacity(exec.headers.len() + 1);
     for (name, t) in &exec.headers {
-        let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            HttpError::HeaderName {
+        let header_name =
+            HeaderName::from_bytes(name.as_bytes()).map_err(|_| HttpError::HeaderName {
                 name: name.to_string(),
-            }
-        })?;
+            })?;
         if RESERVED.contains(&header_name.as_str()) {
             return Err(HttpError::ReservedHeader {
                 name: name.to_string(),
@@ -247,11 +246,10 @@ pub fn request(
         let Some(value) = template::header_value(name, t, b)? else {
             continue;
         };
-        let value = HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
-            HttpError::HeaderValue {
+        let value =
+            HeaderValue::from_bytes(value.as_bytes()).map_err(|_| HttpError::HeaderValue {
                 name: name.to_string(),
-            }
-        })?;
+            })?;
         headers.push(Header {
             name: header_name,
             value,
@@ -472,40 +470,41 @@ fn call(
             json!({"status": status, "body": body, "url": res.url.as_str()}),
         );
     }
-    let output = match m.outputs.format {
-        Format::Text => Value::String(String::from_utf8_lossy(&res.body).into_owned()),
-        Format::Json => {
-            let parsed = if res.body.iter().all(u8::is_ascii_whitespace) {
-                Value::Null
-            } else {
-                match serde_json::from_slice::<Value>(&res.body) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return Outcome::failure(
-                            name,
-                            ErrorKind::HttpError,
-                            format!(
-                                "the response ({status}, {}) is not valid JSON: {e}",
-                                res.content_type.as_deref().unwrap_or("no content type")
-                            ),
-                            json!({"status": status, "body": excerpt(&res.body)}),
-                        )
+    let output =
+        match m.outputs.format {
+            Format::Text => Value::String(String::from_utf8_lossy(&res.body).into_owned()),
+            Format::Json => {
+                let parsed = if res.body.iter().all(u8::is_ascii_whitespace) {
+                    Value::Null
+                } else {
+                    match serde_json::from_slice::<Value>(&res.body) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            return Outcome::failure(
+                                name,
+                                ErrorKind::HttpError,
+                                format!(
+                                    "the response ({status}, {}) is not valid JSON: {e}",
+                                    res.content_type.as_deref().unwrap_or("no content type")
+                                ),
+                                json!({"status": status, "body": excerpt(&res.body)}),
+                            )
+                        }
                     }
-                }
-            };
-            match shape(parsed, exec.response.as_ref()) {
-                Ok(v) => v,
-                Err(path) => {
-                    return Outcome::failure(
+                };
+                match shape(parsed, exec.response.as_ref()) {
+                    Ok(v) => v,
+                    Err(path) => return Outcome::failure(
                         name,
                         ErrorKind::HttpError,
-                        format!("the response ({status}) has no value at response.json_path `{path}`"),
+                        format!(
+                            "the response ({status}) has no value at response.json_path `{path}`"
+                        ),
                         json!({"status": status, "json_path": path, "body": excerpt(&res.body)}),
-                    )
+                    ),
                 }
             }
-        }
-    };
+        };
     let mut o = Outcome::success(name, output);
     if let Some(v) = &o.output {
         for violation in schemas.check_output(v) {
@@ -537,7 +536,10 @@ mod tests {
             "${scheme}://api.example.com/",
         ] {
             assert!(
-                matches!(template_origin(t), Err(HttpError::TemplatedAuthority { .. })),
+                matches!(
+                    template_origin(t),
+                    Err(HttpError::TemplatedAuthority { .. })
+                ),
                 "{t}"
             );
         }

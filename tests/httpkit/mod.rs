@@ -135,8 +135,7 @@ impl TestCa {
         let ca_key = KeyPair::generate().unwrap();
         let ca = ca_params.self_signed(&ca_key).unwrap();
         let leaf_params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .unwrap();
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         let leaf_key = KeyPair::generate().unwrap();
         let leaf = leaf_params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
         let key = rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
@@ -302,10 +301,7 @@ fn serve<S: Read + Write>(
     requests.lock().unwrap().push(rec.clone());
     let reply = handler(&rec);
     std::thread::sleep(reply.delay);
-    let mut head = format!(
-        "HTTP/1.1 {} X\r\nConnection: close\r\n",
-        reply.status
-    );
+    let mut head = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", reply.status);
     for (n, v) in &reply.headers {
         head.push_str(&format!("{n}: {v}\r\n"));
     }
@@ -314,10 +310,7 @@ fn serve<S: Read + Write>(
     }
     head.push_str("\r\n");
     let ok = s.write_all(head.as_bytes()).is_ok()
-        && reply
-            .body
-            .chunks(64 * 1024)
-            .all(|c| s.write_all(c).is_ok())
+        && reply.body.chunks(64 * 1024).all(|c| s.write_all(c).is_ok())
         && s.flush().is_ok();
     Some(ok)
 }
