@@ -181,8 +181,9 @@ pub fn names(template: &str) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// Everything but `A-Z a-z 0-9 - . _ ~` (RFC 3986 unreserved).
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+/// What [`url()`] percent-encodes: everything but `A-Z a-z 0-9 - . _ ~`
+/// (RFC 3986 unreserved).
+pub const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')

@@ -236,11 +236,15 @@ pub fn send(req: Request, opts: &Options) -> Result<Response, ProxyError> {
         .build()
         .map_err(ProxyError::Runtime)?;
     let ms = u64::try_from(opts.timeout.as_millis()).unwrap_or(u64::MAX);
-    rt.block_on(async {
+    let result = rt.block_on(async {
         tokio::time::timeout(opts.timeout, exchange(req, opts))
             .await
             .unwrap_or(Err(ProxyError::Timeout { ms }))
-    })
+    });
+    // A DNS lookup still blocking in the pool must not hold the call past
+    // its deadline.
+    rt.shutdown_background();
+    result
 }
 
 fn origin_text(url: &Url) -> String {

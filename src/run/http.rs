@@ -470,41 +470,42 @@ fn call(
             json!({"status": status, "body": body, "url": res.url.as_str()}),
         );
     }
-    let output =
-        match m.outputs.format {
-            Format::Text => Value::String(String::from_utf8_lossy(&res.body).into_owned()),
-            Format::Json => {
-                let parsed = if res.body.iter().all(u8::is_ascii_whitespace) {
-                    Value::Null
-                } else {
-                    match serde_json::from_slice::<Value>(&res.body) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            return Outcome::failure(
-                                name,
-                                ErrorKind::HttpError,
-                                format!(
-                                    "the response ({status}, {}) is not valid JSON: {e}",
-                                    res.content_type.as_deref().unwrap_or("no content type")
-                                ),
-                                json!({"status": status, "body": excerpt(&res.body)}),
-                            )
-                        }
-                    }
-                };
-                match shape(parsed, exec.response.as_ref()) {
+    let output = match m.outputs.format {
+        Format::Text => Value::String(String::from_utf8_lossy(&res.body).into_owned()),
+        Format::Json => {
+            let parsed = if res.body.iter().all(u8::is_ascii_whitespace) {
+                Value::Null
+            } else {
+                match serde_json::from_slice::<Value>(&res.body) {
                     Ok(v) => v,
-                    Err(path) => return Outcome::failure(
+                    Err(e) => {
+                        return Outcome::failure(
+                            name,
+                            ErrorKind::HttpError,
+                            format!(
+                                "the response ({status}, {}) is not valid JSON: {e}",
+                                res.content_type.as_deref().unwrap_or("no content type")
+                            ),
+                            json!({"status": status, "body": excerpt(&res.body)}),
+                        )
+                    }
+                }
+            };
+            match shape(parsed, exec.response.as_ref()) {
+                Ok(v) => v,
+                Err(path) => {
+                    return Outcome::failure(
                         name,
                         ErrorKind::HttpError,
                         format!(
                             "the response ({status}) has no value at response.json_path `{path}`"
                         ),
                         json!({"status": status, "json_path": path, "body": excerpt(&res.body)}),
-                    ),
+                    )
                 }
             }
-        };
+        }
+    };
     let mut o = Outcome::success(name, output);
     if let Some(v) = &o.output {
         for violation in schemas.check_output(v) {
