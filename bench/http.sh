@@ -53,7 +53,7 @@ hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$OUT/http.json" \
     "curl -s $URL" \
     "$GB --root $P run ping"
 python3 bench/section.py http "http tools (\`bench/http.sh\`)" bench/RESULTS.md \
-    "Target: added latency (second − first) under 0.3 ms in-process; a CLI call also pays process start, project load and lint, which dominate. The server is Python's http.server on 127.0.0.1 (same for both rows).
+    "Target: added latency under 0.3 ms in-process. The server is Python's http.server on 127.0.0.1 (the same for every row; its ~1 ms per request dominates the in-process numbers). In the table both rows are whole processes: curl pays for loading libcurl and its TLS stack, glovebox for process start, project load and lint; so the CLI difference can be negative and says little about the request path itself — the in-process line does.
 
 In-process (\`bench/http_inproc.rs\`, 500 calls): \`Engine::call\` median $INPROC_CALL ms against a bare std TcpStream GET median $INPROC_BARE ms: **$INPROC_ADDED ms added**.
 
