@@ -327,12 +327,15 @@ impl Engine {
                 &redact,
                 &schemas,
             ),
-            Exec::Http(_) => Err(Box::new(Outcome::failure(
-                name,
-                ErrorKind::Internal,
-                "http tools are not supported by this version of glovebox yet",
-                json!({}),
-            ))),
+            Exec::Http(exec) => Ok(run::http::run(
+                &self.project.root,
+                m,
+                exec,
+                config,
+                &bindings,
+                &redact,
+                &schemas,
+            )),
         }
     }
 

@@ -21,6 +21,10 @@
 //!   interface (CLI, and later MCP and HTTP) adapts.
 //! - [`run`]: the command and python kinds, secrets and redaction, and the
 //!   [`run::Outcome`] contract.
+//! - [`run::http`] and [`proxy`]: the http kind — the request expanded per
+//!   context (URL path segment, query, header, JSON body), sent by glovebox
+//!   itself over hyper + rustls behind an SSRF guard, redirects that never
+//!   carry a secret to another origin, bounded time and size.
 //! - [`jail`]: the confined child process — Landlock, seccomp, PID / mount /
 //!   IPC (/ user / network) namespaces, cgroup limits, capability drop, a
 //!   scrubbed environment; every `unsafe` block lives in its `sys` module.
@@ -40,6 +44,7 @@ pub mod engine;
 pub mod jail;
 pub mod manifest;
 pub mod policy;
+pub mod proxy;
 pub mod run;
 pub mod state;
 pub mod template;

@@ -74,7 +74,7 @@ impl Policy {
         let timeout_ms = match &manifest.exec {
             Exec::Command(c) => c.timeout_ms,
             Exec::Python(py) => py.timeout_ms,
-            Exec::Http(_) => config.limits.timeout_ms,
+            Exec::Http(h) => h.timeout_ms,
         };
         let limits = Limits {
             wall: Duration::from_millis(timeout_ms),

@@ -11,7 +11,18 @@
 //!
 //! Contexts: [`argv`] (strings; a JSON value is rendered as its JSON text,
 //! a string as itself) and [`json`] (a template that is exactly one
-//! placeholder keeps the parameter's JSON type).
+//! placeholder keeps the parameter's JSON type), and the three contexts of
+//! an http request:
+//!
+//! - [`url()`]: every value is percent-encoded as ONE path segment (only
+//!   `A-Z a-z 0-9 - . _ ~` stay as they are; `/ ? # @ : %` are encoded), so
+//!   a value cannot add a segment, start a query, or touch the scheme, host
+//!   or port. A segment that would read as `.` or `..` is refused
+//!   ([`TemplateError::DotSegment`]): URL parsers and servers resolve those,
+//!   even percent-encoded, so no encoding keeps them literal.
+//! - [`query_value`]: form-encoded (`application/x-www-form-urlencoded`).
+//! - [`header_value`]: as text, refused when it holds CR, LF or NUL
+//!   ([`TemplateError::HeaderControl`]), so a value cannot add a header.
 
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
@@ -28,6 +39,22 @@ pub enum TemplateError {
     /// A malformed placeholder.
     #[error("malformed placeholder in {template:?}: {message}")]
     Malformed { template: String, message: String },
+    /// An expanded URL path segment reads as `.` or `..`.
+    #[error("the value of `${{{name}}}` would make a URL path segment `.` or `..`, which would change the request's path; pass another value")]
+    DotSegment { name: String },
+    /// A header value holds CR, LF or NUL.
+    #[error("header `{header}` would contain a CR, LF or NUL character (from `${{{name}}}` or the template); header values must be one line")]
+    HeaderControl { header: String, name: String },
+}
+
+impl TemplateError {
+    /// True when the call's values (not the manifest) are at fault.
+    pub fn is_input_error(&self) -> bool {
+        matches!(
+            self,
+            TemplateError::DotSegment { .. } | TemplateError::HeaderControl { .. }
+        )
+    }
 }
 
 /// What placeholders expand to.
@@ -146,6 +173,90 @@ pub fn json(template: &Value, b: &Bindings<'_>) -> Result<Option<Value>, Templat
     }
 }
 
+/// Names of the placeholders in `template` (empty when it is malformed;
+/// expansion reports that).
+pub fn names(template: &str) -> Vec<&str> {
+    placeholder::scan(template)
+        .map(|found| found.into_iter().map(|p| p.name).collect())
+        .unwrap_or_default()
+}
+
+/// What [`url()`] percent-encodes: everything but `A-Z a-z 0-9 - . _ ~`
+/// (RFC 3986 unreserved).
+pub const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+fn is_dot_segment(segment: &str) -> bool {
+    let s = segment.to_ascii_lowercase().replace("%2e", ".");
+    s == "." || s == ".."
+}
+
+/// Expands a URL template, percent-encoding every value as one path
+/// segment (see the module doc). `None`: a placeholder is unset.
+pub fn url(template: &str, b: &Bindings<'_>) -> Result<Option<String>, TemplateError> {
+    let found = scan(template)?;
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut last = 0;
+    // (name, start, end) of each expansion in `out`.
+    let mut spans = Vec::with_capacity(found.len());
+    for p in found {
+        out.push_str(&template[last..p.start]);
+        let start = out.len();
+        let text = match b.lookup(p.name)? {
+            Bound::Value(v) => value_to_arg(v),
+            Bound::Secret(s) => s.to_string(),
+            Bound::Unset => return Ok(None),
+        };
+        out.extend(percent_encoding::utf8_percent_encode(&text, SEGMENT));
+        spans.push((p.name, start, out.len()));
+        last = p.end;
+    }
+    out.push_str(&template[last..]);
+    // Only the path resolves dot segments; values never add a raw `?`/`#`.
+    let path_end = out.find(['?', '#']).unwrap_or(out.len());
+    for (name, start, end) in spans {
+        if start >= path_end {
+            continue;
+        }
+        let seg_start = out[..start].rfind('/').map_or(0, |i| i + 1);
+        let seg_end = out[end..path_end].find('/').map_or(path_end, |i| end + i);
+        if is_dot_segment(&out[seg_start..seg_end]) {
+            return Err(TemplateError::DotSegment {
+                name: name.to_string(),
+            });
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Expands a query value template and form-encodes the result. `None`: a
+/// placeholder is unset, so the query entry is dropped.
+pub fn query_value(template: &str, b: &Bindings<'_>) -> Result<Option<String>, TemplateError> {
+    Ok(argv(template, b)?.map(|v| url::form_urlencoded::byte_serialize(v.as_bytes()).collect()))
+}
+
+/// Expands the template of header `header`. `None`: a placeholder is
+/// unset, so the header is not sent.
+pub fn header_value(
+    header: &str,
+    template: &str,
+    b: &Bindings<'_>,
+) -> Result<Option<String>, TemplateError> {
+    let Some(v) = argv(template, b)? else {
+        return Ok(None);
+    };
+    if v.contains(['\r', '\n', '\0']) {
+        return Err(TemplateError::HeaderControl {
+            header: header.to_string(),
+            name: names(template).join("}, ${"),
+        });
+    }
+    Ok(Some(v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +328,75 @@ mod tests {
                 Err(TemplateError::Unknown { .. })
             ));
             assert!(argv("${", b).is_err());
+        });
+    }
+
+    #[test]
+    fn url_values_are_one_encoded_segment() {
+        let t = "https://h.example/api/${path}/x";
+        for (v, want) in [
+            ("a/b?c#d", "https://h.example/api/a%2Fb%3Fc%23d/x"),
+            (
+                "@127.0.0.1:9/x",
+                "https://h.example/api/%40127.0.0.1%3A9%2Fx/x",
+            ),
+            ("..%2F..", "https://h.example/api/..%252F../x"),
+            ("../admin", "https://h.example/api/..%2Fadmin/x"),
+            ("caf\u{e9} ~_-.", "https://h.example/api/caf%C3%A9%20~_-./x"),
+        ] {
+            with(json!({ "path": v }), |b| {
+                assert_eq!(url(t, b).unwrap().unwrap(), want, "{v}");
+            });
+        }
+        for v in [".", "..", "%2e", "%2E%2e"] {
+            with(json!({ "path": v }), |b| {
+                // `%` is encoded, so only literal dots read as dot segments.
+                let r = url(t, b);
+                if v.contains('%') {
+                    assert!(r.is_ok(), "{v}");
+                } else {
+                    assert!(matches!(r, Err(TemplateError::DotSegment { .. })), "{v}");
+                }
+            });
+        }
+        with(json!({ "path": "." }), |b| {
+            assert!(url("https://h/a/%2e${path}", b).is_err());
+            assert_eq!(
+                url("https://h/a/v${path}", b).unwrap().unwrap(),
+                "https://h/a/v."
+            );
+            assert_eq!(
+                url("https://h/a?q=${path}", b).unwrap().unwrap(),
+                "https://h/a?q=."
+            );
+        });
+        with(json!({}), |b| assert_eq!(url(t, b).unwrap(), None));
+    }
+
+    #[test]
+    fn query_values_are_form_encoded() {
+        with(json!({"q": "a b&c=d#"}), |b| {
+            assert_eq!(query_value("${q}", b).unwrap().unwrap(), "a+b%26c%3Dd%23");
+            assert_eq!(query_value("${opt}", b).unwrap(), None);
+        });
+    }
+
+    #[test]
+    fn header_values_reject_line_breaks() {
+        for v in ["a\r\nX-Evil: 1", "a\nb", "a\0b"] {
+            with(json!({ "q": v }), |b| {
+                assert!(matches!(
+                    header_value("X", "v ${q}", b),
+                    Err(TemplateError::HeaderControl { .. })
+                ));
+            });
+        }
+        with(json!({"q": "ok"}), |b| {
+            assert_eq!(
+                header_value("X", "Bearer ${TOKEN}", b).unwrap().unwrap(),
+                "Bearer s3cret"
+            );
+            assert_eq!(header_value("X", "${opt}", b).unwrap(), None);
         });
     }
 

@@ -66,7 +66,8 @@ pub struct MaxPermissions {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSecurity {
-    /// Allow requests to private, loopback and link-local addresses.
+    /// Allow requests to private, loopback, unspecified and multicast
+    /// addresses (link-local and cloud metadata stay refused).
     #[serde(default)]
     pub allow_private: bool,
     /// PEM file of extra trusted CAs, relative to the root.

@@ -159,6 +159,25 @@ pub struct HttpExec {
     /// How to shape the response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<Response>,
+    /// Follow a redirect to another origin (without the headers and query
+    /// entries whose templates mention a secret) instead of failing.
+    #[serde(default)]
+    pub follow_cross_origin_redirects: bool,
+    /// Wall-clock limit of the whole exchange (connect, redirects, the
+    /// full response), in milliseconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// Largest response body read, in bytes; past it the call fails with
+    /// `resource_limit`.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: u64,
+}
+
+/// Default cap on an http tool's response body: 10 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
+
+fn default_max_response_bytes() -> u64 {
+    DEFAULT_MAX_RESPONSE_BYTES
 }
 
 /// HTTP methods an http tool may use.

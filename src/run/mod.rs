@@ -7,6 +7,7 @@
 //! [`Outcome`].
 
 pub mod command;
+pub mod http;
 pub mod outcome;
 pub mod python;
 pub mod secrets;

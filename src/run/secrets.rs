@@ -68,7 +68,8 @@ pub struct Redactor {
 
 impl Redactor {
     /// A redactor for these secret values (empty values are ignored). The
-    /// JSON-escaped form of each value is redacted too.
+    /// JSON-escaped, form-encoded and percent-encoded forms of each value
+    /// are redacted too.
     pub fn new(secrets: &IndexMap<String, String>) -> Self {
         let mut pairs = Vec::new();
         for (name, value) in secrets {
@@ -78,9 +79,19 @@ impl Redactor {
             let mark = format!("[REDACTED:{name}]");
             pairs.push((value.clone(), mark.clone()));
             let escaped = Value::String(value.clone()).to_string();
-            let escaped = &escaped[1..escaped.len() - 1];
-            if escaped != value {
-                pairs.push((escaped.to_string(), mark));
+            // The forms a value takes in JSON text and in a URL (an http
+            // tool's error may quote a Location or a query).
+            let forms = [
+                escaped[1..escaped.len() - 1].to_string(),
+                url::form_urlencoded::byte_serialize(value.as_bytes()).collect(),
+                percent_encoding::utf8_percent_encode(value, crate::template::SEGMENT).to_string(),
+                percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string(),
+            ];
+            for form in forms {
+                if form != *value && !pairs.iter().any(|(p, _)| *p == form) {
+                    pairs.push((form, mark.clone()));
+                }
             }
         }
         pairs.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
@@ -133,6 +144,7 @@ mod tests {
         let r = Redactor::new(&s);
         assert_eq!(r.text("x ab\"cd y"), "x [REDACTED:TOKEN] y");
         assert_eq!(r.text(r#"{"t":"ab\"cd"}"#), r#"{"t":"[REDACTED:TOKEN]"}"#);
+        assert_eq!(r.text("?k=ab%22cd&x"), "?k=[REDACTED:TOKEN]&x");
         assert_eq!(
             r.value(json!({"ab\"cd": ["ab\"cd"]})),
             json!({"[REDACTED:TOKEN]": ["[REDACTED:TOKEN]"]})
