@@ -18,7 +18,6 @@ sys.argv = [request["module"]]
 
 try:
     import importlib
-    import traceback
 
     function = getattr(importlib.import_module(request["module"]), request["function"])
     value = function(*request["args"])
