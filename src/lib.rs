@@ -41,6 +41,7 @@ pub mod jail;
 pub mod manifest;
 pub mod policy;
 pub mod run;
+pub mod serve;
 pub mod state;
 pub mod template;
 pub mod validate;
