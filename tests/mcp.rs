@@ -140,7 +140,10 @@ fn project() -> Fixture {
     gated["approval"] = json!({"required": true, "reason": "test"});
     f.tool(&gated);
     // Left invalid on purpose: listed nowhere, and it must not break the rest.
-    f.file(".glee/tools/broken/tool.yml", "name: broken\nkind: nonsense\n");
+    f.file(
+        ".glee/tools/broken/tool.yml",
+        "name: broken\nkind: nonsense\n",
+    );
     for i in 0..FILLERS {
         f.tool(&command_tool(
             &format!("filler_{i:02}"),
@@ -186,16 +189,23 @@ fn stdio(f: &Fixture) -> Vec<String> {
 struct Served {
     child: Child,
     addr: String,
+    root: PathBuf,
 }
 
 impl Served {
     fn start(f: &Fixture, listen: &str, token: Option<&str>) -> Served {
         let mut c = Command::new(bin());
-        c.args(["--root", f.root.to_str().unwrap(), "serve", "--listen", listen])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .env_remove("GLOVEBOX_API_TOKEN");
+        c.args([
+            "--root",
+            f.root.to_str().unwrap(),
+            "serve",
+            "--listen",
+            listen,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env_remove("GLOVEBOX_API_TOKEN");
         if let Some(t) = token {
             c.env("GLOVEBOX_API_TOKEN", t);
         }
@@ -212,7 +222,11 @@ impl Served {
         };
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || for _ in lines {});
-        Served { child, addr }
+        Served {
+            child,
+            addr,
+            root: f.root.clone(),
+        }
     }
 
     fn url(&self) -> String {
@@ -225,6 +239,8 @@ impl Served {
             "http".into(),
             "--url".into(),
             self.url(),
+            "--root".into(),
+            self.root.to_str().unwrap().into(),
         ];
         if let Some(t) = token {
             v.extend(["--token".into(), t.into()]);
@@ -360,7 +376,12 @@ fn http_requires_the_token_when_set() {
     let ok = s.post_status(&[("Authorization", "Bearer tok-123")]);
     assert!(ok.contains(" 200 "), "{ok}");
     if let Some(py) = python() {
-        scenario(&py, &s.transport(Some("tok-123")), "list", Some(&total_tools()));
+        scenario(
+            &py,
+            &s.transport(Some("tok-123")),
+            "list",
+            Some(&total_tools()),
+        );
     }
 }
 
@@ -368,7 +389,13 @@ fn http_requires_the_token_when_set() {
 fn serve_refuses_a_public_address_without_a_token() {
     let f = project();
     let out = Command::new(bin())
-        .args(["--root", f.root.to_str().unwrap(), "serve", "--listen", "0.0.0.0:0"])
+        .args([
+            "--root",
+            f.root.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+        ])
         .env_remove("GLOVEBOX_API_TOKEN")
         .stdin(Stdio::null())
         .output()

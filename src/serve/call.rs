@@ -70,10 +70,8 @@ pub async fn run(
         })
         .map_err(|source| CallError::SpawnThread { source })?;
     let started = Instant::now();
-    let mut ticker = tokio::time::interval_at(
-        tokio::time::Instant::now() + PROGRESS_EVERY,
-        PROGRESS_EVERY,
-    );
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
     let mut stopped = false;
     loop {
         tokio::select! {

@@ -195,11 +195,12 @@ fn is_loopback_origin(origin: &str) -> bool {
         rest.split(':').next().unwrap_or_default()
     };
     let port_ok = match rest.rsplit_once(':') {
-        Some((_, p)) if !rest.ends_with(']') => p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty(),
+        Some((_, p)) if !rest.ends_with(']') => {
+            p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty()
+        }
         _ => true,
     };
-    port_ok
-        && (host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "::1")
+    port_ok && (host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "::1")
 }
 
 #[cfg(test)]

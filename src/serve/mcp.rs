@@ -189,7 +189,10 @@ impl ServerHandler for Server {
                 Ok(reply::builtin(&list, json!({"tools": list})))
             }
             GLEE_TOOL => match (args.get("name"), args.get("params")) {
-                (Some(Value::String(name)), params @ (None | Some(Value::Object(_) | Value::Null))) => {
+                (
+                    Some(Value::String(name)),
+                    params @ (None | Some(Value::Object(_) | Value::Null)),
+                ) => {
                     let params = params.cloned().unwrap_or(Value::Null);
                     self.run_tool(name.clone(), params, ctx).await
                 }
@@ -234,4 +237,3 @@ pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
         .map_err(|source| McpError::Join { source })?;
     Ok(())
 }
-

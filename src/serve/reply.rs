@@ -20,13 +20,11 @@ use crate::run::{ErrorKind, Outcome};
 /// A tool call's [`Outcome`] as an MCP tool result.
 pub fn outcome(o: &Outcome) -> CallToolResult {
     let mut r = match (&o.output, &o.error) {
-        (_, Some(e)) => {
-            CallToolResult::error(vec![Content::text(json_text(&json!({
-                "kind": e.kind,
-                "message": e.message,
-                "details": e.details,
-            })))])
-        }
+        (_, Some(e)) => CallToolResult::error(vec![Content::text(json_text(&json!({
+            "kind": e.kind,
+            "message": e.message,
+            "details": e.details,
+        })))]),
         (Some(Value::String(s)), None) => CallToolResult::success(vec![Content::text(s.clone())]),
         (Some(v @ Value::Object(_)), None) => CallToolResult::structured(v.clone()),
         (Some(v), None) => CallToolResult::success(vec![Content::text(json_text(v))]),
@@ -115,7 +113,10 @@ mod tests {
         assert_eq!(r.is_error, Some(false));
         assert_eq!(r.structured_content, Some(json!({"n": 1})));
         let text = &r.content[0].as_text().unwrap().text;
-        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), json!({"n": 1}));
+        assert_eq!(
+            serde_json::from_str::<Value>(text).unwrap(),
+            json!({"n": 1})
+        );
     }
 
     #[test]
