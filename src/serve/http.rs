@@ -137,21 +137,43 @@ pub async fn serve(
 }
 
 async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    if let Err(refusal) = admit(&guard, request.headers()) {
-        return refusal;
+    match admit(&guard, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
     }
-    next.run(request).await
 }
 
-fn admit(guard: &Guard, headers: &HeaderMap) -> Result<(), Response> {
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let local = origin.to_str().is_ok_and(is_loopback_origin);
-        if !local {
-            return Err((
+/// Why the guard turned a request away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// `Origin` present and not a loopback origin.
+    CrossOrigin,
+    /// A token is set and the request did not carry it.
+    Unauthorized,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::CrossOrigin => (
                 StatusCode::FORBIDDEN,
                 "cross-origin requests are refused: glovebox serves loopback origins only\n",
             )
-                .into_response());
+                .into_response(),
+            Refusal::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "a bearer token is required: Authorization: Bearer $GLOVEBOX_API_TOKEN\n",
+            )
+                .into_response(),
+        }
+    }
+}
+
+fn admit(guard: &Guard, headers: &HeaderMap) -> Result<(), Refusal> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        if !origin.to_str().is_ok_and(is_loopback_origin) {
+            return Err(Refusal::CrossOrigin);
         }
     }
     if let Some(want) = &guard.token_digest {
@@ -160,14 +182,8 @@ fn admit(guard: &Guard, headers: &HeaderMap) -> Result<(), Response> {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(|t| Sha256::digest(t.trim().as_bytes()));
-        let ok = given.is_some_and(|g| same_digest(g.as_slice(), want));
-        if !ok {
-            return Err((
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "a bearer token is required: Authorization: Bearer $GLOVEBOX_API_TOKEN\n",
-            )
-                .into_response());
+        if !given.is_some_and(|g| same_digest(g.as_slice(), want)) {
+            return Err(Refusal::Unauthorized);
         }
     }
     Ok(())
@@ -258,9 +274,6 @@ mod tests {
         h.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
         assert!(admit(&guard, &h).is_ok());
         h.insert(header::ORIGIN, "https://evil.example".parse().unwrap());
-        assert_eq!(
-            admit(&guard, &h).unwrap_err().status(),
-            StatusCode::FORBIDDEN
-        );
+        assert_eq!(admit(&guard, &h), Err(Refusal::CrossOrigin));
     }
 }
