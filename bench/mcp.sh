@@ -36,7 +36,7 @@ inputs:
 outputs: {format: text}
 exec:
   command: {entrypoint: "true", args: []}
-permissions: {network: false, fs: {read: [], write: []}}
+permissions: {network: false, fs: {read: ["."], write: []}}
 YML
 
 "$GB" --root "$OUT/project" serve --listen 127.0.0.1:0 2> "$OUT/serve.log" &

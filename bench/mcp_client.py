@@ -17,6 +17,14 @@ from mcp.client.streamable_http import streamablehttp_client
 
 
 async def worker(url, tool, stop_at, latencies, ready, go):
+    try:
+        await session(url, tool, stop_at, latencies, ready, go)
+    except BaseException:
+        ready.release()  # never leave main() waiting for a dead worker
+        raise
+
+
+async def session(url, tool, stop_at, latencies, ready, go):
     async with streamablehttp_client(url) as (r, w, _):
         async with ClientSession(r, w) as s:
             await s.initialize()

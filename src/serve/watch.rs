@@ -57,21 +57,20 @@ pub fn spawn(live: Arc<Live>) -> Result<notify::RecommendedWatcher, WatchError> 
         path: tools.clone(),
         source,
     })?;
-    // `.glee/` itself (config.yml, a tools/ directory created later), then
-    // everything under tools/.
-    watcher
-        .watch(&glee, RecursiveMode::NonRecursive)
-        .map_err(|source| WatchError::Watch {
-            path: glee.clone(),
-            source,
-        })?;
-    if tools.is_dir() {
+    // tools/ recursively and `.glee/` itself (config.yml); without a
+    // tools/ directory yet, all of `.glee/` so the first tool is noticed.
+    let watches = if tools.is_dir() {
+        vec![
+            (tools.clone(), RecursiveMode::Recursive),
+            (glee.clone(), RecursiveMode::NonRecursive),
+        ]
+    } else {
+        vec![(glee.clone(), RecursiveMode::Recursive)]
+    };
+    for (path, mode) in watches {
         watcher
-            .watch(&tools, RecursiveMode::Recursive)
-            .map_err(|source| WatchError::Watch {
-                path: tools.clone(),
-                source,
-            })?;
+            .watch(&path, mode)
+            .map_err(|source| WatchError::Watch { path, source })?;
     }
     tokio::spawn(async move {
         while rx.recv().await.is_some() {
