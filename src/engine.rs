@@ -37,6 +37,9 @@ pub struct Caller {
     pub approved: bool,
     /// Where declared secrets are read from.
     pub secrets: SecretSource,
+    /// Stops the call's jailed process tree when cancelled (an MCP client's
+    /// `notifications/cancelled`); `None`: the call runs to its end.
+    pub cancel: Option<jail::Cancel>,
 }
 
 /// Errors opening a project.
@@ -317,6 +320,7 @@ impl Engine {
                 &secret_values,
                 &redact,
                 &schemas,
+                caller,
             ),
             Exec::Python(exec) => self.run_python(
                 m,
@@ -326,6 +330,7 @@ impl Engine {
                 &secret_values,
                 &redact,
                 &schemas,
+                caller,
             ),
             Exec::Http(exec) => Ok(run::http::run(
                 &self.project.root,
@@ -367,6 +372,7 @@ impl Engine {
         secrets: &IndexMap<String, String>,
         redact: &Redactor,
         schemas: &Schemas,
+        caller: &Caller,
     ) -> Result<Outcome, Box<Outcome>> {
         let name = &m.name;
         let root = &self.project.root;
@@ -381,7 +387,8 @@ impl Engine {
             .require_readable("cwd", &cwd)
             .map_err(|e| policy_failure(name, &e))?;
         let argv = command::argv(root, exec, bindings).map_err(|e| template_failure(name, &e))?;
-        let spec = self.spec(policy, argv, cwd, secrets);
+        let mut spec = self.spec(policy, argv, cwd, secrets);
+        spec.cancel = caller.cancel.clone();
         let result =
             run::start(&spec).map_err(|e| Box::new(run::jail_error(name, &e, &program)))?;
         let format = exec.stdout.format;
@@ -416,6 +423,7 @@ impl Engine {
         secrets: &IndexMap<String, String>,
         redact: &Redactor,
         schemas: &Schemas,
+        caller: &Caller,
     ) -> Result<Outcome, Box<Outcome>> {
         let name = &m.name;
         let root = &self.project.root;
@@ -435,6 +443,7 @@ impl Engine {
         }
         let mut spec = self.spec(policy, interpreter.argv(), cwd.clone(), secrets);
         spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args));
+        spec.cancel = caller.cancel.clone();
         let result = run::start(&spec)
             .map_err(|e| Box::new(run::jail_error(name, &e, &interpreter.program)))?;
         let returns = exec.returns;

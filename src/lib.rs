@@ -18,7 +18,7 @@
 //! - [`policy`]: manifest ∪ profile baseline ∪ runtime → what the jail
 //!   allows (`glovebox explain`).
 //! - [`engine`]: [`engine::Engine::call`], the one library call every
-//!   interface (CLI, and later MCP and HTTP) adapts.
+//!   interface (CLI, MCP, HTTP) adapts.
 //! - [`run`]: the command and python kinds, secrets and redaction, and the
 //!   [`run::Outcome`] contract.
 //! - [`run::http`] and [`proxy`]: the http kind — the request expanded per
@@ -28,6 +28,8 @@
 //! - [`jail`]: the confined child process — Landlock, seccomp, PID / mount /
 //!   IPC (/ user / network) namespaces, cgroup limits, capability drop, a
 //!   scrubbed environment; every `unsafe` block lives in its `sys` module.
+//! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
+//!   tool catalog, results, cancellable calls, live reload.
 //!
 //! Threat model and what is enforced on which kernel: `SECURITY.md`. The
 //! guarantees are proven by integration tests that spawn the real binary,
@@ -46,6 +48,7 @@ pub mod manifest;
 pub mod policy;
 pub mod proxy;
 pub mod run;
+pub mod serve;
 pub mod state;
 pub mod template;
 pub mod validate;

@@ -14,8 +14,10 @@ mod doctor;
 mod explain;
 mod lint;
 mod list;
+mod mcp;
 mod run;
 mod sandbox;
+mod serve;
 mod show;
 
 /// Exit status: usage or manifest error.
@@ -65,6 +67,10 @@ pub enum Command {
     Sandbox(Box<sandbox::Args>),
     /// Report which kernel features this machine enforces.
     Doctor(doctor::Args),
+    /// Serve the tools over MCP on stdin/stdout.
+    Mcp(mcp::Args),
+    /// Serve the tools over HTTP (MCP Streamable HTTP at /mcp).
+    Serve(serve::Args),
 }
 
 /// Fails for commands that do not read `--tools-json` files yet.
@@ -89,6 +95,8 @@ pub fn main() -> ExitCode {
         Command::Audit(a) => audit::run(&cli, a),
         Command::Sandbox(a) => sandbox::run(&cli, a),
         Command::Doctor(a) => doctor::run(&cli, a),
+        Command::Mcp(a) => mcp::run(&cli, a),
+        Command::Serve(a) => serve::run(&cli, a),
     };
     match result {
         Ok(code) => code,

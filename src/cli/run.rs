@@ -169,6 +169,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         approved: args.yes
             || (!engine.is_approved(&args.name) && ask_approval(&engine, &args.name)),
         secrets: SecretSource::Environment,
+        cancel: None,
     };
     let outcome = engine.call(&args.name, params, &caller);
     print(&outcome, args.json)?;

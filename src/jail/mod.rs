@@ -24,6 +24,7 @@
 //! feature, unless the spec opted into degraded mode, in which case each
 //! gap is a warning on the result.
 
+pub mod cancel;
 pub mod cgroup;
 pub mod doctor;
 pub mod fs;
@@ -35,6 +36,7 @@ pub mod spawn;
 pub mod spec;
 mod sys;
 
+pub use cancel::Cancel;
 pub use fs::FsAccess;
 pub use spawn::run;
 pub use spec::{Enforcement, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin};

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use super::cancel::{self, Cancel};
 use super::spec::Output;
 use super::sys;
 
@@ -99,16 +100,20 @@ const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct Pumped {
     /// The deadline passed and the tree was killed.
     pub timed_out: bool,
+    /// The caller cancelled and the tree was killed.
+    pub cancelled: bool,
 }
 
 /// Runs until the child behind `pidfd` has exited and both outputs reached
-/// end of file, killing the child at `deadline`.
+/// end of file, killing the child at `deadline` or as soon as `cancel` is
+/// set (checked every [`cancel::POLL_INTERVAL`]).
 pub fn run(
     pidfd: &OwnedFd,
     stdin: Option<(OwnedFd, Vec<u8>)>,
     out: &mut Sink,
     err: &mut Sink,
     deadline: Instant,
+    cancel: Option<&Cancel>,
 ) -> io::Result<Pumped> {
     let mut stdin = match stdin {
         Some((fd, data)) => {
@@ -119,6 +124,7 @@ pub fn run(
     };
     let mut exited: Option<Instant> = None;
     let mut timed_out = false;
+    let mut cancelled = false;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         if let Some(at) = exited {
@@ -140,10 +146,18 @@ pub fn run(
             // kills every other process in it.
             let _ = sys::pidfd_kill(pidfd.as_raw_fd());
         }
-        let timeout = if timed_out {
+        if !timed_out && !cancelled && exited.is_none() && cancel.is_some_and(Cancel::is_cancelled)
+        {
+            cancelled = true;
+            let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+        }
+        let timeout = if timed_out || cancelled {
             PollTimeout::from(100u16)
         } else {
-            let left = deadline.saturating_duration_since(now).as_millis();
+            let mut left = deadline.saturating_duration_since(now).as_millis();
+            if cancel.is_some() {
+                left = left.min(cancel::POLL_INTERVAL.as_millis());
+            }
             PollTimeout::try_from(left.min(60_000) as i32 + 1).unwrap_or(PollTimeout::MAX)
         };
         let mut fds: Vec<PollFd> = Vec::with_capacity(4);
@@ -210,5 +224,8 @@ pub fn run(
             err.drain(&mut buf);
         }
     }
-    Ok(Pumped { timed_out })
+    Ok(Pumped {
+        timed_out,
+        cancelled,
+    })
 }

@@ -550,7 +550,14 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             source,
         }
     })?;
-    let pumped = pump::run(&pidfd, stdin_feed, &mut out, &mut err, deadline);
+    let pumped = pump::run(
+        &pidfd,
+        stdin_feed,
+        &mut out,
+        &mut err,
+        deadline,
+        spec.cancel.as_ref(),
+    );
     if pumped.is_err() {
         let _ = sys::pidfd_kill(pidfd.as_raw_fd());
     }
@@ -587,6 +594,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         duration: started.elapsed(),
         enforcement,
         warnings,
+        cancelled: pumped.cancelled,
     })
 }
 

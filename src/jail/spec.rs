@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::cancel::Cancel;
 use super::fs::FsAccess;
 
 /// Resource limits of one call. Every field has a bounded default.
@@ -91,6 +92,8 @@ pub struct Spec {
     /// Put the child in a fresh, empty network namespace when the network
     /// is off (defense in depth; costs about 0.6 ms per call).
     pub netns: bool,
+    /// Kills the call (its whole tree) when cancelled while it runs.
+    pub cancel: Option<Cancel>,
 }
 
 impl Spec {
@@ -112,6 +115,7 @@ impl Spec {
             output: Output::Capture,
             degraded: false,
             netns: false,
+            cancel: None,
         }
     }
 }
@@ -199,6 +203,9 @@ pub struct JailResult {
     pub enforcement: Enforcement,
     /// Restrictions that could not be enforced (degraded mode only).
     pub warnings: Vec<String>,
+    /// The caller cancelled the call; the tree was killed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 impl JailResult {

@@ -113,6 +113,12 @@ pub fn finish(
         None
     };
     let mut outcome = match limit_failure {
+        _ if result.cancelled => Outcome::failure(
+            tool,
+            ErrorKind::Internal,
+            "the call was cancelled by the caller; all its processes were killed",
+            json!({"cancelled": true}),
+        ),
         Some((kind, message, limit)) => {
             let details = if kind == ErrorKind::Timeout {
                 json!({"limit": limit, "timeout_ms": wall.as_millis() as u64})

@@ -1,0 +1,94 @@
+//! One tool call run for a server: on a dedicated thread, cancellable, with
+//! progress notifications while it runs.
+//!
+//! The jail's `PR_SET_PDEATHSIG` fires when the *thread* that started the
+//! child exits, so every call gets a fresh `std::thread` that lives exactly
+//! as long as the call (a pooled blocking thread of tokio could be reaped
+//! mid-call and take the child with it). The async side waits for the
+//! result, turns the request's cancellation into [`Cancel::cancel`] (the
+//! jail kills the whole tree) and, when the client sent a progress token,
+//! sends `notifications/progress` every second once the call has run for
+//! a second.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Caller, Engine};
+use crate::jail::Cancel;
+use crate::run::Outcome;
+
+/// When the first progress notification goes out, and how often after.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Why a call produced no [`Outcome`].
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No thread could be started for the call.
+    #[error("cannot start a thread for the call")]
+    SpawnThread {
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The call's thread ended without a result (it panicked).
+    #[error("the call ended without a result")]
+    Lost,
+}
+
+/// Where progress notifications go.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    /// The client.
+    pub peer: Peer<RoleServer>,
+    /// The token the client sent with its request.
+    pub token: ProgressToken,
+}
+
+/// Runs `name` with `params` for `caller`; `stop` cancelled kills the
+/// call's process tree (the call still returns its Outcome).
+pub async fn run(
+    engine: Arc<Engine>,
+    name: String,
+    params: Value,
+    mut caller: Caller,
+    stop: CancellationToken,
+    progress: Option<Progress>,
+) -> Result<Outcome, CallError> {
+    let cancel = Cancel::new();
+    caller.cancel = Some(cancel.clone());
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let tool = name.clone();
+    std::thread::Builder::new()
+        .name(format!("call-{tool}"))
+        .spawn(move || {
+            let _ = tx.send(engine.call(&name, params, &caller));
+        })
+        .map_err(|source| CallError::SpawnThread { source })?;
+    let started = Instant::now();
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+    let mut stopped = false;
+    loop {
+        tokio::select! {
+            r = &mut rx => return r.map_err(|_| CallError::Lost),
+            _ = stop.cancelled(), if !stopped => {
+                stopped = true;
+                cancel.cancel();
+            }
+            _ = ticker.tick(), if progress.is_some() && !stopped => {
+                if let Some(p) = &progress {
+                    let secs = started.elapsed().as_secs();
+                    let mut param = ProgressNotificationParam::new(p.token.clone(), secs as f64);
+                    param.message = Some(format!("{tool} running for {secs} s"));
+                    // A client that went away cannot be told; the call goes on.
+                    let _ = p.peer.notify_progress(param).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The MCP tool catalog: each manifest of the project as its own MCP tool
+//! (name, description, `inputSchema` = `inputs.schema`, `outputSchema` when
+//! `outputs.schema` is an object schema, hints derived from the
+//! permissions), plus the three `glee_*` tools of the Glee seed, paginated
+//! with opaque cursors.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{json, Value};
+
+use crate::manifest::model::Manifest;
+use crate::manifest::project::Project;
+
+/// `glee_tool {name, params}`: runs any tool of the project by name.
+pub const GLEE_TOOL: &str = "glee_tool";
+/// `glee_tools_list {}`: the tools, as `[{name, description}]`.
+pub const GLEE_TOOLS_LIST: &str = "glee_tools_list";
+/// `glee_tool_create {name, definition}`: an agent-created tool.
+pub const GLEE_TOOL_CREATE: &str = "glee_tool_create";
+
+/// Tools per `tools/list` page.
+pub const PAGE_SIZE: usize = 50;
+
+const CURSOR_PREFIX: &str = "glovebox-tools:";
+
+/// Errors reading a `tools/list` request.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The cursor is not one this server handed out.
+    #[error("invalid cursor {cursor:?}: pass the nextCursor of the previous page, or none")]
+    Cursor {
+        /// The cursor received.
+        cursor: String,
+    },
+}
+
+/// Whether `name` is one of the `glee_*` tools (a project tool of that
+/// name is reachable through `glee_tool` only).
+pub fn is_builtin(name: &str) -> bool {
+    matches!(name, GLEE_TOOL | GLEE_TOOLS_LIST | GLEE_TOOL_CREATE)
+}
+
+/// Every tool the server offers: the `glee_*` tools first, then the
+/// project's tools by name.
+pub fn tools(project: &Project) -> Vec<Tool> {
+    let mut all = builtins();
+    all.extend(
+        project
+            .tools
+            .iter()
+            .filter(|t| !is_builtin(&t.name))
+            .map(|t| tool(&t.manifest)),
+    );
+    all
+}
+
+/// One page of `all` starting at `cursor`, and the cursor of the next page.
+pub fn page(
+    all: Vec<Tool>,
+    cursor: Option<&str>,
+) -> Result<(Vec<Tool>, Option<String>), CatalogError> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => decode_cursor(c).ok_or_else(|| CatalogError::Cursor {
+            cursor: c.to_string(),
+        })?,
+    };
+    let end = start.saturating_add(PAGE_SIZE).min(all.len());
+    let next = (end < all.len()).then(|| encode_cursor(end));
+    let items = all
+        .into_iter()
+        .skip(start)
+        .take(end.saturating_sub(start))
+        .collect();
+    Ok((items, next))
+}
+
+fn encode_cursor(offset: usize) -> String {
+    hex::encode(format!("{CURSOR_PREFIX}{offset}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let bytes = hex::decode(cursor).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    text.strip_prefix(CURSOR_PREFIX)?.parse().ok()
+}
+
+/// A manifest as an MCP tool.
+pub fn tool(m: &Manifest) -> Tool {
+    let input = match &m.inputs.schema {
+        Value::Object(o) => o.clone(),
+        _ => object_schema(json!({})),
+    };
+    let mut t = Tool::new(m.name.clone(), m.description.clone(), Arc::new(input))
+        .with_annotations(annotations(m));
+    if let Some(Value::Object(o)) = &m.outputs.schema {
+        if o.get("type") == Some(&json!("object")) {
+            t = t.with_raw_output_schema(Arc::new(o.clone()));
+        }
+    }
+    t
+}
+
+/// Hints from the permissions: read-only when nothing is writable and the
+/// network is off, open-world with the network, destructive when anything
+/// is writable. Hints only: the jail enforces the permissions themselves.
+pub fn annotations(m: &Manifest) -> ToolAnnotations {
+    let p = &m.permissions;
+    let writes = !p.fs.write.is_empty();
+    ToolAnnotations::new()
+        .read_only(!writes && !p.network)
+        .destructive(writes)
+        .open_world(p.network)
+}
+
+fn object_schema(properties: Value) -> JsonObject {
+    let mut o = JsonObject::new();
+    o.insert("type".into(), json!("object"));
+    o.insert("properties".into(), properties);
+    o
+}
+
+fn builtins() -> Vec<Tool> {
+    let mut run = object_schema(json!({
+        "name": {"type": "string", "description": "The tool's name (its directory under .glee/tools/)"},
+        "params": {"type": "object", "description": "The tool's parameters, as its inputs.schema describes them"}
+    }));
+    run.insert("required".into(), json!(["name"]));
+    let list = object_schema(json!({}));
+    let mut list_out = object_schema(json!({
+        "tools": {"type": "array", "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "description": {"type": "string"}},
+            "required": ["name", "description"]
+        }}
+    }));
+    list_out.insert("required".into(), json!(["tools"]));
+    let mut create = object_schema(json!({
+        "name": {"type": "string", "description": "The new tool's name: letters, digits, `_` and `-`"},
+        "definition": {"type": "object", "description": "The fields of tool.yml (description, kind, version, inputs, outputs, exec, permissions, approval)"}
+    }));
+    create.insert("required".into(), json!(["name", "definition"]));
+    vec![
+        Tool::new(
+            GLEE_TOOL,
+            "Execute a tool defined in .glee/tools/ by name, jailed under its declared permissions. Call glee_tools_list to see the tools.",
+            Arc::new(run),
+        )
+        .with_annotations(ToolAnnotations::new().open_world(true)),
+        Tool::new(
+            GLEE_TOOLS_LIST,
+            "List the available tools as [{name, description}].",
+            Arc::new(list),
+        )
+        .with_raw_output_schema(Arc::new(list_out))
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .open_world(false),
+        ),
+        Tool::new(
+            GLEE_TOOL_CREATE,
+            "Create a new tool definition (.glee/tools/NAME/tool.yml). Its permissions must lie within the project's ceiling; a person must approve it (glovebox approve NAME) before it runs.",
+            Arc::new(create),
+        )
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .open_world(false),
+        ),
+    ]
+}
+
+/// The `glee_tools_list` answer: `[{name, description}]`.
+pub fn summaries(project: &Project) -> Value {
+    Value::Array(
+        project
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.manifest.description}))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(n: usize) -> Vec<Tool> {
+        (0..n)
+            .map(|i| Tool::new(format!("t{i}"), "d", Arc::new(JsonObject::new())))
+            .collect()
+    }
+
+    #[test]
+    fn pages_cover_everything_once() {
+        let mut seen = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let (items, next) = page(named(123), cursor.as_deref()).unwrap();
+            assert!(items.len() <= PAGE_SIZE);
+            seen.extend(items.into_iter().map(|t| t.name.to_string()));
+            match next {
+                Some(n) => cursor = Some(n),
+                None => break,
+            }
+        }
+        let want: Vec<String> = (0..123).map(|i| format!("t{i}")).collect();
+        assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn a_short_list_has_no_next_cursor() {
+        let (items, next) = page(named(3), None).unwrap();
+        assert_eq!(items.len(), 3);
+        assert!(next.is_none());
+    }
+
+    #[test]
+    fn foreign_cursors_are_refused() {
+        for c in ["", "zz", "10", &hex::encode("other:3")] {
+            assert!(page(named(3), Some(c)).is_err(), "{c}");
+        }
+    }
+}

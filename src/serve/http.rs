@@ -1,0 +1,279 @@
+//! The HTTP server of `glovebox serve`: an axum [`Router`] with MCP's
+//! Streamable HTTP transport mounted at `/mcp` (more routes, such as an
+//! HTTP API, mount on the same router), every route behind one guard:
+//!
+//! - it binds `127.0.0.1:7878` by default, and refuses to bind a
+//!   non-loopback address unless a bearer token is set
+//!   (`GLOVEBOX_API_TOKEN`);
+//! - a request whose `Origin` is present and not a loopback origin
+//!   (`http(s)://localhost|127.0.0.1|[::1]`, any port) is refused with 403,
+//!   so a web page the user visits cannot drive the tools (and `rmcp`
+//!   checks `Host` against DNS rebinding on loopback);
+//! - with a token set, every request needs `Authorization: Bearer TOKEN`
+//!   (compared in constant time), else 401.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use sha2::{Digest, Sha256};
+
+use super::live::Live;
+use super::mcp::Server;
+
+/// Where `glovebox serve` listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+/// The environment variable holding the bearer token.
+pub const TOKEN_ENV: &str = "GLOVEBOX_API_TOKEN";
+
+/// Errors starting or running the HTTP server.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// A non-loopback address without a token would expose every tool.
+    #[error("refusing to listen on {addr} (not a loopback address) without a bearer token: set {TOKEN_ENV}, or listen on 127.0.0.1")]
+    ExposedWithoutToken {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server failed while running.
+    #[error("the HTTP server failed")]
+    Serve {
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How the server is exposed.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address to bind.
+    pub listen: SocketAddr,
+    /// The bearer token every request must carry; `None`: loopback only,
+    /// no token.
+    pub token: Option<String>,
+}
+
+impl Options {
+    /// Refuses a non-loopback address without a token.
+    pub fn check(&self) -> Result<(), HttpError> {
+        if !self.listen.ip().is_loopback() && self.token.is_none() {
+            return Err(HttpError::ExposedWithoutToken { addr: self.listen });
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Guard {
+    token_digest: Option<[u8; 32]>,
+}
+
+/// The router: MCP at `/mcp`, everything behind the Origin and token
+/// guard. Mount further routes with [`Router::merge`] before serving.
+pub fn router(live: Arc<Live>, options: &Options) -> Router {
+    let mut config = StreamableHttpServerConfig::default();
+    if !options.listen.ip().is_loopback() {
+        // Reached by other names than localhost; the token protects it.
+        config = config.disable_allowed_hosts();
+    }
+    let mcp = StreamableHttpService::new(
+        move || Ok(Server::new(live.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let guard = Guard {
+        token_digest: options
+            .token
+            .as_ref()
+            .map(|t| Sha256::digest(t.as_bytes()).into()),
+    };
+    Router::new()
+        .route_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(guard, check_request))
+}
+
+/// Binds `options.listen` and serves `router` until `shutdown` resolves.
+/// `bound` is told the address actually bound (port 0 picks a free one).
+pub async fn serve(
+    router: Router,
+    options: &Options,
+    bound: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), HttpError> {
+    options.check()?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: options.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| HttpError::Bind {
+        addr: options.listen,
+        source,
+    })?;
+    bound(addr);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|source| HttpError::Serve { source })
+}
+
+async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    match admit(&guard, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// Why the guard turned a request away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// `Origin` present and not a loopback origin.
+    CrossOrigin,
+    /// A token is set and the request did not carry it.
+    Unauthorized,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::CrossOrigin => (
+                StatusCode::FORBIDDEN,
+                "cross-origin requests are refused: glovebox serves loopback origins only\n",
+            )
+                .into_response(),
+            Refusal::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "a bearer token is required: Authorization: Bearer $GLOVEBOX_API_TOKEN\n",
+            )
+                .into_response(),
+        }
+    }
+}
+
+fn admit(guard: &Guard, headers: &HeaderMap) -> Result<(), Refusal> {
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        if !origin.to_str().is_ok_and(is_loopback_origin) {
+            return Err(Refusal::CrossOrigin);
+        }
+    }
+    if let Some(want) = &guard.token_digest {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| Sha256::digest(t.trim().as_bytes()));
+        if !given.is_some_and(|g| same_digest(g.as_slice(), want)) {
+            return Err(Refusal::Unauthorized);
+        }
+    }
+    Ok(())
+}
+
+/// Compares two digests in time independent of where they differ.
+fn same_digest(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `http(s)://` + `localhost`, `127.0.0.1` or `[::1]`, any port.
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        match v6.split_once(']') {
+            Some((h, tail)) if tail.is_empty() || tail.starts_with(':') => h,
+            _ => return false,
+        }
+    } else {
+        rest.split(':').next().unwrap_or_default()
+    };
+    let port_ok = match rest.rsplit_once(':') {
+        Some((_, p)) if !rest.ends_with(']') => {
+            p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty()
+        }
+        _ => true,
+    };
+    port_ok && (host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "::1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_origins() {
+        for o in [
+            "http://localhost",
+            "http://localhost:3000",
+            "https://127.0.0.1:8443",
+            "http://[::1]:80",
+            "http://LOCALHOST",
+        ] {
+            assert!(is_loopback_origin(o), "{o}");
+        }
+        for o in [
+            "null",
+            "https://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.evil.example",
+            "http://localhost:80@evil.example",
+            "http://localhost/",
+            "file://",
+            "http://[::1].evil",
+        ] {
+            assert!(!is_loopback_origin(o), "{o}");
+        }
+    }
+
+    #[test]
+    fn non_loopback_needs_a_token() {
+        let mut o = Options {
+            listen: "0.0.0.0:7878".parse().unwrap(),
+            token: None,
+        };
+        assert!(o.check().is_err());
+        o.token = Some("t".into());
+        assert!(o.check().is_ok());
+        o.listen = "127.0.0.1:0".parse().unwrap();
+        o.token = None;
+        assert!(o.check().is_ok());
+    }
+
+    #[test]
+    fn token_guard() {
+        let guard = Guard {
+            token_digest: Some(Sha256::digest(b"s3cret").into()),
+        };
+        let mut h = HeaderMap::new();
+        assert!(admit(&guard, &h).is_err());
+        h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
+        assert!(admit(&guard, &h).is_err());
+        h.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+        assert!(admit(&guard, &h).is_ok());
+        h.insert(header::ORIGIN, "https://evil.example".parse().unwrap());
+        assert_eq!(admit(&guard, &h), Err(Refusal::CrossOrigin));
+    }
+}

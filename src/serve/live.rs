@@ -1,0 +1,122 @@
+//! [`Live`]: the project a server serves, reloaded from disk when its tools
+//! change, and the clients to tell when the tool list did change.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use rmcp::{Peer, RoleServer};
+
+use super::catalog;
+use crate::engine::{Engine, EngineError};
+use crate::manifest::project::Project;
+
+/// Errors loading the project.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The project could not be opened or read.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The reload task failed.
+    #[error("the reload of the project did not finish")]
+    Reload {
+        /// Why.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+/// The served project: an [`Engine`] swapped whole on reload (a call in
+/// flight keeps the engine it started with), and the connected clients.
+pub struct Live {
+    root: PathBuf,
+    engine: RwLock<Arc<Engine>>,
+    fingerprint: Mutex<String>,
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    reloading: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Live").field("root", &self.root).finish()
+    }
+}
+
+fn fingerprint(project: &Project) -> String {
+    serde_json::to_string(&catalog::tools(project)).unwrap_or_default()
+}
+
+impl Live {
+    /// Opens the project at `root` (or the nearest one above the working
+    /// directory).
+    pub fn open(root: Option<&Path>) -> Result<Arc<Live>, LiveError> {
+        let engine = Engine::open(root)?;
+        Ok(Arc::new(Live {
+            root: engine.project().root.clone(),
+            fingerprint: Mutex::new(fingerprint(engine.project())),
+            engine: RwLock::new(Arc::new(engine)),
+            peers: Mutex::new(Vec::new()),
+            reloading: tokio::sync::Mutex::new(()),
+        }))
+    }
+
+    /// The project root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The current engine.
+    pub fn engine(&self) -> Arc<Engine> {
+        self.engine
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Remembers a client to notify when the tool list changes.
+    pub fn add_peer(&self, peer: Peer<RoleServer>) {
+        self.peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(peer);
+    }
+
+    /// Reloads the project from disk; when its tool list changed, sends
+    /// `notifications/tools/list_changed` to every client still connected.
+    /// Returns whether the list changed. On an error the old project stays.
+    pub async fn reload(&self) -> Result<bool, LiveError> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let root = self.root.clone();
+        let engine = tokio::task::spawn_blocking(move || Engine::open(Some(&root)))
+            .await
+            .map_err(|source| LiveError::Reload { source })??;
+        let print = fingerprint(engine.project());
+        let changed = {
+            let mut old = self.fingerprint.lock().unwrap_or_else(|p| p.into_inner());
+            let changed = *old != print;
+            *old = print;
+            changed
+        };
+        *self.engine.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(engine);
+        if changed {
+            self.notify_list_changed().await;
+        }
+        Ok(changed)
+    }
+
+    async fn notify_list_changed(&self) {
+        let peers = std::mem::take(&mut *self.peers.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut alive = Vec::with_capacity(peers.len());
+        for peer in peers {
+            if peer.is_transport_closed() {
+                continue;
+            }
+            if peer.notify_tool_list_changed().await.is_ok() {
+                alive.push(peer);
+            }
+        }
+        self.peers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(alive);
+    }
+}

@@ -1,0 +1,26 @@
+//! The servers: MCP over stdio (`glovebox mcp`) and over Streamable HTTP
+//! (`glovebox serve`, at `/mcp`).
+//!
+//! Both are thin adapters over [`crate::engine::Engine::call`]: validation,
+//! approval, secrets, policy, the jail and the audit log are all decided
+//! there. What lives here is protocol work only:
+//!
+//! - [`catalog`]: the MCP tool list: every manifest as a native tool, plus
+//!   `glee_tool`, `glee_tools_list` and `glee_tool_create`; pagination.
+//! - [`reply`]: an [`crate::run::Outcome`] as an MCP tool result (the one
+//!   place where glovebox errors become MCP errors).
+//! - [`call`]: one call on its own thread, with cancellation and progress.
+//! - [`live`]: the project being served, reloaded when `.glee/tools/`
+//!   changes, and the connected clients told so.
+//! - [`watch`]: the file watcher behind that reload.
+//! - [`mcp`]: the `rmcp` server handler, and the stdio server.
+//! - [`http`]: the HTTP server: a router with `/mcp` mounted behind an
+//!   `Origin` check and an optional bearer token.
+
+pub mod call;
+pub mod catalog;
+pub mod http;
+pub mod live;
+pub mod mcp;
+pub mod reply;
+pub mod watch;
