@@ -273,8 +273,13 @@ impl Engine {
                 name,
                 ErrorKind::ApprovalRequired,
                 format!(
-                    "tool `{name}` requires approval ({}); approve it with `glovebox approve {name}`, or this one call with `glovebox run {name} --yes`",
-                    m.approval.reason.as_deref().unwrap_or("no reason given")
+                    "tool `{name}` requires approval ({}); approve it with `glovebox approve {name}`{}",
+                    m.approval.reason.as_deref().unwrap_or("no reason given"),
+                    if caller.id == "cli" {
+                        format!(", or this one call with `glovebox run {name} --yes`")
+                    } else {
+                        String::new()
+                    }
                 ),
                 json!({"reason": m.approval.reason, "approve_with": format!("glovebox approve {name}")}),
             )));
