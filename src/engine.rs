@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::jail::{self, Output, Spec, Stdin};
 use crate::manifest::discover::resolve;
-use crate::manifest::model::{Exec, Manifest};
+use crate::manifest::model::{CommandExec, Exec, Manifest, PythonExec};
 use crate::manifest::project::{Project, ProjectError, Tool};
 use crate::policy::{Policy, PolicyError};
 use crate::run::{
@@ -316,27 +316,17 @@ impl Engine {
             inputs: &inputs,
             secrets: &secret_values,
         };
+        let job = Job {
+            name,
+            policy: &policy,
+            secrets: &secret_values,
+            redact: &redact,
+            schemas: &schemas,
+            caller,
+        };
         match &m.exec {
-            Exec::Command(exec) => self.run_command(
-                m,
-                exec,
-                &policy,
-                &bindings,
-                &secret_values,
-                &redact,
-                &schemas,
-                caller,
-            ),
-            Exec::Python(exec) => self.run_python(
-                m,
-                exec,
-                &policy,
-                &bindings,
-                &secret_values,
-                &redact,
-                &schemas,
-                caller,
-            ),
+            Exec::Command(exec) => self.run_command(exec, &job, &bindings),
+            Exec::Python(exec) => self.run_python(exec, &job, &bindings),
             Exec::Http(exec) => Ok(run::http::run(
                 &self.project.root,
                 m,
@@ -349,95 +339,56 @@ impl Engine {
         }
     }
 
-    fn spec(
-        &self,
-        policy: &Policy,
-        argv: Vec<std::ffi::OsString>,
-        cwd: PathBuf,
-        secrets: &IndexMap<String, String>,
-    ) -> Spec {
-        let mut spec = Spec::new(argv);
-        spec.cwd = cwd;
-        spec.fs = policy.fs_access();
-        spec.network = policy.network;
-        spec.limits = policy.limits.clone();
-        spec.degraded = policy.degraded;
-        spec.output = Output::Capture;
-        spec.env = secrets.iter().map(|(k, v)| (k.into(), v.into())).collect();
-        spec
+    /// Checks the working directory and returns it resolved.
+    fn cwd(&self, job: &Job<'_>, rel: &str) -> Result<PathBuf, Box<Outcome>> {
+        let cwd = resolve(&self.project.root, rel);
+        job.policy
+            .require_readable("cwd", &cwd)
+            .map_err(|e| policy_failure(job.name, &e))?;
+        Ok(cwd)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run_command(
         &self,
-        m: &Manifest,
-        exec: &crate::manifest::model::CommandExec,
-        policy: &Policy,
+        exec: &CommandExec,
+        job: &Job<'_>,
         bindings: &Bindings<'_>,
-        secrets: &IndexMap<String, String>,
-        redact: &Redactor,
-        schemas: &Schemas,
-        caller: &Caller,
     ) -> Result<Outcome, Box<Outcome>> {
-        let name = &m.name;
+        let name = job.name;
         let root = &self.project.root;
         let program = command::program(root, exec);
         if program.is_absolute() {
-            policy
+            job.policy
                 .require_readable("entrypoint", &program)
                 .map_err(|e| policy_failure(name, &e))?;
         }
-        let cwd = resolve(root, &exec.cwd);
-        policy
-            .require_readable("cwd", &cwd)
-            .map_err(|e| policy_failure(name, &e))?;
+        let cwd = self.cwd(job, &exec.cwd)?;
         let argv = command::argv(root, exec, bindings).map_err(|e| template_failure(name, &e))?;
-        let mut spec = self.spec(policy, argv, cwd, secrets);
-        spec.cancel = caller.cancel.clone();
-        let result =
-            run::start(&spec).map_err(|e| Box::new(run::jail_error(name, &e, &program)))?;
         let format = exec.stdout.format;
         let allowed = exec.exit_codes_ok.clone();
-        Ok(run::finish(
-            name,
-            result,
-            policy.limits.wall,
-            redact,
-            schemas,
-            |r, redact| match r.status {
-                jail::Status::Exited(c) if allowed.contains(&c) => {
-                    run::parse_output(name, &r.stdout, format, redact)
-                }
-                status => Finished::Failed(run::exit_failure(
-                    name,
-                    status,
-                    &redact.text(&String::from_utf8_lossy(&r.stderr)),
-                    &allowed,
-                )),
-            },
-        ))
+        job.execute(job.spec(argv, cwd), &program, |r, redact| match r.status {
+            jail::Status::Exited(c) if allowed.contains(&c) => {
+                run::parse_output(name, &r.stdout, format, redact)
+            }
+            status => Finished::Failed(run::exit_failure(
+                name,
+                status,
+                &redact.text(&String::from_utf8_lossy(&r.stderr)),
+                &allowed,
+            )),
+        })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn run_python(
         &self,
-        m: &Manifest,
-        exec: &crate::manifest::model::PythonExec,
-        policy: &Policy,
+        exec: &PythonExec,
+        job: &Job<'_>,
         bindings: &Bindings<'_>,
-        secrets: &IndexMap<String, String>,
-        redact: &Redactor,
-        schemas: &Schemas,
-        caller: &Caller,
     ) -> Result<Outcome, Box<Outcome>> {
-        let name = &m.name;
-        let root = &self.project.root;
-        let interpreter = python::Interpreter::locate(root, exec)
+        let name = job.name;
+        let interpreter = python::Interpreter::locate(&self.project.root, exec)
             .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
-        let cwd = resolve(root, &exec.cwd);
-        policy
-            .require_readable("cwd", &cwd)
-            .map_err(|e| policy_failure(name, &e))?;
+        let cwd = self.cwd(job, &exec.cwd)?;
         let mut args = Vec::with_capacity(exec.args.len());
         for t in &exec.args {
             if let Some(v) =
@@ -446,18 +397,12 @@ impl Engine {
                 args.push(v);
             }
         }
-        let mut spec = self.spec(policy, interpreter.argv(), cwd.clone(), secrets);
+        let mut spec = job.spec(interpreter.argv(), cwd.clone());
         spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args));
-        spec.cancel = caller.cancel.clone();
-        let result = run::start(&spec)
-            .map_err(|e| Box::new(run::jail_error(name, &e, &interpreter.program)))?;
         let returns = exec.returns;
-        Ok(run::finish(
-            name,
-            result,
-            policy.limits.wall,
-            redact,
-            schemas,
+        job.execute(
+            spec,
+            &interpreter.program,
             |r, redact| match python::reply(&r.stdout) {
                 Some(python::Reply::Returned(v)) => {
                     Finished::Output(redact.value(match (returns, v) {
@@ -495,6 +440,56 @@ impl Engine {
                     )),
                 },
             },
+        )
+    }
+}
+
+/// What every kind of run needs from the decisions already made.
+struct Job<'a> {
+    name: &'a str,
+    policy: &'a Policy,
+    secrets: &'a IndexMap<String, String>,
+    redact: &'a Redactor,
+    schemas: &'a Schemas,
+    caller: &'a Caller,
+}
+
+impl Job<'_> {
+    /// The jail spec for `argv` in `cwd` under the policy, with the
+    /// declared secrets in its environment and the caller's cancel token.
+    fn spec(&self, argv: Vec<std::ffi::OsString>, cwd: PathBuf) -> Spec {
+        let mut spec = Spec::new(argv);
+        spec.cwd = cwd;
+        spec.fs = self.policy.fs_access();
+        spec.network = self.policy.network;
+        spec.limits = self.policy.limits.clone();
+        spec.degraded = self.policy.degraded;
+        spec.output = Output::Capture;
+        spec.env = self
+            .secrets
+            .iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        spec.cancel = self.caller.cancel.clone();
+        spec
+    }
+
+    /// Runs `spec` and reads its result with `read`.
+    fn execute(
+        &self,
+        spec: Spec,
+        program: &std::path::Path,
+        read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
+    ) -> Result<Outcome, Box<Outcome>> {
+        let result =
+            run::start(&spec).map_err(|e| Box::new(run::jail_error(self.name, &e, program)))?;
+        Ok(run::finish(
+            self.name,
+            result,
+            self.policy.limits.wall,
+            self.redact,
+            self.schemas,
+            read,
         ))
     }
 }
