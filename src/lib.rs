@@ -28,6 +28,10 @@
 //! - [`jail`]: the confined child process — Landlock, seccomp, PID / mount /
 //!   IPC (/ user / network) namespaces, cgroup limits, capability drop, a
 //!   scrubbed environment; every `unsafe` block lives in its `sys` module.
+//! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
+//!   content, agent-created tools under the project's permission ceiling,
+//!   the HMAC-chained audit log, and glovebox's own state directory, which
+//!   no jail may read or write.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
 //!   tool catalog, results, cancellable calls, live reload.
 //!
