@@ -179,9 +179,9 @@ impl Log {
             nix::fcntl::FlockArg::LockExclusive,
         )
         .map_err(|(_, e)| self.io(e.into()))?;
-        let mut text = String::new();
-        file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
-        file.read_to_string(&mut text).map_err(|e| self.io(e))?;
+        // Only the end of the log matters: the last complete line's mac,
+        // and whether a crash left the very last line unterminated.
+        let text = tail(&mut file).map_err(|e| self.io(e))?;
         let prev = last_mac(&text);
         let mut line = format!("[{}] {}", now(), event.kind);
         for (k, v) in &event.fields {
@@ -293,6 +293,33 @@ impl Log {
 
 /// The mac of the last complete line (an unterminated one is an
 /// interrupted write and is not chained to).
+/// The end of `file`, from the start of its last complete line (or the
+/// whole file when it is short): enough to chain to, without reading a log
+/// that grows with every call.
+fn tail(file: &mut std::fs::File) -> std::io::Result<String> {
+    let len = file.seek(SeekFrom::End(0))?;
+    let mut window: u64 = 8 * 1024;
+    loop {
+        let start = len.saturating_sub(window);
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        // Enough when the window holds a full line before the last one
+        // (two newlines: the end of an earlier line and of the last one).
+        if start == 0 || text.matches('\n').count() >= 2 {
+            return Ok(if start == 0 {
+                text
+            } else {
+                // Drop the partial first line of the window.
+                text.split_once('\n')
+                    .map_or(text.clone(), |(_, rest)| rest.to_string())
+            });
+        }
+        window = window.saturating_mul(4);
+    }
+}
+
 fn last_mac(text: &str) -> String {
     text.split_inclusive('\n')
         .rfind(|l| l.ends_with('\n'))

@@ -441,3 +441,28 @@ fn dir_contains(dir: &Path, needle: &str) -> bool {
             }
         })
 }
+
+#[test]
+fn a_long_log_still_chains_when_appends_read_only_its_tail() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.f.tool(&command_tool(
+        "echo",
+        schema(json!({"w": {"type": "string"}})),
+        json!({"entrypoint": "true", "args": ["${w}"]}),
+        read_root(),
+    ));
+    // Lines of ~3 KiB: the log soon exceeds the 8 KiB tail window, and one
+    // line of 40 KiB exceeds it on its own.
+    for i in 0..12 {
+        let w = format!("{i}-{}", "x".repeat(3000));
+        p.run("echo", &[&format!("w={w}")]).assert_ok();
+    }
+    p.run("echo", &[&format!("w={}", "y".repeat(40_000))]).assert_ok();
+    p.run("echo", &["w=last"]).assert_ok();
+    assert!(p.log().len() > 60_000);
+    assert_eq!(p.log().lines().count(), 14);
+    assert!(p.verify(), "the chain must hold across the window");
+}
