@@ -460,7 +460,8 @@ fn a_long_log_still_chains_when_appends_read_only_its_tail() {
         let w = format!("{i}-{}", "x".repeat(3000));
         p.run("echo", &[&format!("w={w}")]).assert_ok();
     }
-    p.run("echo", &[&format!("w={}", "y".repeat(40_000))]).assert_ok();
+    p.run("echo", &[&format!("w={}", "y".repeat(40_000))])
+        .assert_ok();
     p.run("echo", &["w=last"]).assert_ok();
     assert!(p.log().len() > 60_000);
     assert_eq!(p.log().lines().count(), 14);
