@@ -17,6 +17,7 @@ use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
 use crate::jail::{self, Output, Spec, Stdin};
+use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{CommandExec, Exec, Manifest, PythonExec};
 use crate::manifest::project::{Project, ProjectError, Tool};
@@ -94,8 +95,9 @@ impl Engine {
         self.project.tool(name)
     }
 
-    /// The effective policy of a tool.
-    pub fn policy(&self, name: &str) -> Result<Policy, Box<Outcome>> {
+    /// The tool (its manifest lints clean) and the project config (valid),
+    /// or the Outcome that says which is not.
+    fn tool_and_config(&self, name: &str) -> Result<(&Tool, &Config), Box<Outcome>> {
         let tool = self
             .project
             .tool(name)
@@ -104,6 +106,12 @@ impl Engine {
             .project
             .config()
             .map_err(|e| project_failure(name, &e))?;
+        Ok((tool, config))
+    }
+
+    /// The effective policy of a tool.
+    pub fn policy(&self, name: &str) -> Result<Policy, Box<Outcome>> {
+        let (tool, config) = self.tool_and_config(name)?;
         Policy::for_tool(&self.project.root, &tool.manifest, config)
             .map_err(|e| policy_failure(name, &e))
     }
@@ -220,14 +228,7 @@ impl Engine {
         params: Value,
         caller: &Caller,
     ) -> Result<Outcome, Box<Outcome>> {
-        let tool = self
-            .project
-            .tool(name)
-            .map_err(|e| project_failure(name, &e))?;
-        let config = self
-            .project
-            .config()
-            .map_err(|e| project_failure(name, &e))?;
+        let (tool, config) = self.tool_and_config(name)?;
         let m = &tool.manifest;
         let schemas = self.schemas(m)?;
 
