@@ -45,4 +45,4 @@ pub use model::{
     Approval, CommandExec, Example, Exec, Field, Format, FsPermissions, HttpExec, Inputs, Kind,
     Manifest, Method, Outputs, Permissions, PythonExec, Response, Secret, SecretType, Stdout,
 };
-pub use project::{Project, ProjectError, Tool};
+pub use project::{Origin, Project, ProjectError, Tool};

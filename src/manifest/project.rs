@@ -13,15 +13,32 @@ use super::model::Manifest;
 use super::schema::did_you_mean;
 use super::yaml::{Position, MAX_DOCUMENT_BYTES};
 
+/// The format a tool was written in. Every format is mapped onto the same
+/// [`Manifest`] model, so validation, policy, the jail and the audit log are
+/// shared; the origin only says where it came from and what differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A v2 tool directory: `.glee/tools/<name>/tool.yml`.
+    Dir,
+    /// A Glee v1 single-file tool: `.glee/tools/<name>.yml` (legacy).
+    V1,
+    /// An entry of an agentcli `tools.json`.
+    AgentCli,
+    /// A built-in shipped with glovebox (GLM-CLI's file tools).
+    Builtin,
+}
+
 /// A tool whose manifest loaded without errors.
 #[derive(Debug, Clone)]
 pub struct Tool {
     /// The tool's name (= its directory name).
     pub name: String,
-    /// Absolute path of its `tool.yml`.
+    /// Absolute path of its manifest file (`tool.yml` for [`Origin::Dir`]).
     pub file: PathBuf,
     /// The normalised manifest.
     pub manifest: Manifest,
+    /// The format it was written in.
+    pub origin: Origin,
 }
 
 /// A project root with its config and tools.
@@ -114,6 +131,7 @@ impl Project {
                         name: entry.name.clone(),
                         file: entry.file.clone(),
                         manifest,
+                        origin: Origin::Dir,
                     });
                 }
                 (None, found) => {
