@@ -301,6 +301,26 @@ fn every_documented_error_message_byte_for_byte() {
 }
 
 #[test]
+fn lint_points_at_the_line_and_rejects_unusable_names() {
+    let p = Project::with_text(
+        "{\"tools\": [\n  {\"name\": \"a\",\n   \"command\": [\"./bin/a\"]},\n  {\"name\": \"no spaces\", \"command\": [\"/bin/true\"]}\n]}\n",
+    );
+    let file = p.tools_json();
+    let out = p.gb(&["--tools-json", file.to_str().unwrap(), "lint"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "tools.json:3:16: error[agentcli-invalid] a: tool[0] \"a\": relative command[0] must start with ./tools/bin/",
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("tools.json:4:12: error[agentcli-invalid] no spaces: tool[1] \"no spaces\": invalid name for glovebox"),
+        "{text}"
+    );
+}
+
+#[test]
 fn unknown_keys_warn_and_bad_json_is_one_clear_error() {
     let p = Project::new(&probe_tool(json!({"timeout": 3})));
     let (code, found) = lint_messages(&p);

@@ -99,6 +99,10 @@ pub struct Finding {
     pub rule: Rule,
     /// The message; for the seed's cases exactly agentcli's text.
     pub message: String,
+    /// The entry's name, when it has one.
+    pub name: Option<String>,
+    /// JSON pointer of the offending node (`/tools/2/command`).
+    pub pointer: String,
 }
 
 /// The result of [`check`].
@@ -174,6 +178,22 @@ fn clean(path: &str) -> String {
     }
 }
 
+/// A JSON pointer from unescaped tokens.
+fn pointer(tokens: &[&str]) -> String {
+    super::yaml::pointer_of(tokens.iter().copied())
+}
+
+/// Whether `name` is a valid glovebox tool name (as in `tool.schema.json`:
+/// `^[A-Za-z0-9_][A-Za-z0-9_.-]*$`, at most 64 characters).
+fn is_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 64
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
 /// Whether `name` matches `[A-Z_][A-Z0-9_]*`.
 fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -220,6 +240,8 @@ pub fn check(text: &str) -> Checked {
         out.findings.push(Finding {
             rule: Rule::AgentCliInvalid,
             message,
+            name: None,
+            pointer: String::new(),
         })
     };
     let root: Value = match serde_json::from_str(text) {
@@ -243,6 +265,8 @@ pub fn check(text: &str) -> Checked {
         out.findings.push(Finding {
             rule: Rule::AgentCliUnknownKey,
             message: format!("unknown top-level key {} is ignored", go_quote(key)),
+            name: None,
+            pointer: pointer(&[key]),
         });
     }
     let tools = match top.get("tools") {
@@ -292,31 +316,43 @@ fn check_entry(
     duplicated: &mut Vec<String>,
     findings: &mut Vec<Finding>,
 ) -> Option<Entry> {
-    let mut error = |message: String| {
+    let before = findings.len();
+    let index = i.to_string();
+    let mut error = |at: &[&str], message: String| {
+        let mut tokens = vec!["tools", index.as_str()];
+        tokens.extend_from_slice(at);
         findings.push(Finding {
             rule: Rule::AgentCliInvalid,
             message,
-        })
+            name: None,
+            pointer: pointer(&tokens),
+        });
     };
     let Some(obj) = raw.as_object() else {
-        error(format!("tool[{i}]: must be an object"));
+        error(&[], format!("tool[{i}]: must be an object"));
         return None;
     };
     let name = match obj.get("name") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(_) => {
-            error(format!("tool[{i}]: \"name\" must be a string"));
+            error(&["name"], format!("tool[{i}]: \"name\" must be a string"));
             return None;
         }
     };
     if name.is_empty() {
-        error(format!("tool[{i}]: name is required"));
+        error(&["name"], format!("tool[{i}]: name is required"));
         return None;
     }
     let prefix = format!("tool[{i}] {}", go_quote(&name));
+    if !is_tool_name(&name) {
+        error(
+            &["name"],
+            format!("{prefix}: invalid name for glovebox (must match [A-Za-z0-9_][A-Za-z0-9_.-]*, at most 64 characters: it names the tool over MCP, in exports, approvals and the audit log)"),
+        );
+    }
     if seen.contains_key(&name) {
-        error(format!("{prefix}: duplicate name"));
+        error(&["name"], format!("{prefix}: duplicate name"));
         if !duplicated.contains(&name) {
             duplicated.push(name.clone());
         }
@@ -327,7 +363,10 @@ fn check_entry(
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(_) => {
-            error(format!("{prefix}: \"description\" must be a string"));
+            error(
+                &["description"],
+                format!("{prefix}: \"description\" must be a string"),
+            );
             String::new()
         }
     };
@@ -335,14 +374,18 @@ fn check_entry(
         None | Some(Value::Null) => None,
         Some(v @ (Value::Object(_) | Value::Bool(_))) => {
             if let Err(e) = crate::validate::Schemas::compile(v, None) {
-                error(format!(
-                    "{prefix}: schema is not a valid JSON Schema: {e}; fix the schema"
-                ));
+                error(
+                    &["schema"],
+                    format!("{prefix}: schema is not a valid JSON Schema: {e}; fix the schema"),
+                );
             }
             Some(v.clone())
         }
         Some(_) => {
-            error(format!("{prefix}: \"schema\" must be a JSON Schema object"));
+            error(
+                &["schema"],
+                format!("{prefix}: \"schema\" must be a JSON Schema object"),
+            );
             None
         }
     };
@@ -356,44 +399,61 @@ fn check_entry(
             match strings {
                 Some(s) => s,
                 None => {
-                    error(format!("{prefix}: \"command\" must be an array of strings"));
+                    error(
+                        &["command"],
+                        format!("{prefix}: \"command\" must be an array of strings"),
+                    );
                     Vec::new()
                 }
             }
         }
         Some(_) => {
-            error(format!("{prefix}: \"command\" must be an array of strings"));
+            error(
+                &["command"],
+                format!("{prefix}: \"command\" must be an array of strings"),
+            );
             Vec::new()
         }
     };
     match command.first() {
-        None => error(format!("{prefix}: command must have at least program name")),
-        Some(program) if program.is_empty() => {
-            error(format!("{prefix}: command[0] must not be empty"))
-        }
+        None => error(
+            &["command"],
+            format!("{prefix}: command must have at least program name"),
+        ),
+        Some(program) if program.is_empty() => error(
+            &["command", "0"],
+            format!("{prefix}: command[0] must not be empty"),
+        ),
         Some(program) if !program.starts_with('/') => {
             if let Some(message) = command_path_error(&prefix, program) {
-                error(message);
+                error(&["command", "0"], message);
             }
         }
         Some(_) => {}
     }
     if command.iter().any(|a| a.contains('\0')) {
-        error(format!("{prefix}: command must not contain NUL bytes"));
+        error(
+            &["command"],
+            format!("{prefix}: command must not contain NUL bytes"),
+        );
     }
     let timeout_sec = match obj.get("timeoutSec") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => match n.as_u64() {
             Some(0) | None => {
-                error(format!(
-                    "{prefix}: timeoutSec must be a positive integer (got {n})"
-                ));
+                error(
+                    &["timeoutSec"],
+                    format!("{prefix}: timeoutSec must be a positive integer (got {n})"),
+                );
                 None
             }
             Some(s) => Some(s),
         },
         Some(_) => {
-            error(format!("{prefix}: timeoutSec must be a positive integer"));
+            error(
+                &["timeoutSec"],
+                format!("{prefix}: timeoutSec must be a positive integer"),
+            );
             None
         }
     };
@@ -403,17 +463,23 @@ fn check_entry(
         Some(Value::Array(items)) => {
             for (j, item) in items.iter().enumerate() {
                 let Some(k) = item.as_str() else {
-                    error(format!("{prefix}: envPassthrough[{j}]: must be a string"));
+                    error(
+                        &["envPassthrough", &j.to_string()],
+                        format!("{prefix}: envPassthrough[{j}]: must be a string"),
+                    );
                     continue;
                 };
                 let trimmed = k.trim();
                 if trimmed.is_empty() {
-                    error(format!("{prefix}: envPassthrough[{j}]: empty name"));
+                    error(
+                        &["envPassthrough", &j.to_string()],
+                        format!("{prefix}: envPassthrough[{j}]: empty name"),
+                    );
                     continue;
                 }
                 let upper = trimmed.to_uppercase();
                 if !is_env_name(&upper) {
-                    error(format!(
+                    error(&["envPassthrough", &j.to_string()], format!(
                         "{prefix}: envPassthrough[{j}]: invalid name {} (must match [A-Z_][A-Z0-9_]*)",
                         go_quote(k)
                     ));
@@ -424,22 +490,23 @@ fn check_entry(
                 }
             }
         }
-        Some(_) => error(format!(
-            "{prefix}: \"envPassthrough\" must be an array of strings"
-        )),
+        Some(_) => error(
+            &["envPassthrough"],
+            format!("{prefix}: \"envPassthrough\" must be an array of strings"),
+        ),
     }
     let permissions = match obj.get("permissions") {
         None | Some(Value::Null) => None,
         Some(v) => match serde_json::from_value::<Permissions>(v.clone()) {
             Ok(p) if !p.secrets.is_empty() => {
-                error(format!(
+                error(&["permissions", "secrets"], format!(
                     "{prefix}: permissions.secrets is not supported in tools.json; list the variables in envPassthrough"
                 ));
                 None
             }
             Ok(p) => Some(p),
             Err(e) => {
-                error(format!(
+                error(&["permissions"], format!(
                     "{prefix}: permissions: {e}; the glovebox extension takes {{\"network\": bool, \"fs\": {{\"read\": [...], \"write\": [...]}}}}"
                 ));
                 None
@@ -453,7 +520,12 @@ fn check_entry(
                 "{prefix}: unknown key {} is ignored (agentcli ignores it too)",
                 go_quote(key)
             ),
+            name: None,
+            pointer: pointer(&["tools", &index, key]),
         });
+    }
+    for f in &mut findings[before..] {
+        f.name = Some(name.clone());
     }
     Some(Entry {
         index: i,
@@ -567,13 +639,15 @@ pub fn load(
         .take(MAX_FILE_BYTES as u64 + 1)
         .read_to_string(&mut text)
         .map_err(read_error)?;
-    let diagnostic = |rule: Rule, message: String| {
-        Diagnostic::new(rule, display, None, Position::START, message)
+    let diagnostic = |rule: Rule, name: Option<&str>, at: Position, message: String| {
+        Diagnostic::new(rule, display, name, at, message)
     };
     let mut loaded = Loaded::default();
     if text.len() > MAX_FILE_BYTES {
         loaded.diagnostics.push(diagnostic(
             Rule::FileUnreadable,
+            None,
+            Position::START,
             format!("file is larger than the {MAX_FILE_BYTES}-byte limit; split the tools"),
         ));
         return Ok(loaded);
@@ -582,15 +656,51 @@ pub fn load(
         .parent()
         .map_or_else(|| root.to_path_buf(), Path::to_path_buf);
     let checked = check(&text);
+    // JSON is YAML: the YAML reader gives line:col of each node (best
+    // effort; 1:1 when it cannot read the text).
+    let index = super::yaml::parse(&text).ok().map(|d| d.positions);
+    let at = |pointer: &str| {
+        index
+            .as_ref()
+            .map_or(Position::START, |ix| ix.value(pointer))
+    };
     loaded.rejected = checked.rejected;
     loaded.diagnostics = checked
         .findings
         .into_iter()
-        .map(|f| diagnostic(f.rule, f.message))
+        .map(|f| diagnostic(f.rule, f.name.as_deref(), at(&f.pointer), f.message))
         .collect();
     let ceiling = config.and_then(|c| c.security.max_permissions.as_ref());
     for entry in &checked.entries {
         let m = manifest(&dir, entry);
+        if let Some(extra) = &entry.permissions {
+            let lists = [("read", &extra.fs.read), ("write", &extra.fs.write)];
+            for (which, paths) in lists {
+                for (j, p) in paths.iter().enumerate() {
+                    let resolved = resolve(&dir, p);
+                    if !resolved.starts_with(&dir) {
+                        loaded.diagnostics.push(diagnostic(
+                            Rule::PathLeavesRoot,
+                            Some(&entry.name),
+                            at(&pointer(&[
+                                "tools",
+                                &entry.index.to_string(),
+                                "permissions",
+                                "fs",
+                                which,
+                                &j.to_string(),
+                            ])),
+                            format!(
+                                "tool[{}] {}: permissions.fs.{which}[{j}] {} reaches outside the tools.json directory ({resolved:?}); make sure that is intended",
+                                entry.index,
+                                go_quote(&entry.name),
+                                go_quote(p)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
         if let (Some(ceiling), Some(extra)) = (ceiling, &entry.permissions) {
             let mut asked = m.clone();
             asked.permissions = Permissions {
@@ -610,6 +720,8 @@ pub fn load(
             if !excess.is_empty() {
                 loaded.diagnostics.push(diagnostic(
                     Rule::ExceedsCeiling,
+                    Some(&entry.name),
+                    at(&pointer(&["tools", &entry.index.to_string(), "permissions"])),
                     format!(
                         "tool[{}] {}: permissions exceed security.max_permissions: {}; narrow them or raise the ceiling in .glee/config.yml",
                         entry.index,
