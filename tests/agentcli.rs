@@ -695,7 +695,7 @@ fn mcp_serves_a_tools_json() {
         call["result"]["structuredContent"]["timezone"], "UTC",
         "{call}"
     );
-    drop(send);
+    drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -290,12 +290,8 @@ pub fn check(text: &str) -> Checked {
             .any(|f| f.rule == Rule::AgentCliInvalid);
         match entry {
             Some(e) if !failed => out.entries.push(e),
-            Some(e) => {
-                if !out.rejected.contains(&e.name) {
-                    out.rejected.push(e.name);
-                }
-            }
-            None => {}
+            Some(e) if !out.rejected.contains(&e.name) => out.rejected.push(e.name),
+            _ => {}
         }
     }
     // A name given twice is ambiguous: none of its entries runs.
