@@ -56,6 +56,7 @@ pub fn covered_files(root: &Path, tool: &Tool) -> Vec<PathBuf> {
     let mut files = vec![tool.file.clone()];
     match &tool.manifest.exec {
         Exec::Command(c) if c.entrypoint.contains('/') => files.push(resolve(root, &c.entrypoint)),
+        Exec::AgentCli(a) => files.extend(a.command.first().map(PathBuf::from)),
         Exec::Python(p) => {
             let base = resolve(root, &p.cwd).join(p.module.replace('.', "/"));
             let module = base.with_extension("py");

@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 use crate::jail::{self, Output, Spec, Stdin};
 use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
-use crate::manifest::model::{CommandExec, Exec, Manifest, PythonExec};
+use crate::manifest::model::{AgentCliExec, CommandExec, Exec, Manifest, PythonExec};
 use crate::manifest::project::{Project, ProjectError, Tool};
 use crate::policy::{Policy, PolicyError};
 use crate::run::{
@@ -75,6 +75,15 @@ impl Engine {
     /// directory).
     pub fn open(root: Option<&Path>) -> Result<Engine, EngineError> {
         Ok(Engine::new(Project::discover(root)?))
+    }
+
+    /// Opens the project with an explicit agentcli `tools.json`
+    /// (`--tools-json`; see [`Project::discover_with`]).
+    pub fn open_with(
+        root: Option<&Path>,
+        tools_json: Option<&Path>,
+    ) -> Result<Engine, EngineError> {
+        Ok(Engine::new(Project::discover_with(root, tools_json)?))
     }
 
     /// An engine over an already loaded project.
@@ -174,6 +183,19 @@ impl Engine {
         }
     }
 
+    /// For an agentcli tool, the names (never the values) of the
+    /// `envPassthrough` variables the caller has set, as a JSON array.
+    fn env_keys(&self, name: &str, caller: &Caller) -> Option<String> {
+        let tool = self.project.tool(name).ok()?;
+        if !matches!(tool.manifest.exec, Exec::AgentCli(_)) {
+            return None;
+        }
+        let names: Vec<String> = secrets::available(&tool.manifest.permissions, &caller.secrets)
+            .into_keys()
+            .collect();
+        serde_json::to_string(&names).ok()
+    }
+
     fn log_call(
         &self,
         name: &str,
@@ -212,6 +234,9 @@ impl Engine {
                     ));
                 }
                 fields.push(("duration_ms", outcome.duration_ms.to_string()));
+                if let Some(keys) = self.env_keys(name, caller) {
+                    fields.push(("envKeys", keys));
+                }
                 fields.push(("caller", caller.id.clone()));
                 audit::Event {
                     kind: "TOOL_EXECUTED",
@@ -236,6 +261,11 @@ impl Engine {
             Value::Object(Map::new())
         } else {
             params
+        };
+        // An agentcli tool gets the arguments as the caller sent them.
+        let stdin = match &m.exec {
+            Exec::AgentCli(_) => serde_json::to_vec(&params).ok(),
+            _ => None,
         };
         let params = schemas.check_input(params).map_err(|violations| {
             let summary = violations
@@ -328,6 +358,7 @@ impl Engine {
         match &m.exec {
             Exec::Command(exec) => self.run_command(exec, &job, &bindings),
             Exec::Python(exec) => self.run_python(exec, &job, &bindings),
+            Exec::AgentCli(exec) => self.run_agentcli(exec, &job, stdin.unwrap_or_default()),
             Exec::Http(exec) => Ok(run::http::run(
                 &self.project.root,
                 m,
@@ -377,6 +408,35 @@ impl Engine {
                 &redact.text(&String::from_utf8_lossy(&r.stderr)),
                 &allowed,
             )),
+        })
+    }
+
+    fn run_agentcli(
+        &self,
+        exec: &AgentCliExec,
+        job: &Job<'_>,
+        stdin: Vec<u8>,
+    ) -> Result<Outcome, Box<Outcome>> {
+        let name = job.name;
+        let Some(program) = exec.command.first().map(PathBuf::from) else {
+            return Err(Box::new(Outcome::failure(
+                name,
+                ErrorKind::ManifestInvalid,
+                "the tool's command is empty",
+                json!({}),
+            )));
+        };
+        if program.is_absolute() {
+            job.policy
+                .require_readable("command[0]", &program)
+                .map_err(|e| policy_failure(name, &e))?;
+        }
+        let cwd = self.cwd(job, &exec.dir)?;
+        let argv = exec.command.iter().map(Into::into).collect();
+        let mut spec = job.spec(argv, cwd);
+        spec.stdin = Stdin::Bytes(stdin);
+        job.execute(spec, &program, |r, redact| {
+            run::agentcli::read(name, r, redact)
         })
     }
 

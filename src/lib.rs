@@ -12,7 +12,10 @@
 //! ```
 //!
 //! - [`manifest`]: the model of `tool.yml`, YAML with positions, discovery
-//!   of the project root, `.glee/config.yml`, and lint with file:line:col.
+//!   of the project root, `.glee/config.yml`, and lint with file:line:col;
+//!   [`manifest::agentcli`] maps an agentcli `tools.json` onto the same
+//!   model (run by [`run::agentcli`]: arguments on stdin, one JSON line
+//!   back, jailed to the tools.json directory by default).
 //! - [`validate`]: inputs and outputs against their JSON Schemas.
 //! - [`template`]: one-pass `${name}` expansion, typed per context.
 //! - [`policy`]: manifest ∪ profile baseline ∪ runtime → what the jail

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use glovebox::approval::Store;
 use glovebox::audit::{Event, Log};
-use glovebox::engine::Engine;
 use glovebox::manifest::yaml;
 
 use super::{Cli, EXIT_USAGE};
@@ -20,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = Engine::open(cli.root.as_deref())?;
+    let engine = super::engine(cli)?;
     let tool = match engine.tool(&args.name) {
         Ok(t) => t,
         Err(e) => {

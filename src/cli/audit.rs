@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use glovebox::audit::Log;
-use glovebox::manifest::discover;
 
 use super::Cli;
 
@@ -24,7 +23,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let root = discover::find_root(cli.root.as_deref())?;
+    let root = super::project(cli)?.root;
     let log = Log::for_project(&root)?;
     if args.verify {
         let v = log.verify()?;

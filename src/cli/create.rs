@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use glovebox::create::{self, CreateError};
-use glovebox::manifest::{project::Project, yaml};
+use glovebox::manifest::yaml;
 
 use super::{Cli, EXIT_USAGE};
 
@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let project = Project::discover(cli.root.as_deref())?;
+    let project = super::project(cli)?;
     let text = std::fs::read_to_string(&args.definition)
         .with_context(|| format!("cannot read {}", args.definition.display()))?;
     let definition = yaml::parse(&text)

@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use glovebox::engine::Engine;
-
 use super::Cli;
 
 #[derive(Debug, clap::Args)]
@@ -16,7 +14,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = Engine::open(cli.root.as_deref())?;
+    let engine = super::engine(cli)?;
     match engine.policy(&args.name) {
         Ok(policy) => {
             if args.json {

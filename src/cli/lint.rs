@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use glovebox::manifest::{Project, Severity};
+use glovebox::manifest::Severity;
 
 use super::Cli;
 
@@ -14,8 +14,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    super::refuse_tools_json(cli)?;
-    let project = Project::discover(cli.root.as_deref())?;
+    let project = super::project(cli)?;
     let count = |severity| {
         project
             .diagnostics

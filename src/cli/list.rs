@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use glovebox::manifest::Project;
-
 use super::Cli;
 
 #[derive(Debug, clap::Args)]
@@ -14,8 +12,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    super::refuse_tools_json(cli)?;
-    let project = Project::discover(cli.root.as_deref())?;
+    let project = super::project(cli)?;
     if args.json {
         let tools: Vec<_> = project
             .tools

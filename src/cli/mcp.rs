@@ -3,16 +3,15 @@
 
 use std::process::ExitCode;
 
-use glovebox::serve::{live::Live, mcp, watch};
+use glovebox::serve::{mcp, watch};
 
-use super::{refuse_tools_json, Cli};
+use super::Cli;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
 pub fn run(cli: &Cli, _args: &Args) -> anyhow::Result<ExitCode> {
-    refuse_tools_json(cli)?;
-    let live = Live::open(cli.root.as_deref())?;
+    let live = super::live(cli)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

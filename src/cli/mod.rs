@@ -37,7 +37,9 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
 
-    /// Load tools from an agentcli `tools.json` file.
+    /// Load tools from an agentcli `tools.json` file (root: --root, else
+    /// the file's directory). Without it, a `tools.json` in the root is
+    /// loaded too.
     #[arg(long = "tools-json", global = true, value_name = "FILE")]
     pub tools_json: Option<PathBuf>,
 
@@ -73,12 +75,25 @@ pub enum Command {
     Serve(serve::Args),
 }
 
-/// Fails for commands that do not read `--tools-json` files yet.
-fn refuse_tools_json(cli: &Cli) -> anyhow::Result<()> {
-    if cli.tools_json.is_some() {
-        anyhow::bail!("--tools-json is not supported by this command yet; use a .glee/ project");
-    }
-    Ok(())
+/// The project named by `--root` / `--tools-json` (or found from the
+/// working directory).
+fn project(cli: &Cli) -> anyhow::Result<glovebox::manifest::Project> {
+    Ok(glovebox::manifest::Project::discover_with(
+        cli.root.as_deref(),
+        cli.tools_json.as_deref(),
+    )?)
+}
+
+/// The engine over [`project`].
+fn engine(cli: &Cli) -> Result<glovebox::engine::Engine, glovebox::engine::EngineError> {
+    glovebox::engine::Engine::open_with(cli.root.as_deref(), cli.tools_json.as_deref())
+}
+
+/// The live (reloading) project for the servers.
+fn live(
+    cli: &Cli,
+) -> Result<std::sync::Arc<glovebox::serve::live::Live>, glovebox::serve::live::LiveError> {
+    glovebox::serve::live::Live::open_with(cli.root.as_deref(), cli.tools_json.as_deref())
 }
 
 /// Parses the command line and runs the chosen command.

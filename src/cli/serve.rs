@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use glovebox::serve::http::{self, Options, DEFAULT_LISTEN, TOKEN_ENV};
-use glovebox::serve::{live::Live, watch};
+use glovebox::serve::watch;
 
-use super::{refuse_tools_json, Cli};
+use super::Cli;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,13 +19,12 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    refuse_tools_json(cli)?;
     let options = Options {
         listen: args.listen,
         token: std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()),
     };
     options.check()?;
-    let live = Live::open(cli.root.as_deref())?;
+    let live = super::live(cli)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

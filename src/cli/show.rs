@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use glovebox::manifest::{yaml, Project, ProjectError};
+use glovebox::manifest::{yaml, ProjectError};
 
 use super::Cli;
 
@@ -16,8 +16,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    super::refuse_tools_json(cli)?;
-    let project = Project::discover(cli.root.as_deref())?;
+    let project = super::project(cli)?;
     let tool = match project.tool(&args.name) {
         Ok(tool) => tool,
         Err(ProjectError::ToolInvalid { name, diagnostics }) => {

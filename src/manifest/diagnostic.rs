@@ -111,6 +111,14 @@ rules! {
     EntrypointMissing = "entrypoint-missing", Warning;
     /// An example's params do not satisfy `inputs.schema`.
     ExampleParamsInvalid = "example-params-invalid", Warning;
+    /// An agentcli `tools.json` (or one of its entries) is invalid.
+    AgentCliInvalid = "agentcli-invalid", Error;
+    /// A key of a `tools.json` entry that agentcli and glovebox ignore.
+    AgentCliUnknownKey = "agentcli-unknown-key", Warning;
+    /// Two tools of different origins (`.glee/tools/`, `tools.json`) share a name.
+    NameClash = "name-clash", Error;
+    /// A `tools.json` entry's `permissions` exceed `security.max_permissions`.
+    ExceedsCeiling = "exceeds-ceiling", Error;
 }
 
 impl fmt::Display for Rule {

@@ -28,7 +28,11 @@
 //!   never handed out ([`Project::tool`] refuses it), and an invalid config
 //!   leaves [`Project::config`] failing, so nothing runs on a manifest or a
 //!   ceiling glovebox did not fully understand.
+//! - [`agentcli`] reads an agentcli `tools.json` (`--tools-json FILE`, or
+//!   `tools.json` in the root) onto the same model: [`Origin::AgentCli`]
+//!   tools with an `exec.agentcli` block.
 
+pub mod agentcli;
 pub mod config;
 pub mod diagnostic;
 pub mod discover;
@@ -42,7 +46,8 @@ pub mod yaml;
 pub use config::{Config, Limits, MaxPermissions, SafetyMode};
 pub use diagnostic::{Diagnostic, Rule, Severity};
 pub use model::{
-    Approval, CommandExec, Example, Exec, Field, Format, FsPermissions, HttpExec, Inputs, Kind,
-    Manifest, Method, Outputs, Permissions, PythonExec, Response, Secret, SecretType, Stdout,
+    AgentCliExec, Approval, CommandExec, Example, Exec, Field, Format, FsPermissions, HttpExec,
+    Inputs, Kind, Manifest, Method, Outputs, Permissions, PythonExec, Response, Secret, SecretType,
+    Stdout,
 };
 pub use project::{Origin, Project, ProjectError, Tool};

@@ -126,6 +126,10 @@ pub enum Exec {
     Command(CommandExec),
     /// `exec.python`.
     Python(PythonExec),
+    /// An entry of an agentcli `tools.json` (never written in a `tool.yml`):
+    /// argv as given, the call's arguments on stdin, one JSON line back.
+    #[serde(rename = "agentcli")]
+    AgentCli(AgentCliExec),
 }
 
 impl Exec {
@@ -135,6 +139,7 @@ impl Exec {
             Exec::Http(_) => Kind::Http,
             Exec::Command(_) => Kind::Command,
             Exec::Python(_) => Kind::Python,
+            Exec::AgentCli(_) => Kind::Command,
         }
     }
 }
@@ -241,6 +246,25 @@ pub struct CommandExec {
     /// Wall-clock limit in milliseconds.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+}
+
+/// How an agentcli `tools.json` entry runs (see
+/// [`crate::manifest::agentcli`]): no shell and no templates; the call's
+/// JSON arguments are written to stdin and stdout must be one JSON line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCliExec {
+    /// The argv exactly as given, with a relative `command[0]` already
+    /// resolved against the directory of `tools.json` (absolute).
+    pub command: Vec<String>,
+    /// The directory holding `tools.json` (absolute): the working
+    /// directory of the call. `envPassthrough` becomes optional
+    /// `permissions.secrets`, so it is injected and redacted like secrets.
+    pub dir: String,
+    /// Wall-clock limit in milliseconds (`timeoutSec`); `None`: the
+    /// config's `limits.timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `exec.command.stdout`.

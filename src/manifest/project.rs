@@ -5,6 +5,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::agentcli::{self, AgentCliError, TOOLS_JSON};
 use super::config::{self, Config, ConfigError};
 use super::diagnostic::{Diagnostic, Rule};
 use super::discover::{self, DiscoverError, ToolEntry};
@@ -55,6 +56,8 @@ pub struct Project {
     pub rejected: Vec<String>,
     /// Every finding for the config and all manifests, by file then line.
     pub diagnostics: Vec<Diagnostic>,
+    /// The agentcli `tools.json` loaded beside `.glee/tools/`, if any.
+    pub tools_json: Option<PathBuf>,
 }
 
 /// Why a project or a tool is unavailable.
@@ -66,6 +69,15 @@ pub enum ProjectError {
     /// The config could not be used.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The agentcli `tools.json` could not be read.
+    #[error(transparent)]
+    AgentCli(#[from] AgentCliError),
+    /// `--tools-json` names no file.
+    #[error("tools.json {path:?} does not exist; pass --tools-json with the path of an agentcli tools.json")]
+    ToolsJsonMissing {
+        /// The given path.
+        path: PathBuf,
+    },
     /// `.glee/config.yml` has errors.
     #[error(".glee/config.yml is invalid; run `glovebox lint` and fix the errors it reports")]
     ConfigInvalid,
@@ -93,13 +105,48 @@ impl Project {
     /// Finds the root (`--root` or the nearest `.glee/` above the working
     /// directory) and loads it.
     pub fn discover(explicit_root: Option<&Path>) -> Result<Project, ProjectError> {
-        let root = discover::find_root(explicit_root)?;
-        Project::load(&root)
+        Project::discover_with(explicit_root, None)
     }
 
-    /// Loads and lints the config and every tool under `root`. Content
-    /// problems become diagnostics; only an unreadable root is an error.
+    /// Like [`Project::discover`], with an explicit agentcli `tools.json`
+    /// (`--tools-json FILE`). The root is then `explicit_root` when given,
+    /// else the directory holding the file; without `tools_json`, a working
+    /// directory that holds `tools.json` (and no `.glee/` above it) is a
+    /// root too.
+    pub fn discover_with(
+        explicit_root: Option<&Path>,
+        tools_json: Option<&Path>,
+    ) -> Result<Project, ProjectError> {
+        let Some(file) = tools_json else {
+            let root = match discover::find_root(explicit_root) {
+                Err(DiscoverError::NoRoot { start }) if start.join(TOOLS_JSON).is_file() => start,
+                found => found?,
+            };
+            return Project::load(&root);
+        };
+        let cwd = std::env::current_dir().map_err(|source| DiscoverError::CurrentDir { source })?;
+        let file = discover::normalize(&cwd.join(file));
+        if !file.is_file() {
+            return Err(ProjectError::ToolsJsonMissing { path: file });
+        }
+        let root = match explicit_root {
+            Some(_) => discover::find_root(explicit_root)?,
+            None => file.parent().map_or(cwd, Path::to_path_buf),
+        };
+        Project::load_with(&root, Some(&file))
+    }
+
+    /// Loads and lints the config and every tool under `root`, and the
+    /// root's `tools.json` when it has one. Content problems become
+    /// diagnostics; only an unreadable root is an error.
     pub fn load(root: &Path) -> Result<Project, ProjectError> {
+        Project::load_with(root, None)
+    }
+
+    /// Like [`Project::load`], reading the agentcli `tools_json` (absolute)
+    /// instead of looking for `tools.json` in the root. A name defined both
+    /// in `.glee/tools/` and in `tools.json` is an error: neither runs.
+    pub fn load_with(root: &Path, tools_json: Option<&Path>) -> Result<Project, ProjectError> {
         let root = discover::normalize(root);
         let mut diagnostics = Vec::new();
         let config = match config::load(&root) {
@@ -143,12 +190,53 @@ impl Project {
                 }
             }
         }
+        let auto = root.join(TOOLS_JSON);
+        let tools_json = match tools_json {
+            Some(file) => Some(discover::normalize(file)),
+            None => auto.is_file().then_some(auto),
+        };
+        if let Some(file) = &tools_json {
+            let display = match file.strip_prefix(&root) {
+                Ok(rel) => rel.display().to_string(),
+                Err(_) => file.display().to_string(),
+            };
+            let loaded = agentcli::load(&root, file, &display, config.as_ref())?;
+            diagnostics.extend(loaded.diagnostics);
+            for name in loaded.rejected {
+                if !rejected.contains(&name) {
+                    rejected.push(name);
+                }
+            }
+            for tool in loaded.tools {
+                if tools.iter().any(|t| t.name == tool.name) || rejected.contains(&tool.name) {
+                    diagnostics.push(Diagnostic::new(
+                        Rule::NameClash,
+                        &display,
+                        None,
+                        Position::START,
+                        format!(
+                            "tool `{}` is defined both in {} and in {display}; rename one of them (neither runs until then)",
+                            tool.name,
+                            discover::TOOLS_DIR
+                        ),
+                    ));
+                    tools.retain(|t| t.name != tool.name);
+                    if !rejected.contains(&tool.name) {
+                        rejected.push(tool.name);
+                    }
+                } else {
+                    tools.push(tool);
+                }
+            }
+            tools.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         Ok(Project {
             root,
             config,
             tools,
             rejected,
             diagnostics,
+            tools_json,
         })
     }
 

@@ -6,6 +6,7 @@
 //! decision into a [`crate::jail::Spec`] and the jail's result into an
 //! [`Outcome`].
 
+pub mod agentcli;
 pub mod command;
 pub mod http;
 pub mod outcome;

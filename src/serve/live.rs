@@ -29,6 +29,7 @@ pub enum LiveError {
 /// flight keeps the engine it started with), and the connected clients.
 pub struct Live {
     root: PathBuf,
+    tools_json: Option<PathBuf>,
     engine: RwLock<Arc<Engine>>,
     fingerprint: Mutex<String>,
     peers: Mutex<Vec<Peer<RoleServer>>>,
@@ -49,9 +50,19 @@ impl Live {
     /// Opens the project at `root` (or the nearest one above the working
     /// directory).
     pub fn open(root: Option<&Path>) -> Result<Arc<Live>, LiveError> {
-        let engine = Engine::open(root)?;
+        Live::open_with(root, None)
+    }
+
+    /// Opens the project with an explicit agentcli `tools.json`
+    /// (`--tools-json`); reloads read the same file.
+    pub fn open_with(
+        root: Option<&Path>,
+        tools_json: Option<&Path>,
+    ) -> Result<Arc<Live>, LiveError> {
+        let engine = Engine::open_with(root, tools_json)?;
         Ok(Arc::new(Live {
             root: engine.project().root.clone(),
+            tools_json: tools_json.and(engine.project().tools_json.clone()),
             fingerprint: Mutex::new(fingerprint(engine.project())),
             engine: RwLock::new(Arc::new(engine)),
             peers: Mutex::new(Vec::new()),
@@ -62,6 +73,11 @@ impl Live {
     /// The project root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The agentcli `tools.json` being served, explicit or found in the root.
+    pub fn tools_json(&self) -> Option<PathBuf> {
+        self.engine().project().tools_json.clone()
     }
 
     /// The current engine.
@@ -86,9 +102,12 @@ impl Live {
     pub async fn reload(&self) -> Result<bool, LiveError> {
         let _one_at_a_time = self.reloading.lock().await;
         let root = self.root.clone();
-        let engine = tokio::task::spawn_blocking(move || Engine::open(Some(&root)))
-            .await
-            .map_err(|source| LiveError::Reload { source })??;
+        let tools_json = self.tools_json.clone();
+        let engine = tokio::task::spawn_blocking(move || {
+            Engine::open_with(Some(&root), tools_json.as_deref())
+        })
+        .await
+        .map_err(|source| LiveError::Reload { source })??;
         let print = fingerprint(engine.project());
         let changed = {
             let mut old = self.fingerprint.lock().unwrap_or_else(|p| p.into_inner());

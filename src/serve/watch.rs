@@ -59,14 +59,24 @@ pub fn spawn(live: Arc<Live>) -> Result<notify::RecommendedWatcher, WatchError> 
     })?;
     // tools/ recursively and `.glee/` itself (config.yml); without a
     // tools/ directory yet, all of `.glee/` so the first tool is noticed.
-    let watches = if tools.is_dir() {
+    let mut watches = if tools.is_dir() {
         vec![
             (tools.clone(), RecursiveMode::Recursive),
             (glee.clone(), RecursiveMode::NonRecursive),
         ]
-    } else {
+    } else if glee.is_dir() || live.tools_json().is_none() {
         vec![(glee.clone(), RecursiveMode::Recursive)]
+    } else {
+        Vec::new()
     };
+    // An agentcli tools.json: its directory, not recursively.
+    if let Some(dir) = live
+        .tools_json()
+        .as_deref()
+        .and_then(std::path::Path::parent)
+    {
+        watches.push((dir.to_path_buf(), RecursiveMode::NonRecursive));
+    }
     for (path, mode) in watches {
         watcher
             .watch(&path, mode)
