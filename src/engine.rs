@@ -20,7 +20,7 @@ use crate::jail::{self, Output, Spec, Stdin};
 use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{CommandExec, Exec, Manifest, PythonExec};
-use crate::manifest::project::{Project, ProjectError, Tool};
+use crate::manifest::project::{Origin, Project, ProjectError, Tool};
 use crate::policy::{Policy, PolicyError};
 use crate::run::{
     self, command, python, secrets, ErrorKind, Finished, Outcome, Redactor, SecretSource,
@@ -268,6 +268,15 @@ impl Engine {
                 json!({}),
             )));
         };
+
+        if tool.origin == Origin::Builtin {
+            let ctx = crate::builtin::Context {
+                root: &self.project.root,
+                config,
+                caller,
+            };
+            return Ok(crate::builtin::call(name, &params, &ctx));
+        }
 
         if m.approval.required && !caller.approved && !self.is_approved(name) {
             return Err(Box::new(Outcome::failure(

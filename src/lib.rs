@@ -45,6 +45,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod builtin;
 pub mod create;
 pub mod engine;
 pub mod jail;

@@ -33,6 +33,10 @@ pub struct Config {
     /// How approvals are handled.
     #[serde(default)]
     pub safety_mode: SafetyMode,
+    /// Built-in tools to enable (`read_file`, `write_file`, `list_files`);
+    /// none by default. See [`crate::builtin`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub builtins: Vec<String>,
 }
 
 /// `security`.
@@ -234,6 +238,15 @@ mod tests {
         assert_eq!(c.limits.pids, 64);
         assert!(c.sandbox.degraded);
         assert_eq!(c.safety_mode, SafetyMode::Strict);
+    }
+
+    #[test]
+    fn builtins_are_opt_in_and_checked() {
+        assert!(Config::default().builtins.is_empty());
+        let c = parse("builtins: [read_file, list_files]\n").unwrap();
+        assert_eq!(c.builtins, ["read_file", "list_files"]);
+        let err = parse("builtins: [read_files]\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
     }
 
     #[test]

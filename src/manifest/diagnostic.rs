@@ -111,6 +111,8 @@ rules! {
     EntrypointMissing = "entrypoint-missing", Warning;
     /// An example's params do not satisfy `inputs.schema`.
     ExampleParamsInvalid = "example-params-invalid", Warning;
+    /// A project tool with the name of a built-in the config enables.
+    BuiltinShadowed = "builtin-shadowed", Warning;
 }
 
 impl fmt::Display for Rule {

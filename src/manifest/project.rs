@@ -143,6 +143,9 @@ impl Project {
                 }
             }
         }
+        if let Some(config) = &config {
+            crate::builtin::add_enabled(&root, config, &mut tools, &rejected, &mut diagnostics);
+        }
         Ok(Project {
             root,
             config,
