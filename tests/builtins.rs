@@ -59,20 +59,33 @@ fn list(f: &Fixture, dir: &str, recursive: bool) -> Called {
 fn assert_tools_work(f: &Fixture) {
     let r = read(f, "src/a.txt");
     r.assert_ok();
-    assert_eq!(r.text(), "Successfully read 2 lines from src/a.txt\nhello\nworld\n");
+    assert_eq!(
+        r.text(),
+        "Successfully read 2 lines from src/a.txt\nhello\nworld\n"
+    );
 }
 
 /// Nothing outside the root holds new or changed content.
 fn assert_outside_untouched(f: &Fixture) {
-    assert_eq!(fs::read_to_string(f.outside.join("secret.txt")).unwrap(), CANARY);
-    assert_eq!(fs::read_to_string(f.outside.join("dir/inner.txt")).unwrap(), CANARY);
+    assert_eq!(
+        fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        CANARY
+    );
+    assert_eq!(
+        fs::read_to_string(f.outside.join("dir/inner.txt")).unwrap(),
+        CANARY
+    );
     let mut names: Vec<String> = fs::read_dir(&f.outside)
         .unwrap()
         .chain(fs::read_dir(f.outside.join("dir")).unwrap())
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["dir", "inner.txt", "secret.txt"], "new files outside the root");
+    assert_eq!(
+        names,
+        ["dir", "inner.txt", "secret.txt"],
+        "new files outside the root"
+    );
 }
 
 /// Files under `dir` whose name marks a write_file temporary.
@@ -215,7 +228,10 @@ fn strict_denies_and_changes_nothing() {
     let r = write(&f, "src/a.txt", "overwritten\n", &["--yes"]);
     r.assert_failed("permission_exceeds_ceiling", 1);
     assert!(r.message().starts_with("Action denied by user."), "{r:#?}");
-    assert_eq!(fs::read_to_string(f.root.join("src/a.txt")).unwrap(), "hello\nworld\n");
+    assert_eq!(
+        fs::read_to_string(f.root.join("src/a.txt")).unwrap(),
+        "hello\nworld\n"
+    );
     write(&f, "src/b.txt", "new\n", &[]).assert_failed("permission_exceeds_ceiling", 1);
     assert!(!f.root.join("src/b.txt").exists());
 }
@@ -230,9 +246,15 @@ fn ask_without_a_terminal_denies_and_yes_consents() {
     r.assert_failed("approval_required", 1);
     assert!(r.message().starts_with("Action denied by user."), "{r:#?}");
     let diff = r.details()["diff"].as_str().unwrap();
-    assert!(diff.starts_with("--- Proposed Changes for src/a.txt ---\n"), "{diff}");
+    assert!(
+        diff.starts_with("--- Proposed Changes for src/a.txt ---\n"),
+        "{diff}"
+    );
     assert!(diff.contains("-world\n+there\n"), "{diff}");
-    assert_eq!(fs::read_to_string(f.root.join("src/a.txt")).unwrap(), "hello\nworld\n");
+    assert_eq!(
+        fs::read_to_string(f.root.join("src/a.txt")).unwrap(),
+        "hello\nworld\n"
+    );
     write(&f, "src/b.txt", "new\n", &[]).assert_failed("approval_required", 1);
     assert!(!f.root.join("src/b.txt").exists());
     // The audit log has the denial.
@@ -241,7 +263,10 @@ fn ask_without_a_terminal_denies_and_yes_consents() {
 
     let r = write(&f, "src/a.txt", "hello\nthere\n", &["--yes"]);
     r.assert_ok();
-    assert_eq!(fs::read_to_string(f.root.join("src/a.txt")).unwrap(), "hello\nthere\n");
+    assert_eq!(
+        fs::read_to_string(f.root.join("src/a.txt")).unwrap(),
+        "hello\nthere\n"
+    );
     let log = fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap();
     assert!(
         log.lines()
@@ -257,7 +282,13 @@ fn on_terminal(f: &Fixture, params: &Value, answer: &str, between: impl FnOnce()
     let pty = nix::pty::openpty(None, None).unwrap();
     let slave = std::fs::File::from(pty.slave);
     let mut child = Command::new(bin())
-        .args(["run", "write_file", "--params", &params.to_string(), "--root"])
+        .args([
+            "run",
+            "write_file",
+            "--params",
+            &params.to_string(),
+            "--root",
+        ])
         .arg(&f.root)
         .current_dir(&f.cwd)
         .stdin(Stdio::from(slave.try_clone().unwrap()))
@@ -301,21 +332,54 @@ fn ask_on_a_terminal_writes_only_on_yes() {
         return;
     }
     let f = project("ask");
-    let shown = on_terminal(&f, &json!({"path": "src/a.txt", "content": "hello\nthere\n"}), "n", || {});
-    assert!(shown.contains("--- Proposed Changes for src/a.txt ---"), "{shown}");
+    let shown = on_terminal(
+        &f,
+        &json!({"path": "src/a.txt", "content": "hello\nthere\n"}),
+        "n",
+        || {},
+    );
+    assert!(
+        shown.contains("--- Proposed Changes for src/a.txt ---"),
+        "{shown}"
+    );
     assert!(shown.contains("-world"), "{shown}");
     assert!(shown.contains("+there"), "{shown}");
     assert!(shown.contains("Action denied by user."), "{shown}");
-    assert_eq!(fs::read_to_string(f.root.join("src/a.txt")).unwrap(), "hello\nworld\n");
+    assert_eq!(
+        fs::read_to_string(f.root.join("src/a.txt")).unwrap(),
+        "hello\nworld\n"
+    );
 
-    let shown = on_terminal(&f, &json!({"path": "src/a.txt", "content": "hello\nthere\n"}), "y", || {});
-    assert!(shown.contains("Successfully wrote 2 lines to src/a.txt"), "{shown}");
-    assert_eq!(fs::read_to_string(f.root.join("src/a.txt")).unwrap(), "hello\nthere\n");
+    let shown = on_terminal(
+        &f,
+        &json!({"path": "src/a.txt", "content": "hello\nthere\n"}),
+        "y",
+        || {},
+    );
+    assert!(
+        shown.contains("Successfully wrote 2 lines to src/a.txt"),
+        "{shown}"
+    );
+    assert_eq!(
+        fs::read_to_string(f.root.join("src/a.txt")).unwrap(),
+        "hello\nthere\n"
+    );
 
     // A new file shows its full content.
-    let shown = on_terminal(&f, &json!({"path": "src/n.txt", "content": "alpha\nbeta\n"}), "yes", || {});
-    assert!(shown.contains("+alpha") && shown.contains("+beta"), "{shown}");
-    assert_eq!(fs::read_to_string(f.root.join("src/n.txt")).unwrap(), "alpha\nbeta\n");
+    let shown = on_terminal(
+        &f,
+        &json!({"path": "src/n.txt", "content": "alpha\nbeta\n"}),
+        "yes",
+        || {},
+    );
+    assert!(
+        shown.contains("+alpha") && shown.contains("+beta"),
+        "{shown}"
+    );
+    assert_eq!(
+        fs::read_to_string(f.root.join("src/n.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
 }
 
 #[test]
@@ -327,15 +391,23 @@ fn directory_swapped_for_a_symlink_during_the_call_is_not_followed() {
     f.file("sub/x.txt", "old\n");
     let root = f.root.clone();
     let outside = f.outside.join("dir");
-    let shown = on_terminal(&f, &json!({"path": "sub/x.txt", "content": "pwned\n"}), "y", || {
-        // The diff was computed from the real sub/; now sub/ leads out.
-        fs::rename(root.join("sub"), root.join("sub.orig")).unwrap();
-        symlink(&outside, root.join("sub")).unwrap();
-    });
+    let shown = on_terminal(
+        &f,
+        &json!({"path": "sub/x.txt", "content": "pwned\n"}),
+        "y",
+        || {
+            // The diff was computed from the real sub/; now sub/ leads out.
+            fs::rename(root.join("sub"), root.join("sub.orig")).unwrap();
+            symlink(&outside, root.join("sub")).unwrap();
+        },
+    );
     assert!(shown.contains("outside the project root"), "{shown}");
     assert!(!f.outside.join("dir/x.txt").exists());
     assert_outside_untouched(&f);
-    assert_eq!(fs::read_to_string(f.root.join("sub.orig/x.txt")).unwrap(), "old\n");
+    assert_eq!(
+        fs::read_to_string(f.root.join("sub.orig/x.txt")).unwrap(),
+        "old\n"
+    );
 }
 
 #[test]
@@ -380,7 +452,12 @@ fn symlinks_out_of_the_root_are_not_followed() {
     symlink(f.root.join("src/a.txt"), f.root.join("alias.txt")).unwrap();
     read(&f, "alias.txt").assert_ok();
 
-    for path in ["leak.txt", "a/b/c/leak.txt", "a/b/outdir/inner.txt", "out/secret.txt"] {
+    for path in [
+        "leak.txt",
+        "a/b/c/leak.txt",
+        "a/b/outdir/inner.txt",
+        "out/secret.txt",
+    ] {
         let r = read(&f, path);
         r.assert_failed("permission_exceeds_ceiling", 1);
         assert!(!r.mentions(CANARY), "{path}: {r:#?}");
@@ -388,7 +465,10 @@ fn symlinks_out_of_the_root_are_not_followed() {
     for dir in ["out", "a/b/outdir"] {
         let r = list(&f, dir, true);
         assert!(!r.json["ok"].as_bool().unwrap(), "{dir}: {r:#?}");
-        assert!(!r.mentions("secret.txt") && !r.mentions("inner.txt"), "{r:#?}");
+        assert!(
+            !r.mentions("secret.txt") && !r.mentions("inner.txt"),
+            "{r:#?}"
+        );
     }
     // Listing the root shows the links and does not descend into them.
     let r = list(&f, ".", true);
@@ -398,11 +478,19 @@ fn symlinks_out_of_the_root_are_not_followed() {
 
     // Writes through a directory link, and onto a file link, change nothing
     // outside.
-    for path in ["out/secret.txt", "a/b/outdir/inner.txt", "out/new.txt", "leak.txt", "a/b/c/leak.txt"] {
+    for path in [
+        "out/secret.txt",
+        "a/b/outdir/inner.txt",
+        "out/new.txt",
+        "leak.txt",
+        "a/b/c/leak.txt",
+    ] {
         let r = write(&f, path, "pwned", &[]);
         assert!(!r.json["ok"].as_bool().unwrap(), "{path}: {r:#?}");
     }
-    assert!(fs::symlink_metadata(f.root.join("leak.txt")).unwrap().is_symlink());
+    assert!(fs::symlink_metadata(f.root.join("leak.txt"))
+        .unwrap()
+        .is_symlink());
     assert_outside_untouched(&f);
 }
 
@@ -429,7 +517,12 @@ fn glee_is_never_written() {
         return;
     }
     let f = project("always_allow");
-    f.tool(&command_tool("echo", schema(json!({})), json!({"entrypoint": "echo"}), json!({})));
+    f.tool(&command_tool(
+        "echo",
+        schema(json!({})),
+        json!({"entrypoint": "echo"}),
+        json!({}),
+    ));
     let config = fs::read_to_string(f.root.join(".glee/config.yml")).unwrap();
     let manifest = fs::read_to_string(f.root.join(".glee/tools/echo/tool.yml")).unwrap();
     // The probe: a write beside .glee/ works.
@@ -450,8 +543,14 @@ fn glee_is_never_written() {
         r.assert_failed("permission_exceeds_ceiling", 1);
         assert!(r.message().contains(".glee"), "{path}: {r:#?}");
     }
-    assert_eq!(fs::read_to_string(f.root.join(".glee/config.yml")).unwrap(), config);
-    assert_eq!(fs::read_to_string(f.root.join(".glee/tools/echo/tool.yml")).unwrap(), manifest);
+    assert_eq!(
+        fs::read_to_string(f.root.join(".glee/config.yml")).unwrap(),
+        config
+    );
+    assert_eq!(
+        fs::read_to_string(f.root.join(".glee/tools/echo/tool.yml")).unwrap(),
+        manifest
+    );
     assert!(!f.root.join(".glee/new.yml").exists());
 }
 
@@ -492,9 +591,8 @@ fn the_jailed_helper_holds_without_the_supervisor_checks() {
             .write_all(request.to_string().as_bytes())
             .unwrap();
         let out = child.wait_with_output().unwrap();
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr))
-        })
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
     };
     let root = f.root.to_str().unwrap();
     // The probe: the helper answers.
@@ -505,16 +603,22 @@ fn the_jailed_helper_holds_without_the_supervisor_checks() {
     assert!(!r.to_string().contains(CANARY));
     // Writing through a link the supervisor would have refused.
     let real = f.root.join("real");
-    let r = helper(json!({"op": "write", "root": root, "write_dir": real, "dir": "out",
-                          "name": "secret.txt", "content": "pwned"}));
+    let r = helper(
+        json!({"op": "write", "root": root, "write_dir": real, "dir": "out",
+                          "name": "secret.txt", "content": "pwned"}),
+    );
     assert_eq!(r["reply"], "denied", "{r}");
     // And into the root, outside the granted directory.
-    let r = helper(json!({"op": "write", "root": root, "write_dir": real, "dir": ".",
-                          "name": "x.txt", "content": "pwned"}));
+    let r = helper(
+        json!({"op": "write", "root": root, "write_dir": real, "dir": ".",
+                          "name": "x.txt", "content": "pwned"}),
+    );
     assert_eq!(r["reply"], "denied", "{r}");
     assert!(!f.root.join("x.txt").exists());
-    let r = helper(json!({"op": "write", "root": root, "write_dir": real, "dir": "real",
-                          "name": "x.txt", "content": "fine"}));
+    let r = helper(
+        json!({"op": "write", "root": root, "write_dir": real, "dir": "real",
+                          "name": "x.txt", "content": "fine"}),
+    );
     assert_eq!(r["reply"], "written", "{r}");
     assert_outside_untouched(&f);
 }

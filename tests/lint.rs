@@ -54,6 +54,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("entrypoint-missing", "noscript", 15, 0),
     ("example-params-invalid", "badexample", 23, 0),
     ("tool-file-missing", "empty", 1, 0),
+    ("builtin-shadowed", "read_file", 1, 0),
 ];
 
 #[test]

@@ -91,9 +91,18 @@ mod tests {
         assert_eq!(rel("a/..").unwrap(), PathBuf::from("."));
         assert_eq!(rel("/p/root/x").unwrap(), PathBuf::from("x"));
         assert!(matches!(rel("../x"), Err(ConfineError::Outside { .. })));
-        assert!(matches!(rel("a/../../x"), Err(ConfineError::Outside { .. })));
-        assert!(matches!(rel("/etc/passwd"), Err(ConfineError::Outside { .. })));
-        assert!(matches!(rel("/p/rootx/y"), Err(ConfineError::Outside { .. })));
+        assert!(matches!(
+            rel("a/../../x"),
+            Err(ConfineError::Outside { .. })
+        ));
+        assert!(matches!(
+            rel("/etc/passwd"),
+            Err(ConfineError::Outside { .. })
+        ));
+        assert!(matches!(
+            rel("/p/rootx/y"),
+            Err(ConfineError::Outside { .. })
+        ));
         assert!(matches!(rel(""), Err(ConfineError::Empty { .. })));
     }
 

@@ -127,11 +127,8 @@ fn serve() -> Result<(), HelperError> {
 fn restrict(root: &Path, write_dir: Option<&Path>) -> Result<(), HelperError> {
     let abi = ABI::V3;
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
-    let write = read
-        | AccessFs::WriteFile
-        | AccessFs::Truncate
-        | AccessFs::MakeReg
-        | AccessFs::RemoveFile;
+    let write =
+        read | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::MakeReg | AccessFs::RemoveFile;
     let err = |source| HelperError::Restrict { source };
     let status = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)

@@ -76,9 +76,8 @@ pub fn call(params: &Map<String, Value>, ctx: &Context<'_>) -> Outcome {
         Ok(reply) => reply,
         Err(outcome) => return *outcome,
     };
-    let fail = |kind, message: String| {
-        Outcome::failure(NAME, kind, message, json!({"directory": given}))
-    };
+    let fail =
+        |kind, message: String| Outcome::failure(NAME, kind, message, json!({"directory": given}));
     match reply {
         Reply::Listing { text } => Outcome::success(NAME, Value::String(text)),
         Reply::Missing => fail(

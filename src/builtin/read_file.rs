@@ -58,7 +58,8 @@ pub fn call(params: &Map<String, Value>, ctx: &Context<'_>) -> Outcome {
         Ok(reply) => reply,
         Err(outcome) => return *outcome,
     };
-    let fail = |kind, message: String| Outcome::failure(NAME, kind, message, json!({"path": given}));
+    let fail =
+        |kind, message: String| Outcome::failure(NAME, kind, message, json!({"path": given}));
     match reply {
         Reply::Content { text } => Outcome::success(
             NAME,

@@ -91,7 +91,12 @@ pub fn preview(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<Plan, B
     let rel = confine::relative(ctx.root, given, "path").map_err(refused)?;
     confine::writable(&rel, given).map_err(refused)?;
     let fail = |kind, message: String| {
-        Box::new(Outcome::failure(NAME, kind, message, json!({"path": given})))
+        Box::new(Outcome::failure(
+            NAME,
+            kind,
+            message,
+            json!({"path": given}),
+        ))
     };
     if rel == Path::new(".") {
         return Err(fail(
@@ -217,9 +222,7 @@ pub fn call(params: &Map<String, Value>, ctx: &Context<'_>) -> Outcome {
             ErrorKind::ApprovalRequired,
             "(safety_mode is ask and no one confirmed this write: answer the prompt of `glovebox run write_file` on a terminal, pass --yes, or set safety_mode: always_allow in .glee/config.yml)",
         ),
-        SafetyMode::Ask | SafetyMode::AlwaysAllow => match write(&plan, ctx) {
-            Ok(o) | Err(o) => o,
-        },
+        SafetyMode::Ask | SafetyMode::AlwaysAllow => write(&plan, ctx),
     }
 }
 
@@ -237,7 +240,12 @@ fn open_dir(ctx: &Context<'_>, plan: &Plan) -> Result<Target, Box<Outcome>> {
         _ => PathBuf::from("."),
     };
     let fail = |kind, message: String| {
-        Box::new(Outcome::failure(NAME, kind, message, json!({"path": given})))
+        Box::new(Outcome::failure(
+            NAME,
+            kind,
+            message,
+            json!({"path": given}),
+        ))
     };
     let dir = fcntl::open(
         &ctx.root.join(&rel_dir),
@@ -266,9 +274,12 @@ fn open_dir(ctx: &Context<'_>, plan: &Plan) -> Result<Target, Box<Outcome>> {
             format!("cannot resolve the project root: {e}"),
         )
     })?;
-    let inside = real
-        .strip_prefix(&root)
-        .map_err(|_| Box::new(super::refused(NAME, &ConfineError::Outside { path: given.into() })))?;
+    let inside = real.strip_prefix(&root).map_err(|_| {
+        Box::new(super::refused(
+            NAME,
+            &ConfineError::Outside { path: given.into() },
+        ))
+    })?;
     confine::writable(inside, given).map_err(|e| Box::new(super::refused(NAME, &e)))?;
     crate::state::ensure_not_exposed(&FsAccess {
         write: vec![real.clone()],
@@ -285,9 +296,12 @@ fn open_dir(ctx: &Context<'_>, plan: &Plan) -> Result<Target, Box<Outcome>> {
     Ok(Target { dir, real })
 }
 
-fn write(plan: &Plan, ctx: &Context<'_>) -> Result<Outcome, Outcome> {
+fn write(plan: &Plan, ctx: &Context<'_>) -> Outcome {
     let given = plan.given.as_str();
-    let target = open_dir(ctx, plan).map_err(|o| *o)?;
+    let target = match open_dir(ctx, plan) {
+        Ok(target) => target,
+        Err(outcome) => return *outcome,
+    };
     let name = plan
         .rel
         .file_name()
@@ -301,42 +315,45 @@ fn write(plan: &Plan, ctx: &Context<'_>) -> Result<Outcome, Outcome> {
         content: plan.content.clone(),
     };
     let grant = PathBuf::from(format!("/proc/self/fd/{}", target.dir.as_raw_fd()));
-    let reply = jailed::exchange(
+    let reply = match jailed::exchange(
         NAME,
         ctx.root,
         Some(grant),
         ctx.config,
         ctx.caller.cancel.clone(),
         &request,
-    )
-    .map_err(|o| *o)?;
+    ) {
+        Ok(reply) => reply,
+        Err(outcome) => return *outcome,
+    };
     drop(target);
-    let fail = |kind, message: String| Outcome::failure(NAME, kind, message, json!({"path": given}));
+    let fail =
+        |kind, message: String| Outcome::failure(NAME, kind, message, json!({"path": given}));
     match reply {
-        Reply::Written => Ok(Outcome::success(
+        Reply::Written => Outcome::success(
             NAME,
             Value::String(format!(
                 "Successfully wrote {} lines to {given}",
                 plan.content.lines().count()
             )),
-        )),
-        Reply::Missing => Err(fail(
+        ),
+        Reply::Missing => fail(
             ErrorKind::InputInvalid,
             format!("Error: Unable to write file: the directory of {given} no longer exists"),
-        )),
-        Reply::WrongType => Err(fail(
+        ),
+        Reply::WrongType => fail(
             ErrorKind::InputInvalid,
             format!("Error: {given} is a directory; write_file writes files"),
-        )),
-        Reply::Denied { detail } => Err(*denied(given, &detail)),
-        Reply::Failed { detail } => Err(fail(
+        ),
+        Reply::Denied { detail } => *denied(given, &detail),
+        Reply::Failed { detail } => fail(
             ErrorKind::InputInvalid,
             format!("Error: Unable to write file: {detail}"),
-        )),
-        Reply::Content { .. } | Reply::Listing { .. } | Reply::TooLarge { .. } => Err(fail(
+        ),
+        Reply::Content { .. } | Reply::Listing { .. } | Reply::TooLarge { .. } => fail(
             ErrorKind::Internal,
             "the built-in helper answered a write with something else".into(),
-        )),
+        ),
     }
 }
 
