@@ -622,3 +622,63 @@ fn the_jailed_helper_holds_without_the_supervisor_checks() {
     assert_eq!(r["reply"], "written", "{r}");
     assert_outside_untouched(&f);
 }
+
+/// An MCP client (stdio, newline-delimited JSON-RPC) cannot consent: a
+/// write under `ask` is denied with the diff, nothing is written; reads work.
+#[test]
+fn mcp_callers_never_consent_to_a_write() {
+    use std::io::BufRead;
+    if !jail_available() {
+        return;
+    }
+    let f = project("ask");
+    let mut child = Command::new(bin())
+        .args(["mcp", "--root"])
+        .arg(&f.root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-03-26", "capabilities": {},
+            "clientInfo": {"name": "builtins-test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "write_file", "arguments": {"path": "src/a.txt", "content": "pwned\n"}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "read_file", "arguments": {"path": "src/a.txt"}}}),
+    ];
+    for m in &messages {
+        writeln!(stdin, "{m}").unwrap();
+    }
+    let mut replies = std::collections::HashMap::new();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    while replies.len() < 3 {
+        let line = lines.next().expect("mcp server closed stdout").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v["id"].as_i64() {
+            replies.insert(id, v);
+        }
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    let denied = &replies[&2]["result"];
+    assert_eq!(denied["isError"], json!(true), "{denied}");
+    let text = denied["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Action denied by user."), "{text}");
+    assert!(text.contains("approval_required"), "{text}");
+    assert!(text.contains("+pwned"), "the diff is shown: {text}");
+    let read = &replies[&3]["result"];
+    assert_eq!(read["isError"], json!(false), "{read}");
+    assert_eq!(
+        read["content"][0]["text"],
+        "Successfully read 2 lines from src/a.txt\nhello\nworld\n"
+    );
+    assert_eq!(
+        fs::read_to_string(f.root.join("src/a.txt")).unwrap(),
+        "hello\nworld\n"
+    );
+}
