@@ -47,7 +47,14 @@ fn write(f: &Fixture, path: &str, content: &str, extra: &[&str]) -> Called {
     let params = json!({"path": path, "content": content}).to_string();
     let mut args = vec!["--params", params.as_str()];
     args.extend_from_slice(extra);
-    f.run("write_file", &args)
+    // A state directory of the test's own, so the audit log is written
+    // whoever runs the tests.
+    let state = f.base.join("state");
+    f.run_env(
+        "write_file",
+        &args,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+    )
 }
 
 fn list(f: &Fixture, dir: &str, recursive: bool) -> Called {
