@@ -689,3 +689,67 @@ fn mcp_callers_never_consent_to_a_write() {
         "hello\nworld\n"
     );
 }
+
+#[test]
+fn builtins_are_shown_and_explained_like_any_tool() {
+    let f = project("ask");
+    let show = Command::new(bin())
+        .args(["show", "write_file", "--json", "--root"])
+        .arg(&f.root)
+        .output()
+        .unwrap();
+    assert_eq!(show.status.code(), Some(0));
+    let m: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(
+        m["inputs"]["schema"]["required"],
+        json!(["path", "content"])
+    );
+    let explain = Command::new(bin())
+        .args(["explain", "read_file", "--root"])
+        .arg(&f.root)
+        .output()
+        .unwrap();
+    assert_eq!(explain.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(text.contains("network   denied"), "{text}");
+}
+
+#[test]
+fn a_state_dir_inside_the_root_is_never_exposed() {
+    if !jail_available() {
+        return;
+    }
+    let f = project("always_allow");
+    let state = f.root.join("state");
+    fs::create_dir_all(&state).unwrap();
+    fs::write(state.join("audit.key"), CANARY).unwrap();
+    let env = [("GLOVEBOX_STATE_DIR", state.to_str().unwrap())];
+    // The probe: with the state elsewhere the same read works.
+    let elsewhere = f.base.join("state-elsewhere");
+    f.run_env(
+        "read_file",
+        &["path=state/audit.key"],
+        &[("GLOVEBOX_STATE_DIR", elsewhere.to_str().unwrap())],
+    )
+    .assert_ok();
+    let r = f.run_env("read_file", &["path=state/audit.key"], &env);
+    r.assert_failed("permission_exceeds_ceiling", 1);
+    assert!(!r.mentions(CANARY), "{r:#?}");
+    f.run_env("list_files", &["directory=state"], &env)
+        .assert_failed("permission_exceeds_ceiling", 1);
+}
+
+#[test]
+fn reads_beyond_the_output_limit_are_refused() {
+    if !jail_available() {
+        return;
+    }
+    let f = project("ask");
+    f.config(&json!({"builtins": ALL, "limits": {"output_bytes": 100}}));
+    f.file("big.txt", &"x".repeat(101));
+    f.file("small.txt", &"x".repeat(100));
+    read(&f, "small.txt").assert_ok();
+    let r = read(&f, "big.txt");
+    r.assert_failed("resource_limit", 1);
+    assert!(r.message().contains("limits.output_bytes"), "{r:#?}");
+}
