@@ -20,7 +20,7 @@ use crate::jail::{self, Output, Spec, Stdin};
 use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{AgentCliExec, CommandExec, Exec, Manifest, PythonExec};
-use crate::manifest::project::{Project, ProjectError, Tool};
+use crate::manifest::project::{Origin, Project, ProjectError, Tool};
 use crate::policy::{Policy, PolicyError};
 use crate::run::{
     self, command, python, secrets, ErrorKind, Finished, Outcome, Redactor, SecretSource,
@@ -172,15 +172,20 @@ impl Engine {
             .unwrap_or(false)
     }
 
-    /// The call's parameters with every declared secret value redacted.
+    /// The call's parameters as the audit log keeps them: every declared
+    /// secret value redacted, and every string longer than
+    /// [`LOGGED_STRING_MAX`] bytes (a file's content for `write_file`, a
+    /// large body) replaced by its length and SHA-256, so the log stays
+    /// small and still identifies what was sent.
     fn redacted_params(&self, name: &str, params: &Value, caller: &Caller) -> Value {
-        match self.project.tool(name) {
+        let redacted = match self.project.tool(name) {
             Ok(tool) => {
                 let values = secrets::available(&tool.manifest.permissions, &caller.secrets);
                 Redactor::new(&values).value(params.clone())
             }
             Err(_) => params.clone(),
-        }
+        };
+        abbreviate(redacted)
     }
 
     /// For an agentcli tool, the names (never the values) of the
@@ -298,6 +303,15 @@ impl Engine {
                 json!({}),
             )));
         };
+
+        if tool.origin == Origin::Builtin {
+            let ctx = crate::builtin::Context {
+                root: &self.project.root,
+                config,
+                caller,
+            };
+            return Ok(crate::builtin::call(name, &params, &ctx));
+        }
 
         if m.approval.required && !caller.approved && !self.is_approved(name) {
             return Err(Box::new(Outcome::failure(
@@ -571,4 +585,46 @@ fn template_failure(name: &str, e: &TemplateError) -> Box<Outcome> {
         e.to_string(),
         json!({}),
     ))
+}
+
+/// Longest string parameter the audit log records verbatim.
+pub const LOGGED_STRING_MAX: usize = 1024;
+
+/// `value` with every string longer than [`LOGGED_STRING_MAX`] bytes
+/// replaced by `"[N bytes, sha256 HEX]"`.
+fn abbreviate(value: Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > LOGGED_STRING_MAX => {
+            use sha2::{Digest, Sha256};
+            Value::String(format!(
+                "[{} bytes, sha256 {}]",
+                s.len(),
+                hex::encode(Sha256::digest(s.as_bytes()))
+            ))
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(abbreviate).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, abbreviate(v))).collect())
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_are_logged_as_length_and_digest() {
+        let long = "x".repeat(LOGGED_STRING_MAX + 1);
+        let logged = abbreviate(json!({"path": "a.txt", "content": long, "n": [long, 3]}));
+        assert_eq!(logged["path"], "a.txt");
+        let content = logged["content"].as_str().unwrap();
+        assert!(content.starts_with("[1025 bytes, sha256 "), "{content}");
+        assert_eq!(logged["n"][0], logged["content"]);
+        assert_eq!(logged["n"][1], 3);
+        let short = "y".repeat(LOGGED_STRING_MAX);
+        assert_eq!(abbreviate(json!(short.clone())), json!(short));
+    }
 }

@@ -35,6 +35,9 @@
 //!   content, agent-created tools under the project's permission ceiling,
 //!   the HMAC-chained audit log, and glovebox's own state directory, which
 //!   no jail may read or write.
+//! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
+//!   opt-in per project, run as the glovebox binary itself in the jail with
+//!   the root readable and at most the target's directory writable.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
 //!   tool catalog, results, cancellable calls, live reload.
 //!
@@ -48,6 +51,7 @@
 
 pub mod approval;
 pub mod audit;
+pub mod builtin;
 pub mod create;
 pub mod engine;
 pub mod jail;

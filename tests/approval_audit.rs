@@ -448,22 +448,37 @@ fn a_long_log_still_chains_when_appends_read_only_its_tail() {
         return;
     }
     let p = Project::new();
+    // The log keeps strings up to 1 KiB verbatim: many such parameters make
+    // long lines.
+    let names: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
+    let props: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.clone(), json!({"type": "string"})))
+        .collect();
     p.f.tool(&command_tool(
         "echo",
-        schema(json!({"w": {"type": "string"}})),
-        json!({"entrypoint": "true", "args": ["${w}"]}),
+        schema(Value::Object(props)),
+        json!({"entrypoint": "true"}),
         read_root(),
     ));
+    let args = |count: usize, tag: &str| -> Vec<String> {
+        names[..count]
+            .iter()
+            .map(|n| format!("{n}={tag}-{}", "x".repeat(1000)))
+            .collect()
+    };
     // Lines of ~3 KiB: the log soon exceeds the 8 KiB tail window, and one
     // line of 40 KiB exceeds it on its own.
     for i in 0..12 {
-        let w = format!("{i}-{}", "x".repeat(3000));
-        p.run("echo", &[&format!("w={w}")]).assert_ok();
+        let a = args(3, &i.to_string());
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        p.run("echo", &a).assert_ok();
     }
-    p.run("echo", &[&format!("w={}", "y".repeat(40_000))])
-        .assert_ok();
-    p.run("echo", &["w=last"]).assert_ok();
-    assert!(p.log().len() > 60_000);
+    let a = args(40, "big");
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    p.run("echo", &a).assert_ok();
+    p.run("echo", &["w0=last"]).assert_ok();
+    assert!(p.log().len() > 60_000, "{}", p.log().len());
     assert_eq!(p.log().lines().count(), 14);
     assert!(p.verify(), "the chain must hold across the window");
 }

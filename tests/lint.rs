@@ -54,6 +54,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("entrypoint-missing", "noscript", 15, 0),
     ("example-params-invalid", "badexample", 23, 0),
     ("tool-file-missing", "empty", 1, 0),
+    ("builtin-shadowed", "read_file", 1, 0),
 ];
 
 #[test]
@@ -189,18 +190,25 @@ fn list_outputs() {
         .collect();
     assert_eq!(
         names,
-        ["repo_scan", "repo_stats", "slack_notify", "web_search"]
+        [
+            "list_files",
+            "read_file",
+            "repo_scan",
+            "repo_stats",
+            "slack_notify",
+            "web_search",
+            "write_file"
+        ]
     );
-    assert_eq!(tools[0]["kind"], "command");
-    assert_eq!(tools[0]["description"], "Scan repo for TODOs");
+    assert_eq!(tools[2]["kind"], "command");
+    assert_eq!(tools[2]["description"], "Scan repo for TODOs");
 
     let out = glovebox(&["--root", root, "list"]);
     let text = stdout(&out);
-    let first = text.lines().next().unwrap();
-    assert!(first.starts_with("repo_scan "), "{text}");
+    let first = text.lines().find(|l| l.starts_with("repo_scan ")).unwrap();
     assert!(first.contains("command"));
     assert!(first.ends_with("Scan repo for TODOs"));
-    assert_eq!(text.lines().count(), 4);
+    assert_eq!(text.lines().count(), 7);
 }
 
 #[test]

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod approve;
 mod audit;
+mod builtin_helper;
 mod create;
 mod doctor;
 mod explain;
@@ -73,6 +74,9 @@ pub enum Command {
     Mcp(mcp::Args),
     /// Serve the tools over HTTP (MCP Streamable HTTP at /mcp).
     Serve(serve::Args),
+    /// Internal: the built-in tools' helper, run inside the jail.
+    #[command(name = "__builtin", hide = true)]
+    BuiltinHelper,
 }
 
 /// The project named by `--root` / `--tools-json` (or found from the
@@ -112,6 +116,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(&cli, a),
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),
+        Command::BuiltinHelper => return builtin_helper::run(),
     };
     match result {
         Ok(code) => code,

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use glovebox::builtin;
 use glovebox::engine::{Caller, Engine};
+use glovebox::manifest::config::SafetyMode;
+use glovebox::manifest::project::Origin;
 use glovebox::run::{ErrorKind, Outcome, SecretSource};
 use serde_json::{Map, Value};
 
@@ -144,6 +147,48 @@ fn ask_approval(engine: &Engine, name: &str) -> bool {
     matches!(line.trim(), "y" | "Y" | "yes")
 }
 
+/// For the built-in `write_file` under `safety_mode: ask` on a terminal:
+/// shows the diff and asks `Allow write? [y/N]:`.
+fn confirm_write(engine: &Engine, name: &str, params: &Value) -> bool {
+    let Ok(tool) = engine.tool(name) else {
+        return false;
+    };
+    let Ok(config) = engine.project().config() else {
+        return false;
+    };
+    if tool.origin != Origin::Builtin
+        || name != builtin::write_file::NAME
+        || config.safety_mode != SafetyMode::Ask
+        || !std::io::stdin().is_terminal()
+    {
+        return false;
+    }
+    let Some(params) = params.as_object() else {
+        return false;
+    };
+    let caller = Caller {
+        id: "cli".into(),
+        ..Caller::default()
+    };
+    let ctx = builtin::Context {
+        root: &engine.project().root,
+        config,
+        caller: &caller,
+    };
+    // A call that cannot be previewed fails the same way in the engine.
+    let Ok(plan) = builtin::write_file::preview(params, &ctx) else {
+        return false;
+    };
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{}Allow write? [y/N]: ", plan.diff);
+    let _ = err.flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim(), "y" | "Y" | "yes" | "Yes" | "YES")
+}
+
 /// A usage error: with `--json` still exactly one Outcome on stdout.
 fn usage_error(args: &Args, kind: ErrorKind, message: String) -> anyhow::Result<ExitCode> {
     if args.json {
@@ -167,7 +212,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let caller = Caller {
         id: "cli".into(),
         approved: args.yes
-            || (!engine.is_approved(&args.name) && ask_approval(&engine, &args.name)),
+            || (!engine.is_approved(&args.name) && ask_approval(&engine, &args.name))
+            || confirm_write(&engine, &args.name, &params),
         secrets: SecretSource::Environment,
         cancel: None,
     };

@@ -18,7 +18,7 @@ use super::schema::{self, SchemaError, Which};
 use super::yaml::{self, Position};
 
 /// `.glee/config.yml`, with defaults filled.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Ceiling and http settings.
@@ -33,6 +33,31 @@ pub struct Config {
     /// How approvals are handled.
     #[serde(default)]
     pub safety_mode: SafetyMode,
+    /// Built-in tools to enable (`read_file`, `write_file`, `list_files`);
+    /// all three by default, `builtins: []` turns them off. See
+    /// [`crate::builtin`].
+    #[serde(default = "all_builtins")]
+    pub builtins: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            security: Security::default(),
+            limits: Limits::default(),
+            sandbox: Sandbox::default(),
+            safety_mode: SafetyMode::default(),
+            builtins: all_builtins(),
+        }
+    }
+}
+
+/// Every built-in, in the order `glovebox list` shows them.
+fn all_builtins() -> Vec<String> {
+    crate::builtin::NAMES
+        .iter()
+        .map(|n| (*n).to_owned())
+        .collect()
 }
 
 /// `security`.
@@ -234,6 +259,19 @@ mod tests {
         assert_eq!(c.limits.pids, 64);
         assert!(c.sandbox.degraded);
         assert_eq!(c.safety_mode, SafetyMode::Strict);
+    }
+
+    #[test]
+    fn builtins_are_on_by_default_and_checked() {
+        assert_eq!(
+            Config::default().builtins,
+            ["list_files", "read_file", "write_file"]
+        );
+        assert!(parse("builtins: []\n").unwrap().builtins.is_empty());
+        let c = parse("builtins: [read_file, list_files]\n").unwrap();
+        assert_eq!(c.builtins, ["read_file", "list_files"]);
+        let err = parse("builtins: [read_files]\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { .. }), "{err}");
     }
 
     #[test]

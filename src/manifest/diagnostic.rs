@@ -119,6 +119,8 @@ rules! {
     NameClash = "name-clash", Error;
     /// A `tools.json` entry's `permissions` exceed `security.max_permissions`.
     ExceedsCeiling = "exceeds-ceiling", Error;
+    /// A project tool with the name of a built-in the config enables.
+    BuiltinShadowed = "builtin-shadowed", Warning;
 }
 
 impl fmt::Display for Rule {

@@ -230,6 +230,13 @@ impl Project {
             }
             tools.sort_by(|a, b| a.name.cmp(&b.name));
         }
+        // Built-ins belong to Glee projects; a bare tools.json drop-in lists
+        // exactly its own tools, as agentcli does.
+        let glee_project =
+            root.join(discover::TOOLS_DIR).is_dir() || root.join(discover::CONFIG_FILE).is_file();
+        if let (Some(config), true) = (&config, glee_project) {
+            crate::builtin::add_enabled(&root, config, &mut tools, &rejected, &mut diagnostics);
+        }
         Ok(Project {
             root,
             config,
@@ -378,7 +385,13 @@ mod tests {
         .unwrap();
         let project = Project::load(tmp.path()).unwrap();
         assert!(!project.has_errors(), "{:?}", project.diagnostics);
-        assert_eq!(project.tools.len(), 1);
+        let own: Vec<_> = project
+            .tools
+            .iter()
+            .filter(|t| t.origin == Origin::Dir)
+            .collect();
+        assert_eq!(own.len(), 1);
+        assert_eq!(project.tools.len(), 1 + crate::builtin::NAMES.len());
         let err = project.tool("ecko").unwrap_err();
         assert!(err.to_string().contains("did you mean `echo`"), "{err}");
     }
