@@ -47,6 +47,8 @@ pub mod approval;
 pub mod audit;
 pub mod create;
 pub mod engine;
+pub mod export;
+pub mod import;
 pub mod jail;
 pub mod manifest;
 pub mod policy;

@@ -12,6 +12,8 @@ mod audit;
 mod create;
 mod doctor;
 mod explain;
+mod export;
+mod import;
 mod lint;
 mod list;
 mod mcp;
@@ -71,6 +73,11 @@ pub enum Command {
     Mcp(mcp::Args),
     /// Serve the tools over HTTP (MCP Streamable HTTP at /mcp).
     Serve(serve::Args),
+    /// Print the tools as an OpenAI, Anthropic or MCP tool list.
+    Export(export::Args),
+    /// Turn another runner's tool file into tool directories.
+    #[command(subcommand)]
+    Import(import::Command),
 }
 
 /// Fails for commands that do not read `--tools-json` files yet.
@@ -97,6 +104,8 @@ pub fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(&cli, a),
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),
+        Command::Export(a) => export::run(&cli, a),
+        Command::Import(a) => import::run(&cli, a),
     };
     match result {
         Ok(code) => code,
