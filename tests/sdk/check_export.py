@@ -1,7 +1,7 @@
 """Validates a `glovebox export` document against the official SDKs' types.
 
-usage: check_export.py FORMAT FILE     (FORMAT: openai | openai-responses |
-                                        anthropic | mcp)
+usage: check_export.py FORMAT FILE [FORMAT FILE]...
+       (FORMAT: openai | openai-responses | anthropic | mcp)
 
 Each tool is validated with pydantic's TypeAdapter against the SDK type
 (openai.types.chat.ChatCompletionToolParam, openai.types.responses.
@@ -9,8 +9,10 @@ FunctionToolParam, anthropic.types.ToolParam, mcp.types.Tool). TypedDict
 validation accepts unknown keys silently, so the keys are also compared,
 recursively, with the TypedDict's own fields (Required[...] ones must be
 present, nothing else may appear); for the pydantic models of `mcp` (which
-allow extra fields) with the model's fields and aliases. Exit 0 and "ok N"
-when everything conforms; exit 1 with one line per violation otherwise.
+allow extra fields) with the model's fields and aliases. Prints, per file,
+"FILE: ok N" when it conforms, else one "FILE: <violation>" line per
+violation; exits 1 when any file does not conform. (Several files per run:
+importing the SDKs takes seconds.)
 """
 
 import collections.abc
@@ -181,15 +183,21 @@ def check(fmt, doc):
 
 
 def main():
-    fmt, path = sys.argv[1], sys.argv[2]
-    with open(path) as f:
-        doc = json.load(f)
-    errors, n = check(fmt, doc)
-    for e in errors:
-        print(e)
-    if errors:
-        sys.exit(1)
-    print(f"ok {n}")
+    args = sys.argv[1:]
+    if not args or len(args) % 2:
+        sys.exit("usage: check_export.py FORMAT FILE [FORMAT FILE]...")
+    failed = False
+    for fmt, path in zip(args[0::2], args[1::2]):
+        with open(path) as f:
+            doc = json.load(f)
+        errors, n = check(fmt, doc)
+        for e in errors:
+            print(f"{path}: {e}")
+        if errors:
+            failed = True
+        else:
+            print(f"{path}: ok {n}")
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
