@@ -28,10 +28,7 @@ pub struct Args {
 pub fn run(cli: &Cli, command: &Command) -> anyhow::Result<ExitCode> {
     super::refuse_tools_json(cli)?;
     let Command::Hdn(args) = command;
-    let root = match &cli.root {
-        Some(r) => r.clone(),
-        None => discover::find_root(None)?,
-    };
+    let root = discover::find_root(cli.root.as_deref())?;
     let report = import::hdn::import(&root, &args.file, args.force)?;
     Ok(print(&report))
 }

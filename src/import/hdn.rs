@@ -10,7 +10,7 @@
 //! | `input_schema` `{param: type}` | `inputs.schema` object, `additionalProperties: false`; params used in `args` are required |
 //! | `output_schema` `{field: type}` | `outputs.schema` object (fields not required; a mismatch is a warning) |
 //! | HDN's output rule | `outputs.format: json`, `exec.command.stdout: {format: json, select: last_json_line}` |
-//! | `fs:read` / `fs:write` | `permissions.fs.read: ["."]` / `permissions.fs.write: ["."]` |
+//! | `fs:read` / `fs:write` | `permissions.fs.read: ["."]` / also `permissions.fs.write: ["."]` |
 //! | `net:read` | `permissions.network: true` |
 //! | `proc:exec` | nothing: running a process is what a command tool does |
 //! | `safety_level: high`, or `created_by: agent` | `approval.required: true` |
@@ -88,6 +88,12 @@ struct HdnExec {
 pub fn import(root: &Path, file: &Path, force: bool) -> Result<Report, ImportError> {
     let bytes = read_input(file)?;
     let entries = entries(file, &bytes)?;
+    let root = &std::path::absolute(root)
+        .map(|r| crate::manifest::discover::normalize(&r))
+        .map_err(|e| ImportError::ToolsDir {
+            path: root.to_path_buf(),
+            message: e.to_string(),
+        })?;
     let tools = tools_dir(root)?;
     let mut report = Report::default();
     let mut seen = std::collections::HashSet::new();
@@ -256,7 +262,9 @@ pub fn convert(i: usize, entry: &Value) -> Result<Converted, Refused> {
 
     let own_dir = format!("{}/{name}", crate::manifest::discover::TOOLS_DIR);
     let (cwd, fs_read, fs_write) = if read || write {
-        let r: Vec<&str> = if read && !write { vec!["."] } else { vec![] };
+        // Writing implies reading; listing "." under read too lets the jail
+        // execute the tool's program from the root.
+        let r = vec!["."];
         let w: Vec<&str> = if write { vec!["."] } else { vec![] };
         (".".to_string(), json!(r), json!(w))
     } else {

@@ -217,8 +217,9 @@ pub fn write_tool(
     let exists = fs::symlink_metadata(&target).is_ok();
     if exists && !force {
         return Err(refuse(format!(
-            "{} already exists; pass --force to replace it",
-            target.display()
+            "{}/{} already exists; pass --force to replace it",
+            discover::TOOLS_DIR,
+            c.name
         )));
     }
     let io = |what: &str, e: std::io::Error| refuse(format!("cannot {what}: {e}"));
