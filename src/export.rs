@@ -298,3 +298,44 @@ pub fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), ExportErro
     tmp.persist(path).map_err(|e| err(e.error))?;
     Ok(())
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn examples() -> Project {
+        Project::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")).unwrap()
+    }
+
+    #[test]
+    fn mcp_export_is_what_tools_list_serves() {
+        let project = examples();
+        let doc = export(&project, Target::Mcp).unwrap();
+        let served: Vec<Value> = catalog::tools(&project)
+            .into_iter()
+            .filter(|t| !catalog::is_builtin(&t.name))
+            .map(|t| serde_json::to_value(t).unwrap())
+            .collect();
+        assert_eq!(doc["tools"], Value::Array(served));
+    }
+
+    #[test]
+    fn name_rules() {
+        let project = examples();
+        let mut m = project.tools[0].manifest.clone();
+        for (name, openai_ok, mcp_ok) in [
+            ("a-b_C9", true, true),
+            ("a.b", false, true),
+            (&"x".repeat(64), true, true),
+            (&"x".repeat(65), false, true),
+            (&"x".repeat(129), false, false),
+            ("", false, false),
+        ] {
+            m.name = name.to_string();
+            assert_eq!(check(&m, Target::OpenAi).is_empty(), openai_ok, "{name}");
+            assert_eq!(check(&m, Target::Anthropic).is_empty(), openai_ok, "{name}");
+            assert_eq!(check(&m, Target::Mcp).is_empty(), mcp_ok, "{name}");
+        }
+    }
+}

@@ -366,3 +366,29 @@ fn malformed_files_are_reported() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
 }
+
+#[test]
+fn select_needs_json_format() {
+    let f = Fixture::new();
+    let mut t = command_tool(
+        "t",
+        schema(json!({})),
+        json!({"entrypoint": "echo", "stdout": {"format": "text", "select": "last_json_line"}}),
+        json!({}),
+    );
+    f.tool(&t);
+    let out = lint(&f.root);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("`exec.command.stdout.format`: \"json\" was expected"),
+        "{text}"
+    );
+    t["exec"]["command"]["stdout"] = json!({"select": "first_line"});
+    f.tool(&t);
+    let text = String::from_utf8_lossy(&lint(&f.root).stdout).into_owned();
+    assert!(text.contains("use one of: last_json_line"), "{text}");
+    t["exec"]["command"]["stdout"] = json!({"format": "json", "select": "last_json_line"});
+    f.tool(&t);
+    assert_eq!(lint(&f.root).status.code(), Some(0));
+}
