@@ -34,6 +34,12 @@
 //!   no jail may read or write.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
 //!   tool catalog, results, cancellable calls, live reload.
+//! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
+//!   MCP tool lists; names a target does not accept are reported, never
+//!   renamed.
+//! - [`import`]: other runners' tool files (HDN's Tool JSON) turned into
+//!   tool directories that lint clean, with what cannot be expressed
+//!   reported.
 //!
 //! Threat model and what is enforced on which kernel: `SECURITY.md`. The
 //! guarantees are proven by integration tests that spawn the real binary,
