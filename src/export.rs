@@ -255,7 +255,8 @@ fn one(m: &Manifest, target: Target) -> Result<Value, ExportError> {
             "strict": false,
         }),
         Target::Anthropic => {
-            let mut t = json!({"name": m.name, "description": m.description, "input_schema": schema});
+            let mut t =
+                json!({"name": m.name, "description": m.description, "input_schema": schema});
             if !m.examples.is_empty() {
                 t["input_examples"] =
                     Value::Array(m.examples.iter().map(|e| e.params.clone()).collect());

@@ -162,11 +162,7 @@ fn the_catalog_imports_lints_clean_and_reports_what_it_cannot() {
     assert!(stdout.contains("proc:exec"), "the note is shown: {stdout}");
 
     let lint = lint(&f.root);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&lint.stdout),
-        stderr(&lint)
-    );
+    let text = format!("{}{}", String::from_utf8_lossy(&lint.stdout), stderr(&lint));
     assert_eq!(lint.status.code(), Some(0), "{text}");
     assert!(
         text.contains("4 tool(s) checked: 0 error(s), 0 warning(s)"),
@@ -344,7 +340,11 @@ fn nothing_is_written_outside_the_tools_directory() {
     std::os::unix::fs::symlink(&g.outside, g.root.join(".glee/tools")).unwrap();
     let out = import(&g.root, &file, &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("outside the project root"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("outside the project root"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(fs::read_dir(&g.outside).unwrap().count(), 0);
 }
 

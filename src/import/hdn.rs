@@ -134,7 +134,9 @@ fn entries(file: &Path, bytes: &[u8]) -> Result<Vec<Value>, ImportError> {
             Some(Value::Array(a)) => Ok(a),
             _ => Err(format("the object has no `tools` array".into())),
         },
-        _ => Err(format("the top level is neither an array nor an object".into())),
+        _ => Err(format(
+            "the top level is neither an array nor an object".into(),
+        )),
     }
 }
 
@@ -217,15 +219,13 @@ pub fn convert(i: usize, entry: &Value) -> Result<Converted, Refused> {
             }
         },
         Some(e) => {
-            problems.push(format!(
-                "`exec.type: {}` is unknown (cmd or image)",
-                e.kind
-            ));
+            problems.push(format!("`exec.type: {}` is unknown (cmd or image)", e.kind));
             (String::new(), Vec::new())
         }
     };
     if cmd.contains("${") {
-        problems.push("`exec.cmd` contains `${`, which glovebox would read as a placeholder".into());
+        problems
+            .push("`exec.cmd` contains `${`, which glovebox would read as a placeholder".into());
     }
 
     // Inputs and args.
@@ -246,7 +246,8 @@ pub fn convert(i: usize, entry: &Value) -> Result<Converted, Refused> {
         properties.insert(p.clone(), param_schema(ty));
     }
     let required: Vec<&String> = params.keys().filter(|p| used.contains(*p)).collect();
-    let mut inputs = json!({"type": "object", "additionalProperties": false, "properties": properties});
+    let mut inputs =
+        json!({"type": "object", "additionalProperties": false, "properties": properties});
     if !required.is_empty() {
         inputs["required"] = json!(required);
     }
@@ -305,7 +306,9 @@ pub fn convert(i: usize, entry: &Value) -> Result<Converted, Refused> {
     }
     for key in t.other.keys() {
         if key != "created_at" {
-            notes.push(format!("field `{key}` has no v2 equivalent and was ignored"));
+            notes.push(format!(
+                "field `{key}` has no v2 equivalent and was ignored"
+            ));
         }
     }
     Ok(Converted {
@@ -436,12 +439,16 @@ mod tests {
 
     #[test]
     fn docker_and_images_are_refused_with_the_reason() {
-        let docker = json!({"id": "d", "permissions": ["docker"], "exec": {"type": "cmd", "cmd": "docker"}});
+        let docker =
+            json!({"id": "d", "permissions": ["docker"], "exec": {"type": "cmd", "cmd": "docker"}});
         assert!(convert(0, &docker).unwrap_err().reason.contains("docker"));
         let image = json!({"id": "i", "exec": {"type": "image", "image": "alpine"}});
         assert!(convert(0, &image).unwrap_err().reason.contains("image"));
         let none = json!({"name": "HTTP GET"});
-        assert!(convert(3, &none).unwrap_err().reason.contains("valid tool name"));
+        assert!(convert(3, &none)
+            .unwrap_err()
+            .reason
+            .contains("valid tool name"));
     }
 
     #[test]
