@@ -410,11 +410,11 @@ impl Engine {
         }
         let cwd = self.cwd(job, &exec.cwd)?;
         let argv = command::argv(root, exec, bindings).map_err(|e| template_failure(name, &e))?;
-        let format = exec.stdout.format;
+        let stdout = &exec.stdout;
         let allowed = exec.exit_codes_ok.clone();
         job.execute(job.spec(argv, cwd), &program, |r, redact| match r.status {
             jail::Status::Exited(c) if allowed.contains(&c) => {
-                run::parse_output(name, &r.stdout, format, redact)
+                run::select::read(name, &r.stdout, stdout, redact)
             }
             status => Finished::Failed(run::exit_failure(
                 name,

@@ -40,6 +40,12 @@
 //!   the root readable and at most the target's directory writable.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
 //!   tool catalog, results, cancellable calls, live reload.
+//! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
+//!   MCP tool lists; names a target does not accept are reported, never
+//!   renamed.
+//! - [`import`]: other runners' tool files (HDN's Tool JSON) turned into
+//!   tool directories that lint clean, with what cannot be expressed
+//!   reported.
 //!
 //! Threat model and what is enforced on which kernel: `SECURITY.md`. The
 //! guarantees are proven by integration tests that spawn the real binary,
@@ -54,6 +60,8 @@ pub mod audit;
 pub mod builtin;
 pub mod create;
 pub mod engine;
+pub mod export;
+pub mod import;
 pub mod jail;
 pub mod manifest;
 pub mod policy;

@@ -35,7 +35,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         for diagnostic in &project.diagnostics {
             println!("{diagnostic}");
         }
-        let tools = project.tools.len() + project.rejected.len();
+        // The built-ins ship with glovebox: there is no file of theirs to check.
+        let own = project
+            .tools
+            .iter()
+            .filter(|t| t.origin != glovebox::manifest::Origin::Builtin)
+            .count();
+        let tools = own + project.rejected.len();
         eprintln!("{tools} tool(s) checked: {errors} error(s), {warnings} warning(s)");
     }
     Ok(if errors == 0 {

@@ -13,6 +13,8 @@ mod builtin_helper;
 mod create;
 mod doctor;
 mod explain;
+mod export;
+mod import;
 mod lint;
 mod list;
 mod mcp;
@@ -77,6 +79,11 @@ pub enum Command {
     /// Internal: the built-in tools' helper, run inside the jail.
     #[command(name = "__builtin", hide = true)]
     BuiltinHelper,
+    /// Print the tools as an OpenAI, Anthropic or MCP tool list.
+    Export(export::Args),
+    /// Turn another runner's tool file into tool directories.
+    #[command(subcommand)]
+    Import(import::Command),
 }
 
 /// The project named by `--root` / `--tools-json` (or found from the
@@ -117,6 +124,8 @@ pub fn main() -> ExitCode {
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),
         Command::BuiltinHelper => return builtin_helper::run(),
+        Command::Export(a) => export::run(&cli, a),
+        Command::Import(a) => import::run(&cli, a),
     };
     match result {
         Ok(code) => code,

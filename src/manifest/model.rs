@@ -274,6 +274,18 @@ pub struct Stdout {
     /// JSON or text.
     #[serde(default)]
     pub format: Format,
+    /// Which part of stdout is the output (opt-in; requires `format: json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<Select>,
+}
+
+/// `exec.command.stdout.select`: a rule picking the output out of stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Select {
+    /// HDN's rule: the whole of stdout when it is JSON, else its last line
+    /// that is a JSON object or array, else `{"output": "<stdout>"}`.
+    LastJsonLine,
 }
 
 /// `exec.python`: a function of a python module, run in the jail.

@@ -12,6 +12,7 @@ pub mod http;
 pub mod outcome;
 pub mod python;
 pub mod secrets;
+pub mod select;
 
 use std::path::Path;
 
