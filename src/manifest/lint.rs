@@ -108,6 +108,7 @@ impl Lint<'_> {
         self.url_authority(&doc, &secret_names);
         self.paths(&doc);
         self.http_permissions(&doc);
+        self.dispatch(&doc, &input_names);
         self.entrypoint(&doc, &input_names);
         if let Some(validator) = inputs {
             self.examples(&doc, &validator);
@@ -402,6 +403,55 @@ impl Lint<'_> {
                 doc.positions.key(pointer),
                 "http tool without `permissions.network: true` will be refused at run time; set it",
             );
+        }
+    }
+
+    /// `dispatch-invalid`.
+    fn dispatch(&mut self, doc: &Document, inputs: &[String]) {
+        let Some(dispatch) = doc.value.pointer("/exec/http/dispatch") else {
+            return;
+        };
+        let param = dispatch
+            .get("param")
+            .and_then(Value::as_str)
+            .unwrap_or("action");
+        if !inputs.iter().any(|i| i == param) {
+            let pointer = if dispatch.get("param").is_some() {
+                "/exec/http/dispatch/param"
+            } else {
+                "/exec/http/dispatch"
+            };
+            let message = format!(
+                "dispatch routes on input `{param}`, which inputs.schema.properties does not declare; declare it (a string with an `enum` of the route names)"
+            );
+            self.report(Rule::DispatchInvalid, doc.positions.key(pointer), message);
+        }
+        let Some(routes) = dispatch.get("routes").and_then(Value::as_object) else {
+            return;
+        };
+        for (name, route) in routes {
+            let Some(path) = route.get("path").and_then(Value::as_str) else {
+                continue;
+            };
+            if !path.starts_with('/') {
+                let pointer = yaml::pointer_of(["exec", "http", "dispatch", "routes", name, "path"]);
+                let message = format!(
+                    "route `{name}` has path `{path}`, which does not start with `/`; it is appended to exec.http.url, so start it with `/`"
+                );
+                self.report(Rule::DispatchInvalid, doc.positions.value(&pointer), message);
+            }
+        }
+        let enum_pointer = yaml::pointer_of(["inputs", "schema", "properties", param, "enum"]);
+        if let Some(values) = doc.value.pointer(&enum_pointer).and_then(Value::as_array) {
+            for v in values {
+                let routed = v.as_str().is_some_and(|v| routes.contains_key(v));
+                if !routed {
+                    let message = format!(
+                        "input `{param}` allows {v}, which has no route in exec.http.dispatch.routes; add a route or remove the value"
+                    );
+                    self.report(Rule::DispatchInvalid, doc.positions.value(&enum_pointer), message);
+                }
+            }
         }
     }
 
