@@ -229,6 +229,7 @@ pub fn create(
         name: name.to_string(),
         file: dir.join(TOOL_FILE),
         display: format!(".glee/tools/{name}/{TOOL_FILE}"),
+        origin: crate::manifest::project::Origin::Dir,
     };
     let checked = lint::lint_tool(root, &entry, &text);
     let Some(manifest) = checked

@@ -32,6 +32,13 @@
 //!   content, agent-created tools under the project's permission ceiling,
 //!   the HMAC-chained audit log, and glovebox's own state directory, which
 //!   no jail may read or write.
+//! - Glee v1 tools: a single file `.glee/tools/<name>.yml` (the legacy
+//!   format) loads beside v2 directories, mapped onto the same model by
+//!   [`manifest::v1`] (its per-action `endpoints` become
+//!   `exec.http.dispatch`, a documented v2 extension), so it runs through
+//!   the same validation, http runner, SSRF guard, approval and audit;
+//!   `lint` warns `legacy-v1`, and [`migrate`] writes the v2 directory,
+//!   checked to load to the identical manifest.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
 //!   tool catalog, results, cancellable calls, live reload.
 //!
@@ -49,6 +56,7 @@ pub mod create;
 pub mod engine;
 pub mod jail;
 pub mod manifest;
+pub mod migrate;
 pub mod policy;
 pub mod proxy;
 pub mod run;

@@ -15,6 +15,7 @@ mod explain;
 mod lint;
 mod list;
 mod mcp;
+mod migrate;
 mod run;
 mod sandbox;
 mod serve;
@@ -71,6 +72,8 @@ pub enum Command {
     Mcp(mcp::Args),
     /// Serve the tools over HTTP (MCP Streamable HTTP at /mcp).
     Serve(serve::Args),
+    /// Turn Glee v1 single-file tools (.glee/tools/<name>.yml) into v2 tool directories.
+    Migrate(migrate::Args),
 }
 
 /// Fails for commands that do not read `--tools-json` files yet.
@@ -97,6 +100,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(a) => doctor::run(&cli, a),
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),
+        Command::Migrate(a) => migrate::run(&cli, a),
     };
     match result {
         Ok(code) => code,

@@ -15,6 +15,8 @@ use serde_json::Value;
 
 use super::diagnostic::{Diagnostic, Rule};
 use super::discover::{self, ToolEntry};
+use super::project::Origin;
+use super::v1;
 use super::model::Manifest;
 use super::placeholder::{self, PlaceholderError};
 use super::schema::{self, display_path, Which};
@@ -30,7 +32,7 @@ pub struct Checked {
 }
 
 /// Input names that suggest the caller is asked for a credential.
-const CREDENTIAL_WORDS: &[&str] = &[
+pub(crate) const CREDENTIAL_WORDS: &[&str] = &[
     "token",
     "secret",
     "password",
@@ -41,8 +43,13 @@ const CREDENTIAL_WORDS: &[&str] = &[
     "private_key",
 ];
 
-/// Checks the manifest `text` of the tool directory `entry` under `root`.
+/// Checks the manifest `text` of the tool `entry` under `root`: a v2
+/// `tool.yml`, or a Glee v1 file (see [`lint_v1`]) when `entry.origin` is
+/// [`Origin::V1`].
 pub fn lint_tool(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
+    if entry.origin == Origin::V1 {
+        return lint_v1(root, entry, text);
+    }
     let mut lint = Lint {
         root,
         entry,
@@ -50,6 +57,92 @@ pub fn lint_tool(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
     };
     let manifest = lint.run(text);
     let mut diagnostics = lint.diagnostics;
+    diagnostics.sort_by_key(|d| (d.line, d.col));
+    let manifest = manifest.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
+    Checked {
+        manifest,
+        diagnostics,
+    }
+}
+
+/// Checks the Glee v1 file `text` of `entry`: the v1 schema and mapping
+/// ([`v1::map`]), then every v2 rule on the mapped manifest, all reported
+/// at the v1 file's lines, plus a `legacy-v1` warning. The tool's name is
+/// its `name` field, which must equal the file stem up to `-` vs `_`.
+pub fn lint_v1(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
+    let mut diagnostics = Vec::new();
+    let mut manifest = None;
+    let mut named = entry.clone();
+    match v1::map(text) {
+        Err(v1::V1Error::Yaml(e)) => diagnostics.push(Diagnostic::new(
+            Rule::YamlSyntax,
+            &entry.display,
+            Some(&entry.name),
+            e.position(),
+            e.to_string(),
+        )),
+        Err(v1::V1Error::Schema(e)) => diagnostics.push(Diagnostic::new(
+            Rule::InvalidSchema,
+            &entry.display,
+            Some(&entry.name),
+            Position::START,
+            e.to_string(),
+        )),
+        Ok(mapped) => {
+            let doc_name = mapped
+                .document
+                .as_ref()
+                .and_then(|d| d.value.get("name"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty());
+            if let Some(name) = doc_name {
+                named.name = name.to_owned();
+            }
+            for f in &mapped.findings {
+                diagnostics.push(Diagnostic::new(
+                    f.rule,
+                    &entry.display,
+                    Some(&named.name),
+                    f.at,
+                    f.message.clone(),
+                ));
+            }
+            if let Some(doc) = mapped.document {
+                if named.name.replace('-', "_") != entry.name.replace('-', "_") {
+                    let message = format!(
+                        "name `{}` differs from the file name `{}.yml`; rename one to match the other",
+                        named.name, entry.name
+                    );
+                    diagnostics.push(Diagnostic::new(
+                        Rule::NameMismatch,
+                        &entry.display,
+                        Some(&named.name),
+                        doc.positions.value("/name"),
+                        message,
+                    ));
+                }
+                let mut lint = Lint {
+                    root,
+                    entry: &named,
+                    diagnostics: Vec::new(),
+                };
+                manifest = lint.run_document(doc);
+                diagnostics.extend(lint.diagnostics);
+            }
+        }
+    }
+    diagnostics.push(Diagnostic::new(
+        Rule::LegacyV1,
+        &entry.display,
+        Some(&named.name),
+        Position::START,
+        format!(
+            "Glee v1 single-file tool (legacy format); run `glovebox migrate {}` to turn it into .glee/tools/{}/{}",
+            named.name,
+            named.name,
+            discover::TOOL_FILE
+        ),
+    ));
     diagnostics.sort_by_key(|d| (d.line, d.col));
     let manifest = manifest.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
     Checked {
@@ -76,13 +169,16 @@ impl Lint<'_> {
     }
 
     fn run(&mut self, text: &str) -> Option<Manifest> {
-        let doc = match yaml::parse(text) {
-            Ok(doc) => doc,
+        match yaml::parse(text) {
+            Ok(doc) => self.run_document(doc),
             Err(e) => {
                 self.report(Rule::YamlSyntax, e.position(), e.to_string());
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    fn run_document(&mut self, doc: Document) -> Option<Manifest> {
         match schema::check(Which::Tool, &doc) {
             Ok(findings) => {
                 for f in findings {

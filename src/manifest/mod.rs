@@ -37,6 +37,7 @@ pub mod model;
 pub mod placeholder;
 pub mod project;
 pub mod schema;
+pub mod v1;
 pub mod yaml;
 
 pub use config::{Config, Limits, MaxPermissions, SafetyMode};

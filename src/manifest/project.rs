@@ -128,10 +128,15 @@ impl Project {
                 (Some(manifest), found) => {
                     diagnostics.extend(found);
                     tools.push(Tool {
-                        name: entry.name.clone(),
+                        // A v1 file's stem may spell `_` as `-`; its
+                        // `name` field is the tool's name.
+                        name: match entry.origin {
+                            Origin::V1 => manifest.name.clone(),
+                            _ => entry.name.clone(),
+                        },
                         file: entry.file.clone(),
                         manifest,
-                        origin: Origin::Dir,
+                        origin: entry.origin,
                     });
                 }
                 (None, found) => {
@@ -143,6 +148,8 @@ impl Project {
                 }
             }
         }
+        refuse_duplicates(&root, &mut tools, &mut rejected, &mut diagnostics);
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Project {
             root,
             config,
@@ -191,6 +198,60 @@ impl Project {
             name: name.to_owned(),
             hint,
         })
+    }
+}
+
+/// Two tools of one name (a v1 file beside a v2 directory, or two v1
+/// files whose stems differ only in `-`/`_`): which one a call meant is
+/// unknowable, so neither runs and each file gets a `duplicate-tool` error
+/// naming the other.
+fn refuse_duplicates(
+    root: &Path,
+    tools: &mut Vec<Tool>,
+    rejected: &mut Vec<String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let display = |t: &Tool| {
+        t.file
+            .strip_prefix(root)
+            .unwrap_or(&t.file)
+            .display()
+            .to_string()
+    };
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    let mut twice: Vec<String> = names
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0].to_owned())
+        .collect();
+    twice.dedup();
+    for name in twice {
+        let files: Vec<String> = tools
+            .iter()
+            .filter(|t| t.name == name)
+            .map(display)
+            .collect();
+        for file in &files {
+            let others: Vec<&str> = files
+                .iter()
+                .filter(|f| *f != file)
+                .map(String::as_str)
+                .collect();
+            let message = format!(
+                "tool `{name}` is also defined by {}; remove one of them (`glovebox migrate` keeps the v1 file as `<name>.yml.v1-migrated`, which is not loaded)",
+                others.join(", ")
+            );
+            diagnostics.push(Diagnostic::new(
+                Rule::DuplicateTool,
+                file,
+                Some(&name),
+                Position::START,
+                message,
+            ));
+        }
+        tools.retain(|t| t.name != name);
+        rejected.push(name);
     }
 }
 
