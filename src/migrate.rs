@@ -22,7 +22,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::manifest::diagnostic::Diagnostic;
-use crate::manifest::discover::{self, ToolEntry, TOOL_FILE, TOOLS_DIR};
+use crate::manifest::discover::{self, ToolEntry, TOOLS_DIR, TOOL_FILE};
 use crate::manifest::lint;
 use crate::manifest::model::Manifest;
 use crate::manifest::project::{Origin, Project, ProjectError};
@@ -45,7 +45,9 @@ pub enum MigrateError {
     #[error("no Glee v1 tool (.glee/tools/<name>.yml) to migrate")]
     NoV1Tools,
     /// A name that is not a v1 file.
-    #[error("`{name}` is not a Glee v1 tool{hint}; `glovebox lint` lists them with a legacy-v1 warning")]
+    #[error(
+        "`{name}` is not a Glee v1 tool{hint}; `glovebox lint` lists them with a legacy-v1 warning"
+    )]
     NotV1 {
         /// The requested name.
         name: String,
@@ -61,7 +63,9 @@ pub enum MigrateError {
         diagnostics: Vec<Diagnostic>,
     },
     /// The target exists.
-    #[error("{path:?} already exists; refusing to overwrite it (remove or rename it, or the v1 file)")]
+    #[error(
+        "{path:?} already exists; refusing to overwrite it (remove or rename it, or the v1 file)"
+    )]
     Exists {
         /// The target directory.
         path: PathBuf,
@@ -162,12 +166,7 @@ pub fn migrate(root: &Path, opts: &Options) -> Result<Vec<Migrated>, MigrateErro
         if !opts.dry_run {
             write(&root, &plan)?;
         }
-        let rel = |p: &Path| {
-            p.strip_prefix(&root)
-                .unwrap_or(p)
-                .display()
-                .to_string()
-        };
+        let rel = |p: &Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
         done.push(Migrated {
             to: rel(&plan.dir.join(TOOL_FILE)),
             from: plan.entry.display.clone(),

@@ -100,7 +100,11 @@ fn seed_examples_load_and_lint_with_only_the_legacy_warning() {
     assert_eq!(
         seen,
         [
-            ("legacy-v1".into(), ".glee/tools/github-issues.yml".into(), 1),
+            (
+                "legacy-v1".into(),
+                ".glee/tools/github-issues.yml".into(),
+                1
+            ),
             ("legacy-v1".into(), ".glee/tools/slack-notify.yml".into(), 1),
             ("legacy-v1".into(), ".glee/tools/web-search.yml".into(), 1),
         ]
@@ -132,6 +136,16 @@ fn approval_covers_the_v1_file() {
     assert_eq!(tool.origin, glovebox::manifest::Origin::V1);
     let files = glovebox::approval::covered_files(&project.root, tool);
     assert_eq!(files, [project.root.join(".glee/tools/web-search.yml")]);
+    // The MCP catalog lists v1 tools like any other, with their schema.
+    let catalog = glovebox::serve::catalog::tools(&project);
+    let github = catalog
+        .iter()
+        .find(|t| t.name == "github_issues")
+        .expect("github_issues is served");
+    assert_eq!(
+        github.input_schema["properties"]["action"]["enum"],
+        json!(["list", "create", "get"])
+    );
 }
 
 #[test]
@@ -196,20 +210,35 @@ fn github_issues_routes_on_action() {
     .assert_ok();
     f.run_env(
         "github_issues",
-        &["--params", r#"{"action": "get", "repo": "octo", "issue_number": 7}"#],
+        &[
+            "--params",
+            r#"{"action": "get", "repo": "octo", "issue_number": 7}"#,
+        ],
         &env,
     )
     .assert_ok();
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3, "{reqs:#?}");
-    assert_eq!((reqs[0].method.as_str(), reqs[0].target.as_str()), ("GET", "/repos/octo/issues"));
+    assert_eq!(
+        (reqs[0].method.as_str(), reqs[0].target.as_str()),
+        ("GET", "/repos/octo/issues")
+    );
     assert!(reqs[0].body.is_empty());
-    assert_eq!((reqs[1].method.as_str(), reqs[1].target.as_str()), ("POST", "/repos/octo/issues"));
+    assert_eq!(
+        (reqs[1].method.as_str(), reqs[1].target.as_str()),
+        ("POST", "/repos/octo/issues")
+    );
     assert_eq!(reqs[1].json(), json!({"title": "T", "body": "B \"q\""}));
     assert_eq!(reqs[1].header("content-type"), Some("application/json"));
-    assert_eq!((reqs[2].method.as_str(), reqs[2].target.as_str()), ("GET", "/repos/octo/issues/7"));
+    assert_eq!(
+        (reqs[2].method.as_str(), reqs[2].target.as_str()),
+        ("GET", "/repos/octo/issues/7")
+    );
     for r in &reqs {
-        assert_eq!(r.header("authorization"), Some(format!("Bearer {SECRET}").as_str()));
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {SECRET}").as_str())
+        );
         assert_eq!(r.header("accept"), Some("application/vnd.github+json"));
         assert_eq!(r.raw().matches(SECRET).count(), 1);
     }
@@ -261,14 +290,36 @@ fn slack_notify_posts_only_the_set_fields() {
 /// Calls made against the v1 tools and their migrated twins.
 fn round_trip_calls() -> Vec<(&'static str, Vec<&'static str>)> {
     vec![
-        ("web_search", vec!["query=best python web frameworks 2025", "count=5"]),
+        (
+            "web_search",
+            vec!["query=best python web frameworks 2025", "count=5"],
+        ),
         ("web_search", vec!["query=a/b?c#d", "freshness=week"]),
         ("web_search", vec!["count=5"]),
         ("github_issues", vec!["action=list", "repo=anthropics"]),
-        ("github_issues", vec!["--params", r#"{"action":"create","repo":"myorg","title":"Add dark mode support","body":"Users have requested dark mode..."}"#]),
-        ("github_issues", vec!["--params", r#"{"action":"get","repo":"r","issue_number":456}"#]),
+        (
+            "github_issues",
+            vec![
+                "--params",
+                r#"{"action":"create","repo":"myorg","title":"Add dark mode support","body":"Users have requested dark mode..."}"#,
+            ],
+        ),
+        (
+            "github_issues",
+            vec![
+                "--params",
+                r#"{"action":"get","repo":"r","issue_number":456}"#,
+            ],
+        ),
         ("github_issues", vec!["action=nope", "repo=r"]),
-        ("slack_notify", vec!["channel=C1234567890", "message=Fixed", "thread_ts=1234567890.123456"]),
+        (
+            "slack_notify",
+            vec![
+                "channel=C1234567890",
+                "message=Fixed",
+                "thread_ts=1234567890.123456",
+            ],
+        ),
         ("slack_notify", vec!["channel=general"]),
     ]
 }
@@ -338,14 +389,23 @@ fn migrate_refuses_to_overwrite_and_dry_run_writes_nothing() {
     let before = fs::read_to_string(f.root.join(".glee/tools/web-search.yml")).unwrap();
     let (code, stdout, _) = glovebox(&f.root, &["migrate", "web_search", "--dry-run"]);
     assert_eq!(code, 0);
-    assert!(stdout.contains("would write .glee/tools/web_search/tool.yml"), "{stdout}");
-    assert!(stdout.contains("X-Subscription-Token: \"${BRAVE_API_KEY}\""), "{stdout}");
+    assert!(
+        stdout.contains("would write .glee/tools/web_search/tool.yml"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("X-Subscription-Token: \"${BRAVE_API_KEY}\""),
+        "{stdout}"
+    );
     assert!(!f.root.join(".glee/tools/web_search").exists());
 
     f.file(".glee/tools/web_search/notes.txt", "mine");
     let (code, _, stderr) = glovebox(&f.root, &["migrate", "web-search"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("already exists; refusing to overwrite"), "{stderr}");
+    assert!(
+        stderr.contains("already exists; refusing to overwrite"),
+        "{stderr}"
+    );
     assert_eq!(
         fs::read_to_string(f.root.join(".glee/tools/web-search.yml")).unwrap(),
         before
@@ -362,7 +422,10 @@ fn migrate_refuses_to_overwrite_and_dry_run_writes_nothing() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("v1 file removed"), "{stdout}");
     assert!(!f.root.join(".glee/tools/slack-notify.yml").exists());
-    assert!(!f.root.join(".glee/tools/slack-notify.yml.v1-migrated").exists());
+    assert!(!f
+        .root
+        .join(".glee/tools/slack-notify.yml.v1-migrated")
+        .exists());
     assert!(f.root.join(".glee/tools/slack_notify/tool.yml").is_file());
 }
 
@@ -379,11 +442,15 @@ fn a_v1_file_beside_a_v2_dir_of_the_same_name_is_an_error_naming_both() {
     f.file(".glee/tools/web_search/tool.yml", &text);
     let (code, stdout, _) = glovebox(&f.root, &["lint"]);
     assert_eq!(code, 1);
-    let dup: Vec<&str> = stdout.lines().filter(|l| l.contains("[duplicate-tool]")).collect();
+    let dup: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("[duplicate-tool]"))
+        .collect();
     assert_eq!(dup.len(), 2, "{stdout}");
     for line in dup {
         assert!(
-            line.contains(".glee/tools/web-search.yml") && line.contains(".glee/tools/web_search/tool.yml"),
+            line.contains(".glee/tools/web-search.yml")
+                && line.contains(".glee/tools/web_search/tool.yml"),
             "{line}"
         );
     }
@@ -494,8 +561,15 @@ fn parameter_values_cannot_change_the_host_or_add_headers() {
     assert_eq!(evil.connections(), 0, "a value reached another server");
     let port = server.port().to_string();
     for req in server.requests() {
-        assert_eq!(req.header("host"), Some(format!("127.0.0.1:{port}").as_str()), "{req:#?}");
-        assert!(req.path.starts_with("/api/") && req.path.ends_with("/end"), "{req:#?}");
+        assert_eq!(
+            req.header("host"),
+            Some(format!("127.0.0.1:{port}").as_str()),
+            "{req:#?}"
+        );
+        assert!(
+            req.path.starts_with("/api/") && req.path.ends_with("/end"),
+            "{req:#?}"
+        );
         assert_eq!(req.path.matches('/').count(), 3, "one segment: {req:#?}");
         assert!(!req.target.contains('#'), "{req:#?}");
         assert!(req.header("x-evil").is_none(), "{req:#?}");

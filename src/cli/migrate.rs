@@ -43,8 +43,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             print!("{}", m.text);
         } else {
             match &m.backup {
-                Some(b) => println!("migrated {}: {} -> {} (v1 file kept as {b})", m.name, m.from, m.to),
-                None => println!("migrated {}: {} -> {} (v1 file removed)", m.name, m.from, m.to),
+                Some(b) => println!(
+                    "migrated {}: {} -> {} (v1 file kept as {b})",
+                    m.name, m.from, m.to
+                ),
+                None => println!(
+                    "migrated {}: {} -> {} (v1 file removed)",
+                    m.name, m.from, m.to
+                ),
             }
         }
     }

@@ -227,7 +227,11 @@ mod tests {
         fs::create_dir_all(tmp.path().join("a/b")).unwrap();
         let root = find_root_from(&tmp.path().join("a/b")).unwrap();
         assert_eq!(root, tmp.path());
-        fs::write(tmp.path().join(".glee/tools/old-one.yml"), "name: old_one\n").unwrap();
+        fs::write(
+            tmp.path().join(".glee/tools/old-one.yml"),
+            "name: old_one\n",
+        )
+        .unwrap();
         fs::write(tmp.path().join(".glee/tools/notes.txt"), "x").unwrap();
         fs::write(tmp.path().join(".glee/tools/x.yml.v1-migrated"), "x").unwrap();
         let tools = tool_entries(&root).unwrap();

@@ -15,11 +15,11 @@ use serde_json::Value;
 
 use super::diagnostic::{Diagnostic, Rule};
 use super::discover::{self, ToolEntry};
-use super::project::Origin;
-use super::v1;
 use super::model::Manifest;
 use super::placeholder::{self, PlaceholderError};
+use super::project::Origin;
 use super::schema::{self, display_path, Which};
+use super::v1;
 use super::yaml::{self, push_token, Document, Position};
 
 /// The result of checking one manifest.
@@ -530,11 +530,16 @@ impl Lint<'_> {
                 continue;
             };
             if !path.starts_with('/') {
-                let pointer = yaml::pointer_of(["exec", "http", "dispatch", "routes", name, "path"]);
+                let pointer =
+                    yaml::pointer_of(["exec", "http", "dispatch", "routes", name, "path"]);
                 let message = format!(
                     "route `{name}` has path `{path}`, which does not start with `/`; it is appended to exec.http.url, so start it with `/`"
                 );
-                self.report(Rule::DispatchInvalid, doc.positions.value(&pointer), message);
+                self.report(
+                    Rule::DispatchInvalid,
+                    doc.positions.value(&pointer),
+                    message,
+                );
             }
         }
         let enum_pointer = yaml::pointer_of(["inputs", "schema", "properties", param, "enum"]);
@@ -545,7 +550,11 @@ impl Lint<'_> {
                     let message = format!(
                         "input `{param}` allows {v}, which has no route in exec.http.dispatch.routes; add a route or remove the value"
                     );
-                    self.report(Rule::DispatchInvalid, doc.positions.value(&enum_pointer), message);
+                    self.report(
+                        Rule::DispatchInvalid,
+                        doc.positions.value(&enum_pointer),
+                        message,
+                    );
                 }
             }
         }

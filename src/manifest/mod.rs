@@ -43,7 +43,8 @@ pub mod yaml;
 pub use config::{Config, Limits, MaxPermissions, SafetyMode};
 pub use diagnostic::{Diagnostic, Rule, Severity};
 pub use model::{
-    Approval, CommandExec, Dispatch, Example, Exec, Field, Format, FsPermissions, HttpExec, Inputs, Kind,
-    Manifest, Method, Outputs, Permissions, PythonExec, Response, Route, Secret, SecretType, Stdout,
+    Approval, CommandExec, Dispatch, Example, Exec, Field, Format, FsPermissions, HttpExec, Inputs,
+    Kind, Manifest, Method, Outputs, Permissions, PythonExec, Response, Route, Secret, SecretType,
+    Stdout,
 };
 pub use project::{Origin, Project, ProjectError, Tool};

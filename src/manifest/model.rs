@@ -163,7 +163,7 @@ pub struct HttpExec {
     /// `endpoints`): the value of one input picks a route that extends
     /// this request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dispatch: Option<Dispatch>,
+    pub dispatch: Option<Box<Dispatch>>,
     /// Follow a redirect to another origin (without the headers and query
     /// entries whose templates mention a secret) instead of failing.
     #[serde(default)]

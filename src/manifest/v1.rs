@@ -41,8 +41,10 @@
 use serde_json::{json, Map, Value};
 
 use super::diagnostic::{Rule, Severity};
-use super::lint::CREDENTIAL_WORDS;
+use super::discover::ToolEntry;
+use super::lint::{self, CREDENTIAL_WORDS};
 use super::placeholder;
+use super::project::Origin;
 use super::schema::{self, Finding, SchemaError, Which};
 use super::yaml::{self, Document, NodePosition, PositionIndex, YamlError};
 
@@ -109,6 +111,20 @@ pub fn map(text: &str) -> Result<Mapped, V1Error> {
         positions: mapper.out,
     });
     Ok(Mapped { document, findings })
+}
+
+/// Lints v1 `text` as the file `.glee/tools/tool.yml` of a project at a
+/// root that does not exist, touching no file: the whole v1 path (YAML,
+/// v1 schema, mapping, every v2 rule, the model) for a fuzz target or a
+/// quick check. A `name` other than `tool` adds a `name-mismatch` error.
+pub fn check(text: &str) -> lint::Checked {
+    let entry = ToolEntry {
+        name: "tool".into(),
+        file: std::path::PathBuf::from("/nonexistent/.glee/tools/tool.yml"),
+        display: ".glee/tools/tool.yml".into(),
+        origin: Origin::V1,
+    };
+    lint::lint_v1(std::path::Path::new("/nonexistent"), &entry, text)
 }
 
 struct Mapper<'a> {
@@ -276,8 +292,7 @@ impl Mapper<'_> {
                 continue;
             };
             if properties.contains_key(name) {
-                let message =
-                    format!("parameter `{name}` is declared twice; keep one declaration");
+                let message = format!("parameter `{name}` is declared twice; keep one declaration");
                 self.findings.push(Finding {
                     pointer: format!("{src}/name"),
                     at: self.src.positions.value(&format!("{src}/name")),
@@ -431,8 +446,18 @@ impl Mapper<'_> {
     }
 
     /// `headers`, `query_params` and `body` of `from` into `to`.
-    fn templates(&mut self, from: &Map<String, Value>, src: &str, dst: &str, to: &mut Map<String, Value>) {
-        for (v1, v2) in [("headers", "headers"), ("query_params", "query"), ("body", "body")] {
+    fn templates(
+        &mut self,
+        from: &Map<String, Value>,
+        src: &str,
+        dst: &str,
+        to: &mut Map<String, Value>,
+    ) {
+        for (v1, v2) in [
+            ("headers", "headers"),
+            ("query_params", "query"),
+            ("body", "body"),
+        ] {
             if let Some(v) = from.get(v1) {
                 to.insert(v2.into(), v.clone());
                 self.graft(&format!("{src}/{v1}"), &format!("{dst}/{v2}"));
@@ -587,6 +612,23 @@ mod tests {
         let props = &v["inputs"]["schema"]["properties"];
         assert!(props["id"].is_object());
         assert!(props.get("api_token").is_none());
+    }
+
+    #[test]
+    fn check_runs_the_whole_path_on_text() {
+        let ok = check("name: tool\ndescription: d\napi:\n  endpoint: https://a.example/\n");
+        assert!(ok.manifest.is_some(), "{:?}", ok.diagnostics);
+        assert_eq!(ok.diagnostics.len(), 1);
+        assert_eq!(ok.diagnostics[0].rule, Rule::LegacyV1);
+        for bad in [
+            "",
+            "- a",
+            "name: [",
+            "api: 3",
+            "name: tool\ndescription: d\napi: {}\n",
+        ] {
+            assert!(check(bad).manifest.is_none(), "{bad:?}");
+        }
     }
 
     #[test]
