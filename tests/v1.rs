@@ -547,6 +547,7 @@ fn parameter_values_cannot_change_the_host_or_add_headers() {
         "a\r\nX-Evil: 1".to_string(),
         "a\nHost: evil".to_string(),
     ];
+    let mut refused = 0;
     for value in &hostile {
         for param in ["p", "h", "q", "hd"] {
             let mut params = json!({"p": "ok", "h": "top", "q": "1", "hd": "x"});
@@ -554,11 +555,16 @@ fn parameter_values_cannot_change_the_host_or_add_headers() {
             let r = f.run_env("probe", &["--params", &params.to_string()], &env);
             if r.json["ok"] == json!(false) {
                 assert_eq!(r.kind(), "input_invalid", "{param}={value:?}: {r:#?}");
+                refused += 1;
             }
             assert!(!r.mentions(SECRET));
         }
     }
     assert_eq!(evil.connections(), 0, "a value reached another server");
+    // Both paths were taken: `..` in the path and CR/LF in the header are
+    // refused, everything else is sent encoded.
+    assert_eq!(refused, 3, "refused {refused}");
+    assert_eq!(server.requests().len(), 1 + hostile.len() * 4 - refused);
     let port = server.port().to_string();
     for req in server.requests() {
         assert_eq!(

@@ -149,6 +149,8 @@ impl Project {
             }
         }
         refuse_duplicates(&root, &mut tools, &mut rejected, &mut diagnostics);
+        // Stable: each file's findings stay in line order.
+        diagnostics.sort_by(|a, b| a.file.cmp(&b.file));
         tools.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Project {
             root,
