@@ -135,8 +135,15 @@ struct Mapper<'a> {
 }
 
 impl Mapper<'_> {
+    /// `dst` and everything below it sit where `src` and its subtree do.
     fn graft(&mut self, src: &str, dst: &str) {
         self.out.graft(&self.src.positions, src, dst);
+    }
+
+    /// `dst` alone sits where `src` (or its nearest ancestor) does.
+    fn alias(&mut self, src: &str, dst: &str) {
+        let at = self.src.positions.node(src);
+        self.out.insert(dst, at);
     }
 
     fn unsupported(&mut self, pointer: &str, message: String) {
@@ -153,7 +160,7 @@ impl Mapper<'_> {
     }
 
     fn manifest(&mut self) -> Value {
-        self.graft("", "");
+        self.alias("", "");
         let mut out = Map::new();
         for key in ["name", "description"] {
             let v = self.get(&format!("/{key}")).cloned().unwrap_or_default();
@@ -161,10 +168,10 @@ impl Mapper<'_> {
             self.graft(&format!("/{key}"), &format!("/{key}"));
         }
         out.insert("kind".into(), json!("http"));
-        self.graft("/api", "/kind");
+        self.alias("/api", "/kind");
         let version = self.get("/version").cloned().unwrap_or(json!(1));
         out.insert("version".into(), version);
-        self.graft("/version", "/version");
+        self.alias("/version", "/version");
 
         self.secrets();
         let mut properties = self.parameters();
@@ -196,15 +203,15 @@ impl Mapper<'_> {
         }
         schema.insert("properties".into(), Value::Object(properties));
         out.insert("inputs".into(), json!({ "schema": schema }));
-        self.graft("/parameters", "/inputs");
-        self.graft("/parameters", "/inputs/schema");
-        self.graft("/parameters", "/inputs/schema/required");
-        self.graft("/parameters", "/inputs/schema/properties");
+        self.alias("/parameters", "/inputs");
+        self.alias("/parameters", "/inputs/schema");
+        self.alias("/parameters", "/inputs/schema/required");
+        self.alias("/parameters", "/inputs/schema/properties");
 
         out.insert("outputs".into(), json!({"format": "json"}));
-        self.graft("/response", "/outputs");
+        self.alias("/response", "/outputs");
         out.insert("exec".into(), json!({ "http": http }));
-        self.graft("/api", "/exec");
+        self.alias("/api", "/exec");
         let mut permissions = Map::new();
         permissions.insert("network".into(), json!(true));
         permissions.insert(
@@ -212,8 +219,8 @@ impl Mapper<'_> {
             Value::Object(std::mem::take(&mut self.secrets)),
         );
         out.insert("permissions".into(), Value::Object(permissions));
-        self.graft("/secrets", "/permissions");
-        self.graft("/secrets", "/permissions/secrets");
+        self.alias("/secrets", "/permissions");
+        self.alias("/secrets", "/permissions/secrets");
         out.insert("approval".into(), json!({"required": false}));
         if let Some(examples) = self.get("/examples").cloned() {
             out.insert("examples".into(), examples);
@@ -398,7 +405,7 @@ impl Mapper<'_> {
                 self.graft("/response/fields", "/exec/http/response/fields");
             }
             http.insert("response".into(), Value::Object(r));
-            self.graft("/response", "/exec/http/response");
+            self.alias("/response", "/exec/http/response");
         }
         if let Some(endpoints) = endpoints {
             let mut routes = Map::new();
@@ -429,7 +436,7 @@ impl Mapper<'_> {
                         "enum": names,
                     }),
                 );
-                self.graft(
+                self.alias(
                     "/api/endpoints",
                     &yaml::pointer_of(["inputs", "schema", "properties", ACTION_PARAM]),
                 );
@@ -438,9 +445,9 @@ impl Mapper<'_> {
                 "dispatch".into(),
                 json!({"param": ACTION_PARAM, "routes": routes}),
             );
-            self.graft("/api/endpoints", "/exec/http/dispatch");
-            self.graft("/api/endpoints", "/exec/http/dispatch/param");
-            self.graft("/api/endpoints", "/exec/http/dispatch/routes");
+            self.alias("/api/endpoints", "/exec/http/dispatch");
+            self.alias("/api/endpoints", "/exec/http/dispatch/param");
+            self.alias("/api/endpoints", "/exec/http/dispatch/routes");
         }
         Value::Object(http)
     }

@@ -83,6 +83,11 @@ impl PositionIndex {
         self.nodes.insert(pointer.to_owned(), at);
     }
 
+    /// The position of `pointer`, or of its nearest existing ancestor.
+    pub fn node(&self, pointer: &str) -> NodePosition {
+        self.nearest(pointer)
+    }
+
     /// Copies every position of `from` at or below `src` to the same
     /// relative pointer below `dst`.
     pub fn graft(&mut self, from: &PositionIndex, src: &str, dst: &str) {
