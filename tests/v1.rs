@@ -585,3 +585,47 @@ fn parameter_values_cannot_change_the_host_or_add_headers() {
         assert_eq!(req.raw().matches(SECRET).count(), 1, "{req:#?}");
     }
 }
+
+#[test]
+fn an_agent_cannot_create_a_tool_over_a_v1_file() {
+    let f = fixture();
+    seed(&f, "web-search.yml", BRAVE, "https://example.invalid");
+    f.config(&json!({"security": {"max_permissions": {"network": false, "fs": {"read": ["."]}}}}));
+    let def = f.base.join("def.json");
+    fs::write(
+        &def,
+        json!({
+            "description": "d", "kind": "command", "version": 1,
+            "inputs": {"schema": {"type": "object"}},
+            "outputs": {"format": "text"},
+            "exec": {"command": {"entrypoint": "true"}},
+            "permissions": {"fs": {"read": ["."]}},
+            "approval": {"required": false}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let before = fs::read(f.root.join(".glee/tools/web-search.yml")).unwrap();
+    let create = |name: &str| {
+        Command::new(common::bin())
+            .args(["create", name, "--definition", def.to_str().unwrap()])
+            .arg("--root")
+            .arg(&f.root)
+            .env("GLOVEBOX_STATE_DIR", f.base.join("state"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // The definition itself is acceptable: a fresh name is created.
+    let fresh = create("fresh_tool");
+    assert!(fresh.status.success(), "{fresh:?}");
+    for name in ["web_search", "web-search"] {
+        let out = create(name);
+        assert!(!out.status.success(), "{name}: {out:?}");
+        assert!(!f.root.join(".glee/tools").join(name).exists(), "{name}");
+    }
+    assert_eq!(
+        fs::read(f.root.join(".glee/tools/web-search.yml")).unwrap(),
+        before
+    );
+}
