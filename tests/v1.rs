@@ -508,6 +508,14 @@ fn broken_v1_files_get_positioned_diagnostics() {
     }
     let r = f.run("bad", &[]);
     r.assert_failed("manifest_invalid", 2);
+    // A broken file is reported under its `name`, not its file stem.
+    f.file(
+        ".glee/tools/web-bad.yml",
+        "name: web_bad\ndescription: d\napi:\n  endpoint: https://a.example/\n  methd: GET\n",
+    );
+    let r = f.run("web_bad", &[]);
+    r.assert_failed("manifest_invalid", 2);
+    assert!(r.message().contains("invalid manifest"), "{r:#?}");
 }
 
 /// A v1 tool whose URL path, fragment, query and a header each take a

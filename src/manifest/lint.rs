@@ -89,14 +89,8 @@ pub fn lint_v1(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
             e.to_string(),
         )),
         Ok(mapped) => {
-            let doc_name = mapped
-                .document
-                .as_ref()
-                .and_then(|d| d.value.get("name"))
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty());
-            if let Some(name) = doc_name {
-                named.name = name.to_owned();
+            if let Some(name) = &mapped.name {
+                named.name.clone_from(name);
             }
             for f in &mapped.findings {
                 diagnostics.push(Diagnostic::new(

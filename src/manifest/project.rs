@@ -142,7 +142,12 @@ impl Project {
                 (None, found) => {
                     // A directory without tool.yml is only a warning.
                     if found.iter().any(Diagnostic::is_error) {
-                        rejected.push(entry.name.clone());
+                        // A v1 file's findings carry its `name` field.
+                        let name = match entry.origin {
+                            Origin::V1 => found.iter().find_map(|d| d.tool.clone()),
+                            _ => None,
+                        };
+                        rejected.push(name.unwrap_or_else(|| entry.name.clone()));
                     }
                     diagnostics.extend(found);
                 }

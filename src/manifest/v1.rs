@@ -85,17 +85,27 @@ pub struct Mapped {
     pub document: Option<Document>,
     /// Findings about the v1 text itself (schema, unsupported constructs).
     pub findings: Vec<Finding>,
+    /// The file's `name` field, when it is a non-empty string (even if the
+    /// file has errors), so they can be reported under the tool's name.
+    pub name: Option<String>,
 }
 
 /// Parses v1 `text` and maps it onto the v2 model (see the module doc).
 pub fn map(text: &str) -> Result<Mapped, V1Error> {
     let doc = yaml::parse(text)?;
     let findings = schema::check(Which::ToolV1, &doc)?;
+    let name = doc
+        .value
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned);
     let fatal = |f: &[Finding]| f.iter().any(|f| f.rule.severity() == Severity::Error);
     if fatal(&findings) || !doc.value.is_object() {
         return Ok(Mapped {
             document: None,
             findings,
+            name,
         });
     }
     let mut mapper = Mapper {
@@ -110,7 +120,11 @@ pub fn map(text: &str) -> Result<Mapped, V1Error> {
         value,
         positions: mapper.out,
     });
-    Ok(Mapped { document, findings })
+    Ok(Mapped {
+        document,
+        findings,
+        name,
+    })
 }
 
 /// Lints v1 `text` as the file `.glee/tools/tool.yml` of a project at a
