@@ -653,6 +653,23 @@ mod tests {
     }
 
     #[test]
+    fn every_prefix_and_byte_flip_of_a_seed_file_is_handled() {
+        let seed = include_str!("../../tests/fixtures/v1/github-issues.yml");
+        let full = check(&seed.replace("name: github_issues", "name: tool"));
+        assert!(full.manifest.is_some(), "{:?}", full.diagnostics);
+        for (i, _) in seed.char_indices() {
+            let _ = check(&seed[..i]);
+        }
+        let specials = ['$', '{', '}', ':', '-', '\n', '[', '#', '"', '&', '*'];
+        for (i, c) in seed.char_indices().step_by(7) {
+            let mut text = seed.to_owned();
+            let with = specials[i % specials.len()].to_string();
+            text.replace_range(i..i + c.len_utf8(), &with);
+            let _ = check(&text);
+        }
+    }
+
+    #[test]
     fn secrets_from_elsewhere_are_refused_with_position() {
         let m = map("name: t\ndescription: d\napi:\n  endpoint: https://a.example\nsecrets:\n  A: ${env:B}\n  C: literal\n").unwrap();
         assert!(m.document.is_none());
