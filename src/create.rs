@@ -229,6 +229,7 @@ pub fn create(
         name: name.to_string(),
         file: dir.join(TOOL_FILE),
         display: format!(".glee/tools/{name}/{TOOL_FILE}"),
+        origin: crate::manifest::project::Origin::Dir,
     };
     let checked = lint::lint_tool(root, &entry, &text);
     let Some(manifest) = checked
@@ -264,7 +265,20 @@ pub fn create(
         return Err(CreateError::ExceedsCeiling { excess: too_much });
     }
     let mut registry = created_tools(root);
-    if dir.exists() && !registry.contains_key(name) {
+    // A tool of that name in another format (a Glee v1 file) is never
+    // shadowed or turned into a duplicate by an agent.
+    let other_format = project
+        .tools
+        .iter()
+        .any(|t| t.name == name && t.origin != crate::manifest::project::Origin::Dir)
+        || root
+            .join(".glee/tools")
+            .join(format!(
+                "{name}.{}",
+                crate::manifest::discover::V1_EXTENSION
+            ))
+            .exists();
+    if (dir.exists() && !registry.contains_key(name)) || other_format {
         deny(
             "exists",
             "a tool not created by an agent has this name".into(),

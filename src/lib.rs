@@ -38,6 +38,13 @@
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
 //!   opt-in per project, run as the glovebox binary itself in the jail with
 //!   the root readable and at most the target's directory writable.
+//! - Glee v1 tools: a single file `.glee/tools/<name>.yml` (the legacy
+//!   format) loads beside v2 directories, mapped onto the same model by
+//!   [`manifest::v1`] (its per-action `endpoints` become
+//!   `exec.http.dispatch`, a documented v2 extension), so it runs through
+//!   the same validation, http runner, SSRF guard, approval and audit;
+//!   `lint` warns `legacy-v1`, and [`migrate`] writes the v2 directory,
+//!   checked to load to the identical manifest.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
 //!   tool catalog, results, cancellable calls, live reload.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
@@ -64,6 +71,7 @@ pub mod export;
 pub mod import;
 pub mod jail;
 pub mod manifest;
+pub mod migrate;
 pub mod policy;
 pub mod proxy;
 pub mod run;

@@ -55,7 +55,41 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("example-params-invalid", "badexample", 23, 0),
     ("tool-file-missing", "empty", 1, 0),
     ("builtin-shadowed", "read_file", 1, 0),
+    ("dispatch-invalid", "routes", 23, 1),
 ];
+
+/// Rules about Glee v1 files: (fixture = rule id, file, tool, line,
+/// expected exit status, lines of output). Every v1 file also carries the
+/// `legacy-v1` warning.
+const V1_CASES: &[(&str, &str, &str, usize, i32, usize)] = &[
+    ("legacy-v1", "old-tool.yml", "old_tool", 1, 0, 1),
+    ("v1-unsupported", "literal.yml", "literal", 8, 1, 2),
+    ("duplicate-tool", "twin.yml", "twin", 1, 1, 3),
+];
+
+#[test]
+fn each_v1_rule_fires_at_its_line() {
+    let mut failures = Vec::new();
+    for &(rule, file, tool, line, status, count) in V1_CASES {
+        let root = fixtures().join("lint").join(rule);
+        let out = glovebox(&["--root", root.to_str().unwrap(), "lint"]);
+        let text = stdout(&out);
+        let prefix = format!(".glee/tools/{file}:{line}:");
+        let severity = if status == 0 { "warning" } else { "error" };
+        let tag = format!(": {severity}[{rule}] {tool}: ");
+        let found = text
+            .lines()
+            .any(|l| l.starts_with(&prefix) && l.contains(&tag));
+        let legacy = text.contains(&format!("[legacy-v1] {tool}: "));
+        if out.status.code() != Some(status) || !found || !legacy || text.lines().count() != count {
+            failures.push(format!(
+                "{rule}: status {:?} (want {status}), want `{prefix}…{tag}…` and {count} line(s), got:\n{text}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
 
 #[test]
 fn each_rule_fires_at_its_line() {
@@ -84,7 +118,11 @@ fn each_rule_fires_at_its_line() {
 #[test]
 fn every_rule_but_internal_ones_has_a_fixture() {
     use glovebox::manifest::Rule;
-    let covered: Vec<&str> = CASES.iter().map(|c| c.0).collect();
+    let covered: Vec<&str> = CASES
+        .iter()
+        .map(|c| c.0)
+        .chain(V1_CASES.iter().map(|c| c.0))
+        .collect();
     for rule in Rule::ALL {
         // file-unreadable needs an unreadable file (permissions, size);
         // covered by unit tests of the loader instead.

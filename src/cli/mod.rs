@@ -18,6 +18,7 @@ mod import;
 mod lint;
 mod list;
 mod mcp;
+mod migrate;
 mod run;
 mod sandbox;
 mod serve;
@@ -84,6 +85,8 @@ pub enum Command {
     /// Turn another runner's tool file into tool directories.
     #[command(subcommand)]
     Import(import::Command),
+    /// Turn Glee v1 single-file tools (.glee/tools/<name>.yml) into v2 tool directories.
+    Migrate(migrate::Args),
 }
 
 /// The project named by `--root` / `--tools-json` (or found from the
@@ -126,6 +129,7 @@ pub fn main() -> ExitCode {
         Command::BuiltinHelper => return builtin_helper::run(),
         Command::Export(a) => export::run(&cli, a),
         Command::Import(a) => import::run(&cli, a),
+        Command::Migrate(a) => migrate::run(&cli, a),
     };
     match result {
         Ok(code) => code,

@@ -196,6 +196,7 @@ pub fn write_tool(
         name: c.name.clone(),
         file: tools.join(&c.name).join(discover::TOOL_FILE),
         display: display.clone(),
+        origin: crate::manifest::Origin::Dir,
     };
     let checked = lint::lint_tool(root, &entry, &text);
     let errors: Vec<&Diagnostic> = checked

@@ -121,6 +121,19 @@ rules! {
     ExceedsCeiling = "exceeds-ceiling", Error;
     /// A project tool with the name of a built-in the config enables.
     BuiltinShadowed = "builtin-shadowed", Warning;
+    /// `exec.http.dispatch` names no input, a route path that does not
+    /// start with `/`, or leaves a value of the input's `enum` unrouted.
+    DispatchInvalid = "dispatch-invalid", Error;
+    /// A Glee v1 single-file tool (`.glee/tools/<name>.yml`); it runs, and
+    /// `glovebox migrate NAME` turns it into a v2 tool directory.
+    LegacyV1 = "legacy-v1", Warning;
+    /// A Glee v1 value glovebox cannot map (a secret not read from the
+    /// environment variable of its own name, an `api` with both or
+    /// neither of `endpoint` and `base_url` + `endpoints`, …).
+    V1Unsupported = "v1-unsupported", Error;
+    /// Two tools of the same name (a v1 file and a v2 directory, or two
+    /// v1 files); neither runs until one is removed or renamed.
+    DuplicateTool = "duplicate-tool", Error;
 }
 
 impl fmt::Display for Rule {

@@ -10,12 +10,16 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use super::project::Origin;
+
 /// Directory that marks a project root.
 pub const GLEE_DIR: &str = ".glee";
 /// Tools directory, relative to the root.
 pub const TOOLS_DIR: &str = ".glee/tools";
 /// Manifest file name inside a tool directory.
 pub const TOOL_FILE: &str = "tool.yml";
+/// Extension of a Glee v1 single-file tool (`.glee/tools/<name>.yml`).
+pub const V1_EXTENSION: &str = "yml";
 /// Config file, relative to the root.
 pub const CONFIG_FILE: &str = ".glee/config.yml";
 
@@ -82,19 +86,23 @@ pub fn find_root_from(start: &Path) -> Result<PathBuf, DiscoverError> {
         })
 }
 
-/// A tool directory found under `.glee/tools/`.
+/// A tool found under `.glee/tools/`: a v2 directory or a Glee v1 file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolEntry {
-    /// The directory name, which is the tool's name.
+    /// The directory name (v2), which is the tool's name, or the file stem
+    /// (v1), which may spell `_` as `-`.
     pub name: String,
-    /// Absolute path of `tool.yml` (which may not exist).
+    /// Absolute path of `tool.yml` (which may not exist) or of the v1 file.
     pub file: PathBuf,
     /// `file` relative to the root, with `/` separators, for messages.
     pub display: String,
+    /// [`Origin::Dir`] or [`Origin::V1`].
+    pub origin: Origin,
 }
 
-/// The tool directories of `root`, sorted by name. A missing `.glee/tools/`
-/// means no tools; hidden entries and non-directories are skipped.
+/// The tools of `root`, sorted by name: directories (v2) and `<name>.yml`
+/// files (Glee v1). A missing `.glee/tools/` means no tools; hidden
+/// entries and other files are skipped.
 pub fn tool_entries(root: &Path) -> Result<Vec<ToolEntry>, DiscoverError> {
     let dir = root.join(TOOLS_DIR);
     let read = match fs::read_dir(&dir) {
@@ -111,16 +119,34 @@ pub fn tool_entries(root: &Path) -> Result<Vec<ToolEntry>, DiscoverError> {
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
-        if name.starts_with('.') || !entry.path().is_dir() {
+        if name.starts_with('.') {
             continue;
         }
-        entries.push(ToolEntry {
-            display: format!("{TOOLS_DIR}/{name}/{TOOL_FILE}"),
-            file: entry.path().join(TOOL_FILE),
-            name,
-        });
+        let path = entry.path();
+        if path.is_dir() {
+            entries.push(ToolEntry {
+                display: format!("{TOOLS_DIR}/{name}/{TOOL_FILE}"),
+                file: path.join(TOOL_FILE),
+                name,
+                origin: Origin::Dir,
+            });
+        } else if path.is_file() {
+            let Some(stem) = name
+                .strip_suffix(V1_EXTENSION)
+                .and_then(|s| s.strip_suffix('.'))
+                .filter(|s| !s.is_empty())
+            else {
+                continue;
+            };
+            entries.push(ToolEntry {
+                display: format!("{TOOLS_DIR}/{name}"),
+                name: stem.to_owned(),
+                file: path,
+                origin: Origin::V1,
+            });
+        }
     }
-    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries.sort_by(|a, b| a.name.cmp(&b.name).then(a.display.cmp(&b.display)));
     Ok(entries)
 }
 
@@ -201,8 +227,19 @@ mod tests {
         fs::create_dir_all(tmp.path().join("a/b")).unwrap();
         let root = find_root_from(&tmp.path().join("a/b")).unwrap();
         assert_eq!(root, tmp.path());
+        fs::write(
+            tmp.path().join(".glee/tools/old-one.yml"),
+            "name: old_one\n",
+        )
+        .unwrap();
+        fs::write(tmp.path().join(".glee/tools/notes.txt"), "x").unwrap();
+        fs::write(tmp.path().join(".glee/tools/x.yml.v1-migrated"), "x").unwrap();
         let tools = tool_entries(&root).unwrap();
-        assert_eq!(tools.len(), 1);
-        assert_eq!(tools[0].display, ".glee/tools/t/tool.yml");
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].display, ".glee/tools/old-one.yml");
+        assert_eq!(tools[0].name, "old-one");
+        assert_eq!(tools[0].origin, Origin::V1);
+        assert_eq!(tools[1].display, ".glee/tools/t/tool.yml");
+        assert_eq!(tools[1].origin, Origin::Dir);
     }
 }

@@ -17,7 +17,9 @@ use super::diagnostic::{Diagnostic, Rule};
 use super::discover::{self, ToolEntry};
 use super::model::Manifest;
 use super::placeholder::{self, PlaceholderError};
+use super::project::Origin;
 use super::schema::{self, display_path, Which};
+use super::v1;
 use super::yaml::{self, push_token, Document, Position};
 
 /// The result of checking one manifest.
@@ -30,7 +32,7 @@ pub struct Checked {
 }
 
 /// Input names that suggest the caller is asked for a credential.
-const CREDENTIAL_WORDS: &[&str] = &[
+pub(crate) const CREDENTIAL_WORDS: &[&str] = &[
     "token",
     "secret",
     "password",
@@ -41,8 +43,13 @@ const CREDENTIAL_WORDS: &[&str] = &[
     "private_key",
 ];
 
-/// Checks the manifest `text` of the tool directory `entry` under `root`.
+/// Checks the manifest `text` of the tool `entry` under `root`: a v2
+/// `tool.yml`, or a Glee v1 file (see [`lint_v1`]) when `entry.origin` is
+/// [`Origin::V1`].
 pub fn lint_tool(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
+    if entry.origin == Origin::V1 {
+        return lint_v1(root, entry, text);
+    }
     let mut lint = Lint {
         root,
         entry,
@@ -50,6 +57,86 @@ pub fn lint_tool(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
     };
     let manifest = lint.run(text);
     let mut diagnostics = lint.diagnostics;
+    diagnostics.sort_by_key(|d| (d.line, d.col));
+    let manifest = manifest.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
+    Checked {
+        manifest,
+        diagnostics,
+    }
+}
+
+/// Checks the Glee v1 file `text` of `entry`: the v1 schema and mapping
+/// ([`v1::map`]), then every v2 rule on the mapped manifest, all reported
+/// at the v1 file's lines, plus a `legacy-v1` warning. The tool's name is
+/// its `name` field, which must equal the file stem up to `-` vs `_`.
+pub fn lint_v1(root: &Path, entry: &ToolEntry, text: &str) -> Checked {
+    let mut diagnostics = Vec::new();
+    let mut manifest = None;
+    let mut named = entry.clone();
+    match v1::map(text) {
+        Err(v1::V1Error::Yaml(e)) => diagnostics.push(Diagnostic::new(
+            Rule::YamlSyntax,
+            &entry.display,
+            Some(&entry.name),
+            e.position(),
+            e.to_string(),
+        )),
+        Err(v1::V1Error::Schema(e)) => diagnostics.push(Diagnostic::new(
+            Rule::InvalidSchema,
+            &entry.display,
+            Some(&entry.name),
+            Position::START,
+            e.to_string(),
+        )),
+        Ok(mapped) => {
+            if let Some(name) = &mapped.name {
+                named.name.clone_from(name);
+            }
+            for f in &mapped.findings {
+                diagnostics.push(Diagnostic::new(
+                    f.rule,
+                    &entry.display,
+                    Some(&named.name),
+                    f.at,
+                    f.message.clone(),
+                ));
+            }
+            if let Some(doc) = mapped.document {
+                if named.name.replace('-', "_") != entry.name.replace('-', "_") {
+                    let message = format!(
+                        "name `{}` differs from the file name `{}.yml`; rename one to match the other",
+                        named.name, entry.name
+                    );
+                    diagnostics.push(Diagnostic::new(
+                        Rule::NameMismatch,
+                        &entry.display,
+                        Some(&named.name),
+                        doc.positions.value("/name"),
+                        message,
+                    ));
+                }
+                let mut lint = Lint {
+                    root,
+                    entry: &named,
+                    diagnostics: Vec::new(),
+                };
+                manifest = lint.run_document(doc);
+                diagnostics.extend(lint.diagnostics);
+            }
+        }
+    }
+    diagnostics.push(Diagnostic::new(
+        Rule::LegacyV1,
+        &entry.display,
+        Some(&named.name),
+        Position::START,
+        format!(
+            "Glee v1 single-file tool (legacy format); run `glovebox migrate {}` to turn it into .glee/tools/{}/{}",
+            named.name,
+            named.name,
+            discover::TOOL_FILE
+        ),
+    ));
     diagnostics.sort_by_key(|d| (d.line, d.col));
     let manifest = manifest.filter(|_| !diagnostics.iter().any(Diagnostic::is_error));
     Checked {
@@ -76,13 +163,16 @@ impl Lint<'_> {
     }
 
     fn run(&mut self, text: &str) -> Option<Manifest> {
-        let doc = match yaml::parse(text) {
-            Ok(doc) => doc,
+        match yaml::parse(text) {
+            Ok(doc) => self.run_document(doc),
             Err(e) => {
                 self.report(Rule::YamlSyntax, e.position(), e.to_string());
-                return None;
+                None
             }
-        };
+        }
+    }
+
+    fn run_document(&mut self, doc: Document) -> Option<Manifest> {
         match schema::check(Which::Tool, &doc) {
             Ok(findings) => {
                 for f in findings {
@@ -108,6 +198,7 @@ impl Lint<'_> {
         self.url_authority(&doc, &secret_names);
         self.paths(&doc);
         self.http_permissions(&doc);
+        self.dispatch(&doc, &input_names);
         self.entrypoint(&doc, &input_names);
         if let Some(validator) = inputs {
             self.examples(&doc, &validator);
@@ -402,6 +493,64 @@ impl Lint<'_> {
                 doc.positions.key(pointer),
                 "http tool without `permissions.network: true` will be refused at run time; set it",
             );
+        }
+    }
+
+    /// `dispatch-invalid`.
+    fn dispatch(&mut self, doc: &Document, inputs: &[String]) {
+        let Some(dispatch) = doc.value.pointer("/exec/http/dispatch") else {
+            return;
+        };
+        let param = dispatch
+            .get("param")
+            .and_then(Value::as_str)
+            .unwrap_or("action");
+        if !inputs.iter().any(|i| i == param) {
+            let pointer = if dispatch.get("param").is_some() {
+                "/exec/http/dispatch/param"
+            } else {
+                "/exec/http/dispatch"
+            };
+            let message = format!(
+                "dispatch routes on input `{param}`, which inputs.schema.properties does not declare; declare it (a string with an `enum` of the route names)"
+            );
+            self.report(Rule::DispatchInvalid, doc.positions.key(pointer), message);
+        }
+        let Some(routes) = dispatch.get("routes").and_then(Value::as_object) else {
+            return;
+        };
+        for (name, route) in routes {
+            let Some(path) = route.get("path").and_then(Value::as_str) else {
+                continue;
+            };
+            if !path.starts_with('/') {
+                let pointer =
+                    yaml::pointer_of(["exec", "http", "dispatch", "routes", name, "path"]);
+                let message = format!(
+                    "route `{name}` has path `{path}`, which does not start with `/`; it is appended to exec.http.url, so start it with `/`"
+                );
+                self.report(
+                    Rule::DispatchInvalid,
+                    doc.positions.value(&pointer),
+                    message,
+                );
+            }
+        }
+        let enum_pointer = yaml::pointer_of(["inputs", "schema", "properties", param, "enum"]);
+        if let Some(values) = doc.value.pointer(&enum_pointer).and_then(Value::as_array) {
+            for v in values {
+                let routed = v.as_str().is_some_and(|v| routes.contains_key(v));
+                if !routed {
+                    let message = format!(
+                        "input `{param}` allows {v}, which has no route in exec.http.dispatch.routes; add a route or remove the value"
+                    );
+                    self.report(
+                        Rule::DispatchInvalid,
+                        doc.positions.value(&enum_pointer),
+                        message,
+                    );
+                }
+            }
         }
     }
 

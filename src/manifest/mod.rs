@@ -41,13 +41,14 @@ pub mod model;
 pub mod placeholder;
 pub mod project;
 pub mod schema;
+pub mod v1;
 pub mod yaml;
 
 pub use config::{Config, Limits, MaxPermissions, SafetyMode};
 pub use diagnostic::{Diagnostic, Rule, Severity};
 pub use model::{
-    AgentCliExec, Approval, CommandExec, Example, Exec, Field, Format, FsPermissions, HttpExec,
-    Inputs, Kind, Manifest, Method, Outputs, Permissions, PythonExec, Response, Secret, SecretType,
-    Stdout,
+    AgentCliExec, Approval, CommandExec, Dispatch, Example, Exec, Field, Format, FsPermissions,
+    HttpExec, Inputs, Kind, Manifest, Method, Outputs, Permissions, PythonExec, Response, Route,
+    Secret, SecretType, Stdout,
 };
 pub use project::{Origin, Project, ProjectError, Tool};

@@ -164,6 +164,11 @@ pub struct HttpExec {
     /// How to shape the response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<Response>,
+    /// Action dispatch (a glovebox extension, from Glee v1's per-action
+    /// `endpoints`): the value of one input picks a route that extends
+    /// this request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<Box<Dispatch>>,
     /// Follow a redirect to another origin (without the headers and query
     /// entries whose templates mention a secret) instead of failing.
     #[serde(default)]
@@ -176,6 +181,113 @@ pub struct HttpExec {
     /// `resource_limit`.
     #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: u64,
+}
+
+/// `exec.http.dispatch`: one request shape per value of an input.
+///
+/// A call whose `param` value is `v` sends `routes[v]`: its `path` is
+/// appended to `exec.http.url` (so it can never change the origin), its
+/// `method` replaces `exec.http.method`, its `query` and `headers` entries
+/// are added to (or replace same-named) `exec.http` ones, and its `body`
+/// replaces `exec.http.body`. A value without a route is `input_invalid`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dispatch {
+    /// The input whose (string) value names the route.
+    #[serde(default = "action")]
+    pub param: String,
+    /// Route per value, in manifest order.
+    pub routes: IndexMap<String, Route>,
+}
+
+/// One route of [`Dispatch`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Path template appended to `exec.http.url`; starts with `/`.
+    pub path: String,
+    /// Method of this route; default: `exec.http.method`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<Method>,
+    /// Extra query-string templates.
+    #[serde(
+        default,
+        deserialize_with = "string_map",
+        skip_serializing_if = "IndexMap::is_empty"
+    )]
+    pub query: IndexMap<String, String>,
+    /// Extra header templates.
+    #[serde(
+        default,
+        deserialize_with = "string_map",
+        skip_serializing_if = "IndexMap::is_empty"
+    )]
+    pub headers: IndexMap<String, String>,
+    /// Body template of this route; default: `exec.http.body`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+}
+
+impl HttpExec {
+    /// The request shape for a call with `params`: `self` without
+    /// dispatch, else `self` extended by the route the dispatch input
+    /// names (see [`Dispatch`]). `Err` explains a missing or unknown value.
+    pub fn route(
+        &self,
+        params: &serde_json::Map<String, Value>,
+    ) -> Result<std::borrow::Cow<'_, HttpExec>, String> {
+        let Some(dispatch) = &self.dispatch else {
+            return Ok(std::borrow::Cow::Borrowed(self));
+        };
+        let choices = || {
+            dispatch
+                .routes
+                .keys()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let value = match params.get(&dispatch.param) {
+            Some(Value::String(s)) => s.as_str(),
+            Some(Value::Null) | None => {
+                return Err(format!(
+                    "`{}` is required: it picks the request to send; pass one of {}",
+                    dispatch.param,
+                    choices()
+                ))
+            }
+            Some(other) => {
+                return Err(format!(
+                    "`{}` is {other}, not a string; pass one of {}",
+                    dispatch.param,
+                    choices()
+                ))
+            }
+        };
+        let Some(route) = dispatch.routes.get(value) else {
+            return Err(format!(
+                "`{}` is `{value}`, which has no route; pass one of {}",
+                dispatch.param,
+                choices()
+            ));
+        };
+        let mut out = self.clone();
+        out.dispatch = None;
+        out.url.push_str(&route.path);
+        if let Some(m) = route.method {
+            out.method = m;
+        }
+        for (k, v) in &route.query {
+            out.query.insert(k.clone(), v.clone());
+        }
+        for (k, v) in &route.headers {
+            out.headers.insert(k.clone(), v.clone());
+        }
+        if route.body.is_some() {
+            out.body.clone_from(&route.body);
+        }
+        Ok(std::borrow::Cow::Owned(out))
+    }
 }
 
 /// Default cap on an http tool's response body: 10 MiB.
@@ -385,6 +497,10 @@ pub struct Example {
     /// What the call returns (usually text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_output: Option<Value>,
+}
+
+fn action() -> String {
+    "action".to_owned()
 }
 
 fn dot() -> String {

@@ -175,21 +175,32 @@ impl Project {
                 (Some(manifest), found) => {
                     diagnostics.extend(found);
                     tools.push(Tool {
-                        name: entry.name.clone(),
+                        // A v1 file's stem may spell `_` as `-`; its
+                        // `name` field is the tool's name.
+                        name: match entry.origin {
+                            Origin::V1 => manifest.name.clone(),
+                            _ => entry.name.clone(),
+                        },
                         file: entry.file.clone(),
                         manifest,
-                        origin: Origin::Dir,
+                        origin: entry.origin,
                     });
                 }
                 (None, found) => {
                     // A directory without tool.yml is only a warning.
                     if found.iter().any(Diagnostic::is_error) {
-                        rejected.push(entry.name.clone());
+                        // A v1 file's findings carry its `name` field.
+                        let name = match entry.origin {
+                            Origin::V1 => found.iter().find_map(|d| d.tool.clone()),
+                            _ => None,
+                        };
+                        rejected.push(name.unwrap_or_else(|| entry.name.clone()));
                     }
                     diagnostics.extend(found);
                 }
             }
         }
+        refuse_duplicates(&root, &mut tools, &mut rejected, &mut diagnostics);
         let auto = root.join(TOOLS_JSON);
         let tools_json = match tools_json {
             Some(file) => Some(discover::normalize(file)),
@@ -237,6 +248,9 @@ impl Project {
         if let (Some(config), true) = (&config, glee_project) {
             crate::builtin::add_enabled(&root, config, &mut tools, &rejected, &mut diagnostics);
         }
+        // Stable: each file's findings stay in line order.
+        diagnostics.sort_by(|a, b| a.file.cmp(&b.file));
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Project {
             root,
             config,
@@ -286,6 +300,60 @@ impl Project {
             name: name.to_owned(),
             hint,
         })
+    }
+}
+
+/// Two tools of one name (a v1 file beside a v2 directory, or two v1
+/// files whose stems differ only in `-`/`_`): which one a call meant is
+/// unknowable, so neither runs and each file gets a `duplicate-tool` error
+/// naming the other.
+fn refuse_duplicates(
+    root: &Path,
+    tools: &mut Vec<Tool>,
+    rejected: &mut Vec<String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let display = |t: &Tool| {
+        t.file
+            .strip_prefix(root)
+            .unwrap_or(&t.file)
+            .display()
+            .to_string()
+    };
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    let mut twice: Vec<String> = names
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0].to_owned())
+        .collect();
+    twice.dedup();
+    for name in twice {
+        let files: Vec<String> = tools
+            .iter()
+            .filter(|t| t.name == name)
+            .map(display)
+            .collect();
+        for file in &files {
+            let others: Vec<&str> = files
+                .iter()
+                .filter(|f| *f != file)
+                .map(String::as_str)
+                .collect();
+            let message = format!(
+                "tool `{name}` is also defined by {}; remove one of them (`glovebox migrate` keeps the v1 file as `<name>.yml.v1-migrated`, which is not loaded)",
+                others.join(", ")
+            );
+            diagnostics.push(Diagnostic::new(
+                Rule::DuplicateTool,
+                file,
+                Some(&name),
+                Position::START,
+                message,
+            ));
+        }
+        tools.retain(|t| t.name != name);
+        rejected.push(name);
     }
 }
 

@@ -17,6 +17,8 @@ use super::yaml::{push_token, Document, Position};
 
 /// Text of `schemas/tool.schema.json`.
 pub const TOOL_SCHEMA: &str = include_str!("../../schemas/tool.schema.json");
+/// Text of `schemas/tool-v1.schema.json` (Glee v1 single-file tools).
+pub const TOOL_V1_SCHEMA: &str = include_str!("../../schemas/tool-v1.schema.json");
 /// Text of `schemas/config.schema.json`.
 pub const CONFIG_SCHEMA: &str = include_str!("../../schemas/config.schema.json");
 
@@ -27,6 +29,8 @@ pub enum Which {
     Tool,
     /// `config.schema.json`.
     Config,
+    /// `tool-v1.schema.json`.
+    ToolV1,
 }
 
 /// An embedded schema failed to load (a build defect, not a user error).
@@ -60,7 +64,9 @@ fn compile(name: &'static str, text: &str) -> Result<Compiled, SchemaError> {
 fn compiled(which: Which) -> Result<&'static Compiled, SchemaError> {
     static TOOL: OnceLock<Result<Compiled, SchemaError>> = OnceLock::new();
     static CONFIG: OnceLock<Result<Compiled, SchemaError>> = OnceLock::new();
+    static TOOL_V1: OnceLock<Result<Compiled, SchemaError>> = OnceLock::new();
     let slot = match which {
+        Which::ToolV1 => TOOL_V1.get_or_init(|| compile("tool-v1.schema.json", TOOL_V1_SCHEMA)),
         Which::Tool => TOOL.get_or_init(|| compile("tool.schema.json", TOOL_SCHEMA)),
         Which::Config => CONFIG.get_or_init(|| compile("config.schema.json", CONFIG_SCHEMA)),
     };
@@ -150,7 +156,7 @@ fn translate(
             let found = json_type(error.instance());
             let message = if pointer.is_empty() {
                 let file = match which {
-                    Which::Tool => "a tool manifest",
+                    Which::Tool | Which::ToolV1 => "a tool manifest",
                     Which::Config => "the config file",
                 };
                 format!("{file} must be a mapping of fields, found {found}")

@@ -76,6 +76,31 @@ impl PositionIndex {
         node.key.unwrap_or(node.value)
     }
 
+    /// Records `at` as the position of `pointer` (used when one document
+    /// is derived from another, e.g. a Glee v1 file mapped to the v2 model,
+    /// so findings about the derived value point into the original file).
+    pub fn insert(&mut self, pointer: &str, at: NodePosition) {
+        self.nodes.insert(pointer.to_owned(), at);
+    }
+
+    /// The position of `pointer`, or of its nearest existing ancestor.
+    pub fn node(&self, pointer: &str) -> NodePosition {
+        self.nearest(pointer)
+    }
+
+    /// Copies every position of `from` at or below `src` to the same
+    /// relative pointer below `dst`.
+    pub fn graft(&mut self, from: &PositionIndex, src: &str, dst: &str) {
+        self.insert(dst, from.nearest(src));
+        for (pointer, at) in &from.nodes {
+            if let Some(rest) = pointer.strip_prefix(src) {
+                if rest.starts_with('/') {
+                    self.nodes.insert(format!("{dst}{rest}"), *at);
+                }
+            }
+        }
+    }
+
     fn nearest(&self, pointer: &str) -> NodePosition {
         let mut current = pointer;
         loop {

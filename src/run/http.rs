@@ -18,6 +18,12 @@
 //!   names; headers and query keys whose templates mention a secret are
 //!   marked, so a redirect to another origin never carries them.
 //!
+//! - with `exec.http.dispatch` (a glovebox extension that Glee v1's
+//!   per-action `endpoints` map to), the dispatch input's value picks a
+//!   route whose path is appended to the URL template before any of the
+//!   above, so every check applies to the routed request as well; a value
+//!   without a route is `input_invalid`.
+//!
 //! The response: a non-2xx status is `http_error` with the status and a
 //! bounded excerpt of the body; otherwise `outputs.format: text` returns
 //! the body as a string, and `json` parses it, extracts
@@ -114,6 +120,12 @@ pub enum HttpError {
     /// The TLS configuration failed.
     #[error(transparent)]
     Tls(#[from] proxy::TlsError),
+    /// The dispatch input names no route (`exec.http.dispatch`).
+    #[error("{message}")]
+    Route {
+        /// What is wrong and which values exist.
+        message: String,
+    },
 }
 
 impl HttpError {
@@ -123,7 +135,8 @@ impl HttpError {
             HttpError::UrlUnset { .. }
             | HttpError::BadUrl { .. }
             | HttpError::OriginChanged { .. }
-            | HttpError::HeaderValue { .. } => ErrorKind::InputInvalid,
+            | HttpError::HeaderValue { .. }
+            | HttpError::Route { .. } => ErrorKind::InputInvalid,
             HttpError::Body(_) => ErrorKind::Internal,
             _ => ErrorKind::ManifestInvalid,
         }
@@ -183,7 +196,10 @@ fn method(m: Method) -> HyperMethod {
 }
 
 /// The request `exec` describes, expanded with `b`, and the query keys
-/// whose templates mention a secret.
+/// whose templates mention a secret. With `exec.http.dispatch`, the route
+/// the call's dispatch input names is applied first
+/// ([`HttpExec::route`]); the origin check below then covers the route's
+/// path too.
 pub fn request(
     m: &Manifest,
     exec: &HttpExec,
@@ -194,6 +210,10 @@ pub fn request(
             tool: m.name.clone(),
         });
     }
+    let exec = exec
+        .route(b.params)
+        .map_err(|message| HttpError::Route { message })?;
+    let exec = exec.as_ref();
     let want = template_origin(&exec.url)?;
     let Some(expanded) = template::url(&exec.url, b)? else {
         let names = template::names(&exec.url);
