@@ -138,6 +138,33 @@ pub fn one_line(s: &str) -> String {
         .replace('\r', "\\r")
 }
 
+/// Longest client label kept, in bytes (before escaping).
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// A value a client supplied (an `X-Agent-ID` header, …) made safe for a
+/// log line: cut to [`MAX_LABEL_BYTES`] on a character boundary, then
+/// every control character, space, `=`, `%` and non-ASCII character
+/// percent-encoded, so it can neither end the line, nor pose as another
+/// `key=value` field, nor hide as a look-alike character.
+pub fn client_label(raw: &str) -> String {
+    let mut end = raw.len().min(MAX_LABEL_BYTES);
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end);
+    for c in raw[..end].chars() {
+        if c.is_ascii_graphic() && c != '=' && c != '%' {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    out
+}
+
 impl Log {
     /// The log of the project at `root`.
     pub fn for_project(root: &Path) -> Result<Log, AuditError> {
@@ -376,6 +403,25 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_736_434_800), "2025-01-09T15:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn client_labels_stay_one_field() {
+        assert_eq!(client_label("agent-7/a.b"), "agent-7/a.b");
+        assert_eq!(
+            client_label("a\n[x] TOOL_EXECUTED status=success"),
+            "a%0A[x]%20TOOL_EXECUTED%20status%3Dsuccess"
+        );
+        assert_eq!(client_label("\u{1b}[2J\r%"), "%1B[2J%0D%25");
+        assert_eq!(client_label("é"), "%C3%A9");
+        let long = "é".repeat(200);
+        assert_eq!(client_label(&long).len(), 64 * 6);
+        let line = format!(
+            "[t] TOOL_EXECUTED name=x agent_id={} mac=ab",
+            client_label("a b=c\nd")
+        );
+        let e = parse(&line).unwrap();
+        assert_eq!(e.fields.len(), 2, "{e:?}");
     }
 
     #[test]

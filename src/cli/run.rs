@@ -170,6 +170,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             || (!engine.is_approved(&args.name) && ask_approval(&engine, &args.name)),
         secrets: SecretSource::Environment,
         cancel: None,
+        ..Caller::default()
     };
     let outcome = engine.call(&args.name, params, &caller);
     print(&outcome, args.json)?;

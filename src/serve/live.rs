@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::{Peer, RoleServer};
 
+use super::call::Calls;
 use super::catalog;
 use crate::engine::{Engine, EngineError};
 use crate::manifest::project::Project;
@@ -33,6 +34,7 @@ pub struct Live {
     fingerprint: Mutex<String>,
     peers: Mutex<Vec<Peer<RoleServer>>>,
     reloading: tokio::sync::Mutex<()>,
+    calls: Calls,
 }
 
 impl std::fmt::Debug for Live {
@@ -56,12 +58,18 @@ impl Live {
             engine: RwLock::new(Arc::new(engine)),
             peers: Mutex::new(Vec::new()),
             reloading: tokio::sync::Mutex::new(()),
+            calls: Calls::new(),
         }))
     }
 
     /// The project root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The tool calls running for this project's clients (MCP and HTTP).
+    pub fn calls(&self) -> &Calls {
+        &self.calls
     }
 
     /// The current engine.
