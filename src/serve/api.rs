@@ -285,10 +285,12 @@ pub async fn wrong_method(uri: Uri) -> Response {
     .into_response()
 }
 
-fn header_label(headers: &HeaderMap, name: &str) -> Option<String> {
+/// A header's value as the client sent it (the engine makes it safe for
+/// the log with [`audit::client_label`]).
+fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)
-        .map(|v| audit::client_label(&String::from_utf8_lossy(v.as_bytes())))
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
 fn caller(headers: &HeaderMap) -> Caller {
@@ -298,8 +300,8 @@ fn caller(headers: &HeaderMap) -> Caller {
         approved: false,
         secrets: SecretSource::Environment,
         cancel: None,
-        agent_id: header_label(headers, AGENT_HEADER),
-        project_id: header_label(headers, PROJECT_HEADER),
+        agent_id: header_value(headers, AGENT_HEADER),
+        project_id: header_value(headers, PROJECT_HEADER),
     }
 }
 
@@ -444,8 +446,8 @@ fn create_request(body: Value) -> Result<(String, Value), Problem> {
 }
 
 fn creator(headers: &HeaderMap) -> String {
-    match header_label(headers, AGENT_HEADER) {
-        Some(agent) => format!("{CALLER}:{agent}"),
+    match header_value(headers, AGENT_HEADER) {
+        Some(agent) => format!("{CALLER}:{}", audit::client_label(&agent)),
         None => CALLER.to_string(),
     }
 }
