@@ -39,12 +39,18 @@ struct Served {
 impl Served {
     fn start(root: &Path, token: Option<&str>, extra: &[&str]) -> Served {
         let mut c = Command::new(bin());
-        c.args(["--root", root.to_str().unwrap(), "serve", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .env_remove("GLOVEBOX_API_TOKEN");
+        c.args([
+            "--root",
+            root.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env_remove("GLOVEBOX_API_TOKEN");
         if let Some(t) = token {
             c.env("GLOVEBOX_API_TOKEN", t);
         }
@@ -193,9 +199,8 @@ fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body:
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let json = serde_json::from_slice(&body).unwrap_or_else(|_| {
-        Value::String(String::from_utf8_lossy(&body).to_string())
-    });
+    let json = serde_json::from_slice(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).to_string()));
     Answer { status, head, json }
 }
 
@@ -336,7 +341,14 @@ fn every_endpoint_without_a_token() {
     assert_eq!(ok.json["tool"], "echo_json");
     assert_eq!(ok.json["output"], json!({"msg": "hi"}));
     let cli = Command::new(bin())
-        .args(["--root", f.root.to_str().unwrap(), "run", "echo_json", "--json", "msg=hi"])
+        .args([
+            "--root",
+            f.root.to_str().unwrap(),
+            "run",
+            "echo_json",
+            "--json",
+            "msg=hi",
+        ])
         .output()
         .unwrap();
     let mut from_cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
@@ -353,8 +365,14 @@ fn every_endpoint_without_a_token() {
     let gated = s.post("/api/v1/tools/gated/invoke", &json!({}));
     assert_eq!((gated.status, gated.kind()), (403, "approval_required"));
     let not_object = s.post("/api/v1/tools/echo_json/invoke", &json!([1]));
-    assert_eq!((not_object.status, not_object.kind()), (400, "input_invalid"));
-    assert!(not_object.json.get("ok").is_none(), "an Error, not an Outcome");
+    assert_eq!(
+        (not_object.status, not_object.kind()),
+        (400, "input_invalid")
+    );
+    assert!(
+        not_object.json.get("ok").is_none(),
+        "an Error, not an Outcome"
+    );
     let not_json = s.request("POST", "/api/v1/tools/echo_json/invoke", &[], b"{nope");
     assert_eq!((not_json.status, not_json.kind()), (400, "input_invalid"));
 
@@ -369,7 +387,9 @@ fn every_endpoint_without_a_token() {
         "POST",
         "/api/v1/tools",
         &[("X-Agent-ID", "agent-9")],
-        json!({"name": "made", "definition": def}).to_string().as_bytes(),
+        json!({"name": "made", "definition": def})
+            .to_string()
+            .as_bytes(),
     );
     assert_eq!(made.status, 201, "{made:?}");
     assert_eq!(made.json["approve_with"], "glovebox approve made");
@@ -382,16 +402,29 @@ fn every_endpoint_without_a_token() {
     assert_eq!(needs_approval.kind(), "approval_required");
     let mut greedy = def.clone();
     greedy["permissions"]["network"] = json!(true);
-    let refused = s.post("/api/v1/tools", &json!({"name": "greedy", "definition": greedy}));
+    let refused = s.post(
+        "/api/v1/tools",
+        &json!({"name": "greedy", "definition": greedy}),
+    );
     assert_eq!(
         (refused.status, refused.kind()),
         (403, "permission_exceeds_ceiling"),
         "{refused:?}"
     );
     assert!(!f.root.join(".glee/tools/greedy").exists());
-    let lint = s.post("/api/v1/tools", &json!({"name": "broken", "kind": "nonsense"}));
-    assert_eq!((lint.status, lint.kind()), (422, "manifest_invalid"), "{lint:?}");
-    let clash = s.post("/api/v1/tools", &json!({"name": "echo_json", "definition": def}));
+    let lint = s.post(
+        "/api/v1/tools",
+        &json!({"name": "broken", "kind": "nonsense"}),
+    );
+    assert_eq!(
+        (lint.status, lint.kind()),
+        (422, "manifest_invalid"),
+        "{lint:?}"
+    );
+    let clash = s.post(
+        "/api/v1/tools",
+        &json!({"name": "echo_json", "definition": def}),
+    );
     assert_eq!(clash.status, 409, "{clash:?}");
 
     let system = s.request("DELETE", "/api/v1/tools/echo_json", &[], b"");
@@ -401,14 +434,22 @@ fn every_endpoint_without_a_token() {
         "{system:?}"
     );
     assert!(f.root.join(".glee/tools/echo_json/tool.yml").exists());
-    let gone = s.request("DELETE", "/api/v1/tools/made", &[], b"");
+    let gone = s.request(
+        "DELETE",
+        "/api/v1/tools/made",
+        &[("X-Agent-ID", "agent-9")],
+        b"",
+    );
     assert_eq!(gone.status, 200, "{gone:?}");
     assert!(!f.root.join(".glee/tools/made").exists());
     assert_eq!(s.get("/api/v1/tools/made").status, 404);
     let again = s.request("DELETE", "/api/v1/tools/made", &[], b"");
     assert_eq!((again.status, again.kind()), (404, "tool_not_found"));
     let log = audit_log(&f);
-    assert!(log.contains("TOOL_DELETED name=made caller=http:agent-9"), "{log}");
+    assert!(
+        log.contains("TOOL_DELETED name=made caller=http:agent-9"),
+        "{log}"
+    );
     assert!(
         log.contains("TOOL_DENIED name=echo_json caller=http reason=delete_not_agent_created"),
         "{log}"
@@ -420,7 +461,10 @@ fn every_endpoint_without_a_token() {
     f.tool(&extra);
     let found = s.request("POST", "/api/v1/tools/discover", &[], b"");
     assert_eq!(found.status, 200, "{found:?}");
-    assert!(found.json["tools"].as_array().unwrap().contains(&json!("extra")));
+    assert!(found.json["tools"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("extra")));
     assert_eq!(s.get("/api/v1/tools/extra").status, 200);
 
     // Usage: the calls above, newest first, without their parameters.
@@ -447,7 +491,12 @@ fn every_endpoint_without_a_token() {
     let wrong = s.request("PUT", "/healthz", &[], b"");
     assert_eq!((wrong.status, wrong.kind()), (405, "input_invalid"));
     // The Origin guard covers the API too.
-    let cross = s.request("GET", "/api/v1/tools", &[("Origin", "https://evil.example")], b"");
+    let cross = s.request(
+        "GET",
+        "/api/v1/tools",
+        &[("Origin", "https://evil.example")],
+        b"",
+    );
     assert_eq!((cross.status, cross.kind()), (403, "input_invalid"));
     audit_verifies(&f);
 }
@@ -456,7 +505,12 @@ fn every_endpoint_without_a_token() {
 fn the_token_is_required_when_set() {
     let f = project();
     let s = Served::start(&f.root, Some(TOKEN), &[]);
-    for path in ["/api/v1/tools", "/healthz", "/openapi.json", "/api/v1/tools/usage"] {
+    for path in [
+        "/api/v1/tools",
+        "/healthz",
+        "/openapi.json",
+        "/api/v1/tools/usage",
+    ] {
         let none = s.get(path);
         assert_eq!((none.status, none.kind()), (401, "input_invalid"), "{path}");
         assert_eq!(none.header("www-authenticate").as_deref(), Some("Bearer"));
@@ -528,7 +582,13 @@ fn the_concurrency_limit_answers_503() {
         .map(|m| {
             let (addr, body) = (addr.clone(), json!({"marker": m, "secs": 60}).to_string());
             std::thread::spawn(move || {
-                request(&addr, "POST", "/api/v1/tools/sleeper/invoke", &[], body.as_bytes())
+                request(
+                    &addr,
+                    "POST",
+                    "/api/v1/tools/sleeper/invoke",
+                    &[],
+                    body.as_bytes(),
+                )
             })
         })
         .collect();
@@ -536,7 +596,11 @@ fn the_concurrency_limit_answers_503() {
         markers.iter().all(|m| started(&f, m))
     });
     let busy = s.post("/api/v1/tools/echo_json/invoke", &json!({"msg": "x"}));
-    assert_eq!((busy.status, busy.kind()), (503, "resource_limit"), "{busy:?}");
+    assert_eq!(
+        (busy.status, busy.kind()),
+        (503, "resource_limit"),
+        "{busy:?}"
+    );
     assert_eq!(busy.header("retry-after").as_deref(), Some("1"));
     // Liveness stays outside the limit.
     assert_eq!(s.get("/healthz").json["calls_in_flight"], 2);
@@ -562,7 +626,13 @@ fn shutdown_lets_a_call_finish_within_the_grace_period() {
     let m = marker("finish");
     let (addr, body) = (s.addr.clone(), json!({"marker": m, "secs": 2}).to_string());
     let call = std::thread::spawn(move || {
-        request(&addr, "POST", "/api/v1/tools/sleeper/invoke", &[], body.as_bytes())
+        request(
+            &addr,
+            "POST",
+            "/api/v1/tools/sleeper/invoke",
+            &[],
+            body.as_bytes(),
+        )
     });
     wait_for("the call to start", || started(&f, &m));
     s.terminate();
@@ -582,9 +652,18 @@ fn shutdown_kills_a_call_past_the_grace_period() {
     let f = project();
     let mut s = Served::start(&f.root, None, &["--grace", "1"]);
     let m = marker("killed");
-    let (addr, body) = (s.addr.clone(), json!({"marker": m, "secs": 100}).to_string());
+    let (addr, body) = (
+        s.addr.clone(),
+        json!({"marker": m, "secs": 100}).to_string(),
+    );
     let call = std::thread::spawn(move || {
-        request(&addr, "POST", "/api/v1/tools/sleeper/invoke", &[], body.as_bytes())
+        request(
+            &addr,
+            "POST",
+            "/api/v1/tools/sleeper/invoke",
+            &[],
+            body.as_bytes(),
+        )
     });
     wait_for("the call to start", || started(&f, &m));
     wait_for("both processes of the call", || pids_with(&m).len() >= 2);
@@ -601,7 +680,10 @@ fn shutdown_kills_a_call_past_the_grace_period() {
     }
     assert!(pids_with(&m).is_empty());
     let log = s.log.lock().unwrap().join("\n");
-    assert!(log.contains("grace period over: killing 1 running call"), "{log}");
+    assert!(
+        log.contains("grace period over: killing 1 running call"),
+        "{log}"
+    );
 }
 
 #[test]
@@ -666,7 +748,10 @@ fn agent_headers_land_in_the_audit_log_and_forge_nothing() {
         "{log}"
     );
     for line in log.lines() {
-        assert!(line.starts_with('['), "a line not written by glovebox: {line}");
+        assert!(
+            line.starts_with('['),
+            "a line not written by glovebox: {line}"
+        );
         assert!(!line.starts_with("[2026-01-01"), "forged line: {line}");
         assert_eq!(line.matches(" status=").count(), 1, "{line}");
     }

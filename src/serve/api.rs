@@ -244,8 +244,18 @@ pub fn create_problem(e: &CreateError) -> Problem {
 pub fn routes(live: Arc<Live>) -> Router {
     Router::new()
         .route("/api/v1/tools", get(list).post(create_tool))
-        .route("/api/v1/tools/usage", get(usage))
-        .route("/api/v1/tools/discover", post(discover))
+        // `usage` and `discover` are also tool names for the methods those
+        // routes do not take.
+        .route(
+            "/api/v1/tools/usage",
+            get(usage).delete(|s, h| delete_named(s, "usage".into(), h)),
+        )
+        .route(
+            "/api/v1/tools/discover",
+            post(discover)
+                .get(|s| show_named(s, "discover".into()))
+                .delete(|s, h| delete_named(s, "discover".into(), h)),
+        )
         .route("/api/v1/tools/{name}", get(show).delete(delete_tool))
         .route("/api/v1/tools/{name}/invoke", post(invoke))
         .with_state(live)
@@ -365,7 +375,11 @@ fn not_found(name: &str) -> Problem {
     )
 }
 
-async fn show(State(live): State<Arc<Live>>, Path(name): Path<String>) -> Response {
+async fn show(state: State<Arc<Live>>, Path(name): Path<String>) -> Response {
+    show_named(state, name).await
+}
+
+async fn show_named(State(live): State<Arc<Live>>, name: String) -> Response {
     let engine = live.engine();
     let found = tokio::task::spawn_blocking(move || {
         let project = engine.project();
@@ -488,10 +502,14 @@ async fn create_tool(State(live): State<Arc<Live>>, headers: HeaderMap, body: Bo
 }
 
 async fn delete_tool(
-    State(live): State<Arc<Live>>,
+    state: State<Arc<Live>>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    delete_named(state, name, headers).await
+}
+
+async fn delete_named(State(live): State<Arc<Live>>, name: String, headers: HeaderMap) -> Response {
     let engine = live.engine();
     let who = creator(&headers);
     let tool = name.clone();
@@ -582,11 +600,19 @@ pub fn usage_query(query: Option<&str>) -> Result<UsageQuery, Problem> {
 /// Recent calls from the audit log, newest first: `{ts, type, tool, …}`
 /// with every field the log line has (`status`, `kind`, `duration_ms`,
 /// `caller`, `agent_id`, `project_id`, `reason`); parameters are left out.
+/// Calls are `TOOL_EXECUTED` entries and `TOOL_DENIED` ones for want of an
+/// approval (not refused creations or deletions).
 pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
     entries
         .into_iter()
         .rev()
-        .filter(|e| e.event == "TOOL_EXECUTED" || e.event == "TOOL_DENIED")
+        .filter(|e| {
+            e.event == "TOOL_EXECUTED"
+                || (e.event == "TOOL_DENIED"
+                    && e.fields
+                        .iter()
+                        .any(|(k, v)| k == "reason" && v == "approval_required"))
+        })
         .filter_map(|e| {
             let mut rec = Map::new();
             rec.insert("ts".into(), json!(e.ts));
@@ -699,6 +725,7 @@ mod tests {
                 &[("name", "a"), ("params", "{}"), ("duration_ms", "5")],
             ),
             e("2", "TOOL_CREATED", &[("name", "b")]),
+            e("2", "TOOL_DENIED", &[("name", "b"), ("reason", "ceiling")]),
             e("3", "TOOL_EXECUTED", &[("name", "b"), ("agent_id", "x")]),
         ];
         let all = usage_records(entries.clone(), &usage_query(None).unwrap());

@@ -85,8 +85,8 @@ fn operation(summary: &str, description: &str, limited: bool, answers: Value) ->
 fn name_param() -> Value {
     json!({
         "name": "name", "in": "path", "required": true,
-        "description": "The tool's name (its directory under .glee/tools/). `usage` and `discover` name other routes for GET and DELETE.",
-        "schema": {"type": "string", "minLength": 1, "not": {"enum": ["usage", "discover"]}}
+        "description": "The tool's name (its directory under .glee/tools/). GET /api/v1/tools/usage is the usage route: a tool named `usage` is listed by GET /api/v1/tools.",
+        "schema": {"type": "string", "minLength": 1}
     })
 }
 
