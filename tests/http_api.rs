@@ -670,7 +670,9 @@ fn shutdown_kills_a_call_past_the_grace_period() {
     let host_pids = pids_with(&m);
     s.terminate();
     let a = call.join().unwrap();
+    assert_eq!(a.status, 503, "{a:?}");
     assert_eq!(a.json["ok"], false, "{a:?}");
+    assert_eq!(a.json["error"]["details"]["shutdown"], true, "{a:?}");
     assert_eq!(s.wait_exit(), Some(0));
     for p in host_pids {
         assert!(
@@ -684,6 +686,94 @@ fn shutdown_kills_a_call_past_the_grace_period() {
         log.contains("grace period over: killing 1 running call"),
         "{log}"
     );
+}
+
+#[test]
+fn a_request_past_its_timeout_is_504_and_its_call_is_killed() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let s = Served::start(&f.root, None, &["--request-timeout", "2"]);
+    let m = marker("timeout");
+    let (addr, body) = (
+        s.addr.clone(),
+        json!({"marker": m, "secs": 100}).to_string(),
+    );
+    let call = std::thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            "/api/v1/tools/sleeper/invoke",
+            &[],
+            body.as_bytes(),
+        )
+    });
+    wait_for("the call to start", || started(&f, &m));
+    let a = call.join().unwrap();
+    assert_eq!((a.status, a.kind()), (504, "timeout"), "{a:?}");
+    wait_for("the call's processes to be gone", || {
+        pids_with(&m).is_empty()
+    });
+    wait_for("the call to be logged", || {
+        audit_log(&f).contains("name=sleeper")
+    });
+    assert_eq!(s.get("/healthz").json["calls_in_flight"], 0);
+}
+
+/// An MCP session holding an open event stream does not keep the server
+/// from stopping.
+#[test]
+fn shutdown_ends_open_mcp_sessions() {
+    let f = project();
+    let mut s = Served::start(&f.root, None, &["--grace", "1"]);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let init = s.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        body.as_bytes(),
+    );
+    assert_eq!(init.status, 200, "{init:?}");
+    let session = init.header("mcp-session-id").expect("a session id");
+    let mut stream = TcpStream::connect(&s.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let notified = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    s.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", &session),
+        ],
+        notified.as_bytes(),
+    );
+    write!(
+        stream,
+        "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\r\n",
+        s.addr
+    )
+    .unwrap();
+    let mut first = [0u8; 12];
+    stream.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200", "the event stream did not open");
+    s.terminate();
+    assert_eq!(s.wait_exit(), Some(0));
+    // The stream was closed, not left hanging.
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    // Ended by the kill at the end of the grace period, not abandoned.
+    let log = s.log.lock().unwrap().join("\n");
+    assert!(!log.contains("connections still open"), "{log}");
 }
 
 #[test]

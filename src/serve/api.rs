@@ -26,7 +26,9 @@
 //! `isError`); else by kind: 400 `input_invalid`, 403 `approval_required`
 //! and `permission_exceeds_ceiling`, 404 `tool_not_found`, 500
 //! `manifest_invalid`, `secret_missing` and `internal`, 503
-//! `sandbox_unavailable`. The body is the Outcome in every case.
+//! `sandbox_unavailable` and a call the server killed on shutdown
+//! (`internal` with `details.cancelled`). The body is the Outcome in every
+//! case.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -186,6 +188,14 @@ pub fn api_tool(tool: &Tool, created: &BTreeMap<String, String>, approved: bool)
 
 /// The HTTP status of an invoke's Outcome.
 pub fn invoke_status(outcome: &Outcome) -> StatusCode {
+    if outcome
+        .error
+        .as_ref()
+        .is_some_and(|e| e.details["cancelled"] == true)
+    {
+        // Killed by the server: shutting down, or the request timed out.
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
     match outcome.kind() {
         None
         | Some(

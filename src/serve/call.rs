@@ -146,7 +146,16 @@ impl Calls {
             tokio::select! {
                 r = &mut rx => {
                     guard.armed = false;
-                    return r.map_err(|_| CallError::Lost);
+                    let mut outcome = r.map_err(|_| CallError::Lost)?;
+                    if self.kill.is_cancelled() {
+                        if let Some(e) = outcome.error.as_mut().filter(|e| e.details["cancelled"] == true) {
+                            e.message = "the server is shutting down: the call ran past the grace period (glovebox serve --grace) and all its processes were killed".into();
+                            if let Some(d) = e.details.as_object_mut() {
+                                d.insert("shutdown".into(), true.into());
+                            }
+                        }
+                    }
+                    return Ok(outcome);
                 }
                 _ = stop.cancelled(), if !stopped => {
                     stopped = true;

@@ -283,7 +283,7 @@ fn paths() -> Value {
             "403": answer("approval_required (a person runs `glovebox approve NAME`), or the Origin is not a loopback origin.", outcome_or_error()),
             "404": answer("tool_not_found.", outcome_or_error()),
             "500": answer("manifest_invalid, secret_missing or internal.", outcome_or_error()),
-            "503": answer("sandbox_unavailable (an Outcome), or no free call slot (an Error).", outcome_or_error())
+            "503": answer("sandbox_unavailable, or the call was killed because the server is shutting down (Outcomes), or no free call slot (an Error).", outcome_or_error())
         }),
     );
     let mut params = client_headers();
