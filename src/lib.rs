@@ -33,7 +33,9 @@
 //!   the HMAC-chained audit log, and glovebox's own state directory, which
 //!   no jail may read or write.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
-//!   tool catalog, results, cancellable calls, live reload.
+//!   tool catalog, results, cancellable calls, live reload; and the HTTP
+//!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
+//!   with its limits and graceful shutdown.
 //!
 //! Threat model and what is enforced on which kernel: `SECURITY.md`. The
 //! guarantees are proven by integration tests that spawn the real binary,

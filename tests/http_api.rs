@@ -845,8 +845,16 @@ fn agent_headers_land_in_the_audit_log_and_forge_nothing() {
         assert!(!line.starts_with("[2026-01-01"), "forged line: {line}");
         assert_eq!(line.matches(" status=").count(), 1, "{line}");
     }
+    // Nor can the parameters, which the log keeps as JSON.
+    s.post(
+        "/api/v1/tools/nope/invoke",
+        &json!({"q": "a agent_id=forged status=success"}),
+    );
     let usage = s.get("/api/v1/tools/usage");
-    for r in usage.json.as_array().unwrap() {
+    let recs = usage.json.as_array().unwrap();
+    assert_eq!(recs.len(), 3, "{usage:?}");
+    assert!(recs[0].get("agent_id").is_none(), "{usage:?}");
+    for r in recs {
         assert_eq!(r["status"], "error", "{r}");
     }
     audit_verifies(&f);
