@@ -27,8 +27,8 @@ pub struct Problem {
     pub kind: ErrorKind,
     /// What is wrong and how to fix it, lowercase.
     pub message: String,
-    /// Structured details; `{}` when none.
-    pub details: Value,
+    /// Structured details; `{}` when none (boxed: keeps `Result`s small).
+    pub details: Box<Value>,
     /// Extra response headers (`WWW-Authenticate`, `Retry-After`).
     pub headers: Vec<(header::HeaderName, HeaderValue)>,
 }
@@ -40,7 +40,7 @@ impl Problem {
             status,
             kind,
             message: message.into(),
-            details: json!({}),
+            details: Box::new(json!({})),
             headers: Vec::new(),
         }
     }
@@ -52,7 +52,7 @@ impl Problem {
 
     /// With these details.
     pub fn details(mut self, details: Value) -> Self {
-        self.details = details;
+        self.details = Box::new(details);
         self
     }
 
