@@ -80,7 +80,7 @@ impl Served {
     }
 
     fn get(&self, path: &str) -> Answer {
-        self.request(method_get(), path, &[], b"")
+        self.request("GET", path, &[], b"")
     }
 
     fn post(&self, path: &str, body: &Value) -> Answer {
@@ -115,10 +115,6 @@ impl Served {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-fn method_get() -> &'static str {
-    "GET"
 }
 
 impl Drop for Served {
