@@ -138,6 +138,33 @@ pub fn one_line(s: &str) -> String {
         .replace('\r', "\\r")
 }
 
+/// Longest client label kept, in bytes (before escaping).
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// A value a client supplied (an `X-Agent-ID` header, …) made safe for a
+/// log line: cut to [`MAX_LABEL_BYTES`] on a character boundary, then
+/// every control character, space, `=`, `%` and non-ASCII character
+/// percent-encoded, so it can neither end the line, nor pose as another
+/// `key=value` field, nor hide as a look-alike character.
+pub fn client_label(raw: &str) -> String {
+    let mut end = raw.len().min(MAX_LABEL_BYTES);
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = String::with_capacity(end);
+    for c in raw[..end].chars() {
+        if c.is_ascii_graphic() && c != '=' && c != '%' {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    out
+}
+
 impl Log {
     /// The log of the project at `root`.
     pub fn for_project(root: &Path) -> Result<Log, AuditError> {
@@ -328,6 +355,24 @@ fn last_mac(text: &str) -> String {
         .unwrap_or_default()
 }
 
+fn is_key(k: &str) -> bool {
+    !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+}
+
+/// Where a plain value ends: before the next ` key=`, or at the end.
+fn next_field(value: &str) -> usize {
+    let mut from = 0;
+    while let Some(i) = value[from..].find(' ') {
+        let at = from + i;
+        let next = &value[at + 1..];
+        if next.split_once('=').is_some_and(|(k, _)| is_key(k)) {
+            return at;
+        }
+        from = at + 1;
+    }
+    value.len()
+}
+
 fn parse(line: &str) -> Option<Entry> {
     let body = line.rsplit_once(" mac=").map_or(line, |(b, _)| b);
     let rest = body.strip_prefix('[')?;
@@ -336,28 +381,31 @@ fn parse(line: &str) -> Option<Entry> {
     let event = parts.next()?.to_string();
     let mut fields = Vec::new();
     if let Some(tail) = parts.next() {
-        // key=value pairs separated by " key="; values may hold spaces.
-        let mut current: Option<(String, String)> = None;
-        for token in tail.split(' ') {
-            match token.split_once('=') {
-                Some((k, v))
-                    if !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
-                {
-                    if let Some(f) = current.take() {
-                        fields.push(f);
-                    }
-                    current = Some((k.to_string(), v.to_string()));
-                }
-                _ => {
-                    if let Some((_, v)) = current.as_mut() {
-                        v.push(' ');
-                        v.push_str(token);
-                    }
-                }
+        let mut rest = tail;
+        while let Some((key, after)) = rest.split_once('=') {
+            if !is_key(key) {
+                break;
             }
-        }
-        if let Some(f) = current {
-            fields.push(f);
+            // A JSON value (params, permissions) ends where its JSON ends,
+            // so text inside it cannot pose as a field; any other value
+            // runs to the next ` key=` (values may hold spaces).
+            let json_end = (after.starts_with('{') || after.starts_with('['))
+                .then(|| {
+                    let mut values = serde_json::Deserializer::from_str(after)
+                        .into_iter::<serde::de::IgnoredAny>();
+                    match values.next() {
+                        Some(Ok(_)) => Some(values.byte_offset()),
+                        _ => None,
+                    }
+                })
+                .flatten()
+                .filter(|&end| after[end..].is_empty() || after[end..].starts_with(' '));
+            let end = json_end.unwrap_or_else(|| next_field(after));
+            fields.push((key.to_string(), after[..end].to_string()));
+            match after[end..].strip_prefix(' ') {
+                Some(next) => rest = next,
+                None => break,
+            }
         }
     }
     Some(Entry {
@@ -376,6 +424,37 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_736_434_800), "2025-01-09T15:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn text_inside_a_json_value_is_not_a_field() {
+        let e = parse("[t] TOOL_EXECUTED name=x params={\"q\":\"a agent_id=admin status=success\",\"n\":[1, 2]} status=error caller=http mac=ab").unwrap();
+        let keys: Vec<&str> = e.fields.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["name", "params", "status", "caller"], "{e:?}");
+        assert_eq!(e.fields[2].1, "error");
+        // Not JSON after all: read as before.
+        let e = parse("[t] TOOL_DENIED name=x detail={oops status=y").unwrap();
+        assert_eq!(e.fields[1], ("detail".into(), "{oops".into()));
+        assert_eq!(e.fields[2], ("status".into(), "y".into()));
+    }
+
+    #[test]
+    fn client_labels_stay_one_field() {
+        assert_eq!(client_label("agent-7/a.b"), "agent-7/a.b");
+        assert_eq!(
+            client_label("a\n[x] TOOL_EXECUTED status=success"),
+            "a%0A[x]%20TOOL_EXECUTED%20status%3Dsuccess"
+        );
+        assert_eq!(client_label("\u{1b}[2J\r%"), "%1B[2J%0D%25");
+        assert_eq!(client_label("é"), "%C3%A9");
+        let long = "é".repeat(200);
+        assert_eq!(client_label(&long).len(), 64 * 6);
+        let line = format!(
+            "[t] TOOL_EXECUTED name=x agent_id={} mac=ab",
+            client_label("a b=c\nd")
+        );
+        let e = parse(&line).unwrap();
+        assert_eq!(e.fields.len(), 2, "{e:?}");
     }
 
     #[test]

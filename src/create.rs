@@ -1,7 +1,9 @@
 //! Tools created by agents, under the project's permission ceiling.
 //!
 //! [`create`] is the one library call behind `glovebox create`, MCP's
-//! `glee_tool_create` and `POST /api/v1/tools`. The definition is linted
+//! `glee_tool_create` and `POST /api/v1/tools`; [`delete`] (behind
+//! `DELETE /api/v1/tools/{name}`) removes a tool an agent created, and
+//! nothing else. The definition is linted
 //! like any `tool.yml`; its permissions must lie within
 //! `security.max_permissions` of `.glee/config.yml` (by default: no
 //! network, read the project, write nothing, no secrets); `approval.required`
@@ -48,6 +50,12 @@ pub enum CreateError {
     /// The project config is invalid.
     #[error(".glee/config.yml is invalid; run `glovebox lint`")]
     Config,
+    /// Deleting a tool that no agent created.
+    #[error("tool `{name}` was not created by an agent: only agent-created tools can be deleted this way; remove .glee/tools/{name}/ by hand")]
+    NotCreated { name: String },
+    /// Deleting a tool that does not exist.
+    #[error("no agent-created tool `{name}`")]
+    NotFound { name: String },
     /// Writing failed.
     #[error("cannot write {path:?}")]
     Io {
@@ -319,17 +327,7 @@ pub fn create(
     })?;
 
     registry.insert(name.to_string(), creator.to_string());
-    let reg_path = registry_path(root)?;
-    if let Some(d) = reg_path.parent() {
-        std::fs::create_dir_all(d).map_err(|source| CreateError::Io {
-            path: d.to_path_buf(),
-            source,
-        })?;
-    }
-    state::write_atomic(
-        &reg_path,
-        &serde_json::to_vec_pretty(&registry).unwrap_or_default(),
-    )?;
+    save_registry(root, &registry)?;
     approval::Store::open(root)?.revoke(name)?;
     let perms = serde_json::to_string(&manifest.permissions).unwrap_or_default();
     log.append(&Event {
@@ -344,4 +342,69 @@ pub fn create(
         name: name.to_string(),
         file: dir.join(TOOL_FILE),
     })
+}
+
+fn save_registry(root: &Path, registry: &BTreeMap<String, String>) -> Result<(), CreateError> {
+    let reg_path = registry_path(root)?;
+    if let Some(d) = reg_path.parent() {
+        std::fs::create_dir_all(d).map_err(|source| CreateError::Io {
+            path: d.to_path_buf(),
+            source,
+        })?;
+    }
+    state::write_atomic(
+        &reg_path,
+        &serde_json::to_vec_pretty(registry).unwrap_or_default(),
+    )?;
+    Ok(())
+}
+
+/// Deletes tool `name`, which an agent must have created (see
+/// [`created_tools`]), on behalf of `deleter`: its directory, its record
+/// and its approval go; the audit log gets `TOOL_DELETED`, or
+/// `TOOL_DENIED` when the tool is not an agent's.
+pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), CreateError> {
+    let root = &project.root;
+    let log = audit::Log::for_project(root)?;
+    if !valid_name(name) {
+        return Err(CreateError::InvalidName { name: name.into() });
+    }
+    let mut registry = created_tools(root);
+    let tools = root.join(".glee/tools");
+    let dir = tools.join(name);
+    if !registry.contains_key(name) {
+        let exists = dir.exists() || project.tools.iter().any(|t| t.name == name);
+        if !exists {
+            return Err(CreateError::NotFound { name: name.into() });
+        }
+        log.append(&Event {
+            kind: "TOOL_DENIED",
+            fields: vec![
+                ("name", name.to_string()),
+                ("caller", deleter.to_string()),
+                ("reason", "delete_not_agent_created".into()),
+            ],
+        })?;
+        return Err(CreateError::NotCreated { name: name.into() });
+    }
+    if dir.exists() {
+        // Out of the tool directory first (one rename), then removed.
+        let doomed = tools.join(format!(".deleted-{name}-{}", std::process::id()));
+        std::fs::rename(&dir, &doomed).map_err(|source| CreateError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        std::fs::remove_dir_all(&doomed).map_err(|source| CreateError::Io {
+            path: doomed.clone(),
+            source,
+        })?;
+    }
+    registry.remove(name);
+    save_registry(root, &registry)?;
+    approval::Store::open(root)?.revoke(name)?;
+    log.append(&Event {
+        kind: "TOOL_DELETED",
+        fields: vec![("name", name.to_string()), ("caller", deleter.to_string())],
+    })?;
+    Ok(())
 }

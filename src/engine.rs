@@ -41,6 +41,25 @@ pub struct Caller {
     /// Stops the call's jailed process tree when cancelled (an MCP client's
     /// `notifications/cancelled`); `None`: the call runs to its end.
     pub cancel: Option<jail::Cancel>,
+    /// The agent on whose behalf the call is made, as the client says
+    /// (HTTP `X-Agent-ID`); logged as `agent_id=`, after
+    /// [`audit::client_label`].
+    pub agent_id: Option<String>,
+    /// The client's project (HTTP `X-Project-ID`); logged as `project_id=`.
+    pub project_id: Option<String>,
+}
+
+impl audit::Event {
+    /// The event with the caller's `agent_id` / `project_id`, when given.
+    fn with_client(mut self, caller: &Caller) -> Self {
+        if let Some(a) = &caller.agent_id {
+            self.fields.push(("agent_id", audit::client_label(a)));
+        }
+        if let Some(p) = &caller.project_id {
+            self.fields.push(("project_id", audit::client_label(p)));
+        }
+        self
+    }
 }
 
 /// Errors opening a project.
@@ -219,7 +238,8 @@ impl Engine {
                     ("reason", "approval_required".into()),
                     ("caller", caller.id.clone()),
                 ],
-            },
+            }
+            .with_client(caller),
             kind => {
                 let mut fields = vec![
                     ("name", name.to_string()),
@@ -247,6 +267,7 @@ impl Engine {
                     kind: "TOOL_EXECUTED",
                     fields,
                 }
+                .with_client(caller)
             }
         };
         log.append(&event)

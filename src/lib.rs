@@ -36,7 +36,8 @@
 //!   the HMAC-chained audit log, and glovebox's own state directory, which
 //!   no jail may read or write.
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
-//!   opt-in per project, run as the glovebox binary itself in the jail with
+//!   in every Glee project unless its config narrows them, run as the
+//!   glovebox binary itself in the jail with
 //!   the root readable and at most the target's directory writable.
 //! - Glee v1 tools: a single file `.glee/tools/<name>.yml` (the legacy
 //!   format) loads beside v2 directories, mapped onto the same model by
@@ -46,7 +47,9 @@
 //!   `lint` warns `legacy-v1`, and [`migrate`] writes the v2 directory,
 //!   checked to load to the identical manifest.
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
-//!   tool catalog, results, cancellable calls, live reload.
+//!   tool catalog, results, cancellable calls, live reload; and the HTTP
+//!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
+//!   with its limits and graceful shutdown.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
 //!   MCP tool lists; names a target does not accept are reported, never
 //!   renamed.

@@ -216,6 +216,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             || confirm_write(&engine, &args.name, &params),
         secrets: SecretSource::Environment,
         cancel: None,
+        ..Caller::default()
     };
     let outcome = engine.call(&args.name, params, &caller);
     print(&outcome, args.json)?;

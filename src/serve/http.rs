@@ -1,6 +1,7 @@
 //! The HTTP server of `glovebox serve`: an axum [`Router`] with MCP's
-//! Streamable HTTP transport mounted at `/mcp` (more routes, such as an
-//! HTTP API, mount on the same router), every route behind one guard:
+//! Streamable HTTP transport mounted at `/mcp` and the HTTP API
+//! ([`super::api`]) beside it, every route behind the [`super::limits`]
+//! and one guard:
 //!
 //! - it binds `127.0.0.1:7878` by default, and refuses to bind a
 //!   non-loopback address unless a bearer token is set
@@ -11,10 +12,14 @@
 //!   checks `Host` against DNS rebinding on loopback);
 //! - with a token set, every request needs `Authorization: Bearer TOKEN`
 //!   (compared in constant time), else 401.
+//!
+//! Refusals are JSON [`Problem`]s. [`serve`] stops as
+//! [`super::shutdown`] describes.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -25,8 +30,12 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 
+use super::limits::{self, Limits, Slots};
 use super::live::Live;
 use super::mcp::Server;
+use super::problem::Problem;
+use super::{api, shutdown};
+use crate::run::ErrorKind;
 
 /// Where `glovebox serve` listens unless told otherwise.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -69,7 +78,15 @@ pub struct Options {
     /// The bearer token every request must carry; `None`: loopback only,
     /// no token.
     pub token: Option<String>,
+    /// Body size, concurrency and time limits.
+    pub limits: Limits,
+    /// How long running calls may go on after SIGTERM/SIGINT before they
+    /// are killed.
+    pub grace: Duration,
 }
+
+/// Default grace period on shutdown.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 impl Options {
     /// Refuses a non-loopback address without a token.
@@ -86,16 +103,21 @@ struct Guard {
     token_digest: Option<[u8; 32]>,
 }
 
-/// The router: MCP at `/mcp`, everything behind the Origin and token
-/// guard. Mount further routes with [`Router::merge`] before serving.
+/// The router: MCP at `/mcp`, the API at `/api/v1/…`, `/healthz` and
+/// `/openapi.json`, everything behind the Origin and token guard and the
+/// body limit; MCP and the API also behind the concurrency limit and the
+/// request timeout.
 pub fn router(live: Arc<Live>, options: &Options) -> Router {
     let mut config = StreamableHttpServerConfig::default();
+    // Past the grace period of a shutdown, the MCP sessions end too.
+    config.cancellation_token = live.calls().killed().child_token();
     if !options.listen.ip().is_loopback() {
         // Reached by other names than localhost; the token protects it.
         config = config.disable_allowed_hosts();
     }
+    let for_mcp = live.clone();
     let mcp = StreamableHttpService::new(
-        move || Ok(Server::new(live.clone())),
+        move || Ok(Server::new(for_mcp.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );
@@ -105,18 +127,35 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
             .as_ref()
             .map(|t| Sha256::digest(t.as_bytes()).into()),
     };
-    Router::new()
+    let limited = Router::new()
         .route_service("/mcp", mcp)
+        .merge(api::routes(live.clone()))
+        .layer(middleware::from_fn_with_state(
+            Slots::new(&options.limits),
+            limits::limit_calls,
+        ));
+    Router::new()
+        .merge(limited)
+        .merge(api::open_routes(live))
+        .fallback(api::no_route)
+        .method_not_allowed_fallback(api::wrong_method)
+        .layer(middleware::from_fn_with_state(
+            options.limits.clone(),
+            limits::limit_body,
+        ))
         .layer(middleware::from_fn_with_state(guard, check_request))
 }
 
-/// Binds `options.listen` and serves `router` until `shutdown` resolves.
-/// `bound` is told the address actually bound (port 0 picks a free one).
+/// Binds `options.listen` and serves `router` until `stop` resolves, then
+/// shuts down gracefully ([`shutdown::drain`]): no new connection, the
+/// running calls of `live` get `options.grace`, then are killed. `bound`
+/// is told the address actually bound (port 0 picks a free one).
 pub async fn serve(
     router: Router,
+    live: Arc<Live>,
     options: &Options,
     bound: impl FnOnce(SocketAddr),
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HttpError> {
     options.check()?;
     let listener = tokio::net::TcpListener::bind(options.listen)
@@ -130,8 +169,11 @@ pub async fn serve(
         source,
     })?;
     bound(addr);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
+    let stopping = tokio_util::sync::CancellationToken::new();
+    let server = axum::serve(listener, router)
+        .with_graceful_shutdown(stopping.clone().cancelled_owned())
+        .into_future();
+    shutdown::drain(server, stop, stopping, live.calls(), options.grace)
         .await
         .map_err(|source| HttpError::Serve { source })
 }
@@ -155,18 +197,19 @@ enum Refusal {
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
-            Refusal::CrossOrigin => (
+            Refusal::CrossOrigin => Problem::new(
                 StatusCode::FORBIDDEN,
-                "cross-origin requests are refused: glovebox serves loopback origins only\n",
-            )
-                .into_response(),
-            Refusal::Unauthorized => (
+                ErrorKind::InputInvalid,
+                "cross-origin requests are refused: glovebox serves loopback origins only",
+            ),
+            Refusal::Unauthorized => Problem::new(
                 StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "a bearer token is required: Authorization: Bearer $GLOVEBOX_API_TOKEN\n",
+                ErrorKind::InputInvalid,
+                "a bearer token is required: Authorization: Bearer $GLOVEBOX_API_TOKEN",
             )
-                .into_response(),
+            .header(header::WWW_AUTHENTICATE, "Bearer"),
         }
+        .into_response()
     }
 }
 
@@ -253,6 +296,8 @@ mod tests {
         let mut o = Options {
             listen: "0.0.0.0:7878".parse().unwrap(),
             token: None,
+            limits: Limits::default(),
+            grace: DEFAULT_GRACE,
         };
         assert!(o.check().is_err());
         o.token = Some("t".into());

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::{Peer, RoleServer};
 
+use super::call::Calls;
 use super::catalog;
 use crate::engine::{Engine, EngineError};
 use crate::manifest::project::Project;
@@ -34,6 +35,7 @@ pub struct Live {
     fingerprint: Mutex<String>,
     peers: Mutex<Vec<Peer<RoleServer>>>,
     reloading: tokio::sync::Mutex<()>,
+    calls: Calls,
 }
 
 impl std::fmt::Debug for Live {
@@ -67,6 +69,7 @@ impl Live {
             engine: RwLock::new(Arc::new(engine)),
             peers: Mutex::new(Vec::new()),
             reloading: tokio::sync::Mutex::new(()),
+            calls: Calls::new(),
         }))
     }
 
@@ -78,6 +81,11 @@ impl Live {
     /// The agentcli `tools.json` being served, explicit or found in the root.
     pub fn tools_json(&self) -> Option<PathBuf> {
         self.engine().project().tools_json.clone()
+    }
+
+    /// The tool calls running for this project's clients (MCP and HTTP).
+    pub fn calls(&self) -> &Calls {
+        &self.calls
     }
 
     /// The current engine.

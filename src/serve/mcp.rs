@@ -5,7 +5,7 @@
 //! - `tools/list`: [`catalog::tools`], 50 per page.
 //! - `tools/call`: a project tool by its own name, or `glee_tool {name,
 //!   params}`, both through [`Engine::call`](crate::engine::Engine::call)
-//!   on a thread of their own ([`call::run`]); `glee_tools_list`;
+//!   on a thread of their own ([`Calls::run`](super::call::Calls::run)); `glee_tools_list`;
 //!   `glee_tool_create {name, definition}` through [`crate::create`].
 //!   Calls run concurrently; `notifications/cancelled` kills the call's
 //!   process tree; a progress token gets `notifications/progress`.
@@ -25,7 +25,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
-use super::call::{self, Progress};
+use super::call::Progress;
 use super::catalog::{self, GLEE_TOOL, GLEE_TOOLS_LIST, GLEE_TOOL_CREATE};
 use super::live::Live;
 use super::reply;
@@ -77,6 +77,7 @@ impl Server {
             approved: false,
             secrets: SecretSource::Environment,
             cancel: None,
+            ..Caller::default()
         }
     }
 
@@ -91,16 +92,19 @@ impl Server {
             token,
         });
         let caller = Self::caller(&ctx);
-        let outcome = call::run(
-            self.live.engine(),
-            name,
-            params,
-            caller,
-            ctx.ct.clone(),
-            progress,
-        )
-        .await
-        .map_err(|e| ErrorData::internal_error(crate::run::error_chain(&e), None))?;
+        let outcome = self
+            .live
+            .calls()
+            .run(
+                self.live.engine(),
+                name,
+                params,
+                caller,
+                ctx.ct.clone(),
+                progress,
+            )
+            .await
+            .map_err(|e| ErrorData::internal_error(crate::run::error_chain(&e), None))?;
         Ok(reply::outcome(&outcome))
     }
 

@@ -14,13 +14,22 @@
 //!   changes, and the connected clients told so.
 //! - [`watch`]: the file watcher behind that reload.
 //! - [`mcp`]: the `rmcp` server handler, and the stdio server.
-//! - [`http`]: the HTTP server: a router with `/mcp` mounted behind an
-//!   `Origin` check and an optional bearer token.
+//! - [`http`]: the HTTP server: a router with `/mcp` and the API mounted
+//!   behind an `Origin` check and an optional bearer token.
+//! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`),
+//!   described by [`openapi`]; its errors are [`problem`]s.
+//! - [`limits`]: body size, concurrency and request time limits.
+//! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 
+pub mod api;
 pub mod call;
 pub mod catalog;
 pub mod http;
+pub mod limits;
 pub mod live;
 pub mod mcp;
+pub mod openapi;
+pub mod problem;
 pub mod reply;
+pub mod shutdown;
 pub mod watch;

@@ -1,0 +1,749 @@
+//! The HTTP API of `glovebox serve`, compatible with the tool registry
+//! endpoints agent frameworks already use (HDN's `/api/v1/tools`):
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /api/v1/tools` | every valid tool, as [`ApiTool`] |
+//! | `GET /api/v1/tools/{name}` | one tool; 404 `tool_not_found` |
+//! | `POST /api/v1/tools/{name}/invoke` | the [`Outcome`] (body = params) |
+//! | `POST /api/v1/tools` | create an agent tool under the ceiling; 201 |
+//! | `DELETE /api/v1/tools/{name}` | delete an agent-created tool |
+//! | `POST /api/v1/tools/discover` | rescan `.glee/tools/` |
+//! | `GET /api/v1/tools/usage` | recent calls, from the audit log |
+//! | `GET /healthz` | liveness |
+//! | `GET /openapi.json` | [`super::openapi::document`] |
+//!
+//! Every call goes through [`crate::engine::Engine::call`] on a thread of
+//! its own ([`super::call::Calls::run`]), as MCP's do: validation,
+//! approval, secrets, the jail and the audit log are decided there. An
+//! HTTP caller never approves anything (like MCP). `X-Agent-ID` and
+//! `X-Project-ID` land in the call's audit entry, made safe by
+//! [`audit::client_label`].
+//!
+//! Status of an invoke: 200 whenever the tool ran, whatever it answered
+//! (`ok` says; `exit_code`, `timeout`, `resource_limit`,
+//! `python_exception`, `http_error` are the tool's result, as MCP's
+//! `isError`); else by kind: 400 `input_invalid`, 403 `approval_required`
+//! and `permission_exceeds_ceiling`, 404 `tool_not_found`, 500
+//! `manifest_invalid`, `secret_missing` and `internal`, 503
+//! `sandbox_unavailable` and a call the server killed on shutdown
+//! (`internal` with `details.cancelled`). The body is the Outcome in every
+//! case.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::live::Live;
+use super::problem::{json_response, Problem};
+use super::{limits, openapi};
+use crate::audit;
+use crate::create::{self, CreateError};
+use crate::engine::Caller;
+use crate::manifest::model::{Format, Kind, Manifest};
+use crate::manifest::project::{Origin, Tool};
+use crate::run::{ErrorKind, Outcome, SecretSource};
+
+/// The header naming the calling agent.
+pub const AGENT_HEADER: &str = "x-agent-id";
+/// The header naming the calling agent's project.
+pub const PROJECT_HEADER: &str = "x-project-id";
+/// The `caller` of calls made over this API, in the audit log.
+pub const CALLER: &str = "http";
+/// Usage entries answered when `limit` is not given.
+pub const DEFAULT_USAGE_LIMIT: usize = 50;
+/// Most usage entries answered.
+pub const MAX_USAGE_LIMIT: usize = 1000;
+
+/// A tool in HDN's registry shape, plus what glovebox knows about it
+/// under `glovebox`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiTool {
+    /// The tool's name (HDN keeps a separate id; here they are the same).
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// `inputs.schema`: a JSON Schema (HDN's is a flat `{param: type}`).
+    pub input_schema: Value,
+    /// `outputs.schema`, or `{}` when the manifest has none.
+    pub output_schema: Value,
+    /// HDN permission strings: `fs:read`, `fs:write`, `net:read`,
+    /// `proc:exec`, where the manifest maps onto them.
+    pub permissions: Vec<String>,
+    /// `low` | `medium` | `high`, from the permissions.
+    pub safety_level: &'static str,
+    /// `agent` for agent-created tools, else `system`.
+    pub created_by: &'static str,
+    /// glovebox's own view of the tool.
+    pub glovebox: GloveboxInfo,
+}
+
+/// glovebox's fields of an [`ApiTool`].
+#[derive(Debug, Clone, Serialize)]
+pub struct GloveboxInfo {
+    /// `http`, `command` or `python`.
+    pub kind: &'static str,
+    /// The manifest's version.
+    pub version: u64,
+    /// `json` or `text`: how `output` of an Outcome comes back.
+    pub output_format: &'static str,
+    /// The format the tool was written in: `dir`, `v1`, `agentcli`,
+    /// `builtin`.
+    pub origin: &'static str,
+    /// Whether a person must approve the tool before it runs.
+    pub approval_required: bool,
+    /// Whether it has an approval matching its current content.
+    pub approved: bool,
+    /// Who created it, for agent-created tools (`mcp`, `http:AGENT`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub creator: Option<String>,
+    /// The manifest's `permissions`, as enforced by the jail.
+    pub permissions: Value,
+}
+
+/// HDN permission strings for a manifest.
+pub fn hdn_permissions(m: &Manifest) -> Vec<String> {
+    let p = &m.permissions;
+    let mut out = Vec::new();
+    if !p.fs.read.is_empty() || !p.fs.write.is_empty() {
+        out.push("fs:read".to_string());
+    }
+    if !p.fs.write.is_empty() {
+        out.push("fs:write".to_string());
+    }
+    if p.network || m.kind == Kind::Http {
+        out.push("net:read".to_string());
+    }
+    if m.kind != Kind::Http {
+        out.push("proc:exec".to_string());
+    }
+    out
+}
+
+/// `low`: reads at most, no network, no secrets; `high`: writes files or
+/// holds secrets, and reaches the network; `medium`: anything between.
+pub fn safety_level(m: &Manifest) -> &'static str {
+    let p = &m.permissions;
+    let net = p.network || m.kind == Kind::Http;
+    let sensitive = !p.fs.write.is_empty() || !p.secrets.is_empty();
+    match (net, sensitive) {
+        (false, false) => "low",
+        (true, true) => "high",
+        _ => "medium",
+    }
+}
+
+fn origin_name(o: Origin) -> &'static str {
+    match o {
+        Origin::Dir => "dir",
+        Origin::V1 => "v1",
+        Origin::AgentCli => "agentcli",
+        Origin::Builtin => "builtin",
+    }
+}
+
+/// A tool as the API shows it.
+pub fn api_tool(tool: &Tool, created: &BTreeMap<String, String>, approved: bool) -> ApiTool {
+    let m = &tool.manifest;
+    let creator = created.get(&tool.name).cloned();
+    ApiTool {
+        id: tool.name.clone(),
+        name: tool.name.clone(),
+        description: m.description.clone(),
+        input_schema: m.inputs.schema.clone(),
+        output_schema: m.outputs.schema.clone().unwrap_or_else(|| json!({})),
+        permissions: hdn_permissions(m),
+        safety_level: safety_level(m),
+        created_by: if creator.is_some() { "agent" } else { "system" },
+        glovebox: GloveboxInfo {
+            kind: m.kind.as_str(),
+            version: m.version,
+            output_format: match m.outputs.format {
+                Format::Json => "json",
+                Format::Text => "text",
+            },
+            origin: origin_name(tool.origin),
+            approval_required: m.approval.required,
+            approved,
+            creator,
+            permissions: json!({
+                "network": m.permissions.network,
+                "fs": {"read": m.permissions.fs.read, "write": m.permissions.fs.write},
+                "secrets": m.permissions.secrets.keys().collect::<Vec<_>>(),
+            }),
+        },
+    }
+}
+
+/// The HTTP status of an invoke's Outcome.
+pub fn invoke_status(outcome: &Outcome) -> StatusCode {
+    if outcome
+        .error
+        .as_ref()
+        .is_some_and(|e| e.details["cancelled"] == true)
+    {
+        // Killed by the server: shutting down, or the request timed out.
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    match outcome.kind() {
+        None
+        | Some(
+            ErrorKind::ExitCode
+            | ErrorKind::Timeout
+            | ErrorKind::ResourceLimit
+            | ErrorKind::PythonException
+            | ErrorKind::HttpError,
+        ) => StatusCode::OK,
+        Some(ErrorKind::InputInvalid) => StatusCode::BAD_REQUEST,
+        Some(ErrorKind::ApprovalRequired | ErrorKind::PermissionExceedsCeiling) => {
+            StatusCode::FORBIDDEN
+        }
+        Some(ErrorKind::ToolNotFound) => StatusCode::NOT_FOUND,
+        Some(ErrorKind::SandboxUnavailable) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(ErrorKind::ManifestInvalid | ErrorKind::SecretMissing | ErrorKind::Internal) => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+/// A create or delete failure as a [`Problem`].
+pub fn create_problem(e: &CreateError) -> Problem {
+    let (status, kind) = match e {
+        CreateError::ExceedsCeiling { .. } => {
+            (StatusCode::FORBIDDEN, ErrorKind::PermissionExceedsCeiling)
+        }
+        CreateError::NotCreated { .. } => {
+            (StatusCode::FORBIDDEN, ErrorKind::PermissionExceedsCeiling)
+        }
+        CreateError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorKind::ToolNotFound),
+        CreateError::InvalidName { .. } | CreateError::InvalidDefinition { .. } => {
+            (StatusCode::BAD_REQUEST, ErrorKind::ManifestInvalid)
+        }
+        CreateError::Lint { .. } => (StatusCode::UNPROCESSABLE_ENTITY, ErrorKind::ManifestInvalid),
+        CreateError::Exists { .. } => (StatusCode::CONFLICT, ErrorKind::ManifestInvalid),
+        CreateError::Config => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::ManifestInvalid,
+        ),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, ErrorKind::Internal),
+    };
+    let details = match e {
+        CreateError::ExceedsCeiling { excess } => json!({"excess": excess}),
+        CreateError::Lint { diagnostics } => {
+            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
+        }
+        _ => json!({}),
+    };
+    Problem::new(status, kind, crate::run::error_chain(e)).details(details)
+}
+
+/// The API's routes over `live` (the guard and limits are added by
+/// [`super::http::router`]). `/healthz` and `/openapi.json` come
+/// separately from [`open_routes`], outside the concurrency limit.
+pub fn routes(live: Arc<Live>) -> Router {
+    Router::new()
+        .route("/api/v1/tools", get(list).post(create_tool))
+        // `usage` and `discover` are also tool names for the methods those
+        // routes do not take.
+        .route(
+            "/api/v1/tools/usage",
+            get(usage).delete(|s, h| delete_named(s, "usage".into(), h)),
+        )
+        .route(
+            "/api/v1/tools/discover",
+            post(discover)
+                .get(|s| show_named(s, "discover".into()))
+                .delete(|s, h| delete_named(s, "discover".into(), h)),
+        )
+        .route("/api/v1/tools/{name}", get(show).delete(delete_tool))
+        .route("/api/v1/tools/{name}/invoke", post(invoke))
+        .with_state(live)
+}
+
+/// `/healthz` and `/openapi.json`.
+pub fn open_routes(live: Arc<Live>) -> Router {
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/openapi.json", get(openapi_json))
+        .with_state(live)
+}
+
+/// The answer to a path no route serves.
+pub async fn no_route(uri: Uri) -> Response {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        ErrorKind::InputInvalid,
+        format!(
+            "no such endpoint: {}; GET /openapi.json lists them",
+            uri.path()
+        ),
+    )
+    .into_response()
+}
+
+/// The answer to a method a route does not take.
+pub async fn wrong_method(uri: Uri) -> Response {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ErrorKind::InputInvalid,
+        format!(
+            "this method is not allowed on {}; GET /openapi.json lists the endpoints",
+            uri.path()
+        ),
+    )
+    .into_response()
+}
+
+/// A header's value as the client sent it (the engine makes it safe for
+/// the log with [`audit::client_label`]).
+fn header_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+fn caller(headers: &HeaderMap) -> Caller {
+    Caller {
+        id: CALLER.into(),
+        // No approval over HTTP: approvals are a person's, out of band.
+        approved: false,
+        secrets: SecretSource::Environment,
+        cancel: None,
+        agent_id: header_value(headers, AGENT_HEADER),
+        project_id: header_value(headers, PROJECT_HEADER),
+    }
+}
+
+/// The request body, as JSON; an empty body is `null`.
+async fn json_body(body: Body) -> Result<Value, Problem> {
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| {
+            if limits::is_too_large(&e) {
+                // The real limit is in the message of limit_body's answer;
+                // here only that it was hit is known.
+                Problem::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ErrorKind::ResourceLimit,
+                    "the request body is larger than the server accepts (glovebox serve --max-body-bytes)",
+                )
+                .details(json!({"limit": "max_body_bytes"}))
+            } else {
+                Problem::bad_request(format!("cannot read the request body: {e}"))
+            }
+        })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::bad_request(format!("the request body is not valid JSON: {e}")))
+}
+
+async fn list(State(live): State<Arc<Live>>) -> Response {
+    let engine = live.engine();
+    let tools = tokio::task::spawn_blocking(move || {
+        let project = engine.project();
+        let created = create::created_tools(&project.root);
+        project
+            .tools
+            .iter()
+            .map(|t| api_tool(t, &created, engine.is_approved(&t.name)))
+            .collect::<Vec<_>>()
+    })
+    .await;
+    match tools {
+        Ok(t) => json_response(StatusCode::OK, &t),
+        Err(e) => internal(e),
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> Response {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::Internal,
+        e.to_string(),
+    )
+    .into_response()
+}
+
+fn not_found(name: &str) -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        ErrorKind::ToolNotFound,
+        format!("no tool `{name}`; GET /api/v1/tools lists them"),
+    )
+}
+
+async fn show(state: State<Arc<Live>>, Path(name): Path<String>) -> Response {
+    show_named(state, name).await
+}
+
+async fn show_named(State(live): State<Arc<Live>>, name: String) -> Response {
+    let engine = live.engine();
+    let found = tokio::task::spawn_blocking(move || {
+        let project = engine.project();
+        let tool = project.tools.iter().find(|t| t.name == name);
+        match tool {
+            Some(t) => Ok(api_tool(
+                t,
+                &create::created_tools(&project.root),
+                engine.is_approved(&t.name),
+            )),
+            None => Err(not_found(&name)),
+        }
+    })
+    .await;
+    match found {
+        Ok(Ok(t)) => json_response(StatusCode::OK, &t),
+        Ok(Err(p)) => p.into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+async fn invoke(
+    State(live): State<Arc<Live>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let params = match json_body(body).await {
+        Ok(p @ (Value::Object(_) | Value::Null)) => p,
+        Ok(_) => {
+            return Problem::bad_request(
+                "the request body must be a JSON object: the tool's parameters",
+            )
+            .into_response()
+        }
+        Err(p) => return p.into_response(),
+    };
+    let caller = caller(&headers);
+    let outcome = live
+        .calls()
+        .run(
+            live.engine(),
+            name,
+            params,
+            caller,
+            CancellationToken::new(),
+            None,
+        )
+        .await;
+    match outcome {
+        Ok(o) => json_response(invoke_status(&o), &o),
+        Err(e) => internal(crate::run::error_chain(&e)),
+    }
+}
+
+/// The name and definition of a create request: `{name, definition}` (as
+/// MCP's `glee_tool_create`), or the fields of `tool.yml` themselves.
+fn create_request(body: Value) -> Result<(String, Value), Problem> {
+    let Value::Object(mut o) = body else {
+        return Err(Problem::bad_request(
+            "the request body must be a JSON object: {\"name\": ..., \"definition\": {fields of tool.yml}}",
+        ));
+    };
+    let name = match o.get("name") {
+        Some(Value::String(n)) => n.clone(),
+        _ => return Err(Problem::bad_request("`name` (a string) is required")),
+    };
+    let definition = match o.remove("definition") {
+        Some(d @ Value::Object(_)) => d,
+        Some(_) => {
+            return Err(Problem::bad_request(
+                "`definition` must be an object with the fields of tool.yml",
+            ))
+        }
+        None => Value::Object(o),
+    };
+    Ok((name, definition))
+}
+
+fn creator(headers: &HeaderMap) -> String {
+    match header_value(headers, AGENT_HEADER) {
+        Some(agent) => format!("{CALLER}:{}", audit::client_label(&agent)),
+        None => CALLER.to_string(),
+    }
+}
+
+async fn create_tool(State(live): State<Arc<Live>>, headers: HeaderMap, body: Body) -> Response {
+    let (name, definition) = match json_body(body).await.and_then(create_request) {
+        Ok(r) => r,
+        Err(p) => return p.into_response(),
+    };
+    let engine = live.engine();
+    let who = creator(&headers);
+    let created = tokio::task::spawn_blocking(move || {
+        create::create(engine.project(), &name, definition, &who)
+    })
+    .await;
+    match created {
+        Ok(Ok(c)) => {
+            if let Err(e) = live.reload().await {
+                eprintln!(
+                    "glovebox: created {} but cannot reload the project: {e}",
+                    c.name
+                );
+            }
+            json_response(
+                StatusCode::CREATED,
+                &json!({
+                    "ok": true,
+                    "tool": c.name,
+                    "file": c.file,
+                    "approval_required": true,
+                    "approve_with": format!("glovebox approve {}", c.name),
+                }),
+            )
+        }
+        Ok(Err(e)) => create_problem(&e).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+async fn delete_tool(
+    state: State<Arc<Live>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    delete_named(state, name, headers).await
+}
+
+async fn delete_named(State(live): State<Arc<Live>>, name: String, headers: HeaderMap) -> Response {
+    let engine = live.engine();
+    let who = creator(&headers);
+    let tool = name.clone();
+    let deleted =
+        tokio::task::spawn_blocking(move || create::delete(engine.project(), &tool, &who)).await;
+    match deleted {
+        Ok(Ok(())) => {
+            if let Err(e) = live.reload().await {
+                eprintln!("glovebox: deleted {name} but cannot reload the project: {e}");
+            }
+            json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "tool": name, "deleted": true}),
+            )
+        }
+        Ok(Err(e)) => create_problem(&e).into_response(),
+        Err(e) => internal(e),
+    }
+}
+
+async fn discover(State(live): State<Arc<Live>>) -> Response {
+    match live.reload().await {
+        Ok(changed) => {
+            let engine = live.engine();
+            let project = engine.project();
+            json_response(
+                StatusCode::OK,
+                &json!({
+                    "ok": true,
+                    "changed": changed,
+                    "tools": project.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+                    "rejected": project.rejected,
+                }),
+            )
+        }
+        Err(e) => Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::ManifestInvalid,
+            format!(
+                "cannot rescan the project (the tools served are unchanged): {}",
+                crate::run::error_chain(&e)
+            ),
+        )
+        .into_response(),
+    }
+}
+
+/// The query of `GET /api/v1/tools/usage`: `limit`, `tool`, `agent_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageQuery {
+    /// Most entries answered.
+    pub limit: usize,
+    /// Only calls of this tool.
+    pub tool: Option<String>,
+    /// Only calls of this agent (as logged, i.e. after
+    /// [`audit::client_label`]).
+    pub agent_id: Option<String>,
+}
+
+/// Reads the usage query string.
+pub fn usage_query(query: Option<&str>) -> Result<UsageQuery, Problem> {
+    let mut q = UsageQuery {
+        limit: DEFAULT_USAGE_LIMIT,
+        tool: None,
+        agent_id: None,
+    };
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        match k.as_ref() {
+            "limit" => {
+                q.limit = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=MAX_USAGE_LIMIT).contains(n))
+                    .ok_or_else(|| {
+                        Problem::bad_request(format!(
+                            "`limit` must be a whole number from 1 to {MAX_USAGE_LIMIT}, not {v:?}"
+                        ))
+                    })?
+            }
+            "tool" => q.tool = Some(v.into_owned()),
+            "agent_id" => q.agent_id = Some(audit::client_label(&v)),
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// Recent calls from the audit log, newest first: `{ts, type, tool, …}`
+/// with every field the log line has (`status`, `kind`, `duration_ms`,
+/// `caller`, `agent_id`, `project_id`, `reason`); parameters are left out.
+/// Calls are `TOOL_EXECUTED` entries and `TOOL_DENIED` ones for want of an
+/// approval (not refused creations or deletions).
+pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
+    entries
+        .into_iter()
+        .rev()
+        .filter(|e| {
+            e.event == "TOOL_EXECUTED"
+                || (e.event == "TOOL_DENIED"
+                    && e.fields
+                        .iter()
+                        .any(|(k, v)| k == "reason" && v == "approval_required"))
+        })
+        .filter_map(|e| {
+            let mut rec = Map::new();
+            rec.insert("ts".into(), json!(e.ts));
+            rec.insert("type".into(), json!(e.event));
+            for (k, v) in e.fields {
+                match k.as_str() {
+                    "name" => {
+                        rec.insert("tool".into(), json!(v));
+                    }
+                    "duration_ms" => {
+                        rec.insert(k, v.parse::<u64>().map_or(json!(v), |n| json!(n)));
+                    }
+                    "params" | "detail" | "permissions" => {}
+                    _ => {
+                        rec.insert(k, json!(v));
+                    }
+                }
+            }
+            let tool = rec.get("tool").and_then(Value::as_str)?;
+            if q.tool.as_deref().is_some_and(|t| t != tool) {
+                return None;
+            }
+            let agent = rec.get("agent_id").and_then(Value::as_str);
+            if q.agent_id.is_some() && q.agent_id.as_deref() != agent {
+                return None;
+            }
+            Some(Value::Object(rec))
+        })
+        .take(q.limit)
+        .collect()
+}
+
+async fn usage(State(live): State<Arc<Live>>, uri: Uri) -> Response {
+    let q = match usage_query(uri.query()) {
+        Ok(q) => q,
+        Err(p) => return p.into_response(),
+    };
+    let root = live.root().to_path_buf();
+    let read = tokio::task::spawn_blocking(move || {
+        audit::Log::for_project(&root).and_then(|log| log.entries())
+    })
+    .await;
+    match read {
+        Ok(Ok(entries)) => json_response(StatusCode::OK, &usage_records(entries, &q)),
+        Ok(Err(e)) => internal(crate::run::error_chain(&e)),
+        Err(e) => internal(e),
+    }
+}
+
+async fn health(State(live): State<Arc<Live>>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "tools": live.engine().project().tools.len(),
+            "calls_in_flight": live.calls().in_flight(),
+        }),
+    )
+}
+
+async fn openapi_json() -> Response {
+    json_response(StatusCode::OK, &openapi::document())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_queries() {
+        assert_eq!(usage_query(None).unwrap().limit, DEFAULT_USAGE_LIMIT);
+        let q = usage_query(Some("limit=3&tool=a&agent_id=x%20y")).unwrap();
+        assert_eq!(q.limit, 3);
+        assert_eq!(q.tool.as_deref(), Some("a"));
+        assert_eq!(q.agent_id.as_deref(), Some("x%20y"));
+        for bad in ["limit=0", "limit=-1", "limit=abc", "limit=100000"] {
+            assert!(usage_query(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn create_requests_take_both_shapes() {
+        let (n, d) =
+            create_request(json!({"name": "t", "definition": {"description": "x"}})).unwrap();
+        assert_eq!((n.as_str(), d), ("t", json!({"description": "x"})));
+        let (n, d) = create_request(json!({"name": "t", "description": "x"})).unwrap();
+        assert_eq!(
+            (n.as_str(), d),
+            ("t", json!({"name": "t", "description": "x"}))
+        );
+        assert!(create_request(json!([])).is_err());
+        assert!(create_request(json!({"definition": {}})).is_err());
+    }
+
+    #[test]
+    fn usage_reads_the_log_newest_first() {
+        let e = |ts: &str, ev: &str, f: &[(&str, &str)]| audit::Entry {
+            ts: ts.into(),
+            event: ev.into(),
+            fields: f
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let entries = vec![
+            e(
+                "1",
+                "TOOL_EXECUTED",
+                &[("name", "a"), ("params", "{}"), ("duration_ms", "5")],
+            ),
+            e("2", "TOOL_CREATED", &[("name", "b")]),
+            e("2", "TOOL_DENIED", &[("name", "b"), ("reason", "ceiling")]),
+            e("3", "TOOL_EXECUTED", &[("name", "b"), ("agent_id", "x")]),
+        ];
+        let all = usage_records(entries.clone(), &usage_query(None).unwrap());
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0]["tool"], "b");
+        assert_eq!(all[1]["duration_ms"], 5);
+        assert!(all[1].get("params").is_none());
+        let only = usage_records(entries, &usage_query(Some("agent_id=x")).unwrap());
+        assert_eq!(only.len(), 1);
+    }
+}
