@@ -429,6 +429,38 @@ fn every_endpoint_without_a_token() {
         (422, "manifest_invalid"),
         "{lint:?}"
     );
+    // HDN's Tool JSON is taken as HDN clients send it, converted as
+    // `glovebox import hdn` does, under the same ceiling.
+    let hdn = s.post(
+        "/api/v1/tools",
+        &json!({"id": "hdn_echo", "name": "Echo", "description": "echoes",
+                "input_schema": {"text": "string"}, "permissions": ["proc:exec"],
+                "safety_level": "low", "created_by": "agent",
+                "exec": {"type": "cmd", "cmd": "echo", "args": ["{text}"]}}),
+    );
+    assert_eq!(hdn.status, 201, "{hdn:?}");
+    assert!(f.root.join(".glee/tools/hdn_echo/tool.yml").exists());
+    let image = s.post(
+        "/api/v1/tools",
+        &json!({"id": "boxed", "name": "Boxed", "description": "d",
+                "exec": {"type": "image", "image": "alpine"}}),
+    );
+    assert_eq!(
+        (image.status, image.kind()),
+        (400, "input_invalid"),
+        "{image:?}"
+    );
+    assert!(!f.root.join(".glee/tools/boxed").exists());
+    let hdn_net = s.post(
+        "/api/v1/tools",
+        &json!({"id": "hdn_net", "description": "d", "permissions": ["net:read"],
+                "exec": {"type": "cmd", "cmd": "true"}}),
+    );
+    assert_eq!(
+        (hdn_net.status, hdn_net.kind()),
+        (403, "permission_exceeds_ceiling"),
+        "{hdn_net:?}"
+    );
     let clash = s.post(
         "/api/v1/tools",
         &json!({"name": "echo_json", "definition": def}),

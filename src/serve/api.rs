@@ -446,8 +446,15 @@ async fn invoke(
 }
 
 /// The name and definition of a create request: `{name, definition}` (as
-/// MCP's `glee_tool_create`), or the fields of `tool.yml` themselves.
+/// MCP's `glee_tool_create`), the fields of `tool.yml` themselves, or an
+/// HDN Tool JSON (`exec.type`, `{param}` args, permission strings),
+/// converted as `glovebox import hdn` does.
 fn create_request(body: Value) -> Result<(String, Value), Problem> {
+    if is_hdn_tool(&body) {
+        return crate::import::hdn::convert(0, &body)
+            .map(|c| (c.name, c.manifest))
+            .map_err(|refused| Problem::bad_request(refused.to_string()));
+    }
     let Value::Object(mut o) = body else {
         return Err(Problem::bad_request(
             "the request body must be a JSON object: {\"name\": ..., \"definition\": {fields of tool.yml}}",
@@ -467,6 +474,12 @@ fn create_request(body: Value) -> Result<(String, Value), Problem> {
         None => Value::Object(o),
     };
     Ok((name, definition))
+}
+
+/// Whether `body` is HDN's Tool JSON: its `exec` names a `type` (a
+/// `tool.yml`'s `exec` holds `command`, `python` or `http` instead).
+fn is_hdn_tool(body: &Value) -> bool {
+    body.get("exec").and_then(|e| e.get("type")).is_some()
 }
 
 fn creator(headers: &HeaderMap) -> String {
