@@ -77,6 +77,15 @@ impl Engine {
         Ok(Engine::new(Project::discover(root)?))
     }
 
+    /// Opens the project at `root` (or the nearest one above the working
+    /// directory) with only the tool `name` loaded and linted (see
+    /// [`Project::load_one`]): for one-shot front-ends (`glovebox run`,
+    /// `explain`, `approve`) that call a single tool.
+    pub fn open_tool(root: Option<&Path>, name: &str) -> Result<Engine, EngineError> {
+        let root = crate::manifest::discover::find_root(root).map_err(ProjectError::from)?;
+        Ok(Engine::new(Project::load_one(&root, name)?))
+    }
+
     /// An engine over an already loaded project.
     pub fn new(project: Project) -> Engine {
         Engine {

@@ -20,7 +20,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = Engine::open(cli.root.as_deref())?;
+    let engine = Engine::open_tool(cli.root.as_deref(), &args.name)?;
     let tool = match engine.tool(&args.name) {
         Ok(t) => t,
         Err(e) => {

@@ -16,7 +16,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = Engine::open(cli.root.as_deref())?;
+    let engine = Engine::open_tool(cli.root.as_deref(), &args.name)?;
     match engine.policy(&args.name) {
         Ok(policy) => {
             if args.json {

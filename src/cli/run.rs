@@ -156,7 +156,7 @@ fn usage_error(args: &Args, kind: ErrorKind, message: String) -> anyhow::Result<
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = match Engine::open(cli.root.as_deref()) {
+    let engine = match Engine::open_tool(cli.root.as_deref(), &args.name) {
         Ok(e) => e,
         Err(e) => return usage_error(args, ErrorKind::ManifestInvalid, format!("{e:#}")),
     };

@@ -102,24 +102,7 @@ impl Project {
     pub fn load(root: &Path) -> Result<Project, ProjectError> {
         let root = discover::normalize(root);
         let mut diagnostics = Vec::new();
-        let config = match config::load(&root) {
-            Ok(config) => Some(config),
-            Err(ConfigError::Invalid { diagnostics: found }) => {
-                diagnostics.extend(found);
-                None
-            }
-            Err(ConfigError::Read { source }) => {
-                diagnostics.push(Diagnostic::new(
-                    Rule::FileUnreadable,
-                    discover::CONFIG_FILE,
-                    None,
-                    Position::START,
-                    format!("cannot read the file: {source}"),
-                ));
-                None
-            }
-            Err(e @ ConfigError::Schema(_)) => return Err(e.into()),
-        };
+        let config = load_config(&root, &mut diagnostics)?;
         let mut tools = Vec::new();
         let mut rejected = Vec::new();
         let entries = discover::tool_entries(&root)?;
@@ -142,6 +125,52 @@ impl Project {
                     diagnostics.extend(found);
                 }
             }
+        }
+        Ok(Project {
+            root,
+            config,
+            tools,
+            rejected,
+            diagnostics,
+        })
+    }
+
+    /// Loads the config and only the tool directory `name` (what `run`,
+    /// `explain` and `approve` need): no other tool is read or linted, so a
+    /// broken *other* tool does not block this one. A name that is not a
+    /// tool directory falls back to [`Project::load`], so unknown names get
+    /// the same error (and did-you-mean hint) as with a full load.
+    pub fn load_one(root: &Path, name: &str) -> Result<Project, ProjectError> {
+        let root = discover::normalize(root);
+        let dir = root.join(discover::TOOLS_DIR).join(name);
+        let plain = !name.is_empty() && !name.starts_with('.') && !name.contains('/');
+        if !plain || !dir.is_dir() {
+            return Project::load(&root);
+        }
+        let mut diagnostics = Vec::new();
+        let config = load_config(&root, &mut diagnostics)?;
+        let entry = ToolEntry {
+            name: name.to_owned(),
+            file: dir.join(discover::TOOL_FILE),
+            display: format!("{}/{name}/{}", discover::TOOLS_DIR, discover::TOOL_FILE),
+        };
+        let (mut tools, mut rejected) = (Vec::new(), Vec::new());
+        match load_tool(&root, &entry) {
+            (Some(manifest), found) => {
+                diagnostics.extend(found);
+                tools.push(Tool {
+                    name: entry.name,
+                    file: entry.file,
+                    manifest,
+                    origin: Origin::Dir,
+                });
+            }
+            (None, found) if found.iter().any(Diagnostic::is_error) => {
+                diagnostics.extend(found);
+                rejected.push(entry.name);
+            }
+            // Not a tool after all (no tool.yml): answer as a full load does.
+            (None, _) => return Project::load(&root),
         }
         Ok(Project {
             root,
@@ -192,6 +221,32 @@ impl Project {
             hint,
         })
     }
+}
+
+/// Loads `.glee/config.yml`; content problems go to `diagnostics` (and
+/// give `None`), only an unusable schema is an error.
+fn load_config(
+    root: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<Config>, ProjectError> {
+    Ok(match config::load(root) {
+        Ok(config) => Some(config),
+        Err(ConfigError::Invalid { diagnostics: found }) => {
+            diagnostics.extend(found);
+            None
+        }
+        Err(ConfigError::Read { source }) => {
+            diagnostics.push(Diagnostic::new(
+                Rule::FileUnreadable,
+                discover::CONFIG_FILE,
+                None,
+                Position::START,
+                format!("cannot read the file: {source}"),
+            ));
+            None
+        }
+        Err(e @ ConfigError::Schema(_)) => return Err(e.into()),
+    })
 }
 
 /// Tools per thread below which loading stays on the calling thread.
@@ -310,6 +365,43 @@ mod tests {
             project.tool("big"),
             Err(ProjectError::ToolInvalid { .. })
         ));
+    }
+
+    #[test]
+    fn load_one_reads_only_the_called_tool() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tools = tmp.path().join(".glee/tools");
+        fs::create_dir_all(tools.join("echo")).unwrap();
+        fs::write(
+            tools.join("echo/tool.yml"),
+            "name: echo\ndescription: d\nkind: command\nversion: 1\ninputs:\n  schema: {type: object}\noutputs:\n  format: text\nexec:\n  command:\n    entrypoint: echo\n",
+        )
+        .unwrap();
+        fs::create_dir_all(tools.join("broken")).unwrap();
+        fs::write(tools.join("broken/tool.yml"), "name: [unclosed\n").unwrap();
+        // The full load sees the broken tool; loading `echo` alone does not.
+        assert!(Project::load(tmp.path()).unwrap().has_errors());
+        let one = Project::load_one(tmp.path(), "echo").unwrap();
+        assert!(!one.has_errors(), "{:?}", one.diagnostics);
+        assert_eq!(one.tools.len(), 1);
+        assert!(one.tool("echo").is_ok());
+        // The broken tool itself is refused as before.
+        let bad = Project::load_one(tmp.path(), "broken").unwrap();
+        assert!(matches!(
+            bad.tool("broken"),
+            Err(ProjectError::ToolInvalid { .. })
+        ));
+        // Unknown names answer as a full load does, hint included.
+        for name in ["ecko", "../echo", ".hidden", ""] {
+            let err = Project::load_one(tmp.path(), name)
+                .unwrap()
+                .tool(name)
+                .unwrap_err();
+            let full = Project::load(tmp.path()).unwrap().tool(name).unwrap_err();
+            assert_eq!(err.to_string(), full.to_string());
+        }
+        let err = Project::load_one(tmp.path(), "ecko").unwrap().tool("ecko");
+        assert!(err.unwrap_err().to_string().contains("did you mean `echo`"));
     }
 
     #[test]
