@@ -400,8 +400,9 @@ mod tests {
             let full = Project::load(tmp.path()).unwrap().tool(name).unwrap_err();
             assert_eq!(err.to_string(), full.to_string());
         }
-        let err = Project::load_one(tmp.path(), "ecko").unwrap().tool("ecko");
-        assert!(err.unwrap_err().to_string().contains("did you mean `echo`"));
+        let project = Project::load_one(tmp.path(), "ecko").unwrap();
+        let err = project.tool("ecko").unwrap_err();
+        assert!(err.to_string().contains("did you mean `echo`"), "{err}");
     }
 
     #[test]
