@@ -91,7 +91,9 @@ impl Server {
     fn write(&mut self, msg: &Value) {
         let mut line = msg.to_string();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).expect("write to server");
+        self.stdin
+            .write_all(line.as_bytes())
+            .expect("write to server");
         self.stdin.flush().expect("flush to server");
     }
 
@@ -331,9 +333,7 @@ fn killing_the_server_mid_call_leaves_no_jailed_process() {
     let f = Fixture::new();
     // The tool and a setsid'd grandchild both sleep with the marker in
     // their argv, after saying they started.
-    let script = format!(
-        "setsid sh -c 'sleep 60; : {m}' & touch started; sleep 60; : {m}"
-    );
+    let script = format!("setsid sh -c 'sleep 60; : {m}' & touch started; sleep 60; : {m}");
     f.tool(&command_tool(
         "sleeper",
         no_inputs(),
@@ -493,7 +493,11 @@ fn a_tool_that_never_reads_its_stdin_gives_a_clean_result() {
         let e = error_of(&s.call("deaf", json!({"blob": blob})));
         assert_eq!(e["kind"], json!("internal"), "{e}");
         let ran = std::fs::read_to_string(f.root.join("ran")).unwrap_or_default();
-        assert_eq!(ran.lines().count(), n + 1, "the interpreter did not run: {e}");
+        assert_eq!(
+            ran.lines().count(),
+            n + 1,
+            "the interpreter did not run: {e}"
+        );
         still_serving(&mut s);
     }
 }
@@ -544,6 +548,9 @@ fn deleting_the_tool_dir_mid_call_gives_a_clean_result() {
     let id = s.call_async("vanish", json!({}));
     let reply = s.reply();
     assert_eq!(reply["id"], json!(id), "{reply}");
-    assert!(reply.get("error").is_some(), "a deleted tool was called: {reply}");
+    assert!(
+        reply.get("error").is_some(),
+        "a deleted tool was called: {reply}"
+    );
     still_serving(&mut s);
 }
