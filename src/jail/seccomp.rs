@@ -28,7 +28,7 @@
 //! system call): seccompiler compiles the deny list, whose rules share one
 //! action, and a short hand-written guard spliced in after its architecture
 //! check kills x32 numbers and answers the `ENOSYS` calls (see
-//! [`insert_guard`]).
+//! `insert_guard`).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
