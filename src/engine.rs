@@ -105,6 +105,26 @@ impl Engine {
         Ok(Engine::new(Project::discover_with(root, tools_json)?))
     }
 
+    /// Opens the project at `root` (or the nearest one above the working
+    /// directory) with only the tool `name` loaded and linted (see
+    /// [`Project::load_one`]): for one-shot front-ends (`glovebox run`,
+    /// `explain`, `approve`) that call a single tool.
+    pub fn open_tool(
+        root: Option<&Path>,
+        tools_json: Option<&Path>,
+        name: &str,
+    ) -> Result<Engine, EngineError> {
+        if tools_json.is_some() {
+            return Engine::open_with(root, tools_json);
+        }
+        match crate::manifest::discover::find_root(root) {
+            Ok(root) => Ok(Engine::new(Project::load_one(&root, name)?)),
+            // No .glee/ above: maybe a tools.json drop-in; the full
+            // discovery decides (and reports).
+            Err(_) => Engine::open_with(root, None),
+        }
+    }
+
     /// An engine over an already loaded project.
     pub fn new(project: Project) -> Engine {
         Engine {

@@ -441,6 +441,31 @@ fn foreign_architecture_syscalls_kill_the_process() {
 }
 
 #[test]
+fn clone3_is_answered_enosys_and_fork_still_works() {
+    if !jail_available() {
+        return;
+    }
+    // clone3(NULL, 0) is EINVAL on any kernel that has it; the jail answers
+    // ENOSYS so libc falls back to clone, whose flags the filter checks.
+    let code = "import ctypes, os\n\
+                libc = ctypes.CDLL(None, use_errno=True)\n\
+                print('PROBE-START', flush=True)\n\
+                r = libc.syscall(435, None, 0)\n\
+                print('clone3', r, ctypes.get_errno(), flush=True)\n\
+                pid = os.fork()\n\
+                if pid == 0:\n    os._exit(0)\n\
+                os.waitpid(pid, 0)\n\
+                print('fork-ok')\n";
+    let r = sandbox(&[], &["python3", "-c", code]);
+    r.assert_probe_ran();
+    assert!(
+        r.stdout.contains(&format!("clone3 -1 {}", libc::ENOSYS)),
+        "{r:#?}"
+    );
+    assert!(r.stdout.contains("fork-ok"), "{r:#?}");
+}
+
+#[test]
 fn namespaces_and_mounts_are_refused() {
     if !jail_available() {
         return;

@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = super::engine(cli)?;
+    let engine = super::engine_for(cli, &args.name)?;
     let tool = match engine.tool(&args.name) {
         Ok(t) => t,
         Err(e) => {

@@ -41,7 +41,7 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         );
         if !report.cgroup_fast_attach && report.cgroup_memory != "none" {
             println!(
-                "note          cgroups are not mounted with favordynmods: each call waits for an\n              RCU grace period (~5-15 ms) when it joins its cgroup; remounting the\n              cgroup hierarchies with -o favordynmods makes that cheap"
+                "note          the cgroup2 hierarchy is not mounted with favordynmods: each call waits\n              for an RCU grace period (~5-15 ms) when it joins its cgroup; remounting\n              it with -o favordynmods makes that cheap"
             );
         }
         match &report.enforcement {

@@ -14,7 +14,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let engine = super::engine(cli)?;
+    let engine = super::engine_for(cli, &args.name)?;
     match engine.policy(&args.name) {
         Ok(policy) => {
             if args.json {

@@ -98,9 +98,13 @@ fn project(cli: &Cli) -> anyhow::Result<glovebox::manifest::Project> {
     )?)
 }
 
-/// The engine over [`project`].
-fn engine(cli: &Cli) -> Result<glovebox::engine::Engine, glovebox::engine::EngineError> {
-    glovebox::engine::Engine::open_with(cli.root.as_deref(), cli.tools_json.as_deref())
+/// The engine with only tool `name` loaded when that is enough (see
+/// [`glovebox::engine::Engine::open_tool`]), for one-shot commands.
+fn engine_for(
+    cli: &Cli,
+    name: &str,
+) -> Result<glovebox::engine::Engine, glovebox::engine::EngineError> {
+    glovebox::engine::Engine::open_tool(cli.root.as_deref(), cli.tools_json.as_deref(), name)
 }
 
 /// The live (reloading) project for the servers.

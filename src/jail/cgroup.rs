@@ -3,9 +3,22 @@
 //! Each call gets its own cgroup per controller, created under the
 //! supervisor's own cgroup: cgroup v2 where the `memory` / `pids`
 //! controllers are delegated to us, else the v1 hierarchy of that
-//! controller. The child moves itself in (writes `0` to a `cgroup.procs` fd
-//! opened before clone) before it can fork, so nothing escapes the limit.
-//! Without a usable cgroup the caller falls back to rlimits (see `spawn`).
+//! controller. The child moves itself in (writes `0` to a file opened before
+//! clone) before it can fork, so nothing escapes the limit. Without a usable
+//! cgroup the caller falls back to rlimits (see `spawn`).
+//!
+//! ## Joining cheaply
+//!
+//! Writing a process to `cgroup.procs` takes the kernel's global
+//! `cgroup_threadgroup_rwsem` for writing, which (unless the hierarchy is
+//! mounted with `favordynmods`) waits for an RCU grace period: 5-15 ms per
+//! call, serialised across every concurrent call. Moving a single *thread*
+//! that moves itself (writing `0` to a v1 hierarchy's `tasks`) does not
+//! take that lock. The child is single-threaded at that point (a fresh
+//! `clone` without `CLONE_THREAD`, before `execve`), so moving its one
+//! thread moves the whole process, and every process it later forks starts
+//! in the group. On v1 hierarchies we therefore write to `tasks`; on v2
+//! (where `cgroup.threads` cannot cross domain cgroups) to `cgroup.procs`.
 
 use std::fs;
 use std::os::fd::OwnedFd;
@@ -62,15 +75,21 @@ pub struct Available {
     pub pids: Option<Controller>,
 }
 
-/// True when every cgroup hierarchy is mounted with `favordynmods`, which
-/// makes moving a process into a cgroup cheap. Without it each call's move
-/// waits for an RCU grace period (several milliseconds): the largest part of
-/// a one-shot call's overhead.
+/// True when joining a call's cgroups is cheap here: every controller in
+/// use is on a v1 hierarchy (joined by moving the single thread, see the
+/// module docs), or the v2 hierarchy is mounted with `favordynmods`. When it
+/// is not, each call's move waits for an RCU grace period (several
+/// milliseconds): the largest part of a one-shot call's overhead.
 pub fn fast_attach() -> bool {
-    let m = mounts();
-    !m.is_empty()
-        && m.iter()
-            .all(|m| m.options.split(',').any(|o| o == "favordynmods"))
+    let avail = available();
+    let used: Vec<&Controller> = [&avail.memory, &avail.pids].into_iter().flatten().collect();
+    if used.iter().all(|c| c.version == Version::V1) {
+        return true;
+    }
+    mounts()
+        .iter()
+        .filter(|m| m.v2)
+        .all(|m| m.options.split(',').any(|o| o == "favordynmods"))
 }
 
 /// Probes (once per process) which controllers we can use.
@@ -219,7 +238,8 @@ fn sweep_stale(avail: &Available) {
 #[derive(Debug)]
 pub struct CallGroup {
     dirs: Vec<PathBuf>,
-    /// `cgroup.procs` of each group, for the child to write `0` into.
+    /// The file of each group the child writes `0` into to join it:
+    /// `tasks` on v1 (see [the module docs](self)), `cgroup.procs` on v2.
     pub procs: Vec<OwnedFd>,
     memory: Option<(PathBuf, Version)>,
     pids: Option<(PathBuf, Version)>,
@@ -295,7 +315,11 @@ impl CallGroup {
             group.pids = Some((dir, c.version));
         }
         for dir in &group.dirs {
-            let path = dir.join("cgroup.procs");
+            let v1 = [&group.memory, &group.pids]
+                .into_iter()
+                .flatten()
+                .any(|(d, v)| d == dir && *v == Version::V1);
+            let path = dir.join(if v1 { "tasks" } else { "cgroup.procs" });
             let file = fs::OpenOptions::new()
                 .write(true)
                 .open(&path)

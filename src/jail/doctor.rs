@@ -28,7 +28,8 @@ pub struct Report {
     pub cgroup_memory: &'static str,
     /// Pids cgroup in use.
     pub cgroup_pids: &'static str,
-    /// cgroups are mounted with `favordynmods` (cheap per-call moves).
+    /// Joining a call's cgroups is cheap (v1 thread moves, or a v2
+    /// hierarchy mounted with `favordynmods`).
     pub cgroup_fast_attach: bool,
     /// What a jailed `true` actually got, or why it could not run.
     pub enforcement: Result<Enforcement, String>,

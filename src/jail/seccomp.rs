@@ -20,10 +20,15 @@
 //! except `AF_UNIX` stream/seqpacket pairs (a datagram pair could `sendto`
 //! a named socket outside).
 //!
-//! A second, small program answers `ENOSYS` for `clone3` (whose flags live in
-//! memory a filter cannot read, so libc falls back to `clone`, which is
-//! checked) and for `io_uring_*` (which could open sockets or files behind
-//! the filter's back).
+//! `ENOSYS` answers `clone3` (whose flags live in memory a filter cannot
+//! read, so libc falls back to `clone`, which is checked) and `io_uring_*`
+//! (which could open sockets or files behind the filter's back).
+//!
+//! All of it is one program (one filter to attach and to run on every
+//! system call): seccompiler compiles the deny list, whose rules share one
+//! action, and a short hand-written guard spliced in after its architecture
+//! check kills x32 numbers and answers the `ENOSYS` calls (see
+//! `insert_guard`).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -50,13 +55,12 @@ fn compile_err(e: impl std::fmt::Display) -> SeccompError {
     }
 }
 
-/// The compiled programs for one network setting, to be installed in order.
+/// The compiled filter for one network setting.
 #[derive(Debug)]
 pub struct Programs {
-    /// The deny list (EPERM) with the architecture guards.
+    /// The deny list (EPERM) with the architecture and x32 guards and the
+    /// ENOSYS answers (clone3, io_uring).
     pub deny: BpfProgram,
-    /// The ENOSYS program (clone3, io_uring).
-    pub nosys: BpfProgram,
 }
 
 /// Returns the programs for `network`, compiled once per process.
@@ -237,66 +241,55 @@ fn build(network: bool) -> Result<Programs, SeccompError> {
     )
     .map_err(compile_err)?;
     let mut deny_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    insert_x32_guard(&mut deny_prog);
-
-    let mut nosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for nr in [
-        libc::SYS_clone3,
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-    ] {
-        nosys.insert(nr, Vec::new());
-    }
-    let filter = SeccompFilter::new(
-        nosys,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )
-    .map_err(compile_err)?;
-    let nosys_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    Ok(Programs {
-        deny: deny_prog,
-        nosys: nosys_prog,
-    })
+    insert_guard(&mut deny_prog);
+    Ok(Programs { deny: deny_prog })
 }
 
-/// On x86_64 the x32 ABI shares the architecture value but sets bit 30 of
-/// the syscall number; a deny list keyed on native numbers would miss those
-/// calls. seccompiler's program starts with a 3-instruction architecture
-/// check; right after it we load the number and kill the process when it is
-/// at or above `0x4000_0000`. The guard jumps only within itself, so the
+/// System calls answered with `ENOSYS`.
+const NOSYS: [libc::c_long; 4] = [
+    libc::SYS_clone3,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+
+/// Splices a guard into seccompiler's program right after its 3-instruction
+/// architecture check. The guard loads the system call number and:
+/// - on x86_64, kills the process when the number is at or above
+///   `0x4000_0000`: the x32 ABI shares the architecture value but sets bit
+///   30 of the number, and a deny list keyed on native numbers would miss
+///   those calls;
+/// - answers `ENOSYS` for [`NOSYS`].
+///
+/// Every other number falls through to the deny list, which loads the
+/// number again itself. The guard jumps only within itself, so the
 /// relative jumps of the rest of the program stay valid.
-fn insert_x32_guard(prog: &mut BpfProgram) {
-    if !cfg!(target_arch = "x86_64") {
-        return;
-    }
-    // BPF_LD | BPF_W | BPF_ABS
+fn insert_guard(prog: &mut BpfProgram) {
+    // Classic BPF opcodes.
     const BPF_LD_W_ABS: u16 = 0x20;
     const BPF_JGE_K: u16 = 0x05 | 0x30;
+    const BPF_JEQ_K: u16 = 0x05 | 0x10;
+    const BPF_JA: u16 = 0x05;
     const BPF_RET_K: u16 = 0x06;
     const SECCOMP_DATA_NR_OFFSET: u32 = 0;
-    let guard = [
-        seccompiler::sock_filter {
-            code: BPF_LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: SECCOMP_DATA_NR_OFFSET,
-        },
-        seccompiler::sock_filter {
-            code: BPF_JGE_K,
-            jt: 0,
-            jf: 1,
-            k: 0x4000_0000,
-        },
-        seccompiler::sock_filter {
-            code: BPF_RET_K,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_KILL_PROCESS,
-        },
-    ];
+    let insn = |code: u16, jt: u8, jf: u8, k: u32| seccompiler::sock_filter { code, jt, jf, k };
+    let mut guard = vec![insn(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_NR_OFFSET)];
+    if cfg!(target_arch = "x86_64") {
+        guard.push(insn(BPF_JGE_K, 0, 1, 0x4000_0000));
+        guard.push(insn(BPF_RET_K, 0, 0, libc::SECCOMP_RET_KILL_PROCESS));
+    }
+    // Each JEQ jumps to the RET ENOSYS after the last one and the JA.
+    for (i, nr) in NOSYS.iter().enumerate() {
+        let to_ret = (NOSYS.len() - i) as u8;
+        guard.push(insn(BPF_JEQ_K, to_ret, 0, *nr as u32));
+    }
+    guard.push(insn(BPF_JA, 0, 0, 1));
+    guard.push(insn(
+        BPF_RET_K,
+        0,
+        0,
+        libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+    ));
     let at = 3.min(prog.len());
     prog.splice(at..at, guard);
 }
@@ -305,17 +298,12 @@ fn insert_x32_guard(prog: &mut BpfProgram) {
 /// clone and exec: `apply_filter` only builds a `sock_fprog` on the stack
 /// and calls `prctl`/`seccomp`.
 pub fn install(programs: &Programs) -> Result<(), i32> {
-    for prog in [&programs.nosys, &programs.deny] {
-        if let Err(e) = seccompiler::apply_filter(prog) {
-            return Err(match e {
-                seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
-                    io.raw_os_error().unwrap_or(libc::EINVAL)
-                }
-                _ => libc::EINVAL,
-            });
+    seccompiler::apply_filter(&programs.deny).map_err(|e| match e {
+        seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
+            io.raw_os_error().unwrap_or(libc::EINVAL)
         }
-    }
-    Ok(())
+        _ => libc::EINVAL,
+    })
 }
 
 #[cfg(test)]

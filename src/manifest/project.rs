@@ -149,24 +149,7 @@ impl Project {
     pub fn load_with(root: &Path, tools_json: Option<&Path>) -> Result<Project, ProjectError> {
         let root = discover::normalize(root);
         let mut diagnostics = Vec::new();
-        let config = match config::load(&root) {
-            Ok(config) => Some(config),
-            Err(ConfigError::Invalid { diagnostics: found }) => {
-                diagnostics.extend(found);
-                None
-            }
-            Err(ConfigError::Read { source }) => {
-                diagnostics.push(Diagnostic::new(
-                    Rule::FileUnreadable,
-                    discover::CONFIG_FILE,
-                    None,
-                    Position::START,
-                    format!("cannot read the file: {source}"),
-                ));
-                None
-            }
-            Err(e @ ConfigError::Schema(_)) => return Err(e.into()),
-        };
+        let config = load_config(&root, &mut diagnostics)?;
         let mut tools = Vec::new();
         let mut rejected = Vec::new();
         let entries = discover::tool_entries(&root)?;
@@ -258,6 +241,59 @@ impl Project {
             rejected,
             diagnostics,
             tools_json,
+        })
+    }
+
+    /// Loads the config and only the tool directory `name` (what `run`,
+    /// `explain` and `approve` need): no other tool is read or linted, so a
+    /// broken *other* tool does not block this one. A name that is not a
+    /// tool directory falls back to [`Project::load`], so unknown names get
+    /// the same error (and did-you-mean hint) as with a full load.
+    ///
+    /// Checks that compare tools with each other need every tool, so a
+    /// project that has other formats beside its directories (a
+    /// `tools.json`, Glee v1 `.yml` files, which may clash with `name`) is
+    /// loaded whole too.
+    pub fn load_one(root: &Path, name: &str) -> Result<Project, ProjectError> {
+        let root = discover::normalize(root);
+        let dir = root.join(discover::TOOLS_DIR).join(name);
+        let plain = !name.is_empty() && !name.starts_with('.') && !name.contains('/');
+        if !plain || !dir.is_dir() || has_other_formats(&root) {
+            return Project::load(&root);
+        }
+        let mut diagnostics = Vec::new();
+        let config = load_config(&root, &mut diagnostics)?;
+        let entry = ToolEntry {
+            name: name.to_owned(),
+            file: dir.join(discover::TOOL_FILE),
+            display: format!("{}/{name}/{}", discover::TOOLS_DIR, discover::TOOL_FILE),
+            origin: Origin::Dir,
+        };
+        let (mut tools, mut rejected) = (Vec::new(), Vec::new());
+        match load_tool(&root, &entry) {
+            (Some(manifest), found) => {
+                diagnostics.extend(found);
+                tools.push(Tool {
+                    name: entry.name,
+                    file: entry.file,
+                    manifest,
+                    origin: Origin::Dir,
+                });
+            }
+            (None, found) if found.iter().any(Diagnostic::is_error) => {
+                diagnostics.extend(found);
+                rejected.push(entry.name);
+            }
+            // Not a tool after all (no tool.yml): answer as a full load does.
+            (None, _) => return Project::load(&root),
+        }
+        Ok(Project {
+            root,
+            config,
+            tools,
+            rejected,
+            diagnostics,
+            tools_json: None,
         })
     }
 
@@ -355,6 +391,51 @@ fn refuse_duplicates(
         tools.retain(|t| t.name != name);
         rejected.push(name);
     }
+}
+
+/// Whether `root` has tools in another format than directories: a
+/// `tools.json`, or a `.yml` file (Glee v1) in `.glee/tools/`. Unreadable
+/// counts as yes (the full load then reports it).
+fn has_other_formats(root: &Path) -> bool {
+    if root.join(TOOLS_JSON).exists() {
+        return true;
+    }
+    match fs::read_dir(root.join(discover::TOOLS_DIR)) {
+        Ok(entries) => entries.into_iter().any(|e| {
+            e.map_or(true, |e| {
+                Path::new(&e.file_name())
+                    .extension()
+                    .is_some_and(|x| x == "yml" || x == "yaml")
+            })
+        }),
+        Err(_) => true,
+    }
+}
+
+/// Loads `.glee/config.yml`; content problems go to `diagnostics` (and
+/// give `None`), only an unusable schema is an error.
+fn load_config(
+    root: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Option<Config>, ProjectError> {
+    Ok(match config::load(root) {
+        Ok(config) => Some(config),
+        Err(ConfigError::Invalid { diagnostics: found }) => {
+            diagnostics.extend(found);
+            None
+        }
+        Err(ConfigError::Read { source }) => {
+            diagnostics.push(Diagnostic::new(
+                Rule::FileUnreadable,
+                discover::CONFIG_FILE,
+                None,
+                Position::START,
+                format!("cannot read the file: {source}"),
+            ));
+            None
+        }
+        Err(e @ ConfigError::Schema(_)) => return Err(e.into()),
+    })
 }
 
 /// Tools per thread below which loading stays on the calling thread.
@@ -479,6 +560,44 @@ mod tests {
             project.tool("big"),
             Err(ProjectError::ToolInvalid { .. })
         ));
+    }
+
+    #[test]
+    fn load_one_reads_only_the_called_tool() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tools = tmp.path().join(".glee/tools");
+        fs::create_dir_all(tools.join("echo")).unwrap();
+        fs::write(
+            tools.join("echo/tool.yml"),
+            "name: echo\ndescription: d\nkind: command\nversion: 1\ninputs:\n  schema: {type: object}\noutputs:\n  format: text\nexec:\n  command:\n    entrypoint: echo\n",
+        )
+        .unwrap();
+        fs::create_dir_all(tools.join("broken")).unwrap();
+        fs::write(tools.join("broken/tool.yml"), "name: [unclosed\n").unwrap();
+        // The full load sees the broken tool; loading `echo` alone does not.
+        assert!(Project::load(tmp.path()).unwrap().has_errors());
+        let one = Project::load_one(tmp.path(), "echo").unwrap();
+        assert!(!one.has_errors(), "{:?}", one.diagnostics);
+        assert_eq!(one.tools.len(), 1);
+        assert!(one.tool("echo").is_ok());
+        // The broken tool itself is refused as before.
+        let bad = Project::load_one(tmp.path(), "broken").unwrap();
+        assert!(matches!(
+            bad.tool("broken"),
+            Err(ProjectError::ToolInvalid { .. })
+        ));
+        // Unknown names answer as a full load does, hint included.
+        for name in ["ecko", "../echo", ".hidden", ""] {
+            let err = Project::load_one(tmp.path(), name)
+                .unwrap()
+                .tool(name)
+                .unwrap_err();
+            let full = Project::load(tmp.path()).unwrap().tool(name).unwrap_err();
+            assert_eq!(err.to_string(), full.to_string());
+        }
+        let project = Project::load_one(tmp.path(), "ecko").unwrap();
+        let err = project.tool("ecko").unwrap_err();
+        assert!(err.to_string().contains("did you mean `echo`"), "{err}");
     }
 
     #[test]
