@@ -34,14 +34,17 @@ def machine(gb, load):
     with open("/proc/cpuinfo") as f:
         m = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
         cpu = m.group(1) if m else cpu
-    abi = "?"
+    abi, used = "?", "?"
     try:
-        abi = json.loads(section.cmd_out(gb, "doctor", "--json"))["kernel"]["landlock_abi"]
+        doc = json.loads(section.cmd_out(gb, "doctor", "--json"))
+        abi = doc["kernel"]["landlock_abi"]
+        used = (f"glovebox uses memory {doc['cgroup_memory']}, pids {doc['cgroup_pids']}, "
+                f"favordynmods {'yes' if doc['cgroup_fast_attach'] else 'no'}")
     except (ValueError, KeyError, TypeError):
         pass
     fj = section.cmd_out("firejail", "--version").splitlines()[0]
     return ["## Machine", "", section.stamp(), "",
-            f"- cores: {os.cpu_count()} ({cpu}); kernel `{platform.release()}`; Landlock ABI {abi}; cgroup {cgroup_mode()}",
+            f"- cores: {os.cpu_count()} ({cpu}); kernel `{platform.release()}`; Landlock ABI {abi}; cgroup {cgroup_mode()} ({used})",
             f"- load average (1/5/15 min) before -> after the run: {load}",
             f"- {section.cmd_out('hyperfine', '--version')}; {section.cmd_out('bwrap', '--version')}; {fj}; "
             f"{section.cmd_out('python3', '--version')}"]

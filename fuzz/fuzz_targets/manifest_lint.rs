@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use glovebox::manifest::diagnostic::Diagnostic;
 use glovebox::manifest::discover::ToolEntry;
+use glovebox::manifest::model::Manifest;
 use glovebox::manifest::{config, lint, yaml};
 use libfuzzer_sys::fuzz_target;
 
@@ -34,7 +35,20 @@ fn entry_for(text: &str) -> ToolEntry {
     }
 }
 
+/// Proves the checks are not vacuous: a valid manifest lints to a
+/// manifest, and the round trip below runs on it.
+const VALID: &str = "name: noop\ndescription: does nothing\nkind: command\nversion: 1\n\
+inputs:\n  schema: {type: object, properties: {w: {type: string, default: x}}}\n\
+outputs: {format: text}\nexec:\n  command: {entrypoint: \"true\", args: [\"${w}\"]}\n";
+
+static PROBE: std::sync::Once = std::sync::Once::new();
+
 fuzz_target!(|data: &[u8]| {
+    PROBE.call_once(|| {
+        let checked = lint::lint_tool(Path::new(ROOT), &entry_for(VALID), VALID);
+        assert!(checked.manifest.is_some(), "{:?}", checked.diagnostics);
+        round_trip(&entry_for(VALID), checked.manifest.as_ref());
+    });
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -47,21 +61,28 @@ fuzz_target!(|data: &[u8]| {
     for d in &checked.diagnostics {
         assert!(d.line >= 1 && d.col >= 1, "finding without a position: {d:?}");
     }
-    let Some(manifest) = checked.manifest else {
+    if checked.manifest.is_some() {
+        assert!(
+            !checked.diagnostics.iter().any(Diagnostic::is_error),
+            "a manifest came back with error findings"
+        );
+    }
+    round_trip(&entry, checked.manifest.as_ref());
+});
+
+/// The normalised form (what `glovebox show` prints) lints back to itself.
+fn round_trip(entry: &ToolEntry, manifest: Option<&Manifest>) {
+    let root = Path::new(ROOT);
+    let Some(manifest) = manifest else {
         return;
     };
-    assert!(
-        !checked.diagnostics.iter().any(Diagnostic::is_error),
-        "a manifest came back with error findings"
-    );
-    // Round trip of the normalised form.
     let value = serde_json::to_value(&manifest).expect("a manifest serialises");
     let emitted = yaml::emit(&value).expect("a manifest emits as YAML");
-    let again = lint::lint_tool(root, &entry, &emitted);
+    let again = lint::lint_tool(root, entry, &emitted);
     assert_eq!(
         again.manifest.as_ref(),
-        Some(&manifest),
+        Some(manifest),
         "the normalised manifest does not lint back to itself:\n{emitted}\nfindings: {:?}",
         again.diagnostics
     );
-});
+}

@@ -169,24 +169,26 @@ fn check_body(i: &Input, b: &Bindings<'_>) {
     assert_eq!(back["c"].as_array().map(Vec::len), Some(2));
 }
 
-/// The whole request as the http runner builds it.
-fn check_request(i: &Input, b: &Bindings<'_>) {
+fn manifest(url: &str, header: &str) -> Manifest {
     let m = json!({
         "name": "t", "description": "d", "kind": "http", "version": 1,
         "inputs": {"schema": {"type": "object", "properties": {"v": {}, "w": {}}}},
         "outputs": {"format": "json"},
         "exec": {"http": {
             "method": "POST",
-            "url": url_template(i),
+            "url": url,
             "query": {"q": "${v}", "n": "${w}"},
-            "headers": {"X-Fuzz": render(&i.header, &[])},
+            "headers": {"X-Fuzz": header},
             "body": {"a": "${v}"},
         }},
         "permissions": {"network": true},
     });
-    let Ok(m) = serde_json::from_value::<Manifest>(m) else {
-        return;
-    };
+    serde_json::from_value(m).expect("the fixed manifest deserialises")
+}
+
+/// The whole request as the http runner builds it.
+fn check_request(i: &Input, b: &Bindings<'_>) {
+    let m = manifest(&url_template(i), &render(&i.header, &[]));
     let Exec::Http(exec) = &m.exec else {
         return;
     };
@@ -203,6 +205,18 @@ fn check_request(i: &Input, b: &Bindings<'_>) {
     }
 }
 
+/// Proves the checks are not vacuous: a benign request builds.
+fn probe(b: &Bindings<'_>) {
+    let m = manifest(&format!("{ORIGIN}/a/${{v}}?x=${{w}}#f"), "t ${v}");
+    let Exec::Http(exec) = &m.exec else {
+        panic!("not an http manifest")
+    };
+    let (req, _) = http::request(&m, exec, b).expect("a benign request builds");
+    assert_eq!(req.url.as_str(), format!("{ORIGIN}/a/v?x=w&q=v&n=w#f"));
+}
+
+static PROBE: std::sync::Once = std::sync::Once::new();
+
 fuzz_target!(|i: Input| {
     let inputs = vec!["v".to_string(), "w".to_string()];
     let secrets = IndexMap::new();
@@ -212,6 +226,7 @@ fuzz_target!(|i: Input| {
     let b = Bindings { params: &p, inputs: &inputs, secrets: &secrets };
     let benign = Bindings { params: &benign_p, inputs: &inputs, secrets: &secrets };
 
+    PROBE.call_once(|| probe(&benign));
     check_url(&i, &b, &benign);
     check_header(&i, &b);
     check_argv(&i, &b);
