@@ -59,7 +59,10 @@ fuzz_target!(|data: &[u8]| {
     let entry = entry_for(text);
     let checked = lint::lint_tool(root, &entry, text);
     for d in &checked.diagnostics {
-        assert!(d.line >= 1 && d.col >= 1, "finding without a position: {d:?}");
+        assert!(
+            d.line >= 1 && d.col >= 1,
+            "finding without a position: {d:?}"
+        );
     }
     if checked.manifest.is_some() {
         assert!(

@@ -140,7 +140,11 @@ fn check_argv(i: &Input, b: &Bindings<'_>) {
     let Ok(argv) = command::argv(Path::new("/r"), &exec, b) else {
         return;
     };
-    assert_eq!(argv.len(), args.len() + 1, "argv count changed: {args:?} -> {argv:?}");
+    assert_eq!(
+        argv.len(),
+        args.len() + 1,
+        "argv count changed: {args:?} -> {argv:?}"
+    );
     assert_eq!(argv.last().and_then(|a| a.to_str()), Some(i.v.as_str()));
 }
 
@@ -151,7 +155,11 @@ fn check_query(b: &Bindings<'_>) {
             continue;
         };
         let pairs: Vec<_> = url::form_urlencoded::parse(format!("k={enc}").as_bytes()).collect();
-        assert_eq!(pairs.len(), 1, "a value added a query pair: {t:?} -> {enc:?}");
+        assert_eq!(
+            pairs.len(),
+            1,
+            "a value added a query pair: {t:?} -> {enc:?}"
+        );
         assert_eq!(pairs[0].1, plain.as_str());
     }
 }
@@ -197,7 +205,11 @@ fn check_request(i: &Input, b: &Bindings<'_>) {
     };
     assert_eq!(req.url.origin().ascii_serialization(), ORIGIN, "{req:?}");
     for h in &req.headers {
-        assert!(!h.value.as_bytes().iter().any(|c| matches!(c, b'\r' | b'\n' | 0)));
+        assert!(!h
+            .value
+            .as_bytes()
+            .iter()
+            .any(|c| matches!(c, b'\r' | b'\n' | 0)));
     }
     if let Some(body) = &req.body {
         let v: Value = serde_json::from_slice(body).expect("the body is valid JSON");
@@ -223,8 +235,16 @@ fuzz_target!(|i: Input| {
     let w = i.w.clone().map_or(json!(7), Value::String);
     let p = params(Value::String(i.v.clone()), w);
     let benign_p = params(json!("v"), json!("w"));
-    let b = Bindings { params: &p, inputs: &inputs, secrets: &secrets };
-    let benign = Bindings { params: &benign_p, inputs: &inputs, secrets: &secrets };
+    let b = Bindings {
+        params: &p,
+        inputs: &inputs,
+        secrets: &secrets,
+    };
+    let benign = Bindings {
+        params: &benign_p,
+        inputs: &inputs,
+        secrets: &secrets,
+    };
 
     PROBE.call_once(|| probe(&benign));
     check_url(&i, &b, &benign);
