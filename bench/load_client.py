@@ -12,10 +12,19 @@ MCP Streamable HTTP at `/mcp` (initialize, notifications/initialized, then
 `tools/call`; JSON or SSE answers). --pid samples that process's VmRSS
 from /proc every 20 ms while the clients run. Stdlib only, so the client's
 own cost stays small and the same for both transports.
+
+The client acknowledges every response segment at once (TCP_QUICKACK):
+`glovebox serve` does not set TCP_NODELAY, so its second write of a
+streamed (SSE) answer waits for the client's delayed ACK, adding ~40 ms to
+every MCP call; that is a server fix (nodelay on accepted sockets), not
+what this benchmark measures. BENCH_NO_QUICKACK=1 shows what a client with
+ordinary delayed ACKs sees.
 """
 import argparse
 import http.client
 import json
+import os
+import socket
 import statistics
 import sys
 import threading
@@ -23,6 +32,15 @@ import time
 import urllib.parse
 
 ACCEPT = "application/json, text/event-stream"
+QUICKACK = not os.environ.get("BENCH_NO_QUICKACK")
+
+
+def response(conn):
+    """The response of the request just sent on CONN, ACKed at once."""
+    r = conn.getresponse()
+    if QUICKACK and conn.sock is not None:
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+    return r
 
 
 def api_available(host, port):
@@ -47,7 +65,7 @@ class Api:
 
     def call(self):
         self.c.request("POST", self.path, body=b"{}", headers={"Content-Type": "application/json"})
-        r = self.c.getresponse()
+        r = response(self.c)
         body = r.read()
         if r.status != 200 or json.loads(body).get("ok") is not True:
             raise RuntimeError(f"invoke: HTTP {r.status}: {body[:300]!r}")
@@ -70,7 +88,7 @@ class Mcp:
         if self.session:
             headers["Mcp-Session-Id"] = self.session
         self.c.request("POST", "/mcp", body=json.dumps(msg).encode(), headers=headers)
-        r = self.c.getresponse()
+        r = response(self.c)
         self.session = r.getheader("Mcp-Session-Id") or self.session
         if "id" not in msg:
             r.read()
@@ -169,7 +187,7 @@ def main():
     if not lat:
         sys.exit(f"load_client: no call succeeded: {errors[:3]}")
     print(json.dumps({
-        "transport": kind.name,
+        "transport": kind.name + ("" if QUICKACK else ", delayed ACKs"),
         "clients": a.clients,
         "calls": len(lat),
         "errors": len(errors),

@@ -77,7 +77,9 @@ if note:
     lines += [note, ""]
 lines += [f"Transport: **{rows[0]['transport']}** (the HTTP API when `GET /api/v1/tools` answers, else MCP). "
           "A trivial command tool (`true`, jailed: a fresh jail per call) called by `bench/load_client.py` "
-          "(stdlib Python, one keep-alive connection per client, each calling in a loop). Latency is what the "
+          "(stdlib Python, one keep-alive connection per client, each calling in a loop, ACKing at once: "
+          "**the server does not set TCP_NODELAY, so a client with ordinary delayed ACKs waits ~40 ms more per MCP call** — "
+          "`BENCH_NO_QUICKACK=1` measures that). Latency is what the "
           "client sees, including its own overhead; the client runs on the same cores as the server.",
           "",
           "| clients | calls | errors | calls/s | p50 ms | p99 ms | peak RSS MB |", "|--:|--:|--:|--:|--:|--:|--:|"]
