@@ -154,7 +154,8 @@ fn check_query(b: &Bindings<'_>) {
         else {
             continue;
         };
-        let pairs: Vec<_> = url::form_urlencoded::parse(format!("k={enc}").as_bytes()).collect();
+        let query = format!("k={enc}");
+        let pairs: Vec<_> = url::form_urlencoded::parse(query.as_bytes()).collect();
         assert_eq!(
             pairs.len(),
             1,
