@@ -218,7 +218,9 @@ pub fn url(template: &str, b: &Bindings<'_>) -> Result<Option<String>, TemplateE
     // Only the path resolves dot segments; values never add a raw `?`/`#`.
     let path_end = out.find(['?', '#']).unwrap_or(out.len());
     for (name, start, end) in spans {
-        if start >= path_end {
+        // `start == path_end` is an empty value ending the path (a value
+        // never holds a raw `?`/`#`): it still completes the last segment.
+        if start > path_end {
             continue;
         }
         let seg_start = out[..start].rfind('/').map_or(0, |i| i + 1);
@@ -371,6 +373,33 @@ mod tests {
             );
         });
         with(json!({}), |b| assert_eq!(url(t, b).unwrap(), None));
+    }
+
+    #[test]
+    fn an_empty_value_cannot_complete_a_dot_segment_at_the_end_of_the_path() {
+        // Found by fuzz/template: `..${path}` with "" ended the path as
+        // `..`, which the URL parser resolves (one segment up).
+        with(json!({ "path": "" }), |b| {
+            for t in [
+                "https://h/a/..${path}",
+                "https://h/a/.${path}",
+                "https://h/a/..${path}?x=1",
+                "https://h/a/.${path}#f",
+            ] {
+                assert!(
+                    matches!(url(t, b), Err(TemplateError::DotSegment { .. })),
+                    "{t}"
+                );
+            }
+            assert_eq!(
+                url("https://h/a/b${path}", b).unwrap().unwrap(),
+                "https://h/a/b"
+            );
+            assert_eq!(
+                url("https://h/a?q=..${path}", b).unwrap().unwrap(),
+                "https://h/a?q=.."
+            );
+        });
     }
 
     #[test]
