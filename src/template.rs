@@ -17,7 +17,8 @@
 //! - [`url()`]: every value is percent-encoded as ONE path segment (only
 //!   `A-Z a-z 0-9 - . _ ~` stay as they are; `/ ? # @ : %` are encoded), so
 //!   a value cannot add a segment, start a query, or touch the scheme, host
-//!   or port. A segment that would read as `.` or `..` is refused
+//!   or port. A segment that would read as `.` or `..` (as the URL
+//!   parser reads it: tab, LF and CR dropped, `\` a separator) is refused
 //!   ([`TemplateError::DotSegment`]): URL parsers and servers resolve those,
 //!   even percent-encoded, so no encoding keeps them literal.
 //! - [`query_value`]: form-encoded (`application/x-www-form-urlencoded`).
@@ -189,8 +190,16 @@ pub const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUM
     .remove(b'_')
     .remove(b'~');
 
+/// Path separators of http(s) URLs: the URL parser reads `\` as `/`.
+const SEPARATORS: [char; 2] = ['/', '\\'];
+
 fn is_dot_segment(segment: &str) -> bool {
-    let s = segment.to_ascii_lowercase().replace("%2e", ".");
+    // The URL parser drops ASCII tab, LF and CR anywhere in its input.
+    let s: String = segment
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let s = s.to_ascii_lowercase().replace("%2e", ".");
     s == "." || s == ".."
 }
 
@@ -223,8 +232,10 @@ pub fn url(template: &str, b: &Bindings<'_>) -> Result<Option<String>, TemplateE
         if start > path_end {
             continue;
         }
-        let seg_start = out[..start].rfind('/').map_or(0, |i| i + 1);
-        let seg_end = out[end..path_end].find('/').map_or(path_end, |i| end + i);
+        let seg_start = out[..start].rfind(SEPARATORS).map_or(0, |i| i + 1);
+        let seg_end = out[end..path_end]
+            .find(SEPARATORS)
+            .map_or(path_end, |i| end + i);
         if is_dot_segment(&out[seg_start..seg_end]) {
             return Err(TemplateError::DotSegment {
                 name: name.to_string(),
