@@ -18,7 +18,8 @@
 //!   `A-Z a-z 0-9 - . _ ~` stay as they are; `/ ? # @ : %` are encoded), so
 //!   a value cannot add a segment, start a query, or touch the scheme, host
 //!   or port. A segment that would read as `.` or `..` (as the URL
-//!   parser reads it: tab, LF and CR dropped, `\` a separator) is refused
+//!   parser reads it: tab, LF and CR dropped, spaces and C0 controls at
+//!   its ends trimmed, `\` a separator) is refused
 //!   ([`TemplateError::DotSegment`]): URL parsers and servers resolve those,
 //!   even percent-encoded, so no encoding keeps them literal.
 //! - [`query_value`]: form-encoded (`application/x-www-form-urlencoded`).
@@ -194,12 +195,17 @@ pub const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUM
 const SEPARATORS: [char; 2] = ['/', '\\'];
 
 fn is_dot_segment(segment: &str) -> bool {
-    // The URL parser drops ASCII tab, LF and CR anywhere in its input.
+    // The URL parser drops ASCII tab, LF and CR anywhere in its input and
+    // trims C0 controls and spaces from both ends of it; trimming them
+    // from any segment refuses a little more than needed (fail closed).
     let s: String = segment
         .chars()
         .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
         .collect();
-    let s = s.to_ascii_lowercase().replace("%2e", ".");
+    let s = s
+        .trim_matches(|c: char| c <= ' ')
+        .to_ascii_lowercase()
+        .replace("%2e", ".");
     s == "." || s == ".."
 }
 
@@ -409,6 +415,33 @@ mod tests {
             assert_eq!(
                 url("https://h/a?q=..${path}", b).unwrap().unwrap(),
                 "https://h/a?q=.."
+            );
+        });
+    }
+
+    #[test]
+    fn dot_segments_are_judged_as_the_url_parser_reads_them() {
+        // Found by fuzz/template: the URL parser drops tab/LF/CR, trims
+        // spaces and C0 controls at the ends and reads `\` as `/`, so each
+        // of these resolved as a dot segment when `path` is empty.
+        with(json!({ "path": "" }), |b| {
+            for t in [
+                "https://h/a/.\n${path}/x",
+                "https://h/a/.\t.${path}",
+                "https://h/a\\..${path}",
+                "https://h/a/..${path}\\x",
+                "https://h/a/..${path}  ",
+            ] {
+                assert!(
+                    matches!(url(t, b), Err(TemplateError::DotSegment { .. })),
+                    "{t:?}"
+                );
+            }
+        });
+        with(json!({ "path": "v" }), |b| {
+            assert_eq!(
+                url("https://h/a\\..${path}", b).unwrap().unwrap(),
+                "https://h/a\\..v"
             );
         });
     }
