@@ -1,55 +1,53 @@
 #!/usr/bin/env bash
-# Jail overhead benchmark: wall time of `glovebox sandbox -- CMD` against the
-# bare command and against bubblewrap with a comparable policy, for /bin/true
+# Jail overhead: wall time of `glovebox sandbox -- CMD` against the bare
+# command, bubblewrap and firejail with comparable policies, for /bin/true
 # (pure start-up cost) and `python3 -c pass` (a realistic small tool).
+# Rewrites the "jail" section of bench/RESULTS.md.
 #
-# Run from anywhere:   bash bench/jail.sh
-# Builds the release binary, installs bubblewrap + hyperfine if missing,
-# runs hyperfine and rewrites the "jail" section of bench/RESULTS.md.
-# Knobs (env): WARMUP (default 50), RUNS (default 500).
-set -euo pipefail
-
-cd "$(dirname "$0")/.."
-WARMUP=${WARMUP:-50}
+#   bash bench/jail.sh          (RUNS=500 WARMUP=20; QUICK=1 for a smoke run)
+#
+# firejail is measured only when it works here (it needs its setuid helper
+# and mount namespaces); otherwise the table says why, loudly.
+source "$(dirname "$0")/lib.sh"
+if [ -n "$QUICK" ]; then RUNS=${RUNS:-20}; WARMUP=${WARMUP:-3}; fi
 RUNS=${RUNS:-500}
-GB=target/release/glovebox
-# The distro interpreter, not a PATH shim (pyenv's is a bash script).
-PY=/usr/bin/python3
+WARMUP=${WARMUP:-20}
 BWRAP="bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --new-session --die-with-parent"
+FIREJAIL="firejail --quiet --noprofile --net=none"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-echo "== cargo build --release"
-cargo build --release --quiet
+need_release
+need_tools bwrap firejail hyperfine
 
-if ! command -v bwrap >/dev/null || ! command -v hyperfine >/dev/null; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "bwrap/hyperfine missing and not root: install bubblewrap and hyperfine, then rerun" >&2
-    exit 1
-  fi
-  apt-get install -y bubblewrap hyperfine || { apt-get update && apt-get install -y bubblewrap hyperfine; }
+# firejail: one probe run, which must succeed and print.
+FJ_ROWS=()
+FJ_STATUS=ok
+if ! fj_out=$($FIREJAIL /bin/echo firejail-probe 2>&1) || [[ $fj_out != *firejail-probe* ]]; then
+  FJ_STATUS="firejail cannot run here: $(echo "$fj_out" | tr '\n' ' ' | cut -c1-300)"
+  echo "== $FJ_STATUS" >&2
 fi
 
-bench() { # bench JSON_NAME CMD...
-  local json="$OUT/$1"; shift
-  hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$json" "$@"
-}
-
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== /bin/true"
-bench true.json \
+echo "== /bin/true" >&2
+[ "$FJ_STATUS" = ok ] && FJ_ROWS=(-n firejail "$FIREJAIL /bin/true")
+hf "$OUT/true.json" "$RUNS" "$WARMUP" \
   -n bare /bin/true \
   -n glovebox "$GB sandbox -- /bin/true" \
   -n "glovebox --netns" "$GB sandbox --netns -- /bin/true" \
-  -n bwrap "$BWRAP /bin/true"
+  -n bwrap "$BWRAP /bin/true" \
+  "${FJ_ROWS[@]}"
 
-echo "== python3 -c pass"
-bench python.json \
+echo "== python3 -c pass" >&2
+[ "$FJ_STATUS" = ok ] && FJ_ROWS=(-n firejail "$FIREJAIL $PY -c pass")
+hf "$OUT/python.json" "$((RUNS / 2))" "$WARMUP" \
   -n bare "$PY -c pass" \
   -n glovebox "$GB sandbox -- $PY -c pass" \
-  -n bwrap "$BWRAP $PY -c pass"
+  -n bwrap "$BWRAP $PY -c pass" \
+  "${FJ_ROWS[@]}"
 
-python3 bench/report.py --glovebox "$GB" --bwrap "$BWRAP" \
+python3 bench/report.py --glovebox "$GB" --bwrap "$BWRAP" --firejail "$FIREJAIL" \
+  --firejail-status "$FJ_STATUS" --note "$(quick_note)" \
   --load "$LOAD_BEFORE -> $(cut -d' ' -f1-3 /proc/loadavg)" \
-  --results bench/RESULTS.md "$OUT/true.json" "$OUT/python.json"
-echo "== wrote bench/RESULTS.md"
+  --results "$BENCH_RESULTS" "$OUT/true.json" "$OUT/python.json"
+echo "== wrote the jail section of $BENCH_RESULTS" >&2

@@ -17,7 +17,9 @@
 //! - [`url()`]: every value is percent-encoded as ONE path segment (only
 //!   `A-Z a-z 0-9 - . _ ~` stay as they are; `/ ? # @ : %` are encoded), so
 //!   a value cannot add a segment, start a query, or touch the scheme, host
-//!   or port. A segment that would read as `.` or `..` is refused
+//!   or port. A segment that would read as `.` or `..` (as the URL
+//!   parser reads it: tab, LF and CR dropped, spaces and C0 controls at
+//!   its ends trimmed, `\` a separator) is refused
 //!   ([`TemplateError::DotSegment`]): URL parsers and servers resolve those,
 //!   even percent-encoded, so no encoding keeps them literal.
 //! - [`query_value`]: form-encoded (`application/x-www-form-urlencoded`).
@@ -189,8 +191,21 @@ pub const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUM
     .remove(b'_')
     .remove(b'~');
 
+/// Path separators of http(s) URLs: the URL parser reads `\` as `/`.
+const SEPARATORS: [char; 2] = ['/', '\\'];
+
 fn is_dot_segment(segment: &str) -> bool {
-    let s = segment.to_ascii_lowercase().replace("%2e", ".");
+    // The URL parser drops ASCII tab, LF and CR anywhere in its input and
+    // trims C0 controls and spaces from both ends of it; trimming them
+    // from any segment refuses a little more than needed (fail closed).
+    let s: String = segment
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let s = s
+        .trim_matches(|c: char| c <= ' ')
+        .to_ascii_lowercase()
+        .replace("%2e", ".");
     s == "." || s == ".."
 }
 
@@ -218,11 +233,15 @@ pub fn url(template: &str, b: &Bindings<'_>) -> Result<Option<String>, TemplateE
     // Only the path resolves dot segments; values never add a raw `?`/`#`.
     let path_end = out.find(['?', '#']).unwrap_or(out.len());
     for (name, start, end) in spans {
-        if start >= path_end {
+        // `start == path_end` is an empty value ending the path (a value
+        // never holds a raw `?`/`#`): it still completes the last segment.
+        if start > path_end {
             continue;
         }
-        let seg_start = out[..start].rfind('/').map_or(0, |i| i + 1);
-        let seg_end = out[end..path_end].find('/').map_or(path_end, |i| end + i);
+        let seg_start = out[..start].rfind(SEPARATORS).map_or(0, |i| i + 1);
+        let seg_end = out[end..path_end]
+            .find(SEPARATORS)
+            .map_or(path_end, |i| end + i);
         if is_dot_segment(&out[seg_start..seg_end]) {
             return Err(TemplateError::DotSegment {
                 name: name.to_string(),
@@ -371,6 +390,60 @@ mod tests {
             );
         });
         with(json!({}), |b| assert_eq!(url(t, b).unwrap(), None));
+    }
+
+    #[test]
+    fn an_empty_value_cannot_complete_a_dot_segment_at_the_end_of_the_path() {
+        // Found by fuzz/template: `..${path}` with "" ended the path as
+        // `..`, which the URL parser resolves (one segment up).
+        with(json!({ "path": "" }), |b| {
+            for t in [
+                "https://h/a/..${path}",
+                "https://h/a/.${path}",
+                "https://h/a/..${path}?x=1",
+                "https://h/a/.${path}#f",
+            ] {
+                assert!(
+                    matches!(url(t, b), Err(TemplateError::DotSegment { .. })),
+                    "{t}"
+                );
+            }
+            assert_eq!(
+                url("https://h/a/b${path}", b).unwrap().unwrap(),
+                "https://h/a/b"
+            );
+            assert_eq!(
+                url("https://h/a?q=..${path}", b).unwrap().unwrap(),
+                "https://h/a?q=.."
+            );
+        });
+    }
+
+    #[test]
+    fn dot_segments_are_judged_as_the_url_parser_reads_them() {
+        // Found by fuzz/template: the URL parser drops tab/LF/CR, trims
+        // spaces and C0 controls at the ends and reads `\` as `/`, so each
+        // of these resolved as a dot segment when `path` is empty.
+        with(json!({ "path": "" }), |b| {
+            for t in [
+                "https://h/a/.\n${path}/x",
+                "https://h/a/.\t.${path}",
+                "https://h/a\\..${path}",
+                "https://h/a/..${path}\\x",
+                "https://h/a/..${path}  ",
+            ] {
+                assert!(
+                    matches!(url(t, b), Err(TemplateError::DotSegment { .. })),
+                    "{t:?}"
+                );
+            }
+        });
+        with(json!({ "path": "v" }), |b| {
+            assert_eq!(
+                url("https://h/a\\..${path}", b).unwrap().unwrap(),
+                "https://h/a\\..v"
+            );
+        });
     }
 
     #[test]
