@@ -32,6 +32,7 @@ fn entry_for(text: &str) -> ToolEntry {
         file: PathBuf::from(format!("{ROOT}/.glee/tools/{name}/tool.yml")),
         display: format!(".glee/tools/{name}/tool.yml"),
         name,
+        origin: glovebox::manifest::Origin::Dir,
     }
 }
 
