@@ -16,7 +16,6 @@ mod runkit;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
 use common::*;
 use runkit::*;
@@ -283,35 +282,14 @@ fn anthropic_rejects_an_example_its_schema_rejects() {
     exported(&f.root, "openai");
 }
 
-/// The venv's python (tests/mcp/setup.sh), or `None` (skip).
+/// The venv's python (tests/mcp/setup.sh: the SDKs), or `None` (skip).
 fn python() -> Option<PathBuf> {
-    static CELL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let state = CELL.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(manifest_dir().join("tests/mcp/setup.sh"))
-            .output()
-            .map_err(|e| format!("cannot run tests/mcp/setup.sh: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tests/mcp/setup.sh failed (no network for pip?): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let venv = std::env::var_os("GLOVEBOX_MCP_VENV")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| manifest_dir().join("target/mcp-venv"));
-        Ok(venv.join("bin/python"))
-    });
-    match state {
-        Ok(p) => Some(p.clone()),
-        Err(why) => {
-            if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
-                panic!("GLOVEBOX_REQUIRE_KERNEL=1 and the SDK venv is unavailable: {why}");
-            }
-            eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
-            None
-        }
-    }
+    venv_program(
+        "tests/mcp/setup.sh",
+        "GLOVEBOX_MCP_VENV",
+        "mcp-venv",
+        "python",
+    )
 }
 
 /// Runs the checker once over `(format, file)` pairs; each file's lines.

@@ -20,7 +20,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -900,39 +900,14 @@ fn agent_headers_land_in_the_audit_log_and_forge_nothing() {
     audit_verifies(&f);
 }
 
-fn manifest_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Schemathesis' `st`, or `None` (skip) when it cannot be set up.
 fn schemathesis() -> Option<PathBuf> {
-    static CELL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let state = CELL.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(manifest_dir().join("tests/http_api/setup.sh"))
-            .output()
-            .map_err(|e| format!("cannot run tests/http_api/setup.sh: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tests/http_api/setup.sh failed (no network for pip?): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let venv = std::env::var_os("GLOVEBOX_SCHEMATHESIS_VENV")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| manifest_dir().join("target/schemathesis-venv"));
-        Ok(venv.join("bin/st"))
-    });
-    match state {
-        Ok(p) => Some(p.clone()),
-        Err(why) => {
-            if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
-                panic!("GLOVEBOX_REQUIRE_KERNEL=1 and Schemathesis is unavailable: {why}");
-            }
-            eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
-            None
-        }
-    }
+    venv_program(
+        "tests/http_api/setup.sh",
+        "GLOVEBOX_SCHEMATHESIS_VENV",
+        "schemathesis-venv",
+        "st",
+    )
 }
 
 #[test]

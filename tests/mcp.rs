@@ -20,7 +20,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
@@ -36,35 +35,14 @@ fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The venv's python, or `None` (skip) when it cannot be set up.
+/// The venv's python (the official MCP client), or `None` (skip).
 fn python() -> Option<PathBuf> {
-    static CELL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let state = CELL.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(manifest_dir().join("tests/mcp/setup.sh"))
-            .output()
-            .map_err(|e| format!("cannot run tests/mcp/setup.sh: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tests/mcp/setup.sh failed (no network for pip?): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        let venv = std::env::var_os("GLOVEBOX_MCP_VENV")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| manifest_dir().join("target/mcp-venv"));
-        Ok(venv.join("bin/python"))
-    });
-    match state {
-        Ok(p) => Some(p.clone()),
-        Err(why) => {
-            if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
-                panic!("GLOVEBOX_REQUIRE_KERNEL=1 and the MCP client is unavailable: {why}");
-            }
-            eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
-            None
-        }
-    }
+    venv_program(
+        "tests/mcp/setup.sh",
+        "GLOVEBOX_MCP_VENV",
+        "mcp-venv",
+        "python",
+    )
 }
 
 fn json_tool(name: &str, inputs: Value, command: Value, output_schema: Value) -> Value {

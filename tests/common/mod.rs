@@ -198,3 +198,52 @@ pub fn tempdir() -> tempfile::TempDir {
 pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
+
+/// A program of a Python venv that `setup` (a script under tests/) builds
+/// under target/ — `target/<venv>/bin/<program>`, or the directory named by
+/// the environment variable `venv_var` — or `None` (skip, with the reason)
+/// when it cannot be set up; under `GLOVEBOX_REQUIRE_KERNEL=1` that fails
+/// instead. The setup runs once per test binary and script.
+pub fn venv_program(setup: &str, venv_var: &str, venv: &str, program: &str) -> Option<PathBuf> {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static DONE: OnceLock<Mutex<HashMap<String, Result<(), String>>>> = OnceLock::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let state = {
+        let mut done = DONE
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        done.entry(setup.to_owned())
+            .or_insert_with(|| {
+                let out = Command::new("bash")
+                    .arg(root.join(setup))
+                    .output()
+                    .map_err(|e| format!("cannot run {setup}: {e}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{setup} failed (no network for pip?): {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    ))
+                }
+            })
+            .clone()
+    };
+    match state {
+        Ok(()) => {
+            let dir = std::env::var_os(venv_var)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target").join(venv));
+            Some(dir.join("bin").join(program))
+        }
+        Err(why) => {
+            if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+                panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {program} of {setup} is unavailable: {why}");
+            }
+            eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
+            None
+        }
+    }
+}
