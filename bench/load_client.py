@@ -13,12 +13,11 @@ MCP Streamable HTTP at `/mcp` (initialize, notifications/initialized, then
 from /proc every 20 ms while the clients run. Stdlib only, so the client's
 own cost stays small and the same for both transports.
 
-The client acknowledges every response segment at once (TCP_QUICKACK):
-`glovebox serve` does not set TCP_NODELAY, so its second write of a
-streamed (SSE) answer waits for the client's delayed ACK, adding ~40 ms to
-every MCP call; that is a server fix (nodelay on accepted sockets), not
-what this benchmark measures. BENCH_NO_QUICKACK=1 shows what a client with
-ordinary delayed ACKs sees.
+The client acknowledges every response segment at once (TCP_QUICKACK).
+Before `glovebox serve` set TCP_NODELAY, its second write of a streamed
+(SSE) answer waited for the client's delayed ACK, adding ~40 ms to every
+MCP call; BENCH_NO_QUICKACK=1 shows what a client with ordinary delayed
+ACKs sees (the same, now).
 """
 import argparse
 import http.client
