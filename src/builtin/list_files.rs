@@ -10,7 +10,7 @@ use crate::manifest::model::Manifest;
 use crate::run::{ErrorKind, Outcome};
 
 use super::protocol::{Reply, Request};
-use super::{confine, jailed, Context};
+use super::{confine, Context};
 
 /// The tool's name.
 pub const NAME: &str = "list_files";
@@ -65,14 +65,7 @@ pub fn call(params: &Map<String, Value>, ctx: &Context<'_>) -> Outcome {
         recursive,
         max_entries: MAX_ENTRIES,
     };
-    let reply = match jailed::exchange(
-        NAME,
-        ctx.root,
-        None,
-        ctx.config,
-        ctx.caller.cancel.clone(),
-        &request,
-    ) {
+    let reply = match ctx.exchange(NAME, None, &request) {
         Ok(reply) => reply,
         Err(outcome) => return *outcome,
     };

@@ -56,6 +56,36 @@ pub struct Context<'a> {
     pub caller: &'a Caller,
 }
 
+impl Context<'_> {
+    /// Runs `request` in the jailed helper for built-in `tool` (see
+    /// [`jailed::exchange`]), with `write_dir` writable when given.
+    fn exchange(
+        &self,
+        tool: &str,
+        write_dir: Option<std::path::PathBuf>,
+        request: &protocol::Request,
+    ) -> Result<protocol::Reply, Box<Outcome>> {
+        jailed::exchange(
+            tool,
+            self.root,
+            write_dir,
+            self.config,
+            self.caller.cancel.clone(),
+            request,
+        )
+    }
+
+    /// The request that reads `rel` (relative to the root), at most
+    /// `limits.output_bytes`.
+    fn read_request(&self, rel: &Path) -> protocol::Request {
+        protocol::Request::Read {
+            root: self.root.to_path_buf(),
+            path: rel.to_string_lossy().into_owned(),
+            max_bytes: self.config.limits.output_bytes,
+        }
+    }
+}
+
 /// The manifest of the built-in `name`.
 pub fn manifest(name: &str) -> Option<Manifest> {
     match name {

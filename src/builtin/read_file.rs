@@ -6,8 +6,8 @@ use serde_json::{json, Map, Value};
 use crate::manifest::model::Manifest;
 use crate::run::{ErrorKind, Outcome};
 
-use super::protocol::{Reply, Request};
-use super::{confine, jailed, Context};
+use super::protocol::Reply;
+use super::{confine, Context};
 
 /// The tool's name.
 pub const NAME: &str = "read_file";
@@ -42,19 +42,8 @@ pub fn call(params: &Map<String, Value>, ctx: &Context<'_>) -> Outcome {
         Err(e) => return super::refused(NAME, &e),
     };
     let limit = ctx.config.limits.output_bytes;
-    let request = Request::Read {
-        root: ctx.root.to_path_buf(),
-        path: rel.to_string_lossy().into_owned(),
-        max_bytes: limit,
-    };
-    let reply = match jailed::exchange(
-        NAME,
-        ctx.root,
-        None,
-        ctx.config,
-        ctx.caller.cancel.clone(),
-        &request,
-    ) {
+    let request = ctx.read_request(&rel);
+    let reply = match ctx.exchange(NAME, None, &request) {
         Ok(reply) => reply,
         Err(outcome) => return *outcome,
     };

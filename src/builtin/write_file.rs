@@ -35,7 +35,7 @@ use crate::run::{self, ErrorKind, Outcome};
 
 use super::confine::{self, ConfineError};
 use super::protocol::{Reply, Request};
-use super::{jailed, Context};
+use super::Context;
 
 /// The tool's name.
 pub const NAME: &str = "write_file";
@@ -115,19 +115,8 @@ pub fn preview(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<Plan, B
         ));
     }
     let limit = ctx.config.limits.output_bytes;
-    let request = Request::Read {
-        root: ctx.root.to_path_buf(),
-        path: rel.to_string_lossy().into_owned(),
-        max_bytes: limit,
-    };
-    let old = match jailed::exchange(
-        NAME,
-        ctx.root,
-        None,
-        ctx.config,
-        ctx.caller.cancel.clone(),
-        &request,
-    )? {
+    let request = ctx.read_request(&rel);
+    let old = match ctx.exchange(NAME, None, &request)? {
         Reply::Content { text } => Some(text),
         Reply::Missing => None,
         Reply::WrongType => {
@@ -315,14 +304,7 @@ fn write(plan: &Plan, ctx: &Context<'_>) -> Outcome {
         content: plan.content.clone(),
     };
     let grant = PathBuf::from(format!("/proc/self/fd/{}", target.dir.as_raw_fd()));
-    let reply = match jailed::exchange(
-        NAME,
-        ctx.root,
-        Some(grant),
-        ctx.config,
-        ctx.caller.cancel.clone(),
-        &request,
-    ) {
+    let reply = match ctx.exchange(NAME, Some(grant), &request) {
         Ok(reply) => reply,
         Err(outcome) => return *outcome,
     };
