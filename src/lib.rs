@@ -69,6 +69,7 @@ pub mod approval;
 pub mod audit;
 pub mod builtin;
 pub mod create;
+pub mod egress;
 pub mod engine;
 pub mod export;
 pub mod import;

@@ -12,7 +12,9 @@
 //!   mounts, no terminal injection, no foreign architectures;
 //! - namespaces (in [`spawn`]): PID (the call ends whole; no view of other
 //!   processes), mount (a private `/proc`), IPC, user (unprivileged
-//!   supervisor), network (optional extra);
+//!   supervisor), network (every `network: true` call, behind the
+//!   supervisor's egress proxy — see `crate::egress`; optional extra
+//!   without network);
 //! - [`cgroup`]: memory and process limits for the whole tree, with rlimit
 //!   fallbacks;
 //! - capabilities dropped, `no_new_privs`, `setsid`, a scrubbed
@@ -39,7 +41,10 @@ mod sys;
 pub use cancel::Cancel;
 pub use fs::FsAccess;
 pub use spawn::run;
-pub use spec::{Enforcement, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin};
+pub use spec::{
+    Attached, Enforcement, Gateway, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin,
+    PROXY_URL,
+};
 
 use spawn::Step;
 
@@ -119,7 +124,7 @@ impl JailError {
             (Step::Exec, libc::ENOENT) => JailError::NotFound { program },
             (Step::Exec, libc::EACCES) => JailError::ExecDenied { program, source },
             (Step::Exec, _) => JailError::Exec { program, source },
-            (Step::Landlock | Step::Seccomp | Step::Mount | Step::IdMap, _) => {
+            (Step::Landlock | Step::Seccomp | Step::Mount | Step::IdMap | Step::Net, _) => {
                 JailError::Unavailable {
                     feature: format!("{} failed: {source}", step.describe()),
                 }

@@ -11,6 +11,10 @@
 //! 3. `setsid` (no controlling terminal);
 //! 4. user namespace id maps (unprivileged supervisor only);
 //! 5. join the call's cgroups (before it can fork);
+//!    then, for a call behind the egress proxy (its own network
+//!    namespace): bring loopback up, open the proxy's listening socket on
+//!    127.0.0.1:3128 and hand it to the supervisor over a socketpair
+//!    (`SCM_RIGHTS`) — [`child_network`];
 //! 6. make every mount private, mount a fresh `/proc` for its PID namespace;
 //! 7. stdin/stdout/stderr onto 0/1/2, every other fd close-on-exec;
 //! 8. `chdir`, resource limits;
@@ -80,6 +84,8 @@ pub enum Step {
     Seccomp,
     /// `execve`.
     Exec,
+    /// Loopback and the proxy listener in the call's network namespace.
+    Net,
 }
 
 impl Step {
@@ -87,7 +93,7 @@ impl Step {
         use Step::*;
         [
             Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
-            Seccomp, Exec,
+            Seccomp, Exec, Net,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -109,6 +115,7 @@ impl Step {
             Step::Landlock => "applying landlock",
             Step::Seccomp => "installing the seccomp filter",
             Step::Exec => "executing the program",
+            Step::Net => "setting up the network namespace (loopback, egress proxy listener)",
         }
     }
 }
@@ -135,6 +142,65 @@ struct Prepared {
     private_proc: bool,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     drop_caps: Option<u32>,
+    net: Option<NetHandoff>,
+}
+
+/// The child's end of the socketpair the proxy listener travels over.
+struct NetHandoff {
+    child_end: OwnedFd,
+    parent_end: OwnedFd,
+}
+
+/// How a call reaches the network, decided before clone.
+enum NetPlan {
+    /// No network (or an empty namespace, with `netns`).
+    Off,
+    /// Its own namespace, egress through the gateway.
+    Proxied(std::sync::Arc<dyn super::spec::Gateway>),
+    /// The host's network (explicit opt-in).
+    Direct,
+}
+
+/// Decides the network of a call: refuses `network` without a gateway
+/// unless `direct_network`, and a gateway where no network namespace can
+/// be made (never degraded: a direct network is only ever explicit).
+fn network_plan(spec: &Spec, ns_usable: bool, net_ns: bool) -> Result<NetPlan, JailError> {
+    if !spec.network {
+        return Ok(NetPlan::Off);
+    }
+    match (&spec.gateway, spec.direct_network) {
+        (_, true) => Ok(NetPlan::Direct),
+        (Some(g), false) if ns_usable && net_ns => Ok(NetPlan::Proxied(g.clone())),
+        (Some(_), false) => Err(JailError::Unavailable {
+            feature: "network namespaces (network: true runs in its own namespace behind glovebox's egress proxy); \
+                      enable user and network namespaces, or opt into the host network explicitly \
+                      (`sandbox.direct_network: true` in .glee/config.yml, `glovebox sandbox --net=direct`)"
+                .into(),
+        }),
+        (None, false) => Err(JailError::InvalidSpec {
+            message: "network access needs the egress gateway, or an explicit direct network".into(),
+        }),
+    }
+}
+
+/// The proxy variables a networked tool gets (set last: nothing overrides
+/// them).
+fn proxy_environment(env: &mut Vec<(OsString, OsString)>) {
+    use super::spec::PROXY_URL;
+    let socks = PROXY_URL.replacen("http://", "socks5h://", 1);
+    for (k, v) in [
+        ("HTTP_PROXY", PROXY_URL),
+        ("HTTPS_PROXY", PROXY_URL),
+        ("ALL_PROXY", socks.as_str()),
+        ("http_proxy", PROXY_URL),
+        ("https_proxy", PROXY_URL),
+        ("all_proxy", socks.as_str()),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+    ] {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.into(), v.into()));
+    }
 }
 
 struct IdMaps {
@@ -366,6 +432,19 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWIPC as libc::c_ulong;
         enforcement.ipc_namespace = true;
     }
+    let plan = network_plan(spec, ns_usable, kernel.net_ns)?;
+    match &plan {
+        NetPlan::Proxied(_) => {
+            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            enforcement.net_namespace = true;
+            enforcement.egress_proxy = true;
+        }
+        NetPlan::Direct => warnings.push(
+            "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
+                .into(),
+        ),
+        NetPlan::Off => {}
+    }
     if !spec.network && spec.netns {
         require(
             ns_usable && kernel.net_ns,
@@ -419,7 +498,10 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     enforcement.capabilities_dropped = root;
 
     // --- program, argv, env.
-    let env = environment(spec, home.path());
+    let mut env = environment(spec, home.path());
+    if matches!(plan, NetPlan::Proxied(_)) {
+        proxy_environment(&mut env);
+    }
     let path_var = env
         .iter()
         .find(|(k, _)| k == "PATH")
@@ -502,10 +584,26 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         private_proc,
         rlimits,
         drop_caps,
+        net: match plan {
+            NetPlan::Proxied(_) => {
+                let (parent_end, child_end) =
+                    sys::socketpair().map_err(|source| JailError::Prepare {
+                        what: "creating the egress hand-off socket",
+                        source,
+                    })?;
+                Some(NetHandoff {
+                    child_end,
+                    parent_end,
+                })
+            }
+            _ => None,
+        },
     };
     let (pidfd, flags_used) = match launch(&mut prepared, flags) {
         Ok(pidfd) => (pidfd, flags),
-        Err((step, errno)) if spec.degraded && step_is_namespace(step, errno) => {
+        Err((step, errno))
+            if spec.degraded && prepared.net.is_none() && step_is_namespace(step, errno) =>
+        {
             warnings.push(format!(
                 "degraded: namespaces are not available here ({}: {}); the call may not end whole",
                 step.describe(),
@@ -533,9 +631,32 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         stdout,
         stderr,
         landlock,
+        net,
         ..
     } = prepared;
     drop((stdin, stdout, stderr, landlock));
+    // The proxy runs until the call's tree is gone; dropping `egress`
+    // closes its listener and connections, which frees the namespace.
+    let egress = match (&plan, net) {
+        (NetPlan::Proxied(gateway), Some(h)) => {
+            drop(h.child_end);
+            let attached = sys::recv_fd(h.parent_end.as_raw_fd())
+                .map(std::net::TcpListener::from)
+                .and_then(|l| gateway.attach(l));
+            match attached {
+                Ok(a) => Some(a),
+                Err(source) => {
+                    let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+                    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
+                    return Err(JailError::Prepare {
+                        what: "starting the egress proxy",
+                        source,
+                    });
+                }
+            }
+        }
+        _ => None,
+    };
 
     let deadline = started + spec.limits.wall;
     let mut out = Sink::new(out_r, spec.limits.output_bytes, spec.output, 1).map_err(|source| {
@@ -562,6 +683,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         let _ = sys::pidfd_kill(pidfd.as_raw_fd());
     }
     let exit = sys::pidfd_wait(pidfd.as_raw_fd()).map_err(|source| JailError::Wait { source })?;
+    drop(egress);
     let pumped = pumped.map_err(|source| JailError::Wait { source })?;
 
     let mut limits_hit = Vec::new();
@@ -646,6 +768,19 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     Err((Step::from_u32(step).unwrap_or(Step::Exec), errno))
 }
 
+/// In the call's new network namespace: loopback up, then the proxy's
+/// listening socket handed to the supervisor. Child-side: no allocation.
+fn child_network(h: &NetHandoff) -> Result<(), i32> {
+    sys::close(h.parent_end.as_raw_fd());
+    sys::loopback_up()?;
+    let (addr, port) = super::spec::PROXY_ADDR;
+    let listener = sys::listen_tcp4(addr, port)?;
+    let sent = sys::send_fd(h.child_end.as_raw_fd(), listener);
+    sys::close(listener);
+    sys::close(h.child_end.as_raw_fd());
+    sent
+}
+
 /// Reports `(step, errno)` to the supervisor and exits.
 fn fail(report: RawFd, step: Step, errno: i32) -> ! {
     let mut msg = [0u8; 8];
@@ -687,6 +822,12 @@ fn child_main(p: &mut Prepared) -> ! {
     for &fd in &p.cgroup_procs {
         if let Err(e) = sys::write_all(fd, b"0") {
             fail(report, Step::Cgroup, e);
+        }
+    }
+    //    (network namespace)
+    if let Some(h) = &p.net {
+        if let Err(e) = child_network(h) {
+            fail(report, Step::Net, e);
         }
     }
     // 6.
