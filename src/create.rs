@@ -78,7 +78,7 @@ pub enum CreateError {
 /// project, write nothing, no secrets.
 pub fn default_ceiling() -> MaxPermissions {
     MaxPermissions {
-        network: false,
+        network: false.into(),
         fs: FsPermissions {
             read: vec![".".into()],
             write: Vec::new(),
@@ -115,9 +115,7 @@ fn within(path: &Path, allowed: &[PathBuf]) -> bool {
 pub fn excess(root: &Path, m: &Manifest, ceiling: &MaxPermissions) -> Vec<String> {
     let mut out = Vec::new();
     let p = &m.permissions;
-    if p.network && !ceiling.network {
-        out.push("network: the ceiling allows no network".into());
-    }
+    out.extend(network_excess(&p.network, &ceiling.network));
     let real_all = |v: &[String]| {
         v.iter()
             .map(|s| real(&resolve(root, s)))
@@ -407,4 +405,41 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
         fields: vec![("name", name.to_string()), ("caller", deleter.to_string())],
     })?;
     Ok(())
+}
+
+/// What a tool's `permissions.network` asks beyond the ceiling's: any
+/// network under a ceiling of none; any host under a ceiling list; hosts
+/// outside the ceiling list.
+pub fn network_excess(
+    asked: &crate::manifest::model::Network,
+    ceiling: &crate::manifest::model::Network,
+) -> Vec<String> {
+    if !asked.enabled() {
+        return Vec::new();
+    }
+    if !ceiling.enabled() {
+        return vec!["network: the ceiling allows no network".into()];
+    }
+    let Ok(Some(max)) = ceiling.allowlist() else {
+        return match ceiling.allowlist() {
+            Err(e) => vec![format!("network: the ceiling's allowlist is invalid: {e}")],
+            _ => Vec::new(),
+        };
+    };
+    match asked.allowlist() {
+        Err(e) => vec![format!("network: {e}")],
+        Ok(None) => vec![format!(
+            "network: any host asked, the ceiling allows only {}",
+            max.patterns()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )],
+        Ok(Some(list)) => max
+            .uncovered(&list)
+            .into_iter()
+            .map(|p| format!("network: {p} is outside the ceiling's allowlist"))
+            .collect(),
+    }
 }

@@ -282,6 +282,7 @@ impl Engine {
                 if let Some(keys) = self.env_keys(name, caller) {
                     fields.push(("envKeys", keys));
                 }
+                fields.extend(outcome.audit.iter().cloned());
                 fields.push(("caller", caller.id.clone()));
                 audit::Event {
                     kind: "TOOL_EXECUTED",
@@ -590,23 +591,51 @@ impl Job<'_> {
         spec
     }
 
-    /// Runs `spec` and reads its result with `read`.
+    /// Runs `spec` and reads its result with `read`. A networked call
+    /// gets its own egress proxy; its log goes into the audit line and its
+    /// refusals into the warnings.
     fn execute(
         &self,
-        spec: Spec,
+        mut spec: Spec,
         program: &std::path::Path,
         read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
     ) -> Result<Outcome, Box<Outcome>> {
-        let result =
-            run::start(&spec).map_err(|e| Box::new(run::jail_error(self.name, &e, program)))?;
-        Ok(run::finish(
-            self.name,
-            result,
-            self.policy.limits.wall,
-            self.redact,
-            self.schemas,
-            read,
-        ))
+        let gateway = self.network(&mut spec);
+        let mut outcome = match run::start(&spec) {
+            Ok(result) => run::finish(
+                self.name,
+                result,
+                self.policy.limits.wall,
+                self.redact,
+                self.schemas,
+                read,
+            ),
+            Err(e) => run::jail_error(self.name, &e, program),
+        };
+        if spec.network && spec.direct_network {
+            outcome.audit.push(("network", "direct".into()));
+        }
+        if let Some(g) = gateway {
+            run::egress::report(&mut outcome, g.log(), self.redact);
+        }
+        Ok(outcome)
+    }
+
+    /// Sets up the network of `spec` under the policy: the egress proxy
+    /// (returned, for its log), or the host network when the config opted
+    /// into it.
+    fn network(&self, spec: &mut Spec) -> Option<Arc<crate::egress::Gateway>> {
+        spec.network = self.policy.network;
+        if !self.policy.network {
+            return None;
+        }
+        if self.policy.direct_network {
+            spec.direct_network = true;
+            return None;
+        }
+        let g = Arc::new(crate::egress::Gateway::new(self.policy.egress_rules()));
+        spec.gateway = Some(g.clone());
+        Some(g)
     }
 }
 

@@ -344,7 +344,6 @@ mod tests {
             "example.com:0",
             "example.com:70000",
             "example.com:http",
-            "::1:8080",
             "[::1",
             "[::1]8080",
             "[example.com]",
