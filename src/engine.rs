@@ -187,12 +187,13 @@ impl Engine {
     pub fn call(&self, name: &str, params: Value, caller: &Caller) -> Outcome {
         let started = Instant::now();
         let logged_params = self.redacted_params(name, &params, caller);
-        let mut outcome = match self.call_inner(name, params, caller) {
+        let extra = AuditExtra::default();
+        let mut outcome = match self.call_inner(name, params, caller, &extra) {
             Ok(o) => o,
             Err(o) => *o,
         };
         outcome.duration_ms = started.elapsed().as_millis() as u64;
-        if let Err(e) = self.log_call(name, logged_params, caller, &outcome) {
+        if let Err(e) = self.log_call(name, logged_params, caller, &outcome, extra.take()) {
             outcome.warnings.push(format!(
                 "the call was not written to the audit log: {}",
                 run::error_chain(&e)
@@ -246,6 +247,7 @@ impl Engine {
         params: Value,
         caller: &Caller,
         outcome: &Outcome,
+        extra: Vec<(&'static str, String)>,
     ) -> Result<(), audit::AuditError> {
         let log = audit::Log::for_project(&self.project.root)?;
         let params = params.to_string();
@@ -282,7 +284,7 @@ impl Engine {
                 if let Some(keys) = self.env_keys(name, caller) {
                     fields.push(("envKeys", keys));
                 }
-                fields.extend(outcome.audit.iter().cloned());
+                fields.extend(extra);
                 fields.push(("caller", caller.id.clone()));
                 audit::Event {
                     kind: "TOOL_EXECUTED",
@@ -299,6 +301,7 @@ impl Engine {
         name: &str,
         params: Value,
         caller: &Caller,
+        extra: &AuditExtra,
     ) -> Result<Outcome, Box<Outcome>> {
         let (tool, config) = self.tool_and_config(name)?;
         let m = &tool.manifest;
@@ -410,6 +413,7 @@ impl Engine {
             redact: &redact,
             schemas: &schemas,
             caller,
+            extra,
         };
         match &m.exec {
             Exec::Command(exec) => self.run_command(exec, &job, &bindings),
@@ -569,6 +573,22 @@ struct Job<'a> {
     redact: &'a Redactor,
     schemas: &'a Schemas,
     caller: &'a Caller,
+    extra: &'a AuditExtra,
+}
+
+/// Fields a run adds to the call's audit line (`egress=[…]`,
+/// `network=direct`).
+#[derive(Debug, Default)]
+struct AuditExtra(std::cell::RefCell<Vec<(&'static str, String)>>);
+
+impl AuditExtra {
+    fn push(&self, field: (&'static str, String)) {
+        self.0.borrow_mut().push(field);
+    }
+
+    fn take(&self) -> Vec<(&'static str, String)> {
+        self.0.take()
+    }
 }
 
 impl Job<'_> {
@@ -613,10 +633,11 @@ impl Job<'_> {
             Err(e) => run::jail_error(self.name, &e, program),
         };
         if spec.network && spec.direct_network {
-            outcome.audit.push(("network", "direct".into()));
+            self.extra.push(("network", "direct".into()));
         }
         if let Some(g) = gateway {
-            run::egress::report(&mut outcome, g.log(), self.redact);
+            self.extra
+                .push(run::egress::report(&mut outcome, g.log(), self.redact));
         }
         Ok(outcome)
     }

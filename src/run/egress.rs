@@ -9,8 +9,9 @@ use serde_json::Value;
 use super::{Outcome, Redactor};
 use crate::egress::Log;
 
-/// Adds `log` to `outcome` (secret values redacted).
-pub fn report(outcome: &mut Outcome, log: &Log, redact: &Redactor) {
+/// Adds `log`'s refusals to `outcome` and returns the audit field
+/// (secret values redacted).
+pub fn report(outcome: &mut Outcome, log: &Log, redact: &Redactor) -> (&'static str, String) {
     let (connections, unrecorded) = log.connections();
     let mut list = serde_json::to_value(&connections).unwrap_or(Value::Null);
     if unrecorded > 0 {
@@ -19,13 +20,14 @@ pub fn report(outcome: &mut Outcome, log: &Log, redact: &Redactor) {
         }
     }
     let list = redact.value(list);
-    outcome.audit.push(("egress", list.to_string()));
+    let field = ("egress", list.to_string());
     let refusals: Vec<String> = log.refusals().iter().map(|r| redact.text(r)).collect();
     if refusals.is_empty() {
-        return;
+        return field;
     }
     if let Some(Value::Object(details)) = outcome.error.as_mut().map(|e| &mut e.details) {
         details.insert("egress_refused".into(), serde_json::json!(refusals));
     }
     outcome.warnings.extend(refusals);
+    field
 }

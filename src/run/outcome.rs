@@ -82,10 +82,6 @@ pub struct Outcome {
     /// The process's standard error (bounded, secrets redacted), when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
-    /// Extra fields for the call's audit line (`egress=[…]`,
-    /// `network=direct`); never part of the Outcome JSON.
-    #[serde(skip)]
-    pub audit: Vec<(&'static str, String)>,
 }
 
 impl Outcome {
@@ -109,7 +105,6 @@ impl Outcome {
             duration_ms: 0,
             exit_code: None,
             stderr: None,
-            audit: Vec::new(),
         }
     }
 
@@ -124,7 +119,6 @@ impl Outcome {
             duration_ms: 0,
             exit_code: None,
             stderr: None,
-            audit: Vec::new(),
         }
     }
 
