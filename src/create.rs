@@ -443,3 +443,43 @@ pub fn network_excess(
             .collect(),
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::network_excess;
+    use crate::manifest::model::Network;
+
+    fn net(yaml: &str) -> Network {
+        serde_json::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_created_allowlist_must_lie_inside_the_ceiling() {
+        let ceiling = net(r#"["*.example.com", "pypi.org:443"]"#);
+        assert!(network_excess(&net("false"), &ceiling).is_empty());
+        assert!(network_excess(
+            &net(r#"{"allow": ["api.example.com", "pypi.org:443"]}"#),
+            &ceiling
+        )
+        .is_empty());
+        assert_eq!(
+            network_excess(&net(r#"{"allow": ["evil.com", "pypi.org"]}"#), &ceiling),
+            [
+                "network: evil.com is outside the ceiling's allowlist",
+                "network: pypi.org is outside the ceiling's allowlist"
+            ]
+        );
+        assert!(network_excess(&net("true"), &ceiling)[0].contains("any host asked"));
+        assert!(network_excess(&net("true"), &net("true")).is_empty());
+        assert!(network_excess(
+            &net(r#"{"allow": ["x.org"]}"#),
+            &net(r#"{"allow": ["x.org"]}"#)
+        )
+        .is_empty());
+        assert_eq!(
+            network_excess(&net(r#"{"allow": ["x.org"]}"#), &net("false")),
+            ["network: the ceiling allows no network"]
+        );
+    }
+}
