@@ -26,7 +26,7 @@ const MAX_HEAD: usize = 64 * 1024;
 /// How long the tool may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Relay buffer per direction.
-const BUF: usize = 64 * 1024;
+const BUF: usize = 256 * 1024;
 
 /// Serves one connection from the tool until either side is done.
 pub async fn serve(client: TcpStream, rules: &Rules, log: &Log) {

@@ -80,6 +80,15 @@ pub fn examine() -> Report {
             ),
         ),
         inv(
+            "network: true only through glovebox's egress proxy",
+            kernel.net_ns && (kernel.euid == 0 || kernel.user_ns),
+            if kernel.net_ns && (kernel.euid == 0 || kernel.user_ns) {
+                "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard".into()
+            } else {
+                "no network namespaces here: network: true is refused unless sandbox.direct_network".into()
+            },
+        ),
+        inv(
             "no reach into other processes",
             e.seccomp && e.pid_namespace && e.landlock_abi >= 1,
             "pid namespace + private /proc + seccomp (ptrace, process_vm) + landlock ptrace and signal scoping"

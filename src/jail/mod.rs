@@ -30,6 +30,7 @@ pub mod cancel;
 pub mod cgroup;
 pub mod doctor;
 pub mod fs;
+pub mod network;
 pub mod probe;
 pub mod profile;
 mod pump;

@@ -44,6 +44,7 @@ use std::time::Instant;
 
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
+use super::network::{self as net, NetPlan};
 use super::probe;
 use super::pump::{self, Sink};
 use super::seccomp::{self, Programs};
@@ -149,58 +150,6 @@ struct Prepared {
 struct NetHandoff {
     child_end: OwnedFd,
     parent_end: OwnedFd,
-}
-
-/// How a call reaches the network, decided before clone.
-enum NetPlan {
-    /// No network (or an empty namespace, with `netns`).
-    Off,
-    /// Its own namespace, egress through the gateway.
-    Proxied(std::sync::Arc<dyn super::spec::Gateway>),
-    /// The host's network (explicit opt-in).
-    Direct,
-}
-
-/// Decides the network of a call: refuses `network` without a gateway
-/// unless `direct_network`, and a gateway where no network namespace can
-/// be made (never degraded: a direct network is only ever explicit).
-fn network_plan(spec: &Spec, ns_usable: bool, net_ns: bool) -> Result<NetPlan, JailError> {
-    if !spec.network {
-        return Ok(NetPlan::Off);
-    }
-    match (&spec.gateway, spec.direct_network) {
-        (_, true) => Ok(NetPlan::Direct),
-        (Some(g), false) if ns_usable && net_ns => Ok(NetPlan::Proxied(g.clone())),
-        (Some(_), false) => Err(JailError::Unavailable {
-            feature: "network namespaces (network: true runs in its own namespace behind glovebox's egress proxy); \
-                      enable user and network namespaces, or opt into the host network explicitly \
-                      (`sandbox.direct_network: true` in .glee/config.yml, `glovebox sandbox --net=direct`)"
-                .into(),
-        }),
-        (None, false) => Err(JailError::InvalidSpec {
-            message: "network access needs the egress gateway, or an explicit direct network".into(),
-        }),
-    }
-}
-
-/// The proxy variables a networked tool gets (set last: nothing overrides
-/// them).
-fn proxy_environment(env: &mut Vec<(OsString, OsString)>) {
-    use super::spec::PROXY_URL;
-    let socks = PROXY_URL.replacen("http://", "socks5h://", 1);
-    for (k, v) in [
-        ("HTTP_PROXY", PROXY_URL),
-        ("HTTPS_PROXY", PROXY_URL),
-        ("ALL_PROXY", socks.as_str()),
-        ("http_proxy", PROXY_URL),
-        ("https_proxy", PROXY_URL),
-        ("all_proxy", socks.as_str()),
-        ("NO_PROXY", ""),
-        ("no_proxy", ""),
-    ] {
-        env.retain(|(ek, _)| ek != k);
-        env.push((k.into(), v.into()));
-    }
 }
 
 struct IdMaps {
@@ -432,7 +381,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWIPC as libc::c_ulong;
         enforcement.ipc_namespace = true;
     }
-    let plan = network_plan(spec, ns_usable, kernel.net_ns)?;
+    let plan = net::plan(spec, ns_usable && kernel.net_ns)?;
     match &plan {
         NetPlan::Proxied(_) => {
             flags |= libc::CLONE_NEWNET as libc::c_ulong;
@@ -500,7 +449,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     // --- program, argv, env.
     let mut env = environment(spec, home.path());
     if matches!(plan, NetPlan::Proxied(_)) {
-        proxy_environment(&mut env);
+        net::proxy_environment(&mut env);
     }
     let path_var = env
         .iter()
