@@ -34,6 +34,9 @@ pub enum ErrorKind {
     HttpError,
     /// Anything else.
     Internal,
+    /// An HTTP request without the bearer token the server requires
+    /// (`glovebox serve` with `GLOVEBOX_API_TOKEN`); never a tool call's.
+    Unauthorized,
 }
 
 impl ErrorKind {

@@ -210,6 +210,7 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
             StatusCode::FORBIDDEN
         }
         Some(ErrorKind::ToolNotFound) => StatusCode::NOT_FOUND,
+        Some(ErrorKind::Unauthorized) => StatusCode::UNAUTHORIZED,
         Some(ErrorKind::SandboxUnavailable) => StatusCode::SERVICE_UNAVAILABLE,
         Some(ErrorKind::ManifestInvalid | ErrorKind::SecretMissing | ErrorKind::Internal) => {
             StatusCode::INTERNAL_SERVER_ERROR

@@ -137,9 +137,10 @@ async def scenario_call(args):
 
         # The glee_* tools of the seed.
         r = await s.call_tool("glee_tools_list", {})
-        listed = json.loads(r.content[0].text)
+        # Text and structured content are the same object.
+        assert r.structuredContent == json.loads(r.content[0].text), r
+        listed = r.structuredContent["tools"]
         assert {"name": "greet", "description": "says hello"} in listed, listed
-        assert r.structuredContent == {"tools": listed}
         r = await s.call_tool("glee_tool", {"name": "echo_json", "params": {"msg": "via glee"}})
         assert not r.isError and r.structuredContent["msg"] == "via glee", r
         r = await s.call_tool("glee_tool", {"name": "no_such_tool", "params": {}})
