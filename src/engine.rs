@@ -359,15 +359,20 @@ impl Engine {
                 name,
                 ErrorKind::ApprovalRequired,
                 format!(
-                    "tool `{name}` requires approval ({}); approve it with `glovebox approve {name}`{}",
+                    "tool `{name}` requires approval ({}); approve it with `glovebox approve {name}`{} (approvals of {})",
                     m.approval.reason.as_deref().unwrap_or("no reason given"),
                     if caller.id == "cli" {
                         format!(", or this one call with `glovebox run {name} --yes`")
                     } else {
                         String::new()
-                    }
+                    },
+                    crate::state::describe(),
                 ),
-                json!({"reason": m.approval.reason, "approve_with": format!("glovebox approve {name}")}),
+                json!({
+                    "reason": m.approval.reason,
+                    "approve_with": format!("glovebox approve {name}"),
+                    "state_dir": crate::state::dir().ok(),
+                }),
             )));
         }
 

@@ -47,6 +47,13 @@ pub struct Cli {
     #[arg(long = "tools-json", global = true, value_name = "FILE")]
     pub tools_json: Option<PathBuf>,
 
+    /// glovebox's state directory (approvals, the audit key); default:
+    /// `$GLOVEBOX_STATE_DIR`, else `state_dir` of
+    /// ~/.config/glovebox/config.yml, else ~/.local/state/glovebox, with
+    /// `~` the home directory of the user's passwd entry (not `$HOME`).
+    #[arg(long = "state-dir", global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -117,6 +124,10 @@ fn live(
 /// Parses the command line and runs the chosen command.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(dir) = &cli.state_dir {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        glovebox::state::set_dir(dir);
+    }
     let result = match &cli.command {
         Command::Lint(a) => lint::run(&cli, a),
         Command::List(a) => list::run(&cli, a),
