@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 /// Filler tools, so tools/list needs more than one page of 50.
 const FILLERS: usize = 60;
 /// The tools of [`project`] that are not fillers, plus the three glee_*.
-const NAMED: usize = 8 + 3;
+const NAMED: usize = 10 + 3;
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -119,6 +119,21 @@ fn project() -> Fixture {
             "${marker}"], "timeout_ms": 60000}),
         read_root(),
     ));
+    // JSON output with a schema and no exec.command.stdout.format.
+    let mut plain = command_tool(
+        "plain_json",
+        schema(json!({})),
+        json!({"entrypoint": "/bin/echo", "args": ["{\"n\": 3}"]}),
+        read_root(),
+    );
+    plain["outputs"] = json!({"format": "json", "schema": {"type": "object",
+        "properties": {"n": {"type": "integer"}}, "required": ["n"]}});
+    f.tool(&plain);
+    // Output that breaks its declared schema.
+    let mut bad = plain.clone();
+    bad["name"] = json!("bad_json");
+    bad["exec"]["command"]["args"] = json!(["{\"n\": \"three\"}"]);
+    f.tool(&bad);
     let mut gated = command_tool(
         "gated",
         schema(json!({})),

@@ -121,8 +121,29 @@ fn live(
     glovebox::serve::live::Live::open_with(cli.root.as_deref(), cli.tools_json.as_deref())
 }
 
+/// Makes a closed stdout (`glovebox doctor | head`) end the process
+/// quietly with status 0, instead of a panic from `println!`. SIGPIPE
+/// stays ignored (a jailed child closing a pipe must not kill glovebox):
+/// only the panic `println!` raises on `EPIPE` is turned into an exit.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 /// Parses the command line and runs the chosen command.
 pub fn main() -> ExitCode {
+    quiet_broken_pipe();
     let cli = Cli::parse();
     if let Some(dir) = &cli.state_dir {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());

@@ -203,7 +203,8 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
             | ErrorKind::Timeout
             | ErrorKind::ResourceLimit
             | ErrorKind::PythonException
-            | ErrorKind::HttpError,
+            | ErrorKind::HttpError
+            | ErrorKind::OutputInvalid,
         ) => StatusCode::OK,
         Some(ErrorKind::InputInvalid) => StatusCode::BAD_REQUEST,
         Some(ErrorKind::ApprovalRequired | ErrorKind::PermissionExceedsCeiling) => {

@@ -104,12 +104,24 @@ impl Server {
         }
     }
 
+    /// Runs tool `name`; `by_name`: called as itself (not through
+    /// `glee_tool`), so its own `outputSchema` binds the answer.
     async fn run_tool(
         &self,
         name: String,
         params: Value,
         ctx: RequestContext<RoleServer>,
+        by_name: bool,
     ) -> Result<CallToolResult, ErrorData> {
+        let declares_output_schema = by_name
+            && self
+                .live
+                .engine()
+                .project()
+                .tools
+                .iter()
+                .find(|t| t.name == name)
+                .is_some_and(|t| catalog::tool(&t.manifest).output_schema.is_some());
         let progress = ctx.meta.get_progress_token().map(|token| Progress {
             peer: ctx.peer.clone(),
             token,
@@ -128,7 +140,7 @@ impl Server {
             )
             .await
             .map_err(|e| ErrorData::internal_error(crate::run::error_chain(&e), None))?;
-        Ok(reply::outcome(&outcome))
+        Ok(reply::checked_outcome(&outcome, declares_output_schema))
     }
 
     async fn create_tool(&self, args: JsonObject) -> Result<CallToolResult, ErrorData> {
@@ -268,7 +280,7 @@ impl ServerHandler for Server {
                     params @ (None | Some(Value::Object(_) | Value::Null)),
                 ) => {
                     let params = params.cloned().unwrap_or(Value::Null);
-                    self.run_tool(name.clone(), params, ctx).await
+                    self.run_tool(name.clone(), params, ctx, false).await
                 }
                 (Some(Value::String(_)), Some(_)) => Ok(reply::bad_arguments(
                     GLEE_TOOL,
@@ -288,7 +300,7 @@ impl ServerHandler for Server {
                 if !known {
                     return Err(reply::unknown_tool(name));
                 }
-                self.run_tool(name.to_string(), Value::Object(args), ctx)
+                self.run_tool(name.to_string(), Value::Object(args), ctx, true)
                     .await
             }
         }?;

@@ -77,6 +77,15 @@ async def scenario_changes(args):
         await c.session.send_ping()
         r = await c.call_tool("echo_json", {"msg": "audited"})
         assert not r.is_error and r.structured_content["msg"] == "audited", r
+        # JSON output without exec.command.stdout.format: structured.
+        r = await c.call_tool("plain_json", {})
+        assert not r.is_error and r.structured_content == {"n": 3}, r
+        # Output breaking the declared outputSchema: an error naming it.
+        r = await c.call_tool("bad_json", {})
+        assert r.is_error, r
+        e = json.loads(r.content[0].text)
+        assert e["kind"] == "output_invalid", e
+        assert "/n" in e["message"] and "outputSchema" in e["message"], e
         r = await c.call_tool("glee_tools_list", {})
         assert r.structured_content == json.loads(r.content[0].text), r
 
