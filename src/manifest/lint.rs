@@ -195,7 +195,6 @@ impl Lint<'_> {
         let secret_names = keys_at(&doc.value, "/permissions/secrets");
         self.secrets(&doc, &input_names, &secret_names);
         self.placeholders(&doc, &input_names, &secret_names);
-        self.unused_inputs(&doc, &input_names);
         self.url_authority(&doc, &secret_names);
         self.paths(&doc);
         self.http_permissions(&doc);
@@ -203,6 +202,10 @@ impl Lint<'_> {
         self.entrypoint(&doc, &input_names);
         if let Some(validator) = inputs {
             self.examples(&doc, &validator);
+        }
+        // Only about an otherwise clean tool: one problem at a time.
+        if self.diagnostics.is_empty() {
+            self.unused_inputs(&doc, &input_names);
         }
         if self.diagnostics.iter().any(Diagnostic::is_error) {
             return None;
