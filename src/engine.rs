@@ -203,12 +203,17 @@ impl Engine {
 
     /// Whether `name` has a persisted approval matching its current content.
     pub fn is_approved(&self, name: &str) -> bool {
+        self.approval_status(name) == approval::Status::Approved
+    }
+
+    /// Whether `name`'s approval holds, and if not, what voided it.
+    pub fn approval_status(&self, name: &str) -> approval::Status {
         let Ok(tool) = self.project.tool(name) else {
-            return false;
+            return approval::Status::Missing;
         };
         approval::Store::open(&self.project.root)
-            .and_then(|s| s.is_approved(&self.project.root, tool))
-            .unwrap_or(false)
+            .and_then(|s| s.status(&self.project.root, tool))
+            .unwrap_or(approval::Status::Missing)
     }
 
     /// The call's parameters as the audit log keeps them: every declared
@@ -354,12 +359,23 @@ impl Engine {
             return Ok(crate::builtin::call(name, &params, &ctx));
         }
 
-        if m.approval.required && !caller.approved && !self.is_approved(name) {
+        let status = if m.approval.required && !caller.approved {
+            self.approval_status(name)
+        } else {
+            approval::Status::Approved
+        };
+        if status != approval::Status::Approved {
+            let voided = match &status {
+                approval::Status::Changed(what) => {
+                    format!("; its approval was voided: {}", what.join("; "))
+                }
+                _ => String::new(),
+            };
             return Err(Box::new(Outcome::failure(
                 name,
                 ErrorKind::ApprovalRequired,
                 format!(
-                    "tool `{name}` requires approval ({}); approve it with `glovebox approve {name}`{} (approvals of {})",
+                    "tool `{name}` requires approval ({}){voided}; approve it with `glovebox approve {name}`{} (approvals of {})",
                     m.approval.reason.as_deref().unwrap_or("no reason given"),
                     if caller.id == "cli" {
                         format!(", or this one call with `glovebox run {name} --yes`")
@@ -371,6 +387,10 @@ impl Engine {
                 json!({
                     "reason": m.approval.reason,
                     "approve_with": format!("glovebox approve {name}"),
+                    "changed": match &status {
+                        approval::Status::Changed(what) => json!(what),
+                        _ => json!([]),
+                    },
                     "state_dir": crate::state::dir().ok(),
                 }),
             )));

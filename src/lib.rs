@@ -75,6 +75,7 @@ pub mod builtin;
 pub mod create;
 pub mod engine;
 pub mod export;
+pub mod footprint;
 pub mod import;
 pub mod jail;
 pub mod manifest;

@@ -483,6 +483,93 @@ fn a_long_log_still_chains_when_appends_read_only_its_tail() {
     assert!(p.verify(), "the chain must hold across the window");
 }
 
+/// Attack 1 (python): an approved `module: mod` (mod.py hashed); a package
+/// `mod/__init__.py` appears beside it and would shadow it. The new code
+/// must not run, and the refusal names what appeared.
+#[test]
+fn a_shadowing_package_voids_a_python_approval() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    let out = p.f.root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    p.f.file(
+        "mod.py",
+        "def f():\n    open('out/approved', 'w').write('x')\n    return 'approved'\n",
+    );
+    let mut tool = python_tool(
+        "py",
+        schema(json!({})),
+        json!({"module": "mod", "function": "f"}),
+        json!({"fs": {"read": ["."], "write": ["out"]}}),
+    );
+    tool["approval"] = json!({"required": true, "reason": "r"});
+    p.f.tool(&tool);
+    assert!(p.gb(&["approve", "py", "--yes"]).status.success());
+    let r = p.run("py", &[]);
+    r.assert_ok();
+    assert_eq!(r.output(), "approved");
+
+    // The attacker adds a package of the same name.
+    p.f.file(
+        "mod/__init__.py",
+        "def f():\n    open('out/shadow', 'w').write('x')\n    return 'shadow'\n",
+    );
+    let r = p.run("py", &[]);
+    r.assert_failed("approval_required", 1);
+    assert!(r.message().contains("mod/__init__.py appeared"), "{r:#?}");
+    assert!(!out.join("shadow").exists(), "the shadowing package ran");
+
+    // A byte-code cache posing as the module's is covered too.
+    std::fs::remove_dir_all(p.f.root.join("mod")).unwrap();
+    p.run("py", &[]).assert_ok();
+    p.f.file("__pycache__/mod.cpython-399.pyc", "not byte code");
+    p.run("py", &[]).assert_failed("approval_required", 1);
+}
+
+/// Attack 1 (command): `entrypoint: sh, args: ["scripts/run.sh"]`: the
+/// script is what runs, so editing it voids the approval; editing an
+/// unrelated project file does not.
+#[test]
+fn a_script_named_by_an_argument_is_covered_and_other_files_are_not() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    let out = p.f.root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    p.f.file(
+        "scripts/run.sh",
+        "echo approved > out/approved\necho approved\n",
+    );
+    p.f.file("notes.txt", "before");
+    let mut tool = command_tool(
+        "sh_tool",
+        schema(json!({})),
+        json!({"entrypoint": "sh", "args": ["scripts/run.sh"]}),
+        json!({"fs": {"read": ["."], "write": ["out"]}}),
+    );
+    tool["approval"] = json!({"required": true, "reason": "r"});
+    p.f.tool(&tool);
+    assert!(p.gb(&["approve", "sh_tool", "--yes"]).status.success());
+    p.run("sh_tool", &[]).assert_ok();
+
+    // Legitimate: an unrelated file changes; the approval holds.
+    p.f.file("notes.txt", "after");
+    p.f.file("src/new.rs", "fn main() {}");
+    let r = p.run("sh_tool", &[]);
+    r.assert_ok();
+    assert_eq!(r.text().trim(), "approved");
+
+    // The attacker edits the script.
+    p.f.file("scripts/run.sh", "echo evil > out/evil\necho evil\n");
+    let r = p.run("sh_tool", &[]);
+    r.assert_failed("approval_required", 1);
+    assert!(r.message().contains("scripts/run.sh changed"), "{r:#?}");
+    assert!(!out.join("evil").exists(), "the edited script ran");
+}
+
 /// The state directory glovebox finds with no environment at all: the
 /// passwd entry's home.
 fn passwd_state_dir() -> PathBuf {
