@@ -248,3 +248,42 @@ pub fn file_sha256(path: &Path) -> Result<String, StateError> {
     let bytes = fs::read(path).map_err(io(path))?;
     Ok(hex::encode(Sha256::digest(&bytes)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("config.yml");
+        fs::write(&f, text).unwrap();
+        (d, f)
+    }
+
+    #[test]
+    fn the_user_config_can_name_the_state_dir() {
+        let (_d, f) = config("state_dir: /srv/glovebox-state\n");
+        assert_eq!(
+            configured(&f).unwrap(),
+            Some(PathBuf::from("/srv/glovebox-state"))
+        );
+        // Relative to the config file's directory.
+        let (d, f) = config("state_dir: state\n");
+        assert_eq!(configured(&f).unwrap(), Some(d.path().join("state")));
+        // Unset, null or no file: not configured.
+        let (_d, f) = config("other: 1\n");
+        assert_eq!(configured(&f).unwrap(), None);
+        let (_d, f) = config("state_dir: null\n");
+        assert_eq!(configured(&f).unwrap(), None);
+        assert_eq!(
+            configured(Path::new("/nonexistent/config.yml")).unwrap(),
+            None
+        );
+        // Anything else is an error naming the file, never ignored.
+        for bad in ["state_dir: 5\n", "state_dir: ''\n", "state_dir: [a\n"] {
+            let (_d, f) = config(bad);
+            let e = configured(&f).unwrap_err().to_string();
+            assert!(e.contains("config.yml"), "{bad}: {e}");
+        }
+    }
+}
