@@ -706,3 +706,38 @@ fn http_delete_cors_and_token_mode() {
     );
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
+
+#[test]
+fn stopping_the_server_ends_listen_streams_gracefully() {
+    let Some(py) = python2() else { return };
+    let f = project();
+    let mut s = Served::start(&f, "127.0.0.1:0", None);
+    let mut transport = vec!["--mode".to_string(), "auto".to_string()];
+    transport.extend(s.transport(None));
+    let mut client = Command::new(&py)
+        .arg(manifest_dir().join("tests/mcp/client2.py"))
+        .args(&transport)
+        .arg("listen_until_stop")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the client said nothing").unwrap();
+    assert_eq!(first, "LISTENING");
+    let term = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let out = client.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && rest.iter().any(|l| l == "SCENARIO-OK listen_until_stop"),
+        "{rest:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -194,6 +194,13 @@ pub async fn serve(
     let server = axum::serve(listener, router)
         .with_graceful_shutdown(stopping.clone().cancelled_owned())
         .into_future();
+    let ending = live.clone();
+    let stop = async move {
+        stop.await;
+        // Listen streams would otherwise hold their connections open
+        // through the whole grace period.
+        ending.end_subscriptions();
+    };
     shutdown::drain(server, stop, stopping, live.calls(), options.grace)
         .await
         .map_err(|source| HttpError::Serve { source })

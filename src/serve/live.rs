@@ -36,6 +36,7 @@ pub struct Live {
     fingerprint: Mutex<String>,
     peers: Mutex<Vec<Peer<RoleServer>>>,
     listeners: Mutex<Vec<SubscriptionSink>>,
+    ending: tokio_util::sync::CancellationToken,
     reloading: tokio::sync::Mutex<()>,
     calls: Calls,
 }
@@ -71,6 +72,7 @@ impl Live {
             engine: RwLock::new(Arc::new(engine)),
             peers: Mutex::new(Vec::new()),
             listeners: Mutex::new(Vec::new()),
+            ending: tokio_util::sync::CancellationToken::new(),
             reloading: tokio::sync::Mutex::new(()),
             calls: Calls::new(),
         }))
@@ -114,6 +116,18 @@ impl Live {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(sink);
+    }
+
+    /// Ends every `subscriptions/listen` stream gracefully (the server is
+    /// stopping): each gets its final result instead of a dropped
+    /// connection.
+    pub fn end_subscriptions(&self) {
+        self.ending.cancel();
+    }
+
+    /// Resolves once [`Live::end_subscriptions`] was called.
+    pub async fn subscriptions_ended(&self) {
+        self.ending.cancelled().await;
     }
 
     /// Reloads the project from disk; when its tool list changed, sends

@@ -245,7 +245,10 @@ impl ServerHandler for Server {
         if context.accepted().tools_list_changed == Some(true) {
             self.live.add_listener(context.sink().clone());
         }
-        context.cancelled().await;
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = self.live.subscriptions_ended() => {}
+        }
         Ok(())
     }
 

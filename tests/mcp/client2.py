@@ -140,7 +140,22 @@ async def scenario_load(args):
                 print("LOAD-FAILURE", repr(r)[:300], flush=True)
 
 
-SCENARIOS = {"changes": scenario_changes, "load": scenario_load}
+async def scenario_listen_until_stop(args):
+    """Opens a listen stream, says LISTENING, and waits for the server to
+    end it: a graceful end (the final result) passes, a lost stream fails."""
+    async with client(args) as c:
+        async with c.listen(tools_list_changed=True) as sub:
+            print("LISTENING", flush=True)
+            async for _ in sub:
+                pass
+    print("STREAM-ENDED", flush=True)
+
+
+SCENARIOS = {
+    "changes": scenario_changes,
+    "load": scenario_load,
+    "listen_until_stop": scenario_listen_until_stop,
+}
 
 
 def main():
