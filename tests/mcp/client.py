@@ -84,6 +84,10 @@ async def scenario_list(args):
         w = by["writer"]
         assert w.annotations.readOnlyHint is False and w.annotations.destructiveHint is True, w
         assert by["shout"].outputSchema is None
+        # The glee_* schemas are closed (OpenAI's strict mode needs it).
+        for n in ("glee_tool", "glee_tools_list", "glee_tool_create"):
+            assert by[n].inputSchema.get("additionalProperties") is False, by[n].inputSchema
+        assert by["glee_tools_list"].outputSchema["additionalProperties"] is False
         # A cursor the server did not hand out is a protocol error.
         try:
             await s.list_tools(cursor="not-a-cursor")
