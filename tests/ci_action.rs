@@ -3,6 +3,8 @@
 //! the environment, and their effect is checked (a granted write happens,
 //! an ungranted one does not, the step's exit status comes through).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};
