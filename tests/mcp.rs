@@ -654,6 +654,27 @@ fn http_delete_cors_and_token_mode() {
         "{ok}"
     );
     assert!(ok.contains("mcp-session-id"), "{ok}");
+    // …and the answers themselves name it, with the session id exposed.
+    let (head, _) = s.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Origin", "http://127.0.0.1:6274"),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &init,
+    );
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains("access-control-allow-origin: http://127.0.0.1:6274"),
+        "{head}"
+    );
+    assert!(
+        head.contains("access-control-expose-headers: mcp-session-id"),
+        "{head}"
+    );
     let refused = preflight("https://evil.example");
     assert!(refused.starts_with("http/1.1 403"), "{refused}");
     assert!(
