@@ -14,7 +14,7 @@
 //!    then, for a call behind the egress proxy (its own network
 //!    namespace): bring loopback up, open the proxy's listening socket on
 //!    127.0.0.1:3128 and hand it to the supervisor over a socketpair
-//!    (`SCM_RIGHTS`) — [`child_network`];
+//!    (`SCM_RIGHTS`) — `child_network`, decided in [`super::network`];
 //! 6. make every mount private, mount a fresh `/proc` for its PID namespace;
 //! 7. stdin/stdout/stderr onto 0/1/2, every other fd close-on-exec;
 //! 8. `chdir`, resource limits;
