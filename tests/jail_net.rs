@@ -176,6 +176,38 @@ fn with_network_through_glovebox_host_listeners_get_nothing() {
         assert_eq!(r.json["enforcement"]["net_namespace"], true, "{r:#?}");
         assert_no_connection(&l);
     }
+    // Unix sockets of the host, even in a directory the tool may write
+    // (unix sockets are not per network namespace): no unix socket at all.
+    let dir = tempdir();
+    let path = dir.path().join("sock");
+    let ul = UnixListener::bind(&path).unwrap();
+    attack(
+        &["--net", "--write", path_str(dir.path())],
+        &["unix", path_str(&path)],
+    )
+    .assert_blocked();
+    ul.set_nonblocking(true).unwrap();
+    assert!(matches!(ul.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    let dpath = dir.path().join("dgram");
+    let d = UnixDatagram::bind(&dpath).unwrap();
+    attack(
+        &["--net", "--write", path_str(dir.path())],
+        &["dgram_pair", path_str(&dpath)],
+    )
+    .assert_blocked();
+    d.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    assert!(matches!(d.recv(&mut buf), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    // Control: the host network, explicitly, does reach it.
+    attack(
+        &["--net=direct", "--write", path_str(dir.path())],
+        &["unix", path_str(&path)],
+    )
+    .assert_probe_ran();
+    assert!(
+        ul.accept().is_ok(),
+        "the direct-network control did not connect"
+    );
     let name = marker("abstract-net");
     use std::os::linux::net::SocketAddrExt;
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();

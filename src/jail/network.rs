@@ -13,6 +13,7 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
+use super::seccomp::Sockets;
 use super::spec::{Gateway, Spec, PROXY_URL};
 use super::JailError;
 
@@ -45,6 +46,17 @@ pub fn plan(spec: &Spec, netns_possible: bool) -> Result<NetPlan, JailError> {
         (None, false) => Err(JailError::InvalidSpec {
             message: "network access needs the egress gateway, or an explicit direct network".into(),
         }),
+    }
+}
+
+/// The sockets a call may create: none without network, no unix socket
+/// behind the proxy (the host's unix sockets stay out of reach), all with
+/// the explicit direct network.
+pub fn sockets(spec: &Spec) -> Sockets {
+    match (spec.network, spec.direct_network) {
+        (false, _) => Sockets::None,
+        (true, false) => Sockets::NoUnix,
+        (true, true) => Sockets::All,
     }
 }
 

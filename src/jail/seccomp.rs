@@ -18,7 +18,10 @@
 //!
 //! With the network off, also: `socket` for every family, and `socketpair`
 //! except `AF_UNIX` stream/seqpacket pairs (a datagram pair could `sendto`
-//! a named socket outside).
+//! a named socket outside). With the network through glovebox's egress
+//! proxy ([`Sockets::NoUnix`]): `socket(AF_UNIX, …)` and the same
+//! `socketpair` rule — no unix socket of the host, pathname or abstract,
+//! is reachable (Landlock does not govern a unix `connect`).
 //!
 //! `ENOSYS` answers `clone3` (whose flags live in memory a filter cannot
 //! read, so libc falls back to `clone`, which is checked) and `io_uring_*`
@@ -63,12 +66,35 @@ pub struct Programs {
     pub deny: BpfProgram,
 }
 
-/// Returns the programs for `network`, compiled once per process.
+/// Which sockets a call may create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sockets {
+    /// None (the network off): only unix stream/seqpacket socketpairs.
+    None,
+    /// Inet sockets (to the egress proxy in the call's own namespace) but
+    /// no unix socket: the host's unix sockets stay out of reach.
+    NoUnix,
+    /// Every family (the host network, explicitly).
+    All,
+}
+
+/// Returns the programs for `network` (`true`: [`Sockets::All`]),
+/// compiled once per process.
 pub fn programs(network: bool) -> Result<&'static Programs, SeccompError> {
-    static WITH_NET: OnceLock<Result<Programs, String>> = OnceLock::new();
-    static WITHOUT_NET: OnceLock<Result<Programs, String>> = OnceLock::new();
-    let cell = if network { &WITH_NET } else { &WITHOUT_NET };
-    cell.get_or_init(|| build(network).map_err(|e| e.to_string()))
+    programs_for(if network { Sockets::All } else { Sockets::None })
+}
+
+/// Returns the programs for `sockets`, compiled once per process.
+pub fn programs_for(sockets: Sockets) -> Result<&'static Programs, SeccompError> {
+    static ALL: OnceLock<Result<Programs, String>> = OnceLock::new();
+    static NO_UNIX: OnceLock<Result<Programs, String>> = OnceLock::new();
+    static NONE: OnceLock<Result<Programs, String>> = OnceLock::new();
+    let cell = match sockets {
+        Sockets::All => &ALL,
+        Sockets::NoUnix => &NO_UNIX,
+        Sockets::None => &NONE,
+    };
+    cell.get_or_init(|| build(sockets).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|message| SeccompError::Compile {
             message: message.clone(),
@@ -185,7 +211,7 @@ fn namespace_rules(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
         .collect()
 }
 
-fn build(network: bool) -> Result<Programs, SeccompError> {
+fn build(sockets: Sockets) -> Result<Programs, SeccompError> {
     let arch = arch()?;
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in always_denied() {
@@ -213,8 +239,19 @@ fn build(network: bool) -> Result<Programs, SeccompError> {
             )?])?,
         ],
     );
-    if !network {
-        deny.insert(libc::SYS_socket, Vec::new());
+    if sockets != Sockets::All {
+        deny.insert(
+            libc::SYS_socket,
+            match sockets {
+                Sockets::NoUnix => vec![rule(vec![cond(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    libc::AF_UNIX as u64,
+                )?])?],
+                _ => Vec::new(),
+            },
+        );
         let mut pair = vec![rule(vec![cond(
             0,
             SeccompCmpArgLen::Dword,
@@ -315,6 +352,11 @@ mod tests {
         let off = programs(false).unwrap();
         let on = programs(true).unwrap();
         assert!(off.deny.len() > on.deny.len(), "network off denies more");
+        let proxied = programs_for(Sockets::NoUnix).unwrap();
+        assert!(
+            proxied.deny.len() > on.deny.len(),
+            "no unix sockets behind the proxy"
+        );
         // The x32 guard sits right after the architecture check.
         assert_eq!(off.deny[4].k, 0x4000_0000);
     }

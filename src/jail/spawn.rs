@@ -341,7 +341,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     )?;
     let seccomp = if kernel.seccomp {
         enforcement.seccomp = true;
-        Some(seccomp::programs(spec.network)?)
+        Some(seccomp::programs_for(net::sockets(spec))?)
     } else {
         None
     };
