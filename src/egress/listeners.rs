@@ -52,7 +52,8 @@ impl Drop for Registration {
 }
 
 /// A shared directory, created with mode 1777 when missing; refused when
-/// it is a symlink or not sticky (someone else could then remove entries).
+/// it is a symlink, not sticky, or owned by another user than root or us
+/// (someone else could then remove entries).
 fn shared_dir(dir: &Path) -> std::io::Result<()> {
     if let Some(parent) = dir.parent() {
         if !parent.exists() {
@@ -66,9 +67,10 @@ fn shared_dir(dir: &Path) -> std::io::Result<()> {
         Err(e) => return Err(e),
     }
     let meta = fs::symlink_metadata(dir)?;
-    if !meta.is_dir() || meta.mode() & 0o1000 == 0 {
+    let euid = nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || meta.mode() & 0o1000 == 0 || (meta.uid() != 0 && meta.uid() != euid) {
         return Err(std::io::Error::other(format!(
-            "{} is not a sticky directory",
+            "{} is not a sticky directory owned by root or by this user",
             dir.display()
         )));
     }
