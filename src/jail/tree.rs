@@ -85,8 +85,8 @@ pub enum Node {
 pub struct Entry {
     /// Where it appears in the jail.
     pub path: PathBuf,
-    /// Where it comes from on the host (differs from `path` only for
-    /// grants given as `/proc/self/fd/N`).
+    /// Where it comes from on the host (the same path: the tree mirrors
+    /// the host's layout).
     pub source: PathBuf,
     /// What it is.
     pub node: Node,
@@ -250,6 +250,9 @@ impl Tree {
         }
         for d in empty_dirs {
             let Some(d) = clean(d) else { continue };
+            if d == Path::new("/") {
+                continue;
+            }
             let present = entries
                 .iter()
                 .any(|e| covers(&e.path, &d) && !matches!(e.node, Node::Link { .. }));
@@ -435,7 +438,11 @@ fn collect(path: &Path, write: bool, grants: &mut Vec<Grant>, depth: u8) -> Resu
     };
     if p.starts_with("/proc/") {
         // An open directory handed over as /proc/self/fd/N: it appears at
-        // its real path, bound from the descriptor.
+        // its real path. The descriptor's mount belongs to the
+        // supervisor's namespace, which a bind cannot take from, so the
+        // bind uses that path; Landlock's rule stays on the descriptor's
+        // own inode, so a component swapped for a link in between gains
+        // nothing.
         let Ok(real) = std::fs::canonicalize(&p) else {
             return Ok(());
         };
@@ -444,8 +451,8 @@ fn collect(path: &Path, write: bool, grants: &mut Vec<Grant>, depth: u8) -> Resu
         }
         let node = if real.is_dir() { Node::Dir } else { Node::File };
         grants.push(Grant {
-            path: real,
-            source: p,
+            path: real.clone(),
+            source: real,
             node,
             write,
         });
