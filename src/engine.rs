@@ -161,6 +161,7 @@ impl Engine {
     pub fn policy(&self, name: &str) -> Result<Policy, Box<Outcome>> {
         let (tool, config) = self.tool_and_config(name)?;
         Policy::for_tool(&self.project.root, &tool.manifest, config)
+            .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))
     }
 
@@ -346,10 +347,12 @@ impl Engine {
         };
 
         if tool.origin == Origin::Builtin {
+            let surface = crate::surface::paths(&self.project, &[]);
             let ctx = crate::builtin::Context {
                 root: &self.project.root,
                 config,
                 caller,
+                surface: &surface,
             };
             return Ok(crate::builtin::call(name, &params, &ctx));
         }
@@ -387,6 +390,7 @@ impl Engine {
         let redact = Redactor::new(&secret_values);
 
         let policy = Policy::for_tool(&self.project.root, m, config)
+            .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))?;
         crate::state::ensure_not_exposed(&policy.fs_access()).map_err(|e| {
             Box::new(Outcome::failure(
@@ -577,6 +581,7 @@ impl Job<'_> {
         let mut spec = Spec::new(argv);
         spec.cwd = cwd;
         spec.fs = self.policy.fs_access();
+        spec.protect = self.policy.protected.clone();
         spec.network = self.policy.network;
         spec.limits = self.policy.limits.clone();
         spec.degraded = self.policy.degraded;

@@ -80,5 +80,6 @@ pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod state;
+pub mod surface;
 pub mod template;
 pub mod validate;

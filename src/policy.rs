@@ -55,6 +55,10 @@ pub struct Policy {
     pub limits: Limits,
     /// Whether degraded mode is on (config `sandbox.degraded`).
     pub degraded: bool,
+    /// The project's control surface, read-only in the jail even inside
+    /// write grants ([`crate::surface`]); empty until
+    /// [`Policy::with_surface`].
+    pub protected: Vec<PathBuf>,
 }
 
 fn mib(n: u64) -> u64 {
@@ -100,7 +104,25 @@ impl Policy {
             secrets: p.secrets.keys().cloned().collect(),
             limits,
             degraded: config.sandbox.degraded,
+            protected: Vec::new(),
         })
+    }
+
+    /// This policy with the control surface of `project` protected.
+    pub fn with_surface(mut self, project: &crate::manifest::project::Project) -> Policy {
+        self.protected = crate::surface::paths(project, &self.write);
+        self
+    }
+
+    /// The filesystem the jail will build for this policy (the private
+    /// HOME, made per call, is not in it).
+    pub fn tree(&self) -> Result<jail::tree::Tree, jail::tree::TreeError> {
+        let mut access = self.baseline.clone();
+        let own = self.fs_access();
+        access.read.extend(own.read);
+        access.write.extend(own.write);
+        access.exec.extend(own.exec);
+        jail::tree::Tree::build(&access, &self.protected, &[])
     }
 
     /// The filesystem access to ask the jail for (the jail adds the

@@ -1,0 +1,157 @@
+//! The project's control surface: every path that decides which tools
+//! exist, what they run and what they may do. No jail may change any of
+//! it, inside write grants too (invariant 3): the jail binds these paths
+//! read-only over the write grants that cover them
+//! ([`crate::jail::tree`]), and the built-ins refuse to write them.
+//!
+//! The surface of a project is:
+//! - `.glee/` (manifests, config, everything under it);
+//! - a root `tools.json`, and the agentcli file given with `--tools-json`;
+//! - `.git/`, unless the call's own `fs.write` names `.git` or a path
+//!   inside it (a tool whose job is git);
+//! - what each tool runs, as [`crate::approval::covered_files`] finds it
+//!   (its manifest, a command entrypoint inside the root, a python module
+//!   file), plus a python package's directory, a venv inside the root and
+//!   every literal command argument naming a file inside the root (a
+//!   script passed to an interpreter).
+//!
+//! TODO(issue 15): switch the per-tool part to `crate::footprint` (args,
+//! module file and package dir with its `__init__` chain, native
+//! extensions, venv) once it is on main.
+//!
+//! Only paths that exist are listed (a mount needs something to cover);
+//! names that do not exist yet are covered elsewhere: a planted sibling
+//! package never runs because the python shim loads the exact file
+//! glovebox resolved ([`crate::run::python`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::approval;
+use crate::manifest::discover::resolve;
+use crate::manifest::model::Exec;
+use crate::manifest::project::{Project, Tool};
+
+/// The protected paths of `project` for a call whose write grants are
+/// `write` (absolute), sorted, existing paths only.
+pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
+    let root = &project.root;
+    let mut out = vec![root.join(".glee"), root.join("tools.json")];
+    out.extend(project.tools_json.iter().cloned());
+    let git = root.join(".git");
+    if !write.iter().any(|w| w.starts_with(&git)) {
+        out.push(git);
+    }
+    for tool in &project.tools {
+        out.extend(runs(root, tool));
+    }
+    out.retain(|p| p.symlink_metadata().is_ok());
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What `tool` runs, inside `root`.
+fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
+    let mut files = approval::covered_files(root, tool);
+    match &tool.manifest.exec {
+        Exec::Command(c) => {
+            let cwd = resolve(root, &c.cwd);
+            for a in c.args.iter().filter(|a| !a.contains("${")) {
+                let p = cwd.join(a);
+                if p.is_file() {
+                    files.push(p);
+                }
+            }
+        }
+        Exec::Python(p) => {
+            let cwd = resolve(root, &p.cwd);
+            // Every package on the dotted path (`a.b.c`: a/ and a/b/),
+            // and the module's own package directory.
+            let parts: Vec<&str> = p.module.split('.').collect();
+            for n in 1..=parts.len() {
+                let dir = cwd.join(parts[..n].join("/"));
+                if dir.join("__init__.py").is_file() {
+                    files.push(dir);
+                }
+            }
+            if let Some(v) = &p.venv {
+                files.push(resolve(root, v));
+            }
+        }
+        _ => {}
+    }
+    files.retain(|f| f.starts_with(root) && f != root);
+    files
+}
+
+/// True when `path` (absolute) is `p` or inside one of `protected`.
+pub fn is_protected(path: &Path, protected: &[PathBuf]) -> bool {
+    protected.iter().any(|p| path.starts_with(p))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn project(tools: &[(&str, &str)]) -> (tempfile::TempDir, Project) {
+        let t = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(t.path()).unwrap();
+        for (name, yml) in tools {
+            let d = root.join(".glee/tools").join(name);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("tool.yml"), yml).unwrap();
+        }
+        fs::create_dir_all(root.join(".git")).unwrap();
+        fs::create_dir_all(root.join("pkg/sub")).unwrap();
+        fs::write(root.join("pkg/__init__.py"), "").unwrap();
+        fs::write(root.join("pkg/sub/__init__.py"), "").unwrap();
+        fs::write(root.join("pkg/sub/mod.py"), "def f(): return 1\n").unwrap();
+        fs::write(root.join("run.sh"), "echo hi\n").unwrap();
+        fs::write(root.join("helper.py"), "").unwrap();
+        let p = Project::load(&root).unwrap();
+        for (name, _) in tools {
+            assert!(
+                p.tools.iter().any(|t| t.name == *name),
+                "{:?}",
+                p.diagnostics
+            );
+        }
+        (t, p)
+    }
+
+    const CMD: &str = "name: c\ndescription: d\nkind: command\nversion: 1\ninputs:\n  schema:\n    type: object\n    properties:\n      x: {type: string}\nexec:\n  command:\n    entrypoint: ./run.sh\n    args: [helper.py, \"${x}\"]\n    cwd: .\noutputs:\n  format: text\npermissions:\n  network: false\n";
+    const PY: &str = "name: p\ndescription: d\nkind: python\nversion: 1\ninputs:\n  schema:\n    type: object\nexec:\n  python:\n    module: pkg.sub.mod\n    function: f\n    cwd: .\noutputs:\n  format: text\npermissions:\n  network: false\n";
+
+    #[test]
+    fn surface_holds_control_files_and_what_tools_run() {
+        let (_t, p) = project(&[("c", CMD), ("p", PY)]);
+        let root = &p.root;
+        let s = paths(&p, &[]);
+        for want in [
+            root.join(".glee"),
+            root.join(".git"),
+            root.join("run.sh"),
+            root.join("helper.py"),
+            root.join("pkg"),
+            root.join("pkg/sub"),
+            root.join("pkg/sub/mod.py"),
+        ] {
+            assert!(s.contains(&want), "{want:?} not in {s:?}");
+        }
+        // tools.json does not exist: nothing to cover.
+        assert!(!s.contains(&root.join("tools.json")));
+        assert!(is_protected(&root.join(".glee/tools/new/tool.yml"), &s));
+        assert!(!is_protected(&root.join("out/x"), &s));
+    }
+
+    #[test]
+    fn git_is_writable_only_when_named_explicitly() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        assert!(paths(&p, &[root.clone()]).contains(&root.join(".git")));
+        assert!(!paths(&p, &[root.join(".git")]).contains(&root.join(".git")));
+        assert!(!paths(&p, &[root.join(".git/hooks")]).contains(&root.join(".git")));
+    }
+}
