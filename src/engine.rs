@@ -517,8 +517,10 @@ impl Engine {
                 args.push(v);
             }
         }
+        let chain = python::resolve_module(&cwd, &exec.module)
+            .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
-        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args));
+        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args));
         let returns = exec.returns;
         job.execute(
             spec,
