@@ -347,7 +347,7 @@ impl Engine {
         };
 
         if tool.origin == Origin::Builtin {
-            let surface = crate::surface::paths(&self.project, &[]);
+            let surface = crate::surface::for_writes(&self.project);
             let ctx = crate::builtin::Context {
                 root: &self.project.root,
                 config,
@@ -408,6 +408,7 @@ impl Engine {
         };
         let job = Job {
             name,
+            root: &self.project.root,
             policy: &policy,
             secrets: &secret_values,
             redact: &redact,
@@ -569,6 +570,7 @@ impl Engine {
 /// What every kind of run needs from the decisions already made.
 struct Job<'a> {
     name: &'a str,
+    root: &'a std::path::Path,
     policy: &'a Policy,
     secrets: &'a IndexMap<String, String>,
     redact: &'a Redactor,
@@ -604,8 +606,26 @@ impl Job<'_> {
         program: &std::path::Path,
         read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
     ) -> Result<Outcome, Box<Outcome>> {
+        let absent = crate::surface::absent(self.root, &self.policy.write);
         let result =
-            run::start(&spec).map_err(|e| Box::new(run::jail_error(self.name, &e, program)))?;
+            run::start(&spec).map_err(|e| Box::new(run::jail_error(self.name, &e, program)));
+        let planted = crate::surface::undo_planted(&absent);
+        let result = result?;
+        if !planted.is_empty() {
+            let names: Vec<String> = planted
+                .iter()
+                .map(|p| p.strip_prefix(self.root).unwrap_or(p).display().to_string())
+                .collect();
+            return Err(Box::new(Outcome::failure(
+                self.name,
+                ErrorKind::PermissionExceedsCeiling,
+                format!(
+                    "the tool created {}, part of the project's control surface (it would define tools or run code outside the jail); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
+                    names.join(", ")
+                ),
+                json!({"removed": names}),
+            )));
+        }
         Ok(run::finish(
             self.name,
             result,

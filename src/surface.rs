@@ -84,6 +84,56 @@ fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
     files
 }
 
+/// The control names at the root of a project (`.glee`, `tools.json`,
+/// `.git`).
+const ROOT_NAMES: [&str; 3] = [".glee", "tools.json", ".git"];
+
+/// What the built-ins may never write: [`paths`] plus the root control
+/// names whether they exist or not (a write would create them).
+pub fn for_writes(project: &Project) -> Vec<PathBuf> {
+    let mut out = paths(project, &[]);
+    out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The root control names that do not exist yet but that a call with
+/// write grants `write` could create (a mount cannot cover a name that
+/// does not exist, and glovebox does not litter the project with
+/// placeholders). The engine checks them after the call ([`undo_planted`]).
+pub fn absent(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
+    ROOT_NAMES
+        .iter()
+        .map(|n| root.join(n))
+        .filter(|p| p.symlink_metadata().is_err())
+        .filter(|p| write.iter().any(|w| p.starts_with(w)))
+        .filter(|p| !(p.ends_with(".git") && write.iter().any(|w| w.starts_with(p))))
+        .collect()
+}
+
+/// Removes each of `absent` that now exists (the call created it: a
+/// planted `tools.json`, `.git/` or `.glee/` that would define tools or run
+/// code outside any jail) and returns those removed. Links are removed,
+/// never followed.
+pub fn undo_planted(absent: &[PathBuf]) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for p in absent {
+        let Ok(meta) = p.symlink_metadata() else {
+            continue;
+        };
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(p)
+        } else {
+            std::fs::remove_file(p)
+        };
+        if gone.is_ok() {
+            removed.push(p.clone());
+        }
+    }
+    removed
+}
+
 /// True when `path` (absolute) is `p` or inside one of `protected`.
 pub fn is_protected(path: &Path, protected: &[PathBuf]) -> bool {
     protected.iter().any(|p| path.starts_with(p))
@@ -144,6 +194,27 @@ mod tests {
         assert!(!s.contains(&root.join("tools.json")));
         assert!(is_protected(&root.join(".glee/tools/new/tool.yml"), &s));
         assert!(!is_protected(&root.join("out/x"), &s));
+    }
+
+    #[test]
+    fn planted_control_names_are_found_and_removed() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        fs::remove_dir_all(root.join(".git")).unwrap();
+        // Only under a write grant that covers the root.
+        assert!(absent(&root, &[root.join("out")]).is_empty());
+        let a = absent(&root, &[root.clone()]);
+        assert_eq!(a, [root.join("tools.json"), root.join(".git")]);
+        // Named explicitly: .git is the tool's to create.
+        assert_eq!(
+            absent(&root, &[root.clone(), root.join(".git")]),
+            [root.join("tools.json")]
+        );
+        fs::write(root.join("tools.json"), "[]").unwrap();
+        fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        assert_eq!(undo_planted(&a), a);
+        assert!(!root.join("tools.json").exists() && !root.join(".git").exists());
+        assert!(for_writes(&p).contains(&root.join("tools.json")));
     }
 
     #[test]

@@ -93,7 +93,10 @@ pub fn unprotected(
         Some(".glee") => "inside .glee/, glovebox's own configuration".to_string(),
         Some("tools.json") => "the project's tools.json (it defines tools)".to_string(),
         Some(".git") => "inside .git/ (git runs its hooks and config outside any jail)".to_string(),
-        _ if hit.is_dir() => format!("inside {}, which a tool of the project runs", name.display()),
+        _ if hit.is_dir() => format!(
+            "inside {}, which a tool of the project runs",
+            name.display()
+        ),
         _ => format!("{}, which a tool of the project runs", name.display()),
     };
     Err(ConfineError::Protected {

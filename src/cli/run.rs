@@ -170,7 +170,7 @@ fn confirm_write(engine: &Engine, name: &str, params: &Value) -> bool {
         id: "cli".into(),
         ..Caller::default()
     };
-    let surface = glovebox::surface::paths(engine.project(), &[]);
+    let surface = glovebox::surface::for_writes(engine.project());
     let ctx = builtin::Context {
         root: &engine.project().root,
         config,
