@@ -203,7 +203,7 @@ mod tests {
         fs::remove_dir_all(root.join(".git")).unwrap();
         // Only under a write grant that covers the root.
         assert!(absent(&root, &[root.join("out")]).is_empty());
-        let a = absent(&root, &[root.clone()]);
+        let a = absent(&root, std::slice::from_ref(&root));
         assert_eq!(a, [root.join("tools.json"), root.join(".git")]);
         // Named explicitly: .git is the tool's to create.
         assert_eq!(
@@ -221,7 +221,7 @@ mod tests {
     fn git_is_writable_only_when_named_explicitly() {
         let (_t, p) = project(&[]);
         let root = p.root.clone();
-        assert!(paths(&p, &[root.clone()]).contains(&root.join(".git")));
+        assert!(paths(&p, std::slice::from_ref(&root)).contains(&root.join(".git")));
         assert!(!paths(&p, &[root.join(".git")]).contains(&root.join(".git")));
         assert!(!paths(&p, &[root.join(".git/hooks")]).contains(&root.join(".git")));
     }
