@@ -310,3 +310,43 @@ with zipfile.ZipFile({w:?}, "w") as z:
     assert!(r.text().contains("TINY"), "{r:#?}");
     assert!(f.root.join("out/lib/tinypkg.py").exists());
 }
+
+#[test]
+fn sandbox_inside_a_project_keeps_its_surface_read_only() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let root = f.root.to_str().unwrap();
+    let before = snapshot(&f);
+    let run = |extra: &[&str], script: &str| {
+        let out = std::process::Command::new(common::bin())
+            .args([
+                "sandbox", "--json", "--root", root, "--write", root, "--cwd", root,
+            ])
+            .args(extra)
+            .args(["--", "sh", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run(
+        &[],
+        "echo RAN; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED; \
+         (echo x >> .git/config) && echo ESCAPED; echo ok > notes.txt && echo WROTE",
+    );
+    assert!(out.contains("RAN") && out.contains("WROTE"), "{out}");
+    assert!(!out.contains("ESCAPED"), "{out}");
+    assert_eq!(snapshot(&f), before);
+    // --write .git opens .git (and only it) for a git step.
+    let git = f.root.join(".git");
+    let out = run(
+        &["--write", git.to_str().unwrap()],
+        "(echo '# ok' >> .git/config) && echo GIT-WROTE; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED",
+    );
+    assert!(
+        out.contains("GIT-WROTE") && !out.contains("ESCAPED"),
+        "{out}"
+    );
+}

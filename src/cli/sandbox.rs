@@ -94,7 +94,7 @@ fn absolute(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
-pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let here = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = absolute(&here, args.cwd.as_deref().unwrap_or(&here));
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
@@ -126,6 +126,14 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             },
         };
         spec.env.push((k, v));
+    }
+    // Inside a project (`--root`, or a `.glee/` above the working
+    // directory), its control surface stays read-only here too.
+    if let Ok(project) = glovebox::manifest::project::Project::discover_with(
+        cli.root.as_deref(),
+        cli.tools_json.as_deref(),
+    ) {
+        spec.protect = glovebox::surface::paths(&project, &spec.fs.write);
     }
     spec.stdin = Stdin::InheritIfSafe;
     spec.output = if args.json {
