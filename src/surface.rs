@@ -9,24 +9,21 @@
 //! - a root `tools.json`, and the agentcli file given with `--tools-json`;
 //! - `.git/`, unless the call's own `fs.write` names `.git` or a path
 //!   inside it (a tool whose job is git);
-//! - what each tool runs, as [`crate::approval::covered_files`] finds it
-//!   (its manifest, a command entrypoint inside the root, a python module
-//!   file), plus a python package's directory, a venv inside the root and
-//!   every literal command argument naming a file inside the root (a
-//!   script passed to an interpreter).
-//!
-//! TODO(issue 15): switch the per-tool part to `crate::footprint` (args,
-//! module file and package dir with its `__init__` chain, native
-//! extensions, venv) once it is on main.
+//! - what each tool runs: its [`crate::footprint`] (manifest, entrypoint,
+//!   script arguments, the python module with its package chain and every
+//!   name that could shadow it, venv links and start-up files), plus the
+//!   whole of a venv inside the root.
 //!
 //! Only paths that exist are listed (a mount needs something to cover);
 //! names that do not exist yet are covered elsewhere: a planted sibling
-//! package never runs because the python shim loads the exact file
-//! glovebox resolved ([`crate::run::python`]).
+//! package never runs because the python shim loads the exact files
+//! glovebox resolved ([`crate::run::python`]) and never reads the
+//! project's `__pycache__`; a planted root `tools.json`, `.git` or `.glee`
+//! is removed after the call ([`undo_planted`]); and approvals record which
+//! shadowing names exist, so one appearing voids the approval.
 
 use std::path::{Path, PathBuf};
 
-use crate::approval;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::Exec;
 use crate::manifest::project::{Project, Tool};
@@ -50,35 +47,15 @@ pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// What `tool` runs, inside `root`.
+/// What `tool` runs, inside `root`: its footprint ([`crate::footprint`])
+/// and the whole of a venv inside the root (its `site-packages` is code
+/// the tool imports).
 fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
-    let mut files = approval::covered_files(root, tool);
-    match &tool.manifest.exec {
-        Exec::Command(c) => {
-            let cwd = resolve(root, &c.cwd);
-            for a in c.args.iter().filter(|a| !a.contains("${")) {
-                let p = cwd.join(a);
-                if p.is_file() {
-                    files.push(p);
-                }
-            }
+    let mut files = crate::footprint::of(root, tool).paths;
+    if let Exec::Python(p) = &tool.manifest.exec {
+        if let Some(v) = &p.venv {
+            files.push(resolve(root, v));
         }
-        Exec::Python(p) => {
-            let cwd = resolve(root, &p.cwd);
-            // Every package on the dotted path (`a.b.c`: a/ and a/b/),
-            // and the module's own package directory.
-            let parts: Vec<&str> = p.module.split('.').collect();
-            for n in 1..=parts.len() {
-                let dir = cwd.join(parts[..n].join("/"));
-                if dir.join("__init__.py").is_file() {
-                    files.push(dir);
-                }
-            }
-            if let Some(v) = &p.venv {
-                files.push(resolve(root, v));
-            }
-        }
-        _ => {}
     }
     files.retain(|f| f.starts_with(root) && f != root);
     files
@@ -153,6 +130,7 @@ mod tests {
             fs::create_dir_all(&d).unwrap();
             fs::write(d.join("tool.yml"), yml).unwrap();
         }
+        fs::create_dir_all(root.join(".glee/tools")).unwrap();
         fs::create_dir_all(root.join(".git")).unwrap();
         fs::create_dir_all(root.join("pkg/sub")).unwrap();
         fs::write(root.join("pkg/__init__.py"), "").unwrap();

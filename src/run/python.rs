@@ -153,13 +153,15 @@ impl Interpreter {
     }
 }
 
-/// The request the shim reads on stdin; `chain` is the module as
+/// The request the shim reads on stdin: the function is called with
+/// `args` (positional) and `kwargs` (keyword); `chain` is the module as
 /// [`resolve_module`] found it.
 pub fn request(
     exec: &PythonExec,
     cwd: &Path,
     chain: Option<&[Found]>,
     args: Vec<Value>,
+    kwargs: serde_json::Map<String, Value>,
 ) -> Vec<u8> {
     let returns = match exec.returns {
         Format::Json => "json",
@@ -185,6 +187,7 @@ pub fn request(
         "module": exec.module,
         "function": exec.function,
         "args": args,
+        "kwargs": kwargs,
         "return": returns,
     })
     .to_string()
