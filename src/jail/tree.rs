@@ -230,7 +230,25 @@ impl Tree {
             });
         }
         // Protected paths inside a writable bind: bound again, read-only.
+        // A protected path given in its resolved form (no links) is also
+        // found under a writable entry reached through a link (a project
+        // under a symlinked directory).
         let mut prot: Vec<PathBuf> = protected.clone();
+        let real_writable: Vec<(PathBuf, PathBuf)> = entries
+            .iter()
+            .filter(|e| e.writable && e.node == Node::Dir)
+            .filter_map(|e| {
+                let real = std::fs::canonicalize(&e.path).ok()?;
+                (real != e.path).then(|| (real, e.path.clone()))
+            })
+            .collect();
+        for p in protected.iter() {
+            for (real, shown) in &real_writable {
+                if let Ok(rest) = p.strip_prefix(real) {
+                    prot.push(shown.join(rest));
+                }
+            }
+        }
         prot.sort();
         prot.dedup();
         for p in prot {
@@ -575,6 +593,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn protected_paths_are_found_through_a_linked_grant() {
+        let (t, root) = project();
+        fs::create_dir_all(root.join("sub/.glee")).unwrap();
+        // The grant names the project through a link in its parent; the
+        // protected path is in resolved form.
+        let via = t.path().join("via");
+        fs::create_dir(&via).unwrap();
+        let linked_parent = via.join("p");
+        std::os::unix::fs::symlink(&root, &linked_parent).unwrap();
+        let grant = linked_parent.join("sub");
+        let real_glee = fs::canonicalize(root.join("sub/.glee")).unwrap();
+        let tree = Tree::build(&access(&[], &[&grant]), &[real_glee], &[]).unwrap();
+        assert!(!tree.is_writable(&grant.join(".glee/x")), "{tree:#?}");
+        assert!(tree.is_writable(&grant.join("out")));
     }
 
     #[test]
