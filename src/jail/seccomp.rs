@@ -367,6 +367,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn without_a_tree_chmod_is_refused_with_eperm_for_every_path() {
+        use crate::jail::sys;
+        fn attempt(deny: bool) -> i32 {
+            // The test's own file (the path is fixed: this runs in a child).
+            let path = c"/tmp/glovebox-seccomp-metadata-test";
+            if sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).is_err() {
+                return 100;
+            }
+            let Ok(p) = programs(false, deny) else {
+                return 101;
+            };
+            if install(p).is_err() {
+                return 102;
+            }
+            sys::try_chmod(path, 0o600)
+        }
+        let file = std::path::Path::new("/tmp/glovebox-seccomp-metadata-test");
+        std::fs::write(file, "x").unwrap();
+        // The probe: without the metadata rules the same chmod works.
+        assert_eq!(sys::in_child(|| attempt(false)), 0);
+        assert_eq!(sys::in_child(|| attempt(true)), libc::EPERM);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(file).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "only the unfiltered child changed the mode"
+        );
+        std::fs::remove_file(file).unwrap();
+    }
+
+    #[test]
     fn compiles_for_both_network_settings() {
         let off = programs(false, false).unwrap();
         let on = programs(true, false).unwrap();

@@ -591,3 +591,34 @@ pub fn seccomp_mode() -> Option<i32> {
     let rc = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0 as libc::c_ulong) };
     (rc >= 0).then_some(rc)
 }
+
+/// Runs `f` in a forked child and returns its exit status (tests only:
+/// lets a unit test install a filter without touching the test process).
+#[cfg(test)]
+pub fn in_child(f: fn() -> i32) -> i32 {
+    // SAFETY: the child runs only `f` (system calls on stack data in the
+    // tests that use this) and leaves with _exit; the parent only waits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        exit_now(f());
+    }
+    let mut status = 0;
+    // SAFETY: status is a valid int for the call.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    }
+}
+
+/// `chmod(path, mode)`, returning the errno (0 on success); tests only.
+#[cfg(test)]
+pub fn try_chmod(path: &CStr, mode: libc::mode_t) -> i32 {
+    // SAFETY: path is a valid NUL-terminated string.
+    if unsafe { libc::chmod(path.as_ptr(), mode) } == 0 {
+        0
+    } else {
+        errno()
+    }
+}
