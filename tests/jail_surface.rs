@@ -349,4 +349,13 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
         out.contains("GIT-WROTE") && !out.contains("ESCAPED"),
         "{out}"
     );
+    // A root tools.json the command creates is removed, and the run fails.
+    fs::remove_file(f.root.join("tools.json")).unwrap();
+    let out = run(&[], "echo '[]' > tools.json && echo PLANTED");
+    assert!(out.contains("PLANTED"), "{out}");
+    assert!(
+        out.contains("\"ok\":false") && out.contains("removed it"),
+        "{out}"
+    );
+    assert!(!f.root.join("tools.json").exists());
 }
