@@ -44,7 +44,10 @@ fn project() -> Fixture {
     ));
     f.file(
         "pkg.py",
-        "import os\ndef run():\n    return 'PKG-ORIGINAL'\n",
+        &format!(
+            "import os\n# {}\ndef run():\n    return 'PKG-ORIGINAL'\n",
+            "padding ".repeat(30)
+        ),
     );
     f.tool(&python_tool(
         "py",
@@ -358,4 +361,39 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
         "{out}"
     );
     assert!(!f.root.join("tools.json").exists());
+}
+
+#[test]
+fn a_planted_bytecode_cache_never_runs() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    // The writer plants __pycache__/pkg.cpython-*.pyc compiled from other
+    // code with pkg.py's own size and mtime, which Python's cache check
+    // accepts in place of the source.
+    let plant = r##"python3 - <<'PY'
+import os, py_compile, importlib.util
+st = os.stat("pkg.py")
+evil = "open('out/PYC-RAN', 'w').write('x')\ndef run():\n    return 'EVIL'\n"
+evil += "#" * (st.st_size - len(evil) - 1) + "\n"
+os.makedirs("out", exist_ok=True)
+open("out/evil_src.py", "w").write(evil)
+os.utime("out/evil_src.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+cache = importlib.util.cache_from_source("pkg.py")
+py_compile.compile("out/evil_src.py", cfile=cache, dfile="pkg.py")
+print("PYC-PLANTED", cache)
+PY"##;
+    let r = sh(&f, "writer", plant);
+    r.assert_ok();
+    assert!(r.text().contains("PYC-PLANTED"), "{r:#?}");
+    let pyc: Vec<_> = fs::read_dir(f.root.join("__pycache__")).unwrap().collect();
+    assert_eq!(pyc.len(), 1, "the cache file is there");
+    let py = f.run("py", &[]);
+    py.assert_ok();
+    assert_eq!(py.output(), &json!("PKG-ORIGINAL"), "{py:#?}");
+    assert!(
+        !f.root.join("out/PYC-RAN").exists(),
+        "the planted bytecode ran"
+    );
 }
