@@ -397,3 +397,36 @@ PY"##;
         "the planted bytecode ran"
     );
 }
+
+#[test]
+fn explain_shows_the_tree_and_the_protected_paths() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let out = std::process::Command::new(common::bin())
+        .args(["explain", "writer", "--root"])
+        .arg(&f.root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = |label: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line: {text}"))
+            .to_string()
+    };
+    assert!(
+        line("writable").contains(f.root.to_str().unwrap()),
+        "{text}"
+    );
+    let protected = line("protected");
+    for p in [".glee", ".git", "tools.json", "scripts/other.sh", "pkg.py"] {
+        assert!(protected.contains(p), "{p} not protected: {text}");
+    }
+    assert!(
+        line("metadata").contains("only inside writable paths"),
+        "{text}"
+    );
+}
