@@ -29,6 +29,11 @@
 //!    other host device), links `/dev/fd`, `/dev/std{in,out,err}`;
 //! 5. the host's root detached, the staging root made read-only.
 //!
+//! The tree is decided per call, before `clone`: which grants and
+//! protected paths exist is read then, so a path created since an earlier
+//! call is never missed (a cached plan could leave a new protected file
+//! writable). Deciding costs a few `lstat`s per grant.
+//!
 //! Landlock stays on top, with the same rules, as a second independent
 //! layer. [`metadata_guard`] decides what covers metadata calls where no
 //! mount namespace can be made.
