@@ -200,3 +200,48 @@ fn the_tree_is_reported_in_the_result() {
     assert_eq!(r.json["enforcement"]["mount_tree"], true, "{r:#?}");
     assert_eq!(r.json["enforcement"]["metadata_guard"], "tree", "{r:#?}");
 }
+
+#[test]
+fn the_state_directory_is_not_in_the_jail() {
+    if !jail_available() {
+        return;
+    }
+    let t = tempdir();
+    let state = t.path().join("state");
+    fs::create_dir(&state).unwrap();
+    fs::write(state.join("audit.key"), "KEY-CANARY").unwrap();
+    let key = state.join("audit.key");
+    let before = facts(&key);
+    let probes = probes();
+    let probe = probe();
+    let run = |args: &[&str]| {
+        let mut all = vec!["python3", path_str(&probe)];
+        all.extend_from_slice(args);
+        sandbox_env(
+            &["--read", path_str(&probes)],
+            &all,
+            &[("GLOVEBOX_STATE_DIR", path_str(&state))],
+        )
+    };
+    for a in ["stat", "chmod", "read", "inotify"] {
+        let r = run(&[a, path_str(&key)]);
+        refused_with(&r, "ENOENT");
+        assert!(!r.stdout.contains("KEY-CANARY"), "{r:#?}");
+    }
+    assert_eq!(facts(&key), before);
+    // A grant that covers it is refused before anything runs.
+    let out = Command::new(bin())
+        .args([
+            "sandbox",
+            "--json",
+            "--read",
+            path_str(t.path()),
+            "--",
+            "true",
+        ])
+        .env("GLOVEBOX_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("state directory"));
+}
