@@ -352,7 +352,12 @@ impl Engine {
         };
 
         if tool.origin == Origin::Builtin {
-            let surface = crate::surface::for_writes(&self.project);
+            // Only a write needs the control surface (to refuse it).
+            let surface = if name == crate::builtin::write_file::NAME {
+                crate::surface::for_writes(&self.project)
+            } else {
+                Vec::new()
+            };
             let ctx = crate::builtin::Context {
                 root: &self.project.root,
                 config,

@@ -29,8 +29,26 @@ use crate::manifest::model::Exec;
 use crate::manifest::project::{Project, Tool};
 
 /// The protected paths of `project` for a call whose write grants are
-/// `write` (absolute), sorted, existing paths only.
+/// `write` (absolute), sorted, existing paths only. Empty when no write
+/// grant reaches into the root (nothing there could be changed anyway), so
+/// a read-only call does not pay for working out every tool's footprint.
 pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
+    let root = &project.root;
+    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+    let reaches = |w: &PathBuf| {
+        let real = std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
+        [root, &real_root].iter().any(|r| {
+            w.starts_with(r) || r.starts_with(w) || real.starts_with(r) || r.starts_with(&real)
+        })
+    };
+    if !write.iter().any(reaches) {
+        return Vec::new();
+    }
+    surface_of(project, write)
+}
+
+/// [`paths`] without the early return.
+fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     let root = &project.root;
     let mut out = vec![root.join(".glee"), root.join("tools.json")];
     out.extend(project.tools_json.iter().cloned());
@@ -68,7 +86,7 @@ const ROOT_NAMES: [&str; 3] = [".glee", "tools.json", ".git"];
 /// What the built-ins may never write: [`paths`] plus the root control
 /// names whether they exist or not (a write would create them).
 pub fn for_writes(project: &Project) -> Vec<PathBuf> {
-    let mut out = paths(project, &[]);
+    let mut out = surface_of(project, &[]);
     out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
     out.sort();
     out.dedup();
@@ -156,7 +174,11 @@ mod tests {
     fn surface_holds_control_files_and_what_tools_run() {
         let (_t, p) = project(&[("c", CMD), ("p", PY)]);
         let root = &p.root;
-        let s = paths(&p, &[]);
+        let s = paths(&p, std::slice::from_ref(&p.root));
+        assert!(
+            paths(&p, &[]).is_empty(),
+            "nothing writable: nothing to protect"
+        );
         for want in [
             root.join(".glee"),
             root.join(".git"),
