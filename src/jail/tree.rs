@@ -481,6 +481,17 @@ fn collect(path: &Path, write: bool, grants: &mut Vec<Grant>, depth: u8) -> Resu
         });
         return Ok(());
     }
+    if p == Path::new("/") {
+        // The whole host: each top-level entry (the jail's own root, /proc
+        // and /dev stay the jail's).
+        let Ok(dir) = std::fs::read_dir("/") else {
+            return Ok(());
+        };
+        for e in dir.flatten() {
+            collect(&p.join(e.file_name()), write, grants, depth)?;
+        }
+        return Ok(());
+    }
     let Ok(meta) = std::fs::symlink_metadata(&p) else {
         return Ok(());
     };
@@ -731,6 +742,22 @@ mod tests {
             })
             .collect();
         assert_eq!(binds, ["/dev/null"]);
+    }
+
+    #[test]
+    fn granting_the_root_grants_its_entries() {
+        let a = FsAccess {
+            read: vec!["/".into()],
+            ..FsAccess::default()
+        };
+        let tree = Tree::build(&a, &[], &[]).unwrap();
+        assert!(tree.entries.iter().any(|e| e.path == Path::new("/usr")));
+        assert!(!tree.entries.iter().any(|e| e.path == Path::new("/")));
+        let plan = tree.plan().unwrap();
+        assert!(!plan
+            .ops
+            .iter()
+            .any(|o| matches!(o, Op::Bind { dst, .. } if dst.to_bytes().starts_with(b"/proc"))));
     }
 
     #[test]
