@@ -161,6 +161,7 @@ impl Engine {
     pub fn policy(&self, name: &str) -> Result<Policy, Box<Outcome>> {
         let (tool, config) = self.tool_and_config(name)?;
         Policy::for_tool(&self.project.root, &tool.manifest, config)
+            .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))
     }
 
@@ -355,10 +356,17 @@ impl Engine {
         };
 
         if tool.origin == Origin::Builtin {
+            // Only a write needs the control surface (to refuse it).
+            let surface = if name == crate::builtin::write_file::NAME {
+                crate::surface::for_writes(&self.project)
+            } else {
+                Vec::new()
+            };
             let ctx = crate::builtin::Context {
                 root: &self.project.root,
                 config,
                 caller,
+                surface: &surface,
             };
             return Ok(crate::builtin::call(name, &params, &ctx));
         }
@@ -416,6 +424,7 @@ impl Engine {
         let redact = Redactor::new(&secret_values);
 
         let policy = Policy::for_tool(&self.project.root, m, config)
+            .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))?;
         crate::state::ensure_not_exposed(&policy.fs_access()).map_err(|e| {
             Box::new(Outcome::failure(
@@ -433,6 +442,7 @@ impl Engine {
         };
         let job = Job {
             name,
+            root: &self.project.root,
             policy: &policy,
             secrets: &secret_values,
             redact: &redact,
@@ -558,8 +568,10 @@ impl Engine {
             }
             None => kwargs = bindings.params.clone(),
         }
+        let chain = python::resolve_module(&cwd, &exec.module)
+            .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
-        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args, kwargs));
+        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
         let returns = exec.returns;
         job.execute(
             spec,
@@ -608,6 +620,7 @@ impl Engine {
 /// What every kind of run needs from the decisions already made.
 struct Job<'a> {
     name: &'a str,
+    root: &'a std::path::Path,
     policy: &'a Policy,
     secrets: &'a IndexMap<String, String>,
     redact: &'a Redactor,
@@ -638,6 +651,7 @@ impl Job<'_> {
         let mut spec = Spec::new(argv);
         spec.cwd = cwd;
         spec.fs = self.policy.fs_access();
+        spec.protect = self.policy.protected.clone();
         spec.network = self.policy.network;
         spec.limits = self.policy.limits.clone();
         spec.degraded = self.policy.degraded;
@@ -661,7 +675,26 @@ impl Job<'_> {
         read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
     ) -> Result<Outcome, Box<Outcome>> {
         let gateway = self.network(&mut spec);
-        let mut outcome = match run::start(&spec) {
+        let absent = crate::surface::absent(self.root, &self.policy.write);
+        let started = run::start(&spec);
+        let planted = crate::surface::undo_planted(&absent);
+        let mut outcome = match started {
+            Err(e) => run::jail_error(self.name, &e, program),
+            Ok(_) if !planted.is_empty() => {
+                let names: Vec<String> = planted
+                    .iter()
+                    .map(|p| p.strip_prefix(self.root).unwrap_or(p).display().to_string())
+                    .collect();
+                Outcome::failure(
+                    self.name,
+                    ErrorKind::PermissionExceedsCeiling,
+                    format!(
+                        "the tool created {}, part of the project's control surface (it would define tools or run code outside the jail); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
+                        names.join(", ")
+                    ),
+                    json!({"removed": names}),
+                )
+            }
             Ok(result) => run::finish(
                 self.name,
                 result,
@@ -670,7 +703,6 @@ impl Job<'_> {
                 self.schemas,
                 read,
             ),
-            Err(e) => run::jail_error(self.name, &e, program),
         };
         if spec.network && spec.direct_network {
             self.extra.push(("network", "direct".into()));

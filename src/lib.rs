@@ -33,9 +33,14 @@
 //!   proxy (HTTP `CONNECT`, absolute-form HTTP, SOCKS5) behind the same
 //!   SSRF guard as http tools, host allowlists, never glovebox's own
 //!   servers, and a per-call log of every connection for the audit line.
-//! - [`jail`]: the confined child process — Landlock, seccomp, PID / mount /
-//!   IPC (/ user / network) namespaces, cgroup limits, capability drop, a
-//!   scrubbed environment; every `unsafe` block lives in its `sys` module.
+//! - [`jail`]: the confined child process — its own root built from
+//!   read-only binds of what it is granted ([`jail::tree`]), Landlock,
+//!   seccomp, PID / mount / IPC (/ user / network) namespaces, cgroup
+//!   limits, capability drop, a scrubbed environment; every `unsafe` block
+//!   lives in its `sys` module.
+//! - [`surface`]: the project's control surface (`.glee/`, `tools.json`,
+//!   `.git/`, what its tools run), read-only in every jail, inside write
+//!   grants too, and never written by the built-ins.
 //! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
 //!   content, agent-created tools under the project's permission ceiling,
 //!   the HMAC-chained audit log (each line naming its key), and glovebox's
@@ -91,5 +96,6 @@ pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod state;
+pub mod surface;
 pub mod template;
 pub mod validate;
