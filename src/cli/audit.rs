@@ -1,4 +1,4 @@
-//! `glovebox audit`: read the audit log back, or verify it.
+//! `glovebox audit`: read the audit log back, verify it, or reseal it.
 
 use std::process::ExitCode;
 
@@ -17,24 +17,59 @@ pub struct Args {
     /// Only entries at or after this time (RFC 3339 prefix, e.g. 2026-11-22).
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
-    /// Check that no line was edited, inserted, reordered or removed.
-    #[arg(long)]
+    /// Check that no line was edited, inserted, reordered or removed, and
+    /// list the calls that never finished.
+    #[arg(long, conflicts_with = "reseal")]
     pub verify: bool,
+    /// Accept the log as it now is, after looking at what --verify reports:
+    /// logged as an AUDIT_RESEALED event; --verify passes again until the
+    /// next break.
+    #[arg(long)]
+    pub reseal: bool,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let root = super::project(cli)?.root;
     let log = Log::for_project(&root)?;
+    if args.reseal {
+        let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+        let before = log.reseal(&format!("cli:{user}"))?;
+        if args.json {
+            println!("{}", serde_json::to_string(&before)?);
+        } else {
+            println!(
+                "{}: resealed; {} problem(s) acknowledged (logged as AUDIT_RESEALED)",
+                log.path().display(),
+                before.problems.len()
+            );
+            for p in &before.problems {
+                println!("  {p}");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.verify {
         let v = log.verify()?;
         if args.json {
             println!("{}", serde_json::to_string(&v)?);
-        } else if v.intact() {
-            println!("{}: intact ({} lines)", log.path().display(), v.valid_lines);
         } else {
-            println!("{}: TAMPERED OR DAMAGED", log.path().display());
-            for p in &v.problems {
-                println!("  {p}");
+            if v.intact() {
+                println!("{}: intact ({} lines)", log.path().display(), v.valid_lines);
+            } else {
+                println!("{}: TAMPERED OR DAMAGED", log.path().display());
+                for p in &v.problems {
+                    println!("  {p}");
+                }
+                println!("  once you have looked: glovebox audit --reseal");
+            }
+            if v.acknowledged > 0 {
+                println!("  {} problem(s) acknowledged by a reseal", v.acknowledged);
+            }
+            for p in &v.interrupted {
+                println!("  interrupted: {p}");
+            }
+            for p in &v.unfinished {
+                println!("  unfinished: {p}");
             }
         }
         return Ok(if v.intact() {

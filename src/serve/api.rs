@@ -26,7 +26,7 @@
 //! `isError`); else by kind: 400 `input_invalid`, 403 `approval_required`
 //! and `permission_exceeds_ceiling`, 404 `tool_not_found`, 500
 //! `manifest_invalid`, `secret_missing` and `internal`, 503
-//! `sandbox_unavailable` and a call the server killed on shutdown
+//! `sandbox_unavailable`, `audit_unavailable` and a call the server killed on shutdown
 //! (`internal` with `details.cancelled`). The body is the Outcome in every
 //! case.
 
@@ -210,7 +210,9 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
             StatusCode::FORBIDDEN
         }
         Some(ErrorKind::ToolNotFound) => StatusCode::NOT_FOUND,
-        Some(ErrorKind::SandboxUnavailable) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(ErrorKind::SandboxUnavailable | ErrorKind::AuditUnavailable) => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         Some(ErrorKind::ManifestInvalid | ErrorKind::SecretMissing | ErrorKind::Internal) => {
             StatusCode::INTERNAL_SERVER_ERROR
         }

@@ -131,11 +131,31 @@ impl Calls {
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let tool = name.clone();
         let running = self.running.token();
+        // The thread's name comes from the request: only a valid tool name
+        // is used (a NUL byte would make naming the thread fail).
+        let thread_name = if crate::manifest::name::is_valid(&tool) {
+            format!("call-{tool}")
+        } else {
+            "call".to_string()
+        };
         std::thread::Builder::new()
-            .name(format!("call-{tool}"))
+            .name(thread_name)
             .spawn(move || {
                 let _running = running;
-                let _ = tx.send(engine.call(&name, params, &caller));
+                // A bug in one call must not take the server down: its
+                // panic becomes an `internal` Outcome for that call alone.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    engine.call(&name, params, &caller)
+                }))
+                .unwrap_or_else(|_| {
+                    Outcome::failure(
+                        &crate::manifest::name::shown(&name),
+                        crate::run::ErrorKind::Internal,
+                        "the call failed on an internal error of glovebox (its intent stays unfinished in the audit log); please report it",
+                        serde_json::json!({"panic": true}),
+                    )
+                });
+                let _ = tx.send(outcome);
             })
             .map_err(|source| CallError::SpawnThread { source })?;
         let started = Instant::now();
