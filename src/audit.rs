@@ -452,8 +452,8 @@ impl Log {
                     "the log does not end where glovebox last wrote it".into(),
                 ));
             }
-            let fragment_at = len - text.len() as u64
-                + text.rfind('\n').map_or(0, |i| i as u64 + 1);
+            let fragment_at =
+                len - text.len() as u64 + text.rfind('\n').map_or(0, |i| i as u64 + 1);
             let lines = count_lines(file)?;
             let mut fragment = Vec::new();
             file.seek(SeekFrom::Start(fragment_at))?;
@@ -651,7 +651,10 @@ impl Event {
 /// (unterminated) last line if any; plus the macs of lines by their end
 /// offset.
 #[allow(clippy::type_complexity)]
-fn chain_problems(key: &[u8], text: &str) -> (Vec<(usize, String)>, Vec<String>, Vec<(u64, String)>) {
+fn chain_problems(
+    key: &[u8],
+    text: &str,
+) -> (Vec<(usize, String)>, Vec<String>, Vec<(u64, String)>) {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut problems = Vec::new();
     let mut interrupted = Vec::new();
@@ -694,7 +697,10 @@ fn chain_problems(key: &[u8], text: &str) -> (Vec<(usize, String)>, Vec<String>,
 fn check(key: &[u8], bytes: &[u8], head: Option<&Head>) -> Verification {
     let text = String::from_utf8_lossy(bytes);
     let (chain, mut interrupted, ends) = chain_problems(key, &text);
-    let valid = text.split_inclusive('\n').filter(|l| l.ends_with('\n')).count()
+    let valid = text
+        .split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .count()
         - chain.len();
     let mut problems = Vec::new();
     let mut acknowledged = 0;

@@ -28,7 +28,10 @@ impl Project {
     fn new() -> Project {
         let f = Fixture::new();
         let state = f.base.join("state");
-        f.script("scripts/mark.sh", "#!/bin/sh\ntouch \"out/$1\"\necho \"$1\"\n");
+        f.script(
+            "scripts/mark.sh",
+            "#!/bin/sh\ntouch \"out/$1\"\necho \"$1\"\n",
+        );
         std::fs::create_dir_all(f.root.join("out")).unwrap();
         f.tool(&command_tool(
             "mark",
@@ -59,8 +62,11 @@ impl Project {
 
     fn mark(&self, w: &str) -> Called {
         let state = self.state.to_str().unwrap().to_string();
-        self.f
-            .run_env("mark", &[&format!("w={w}")], &[("GLOVEBOX_STATE_DIR", &state)])
+        self.f.run_env(
+            "mark",
+            &[&format!("w={w}")],
+            &[("GLOVEBOX_STATE_DIR", &state)],
+        )
     }
 
     fn marked(&self, w: &str) -> bool {
@@ -173,7 +179,11 @@ fn a_reseal_acknowledges_only_the_damage_it_saw() {
         p.mark(w).assert_ok();
     }
     let original = p.log();
-    std::fs::write(p.log_path(), original.replacen("\"w\":\"b\"", "\"w\":\"z\"", 2)).unwrap();
+    std::fs::write(
+        p.log_path(),
+        original.replacen("\"w\":\"b\"", "\"w\":\"z\"", 2),
+    )
+    .unwrap();
     assert!(!p.verify().0);
     p.mark("d").assert_ok();
     assert!(!p.verify().0, "an edit stays visible after further calls");
@@ -202,7 +212,10 @@ fn an_unwritable_log_or_head_refuses_the_call() {
     std::fs::create_dir(p.log_path()).unwrap();
     let r = p.mark("blocked");
     r.assert_failed("audit_unavailable", 1);
-    assert!(!p.marked("blocked"), "the tool ran without a record: {r:#?}");
+    assert!(
+        !p.marked("blocked"),
+        "the tool ran without a record: {r:#?}"
+    );
     assert!(r.message().contains("audit"), "{r:#?}");
     assert!(
         r.glovebox_stderr.contains("refused"),
@@ -225,10 +238,7 @@ fn an_unwritable_log_or_head_refuses_the_call() {
     let r = p.mark("anyway");
     r.assert_ok();
     assert!(p.marked("anyway"));
-    assert!(
-        r.json["warnings"].to_string().contains("audit"),
-        "{r:#?}"
-    );
+    assert!(r.json["warnings"].to_string().contains("audit"), "{r:#?}");
 }
 
 /// SIGKILL of glovebox mid-call: the call's intent is in the log, and
@@ -306,8 +316,11 @@ fn interrupted_writes_are_not_tampering() {
         .append(true)
         .open(p.log_path())
         .unwrap();
-    std::io::Write::write_all(&mut f, b"[2026-11-23T00:00:00Z] TOOL_EXECUTED name=x mac=00\n")
-        .unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        b"[2026-11-23T00:00:00Z] TOOL_EXECUTED name=x mac=00\n",
+    )
+    .unwrap();
     assert!(!p.verify().0);
     p.mark("d").assert_ok();
     assert!(!p.verify().0);

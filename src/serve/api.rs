@@ -63,6 +63,8 @@ pub const CALLER: &str = "http";
 pub const DEFAULT_USAGE_LIMIT: usize = 50;
 /// Most usage entries answered.
 pub const MAX_USAGE_LIMIT: usize = 1000;
+/// Usage requests reading the audit log at once.
+pub const USAGE_READERS: usize = 4;
 
 /// A tool in HDN's registry shape, plus what glovebox knows about it
 /// under `glovebox`.
@@ -253,14 +255,18 @@ pub fn create_problem(e: &CreateError) -> Problem {
 /// The API's routes over `live` (the guard and limits are added by
 /// [`super::http::router`]). `/healthz` and `/openapi.json` come
 /// separately from [`open_routes`], outside the concurrency limit.
-pub fn routes(live: Arc<Live>) -> Router {
+pub fn routes(live: Arc<Live>, usage_scan_bytes: u64) -> Router {
+    // At most this many usage reads at once, each of at most
+    // `usage_scan_bytes`: the memory usage takes is bounded.
+    let readers = Arc::new(tokio::sync::Semaphore::new(USAGE_READERS));
     Router::new()
         .route("/api/v1/tools", get(list).post(create_tool))
         // `usage` and `discover` are also tool names for the methods those
         // routes do not take.
         .route(
             "/api/v1/tools/usage",
-            get(usage).delete(|s, h| delete_named(s, "usage".into(), h)),
+            get(move |s, uri| usage(s, uri, usage_scan_bytes, readers))
+                .delete(|s, h| delete_named(s, "usage".into(), h)),
         )
         .route(
             "/api/v1/tools/discover",
@@ -442,6 +448,14 @@ async fn invoke(
         )
         .await;
     match outcome {
+        Ok(o) if super::call::is_busy(&o) => {
+            let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &o);
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+            r
+        }
         Ok(o) => json_response(invoke_status(&o), &o),
         Err(e) => internal(crate::run::error_chain(&e)),
     }
@@ -622,7 +636,8 @@ pub fn usage_query(query: Option<&str>) -> Result<UsageQuery, Problem> {
     Ok(q)
 }
 
-/// Recent calls from the audit log, newest first: `{ts, type, tool, …}`
+/// Recent calls from the end of the audit log (its last
+/// `--usage-scan-bytes`), newest first: `{ts, type, tool, …}`
 /// with every field the log line has (`status`, `kind`, `duration_ms`,
 /// `caller`, `agent_id`, `project_id`, `reason`); parameters are left out.
 /// Calls are `TOOL_EXECUTED` entries and `TOOL_DENIED` ones for want of an
@@ -670,14 +685,22 @@ pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
         .collect()
 }
 
-async fn usage(State(live): State<Arc<Live>>, uri: Uri) -> Response {
+async fn usage(
+    State(live): State<Arc<Live>>,
+    uri: Uri,
+    scan_bytes: u64,
+    readers: Arc<tokio::sync::Semaphore>,
+) -> Response {
     let q = match usage_query(uri.query()) {
         Ok(q) => q,
         Err(p) => return p.into_response(),
     };
+    let Ok(_reader) = readers.acquire_owned().await else {
+        return internal("the usage readers are closed");
+    };
     let root = live.root().to_path_buf();
     let read = tokio::task::spawn_blocking(move || {
-        audit::Log::for_project(&root).and_then(|log| log.entries())
+        audit::Log::for_project(&root).and_then(|log| log.recent_entries(scan_bytes))
     })
     .await;
     match read {

@@ -16,7 +16,7 @@
 //! Refusals are JSON [`Problem`]s. [`serve`] stops as
 //! [`super::shutdown`] describes.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,16 +25,15 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
 use axum::Router;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 
-use super::limits::{self, Limits, Slots};
+use super::limits::{self, Limits};
 use super::live::Live;
 use super::mcp::Server;
 use super::problem::Problem;
+use super::sessions::BoundedSessions;
 use super::{api, shutdown};
 use crate::run::ErrorKind;
 
@@ -119,9 +118,14 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
     let for_mcp = live.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(Server::new(for_mcp.clone())),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(BoundedSessions::new(
+            options.limits.max_sessions,
+            options.limits.session_idle_timeout,
+        )),
         config,
     );
+    // One bound on calls for /mcp, the API and (in `glovebox mcp`) stdio.
+    live.calls().set_limits(options.limits.calls);
     let guard = Guard {
         token_digest: options
             .token
@@ -130,10 +134,10 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
     };
     let limited = Router::new()
         .route_service("/mcp", mcp)
-        .merge(api::routes(live.clone()))
+        .merge(api::routes(live.clone(), options.limits.usage_scan_bytes))
         .layer(middleware::from_fn_with_state(
-            Slots::new(&options.limits),
-            limits::limit_calls,
+            options.limits.clone(),
+            limits::limit_time,
         ));
     Router::new()
         .merge(limited)
@@ -171,19 +175,73 @@ pub async fn serve(
     })?;
     bound(addr);
     let stopping = tokio_util::sync::CancellationToken::new();
-    // Replies are small and written in pieces: without TCP_NODELAY, Nagle
-    // and the client's delayed ACK add ~40 ms to a call.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
-        }
-    });
-    let server = axum::serve(listener, router)
-        .with_graceful_shutdown(stopping.clone().cancelled_owned())
-        .into_future();
+    let server = accept(listener, router, options.limits.clone(), stopping.clone());
     shutdown::drain(server, stop, stopping, live.calls(), options.grace)
         .await
         .map_err(|source| HttpError::Serve { source })
+}
+
+/// Accepts connections until `stopping`, at most `limits.max_connections`
+/// open at once, each closed when its headers take longer than
+/// `limits.header_timeout` or it sits idle that long; then waits for the
+/// open connections to finish.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: Limits,
+    stopping: tokio_util::sync::CancellationToken,
+) -> Result<(), std::io::Error> {
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    loop {
+        let permit = match open.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                eprintln!(
+                    "glovebox: {} connections are open (glovebox serve --max-connections): new ones wait until one closes",
+                    limits.max_connections
+                );
+                tokio::select! {
+                    p = open.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                    _ = stopping.cancelled() => break,
+                }
+            }
+        };
+        let tcp = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of fds, or a connection reset before it was
+                    // accepted: say so, breathe, go on.
+                    eprintln!("glovebox: cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = stopping.cancelled() => break,
+        };
+        // Replies are small and written in pieces: without TCP_NODELAY,
+        // Nagle and the client's delayed ACK add ~40 ms to a call.
+        if let Err(e) = tcp.set_nodelay(true) {
+            eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {

@@ -18,7 +18,8 @@
 //!   behind an `Origin` check and an optional bearer token.
 //! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`),
 //!   described by [`openapi`]; its errors are [`problem`]s.
-//! - [`limits`]: body size, concurrency and request time limits.
+//! - [`limits`]: body size, connection, concurrency and time limits;
+//!   [`sessions`]: the bounded MCP sessions of `/mcp`.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 
 pub mod api;
@@ -31,5 +32,6 @@ pub mod mcp;
 pub mod openapi;
 pub mod problem;
 pub mod reply;
+pub mod sessions;
 pub mod shutdown;
 pub mod watch;
