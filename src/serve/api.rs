@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -393,7 +394,29 @@ fn not_found(name: &str) -> Problem {
     )
 }
 
-async fn show(state: State<Arc<Live>>, Path(name): Path<String>) -> Response {
+/// The `{name}` of a route. A segment that is not UTF-8 once decoded names
+/// no tool: 404 `tool_not_found` (JSON, as every refusal), like any other
+/// name outside the grammar.
+fn path_name(path: Result<Path<String>, PathRejection>) -> Result<String, Problem> {
+    match path {
+        Ok(Path(name)) => Ok(name),
+        Err(e) => Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            ErrorKind::ToolNotFound,
+            format!(
+                "the tool name in the path is not a tool name ({}; names match {})",
+                e.body_text(),
+                crate::manifest::name::GRAMMAR
+            ),
+        )),
+    }
+}
+
+async fn show(state: State<Arc<Live>>, path: Result<Path<String>, PathRejection>) -> Response {
+    let name = match path_name(path) {
+        Ok(n) => n,
+        Err(p) => return p.into_response(),
+    };
     show_named(state, name).await
 }
 
@@ -421,10 +444,14 @@ async fn show_named(State(live): State<Arc<Live>>, name: String) -> Response {
 
 async fn invoke(
     State(live): State<Arc<Live>>,
-    Path(name): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let name = match path_name(path) {
+        Ok(n) => n,
+        Err(p) => return p.into_response(),
+    };
     let params = match json_body(body).await {
         Ok(p @ (Value::Object(_) | Value::Null)) => p,
         Ok(_) => {
@@ -542,9 +569,13 @@ async fn create_tool(State(live): State<Arc<Live>>, headers: HeaderMap, body: Bo
 
 async fn delete_tool(
     state: State<Arc<Live>>,
-    Path(name): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
+    let name = match path_name(path) {
+        Ok(n) => n,
+        Err(p) => return p.into_response(),
+    };
     delete_named(state, name, headers).await
 }
 

@@ -1,0 +1,270 @@
+//! One bad request cannot stop the server (issue 23): every entry point
+//! (the HTTP API, MCP over stdio, MCP over HTTP) refuses tool names with a
+//! NUL byte, control characters, non-UTF-8 bytes or too many characters
+//! with a clean error, never lets them reach a log line as extra fields,
+//! and answers the next request. Also: the one bound on calls (queue,
+//! then busy) is the same over stdio and HTTP, and MCP sessions are
+//! capped.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+mod servekit;
+
+use std::time::Duration;
+
+use common::*;
+use runkit::*;
+use serde_json::{json, Value};
+use servekit::*;
+
+fn project() -> Fixture {
+    let f = Fixture::new();
+    f.tool(&command_tool(
+        "echo",
+        schema(json!({"w": {"type": "string"}})),
+        json!({"entrypoint": "echo", "args": ["${w}"]}),
+        read_root(),
+    ));
+    f.tool(&command_tool(
+        "nap",
+        schema(json!({"secs": {"type": "string"}})),
+        json!({"entrypoint": "sleep", "args": ["${secs}"]}),
+        read_root(),
+    ));
+    f
+}
+
+fn state_env(f: &Fixture) -> Vec<(String, String)> {
+    vec![(
+        "GLOVEBOX_STATE_DIR".into(),
+        f.base.join("state").to_str().unwrap().to_string(),
+    )]
+}
+
+fn envs(v: &[(String, String)]) -> Vec<(&str, &str)> {
+    v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+fn audit_log(f: &Fixture) -> String {
+    std::fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap_or_default()
+}
+
+/// Names no tool can have, as JSON strings (for MCP).
+fn bad_names() -> Vec<String> {
+    vec![
+        "a\u{0}b".into(),
+        "ec\u{0}ho".into(),
+        "echo\u{1}".into(),
+        "echo\n[2026-01-01T00:00:00Z] TOOL_EXECUTED name=x".into(),
+        "\u{1b}[2Jecho".into(),
+        "x".repeat(100_000),
+        "echo agent_id=alice status=success".into(),
+        "é".into(),
+        String::new(),
+    ]
+}
+
+/// No log line gained a field from a name: every line parses to the
+/// fields glovebox writes, and no `agent_id=alice` appears.
+fn assert_no_forged_fields(f: &Fixture) {
+    let log = audit_log(f);
+    assert!(!log.contains("agent_id=alice"), "{log}");
+    assert!(!log.contains("status=success status"), "{log}");
+    for line in log.lines() {
+        assert!(line.starts_with('['), "a line was split: {line:?}\n{log}");
+    }
+}
+
+#[test]
+fn http_bad_tool_names_are_refused_and_the_server_goes_on() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let long = "x".repeat(5000);
+    let paths = [
+        "/api/v1/tools/ec%00ho/invoke".to_string(),
+        "/api/v1/tools/a%00b/invoke".to_string(),
+        "/api/v1/tools/echo%01/invoke".to_string(),
+        "/api/v1/tools/echo%0A%5Bx%5D%20TOOL_EXECUTED/invoke".to_string(),
+        "/api/v1/tools/%FF%FE/invoke".to_string(),
+        "/api/v1/tools/%C3%A9/invoke".to_string(),
+        format!("/api/v1/tools/{long}/invoke"),
+        "/api/v1/tools/repo_scan%20agent_id=alice/invoke".to_string(),
+    ];
+    for path in &paths {
+        let a = s.request("POST", path, &[("Content-Type", "application/json")], b"{}");
+        assert_eq!(
+            (a.status, a.kind()),
+            (404, "tool_not_found"),
+            "{path}: {a:?}"
+        );
+        assert!(a.json.is_object(), "{path}: a JSON answer: {a:?}");
+        s.assert_alive();
+        // GET and DELETE of the same names too.
+        let g = s.request("GET", path.trim_end_matches("/invoke"), &[], b"");
+        assert!(g.json.is_object() && g.status == 404, "{path}: {g:?}");
+        let d = s.request("DELETE", path.trim_end_matches("/invoke"), &[], b"");
+        assert!(d.json.is_object() && d.status >= 400, "{path}: {d:?}");
+        s.assert_alive();
+    }
+    // The next call works.
+    let ok = s.post("/api/v1/tools/echo/invoke", &json!({"w": "after"}));
+    if jail_available() {
+        assert_eq!(ok.status, 200, "{ok:?}");
+        assert_eq!(ok.json["output"], "after\n", "{ok:?}");
+    }
+    assert_no_forged_fields(&f);
+}
+
+#[test]
+fn stdio_bad_tool_names_are_refused_and_the_server_goes_on() {
+    let f = project();
+    let st = state_env(&f);
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &[]);
+    let mut id = 10;
+    for name in bad_names() {
+        // Through glee_tool…
+        id += 1;
+        let r = m.call(id, "glee_tool", json!({"name": name, "params": {}}));
+        let e = tool_error(&r["result"]);
+        assert_eq!(e["kind"], "tool_not_found", "{r}");
+        assert!(m.alive(), "the server died on {name:?}");
+        // …and as the tool's own name.
+        id += 1;
+        let r = m.call(id, &name, json!({}));
+        assert!(
+            r.get("error").is_some() || r["result"]["isError"] == json!(true),
+            "{r}"
+        );
+        assert!(m.alive(), "the server died on {name:?}");
+    }
+    if jail_available() {
+        let r = m.call(999, "echo", json!({"w": "after"}));
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    }
+    assert_no_forged_fields(&f);
+}
+
+#[test]
+fn mcp_http_bad_tool_names_are_refused_and_the_server_goes_on() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    for protocol in ["2025-06-18", "2025-11-25"] {
+        let session = s.mcp_session(protocol);
+        for (i, name) in bad_names().into_iter().enumerate() {
+            let a = s.mcp(
+                Some(&session),
+                &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                    "params": {"name": "glee_tool", "arguments": {"name": name, "params": {}}}}),
+            );
+            assert_eq!(a.status, 200, "{a:?}");
+            let e = tool_error(&a.rpc()["result"]);
+            assert_eq!(e["kind"], "tool_not_found", "{a:?}");
+            let a = s.mcp(
+                Some(&session),
+                &json!({"jsonrpc": "2.0", "id": 200 + i, "method": "tools/call",
+                    "params": {"name": name, "arguments": {}}}),
+            );
+            assert!(a.status < 500, "{a:?}");
+            s.assert_alive();
+        }
+    }
+    assert_no_forged_fields(&f);
+}
+
+/// `--max-concurrent 1 --max-queued 1` over stdio: a second call waits
+/// for the first and runs; a third, with the queue full, is refused at
+/// once as busy. The same flags over HTTP give the same answers.
+#[test]
+fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let st = state_env(&f);
+    let limits = ["--max-concurrent", "1", "--max-queued", "1"];
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &limits);
+    // In order: the slow call takes the slot, then one waits in the queue.
+    for (id, secs) in [(1, "3"), (2, "0")] {
+        m.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "nap", "arguments": {"secs": secs}}}));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let busy = m.call(3, "echo", json!({"w": "x"}));
+    let e = tool_error(&busy["result"]);
+    assert_eq!(e["kind"], "resource_limit", "{busy}");
+    assert_eq!(e["details"]["busy"], true, "{busy}");
+    let mut done: Vec<Value> = vec![m.reply(), m.reply()];
+    done.sort_by_key(|r| r["id"].as_u64());
+    for r in &done {
+        assert_eq!(
+            r["result"]["isError"],
+            json!(false),
+            "queued calls run: {r}"
+        );
+    }
+    // HTTP (the API and /mcp share the bound).
+    let s = Served::start(&f.root, &envs(&st), &limits);
+    let addr = s.addr.clone();
+    let slow = std::thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            "/api/v1/tools/nap/invoke",
+            &[],
+            br#"{"secs":"3"}"#,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let addr = s.addr.clone();
+    let queued = std::thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            "/api/v1/tools/nap/invoke",
+            &[],
+            br#"{"secs":"0"}"#,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let session = s.mcp_session("2025-11-25");
+    let a = s.mcp(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"w": "x"}}}),
+    );
+    let e = tool_error(&a.rpc()["result"]);
+    assert_eq!(
+        (e["kind"].as_str(), &e["details"]["busy"]),
+        (Some("resource_limit"), &json!(true)),
+        "{a:?}"
+    );
+    let b = s.post("/api/v1/tools/echo/invoke", &json!({"w": "x"}));
+    assert_eq!((b.status, b.kind()), (503, "resource_limit"), "{b:?}");
+    assert_eq!(b.header("retry-after").as_deref(), Some("1"));
+    assert_eq!(slow.join().unwrap().status, 200);
+    assert_eq!(queued.join().unwrap().status, 200);
+}
+
+/// `--max-sessions 2`: a third session closes the oldest; the newest work.
+#[test]
+fn mcp_sessions_are_capped_oldest_first() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &["--max-sessions", "2"]);
+    let first = s.mcp_session("2025-11-25");
+    let second = s.mcp_session("2025-11-25");
+    let third = s.mcp_session("2025-11-25");
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
+    let old = s.mcp(Some(&first), &list);
+    assert_eq!(old.status, 404, "the oldest session was closed: {old:?}");
+    for session in [&second, &third] {
+        let a = s.mcp(Some(session), &list);
+        assert_eq!(a.status, 200, "{a:?}");
+        assert!(a.rpc()["result"]["tools"].is_array(), "{a:?}");
+    }
+    s.assert_alive();
+}
