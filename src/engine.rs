@@ -47,6 +47,52 @@ pub struct Caller {
     pub agent_id: Option<String>,
     /// The client's project (HTTP `X-Project-ID`); logged as `project_id=`.
     pub project_id: Option<String>,
+    /// Why [`Caller::cancel`] was fired, set by whoever fired it, so that
+    /// the Outcome (and the audit line) says so with the right kind.
+    pub cancelled: Arc<std::sync::OnceLock<Cancelled>>,
+    /// When the request carrying the call runs out of time (HTTP
+    /// `--request-timeout`); a call ended past it was timed out.
+    pub deadline: Option<(Instant, std::time::Duration)>,
+}
+
+/// Why a call was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// The client cancelled it (MCP `notifications/cancelled`).
+    ByClient,
+    /// The client went away before it ended (connection closed).
+    ClientGone,
+    /// The request ran past its time limit.
+    RequestTimeout(std::time::Duration),
+}
+
+/// `outcome` of a call killed for `why`: the kind and message that say so.
+fn cancelled_outcome(outcome: &mut Outcome, why: Cancelled) {
+    let Some(e) = outcome.error.as_mut() else {
+        return;
+    };
+    match why {
+        Cancelled::ByClient => {
+            e.kind = ErrorKind::Cancelled;
+            e.message = "the client cancelled the call; all its processes were killed".into();
+        }
+        Cancelled::ClientGone => {
+            e.kind = ErrorKind::Cancelled;
+            e.message =
+                "the client went away before the call ended; all its processes were killed".into();
+        }
+        Cancelled::RequestTimeout(t) => {
+            e.kind = ErrorKind::Timeout;
+            e.message = format!(
+                "the request took longer than {} s (glovebox serve --request-timeout); all the call's processes were killed",
+                t.as_secs_f64()
+            );
+            if let Some(d) = e.details.as_object_mut() {
+                d.insert("limit".into(), "request_timeout".into());
+                d.insert("request_timeout_s".into(), t.as_secs_f64().into());
+            }
+        }
+    }
 }
 
 impl audit::Event {
@@ -223,6 +269,13 @@ impl Engine {
             Err(o) => *o,
         };
         outcome.warnings.extend(intent.warnings.take());
+        let was_cancelled = outcome
+            .error
+            .as_ref()
+            .is_some_and(|e| e.details["cancelled"] == true);
+        if let (true, Some(why)) = (was_cancelled, caller.cancelled.get()) {
+            cancelled_outcome(&mut outcome, *why);
+        }
         let id = intent.written.get().then_some(call_id.as_str());
         self.finish(name, logged_params, caller, &mut outcome, id, started);
         outcome
@@ -740,7 +793,7 @@ impl Job<'_> {
         Ok(run::finish(
             self.name,
             result,
-            self.policy.limits.wall,
+            &self.policy.limits,
             self.redact,
             self.schemas,
             read,

@@ -268,3 +268,105 @@ fn mcp_sessions_are_capped_oldest_first() {
     }
     s.assert_alive();
 }
+
+/// Issue 23, item 6: a 140 KB parameter is a 400 `input_invalid` with a
+/// message said once; the output limit's message states the limit.
+#[test]
+fn an_overlong_argument_is_input_invalid_and_the_output_limit_is_stated() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    f.tool(&command_tool(
+        "loud",
+        schema(json!({})),
+        json!({"entrypoint": "python3", "args": ["-c", "print('y' * 50000)"]}),
+        read_root(),
+    ));
+    f.config(&json!({"limits": {"output_bytes": 4096}}));
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let big = "x".repeat(140 * 1024);
+    let a = s.post("/api/v1/tools/echo/invoke", &json!({"w": big}));
+    assert_eq!((a.status, a.kind()), (400, "input_invalid"), "{:?}", a.json);
+    let message = a.json["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 400, "{message}");
+    let words: Vec<&str> = message.split(": ").collect();
+    let mut unique = words.clone();
+    unique.dedup();
+    assert_eq!(
+        words, unique,
+        "a part of the message is repeated: {message}"
+    );
+    s.assert_alive();
+    let a = s.post("/api/v1/tools/loud/invoke", &json!({}));
+    assert_eq!(
+        (a.status, a.kind()),
+        (200, "resource_limit"),
+        "{:?}",
+        a.json
+    );
+    let message = a.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("output limit of 4096 bytes"), "{message}");
+    assert_eq!(a.json["error"]["details"]["output_bytes"], 4096);
+}
+
+/// A call killed because its request timed out is logged as `timeout`;
+/// one whose client went away as `cancelled`; neither as `internal`.
+#[test]
+fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &["--request-timeout", "1"]);
+    let a = s.post("/api/v1/tools/nap/invoke", &json!({"secs": "20"}));
+    assert_eq!((a.status, a.kind()), (504, "timeout"), "{a:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let result_line = |f: &Fixture, secs: &str| {
+        audit_log(f)
+            .lines()
+            .find(|l| {
+                l.contains("TOOL_EXECUTED name=nap") && l.contains(&format!("\"secs\":\"{secs}\""))
+            })
+            .map(String::from)
+    };
+    let line = loop {
+        if let Some(l) = result_line(&f, "20") {
+            break l;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", audit_log(&f));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.contains("kind=timeout"), "{line}");
+    // A client that goes away mid-call.
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    {
+        use std::io::Write;
+        let body = br#"{"secs":"21"}"#;
+        let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+        write!(
+            c,
+            "POST /api/v1/tools/nap/invoke HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        c.write_all(body).unwrap();
+        let started = std::time::Instant::now() + Duration::from_secs(30);
+        while !audit_log(&f).contains("\"secs\":\"21\"") {
+            assert!(std::time::Instant::now() < started);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let line = loop {
+        if let Some(l) = result_line(&f, "21") {
+            break l;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", audit_log(&f));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.contains("kind=cancelled"), "{line}");
+    s.assert_alive();
+}

@@ -213,9 +213,9 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
             StatusCode::FORBIDDEN
         }
         Some(ErrorKind::ToolNotFound) => StatusCode::NOT_FOUND,
-        Some(ErrorKind::SandboxUnavailable | ErrorKind::AuditUnavailable) => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        Some(
+            ErrorKind::SandboxUnavailable | ErrorKind::AuditUnavailable | ErrorKind::Cancelled,
+        ) => StatusCode::SERVICE_UNAVAILABLE,
         Some(ErrorKind::ManifestInvalid | ErrorKind::SecretMissing | ErrorKind::Internal) => {
             StatusCode::INTERNAL_SERVER_ERROR
         }
@@ -331,6 +331,7 @@ fn caller(headers: &HeaderMap) -> Caller {
         cancel: None,
         agent_id: header_value(headers, AGENT_HEADER),
         project_id: header_value(headers, PROJECT_HEADER),
+        ..Caller::default()
     }
 }
 
@@ -445,6 +446,7 @@ async fn show_named(State(live): State<Arc<Live>>, name: String) -> Response {
 async fn invoke(
     State(live): State<Arc<Live>>,
     path: Result<Path<String>, PathRejection>,
+    deadline: Option<axum::Extension<limits::Deadline>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -462,7 +464,8 @@ async fn invoke(
         }
         Err(p) => return p.into_response(),
     };
-    let caller = caller(&headers);
+    let mut caller = caller(&headers);
+    caller.deadline = deadline.map(|axum::Extension(limits::Deadline(d))| d);
     let outcome = live
         .calls()
         .run(

@@ -33,7 +33,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::engine::{Caller, Engine};
+use crate::engine::{Caller, Cancelled, Engine};
 use crate::jail::Cancel;
 use crate::run::{ErrorKind, Outcome};
 
@@ -155,15 +155,26 @@ pub fn is_busy(outcome: &Outcome) -> bool {
         .is_some_and(|e| e.details["busy"] == true)
 }
 
-/// Kills the call's process tree when dropped before the call returned.
+/// Kills the call's process tree when dropped before the call returned,
+/// saying why: the request's deadline passed, or its client went away.
 struct KillOnDrop {
     cancel: Cancel,
     armed: bool,
+    why: Arc<std::sync::OnceLock<Cancelled>>,
+    deadline: Option<(Instant, Duration)>,
 }
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if self.armed {
+            let why = match self.deadline {
+                // The request timeout drops the call at its deadline.
+                Some((at, limit)) if Instant::now() + Duration::from_millis(100) >= at => {
+                    Cancelled::RequestTimeout(limit)
+                }
+                _ => Cancelled::ClientGone,
+            };
+            let _ = self.why.set(why);
             self.cancel.cancel();
         }
     }
@@ -253,6 +264,8 @@ impl Calls {
         let mut guard = KillOnDrop {
             cancel: cancel.clone(),
             armed: true,
+            why: caller.cancelled.clone(),
+            deadline: caller.deadline,
         };
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let tool = name.clone();
@@ -308,6 +321,7 @@ impl Calls {
                 }
                 _ = stop.cancelled(), if !stopped => {
                     stopped = true;
+                    let _ = guard.why.set(Cancelled::ByClient);
                     cancel.cancel();
                 }
                 _ = self.kill.cancelled(), if !stopped => {

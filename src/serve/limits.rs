@@ -149,9 +149,21 @@ pub async fn limit_body(State(limits): State<Limits>, request: Request, next: Ne
         .await
 }
 
+/// When a request runs out of time (a request extension set by
+/// [`limit_time`]), with the limit.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub (std::time::Instant, Duration));
+
 /// Gives each request at most `request_timeout`.
-pub async fn limit_time(State(limits): State<Limits>, request: Request, next: Next) -> Response {
+pub async fn limit_time(
+    State(limits): State<Limits>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let timeout = limits.request_timeout;
+    request
+        .extensions_mut()
+        .insert(Deadline((std::time::Instant::now() + timeout, timeout)));
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => Problem::new(
