@@ -370,3 +370,91 @@ fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
     assert!(line.contains("kind=cancelled"), "{line}");
     s.assert_alive();
 }
+
+/// stdio: malformed JSON, 100k-deep JSON and a line over 16 MiB each get
+/// a JSON-RPC error; errors for non-object params and batches keep the
+/// request's id; a reused in-flight id is refused without losing the
+/// first reply; the server answers the next request.
+#[test]
+fn stdio_answers_every_bad_line_and_keeps_ids() {
+    let f = project();
+    let st = state_env(&f);
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &[]);
+    m.write_raw(b"{not json\n");
+    let r = m.reply();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{r}"
+    );
+    let deep = format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    m.write_raw(deep.as_bytes());
+    let r = m.reply();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    let mut huge = vec![b'"'];
+    huge.extend(std::iter::repeat_n(b'a', 17 * 1024 * 1024));
+    huge.extend_from_slice(b"\"\n");
+    m.write_raw(&huge);
+    let r = m.reply();
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    m.write_raw(br#"{"jsonrpc":"2.0","id":41,"method":"tools/call","params":"x"}"#);
+    m.write_raw(b"\n");
+    let r = m.reply();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(41), json!(-32602)),
+        "{r}"
+    );
+    m.write_raw(br#"[{"jsonrpc":"2.0","id":42,"method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}]"#);
+    m.write_raw(b"\n");
+    let mut ids = vec![m.reply()["id"].clone(), m.reply()["id"].clone()];
+    ids.sort_by_key(|v| v.to_string());
+    assert_eq!(ids, vec![json!("b"), json!(42)]);
+    if jail_available() {
+        // The same id twice while the first call runs.
+        for secs in ["2", "0"] {
+            m.send(&json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
+                "params": {"name": "nap", "arguments": {"secs": secs}}}));
+        }
+        let refused = m.reply();
+        assert_eq!(
+            (refused["id"].clone(), refused["error"]["code"].clone()),
+            (json!(50), json!(-32600)),
+            "{refused}"
+        );
+        let first = m.reply();
+        assert_eq!(first["id"], 50);
+        assert_eq!(
+            first["result"]["isError"],
+            json!(false),
+            "the first reply: {first}"
+        );
+    }
+    m.send(&json!({"jsonrpc": "2.0", "id": 60, "method": "ping"}));
+    assert_eq!(m.reply()["id"], 60);
+    assert!(m.alive());
+}
+
+/// `/mcp` answers a body that is not JSON with a JSON-RPC parse error
+/// (400), not 415; a wrong Content-Type gets a JSON body too.
+#[test]
+fn mcp_http_answers_bad_json_with_a_parse_error() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let session = s.mcp_session("2025-11-25");
+    for body in [
+        &b"{not json"[..],
+        format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).as_bytes(),
+    ] {
+        let a = s.mcp_raw(Some(&session), body);
+        assert_eq!(a.status, 400, "{a:?}");
+        assert_eq!(a.json["error"]["code"], -32700, "{a:?}");
+        s.assert_alive();
+    }
+    let a = s.request("POST", "/mcp", &[("Content-Type", "text/plain")], b"{}");
+    assert_eq!(a.status, 415, "{a:?}");
+    assert_eq!(a.json["error"]["code"], -32600, "{a:?}");
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
+    assert_eq!(s.mcp(Some(&session), &list).status, 200);
+}

@@ -134,6 +134,7 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
     };
     let limited = Router::new()
         .route_service("/mcp", mcp)
+        .route_layer(middleware::from_fn(check_mcp_message))
         .merge(api::routes(live.clone(), options.limits.usage_scan_bytes))
         .layer(middleware::from_fn_with_state(
             options.limits.clone(),
@@ -242,6 +243,67 @@ async fn accept(
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// A JSON-RPC error answer (the body of a refused `/mcp` message).
+fn rpc_error(status: StatusCode, code: i64, message: String) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A `POST /mcp` must be JSON: a body that does not parse is answered
+/// with a JSON-RPC parse error (-32700, 400), a wrong `Content-Type` with
+/// an invalid-request error (-32600, 415), both as JSON.
+async fn check_mcp_message(request: Request, next: Next) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let json_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json_type {
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            -32600,
+            "an MCP message must be sent with Content-Type: application/json".into(),
+        );
+    }
+    let (parts, body) = request.into_parts();
+    // The body was read whole (and bounded) by the body limit already.
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                format!("cannot read the message: {e}"),
+            )
+        }
+    };
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            -32700,
+            format!("parse error: the message is not valid JSON ({e})"),
+        );
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {

@@ -228,9 +228,21 @@ impl ServerHandler for Server {
 
 /// Serves `live` over stdin/stdout until the client closes stdin. stdout
 /// carries MCP messages only; diagnostics go to stderr.
+///
+/// Every line passes [`super::stdio::pump`] first, so malformed, oversized,
+/// batched and duplicate-id messages get an answer and nothing reaches
+/// `rmcp` that could lose one.
 pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
+    let (server_end, client_end) = tokio::io::duplex(256 * 1024);
+    let (from_server, to_server) = tokio::io::split(client_end);
+    let pump = tokio::spawn(super::stdio::pump(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        to_server,
+        from_server,
+    ));
     let running = Server::new(live)
-        .serve(rmcp::transport::stdio())
+        .serve(tokio::io::split(server_end))
         .await
         .map_err(|e| McpError::Initialize {
             source: Box::new(e),
@@ -239,5 +251,6 @@ pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
         .waiting()
         .await
         .map_err(|source| McpError::Join { source })?;
+    let _ = pump.await;
     Ok(())
 }

@@ -20,6 +20,7 @@
 //!   described by [`openapi`]; its errors are [`problem`]s.
 //! - [`limits`]: body size, connection, concurrency and time limits;
 //!   [`sessions`]: the bounded MCP sessions of `/mcp`.
+//! - [`stdio`]: the screened stdio transport of `glovebox mcp`.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 
 pub mod api;
@@ -34,4 +35,5 @@ pub mod problem;
 pub mod reply;
 pub mod sessions;
 pub mod shutdown;
+pub mod stdio;
 pub mod watch;
