@@ -217,18 +217,13 @@ where
         tokio::spawn(async move {
             let mut r = BufReader::new(from_server);
             let mut buf = Vec::new();
-            loop {
-                match read_line(&mut r, &mut buf).await {
-                    Ok(Some(_)) => {
-                        screen
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .replied(&buf);
-                        if tx.send(std::mem::take(&mut buf)).await.is_err() {
-                            break;
-                        }
-                    }
-                    _ => break,
+            while let Ok(Some(_)) = read_line(&mut r, &mut buf).await {
+                screen
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .replied(&buf);
+                if tx.send(std::mem::take(&mut buf)).await.is_err() {
+                    break;
                 }
             }
         })
