@@ -458,3 +458,39 @@ fn mcp_http_answers_bad_json_with_a_parse_error() {
     let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
     assert_eq!(s.mcp(Some(&session), &list).status, 200);
 }
+
+/// Deleting `.glee/` and making it again is noticed by the watcher: the
+/// tools go, then come back, without a restart.
+#[test]
+fn deleting_and_restoring_glee_is_noticed() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let has_echo = |s: &Served| {
+        let a = s.request("GET", "/api/v1/tools", &[], b"");
+        a.json
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "echo"))
+    };
+    assert!(has_echo(&s));
+    let saved = f.base.join("tools-saved");
+    copy_tree(&f.root.join(".glee/tools"), &saved);
+    let wait = |want: bool, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while has_echo(&s) != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {}",
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    std::fs::remove_dir_all(f.root.join(".glee")).unwrap();
+    wait(false, "the deletion was not noticed");
+    copy_tree(&saved, &f.root.join(".glee/tools"));
+    wait(true, "the restored tools were not noticed");
+    // And a change after the restore too.
+    std::fs::remove_dir_all(f.root.join(".glee/tools/echo")).unwrap();
+    wait(false, "a change after the restore was not noticed");
+}
