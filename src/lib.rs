@@ -33,8 +33,9 @@
 //!   scrubbed environment; every `unsafe` block lives in its `sys` module.
 //! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
 //!   content, agent-created tools under the project's permission ceiling,
-//!   the HMAC-chained audit log, and glovebox's own state directory, which
-//!   no jail may read or write.
+//!   the HMAC-chained audit log (intent before each call, result after,
+//!   continuity checked against a head, fail closed), and glovebox's own
+//!   state directory, which no jail may read or write.
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
 //!   in every Glee project unless its config narrows them, run as the
 //!   glovebox binary itself in the jail with
@@ -49,7 +50,8 @@
 //! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
 //!   tool catalog, results, cancellable calls, live reload; and the HTTP
 //!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
-//!   with its limits and graceful shutdown.
+//!   with every resource bounded (connections, timeouts, sessions, one
+//!   call bound for every transport) and graceful shutdown.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
 //!   MCP tool lists; names a target does not accept are reported, never
 //!   renamed.
