@@ -1,9 +1,16 @@
 //! Approvals bound to content.
 //!
-//! Approving a tool records the sha256 of its `tool.yml` and of the file
-//! its entrypoint (command) or module (python) points to when that file is
-//! inside the project root. Changing any of them voids the approval: the
-//! stored fingerprint no longer matches. Records live in glovebox's state
+//! Approving a tool records a [`Fingerprint`] of everything the call runs
+//! and is granted: the sha256 of every file of its [`crate::footprint`]
+//! (the manifest, an entrypoint or script argument inside the root, a
+//! python module with its package chain, byte-code caches and native
+//! extensions, the venv's `pyvenv.cfg` and start-up files), what is at
+//! each name that could shadow them (absent, a directory, a link), the
+//! venv's interpreter with its links resolved, and where each granted
+//! path (`fs.read`, `fs.write`, `cwd`, `venv`) resolves to. Any change
+//! voids the approval, and [`Store::status`] names what changed. A file
+//! the code merely opens or imports on its own is data and is not
+//! covered. Records live in glovebox's state
 //! directory (see [`crate::state`]), in `approvals/<project key>.json`, out
 //! of every jail's reach.
 
@@ -12,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::footprint;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::Exec;
 use crate::manifest::project::Tool;
@@ -32,11 +40,24 @@ pub enum ApprovalError {
     },
 }
 
-/// What an approval is bound to.
+/// What an approval is bound to: everything the call runs or is granted
+/// (see [`crate::footprint`] for the exact list).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fingerprint {
-    /// sha256 of each file, by path relative to the root.
+    /// sha256 of each file the tool runs, by path relative to the root.
     pub files: BTreeMap<String, String>,
+    /// What is at each path that must stay unchanged (shadowing names,
+    /// package directories, venv links): `absent`, `dir`, `file`, or
+    /// `link:TARGET`, by path relative to the root.
+    #[serde(default)]
+    pub paths: BTreeMap<String, String>,
+    /// Where each granted path resolves to now (symlinks followed as far
+    /// as they exist): `fs.read P`, `fs.write P`, `cwd`, `venv` → path.
+    #[serde(default)]
+    pub grants: BTreeMap<String, String>,
+    /// The venv's interpreter, its `bin/python` links resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<String>,
 }
 
 /// One recorded approval.
@@ -50,36 +71,144 @@ pub struct Record {
     pub at: String,
 }
 
-/// The files an approval covers: the manifest, and the entrypoint or
-/// module file when it is inside the root.
+/// Whether a tool's approval holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Approved, and nothing it covers changed since.
+    Approved,
+    /// Never approved (or revoked).
+    Missing,
+    /// Approved once; these changes voided it (one line each).
+    Changed(Vec<String>),
+}
+
+/// The files whose content an approval hashes (see
+/// [`crate::footprint::of`]).
 pub fn covered_files(root: &Path, tool: &Tool) -> Vec<PathBuf> {
-    let mut files = vec![tool.file.clone()];
-    match &tool.manifest.exec {
-        Exec::Command(c) if c.entrypoint.contains('/') => files.push(resolve(root, &c.entrypoint)),
-        Exec::AgentCli(a) => files.extend(a.command.first().map(PathBuf::from)),
-        Exec::Python(p) => {
-            let base = resolve(root, &p.cwd).join(p.module.replace('.', "/"));
-            let module = base.with_extension("py");
-            files.push(if module.exists() {
-                module
-            } else {
-                base.join("__init__.py")
-            });
-        }
-        _ => {}
+    footprint::of(root, tool).files
+}
+
+fn rel(root: &Path, p: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).display().to_string()
+}
+
+/// What is at `p` now, without following a final symlink.
+fn kind_of(p: &Path) -> String {
+    match std::fs::symlink_metadata(p) {
+        Err(_) => "absent".into(),
+        Ok(m) if m.file_type().is_symlink() => format!(
+            "link:{}",
+            std::fs::read_link(p)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default()
+        ),
+        Ok(m) if m.is_dir() => "dir".into(),
+        Ok(_) => "file".into(),
     }
-    files.retain(|f| f.starts_with(root) && f.is_file());
-    files
+}
+
+/// Every path the tool is granted, by what the manifest says.
+fn grant_paths(root: &Path, tool: &Tool) -> Vec<(String, PathBuf)> {
+    let m = &tool.manifest;
+    let mut out: Vec<(String, PathBuf)> = Vec::new();
+    for r in &m.permissions.fs.read {
+        out.push((format!("fs.read {r}"), resolve(root, r)));
+    }
+    for w in &m.permissions.fs.write {
+        out.push((format!("fs.write {w}"), resolve(root, w)));
+    }
+    match &m.exec {
+        Exec::Command(c) => out.push(("cwd".into(), resolve(root, &c.cwd))),
+        Exec::Python(p) => {
+            out.push(("cwd".into(), resolve(root, &p.cwd)));
+            if let Some(v) = &p.venv {
+                out.push(("venv".into(), resolve(root, v)));
+            }
+        }
+        Exec::AgentCli(a) => out.push(("cwd".into(), PathBuf::from(&a.dir))),
+        Exec::Http(_) => {}
+    }
+    out
 }
 
 /// The tool's current fingerprint.
 pub fn fingerprint(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalError> {
+    let fp = footprint::of(root, tool);
     let mut files = BTreeMap::new();
-    for f in covered_files(root, tool) {
-        let rel = f.strip_prefix(root).unwrap_or(&f).display().to_string();
-        files.insert(rel, state::file_sha256(&f)?);
+    for f in &fp.files {
+        files.insert(rel(root, f), state::file_sha256(f)?);
     }
-    Ok(Fingerprint { files })
+    let paths = fp
+        .paths
+        .iter()
+        .map(|p| (rel(root, p), kind_of(p)))
+        .collect();
+    let grants = grant_paths(root, tool)
+        .into_iter()
+        .map(|(k, p)| (k, footprint::resolved(&p).display().to_string()))
+        .collect();
+    let interpreter = match &tool.manifest.exec {
+        Exec::Python(p) => p.venv.as_ref().map(|v| {
+            let bin = resolve(root, v).join("bin");
+            let program = ["python3", "python"]
+                .iter()
+                .map(|n| bin.join(n))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| bin.join("python3"));
+            footprint::resolved(&program).display().to_string()
+        }),
+        _ => None,
+    };
+    Ok(Fingerprint {
+        files,
+        paths,
+        grants,
+        interpreter,
+    })
+}
+
+/// What differs between the approved fingerprint and the current one, one
+/// line per change, each naming the path.
+pub fn changes(approved: &Fingerprint, now: &Fingerprint) -> Vec<String> {
+    let mut out = Vec::new();
+    let both = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>| {
+        let mut keys: Vec<String> = a.keys().chain(b.keys()).cloned().collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter_map(|k| {
+                let (x, y) = (a.get(&k).cloned(), b.get(&k).cloned());
+                (x != y).then_some((k, x, y))
+            })
+            .collect::<Vec<_>>()
+    };
+    for (k, was, is) in both(&approved.files, &now.files) {
+        out.push(match (was, is) {
+            (Some(_), Some(_)) => format!("{k} changed"),
+            (None, _) => format!("{k} appeared"),
+            (_, None) => format!("{k} was removed"),
+        });
+    }
+    for (k, was, is) in both(&approved.paths, &now.paths) {
+        let say = |v: Option<String>| v.unwrap_or_else(|| "not recorded".into());
+        out.push(format!("{k} is now {} (was {})", say(is), say(was)));
+    }
+    for (k, was, is) in both(&approved.grants, &now.grants) {
+        let say = |v: Option<String>| v.unwrap_or_else(|| "not granted".into());
+        out.push(format!(
+            "{k} now resolves to {} (was {})",
+            say(is),
+            say(was)
+        ));
+    }
+    if approved.interpreter != now.interpreter {
+        out.push(format!(
+            "the venv's interpreter is now {} (was {})",
+            now.interpreter.as_deref().unwrap_or("none"),
+            approved.interpreter.as_deref().unwrap_or("none")
+        ));
+    }
+    out
 }
 
 /// The approvals of one project.
@@ -109,10 +238,23 @@ impl Store {
 
     /// True when `tool` is approved in its current content.
     pub fn is_approved(&self, root: &Path, tool: &Tool) -> Result<bool, ApprovalError> {
+        Ok(self.status(root, tool)? == Status::Approved)
+    }
+
+    /// Whether `tool`'s approval holds, and if not, what changed.
+    pub fn status(&self, root: &Path, tool: &Tool) -> Result<Status, ApprovalError> {
         let Some(r) = self.records.get(&tool.name) else {
-            return Ok(false);
+            return Ok(Status::Missing);
         };
-        Ok(r.fingerprint == fingerprint(root, tool)?)
+        let now = fingerprint(root, tool)?;
+        if r.fingerprint == now {
+            return Ok(Status::Approved);
+        }
+        let mut changed = changes(&r.fingerprint, &now);
+        if changed.is_empty() {
+            changed.push("what the approval covers changed".into());
+        }
+        Ok(Status::Changed(changed))
     }
 
     /// Records an approval of `tool` as it is now.

@@ -5,10 +5,14 @@
 //! [2026-11-22T14:00:00Z] TOOL_EXECUTED name=repo_scan params={"path":"."} status=success duration_ms=12 mac=…
 //! ```
 //!
-//! Each line ends with `mac=HMAC-SHA256(key, previous mac ‖ line)`, the key
-//! being in glovebox's state directory, out of every jail's reach
-//! ([`crate::state`]). Editing, inserting or deleting a line breaks the
-//! chain. The [`Head`], also in the state directory, records how many
+//! Each line ends with `key_id=… mac=HMAC-SHA256(key, previous mac ‖ line)`,
+//! the key being in glovebox's state directory, out of every jail's reach
+//! ([`crate::state`]); `key_id` names the key (a hash of it, not the key)
+//! so that `--verify` tells a line signed by another state directory's
+//! key (glovebox started with another `--state-dir`) from a forged or
+//! edited one. Such lines are reported as unverifiable with this key, not
+//! as tampering, and never as intact (an append takes them in as they
+//! are). Editing, inserting or deleting a line breaks the chain. The [`Head`], also in the state directory, records how many
 //! lines and bytes the log had after the last write and the last mac:
 //! a log cut, emptied, deleted (with `.glee/` or alone) or replaced no
 //! longer ends there, which `--verify` reports, and which the next append
@@ -134,7 +138,8 @@ pub struct Entry {
 pub struct Verification {
     /// Lines whose mac checked out.
     pub valid_lines: usize,
-    /// Problems, each naming a line number (1-based); empty when intact.
+    /// Signs of tampering or damage, each naming a line number (1-based);
+    /// empty when none.
     pub problems: Vec<String>,
     /// Interrupted writes (a glovebox that stopped mid-write): not
     /// tampering, and repaired by the next append.
@@ -144,13 +149,42 @@ pub struct Verification {
     pub unfinished: Vec<String>,
     /// Problems a person acknowledged with `glovebox audit --reseal`.
     pub acknowledged: usize,
+    /// Lines (1-based) signed with another key than this state's: written
+    /// by a glovebox with another state directory; this key cannot vouch
+    /// for them.
+    pub other_key_lines: Vec<usize>,
+    /// The key ids of those lines, in order of appearance.
+    pub other_key_ids: Vec<String>,
+    /// The id of the key used to verify.
+    pub key_id: String,
+    /// The state directory that key is in.
+    pub state_dir: PathBuf,
 }
 
 impl Verification {
-    /// True when nothing is wrong.
+    /// True when every line checked out with this state's key.
     pub fn intact(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.other_key_lines.is_empty()
     }
+
+    /// True when something is wrong beyond lines of another key.
+    pub fn tampered(&self) -> bool {
+        !self.problems.is_empty()
+    }
+}
+
+/// The public name of an audit key: a hash of it, 16 hex digits.
+pub fn key_id(key: &[u8]) -> String {
+    let mut h = <Sha256 as sha2::Digest>::new();
+    sha2::Digest::update(&mut h, b"glovebox audit key id\n");
+    sha2::Digest::update(&mut h, key);
+    hex::encode(sha2::Digest::finalize(h))[..16].to_string()
+}
+
+/// The `key_id` a raw line claims.
+fn claimed_key_id(body: &str) -> Option<&str> {
+    let (_, rest) = body.rsplit_once(" key_id=")?;
+    (rest.len() == 16 && rest.chars().all(|c| c.is_ascii_hexdigit())).then_some(rest)
 }
 
 /// The audit log of one project.
@@ -398,7 +432,7 @@ impl Log {
                 lines += 1;
                 close = false;
             }
-            let line = e.render();
+            let line = e.render(&key_id(&key));
             let m = mac(&key, &prev, &line);
             out.push_str(&line);
             out.push_str(" mac=");
@@ -430,17 +464,43 @@ impl Log {
         key: &[u8],
     ) -> std::io::Result<End> {
         let Some(head) = head else {
-            return Ok(if len == 0 {
-                End::Continues {
+            if len == 0 {
+                return Ok(End::Continues {
                     mac: String::new(),
                     lines: 0,
                     keep: 0,
                     fragment: None,
-                }
-            } else {
-                End::Broken(format!(
-                    "the log holds {len} bytes but glovebox has no head for it (the head was removed, or the log was not written by this user's glovebox)"
-                ))
+                });
+            }
+            // No head: fine for a log only other states' keys wrote (this
+            // state's first line in it), a break if this key wrote any of
+            // it (its head was removed).
+            let mut text = Vec::new();
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut text)?;
+            let text = String::from_utf8_lossy(&text);
+            let chain = walk(key, &key_id(key), &text);
+            let own = chain.ends.iter().any(|(_, _, own)| *own);
+            if own || !chain.problems.is_empty() || chain.other_lines.is_empty() {
+                return Ok(End::Broken(format!(
+                    "the log holds {len} bytes but glovebox has no head for it (the head was removed, or the log was not written by glovebox)"
+                )));
+            }
+            let keep = chain.ends.last().map_or(0, |(end, _, _)| *end);
+            let mut fragment = Vec::new();
+            if keep < len {
+                file.seek(SeekFrom::Start(keep))?;
+                file.read_to_end(&mut fragment)?;
+            }
+            return Ok(End::Continues {
+                mac: chain
+                    .ends
+                    .last()
+                    .map(|(_, m, _)| m.clone())
+                    .unwrap_or_default(),
+                lines: chain.ends.len() as u64,
+                keep,
+                fragment: (!fragment.is_empty()).then_some(fragment),
             });
         };
         let (Some(bytes), Some(lines)) = (head.bytes, head.lines) else {
@@ -511,6 +571,14 @@ impl Log {
                     lines += 1;
                     keep += raw.len() as u64;
                 }
+                // A line of another state's key (a glovebox started with
+                // another state directory): taken in as it is; `--verify`
+                // reports it as unverifiable with this key.
+                Some((body, m)) if claimed_key_id(body).is_some_and(|k| k != key_id(key)) => {
+                    prev = m.to_string();
+                    lines += 1;
+                    keep += raw.len() as u64;
+                }
                 _ => {
                     return Ok(End::Broken(
                         "lines that glovebox did not write were added to the log".into(),
@@ -576,7 +644,7 @@ impl Log {
             Err(e) => return Err(self.io(e)),
         };
         let head = self.read_head()?;
-        Ok(check(&key, &bytes, head.as_ref()))
+        Ok(check(&key, &bytes, head.as_ref(), state::dir()?))
     }
 
     /// Accepts the log as it now is, after a person looked at what
@@ -591,11 +659,11 @@ impl Log {
         file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
         file.read_to_end(&mut bytes).map_err(|e| self.io(e))?;
         let head = self.read_head()?;
-        let before = check(&key, &bytes, head.as_ref());
+        let before = check(&key, &bytes, head.as_ref(), state::dir()?);
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let close = !text.is_empty() && !text.ends_with('\n');
         let mut lines = text.matches('\n').count() as u64 + u64::from(close);
-        let chain = chain_problems(&key, &text).0;
+        let chain = walk(&key, &key_id(&key), &text).problems;
         let chain_text: Vec<String> = chain.iter().map(|(_, p)| p.clone()).collect();
         let event = Event {
             kind: "AUDIT_RESEALED",
@@ -607,7 +675,7 @@ impl Log {
             ],
         };
         let prev = last_mac(&text);
-        let line = event.render();
+        let line = event.render(&key_id(&key));
         let m = mac(&key, &prev, &line);
         let out = format!("{}{line} mac={m}\n", if close { "\n" } else { "" });
         let len = bytes.len() as u64;
@@ -634,8 +702,9 @@ impl Log {
 }
 
 impl Event {
-    /// The line of this event without its mac.
-    fn render(&self) -> String {
+    /// The line of this event without its mac, ending with the id of the
+    /// key that signs it.
+    fn render(&self, key_id: &str) -> String {
         let mut line = format!("[{}] {}", now(), self.kind);
         for (k, v) in &self.fields {
             line.push(' ');
@@ -643,29 +712,37 @@ impl Event {
             line.push('=');
             line.push_str(&one_line(v));
         }
+        line.push_str(" key_id=");
+        line.push_str(key_id);
         line
     }
 }
 
-/// The chain's problems, each with its 1-based line, and the interrupted
-/// (unterminated) last line if any; plus the macs of lines by their end
-/// offset.
-#[allow(clippy::type_complexity)]
-fn chain_problems(
-    key: &[u8],
-    text: &str,
-) -> (Vec<(usize, String)>, Vec<String>, Vec<(u64, String)>) {
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let mut problems = Vec::new();
-    let mut interrupted = Vec::new();
-    let mut ends = Vec::new();
+/// What walking the chain found.
+#[derive(Debug, Default)]
+struct Chain {
+    /// Problems, each with its 1-based line.
+    problems: Vec<(usize, String)>,
+    /// An unterminated last line.
+    interrupted: Vec<String>,
+    /// Each complete line's end offset, the mac the chain goes on from,
+    /// and whether this key signed it.
+    ends: Vec<(u64, String, bool)>,
+    /// Lines signed by another state's key, and those keys' ids.
+    other_lines: Vec<usize>,
+    other_ids: Vec<String>,
+}
+
+/// Walks the chain of `text` with `key` (whose id is `own_id`).
+fn walk(key: &[u8], own_id: &str, text: &str) -> Chain {
+    let mut c = Chain::default();
     let mut offset = 0u64;
     let mut prev = String::new();
-    for (i, raw) in lines.iter().enumerate() {
+    for (i, raw) in text.split_inclusive('\n').enumerate() {
         let n = i + 1;
         offset += raw.len() as u64;
         if !raw.ends_with('\n') {
-            interrupted.push(format!(
+            c.interrupted.push(format!(
                 "line {n}: unterminated (an interrupted write; the next call removes it)"
             ));
             break;
@@ -673,35 +750,52 @@ fn chain_problems(
         match split_line(raw) {
             Some((body, m)) if mac(key, &prev, body) == m => {
                 prev = m.to_string();
-                ends.push((offset, prev.clone()));
+                c.ends.push((offset, prev.clone(), true));
                 continue;
             }
-            Some(_) => problems.push((
-                n,
-                format!(
-                    "line {n}: mac does not match (edited, inserted, removed or reordered lines)"
-                ),
-            )),
-            None => problems.push((n, format!("line {n}: no mac (not written by glovebox)"))),
+            Some((body, m)) => match claimed_key_id(body) {
+                Some(other) if other != own_id => {
+                    // Another state's key: chain on from its mac.
+                    c.other_lines.push(n);
+                    if !c.other_ids.iter().any(|k| k == other) {
+                        c.other_ids.push(other.to_string());
+                    }
+                    prev = m.to_string();
+                    c.ends.push((offset, prev.clone(), false));
+                    continue;
+                }
+                _ => c.problems.push((
+                    n,
+                    format!(
+                        "line {n}: mac does not match (edited, inserted, removed or reordered lines)"
+                    ),
+                )),
+            },
+            None => c
+                .problems
+                .push((n, format!("line {n}: no mac (not written by glovebox)"))),
         }
         // Continue from the mac the bad line claims.
         if let Some((_, m)) = split_line(raw) {
             prev = m.to_string();
         }
-        ends.push((offset, prev.clone()));
+        c.ends.push((offset, prev.clone(), false));
     }
-    (problems, interrupted, ends)
+    c
 }
 
 /// What `verify` reports for a log's bytes and its head.
-fn check(key: &[u8], bytes: &[u8], head: Option<&Head>) -> Verification {
+fn check(key: &[u8], bytes: &[u8], head: Option<&Head>, state_dir: PathBuf) -> Verification {
+    let own_id = key_id(key);
     let text = String::from_utf8_lossy(bytes);
-    let (chain, mut interrupted, ends) = chain_problems(key, &text);
-    let valid = text
-        .split_inclusive('\n')
-        .filter(|l| l.ends_with('\n'))
-        .count()
-        - chain.len();
+    let Chain {
+        problems: chain,
+        mut interrupted,
+        ends,
+        other_lines,
+        other_ids,
+    } = walk(key, &own_id, &text);
+    let valid = ends.iter().filter(|(_, _, own)| *own).count();
     let mut problems = Vec::new();
     let mut acknowledged = 0;
     let ack = head.and_then(|h| h.acknowledged.as_ref());
@@ -724,23 +818,27 @@ fn check(key: &[u8], bytes: &[u8], head: Option<&Head>) -> Verification {
     let len = bytes.len() as u64;
     match head {
         None if len == 0 => {}
+        // Only other states wrote here: this one has no head for it.
+        None if valid == 0 && !other_lines.is_empty() => {}
         None => problems.push("no head recorded for this log (it was not written by this user's glovebox, or the head was removed)".into()),
         Some(h) => {
             match (h.bytes, h.lines) {
                 (Some(b), Some(lines)) => {
-                    let found = ends.iter().filter(|(end, _)| *end <= b).count() as u64;
+                    let found = ends.iter().filter(|(end, _, _)| *end <= b).count() as u64;
                     if len < b {
                         problems.push(format!(
                             "the log is shorter than glovebox left it: {lines} lines expected, {found} found (lines were removed from its end, or it was emptied, deleted or replaced)"
                         ));
-                    } else if b > 0 && !ends.iter().any(|(end, m)| *end == b && *m == h.mac) {
+                    } else if b > 0 && !ends.iter().any(|(end, m, _)| *end == b && *m == h.mac) {
                         problems.push("the log does not end where glovebox left it (it was rewritten or replaced)".into());
                     } else if found != lines {
                         problems.push(format!(
                             "the log has {found} lines where glovebox left {lines}"
                         ));
                     } else {
-                        let past = ends.iter().filter(|(end, _)| *end > b).count();
+                        // Lines of this key past the head (lines of other
+                        // states' keys are reported as theirs).
+                        let past = ends.iter().filter(|(end, _, own)| *end > b && *own).count();
                         if past > 0 {
                             interrupted.push(format!(
                                 "{past} line(s) past where the head was last moved (a glovebox stopped before recording them, or a call is being written); the next call takes them in"
@@ -749,7 +847,11 @@ fn check(key: &[u8], bytes: &[u8], head: Option<&Head>) -> Verification {
                     }
                 }
                 _ => {
-                    let last = ends.last().map(|(_, m)| m.clone()).unwrap_or_default();
+                    let last = ends
+                        .iter()
+                        .rfind(|(_, _, own)| *own || other_lines.is_empty())
+                        .map(|(_, m, _)| m.clone())
+                        .unwrap_or_default();
                     if last != h.mac {
                         problems.push("the log does not end where glovebox last wrote it (lines were removed from its end, or it was replaced)".into());
                     }
@@ -768,6 +870,10 @@ fn check(key: &[u8], bytes: &[u8], head: Option<&Head>) -> Verification {
         interrupted,
         unfinished: unfinished_calls(&text),
         acknowledged,
+        other_key_lines: other_lines,
+        other_key_ids: other_ids,
+        key_id: own_id,
+        state_dir,
     }
 }
 
@@ -934,6 +1040,7 @@ fn parse(line: &str) -> Option<Entry> {
             }
         }
     }
+    fields.retain(|(k, _)| k != "key_id");
     Some(Entry {
         ts: ts.to_string(),
         event,

@@ -33,9 +33,11 @@
 //!   scrubbed environment; every `unsafe` block lives in its `sys` module.
 //! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
 //!   content, agent-created tools under the project's permission ceiling,
-//!   the HMAC-chained audit log (intent before each call, result after,
-//!   continuity checked against a head, fail closed), and glovebox's own
-//!   state directory, which no jail may read or write.
+//!   the HMAC-chained audit log (each line naming its key; intent before
+//!   each call, result after, continuity checked against a head, fail
+//!   closed), and glovebox's own state directory, found from the user's
+//!   passwd entry whatever the caller's environment (or `--state-dir`),
+//!   which no jail may read or write.
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
 //!   in every Glee project unless its config narrows them, run as the
 //!   glovebox binary itself in the jail with
@@ -47,8 +49,10 @@
 //!   the same validation, http runner, SSRF guard, approval and audit;
 //!   `lint` warns `legacy-v1`, and [`migrate`] writes the v2 directory,
 //!   checked to load to the identical manifest.
-//! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
-//!   tool catalog, results, cancellable calls, live reload; and the HTTP
+//! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP,
+//!   MCP 2024-11-05 to 2025-11-25 (`initialize`) and 2026-07-28
+//!   (`server/discover`, `subscriptions/listen`): the tool catalog,
+//!   results, cancellable calls, live reload and list changes; and the HTTP
 //!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
 //!   with every resource bounded (connections, timeouts, sessions, one
 //!   call bound for every transport) and graceful shutdown.
@@ -73,6 +77,7 @@ pub mod builtin;
 pub mod create;
 pub mod engine;
 pub mod export;
+pub mod footprint;
 pub mod import;
 pub mod jail;
 pub mod manifest;

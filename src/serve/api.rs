@@ -206,13 +206,15 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
             | ErrorKind::Timeout
             | ErrorKind::ResourceLimit
             | ErrorKind::PythonException
-            | ErrorKind::HttpError,
+            | ErrorKind::HttpError
+            | ErrorKind::OutputInvalid,
         ) => StatusCode::OK,
         Some(ErrorKind::InputInvalid) => StatusCode::BAD_REQUEST,
         Some(ErrorKind::ApprovalRequired | ErrorKind::PermissionExceedsCeiling) => {
             StatusCode::FORBIDDEN
         }
         Some(ErrorKind::ToolNotFound) => StatusCode::NOT_FOUND,
+        Some(ErrorKind::Unauthorized) => StatusCode::UNAUTHORIZED,
         Some(
             ErrorKind::SandboxUnavailable | ErrorKind::AuditUnavailable | ErrorKind::Cancelled,
         ) => StatusCode::SERVICE_UNAVAILABLE,

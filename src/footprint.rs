@@ -1,0 +1,356 @@
+//! What a tool runs: every path inside the project root whose content or
+//! existence decides which code a call executes.
+//!
+//! [`of`] works this out from a loaded [`Tool`] alone (nothing runs, no
+//! template is expanded). Two lists come back:
+//!
+//! - [`Footprint::files`]: the existing regular files whose *content*
+//!   decides what runs; approvals hash them ([`crate::approval`]).
+//! - [`Footprint::paths`]: every path, existing or not, that must stay as
+//!   it is — the files above, plus the names that would *shadow* them if
+//!   they appeared (a package directory beside a module, a native
+//!   extension, a sourceless `.pyc`), the package directories and the
+//!   venv's interpreter links. The jail keeps these read-only; approvals
+//!   record which of them exist and of what kind.
+//!
+//! What is covered, per kind:
+//!
+//! - every tool: its manifest file (`tool.yml`, the v1 file or the
+//!   agentcli `tools.json`);
+//! - `command`: an entrypoint with a `/` inside the root; every argument
+//!   without a `${…}` placeholder that names an existing file inside the
+//!   root, relative to `cwd` or the root (also the value part of
+//!   `--opt=value`);
+//! - `python`: for module `a.b.c` imported from `cwd`: the package chain
+//!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
+//!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`,
+//!   native extensions `N.so` / `N.*.so`, and the byte-code caches
+//!   `__pycache__/N.*.pyc` that Python may load instead of the source; the
+//!   venv's `pyvenv.cfg`, its `bin/python*` links and the `.pth` files and
+//!   `sitecustomize.py` / `usercustomize.py` of its `site-packages`, which
+//!   Python runs at start-up;
+//! - `agentcli`: `command[0]` and every other argument naming an existing
+//!   file inside the root (relative to the directory of `tools.json`).
+//!
+//! What is *not* covered: files the code itself opens or imports (a
+//! module's own imports of other project files, data, configuration) —
+//! those are data, like any file the tool reads; paths outside the root
+//! (system interpreters, PATH programs), which no tool can write; and
+//! anything an argument template names only after expansion.
+
+use std::path::{Path, PathBuf};
+
+use crate::manifest::discover::resolve;
+use crate::manifest::model::{Exec, PythonExec};
+use crate::manifest::project::{Origin, Tool};
+
+/// What a tool runs, inside the root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Existing regular files whose content decides what runs (sorted,
+    /// deduplicated, absolute).
+    pub files: Vec<PathBuf>,
+    /// Every path inside the root, existing or not, that must stay
+    /// unchanged: `files`, shadowing names, package directories, venv
+    /// links (sorted, deduplicated, absolute).
+    pub paths: Vec<PathBuf>,
+}
+
+/// A path with symlinks resolved as far as it exists; the missing rest is
+/// appended as written (`..` and `.` already gone, see [`resolve`]).
+pub fn resolved(path: &Path) -> PathBuf {
+    resolved_within(path, 40)
+}
+
+/// [`resolved`] following at most `hops` dangling links (a loop ends).
+fn resolved_within(path: &Path, hops: u32) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    // A dangling link resolves to where it points.
+    let mut out = std::fs::canonicalize(&existing).unwrap_or_else(|_| dangling(&existing, hops));
+    for part in rest.iter().rev() {
+        out.push(part);
+    }
+    out
+}
+
+/// Where a dangling symlink points (its parent resolved), or the path.
+fn dangling(path: &Path, hops: u32) -> PathBuf {
+    match (std::fs::read_link(path), path.parent()) {
+        (Ok(target), Some(parent)) if hops > 0 => {
+            let joined = crate::manifest::discover::normalize(&parent.join(target));
+            if joined == path {
+                return joined;
+            }
+            resolved_within(&joined, hops - 1)
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
+/// What `tool` runs, inside `root`.
+pub fn of(root: &Path, tool: &Tool) -> Footprint {
+    let mut b = Builder {
+        root,
+        files: Vec::new(),
+        paths: Vec::new(),
+    };
+    if tool.origin != Origin::Builtin {
+        b.file(&tool.file);
+    }
+    match &tool.manifest.exec {
+        Exec::Command(c) => {
+            if c.entrypoint.contains('/') {
+                b.file(&resolve(root, &c.entrypoint));
+            }
+            let cwd = resolve(root, &c.cwd);
+            for a in &c.args {
+                b.argument(&cwd, a);
+            }
+        }
+        Exec::AgentCli(a) => {
+            let dir = PathBuf::from(&a.dir);
+            if let Some(first) = a.command.first() {
+                b.file(&resolve(&dir, first));
+            }
+            for arg in a.command.iter().skip(1) {
+                b.argument(&dir, arg);
+            }
+        }
+        Exec::Python(p) => b.python(p),
+        Exec::Http(_) => {}
+    }
+    b.files.sort();
+    b.files.dedup();
+    b.paths.sort();
+    b.paths.dedup();
+    Footprint {
+        files: b.files,
+        paths: b.paths,
+    }
+}
+
+struct Builder<'a> {
+    root: &'a Path,
+    files: Vec<PathBuf>,
+    paths: Vec<PathBuf>,
+}
+
+impl Builder<'_> {
+    fn inside(&self, p: &Path) -> bool {
+        p.starts_with(self.root)
+    }
+
+    /// A path that must stay as it is (whether or not it exists).
+    fn path(&mut self, p: &Path) {
+        if self.inside(p) {
+            self.paths.push(p.to_path_buf());
+        }
+    }
+
+    /// A path whose content, when it is a file, decides what runs.
+    fn file(&mut self, p: &Path) {
+        if !self.inside(p) {
+            return;
+        }
+        self.path(p);
+        if p.is_file() {
+            self.files.push(p.to_path_buf());
+        }
+    }
+
+    /// A literal argument naming an existing file inside the root.
+    fn argument(&mut self, cwd: &Path, arg: &str) {
+        if arg.contains("${") || arg.is_empty() {
+            return;
+        }
+        let mut candidates = vec![arg];
+        if let Some((_, value)) = arg.split_once('=') {
+            candidates.push(value);
+        }
+        for c in candidates {
+            if c.is_empty() {
+                continue;
+            }
+            for base in [cwd, self.root] {
+                let p = resolve(base, c);
+                if p.is_file() {
+                    self.file(&p);
+                }
+            }
+        }
+    }
+
+    /// Every name under which Python may find module `name` in `dir`.
+    fn module_names(&mut self, dir: &Path, name: &str) {
+        let package = dir.join(name);
+        self.path(&package);
+        self.file(&package.join("__init__.py"));
+        self.file(&package.join("__init__.pyc"));
+        self.path(&package.join("__pycache__"));
+        self.cached(&package.join("__pycache__"), "__init__");
+        self.file(&dir.join(format!("{name}.py")));
+        self.file(&dir.join(format!("{name}.pyc")));
+        self.file(&dir.join(format!("{name}.so")));
+        self.path(&dir.join("__pycache__"));
+        self.cached(&dir.join("__pycache__"), name);
+        // Native extensions: `name.cpython-311-x86_64-linux-gnu.so`, `name.abi3.so`.
+        for entry in list(dir) {
+            let Some(file) = entry.file_name().and_then(|f| f.to_str()) else {
+                continue;
+            };
+            if file.starts_with(&format!("{name}.")) && file.ends_with(".so") {
+                self.file(&entry);
+            }
+        }
+    }
+
+    /// Byte-code caches of `name` in a `__pycache__` directory.
+    fn cached(&mut self, cache: &Path, name: &str) {
+        for entry in list(cache) {
+            let Some(file) = entry.file_name().and_then(|f| f.to_str()) else {
+                continue;
+            };
+            if file.starts_with(&format!("{name}.")) && file.ends_with(".pyc") {
+                self.file(&entry);
+            }
+        }
+    }
+
+    fn python(&mut self, p: &PythonExec) {
+        let mut dir = resolve(self.root, &p.cwd);
+        let parts: Vec<&str> = p.module.split('.').collect();
+        for part in parts {
+            // Every level may be a module file shadowing the package, and
+            // the other way round (an `a.py` beside `a/` runs before
+            // `a.b` fails to import): every name of every level counts.
+            self.module_names(&dir, part);
+            dir = dir.join(part);
+        }
+        if let Some(venv) = &p.venv {
+            let v = resolve(self.root, venv);
+            self.file(&v.join("pyvenv.cfg"));
+            for link in ["python", "python3"] {
+                self.path(&v.join("bin").join(link));
+            }
+            for entry in list(&v.join("bin")) {
+                if entry
+                    .file_name()
+                    .and_then(|f| f.to_str())
+                    .is_some_and(|f| f.starts_with("python"))
+                {
+                    self.path(&entry);
+                }
+            }
+            for lib in ["lib", "lib64"] {
+                for py in list(&v.join(lib)) {
+                    let site = py.join("site-packages");
+                    for name in ["sitecustomize.py", "usercustomize.py"] {
+                        self.file(&site.join(name));
+                    }
+                    for entry in list(&site) {
+                        if entry.extension().is_some_and(|x| x == "pth") {
+                            self.file(&entry);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The entries of `dir` (none when it is not a readable directory).
+fn list(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|it| it.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::manifest::project::Project;
+    use std::fs;
+
+    fn project(root: &Path, exec: &str) -> Tool {
+        let dir = root.join(".glee/tools/t");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("tool.yml"),
+            format!("name: t\ndescription: d\nkind: {}\nversion: 1\ninputs:\n  schema: {{type: object, properties: {{x: {{type: string}}}}}}\noutputs:\n  format: text\nexec:\n{exec}", if exec.contains("python:") {"python"} else {"command"}),
+        )
+        .unwrap();
+        let p = Project::load(root).unwrap();
+        assert!(!p.has_errors(), "{:?}", p.diagnostics);
+        p.tool("t").unwrap().clone()
+    }
+
+    #[test]
+    fn command_covers_entrypoint_and_file_arguments() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("scripts")).unwrap();
+        fs::write(root.join("scripts/run.sh"), "echo hi").unwrap();
+        fs::write(root.join("conf.ini"), "x").unwrap();
+        let tool = project(
+            &root,
+            "  command:\n    entrypoint: sh\n    args: [\"scripts/run.sh\", \"--config=conf.ini\", \"${x}\", \"missing.sh\"]\n",
+        );
+        let f = of(&root, &tool);
+        assert!(f.files.contains(&root.join("scripts/run.sh")), "{f:?}");
+        assert!(f.files.contains(&root.join("conf.ini")), "{f:?}");
+        assert!(f.files.contains(&root.join(".glee/tools/t/tool.yml")));
+        assert_eq!(f.files.len(), 3, "{f:?}");
+    }
+
+    #[test]
+    fn python_covers_shadowing_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("pkg/__pycache__")).unwrap();
+        fs::write(root.join("pkg/__init__.py"), "").unwrap();
+        fs::write(root.join("pkg/mod.py"), "def f(): pass").unwrap();
+        fs::write(root.join("pkg/mod.cpython-311-x86_64-linux-gnu.so"), "").unwrap();
+        fs::write(root.join("pkg/__pycache__/mod.cpython-311.pyc"), "").unwrap();
+        let tool = project(&root, "  python:\n    module: pkg.mod\n    function: f\n");
+        let f = of(&root, &tool);
+        for p in [
+            "pkg/__init__.py",
+            "pkg/mod.py",
+            "pkg/mod.cpython-311-x86_64-linux-gnu.so",
+            "pkg/__pycache__/mod.cpython-311.pyc",
+        ] {
+            assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
+        }
+        for p in ["pkg/mod", "pkg/mod/__init__.py", "pkg.py", "pkg/mod.pyc"] {
+            assert!(f.paths.contains(&root.join(p)), "{p}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn resolved_follows_links_as_far_as_they_exist() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("data")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("data/cache")).unwrap();
+        assert_eq!(resolved(&root.join("data/cache/x")), Path::new("/etc/x"));
+        std::os::unix::fs::symlink("/nonexistent-gbx/a", root.join("data/dangling")).unwrap();
+        assert_eq!(
+            resolved(&root.join("data/dangling/b")),
+            Path::new("/nonexistent-gbx/a/b")
+        );
+        assert_eq!(resolved(&root.join("data/new/b")), root.join("data/new/b"));
+    }
+}
