@@ -21,9 +21,12 @@
 //! `glovebox audit --reseal` (itself an `AUDIT_RESEALED` event).
 //!
 //! Writers take an exclusive `flock` on the log, check its end against the
-//! head, append with one `write` on an `O_APPEND` descriptor, `fsync` the
-//! log, then move the head (written to a temporary file, synced, renamed):
-//! safe for concurrent processes and for crashes. A crash mid-write leaves
+//! head, append with one `write` on an `O_APPEND` descriptor, then move the
+//! head (a temporary file renamed over it): safe for concurrent processes.
+//! A call's intent is also synced (log, then head) before the call starts
+//! ([`Log::append_durable`]); other lines are not (a crash may lose a
+//! call's result line: the call then shows as unfinished), which keeps
+//! one `fsync` per call. A crash mid-write leaves
 //! at most an unterminated last line (reported as interrupted, never as
 //! tampering; the next writer removes it and logs `AUDIT_INTERRUPTED`) or
 //! lines past the head (they chain, and the next writer takes them in).
@@ -317,9 +320,12 @@ impl Log {
         }
     }
 
-    /// Writes the head durably: a temporary file synced, renamed over the
-    /// head, then the directory synced.
-    fn write_head(&self, head: &Head) -> Result<(), std::io::Error> {
+    /// Writes the head: a temporary file renamed over the head; with
+    /// `durable`, the file is synced before the rename. (The directory is
+    /// not synced: a rename lost in a crash leaves the older head, and the
+    /// lines written since chain on from it, so the next append takes them
+    /// in.)
+    fn write_head(&self, head: &Head, durable: bool) -> Result<(), std::io::Error> {
         let dir = self.head.parent().unwrap_or(Path::new("."));
         fs::DirBuilder::new()
             .recursive(true)
@@ -329,9 +335,11 @@ impl Log {
         tmp.write_all(head.to_text().as_bytes())?;
         tmp.as_file()
             .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        tmp.as_file().sync_all()?;
+        if durable {
+            tmp.as_file().sync_all()?;
+        }
         tmp.persist(&self.head).map_err(|e| e.error)?;
-        fs::File::open(dir)?.sync_all()
+        Ok(())
     }
 
     /// Opens the log for appending (creating it and its directory) and
@@ -351,8 +359,21 @@ impl Log {
             .map_err(|(_, e)| self.io(e.into()))
     }
 
-    /// Appends `event`, chained to the previous line, made durable (the
-    /// log synced, then the head moved and synced) before it returns.
+    /// Appends `event`, chained to the previous line, and moves the head.
+    /// Not synced to disk: a crash may lose it (a call's result line: the
+    /// call then shows as unfinished). [`Log::append_durable`] syncs.
+    pub fn append(&self, event: &Event) -> Result<(), AuditError> {
+        self.append_with(event, false)
+    }
+
+    /// Appends `event` made durable before it returns: the log synced,
+    /// then the head moved (synced too). For a call's intent, which must
+    /// be on disk before the call starts.
+    pub fn append_durable(&self, event: &Event) -> Result<(), AuditError> {
+        self.append_with(event, true)
+    }
+
+    /// Appends `event` (see [`Log::append`]).
     ///
     /// The log must end where the head says. Lines past the head that
     /// chain (a writer died before moving the head) are taken in; an
@@ -366,7 +387,7 @@ impl Log {
     /// [`AuditError::NotDurable`] means the line *was* written (but the
     /// disk did not confirm it, or the head could not be moved); any other
     /// error means it was not.
-    pub fn append(&self, event: &Event) -> Result<(), AuditError> {
+    fn append_with(&self, event: &Event, durable: bool) -> Result<(), AuditError> {
         let key = state::key()?;
         let mut file = self.open_locked()?;
         let head = self.read_head()?;
@@ -447,11 +468,14 @@ impl Log {
             let _ = file.set_len(before);
             return Err(self.io(e));
         }
-        file.sync_data().map_err(|e| self.not_durable(e))?;
+        if durable {
+            file.sync_data().map_err(|e| self.not_durable(e))?;
+        }
         head.lines = Some(lines);
         head.bytes = Some(before + out.len() as u64);
         head.mac = prev;
-        self.write_head(&head).map_err(|e| self.not_durable(e))?;
+        self.write_head(&head, durable)
+            .map_err(|e| self.not_durable(e))?;
         Ok(())
     }
 
@@ -696,7 +720,8 @@ impl Log {
                 count: chain_text.len(),
             }),
         };
-        self.write_head(&head).map_err(|e| self.not_durable(e))?;
+        self.write_head(&head, true)
+            .map_err(|e| self.not_durable(e))?;
         Ok(before)
     }
 }

@@ -762,8 +762,8 @@ impl Intent<'_> {
             ],
         }
         .with_client(self.caller);
-        let result =
-            audit::Log::for_project(&self.engine.project.root).and_then(|log| log.append(&event));
+        let result = audit::Log::for_project(&self.engine.project.root)
+            .and_then(|log| log.append_durable(&event));
         let Err(e) = result else {
             self.written.set(true);
             return Ok(());
