@@ -1074,6 +1074,7 @@ fn parse(line: &str) -> Option<Entry> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -1113,6 +1114,24 @@ mod tests {
         );
         let e = parse(&line).unwrap();
         assert_eq!(e.fields.len(), 2, "{e:?}");
+    }
+
+    #[test]
+    fn recent_entries_read_only_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log {
+            path: dir.path().join("tools.log"),
+            head: dir.path().join("head"),
+        };
+        let text: String = (0..1000)
+            .map(|i| format!("[t{i:04}] TOOL_EXECUTED name=x n={i:04} mac=ab\n"))
+            .collect();
+        std::fs::write(&log.path, &text).unwrap();
+        let line_len = text.lines().next().unwrap().len() as u64 + 1;
+        let recent = log.recent_entries(10 * line_len + 5).unwrap();
+        assert_eq!(recent.len(), 10, "{recent:?}");
+        assert_eq!(recent.last().unwrap().ts, "t0999");
+        assert_eq!(log.recent_entries(1 << 30).unwrap().len(), 1000);
     }
 
     #[test]

@@ -140,6 +140,12 @@ fn stdio_bad_tool_names_are_refused_and_the_server_goes_on() {
         );
         assert!(m.alive(), "the server died on {name:?}");
     }
+    // A name with bytes that are not UTF-8 cannot even be JSON: a parse
+    // error, and the server goes on.
+    m.write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\",\"params\":{\"name\":\"glee_tool\",\"arguments\":{\"name\":\"a\xff\xfeb\"}}}\n");
+    let r = m.reply();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert!(m.alive());
     if jail_available() {
         let r = m.call(999, "echo", json!({"w": "after"}));
         assert_eq!(r["result"]["isError"], json!(false), "{r}");
@@ -172,6 +178,15 @@ fn mcp_http_bad_tool_names_are_refused_and_the_server_goes_on() {
             s.assert_alive();
         }
     }
+    // Bytes that are not UTF-8 in the name: a JSON-RPC parse error.
+    let session = s.mcp_session("2025-11-25");
+    let a = s.mcp_raw(
+        Some(&session),
+        b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"a\xffb\",\"arguments\":{}}}",
+    );
+    assert_eq!(a.status, 400, "{a:?}");
+    assert_eq!(a.json["error"]["code"], -32700, "{a:?}");
+    s.assert_alive();
     assert_no_forged_fields(&f);
 }
 
