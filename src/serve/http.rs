@@ -217,14 +217,19 @@ async fn accept(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
+    let mut said: Option<std::time::Instant> = None;
     loop {
         let permit = match open.clone().try_acquire_owned() {
             Ok(p) => p,
             Err(_) => {
-                eprintln!(
-                    "glovebox: {} connections are open (glovebox serve --max-connections): new ones wait until one closes",
-                    limits.max_connections
-                );
+                // Said once per minute at most, however long the flood.
+                if said.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
+                    said = Some(std::time::Instant::now());
+                    eprintln!(
+                        "glovebox: {} connections are open (glovebox serve --max-connections): new ones wait until one closes",
+                        limits.max_connections
+                    );
+                }
                 tokio::select! {
                     p = open.clone().acquire_owned() => match p {
                         Ok(p) => p,

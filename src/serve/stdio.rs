@@ -108,6 +108,15 @@ impl Screen {
                         Verdict::Forward
                     }
                     (None, true) => {
+                        // A cancelled request may get no reply: its id is
+                        // free again.
+                        if m.get("method").and_then(Value::as_str)
+                            == Some("notifications/cancelled")
+                        {
+                            if let Some(id) = m.get("params").and_then(|p| p.get("requestId")) {
+                                self.in_flight.remove(&id.to_string());
+                            }
+                        }
                         if let Some(p) = m.get("params").filter(|p| !p.is_null()) {
                             if !p.is_object() && !p.is_array() {
                                 // A notification is never answered.
@@ -323,5 +332,13 @@ mod tests {
         // A server request with the same id does not free it.
         s.replied(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
         assert!(matches!(s.screen(req), Verdict::Answer(_)));
+        // Cancelling it does (a cancelled request may get no reply).
+        assert_eq!(
+            s.screen(
+                br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#
+            ),
+            Verdict::Forward
+        );
+        assert_eq!(s.screen(req), Verdict::Forward);
     }
 }
