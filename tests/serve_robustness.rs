@@ -509,3 +509,33 @@ fn deleting_and_restoring_glee_is_noticed() {
     std::fs::remove_dir_all(f.root.join(".glee/tools/echo")).unwrap();
     wait(false, "a change after the restore was not noticed");
 }
+
+/// The answers hyper writes itself (unparsable request 400, URI over
+/// 64 KiB 414, headers too large 431) carry a JSON error body like every
+/// other refusal, and the server answers the next request.
+#[test]
+fn hypers_own_refusals_are_json() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let big_header = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(600_000)
+    );
+    for (raw, status) in [
+        (long_uri.into_bytes(), 414),
+        (big_header.into_bytes(), 431),
+        (b"GARBAGE\r\n\r\n".to_vec(), 400),
+    ] {
+        let a = raw_request(&s.addr, &raw);
+        assert_eq!(a.status, status, "{a:?}");
+        assert_eq!(a.kind(), "input_invalid", "{a:?}");
+        assert!(
+            a.header("content-type")
+                .is_some_and(|t| t.starts_with("application/json")),
+            "{a:?}"
+        );
+        s.assert_alive();
+    }
+}

@@ -258,7 +258,8 @@ async fn accept(
             eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
         }
         let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+        let io = hyper_util::rt::TokioIo::new(super::wire::JsonRefusals::new(tcp));
+        let conn = http.serve_connection(io, service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;

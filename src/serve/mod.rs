@@ -23,6 +23,7 @@
 //! - [`limits`]: body size, connection, concurrency and time limits;
 //!   [`sessions`]: the bounded MCP sessions of `/mcp`.
 //! - [`stdio`]: the screened stdio transport of `glovebox mcp`.
+//! - [`wire`]: hyper's own 400/414/431 answers given JSON bodies.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 
 pub mod api;
@@ -40,3 +41,4 @@ pub mod sessions;
 pub mod shutdown;
 pub mod stdio;
 pub mod watch;
+pub mod wire;
