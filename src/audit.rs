@@ -655,19 +655,19 @@ impl Log {
     /// Checks the chain, the head and the calls' intents.
     pub fn verify(&self) -> Result<Verification, AuditError> {
         let key = state::key()?;
-        let bytes = match fs::File::open(&self.path) {
+        let (bytes, head) = match fs::File::open(&self.path) {
             Ok(f) => {
-                // Readers share the lock: no append is seen half done.
+                // Readers share the lock: no append is seen half done, and
+                // the head is read with the log it describes.
                 let mut f = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared)
                     .map_err(|(_, e)| self.io(e.into()))?;
                 let mut b = Vec::new();
                 f.read_to_end(&mut b).map_err(|e| self.io(e))?;
-                b
+                (b, self.read_head()?)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), self.read_head()?),
             Err(e) => return Err(self.io(e)),
         };
-        let head = self.read_head()?;
         Ok(check(&key, &bytes, head.as_ref(), state::dir()?))
     }
 

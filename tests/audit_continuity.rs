@@ -325,3 +325,31 @@ fn interrupted_writes_are_not_tampering() {
     p.mark("d").assert_ok();
     assert!(!p.verify().0);
 }
+
+/// `--verify` while calls are being logged never mistakes a write in
+/// progress for tampering.
+#[test]
+fn verify_during_calls_sees_no_tampering() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.mark("first").assert_ok();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let p = &p;
+            s.spawn(move || {
+                for i in 0..8 {
+                    p.mark(&format!("t{t}-{i}")).assert_ok();
+                }
+            });
+        }
+        s.spawn(|| {
+            for _ in 0..60 {
+                let (_, v) = p.verify();
+                assert_eq!(v["problems"], json!([]), "{v}");
+            }
+        });
+    });
+    assert!(p.verify().0);
+}
