@@ -539,3 +539,71 @@ fn hypers_own_refusals_are_json() {
         s.assert_alive();
     }
 }
+
+/// MCP 2026-07-28 (no `initialize`; each request carries its revision in
+/// `_meta`) over stdio: bad names are refused and the one call bound
+/// answers busy exactly as on the older revisions.
+#[test]
+fn the_2026_revision_gets_the_same_checks_and_bound() {
+    use std::io::{BufRead, BufReader, Write};
+    let f = project();
+    let st = state_env(&f);
+    let mut child = std::process::Command::new(bin())
+        .args(["--root", f.root.to_str().unwrap(), "mcp"])
+        .args(["--max-concurrent", "1", "--max-queued", "0"])
+        .envs(envs(&st))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let mut send = |id: u64, name: &str, args: Value| {
+        let m = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args, "_meta": meta}});
+        writeln!(stdin, "{m}").unwrap();
+    };
+    let reply = |id: u64| -> Value {
+        loop {
+            let v = rx.recv_timeout(Duration::from_secs(60)).expect("a reply");
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    };
+    send(1, "glee_tool", json!({"name": "a\u{0}b", "params": {}}));
+    let r = reply(1);
+    assert_eq!(tool_error(&r["result"])["kind"], "tool_not_found", "{r}");
+    if jail_available() {
+        send(2, "nap", json!({"secs": "3"}));
+        std::thread::sleep(Duration::from_millis(700));
+        send(3, "echo", json!({"w": "x"}));
+        let r = reply(3);
+        let e = tool_error(&r["result"]);
+        assert_eq!(
+            (e["kind"].as_str(), &e["details"]["busy"]),
+            (Some("resource_limit"), &json!(true)),
+            "{r}"
+        );
+        let r = reply(2);
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
