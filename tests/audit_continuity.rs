@@ -353,3 +353,43 @@ fn verify_during_calls_sees_no_tampering() {
     });
     assert!(p.verify().0);
 }
+
+/// A full disk (simulated with RLIMIT_FSIZE just above the log's size,
+/// SIGXFSZ ignored): the intent cannot be written, so the tool does not
+/// run, and no half line is left behind; the log still verifies.
+#[test]
+fn a_full_disk_refuses_the_call_and_leaves_no_half_line() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.mark("a").assert_ok();
+    let before = std::fs::read(p.log_path()).unwrap();
+    let limit = before.len() + 40;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; exec prlimit --fsize=$LIMIT:$LIMIT \"$@\"")
+        .arg("sh")
+        .arg(bin())
+        .args(["run", "mark", "w=full", "--json", "--root"])
+        .arg(&p.f.root)
+        .env("LIMIT", limit.to_string())
+        .env("GLOVEBOX_STATE_DIR", &p.state)
+        .current_dir(&p.f.cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {out:?}");
+    });
+    assert_eq!(outcome["error"]["kind"], "audit_unavailable", "{outcome}");
+    assert!(!p.marked("full"), "the tool ran without a record");
+    assert_eq!(
+        std::fs::read(p.log_path()).unwrap(),
+        before,
+        "the log changed (a half line?)"
+    );
+    assert!(p.verify().0);
+    p.mark("after").assert_ok();
+    assert!(p.verify().0);
+}
