@@ -28,9 +28,14 @@
 //!   context (URL path segment, query, header, JSON body), sent by glovebox
 //!   itself over hyper + rustls behind an SSRF guard, redirects that never
 //!   carry a secret to another origin, bounded time and size.
-//! - [`jail`]: the confined child process — Landlock, seccomp, PID / mount /
-//!   IPC (/ user / network) namespaces, cgroup limits, capability drop, a
-//!   scrubbed environment; every `unsafe` block lives in its `sys` module.
+//! - [`jail`]: the confined child process — its own root built from
+//!   read-only binds of what it is granted ([`jail::tree`]), Landlock,
+//!   seccomp, PID / mount / IPC (/ user / network) namespaces, cgroup
+//!   limits, capability drop, a scrubbed environment; every `unsafe` block
+//!   lives in its `sys` module.
+//! - [`surface`]: the project's control surface (`.glee/`, `tools.json`,
+//!   `.git/`, what its tools run), read-only in every jail, inside write
+//!   grants too, and never written by the built-ins.
 //! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
 //!   content, agent-created tools under the project's permission ceiling,
 //!   the HMAC-chained audit log (each line naming its key; intent before
@@ -87,5 +92,6 @@ pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod state;
+pub mod surface;
 pub mod template;
 pub mod validate;
