@@ -207,6 +207,11 @@ struct Served {
 
 impl Served {
     fn start(f: &Fixture, listen: &str, token: Option<&str>) -> Served {
+        Served::start_with(f, listen, token, &[])
+    }
+
+    /// [`Served::start`] with more `serve` flags.
+    fn start_with(f: &Fixture, listen: &str, token: Option<&str>, extra: &[&str]) -> Served {
         let mut c = Command::new(bin());
         c.args([
             "--root",
@@ -215,6 +220,7 @@ impl Served {
             "--listen",
             listen,
         ])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -493,6 +499,65 @@ fn mcp2_legacy_mode_stdio_gets_list_changes_ping_and_caller() {
 #[test]
 fn mcp2_legacy_mode_http_gets_list_changes_ping_and_caller() {
     changes_with_mcp2("legacy", true);
+}
+
+/// 40 concurrent one-second calls from the 2.x client with
+/// `--max-concurrent 16` in `mode` over `transport`: every revision and
+/// transport shares one bound, so all 40 run (24 wait for a slot, none is
+/// refused below the queue's default of 64) and no more than 16 at once —
+/// three rounds of a second at least.
+fn forty_calls_under_a_bound_of_16(mode: &str, http: bool) {
+    if !jail_available() {
+        return;
+    }
+    let Some(py) = python2() else { return };
+    let f = project();
+    let bound = ["--max-concurrent", "16"];
+    let served = http.then(|| Served::start_with(&f, "127.0.0.1:0", None, &bound));
+    let mut transport = vec!["--mode".to_string(), mode.to_string()];
+    match &served {
+        Some(s) => transport.extend(s.transport(None)),
+        None => {
+            transport.extend(stdio(&f));
+            // `=` so argparse takes a value that starts with `--`.
+            transport.extend(bound.iter().map(|a| format!("--server-arg={a}")));
+        }
+    }
+    let out = scenario_of("tests/mcp/client2.py", &py, &transport, "load", Some("40"));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("LOAD "))
+        .unwrap_or_else(|| panic!("no LOAD line: {out}"));
+    assert!(line.starts_with("LOAD ok=40 of=40 "), "{out}");
+    let took: f64 = line
+        .rsplit("took=")
+        .next()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no time in {line}"));
+    assert!(
+        took >= 2.5,
+        "40 one-second calls ran more than 16 at once: {line}"
+    );
+}
+
+#[test]
+fn mcp2_default_mode_stdio_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("auto", false);
+}
+
+#[test]
+fn mcp2_default_mode_http_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("auto", true);
+}
+
+#[test]
+fn mcp2_legacy_mode_stdio_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("legacy", false);
+}
+
+#[test]
+fn mcp2_legacy_mode_http_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("legacy", true);
 }
 
 /// Writes `lines` to `glovebox mcp`'s stdin, closes it, and returns its
