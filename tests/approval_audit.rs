@@ -308,7 +308,7 @@ fn each_kind_of_excess_is_refused_and_nothing_is_written() {
         "description": "x", "kind": "command", "version": 1,
         "inputs": {"schema": {"type": "object", "properties": {}}},
         "outputs": {"format": "text"},
-        "exec": {"command": {"entrypoint": "true"}},
+        "exec": {"command": {"entrypoint": "true", "cwd": "src"}},
     });
     let cases = [
         (
@@ -330,9 +330,40 @@ fn each_kind_of_excess_is_refused_and_nothing_is_written() {
             "secret",
         ),
     ];
-    for (name, perms, word) in cases {
+    let outside = p.f.outside.to_str().unwrap().to_string();
+    let execs = [
+        (
+            "cwd",
+            json!({"command": {"entrypoint": "true", "cwd": "src/escape"}}),
+            "exec.command.cwd",
+        ),
+        (
+            "venv",
+            json!({"python": {"module": "m", "function": "f", "cwd": "src", "venv": outside}}),
+            "exec.python.venv",
+        ),
+        (
+            "pycwd",
+            json!({"python": {"module": "m", "function": "f", "cwd": "src/escape"}}),
+            "exec.python.cwd",
+        ),
+    ];
+    let cases = cases.into_iter().map(|(n, p, w)| (n, p, w, None)).chain(
+        execs
+            .into_iter()
+            .map(|(n, e, w)| (n, json!({"fs": {"read": ["src"]}}), w, Some(e))),
+    );
+    for (name, perms, word, exec) in cases {
         let mut def = base.clone();
         def["permissions"] = perms;
+        if let Some(exec) = exec {
+            def["kind"] = json!(if exec.get("python").is_some() {
+                "python"
+            } else {
+                "command"
+            });
+            def["exec"] = exec;
+        }
         let file = p.f.base.join(format!("{name}.json"));
         std::fs::write(&file, def.to_string()).unwrap();
         let out = p.gb(&[
@@ -358,7 +389,8 @@ fn each_kind_of_excess_is_refused_and_nothing_is_written() {
         );
     }
     let log = p.log();
-    assert_eq!(log.matches("TOOL_DENIED").count(), 6, "{log}");
+    assert_eq!(log.matches("TOOL_DENIED").count(), 9, "{log}");
+    assert_eq!(log.matches("is outside the ceiling").count(), 7, "{log}");
     assert!(log.contains("reason=ceiling"));
     assert!(!log.contains("TOOL_CREATED"));
 }

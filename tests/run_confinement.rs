@@ -316,3 +316,80 @@ fn declared_secret_reaches_its_tool_but_comes_back_redacted() {
     );
     assert!(!r.mentions(TOKEN), "the token came back: {r:#?}");
 }
+
+/// A venv whose `bin/python3` links to the system interpreter.
+fn venv(f: &Fixture, home: &str) {
+    let bin = f.root.join("venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let _ = std::fs::remove_file(bin.join("python3"));
+    std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python3")).unwrap();
+    f.file(
+        "venv/pyvenv.cfg",
+        &format!("home = {home}\ninclude-system-site-packages = false\n"),
+    );
+}
+
+/// Attack 2: `pyvenv.cfg` is an ordinary project file; pointing its `home`
+/// next to the canary must not make the canary readable. The grant comes
+/// from the interpreter the venv's link resolves to.
+#[test]
+fn an_edited_pyvenv_cfg_does_not_widen_the_jail() {
+    if !jail_available() {
+        return;
+    }
+    let (f, canary) = fixture();
+    let canary = path_str(&canary).to_string();
+    venv(&f, "/usr/bin");
+    let mut tool = py_tool("py_venv", "read", json!(["${a}"]), read_root());
+    tool["exec"]["python"]["venv"] = json!("venv");
+    f.tool(&tool);
+    let r = f.run("py_venv", &["a=inside.txt"]);
+    r.assert_ok();
+    assert_eq!(r.text(), "ESCAPED inside content");
+
+    // `home` now names a bin directory beside the canary.
+    std::fs::create_dir_all(f.outside.join("bin")).unwrap();
+    venv(&f, path_str(&f.outside.join("bin")));
+    let r = f.run("py_venv", &[&format!("a={canary}")]);
+    assert!(!r.mentions(CANARY), "canary leaked: {r:#?}");
+    r.assert_ok();
+    assert!(r.stderr().contains("PROBE-START"), "{r:#?}");
+    assert!(r.text().starts_with("BLOCKED"), "{r:#?}");
+    let explain = std::process::Command::new(bin())
+        .args(["--root", path_str(&f.root), "explain", "py_venv"])
+        .output()
+        .unwrap();
+    let explain = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        !explain.contains(path_str(&f.outside)),
+        "the outside dir is granted: {explain}"
+    );
+}
+
+/// A venv whose interpreter is not part of a Python installation is
+/// refused, and the fake interpreter never runs.
+#[test]
+fn a_venv_whose_interpreter_is_not_python_is_refused() {
+    if !jail_available() {
+        return;
+    }
+    let (f, _) = fixture();
+    let fake = f.outside.join("fake/bin/python3");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(&fake, "#!/bin/sh\necho FAKE-INTERPRETER-RAN\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = f.root.join("venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&fake, bin.join("python3")).unwrap();
+    f.file("venv/pyvenv.cfg", "home = /usr/bin\n");
+    let mut tool = py_tool("py_fake", "read", json!(["${a}"]), read_root());
+    tool["exec"]["python"]["venv"] = json!("venv");
+    f.tool(&tool);
+    let r = f.run("py_fake", &["a=inside.txt"]);
+    r.assert_failed("manifest_invalid", 2);
+    assert!(
+        r.message().contains("not part of a Python installation"),
+        "{r:#?}"
+    );
+    assert!(!r.mentions("FAKE-INTERPRETER-RAN"), "{r:#?}");
+}

@@ -25,6 +25,13 @@ pub enum PythonError {
     /// No python3 in the jail's PATH.
     #[error("no python3 found in {JAIL_PATH}; install python3")]
     NoPython,
+    /// The venv's `bin/python` does not lead to a Python installation.
+    #[error("venv {venv:?}: its interpreter {program:?} resolves to {real:?}, which is not part of a Python installation (no lib/pythonX.Y/os.py beside it); recreate the venv with `python3 -m venv`")]
+    NotPython {
+        venv: PathBuf,
+        program: PathBuf,
+        real: PathBuf,
+    },
 }
 
 /// The interpreter a python tool runs with.
@@ -38,49 +45,89 @@ pub struct Interpreter {
 }
 
 /// The installation prefix of an interpreter binary: `/x/bin/python3.11`
-/// → `/x`.
+/// → `/x` (links resolved).
 fn prefix_of(binary: &Path) -> Option<PathBuf> {
     let real = std::fs::canonicalize(binary).ok()?;
     Some(real.parent()?.parent()?.to_path_buf())
 }
 
+/// The installation prefix of `real` (a resolved interpreter binary) when
+/// it is part of a Python installation: a regular executable named
+/// `python…` in `PREFIX/bin`, with the standard library's landmark
+/// `PREFIX/lib/pythonX.Y/os.py` (what CPython itself looks for) — never
+/// `/`, whatever the files say.
+pub fn installation(real: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let named = real
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("python"));
+    let meta = std::fs::metadata(real).ok()?;
+    if !named || !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return None;
+    }
+    let bin = real.parent()?;
+    if bin.file_name().is_none_or(|n| n != "bin") {
+        return None;
+    }
+    let prefix = bin.parent()?;
+    // Never `/` itself.
+    prefix.parent()?;
+    let landmark = ["lib", "lib64"].iter().any(|lib| {
+        std::fs::read_dir(prefix.join(lib)).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|e| {
+                e.file_name()
+                    .to_str()
+                    .is_some_and(|n| n.starts_with("python"))
+                    && e.path().join("os.py").is_file()
+            })
+        })
+    });
+    landmark.then(|| prefix.to_path_buf())
+}
+
 impl Interpreter {
     /// The venv's interpreter when the manifest names one, else `python3`
     /// from the jail's PATH.
+    ///
+    /// A venv's grant comes from its interpreter, never from a file in the
+    /// venv that a tool could edit: `bin/python3` (or `bin/python`) is
+    /// resolved through its links to the real binary, and that binary's
+    /// installation prefix is granted (read + execute) beside the venv. A
+    /// venv whose interpreter is not part of a Python installation (see
+    /// [`installation`]) is refused. Only a venv made with `--copies` (the
+    /// binary itself inside the venv) takes its base from `pyvenv.cfg`'s
+    /// `home`, and then only when that names a Python installation too.
     pub fn locate(root: &Path, exec: &PythonExec) -> Result<Interpreter, PythonError> {
-        let mut grant = Vec::new();
-        let program = match &exec.venv {
-            Some(venv) => {
-                let dir = resolve(root, venv);
-                let program = ["python3", "python"]
-                    .iter()
-                    .map(|n| dir.join("bin").join(n))
-                    .find(|p| p.exists())
-                    .ok_or_else(|| PythonError::VenvMissing { path: dir.clone() })?;
-                // pyvenv.cfg's `home` names the base interpreter's bin dir.
-                if let Ok(cfg) = std::fs::read_to_string(dir.join("pyvenv.cfg")) {
-                    for line in cfg.lines() {
-                        if let Some((k, v)) = line.split_once('=') {
-                            if k.trim() == "home" {
-                                if let Some(base) = Path::new(v.trim()).parent() {
-                                    grant.push(base.to_path_buf());
-                                }
-                            }
-                        }
-                    }
-                }
-                grant.push(dir);
-                program
-            }
-            None => std::env::split_paths(JAIL_PATH)
+        let Some(venv) = &exec.venv else {
+            let program = std::env::split_paths(JAIL_PATH)
                 .map(|d| d.join("python3"))
                 .find(|p| p.exists())
-                .ok_or(PythonError::NoPython)?,
+                .ok_or(PythonError::NoPython)?;
+            let grant = prefix_of(&program).into_iter().collect();
+            return Ok(Interpreter { program, grant });
         };
-        if let Some(prefix) = prefix_of(&program) {
-            if !grant.contains(&prefix) {
-                grant.push(prefix);
-            }
+        let dir = resolve(root, venv);
+        let program = ["python3", "python"]
+            .iter()
+            .map(|n| dir.join("bin").join(n))
+            .find(|p| p.exists())
+            .ok_or_else(|| PythonError::VenvMissing { path: dir.clone() })?;
+        let real = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
+        let not_python = || PythonError::NotPython {
+            venv: dir.clone(),
+            program: program.clone(),
+            real: real.clone(),
+        };
+        let real_dir = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+        let prefix = if real.starts_with(&real_dir) {
+            copied_base(&dir).ok_or_else(not_python)?
+        } else {
+            installation(&real).ok_or_else(not_python)?
+        };
+        let mut grant = vec![dir];
+        if !grant.contains(&prefix) {
+            grant.push(prefix);
         }
         Ok(Interpreter { program, grant })
     }
@@ -95,6 +142,21 @@ impl Interpreter {
             SHIM.into(),
         ]
     }
+}
+
+/// The base installation of a venv made with `--copies`: `pyvenv.cfg`'s
+/// `home` (the base's `bin` directory), accepted only when a `python3…`
+/// there is part of a Python installation.
+fn copied_base(venv: &Path) -> Option<PathBuf> {
+    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).ok()?;
+    let home = cfg.lines().find_map(|line| {
+        let (k, v) = line.split_once('=')?;
+        (k.trim() == "home").then(|| PathBuf::from(v.trim()))
+    })?;
+    ["python3", "python"].iter().find_map(|n| {
+        let real = std::fs::canonicalize(home.join(n)).ok()?;
+        installation(&real)
+    })
 }
 
 /// The request the shim reads on stdin.
