@@ -394,6 +394,8 @@ impl Engine {
             )));
         }
 
+        self.within_ceiling(tool, config)?;
+
         let secret_values =
             secrets::resolve(&m.permissions, &caller.secrets).map_err(|missing| {
                 Outcome::failure(
@@ -447,6 +449,37 @@ impl Engine {
                 &schemas,
             )),
         }
+    }
+
+    /// An agent-created tool stays under the ceiling at every call, its
+    /// paths resolved as they are now (a link made after creation cannot
+    /// widen it).
+    fn within_ceiling(&self, tool: &Tool, config: &Config) -> Result<(), Box<Outcome>> {
+        let root = &self.project.root;
+        if tool.origin != Origin::Dir
+            || !crate::create::created_tools(root).contains_key(&tool.name)
+        {
+            return Ok(());
+        }
+        let ceiling = config
+            .security
+            .max_permissions
+            .clone()
+            .unwrap_or_else(crate::create::default_ceiling);
+        let excess = crate::create::excess(root, &tool.manifest, &ceiling);
+        if excess.is_empty() {
+            return Ok(());
+        }
+        Err(Box::new(Outcome::failure(
+            &tool.name,
+            ErrorKind::PermissionExceedsCeiling,
+            format!(
+                "agent-created tool `{}` now reaches beyond security.max_permissions: {}; remove the symlink or recreate the tool",
+                tool.name,
+                excess.join("; ")
+            ),
+            json!({"excess": excess}),
+        )))
     }
 
     /// Checks the working directory and returns it resolved.

@@ -601,3 +601,72 @@ fn a_script_named_by_an_argument_is_covered_and_other_files_are_not() {
     assert!(r.message().contains("scripts/run.sh changed"), "{r:#?}");
     assert!(!out.join("evil").exists(), "the edited script ran");
 }
+
+const LINK_CANARY: &str = "LINKED-GRANT-CANARY-5e1f";
+
+/// Attack 3: an agent-created, approved tool reads `data/cache` (not yet
+/// there); a link `data/cache -> <outside>` made afterwards must not let it
+/// read outside the root: not after approval, not with the call approved
+/// by hand (`--yes`), and not for a hand-written tool either.
+#[test]
+fn a_symlink_made_after_approval_does_not_widen_a_grant() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    std::fs::write(p.f.outside.join("canary.txt"), LINK_CANARY).unwrap();
+    std::fs::create_dir_all(p.f.root.join("data")).unwrap();
+    let def = json!({
+        "description": "reads the cache", "kind": "command", "version": 1,
+        "inputs": {"schema": {"type": "object", "properties": {"f": {"type": "string"}}}},
+        "outputs": {"format": "text"},
+        "exec": {"command": {"entrypoint": "cat", "args": ["${f}"], "cwd": "data/cache"}},
+        "permissions": {"fs": {"read": ["data/cache"]}},
+    });
+    let file = p.f.base.join("def.json");
+    std::fs::write(&file, def.to_string()).unwrap();
+    let out = p.gb(&["create", "cache", "--definition", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(p.gb(&["approve", "cache", "--yes"]).status.success());
+    // Legitimate: the cache is made inside the root and read.
+    p.f.file("data/cache/canary.txt", "inside cache");
+    let r = p.run("cache", &["f=canary.txt"]);
+    r.assert_ok();
+    assert_eq!(r.text(), "inside cache");
+
+    // The attacker replaces the cache by a link to the outside.
+    std::fs::remove_dir_all(p.f.root.join("data/cache")).unwrap();
+    std::os::unix::fs::symlink(&p.f.outside, p.f.root.join("data/cache")).unwrap();
+    let r = p.run("cache", &["f=canary.txt"]);
+    r.assert_failed("approval_required", 1);
+    assert!(
+        r.message().contains("fs.read data/cache now resolves to"),
+        "{r:#?}"
+    );
+    assert!(!r.mentions(LINK_CANARY), "canary leaked: {r:#?}");
+    let r = p.run("cache", &["f=canary.txt", "--yes"]);
+    assert_eq!(r.kind(), "permission_exceeds_ceiling", "{r:#?}");
+    assert!(!r.mentions(LINK_CANARY), "canary leaked: {r:#?}");
+
+    // A hand-written tool with the same grant is refused at run time.
+    p.f.tool(&command_tool(
+        "hand",
+        schema(json!({"f": {"type": "string"}})),
+        json!({"entrypoint": "cat", "args": ["${f}"], "cwd": "data/cache"}),
+        json!({"fs": {"read": ["data/cache"]}}),
+    ));
+    let r = p.run("hand", &["f=canary.txt"]);
+    r.assert_failed("manifest_invalid", 2);
+    assert!(r.message().contains("resolves through a symlink"), "{r:#?}");
+    assert!(!r.mentions(LINK_CANARY), "canary leaked: {r:#?}");
+    // Naming the target itself is the owner's explicit choice: allowed.
+    p.f.tool(&command_tool(
+        "named",
+        schema(json!({"f": {"type": "string"}})),
+        json!({"entrypoint": "cat", "args": ["${f}"], "cwd": "data/cache"}),
+        json!({"fs": {"read": ["data/cache", p.f.outside.to_str().unwrap()]}}),
+    ));
+    let r = p.run("named", &["f=canary.txt"]);
+    r.assert_ok();
+    assert_eq!(r.text(), LINK_CANARY);
+}
