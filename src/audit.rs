@@ -131,18 +131,74 @@ fn mac(key: &[u8], prev: &str, line: &str) -> String {
     hex::encode(m.finalize().into_bytes())
 }
 
-/// Keeps a value on one line: newlines and carriage returns escaped.
-pub fn one_line(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r")
+/// A field value as written to the log: a JSON object or array that
+/// glovebox serialised (parameters, permissions) as it is; anything else
+/// with `\` → `\\`, every control character (C0, DEL, C1) and Unicode
+/// line, paragraph and bidi-override character escaped (`\n`, `\r`,
+/// `\t`, `\xNN`, `\u{NNNN}`), and `=` → `\x3d`, so that a value can
+/// neither end the line, nor move the terminal, nor pose as another
+/// `key=value` field.
+pub fn field_value(v: &str) -> String {
+    let json = (v.starts_with('{') || v.starts_with('['))
+        && !v.chars().any(needs_escape)
+        && serde_json::from_str::<serde::de::IgnoredAny>(v).is_ok();
+    if json {
+        return v.to_string();
+    }
+    let mut out = escape_controls(v);
+    if out.contains('=') {
+        out = out.replace('=', "\\x3d");
+    }
+    out
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` with `\` doubled and every control, line-separator and
+/// bidi-override character escaped: safe to print on a terminal and to
+/// keep on one line. What `glovebox audit` and the usage endpoint show.
+pub fn escape_controls(s: &str) -> String {
+    if !s.chars().any(|c| c == '\\' || needs_escape(c)) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && needs_escape(c) => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value read back from the log, made safe to show: see
+/// [`escape_controls`]. A line glovebox wrote never needs it; a line
+/// written by anything else might.
+pub fn display(v: &str) -> String {
+    if v.chars().any(needs_escape) {
+        escape_controls(v)
+    } else {
+        v.to_string()
+    }
 }
 
 /// Longest client label kept, in bytes (before escaping).
 pub const MAX_LABEL_BYTES: usize = 128;
 
-/// A value a client supplied (an `X-Agent-ID` header, …) made safe for a
-/// log line: cut to [`MAX_LABEL_BYTES`] on a character boundary, then
+/// The one sanitiser for every string a caller supplies that reaches the
+/// log: MCP `clientInfo` name and version, the `X-Agent-ID` and
+/// `X-Project-ID` headers, a tool name taken from a request, an agent's
+/// name for a creation. Cut to [`MAX_LABEL_BYTES`] on a character boundary, then
 /// every control character, space, `=`, `%` and non-ASCII character
 /// percent-encoded, so it can neither end the line, nor pose as another
 /// `key=value` field, nor hide as a look-alike character.
@@ -215,7 +271,7 @@ impl Log {
             line.push(' ');
             line.push_str(k);
             line.push('=');
-            line.push_str(&one_line(v));
+            line.push_str(&field_value(v));
         }
         let m = mac(&key, &prev, &line);
         let mut out = String::new();
@@ -273,6 +329,9 @@ impl Log {
                 Some((body, m)) if mac(&key, &prev, &body) == m => {
                     prev = m;
                     valid += 1;
+                    if let Err(why) = strict(&body) {
+                        problems.push(format!("line {n}: {why}"));
+                    }
                     continue;
                 }
                 Some(_) if !raw.ends_with('\n') => {}
@@ -355,8 +414,28 @@ fn last_mac(text: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Every field a record may hold (besides its `mac`); a record with
+/// another one, or with one field twice, fails [`Log::verify`].
+pub const FIELDS: &[&str] = &[
+    "name",
+    "params",
+    "status",
+    "kind",
+    "duration_ms",
+    "envKeys",
+    "caller",
+    "agent_id",
+    "project_id",
+    "reason",
+    "creator",
+    "detail",
+    "permissions",
+    "approver",
+];
+
 fn is_key(k: &str) -> bool {
-    !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    k.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Where a plain value ends: before the next ` key=`, or at the end.
@@ -374,14 +453,48 @@ fn next_field(value: &str) -> usize {
 }
 
 fn parse(line: &str) -> Option<Entry> {
+    parse_body(line).map(|(e, _)| e)
+}
+
+/// The record of a verified line, and an error when it is not a record
+/// glovebox writes: text that is no field, an unknown field, a field twice.
+fn strict(body: &str) -> Result<Entry, String> {
+    let (entry, rest) =
+        parse_body(body).ok_or_else(|| "not an audit record ([time] EVENT fields)".to_string())?;
+    if !rest.is_empty() {
+        return Err(format!(
+            "text that is not a `key=value` field: {:?}",
+            display(rest)
+        ));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (k, _) in &entry.fields {
+        if !FIELDS.contains(&k.as_str()) {
+            return Err(format!(
+                "unknown field `{}` (a forged or foreign record)",
+                display(k)
+            ));
+        }
+        if seen.contains(&k.as_str()) {
+            return Err(format!("field `{k}` appears twice (a forged field)"));
+        }
+        seen.push(k);
+    }
+    Ok(entry)
+}
+
+/// A line's entry and the text after its last field that no field took.
+fn parse_body(line: &str) -> Option<(Entry, &str)> {
     let body = line.rsplit_once(" mac=").map_or(line, |(b, _)| b);
     let rest = body.strip_prefix('[')?;
     let (ts, rest) = rest.split_once("] ")?;
     let mut parts = rest.splitn(2, ' ');
     let event = parts.next()?.to_string();
     let mut fields = Vec::new();
+    let mut left = "";
     if let Some(tail) = parts.next() {
         let mut rest = tail;
+        left = rest;
         while let Some((key, after)) = rest.split_once('=') {
             if !is_key(key) {
                 break;
@@ -403,16 +516,25 @@ fn parse(line: &str) -> Option<Entry> {
             let end = json_end.unwrap_or_else(|| next_field(after));
             fields.push((key.to_string(), after[..end].to_string()));
             match after[end..].strip_prefix(' ') {
-                Some(next) => rest = next,
-                None => break,
+                Some(next) => {
+                    rest = next;
+                    left = next;
+                }
+                None => {
+                    left = "";
+                    break;
+                }
             }
         }
     }
-    Some(Entry {
-        ts: ts.to_string(),
-        event,
-        fields,
-    })
+    Some((
+        Entry {
+            ts: ts.to_string(),
+            event,
+            fields,
+        },
+        left,
+    ))
 }
 
 #[cfg(test)]
@@ -455,6 +577,43 @@ mod tests {
         );
         let e = parse(&line).unwrap();
         assert_eq!(e.fields.len(), 2, "{e:?}");
+    }
+
+    #[test]
+    fn values_cannot_end_the_line_or_pose_as_fields() {
+        assert_eq!(field_value("plain text"), "plain text");
+        assert_eq!(field_value("{\"q\":\"a=b\"}"), "{\"q\":\"a=b\"}");
+        assert_eq!(
+            field_value("x status=success\u{1b}[2K\n\\"),
+            "x status\\x3dsuccess\\x1b[2K\\n\\\\"
+        );
+        assert_eq!(field_value("\u{9b}\u{202e}"), "\\u{009b}\\u{202e}");
+        // JSON with a raw newline between tokens is escaped like text.
+        assert_eq!(field_value("{\n}"), "{\\n}");
+        let line = format!(
+            "[t] TOOL_DENIED name=x detail={} reason=ceiling",
+            field_value("a reason=ok status=success")
+        );
+        let e = strict(&line).unwrap();
+        assert_eq!(e.fields.len(), 3, "{e:?}");
+        assert_eq!(e.fields[2], ("reason".into(), "ceiling".into()));
+        assert_eq!(display("a\u{1b}b"), "a\\x1bb");
+        assert_eq!(display("a\\b"), "a\\b");
+    }
+
+    #[test]
+    fn strict_records_have_known_fields_once() {
+        assert!(strict("[t] TOOL_EXECUTED name=x status=error caller=cli").is_ok());
+        let dup = strict("[t] TOOL_EXECUTED name=x status=error status=success").unwrap_err();
+        assert!(dup.contains("`status` appears twice"), "{dup}");
+        let unknown = strict("[t] TOOL_EXECUTED name=x verdict=ok").unwrap_err();
+        assert!(unknown.contains("unknown field `verdict`"), "{unknown}");
+        assert!(strict("[t] TOOL_EXECUTED junk").is_err());
+        assert!(strict("no record").is_err());
+        // envKeys is a field of its own, not part of duration_ms.
+        let e =
+            strict("[t] TOOL_EXECUTED name=x duration_ms=3 envKeys=[\"A\"] caller=cli").unwrap();
+        assert_eq!(e.fields[1], ("duration_ms".into(), "3".into()));
     }
 
     #[test]

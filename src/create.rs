@@ -193,7 +193,7 @@ pub fn create(
         let _ = log.append(&Event {
             kind: "TOOL_DENIED",
             fields: vec![
-                ("name", name.to_string()),
+                ("name", audit::client_label(name)),
                 ("creator", creator.to_string()),
                 ("reason", reason.to_string()),
                 ("detail", detail),
@@ -380,7 +380,7 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
         log.append(&Event {
             kind: "TOOL_DENIED",
             fields: vec![
-                ("name", name.to_string()),
+                ("name", audit::client_label(name)),
                 ("caller", deleter.to_string()),
                 ("reason", "delete_not_agent_created".into()),
             ],

@@ -258,7 +258,7 @@ impl Engine {
             Some(ErrorKind::ApprovalRequired) => audit::Event {
                 kind: "TOOL_DENIED",
                 fields: vec![
-                    ("name", name.to_string()),
+                    ("name", audit::client_label(name)),
                     ("params", params),
                     ("reason", "approval_required".into()),
                     ("caller", caller.id.clone()),
@@ -267,7 +267,7 @@ impl Engine {
             .with_client(caller),
             kind => {
                 let mut fields = vec![
-                    ("name", name.to_string()),
+                    ("name", audit::client_label(name)),
                     ("params", params),
                     (
                         "status",

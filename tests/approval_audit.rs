@@ -670,3 +670,184 @@ fn a_symlink_made_after_approval_does_not_widen_a_grant() {
     r.assert_ok();
     assert_eq!(r.text(), LINK_CANARY);
 }
+
+/// Runs `glovebox mcp` as a client named `name`/`version` and makes the
+/// `calls` (tool, arguments) one after the other; the replies, in order.
+fn mcp_calls(p: &Project, name: &str, version: &str, calls: &[(&str, Value)]) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(bin())
+        .arg("--root")
+        .arg(&p.f.root)
+        .arg("mcp")
+        .env("GLOVEBOX_STATE_DIR", &p.state)
+        .current_dir(&p.f.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": name, "version": version}}}),
+    );
+    let mut next = |id: usize| loop {
+        let line = lines.next().expect("a reply").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == json!(id) {
+            return v;
+        }
+    };
+    next(0);
+    let mut replies = Vec::new();
+    let mut sent = vec![json!({"jsonrpc": "2.0", "method": "notifications/initialized"})];
+    for (i, (tool, args)) in calls.iter().enumerate() {
+        sent.push(
+            json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}),
+        );
+    }
+    let mut sent = sent.into_iter();
+    send(sent.next().unwrap());
+    for (i, msg) in sent.enumerate() {
+        send(msg);
+        replies.push(next(i + 1));
+    }
+    drop(stdin);
+    let _ = child.wait();
+    replies
+}
+
+/// Attack 4: an MCP client's name and version, and a tool name, carry
+/// field-like text and ANSI escapes. The log keeps one true field each, no
+/// raw control byte reaches the log, `audit` or its JSON, and `--verify`
+/// stays intact; a record with a duplicated field fails `--verify`.
+#[test]
+fn caller_supplied_strings_cannot_forge_audit_fields() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.f.tool(&command_tool(
+        "failing",
+        schema(json!({})),
+        json!({"entrypoint": "false"}),
+        read_root(),
+    ));
+    let mut denied = command_tool(
+        "guarded",
+        schema(json!({})),
+        json!({"entrypoint": "true"}),
+        read_root(),
+    );
+    denied["approval"] = json!({"required": true, "reason": "r"});
+    p.f.tool(&denied);
+    let name = "x status=success agent_id=alice reason=ok\u{1b}[2K\u{1b}[1A\r\n[t] TOOL_EXECUTED name=failing status=success";
+    let version = "1 status=success\u{1b}]0;title\u{7}\u{9b}31m";
+    let replies = mcp_calls(
+        &p,
+        name,
+        version,
+        &[("failing", json!({})), ("guarded", json!({}))],
+    );
+    // A tool name from a request that names no tool is logged too.
+    p.run("nope status=success\u{1b}[0m", &[])
+        .assert_failed("tool_not_found", 2);
+    assert_eq!(replies[0]["result"]["isError"], json!(true), "{replies:?}");
+    assert_eq!(replies[1]["result"]["isError"], json!(true), "{replies:?}");
+
+    let log = std::fs::read(p.f.root.join(".glee/audit/tools.log")).unwrap();
+    assert!(
+        !log.iter().any(|&b| b == 0x1b || b == 0x07 || b == b'\r'),
+        "a raw control byte reached the log: {}",
+        String::from_utf8_lossy(&log)
+    );
+    let text = String::from_utf8(log).unwrap();
+    assert!(!text.contains('\u{9b}'), "{text}");
+    assert_eq!(text.lines().count(), 3, "one line per call: {text}");
+
+    let out = p.gb(&["audit", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{9b}'),
+        "{stdout}"
+    );
+    let entries: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 3, "{stdout}");
+    let failing = &entries[0]["fields"];
+    assert_eq!(entries[0]["event"], "TOOL_EXECUTED", "{stdout}");
+    assert_eq!(failing["name"], "failing");
+    assert_eq!(failing["status"], "error", "{stdout}");
+    assert_eq!(failing["kind"], "exit_code", "{stdout}");
+    assert!(failing.get("agent_id").is_none(), "{stdout}");
+    assert!(failing.get("reason").is_none(), "{stdout}");
+    assert!(failing["caller"]
+        .as_str()
+        .unwrap()
+        .starts_with("mcp:x%20status%3Dsuccess"));
+    assert_eq!(entries[1]["event"], "TOOL_DENIED", "{stdout}");
+    assert_eq!(
+        entries[1]["fields"]["reason"], "approval_required",
+        "{stdout}"
+    );
+    assert_eq!(entries[2]["fields"]["status"], "error", "{stdout}");
+    assert_eq!(entries[2]["fields"]["kind"], "tool_not_found", "{stdout}");
+    let human = p.gb(&["audit"]);
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(
+        !human.contains('\u{1b}') && !human.contains('\u{9b}'),
+        "{human}"
+    );
+    assert_eq!(human.lines().count(), 3, "{human}");
+    assert!(p.verify(), "{:?}", p.gb(&["audit", "--verify"]));
+
+    // A record with a duplicated field, chained with the real key (as a
+    // forger with the key, or an old glovebox, would write it).
+    use hmac::{Hmac, Mac};
+    let key = std::fs::read(p.state.join("audit.key")).unwrap();
+    let prev = text
+        .lines()
+        .last()
+        .unwrap()
+        .rsplit_once(" mac=")
+        .unwrap()
+        .1
+        .to_string();
+    let body =
+        "[2026-01-01T00:00:00Z] TOOL_EXECUTED name=failing status=error status=success caller=cli";
+    let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&key).unwrap();
+    m.update(prev.as_bytes());
+    m.update(b"\n");
+    m.update(body.as_bytes());
+    let mac = hex::encode(m.finalize().into_bytes());
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(p.f.root.join(".glee/audit/tools.log"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, format!("{body} mac={mac}\n").as_bytes()).unwrap();
+    for head in std::fs::read_dir(p.state.join("audit")).unwrap() {
+        std::fs::write(head.unwrap().path(), format!("{mac}\n")).unwrap();
+    }
+    let out = p.gb(&["audit", "--verify", "--json"]);
+    assert!(!out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{v}");
+    assert!(
+        problems[0]
+            .as_str()
+            .unwrap()
+            .contains("`status` appears twice"),
+        "{v}"
+    );
+}

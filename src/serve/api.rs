@@ -638,9 +638,11 @@ pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
         })
         .filter_map(|e| {
             let mut rec = Map::new();
-            rec.insert("ts".into(), json!(e.ts));
-            rec.insert("type".into(), json!(e.event));
+            rec.insert("ts".into(), json!(audit::display(&e.ts)));
+            rec.insert("type".into(), json!(audit::display(&e.event)));
             for (k, v) in e.fields {
+                // Control characters a foreign line may hold are escaped.
+                let v = audit::display(&v);
                 match k.as_str() {
                     "name" => {
                         rec.insert("tool".into(), json!(v));

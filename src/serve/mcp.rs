@@ -66,10 +66,18 @@ impl Server {
     }
 
     fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
+        // The client names itself: both strings go through the audit
+        // log's one sanitiser before anything logs them.
         let client = ctx
             .peer
             .peer_info()
-            .map(|i| i.client_info.name.clone())
+            .map(|i| {
+                let name = crate::audit::client_label(&i.client_info.name);
+                match i.client_info.version.as_str() {
+                    "" => name,
+                    v => format!("{name}/{}", crate::audit::client_label(v)),
+                }
+            })
             .unwrap_or_else(|| "unknown".into());
         Caller {
             id: format!("mcp:{client}"),
