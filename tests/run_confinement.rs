@@ -393,3 +393,42 @@ fn a_venv_whose_interpreter_is_not_python_is_refused() {
     );
     assert!(!r.mentions("FAKE-INTERPRETER-RAN"), "{r:#?}");
 }
+
+/// Attack 6 at the output caps: a tool prints padding then its token on
+/// stdout and stderr, so the capture cap cuts at every position around the
+/// token. No 8-character run of it comes back.
+#[test]
+fn an_output_cap_never_cuts_a_secret_into_a_readable_piece() {
+    if !jail_available() {
+        return;
+    }
+    let (f, _) = fixture();
+    const CAP: usize = 256;
+    f.config(&json!({"limits": {"output_bytes": CAP}}));
+    f.tool(&command_tool(
+        "cut_token",
+        schema(json!({"pad": {"type": "string"}})),
+        json!({"entrypoint": "python3", "args": ["-c",
+            "import os, sys\ns = 'p' * int(sys.argv[1]) + os.environ['MY_TOKEN'] + ' end'\nsys.stdout.write(s)\nsys.stderr.write(s)",
+            "${pad}"]}),
+        token_perms(),
+    ));
+    let mut cut_inside = 0;
+    for at in -2..=(TOKEN.len() as i64 + 2) {
+        let pad = (CAP as i64 + at - TOKEN.len() as i64).to_string();
+        let r = f.run_env(
+            "cut_token",
+            &[&format!("pad={pad}")],
+            &[("MY_TOKEN", TOKEN)],
+        );
+        let stderr = r.stderr().to_string();
+        assert!(stderr.starts_with("ppp"), "the tool did not run: {r:#?}");
+        assert!(
+            r.piece_of(TOKEN).is_none(),
+            "pad {pad}: {:?} in {r:#?}",
+            r.piece_of(TOKEN)
+        );
+        cut_inside += usize::from(r.kind() == "resource_limit" && !stderr.ends_with("end"));
+    }
+    assert!(cut_inside > 10, "the cap never cut inside the token");
+}
