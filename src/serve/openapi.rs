@@ -59,6 +59,10 @@ fn refusals(limited: bool) -> Map<String, Value> {
         "413".into(),
         error("The request body is larger than --max-body-bytes."),
     );
+    m.insert(
+        "421".into(),
+        error("The Host header names another server: on loopback only localhost, 127.0.0.1 and [::1] with the port; otherwise also the bound address and the --allow-host names."),
+    );
     if limited {
         m.insert(
             "503".into(),
