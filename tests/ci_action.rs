@@ -1,0 +1,177 @@
+//! The GitHub Action (`action.yml`) and its scripts: the composite steps
+//! are run here under bash as a runner would run them, with the inputs in
+//! the environment, and their effect is checked (a granted write happens,
+//! an ungranted one does not, the step's exit status comes through).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{bin, jail_available, tempdir};
+use saphyr::LoadableYamlNode;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `ci/action/run.sh` in `dir` with the given inputs.
+fn run_step(dir: &Path, inputs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo().join("ci/action/run.sh"))
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("GLOVEBOX_BIN", bin());
+    for (k, v) in inputs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn action_yml_names_only_scripts_that_exist() {
+    let text = std::fs::read_to_string(repo().join("action.yml")).unwrap();
+    let docs = saphyr::Yaml::load_from_str(&text).unwrap();
+    let doc = &docs[0];
+    assert_eq!(doc["runs"]["using"].as_str(), Some("composite"));
+    let steps = doc["runs"]["steps"].as_vec().unwrap();
+    assert_eq!(steps.len(), 2);
+    for step in steps {
+        assert_eq!(step["shell"].as_str(), Some("bash"));
+        let run = step["run"].as_str().unwrap();
+        let script = run
+            .split('"')
+            .nth(1)
+            .unwrap()
+            .replace("$GITHUB_ACTION_PATH/", "");
+        assert!(repo().join(&script).is_file(), "{script} is missing");
+        // Every INPUT_* the script reads is wired from an input.
+        let env = step["env"].as_mapping().unwrap();
+        for (k, _) in env {
+            let k = k.as_str().unwrap();
+            if let Some(name) = k.strip_prefix("INPUT_") {
+                let input = name.to_lowercase().replace('_', "-");
+                assert!(
+                    !doc["inputs"][input.as_str()].is_badvalue(),
+                    "no input {input}"
+                );
+            }
+        }
+    }
+    assert_eq!(doc["inputs"]["run"]["required"].as_bool(), Some(true));
+}
+
+#[test]
+fn install_step_puts_the_given_binary_on_the_job_path() {
+    let tmp = tempdir();
+    let path_file = tmp.path().join("github_path");
+    let out = Command::new("bash")
+        .arg(repo().join("ci/action/install.sh"))
+        .env("INPUT_GLOVEBOX", bin())
+        .env("RUNNER_TEMP", tmp.path())
+        .env("GITHUB_PATH", &path_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dest = std::fs::read_to_string(&path_file).unwrap();
+    let installed = Path::new(dest.trim()).join("glovebox");
+    assert!(installed.is_file());
+    let v = Command::new(&installed).arg("--version").output().unwrap();
+    assert!(v.status.success());
+    // A missing binary is a clear usage error, not a build attempt.
+    let out = Command::new("bash")
+        .arg(repo().join("ci/action/install.sh"))
+        .env("INPUT_GLOVEBOX", tmp.path().join("nope"))
+        .env("RUNNER_TEMP", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an executable file"));
+}
+
+#[test]
+fn run_step_writes_only_what_it_was_granted_and_keeps_the_exit_status() {
+    if !jail_available() {
+        return;
+    }
+    let tmp = tempdir();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(work.join("out")).unwrap();
+    std::fs::write(work.join("input.txt"), "step-input\n").unwrap();
+    let outside = tmp.path().join("outside.txt");
+
+    // The legitimate step: read the workspace, write into out/.
+    let out = run_step(
+        &work,
+        &[
+            (
+                "INPUT_RUN",
+                "echo STEP-START; cat input.txt > out/copy.txt; echo done",
+            ),
+            ("INPUT_READ", "."),
+            ("INPUT_WRITE", "out\n"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("STEP-START") && stdout.contains("done"));
+    assert_eq!(
+        std::fs::read_to_string(work.join("out/copy.txt")).unwrap(),
+        "step-input\n"
+    );
+
+    // The same step may not write beside its grant, nor outside the
+    // workspace: the files are not created and the step fails (-e).
+    let script = format!(
+        "echo STEP-START; echo x > ungranted.txt; echo y > {}",
+        outside.display()
+    );
+    let out = run_step(
+        &work,
+        &[("INPUT_RUN", script.as_str()), ("INPUT_WRITE", "out")],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("STEP-START"));
+    assert!(!out.status.success());
+    assert!(!work.join("ungranted.txt").exists());
+    assert!(!outside.exists());
+
+    // The step's own exit status comes through.
+    let out = run_step(&work, &[("INPUT_RUN", "exit 7")]);
+    assert_eq!(out.status.code(), Some(7));
+
+    // A bad network input is a usage error before anything runs.
+    let out = run_step(
+        &work,
+        &[("INPUT_RUN", "touch out/ran"), ("INPUT_NETWORK", "maybe")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!work.join("out/ran").exists());
+}
+
+#[test]
+fn run_step_has_no_network_unless_asked() {
+    if !jail_available() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tmp = tempdir();
+    let script = format!("echo STEP-START; exec 3<>/dev/tcp/127.0.0.1/{port}");
+    let out = run_step(tmp.path(), &[("INPUT_RUN", script.as_str())]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("STEP-START"));
+    assert!(!out.status.success());
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(listener.accept().is_err(), "the listener got a connection");
+}
