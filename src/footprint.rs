@@ -128,7 +128,10 @@ impl Builder<'_> {
         }
     }
 
-    /// A literal argument naming an existing file inside the root.
+    /// A literal argument naming an existing file inside the root (hashed);
+    /// one that looks like a path (`/` or `.` in it) but names nothing yet
+    /// is kept as a path, so a script that appears there later counts as
+    /// a change.
     fn argument(&mut self, cwd: &Path, arg: &str) {
         if arg.contains("${") || arg.is_empty() {
             return;
@@ -138,13 +141,17 @@ impl Builder<'_> {
             candidates.push(value);
         }
         for c in candidates {
-            if c.is_empty() {
+            if c.is_empty() || c.starts_with('-') {
                 continue;
             }
             for base in [cwd, self.root] {
                 let p = resolve(base, c);
                 if p.is_file() {
                     self.file(&p);
+                } else if (c.contains('/') || c.contains('.'))
+                    && std::fs::symlink_metadata(&p).is_err()
+                {
+                    self.path(&p);
                 }
             }
         }

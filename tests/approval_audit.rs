@@ -528,7 +528,7 @@ fn a_shadowing_package_voids_a_python_approval() {
     std::fs::create_dir_all(&out).unwrap();
     p.f.file(
         "mod.py",
-        "def f():\n    open('out/approved', 'w').write('x')\n    return 'approved'\n",
+        "import os\n\ndef f():\n    if os.path.exists('raise'):\n        raise ValueError('asked to')\n    open('out/approved', 'w').write('x')\n    return 'approved'\n",
     );
     let mut tool = python_tool(
         "py",
@@ -556,6 +556,24 @@ fn a_shadowing_package_voids_a_python_approval() {
     // A byte-code cache posing as the module's is covered too.
     std::fs::remove_dir_all(p.f.root.join("mod")).unwrap();
     p.run("py", &[]).assert_ok();
+    // Files named like the modules the shim itself imports are not run by
+    // it (before or after the call, on success or on an exception).
+    for shadow in ["importlib.py", "traceback.py", "linecache.py"] {
+        p.f.file(
+            shadow,
+            &format!("open('out/{shadow}.ran', 'w').write('x')\n"),
+        );
+    }
+    p.run("py", &[]).assert_ok();
+    p.f.file("raise", "");
+    p.run("py", &[]).assert_failed("python_exception", 1);
+    std::fs::remove_file(p.f.root.join("raise")).unwrap();
+    for shadow in ["importlib.py", "traceback.py", "linecache.py"] {
+        assert!(
+            !out.join(format!("{shadow}.ran")).exists(),
+            "the shim ran the project's {shadow}"
+        );
+    }
     p.f.file("__pycache__/mod.cpython-399.pyc", "not byte code");
     p.run("py", &[]).assert_failed("approval_required", 1);
 }
