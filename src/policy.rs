@@ -84,12 +84,18 @@ struct Grants<'a> {
 impl<'a> Grants<'a> {
     fn new(root: &'a Path, manifest: &Manifest) -> Grants<'a> {
         let fs = &manifest.permissions.fs;
+        // An absolute entry names itself; one outside the root (a system
+        // path such as /lib → /usr/lib) also names where it resolves. One
+        // inside the root names only itself: a link there is the very
+        // thing being checked.
         let absolute = |list: &[String]| {
             list.iter()
                 .filter(|s| Path::new(s).is_absolute())
                 .flat_map(|s| {
                     let p = resolve(root, s);
-                    [footprint::resolved(&p), p]
+                    let outside = !p.starts_with(root);
+                    let real = outside.then(|| footprint::resolved(&p));
+                    std::iter::once(p).chain(real)
                 })
                 .collect::<Vec<_>>()
         };
@@ -299,5 +305,56 @@ impl Policy {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::manifest::project::Project;
+
+    fn policy(root: &Path, read: &[&str]) -> Result<Policy, PolicyError> {
+        let dir = root.join(".glee/tools/t");
+        std::fs::create_dir_all(&dir).unwrap();
+        let read: Vec<String> = read.iter().map(|r| format!("{r:?}")).collect();
+        std::fs::write(
+            dir.join("tool.yml"),
+            format!("name: t\ndescription: d\nkind: command\nversion: 1\ninputs:\n  schema: {{type: object}}\noutputs:\n  format: text\nexec:\n  command:\n    entrypoint: cat\npermissions:\n  fs:\n    read: [{}]\n", read.join(", ")),
+        )
+        .unwrap();
+        let project = Project::load(root).unwrap();
+        let tool = project.tool("t").unwrap();
+        Policy::for_tool(root, &tool.manifest, &Config::default())
+    }
+
+    #[test]
+    fn a_grant_a_link_leads_out_of_the_root_is_refused_unless_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(root.join("data/real")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("data/cache")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("data/inner")).unwrap();
+        let out = outside.to_str().unwrap();
+        let abs_link = root.join("data/cache");
+        let abs_link = abs_link.to_str().unwrap();
+        for refused in [&["data/cache"][..], &["data/cache/sub"], &[abs_link]] {
+            let e = policy(&root, refused).unwrap_err();
+            assert!(
+                matches!(e, PolicyError::GrantThroughLink { .. }),
+                "{refused:?}: {e}"
+            );
+        }
+        let p = policy(&root, &["data/cache", out]).unwrap();
+        assert_eq!(p.read[0], outside);
+        // A link that stays inside the root is fine, and granted resolved.
+        let p = policy(&root, &["data/inner", "."]).unwrap();
+        assert_eq!(p.read, [root.join("data/real"), root.clone()]);
+        // A grant that does not exist yet resolves to itself.
+        let p = policy(&root, &["data/new"]).unwrap();
+        assert_eq!(p.read, [root.join("data/new")]);
     }
 }
