@@ -23,9 +23,10 @@
 //!   `--opt=value`);
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
-//!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`,
-//!   native extensions `N.so` / `N.*.so`, and the byte-code caches
-//!   `__pycache__/N.*.pyc` that Python may load instead of the source; the
+//!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
+//!   and native extensions `N.so` / `N.*.so` (byte-code caches in
+//!   `__pycache__` are never read: the shim runs Python with a cache
+//!   prefix that cannot exist, see [`crate::run::python::NO_PYCACHE`]); the
 //!   venv's `pyvenv.cfg`, its `bin/python*` links and the `.pth` files and
 //!   `sitecustomize.py` / `usercustomize.py` of its `site-packages`, which
 //!   Python runs at start-up;
@@ -163,31 +164,15 @@ impl Builder<'_> {
         self.path(&package);
         self.file(&package.join("__init__.py"));
         self.file(&package.join("__init__.pyc"));
-        self.path(&package.join("__pycache__"));
-        self.cached(&package.join("__pycache__"), "__init__");
         self.file(&dir.join(format!("{name}.py")));
         self.file(&dir.join(format!("{name}.pyc")));
         self.file(&dir.join(format!("{name}.so")));
-        self.path(&dir.join("__pycache__"));
-        self.cached(&dir.join("__pycache__"), name);
         // Native extensions: `name.cpython-311-x86_64-linux-gnu.so`, `name.abi3.so`.
         for entry in list(dir) {
             let Some(file) = entry.file_name().and_then(|f| f.to_str()) else {
                 continue;
             };
             if file.starts_with(&format!("{name}.")) && file.ends_with(".so") {
-                self.file(&entry);
-            }
-        }
-    }
-
-    /// Byte-code caches of `name` in a `__pycache__` directory.
-    fn cached(&mut self, cache: &Path, name: &str) {
-        for entry in list(cache) {
-            let Some(file) = entry.file_name().and_then(|f| f.to_str()) else {
-                continue;
-            };
-            if file.starts_with(&format!("{name}.")) && file.ends_with(".pyc") {
                 self.file(&entry);
             }
         }
@@ -286,18 +271,16 @@ mod tests {
     fn python_covers_shadowing_names() {
         let tmp = tempfile::tempdir().unwrap();
         let root = fs::canonicalize(tmp.path()).unwrap();
-        fs::create_dir_all(root.join("pkg/__pycache__")).unwrap();
+        fs::create_dir_all(root.join("pkg")).unwrap();
         fs::write(root.join("pkg/__init__.py"), "").unwrap();
         fs::write(root.join("pkg/mod.py"), "def f(): pass").unwrap();
         fs::write(root.join("pkg/mod.cpython-311-x86_64-linux-gnu.so"), "").unwrap();
-        fs::write(root.join("pkg/__pycache__/mod.cpython-311.pyc"), "").unwrap();
         let tool = project(&root, "  python:\n    module: pkg.mod\n    function: f\n");
         let f = of(&root, &tool);
         for p in [
             "pkg/__init__.py",
             "pkg/mod.py",
             "pkg/mod.cpython-311-x86_64-linux-gnu.so",
-            "pkg/__pycache__/mod.cpython-311.pyc",
         ] {
             assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
         }

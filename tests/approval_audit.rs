@@ -574,8 +574,38 @@ fn a_shadowing_package_voids_a_python_approval() {
             "the shim ran the project's {shadow}"
         );
     }
-    p.f.file("__pycache__/mod.cpython-399.pyc", "not byte code");
-    p.run("py", &[]).assert_failed("approval_required", 1);
+    // A forged byte-code cache (the source's size and time in its header,
+    // other code) is never read: the approval holds and the source runs.
+    let python = ["/usr/local/bin/python3", "/usr/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3 in the jail's PATH");
+    let forge = "import importlib.util, marshal, os, struct\nst = os.stat('mod.py')\ncode = compile(\"def f():\\n    open('out/forged', 'w').write('x')\\n    return 'forged'\\n\", 'mod.py', 'exec')\np = importlib.util.cache_from_source('mod.py')\nos.makedirs(os.path.dirname(p), exist_ok=True)\nopen(p, 'wb').write(importlib.util.MAGIC_NUMBER + struct.pack('<III', 0, int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) + marshal.dumps(code))\n";
+    let forged = Command::new(python)
+        .args(["-I", "-c", forge])
+        .current_dir(&p.f.root)
+        .status()
+        .unwrap();
+    assert!(forged.success());
+    assert!(p.f.root.join("__pycache__").is_dir());
+    // The forgery works on a plain interpreter (the probe is sound) …
+    let plain = Command::new(python)
+        .args([
+            "-I",
+            "-B",
+            "-c",
+            "import sys; sys.path.insert(0, '.'); import mod; print(mod.f())",
+        ])
+        .current_dir(&p.f.root)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout).trim(), "forged");
+    std::fs::remove_file(out.join("forged")).unwrap();
+    // … and not in glovebox.
+    let r = p.run("py", &[]);
+    r.assert_ok();
+    assert_eq!(r.output(), "approved");
+    assert!(!out.join("forged").exists(), "the forged byte code ran");
 }
 
 /// Attack 1 (command): `entrypoint: sh, args: ["scripts/run.sh"]`: the

@@ -13,6 +13,10 @@ use crate::jail::spawn::JAIL_PATH;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{Format, PythonExec};
 
+/// Where Python looks for byte code instead of `__pycache__`: below
+/// `/dev/null`, so nowhere.
+pub const NO_PYCACHE: &str = "pycache_prefix=/dev/null/glovebox-no-pycache";
+
 /// The shim's source, passed with `-c`.
 pub const SHIM: &str = include_str!("shim.py");
 
@@ -132,12 +136,17 @@ impl Interpreter {
         Ok(Interpreter { program, grant })
     }
 
-    /// argv for running the shim.
+    /// argv for running the shim: isolated mode (`-I`), no byte code
+    /// written (`-B`), and none read from `__pycache__` either (a cache
+    /// prefix that can never exist): a forged `.pyc` with the source's
+    /// size and time beside an approved module is never loaded.
     pub fn argv(&self) -> Vec<OsString> {
         vec![
             self.program.clone().into_os_string(),
             "-I".into(),
             "-B".into(),
+            "-X".into(),
+            NO_PYCACHE.into(),
             "-c".into(),
             SHIM.into(),
         ]
