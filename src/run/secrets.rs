@@ -116,7 +116,9 @@ fn base64_forms(value: &[u8]) -> Vec<String> {
 /// the decoded text and, for each of its bytes, the byte range of `text`
 /// it came from. `None` when there is nothing to decode.
 fn json_decoded(text: &str) -> Option<(String, Vec<(usize, usize)>)> {
-    if !text.contains('\\') {
+    // Without `\/` or `\u`, every escape is the one serde_json writes, and
+    // the JSON-escaped form of each value is already a needle.
+    if !text.contains("\\/") && !text.contains("\\u") {
         return None;
     }
     let bytes = text.as_bytes();
