@@ -100,8 +100,9 @@ impl Interpreter {
     /// installation prefix is granted (read + execute) beside the venv. A
     /// venv whose interpreter is not part of a Python installation (see
     /// [`installation`]) is refused. Only a venv made with `--copies` (the
-    /// binary itself inside the venv) takes its base from `pyvenv.cfg`'s
-    /// `home`, and then only when that names a Python installation too.
+    /// binary itself inside the venv, without a standard library beside
+    /// it) takes its base from `pyvenv.cfg`'s `home`, and then only when
+    /// that names a Python installation too.
     pub fn locate(root: &Path, exec: &PythonExec) -> Result<Interpreter, PythonError> {
         let Some(venv) = &exec.venv else {
             let program = std::env::split_paths(JAIL_PATH)
@@ -124,10 +125,13 @@ impl Interpreter {
             real: real.clone(),
         };
         let real_dir = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
-        let prefix = if real.starts_with(&real_dir) {
-            copied_base(&dir).ok_or_else(not_python)?
-        } else {
-            installation(&real).ok_or_else(not_python)?
+        // A conda environment or a Python built into the venv directory is
+        // an installation itself; a venv made with `--copies` has only the
+        // binary, and its base comes from `pyvenv.cfg`, checked.
+        let prefix = match installation(&real) {
+            Some(prefix) => prefix,
+            None if real.starts_with(&real_dir) => copied_base(&dir).ok_or_else(not_python)?,
+            None => return Err(not_python()),
         };
         let mut grant = vec![dir];
         if !grant.contains(&prefix) {
@@ -215,4 +219,60 @@ pub fn reply(stdout: &[u8]) -> Option<Reply> {
         message: s("message"),
         traceback: s("traceback"),
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn executable(p: &Path) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn an_installation_has_its_standard_library_beside_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let prefix = std::fs::canonicalize(tmp.path()).unwrap().join("py");
+        let bin = prefix.join("bin/python3.12");
+        executable(&bin);
+        assert_eq!(installation(&bin), None, "no lib/python3.12/os.py yet");
+        std::fs::create_dir_all(prefix.join("lib/python3.12")).unwrap();
+        std::fs::write(prefix.join("lib/python3.12/os.py"), "").unwrap();
+        assert_eq!(installation(&bin), Some(prefix.clone()));
+        // Not named python, or not in a bin directory: no.
+        let other = prefix.join("bin/sh");
+        executable(&other);
+        assert_eq!(installation(&other), None);
+        let loose = prefix.join("lib/python3.12/python3");
+        executable(&loose);
+        assert_eq!(installation(&loose), None);
+    }
+
+    #[test]
+    fn a_conda_like_environment_is_its_own_installation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let env = root.join("env");
+        executable(&env.join("bin/python3"));
+        std::fs::create_dir_all(env.join("lib/python3.11")).unwrap();
+        std::fs::write(env.join("lib/python3.11/os.py"), "").unwrap();
+        let exec: PythonExec = serde_json::from_value(json!({
+            "module": "m", "function": "f", "venv": "env"
+        }))
+        .unwrap();
+        let i = Interpreter::locate(&root, &exec).unwrap();
+        assert_eq!(i.grant, std::slice::from_ref(&env));
+        // The same directory without its standard library, and without a
+        // pyvenv.cfg naming a real installation: refused.
+        std::fs::remove_dir_all(env.join("lib")).unwrap();
+        std::fs::write(env.join("pyvenv.cfg"), "home = /etc\n").unwrap();
+        assert!(matches!(
+            Interpreter::locate(&root, &exec),
+            Err(PythonError::NotPython { .. })
+        ));
+    }
 }
