@@ -761,4 +761,28 @@ mod tests {
         let only = usage_records(entries, &usage_query(Some("agent_id=x")).unwrap());
         assert_eq!(only.len(), 1);
     }
+
+    #[test]
+    fn usage_escapes_control_characters_of_a_foreign_line() {
+        let entry = audit::Entry {
+            ts: "1\u{1b}[2J".into(),
+            event: "TOOL_EXECUTED".into(),
+            fields: vec![
+                ("name".into(), "a\u{9b}31m".into()),
+                ("caller".into(), "x\u{1b}]0;t\u{7}".into()),
+            ],
+        };
+        let recs = usage_records(vec![entry], &usage_query(None).unwrap());
+        let text = serde_json::to_string(&recs).unwrap();
+        let decoded: Vec<String> = recs[0]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        for s in decoded.iter().chain([&text]) {
+            assert!(!s.chars().any(char::is_control), "{s:?}");
+        }
+        assert_eq!(recs[0]["caller"], "x\\x1b]0;t\\x07");
+    }
 }
