@@ -20,7 +20,8 @@
 //! - `command`: an entrypoint with a `/` inside the root; every argument
 //!   without a `${…}` placeholder that names an existing file inside the
 //!   root, relative to `cwd` or the root (also the value part of
-//!   `--opt=value`);
+//!   `--opt=value`), and one that looks like a path and names nothing yet;
+//!   for a `python…` entrypoint, the module after `-m` as for `python`;
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
 //!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
@@ -76,6 +77,16 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             let cwd = resolve(root, &c.cwd);
             for a in &c.args {
                 b.argument(&cwd, a);
+            }
+            // `python3 -m pkg.mod`: the module is code, found from cwd.
+            let python = Path::new(&c.entrypoint)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python"));
+            if let (true, Some(i)) = (python, c.args.iter().position(|a| a == "-m")) {
+                if let Some(m) = c.args.get(i + 1).filter(|m| !m.contains("${")) {
+                    b.module(cwd.clone(), m);
+                }
             }
         }
         Exec::AgentCli(a) => {
@@ -178,16 +189,19 @@ impl Builder<'_> {
         }
     }
 
-    fn python(&mut self, p: &PythonExec) {
-        let mut dir = resolve(self.root, &p.cwd);
-        let parts: Vec<&str> = p.module.split('.').collect();
-        for part in parts {
+    /// Every name under which Python may find dotted `module` from `dir`.
+    fn module(&mut self, mut dir: PathBuf, module: &str) {
+        for part in module.split('.') {
             // Every level may be a module file shadowing the package, and
             // the other way round (an `a.py` beside `a/` runs before
             // `a.b` fails to import): every name of every level counts.
             self.module_names(&dir, part);
             dir = dir.join(part);
         }
+    }
+
+    fn python(&mut self, p: &PythonExec) {
+        self.module(resolve(self.root, &p.cwd), &p.module);
         if let Some(venv) = &p.venv {
             let v = resolve(self.root, venv);
             self.file(&v.join("pyvenv.cfg"));
@@ -265,6 +279,23 @@ mod tests {
         assert!(f.files.contains(&root.join("conf.ini")), "{f:?}");
         assert!(f.files.contains(&root.join(".glee/tools/t/tool.yml")));
         assert_eq!(f.files.len(), 3, "{f:?}");
+    }
+
+    #[test]
+    fn python_dash_m_covers_the_module() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::write(root.join("tool_main.py"), "print(1)").unwrap();
+        let tool = project(
+            &root,
+            "  command:\n    entrypoint: python3\n    args: [\"-m\", \"tool_main\"]\n",
+        );
+        let f = of(&root, &tool);
+        assert!(f.files.contains(&root.join("tool_main.py")), "{f:?}");
+        assert!(
+            f.paths.contains(&root.join("tool_main/__init__.py")),
+            "{f:?}"
+        );
     }
 
     #[test]
