@@ -17,7 +17,8 @@
 //!
 //! - every tool: its manifest file (`tool.yml`, the v1 file or the
 //!   agentcli `tools.json`);
-//! - `command`: an entrypoint with a `/` inside the root; every argument
+//! - `command`: an entrypoint with a `/` inside the root (and the
+//!   interpreter its `#!` line names, when inside the root); every argument
 //!   without a `${…}` placeholder that names an existing file inside the
 //!   root, relative to `cwd` or the root (also the value part of
 //!   `--opt=value`), and one that looks like a path and names nothing yet;
@@ -71,10 +72,10 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
     }
     match &tool.manifest.exec {
         Exec::Command(c) => {
-            if c.entrypoint.contains('/') {
-                b.file(&resolve(root, &c.entrypoint));
-            }
             let cwd = resolve(root, &c.cwd);
+            if c.entrypoint.contains('/') {
+                b.program(&cwd, &resolve(root, &c.entrypoint), 4);
+            }
             for a in &c.args {
                 b.argument(&cwd, a);
             }
@@ -92,7 +93,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         Exec::AgentCli(a) => {
             let dir = PathBuf::from(&a.dir);
             if let Some(first) = a.command.first() {
-                b.file(&resolve(&dir, first));
+                b.program(&dir, &resolve(&dir, first), 4);
             }
             for arg in a.command.iter().skip(1) {
                 b.argument(&dir, arg);
@@ -137,6 +138,23 @@ impl Builder<'_> {
         self.path(p);
         if p.is_file() {
             self.files.push(p.to_path_buf());
+        }
+    }
+
+    /// A program the kernel executes: the file, and the interpreter its
+    /// `#!` line names when that is inside the root too (relative to the
+    /// working directory, as the kernel reads it), `depth` levels deep.
+    fn program(&mut self, cwd: &Path, p: &Path, depth: u8) {
+        self.file(p);
+        if depth == 0 || !self.inside(p) {
+            return;
+        }
+        let Some(interpreter) = shebang(p) else {
+            return;
+        };
+        let next = resolve(cwd, &interpreter);
+        if next != p {
+            self.program(cwd, &next, depth - 1);
         }
     }
 
@@ -234,6 +252,17 @@ impl Builder<'_> {
     }
 }
 
+/// The interpreter a `#!` line names, if `path` starts with one.
+fn shebang(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let text = std::str::from_utf8(line).ok()?;
+    text.split_whitespace().next().map(String::from)
+}
+
 /// The entries of `dir` (none when it is not a readable directory).
 fn list(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -279,6 +308,19 @@ mod tests {
         assert!(f.files.contains(&root.join("conf.ini")), "{f:?}");
         assert!(f.files.contains(&root.join(".glee/tools/t/tool.yml")));
         assert_eq!(f.files.len(), 3, "{f:?}");
+    }
+
+    #[test]
+    fn a_script_s_interpreter_inside_the_root_is_covered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("tools")).unwrap();
+        fs::write(root.join("tools/interp"), "#!/bin/sh\nexec sh \"$@\"\n").unwrap();
+        fs::write(root.join("run.sh"), "#!tools/interp -x\necho hi\n").unwrap();
+        let tool = project(&root, "  command:\n    entrypoint: ./run.sh\n");
+        let f = of(&root, &tool);
+        assert!(f.files.contains(&root.join("run.sh")), "{f:?}");
+        assert!(f.files.contains(&root.join("tools/interp")), "{f:?}");
     }
 
     #[test]
