@@ -294,15 +294,18 @@ impl Redactor {
 
     /// A trailing prefix of a secret left by a cut, replaced.
     fn tail(&self, text: String) -> String {
+        // What a cut leaves after the last whole character of a value: a
+        // replaced partial UTF-8 sequence, half an escape (`\u00`, `%2`).
+        let body = cut_debris(&text);
         let mut best: Option<(usize, &str)> = None;
         for (needle, mark) in &self.pairs {
-            if let Some(start) = trailing_prefix(&text, needle) {
+            if let Some(start) = trailing_prefix(body, needle) {
                 if best.is_none_or(|(b, _)| start < b) {
                     best = Some((start, mark));
                 }
             }
         }
-        if let Some((decoded, map)) = json_decoded(&text) {
+        if let Some((decoded, map)) = json_decoded(body) {
             for (value, mark) in &self.values {
                 if let Some(start) = trailing_prefix(&decoded, value) {
                     let from = map[start].0;
@@ -334,6 +337,31 @@ impl Redactor {
             other => other,
         }
     }
+}
+
+/// `text` without what a cut leaves dangling at its end: U+FFFD from a
+/// split UTF-8 sequence, and an unfinished `\`, `\uXXX` or `%X` escape.
+fn cut_debris(text: &str) -> &str {
+    let mut body = text.trim_end_matches('\u{FFFD}');
+    let tail_start = body.len().saturating_sub(5);
+    if let Some(at) = body.get(tail_start..).and_then(|t| t.rfind('\\')) {
+        let rest = &body[tail_start + at + 1..];
+        let unfinished = rest.is_empty()
+            || (rest.starts_with('u')
+                && rest.len() < 5
+                && rest[1..].bytes().all(|b| b.is_ascii_hexdigit()));
+        if unfinished {
+            body = &body[..tail_start + at];
+        }
+    }
+    let tail_start = body.len().saturating_sub(2);
+    if let Some(at) = body.get(tail_start..).and_then(|t| t.rfind('%')) {
+        let rest = &body[tail_start + at + 1..];
+        if rest.len() < 2 && rest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            body = &body[..tail_start + at];
+        }
+    }
+    body
 }
 
 /// Where `text` ends with a proper prefix of `needle` at least
@@ -426,6 +454,22 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_inside_a_character_or_an_escape_is_seen_through() {
+        let r = one("clé-secrète-0123");
+        let bytes = "x clé-secrète-0123".as_bytes();
+        for end in 6..bytes.len() {
+            let text = String::from_utf8_lossy(&bytes[..end]);
+            let out = r.text_cut(&text);
+            assert!(!out.contains("clé-"), "{end}: {out}");
+        }
+        let r = one("sk/live+9f3a8c7e6d5b4a39");
+        for cut in [r"x sk\/live\u00", r"x sk\/live\", r"x sk%2Flive%2"] {
+            let out = r.text_cut(cut);
+            assert!(out.ends_with("[REDACTED:T]"), "{cut}: {out}");
+        }
+    }
+
+    #[test]
     fn base64_and_hex_of_long_values_are_redacted() {
         use base64::Engine;
         let secret = "sk-live-0123456789abcdef";
@@ -470,6 +514,8 @@ mod tests {
                 let tail = r.text_cut(&body[..max.min(body.len())]);
                 assert!(clean(&tail, secret), "{max}: {tail}");
                 // Four characters or more of the secret never end it.
+                let debris = r.text_cut(&format!("{}\\u00", &body[..max.min(body.len())]));
+                assert!(clean(&debris, secret), "{max}: {debris}");
                 for n in MIN_CUT_PREFIX..secret.len() {
                     assert!(!tail.ends_with(&secret[..n]), "{max}: {tail}");
                 }
