@@ -5,9 +5,13 @@
 //! [2026-11-22T14:00:00Z] TOOL_EXECUTED name=repo_scan params={"path":"."} status=success duration_ms=12 mac=…
 //! ```
 //!
-//! Each line ends with `mac=HMAC-SHA256(key, previous mac ‖ line)`, the key
-//! being in glovebox's state directory, out of every jail's reach
-//! ([`crate::state`]). Editing, inserting or deleting a line breaks the
+//! Each line ends with `key_id=… mac=HMAC-SHA256(key, previous mac ‖ line)`,
+//! the key being in glovebox's state directory, out of every jail's reach
+//! ([`crate::state`]); `key_id` names the key (a hash of it, not the key)
+//! so that `--verify` tells a line signed by another state directory's
+//! key (glovebox started with another `--state-dir`) from a forged or
+//! edited one. Such lines are reported as unverifiable with this key, not
+//! as tampering, and never as intact. Editing, inserting or deleting a line breaks the
 //! chain; truncating the tail is caught by the head (the last mac written)
 //! kept in the state directory. Writers take an exclusive `flock` on
 //! the log, read the last mac, append the line with one `write` on an
@@ -100,15 +104,45 @@ pub struct Entry {
 pub struct Verification {
     /// Lines whose mac checked out.
     pub valid_lines: usize,
-    /// Problems, each naming a line number (1-based); empty when intact.
+    /// Signs of tampering or damage, each naming a line number (1-based);
+    /// empty when none.
     pub problems: Vec<String>,
+    /// Lines (1-based) signed with another key than this state's: written
+    /// by a glovebox with another state directory; this key cannot vouch
+    /// for them.
+    pub other_key_lines: Vec<usize>,
+    /// The key ids of those lines, in order of appearance.
+    pub other_key_ids: Vec<String>,
+    /// The id of the key used to verify.
+    pub key_id: String,
+    /// The state directory that key is in.
+    pub state_dir: PathBuf,
 }
 
 impl Verification {
-    /// True when nothing is wrong.
+    /// True when every line checked out with this state's key.
     pub fn intact(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.other_key_lines.is_empty()
     }
+
+    /// True when something is wrong beyond lines of another key.
+    pub fn tampered(&self) -> bool {
+        !self.problems.is_empty()
+    }
+}
+
+/// The public name of an audit key: a hash of it, 16 hex digits.
+pub fn key_id(key: &[u8]) -> String {
+    let mut h = <Sha256 as sha2::Digest>::new();
+    sha2::Digest::update(&mut h, b"glovebox audit key id\n");
+    sha2::Digest::update(&mut h, key);
+    hex::encode(sha2::Digest::finalize(h))[..16].to_string()
+}
+
+/// The `key_id` a raw line claims.
+fn claimed_key_id(body: &str) -> Option<&str> {
+    let (_, rest) = body.rsplit_once(" key_id=")?;
+    (rest.len() == 16 && rest.chars().all(|c| c.is_ascii_hexdigit())).then_some(rest)
 }
 
 /// The audit log of one project.
@@ -273,6 +307,8 @@ impl Log {
             line.push('=');
             line.push_str(&field_value(v));
         }
+        line.push_str(" key_id=");
+        line.push_str(&key_id(&key));
         let m = mac(&key, &prev, &line);
         let mut out = String::new();
         if !text.is_empty() && !text.ends_with('\n') {
@@ -309,6 +345,7 @@ impl Log {
     /// Checks the chain and the head.
     pub fn verify(&self) -> Result<Verification, AuditError> {
         let key = state::key()?;
+        let own_id = key_id(&key);
         let text = match fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -321,23 +358,41 @@ impl Log {
                 .map(|(b, m)| (b.to_string(), m.to_string()))
         };
         let mut problems = Vec::new();
+        let mut other_key_lines = Vec::new();
+        let mut other_key_ids: Vec<String> = Vec::new();
         let mut prev = String::new();
+        // The mac of the last line this key signed: where the head points.
+        let mut own_last = String::new();
         let mut valid = 0;
         for (i, raw) in lines.iter().enumerate() {
             let n = i + 1;
             match split(raw) {
                 Some((body, m)) if mac(&key, &prev, &body) == m => {
-                    prev = m;
+                    prev = m.clone();
+                    own_last = m;
                     valid += 1;
                     if let Err(why) = strict(&body) {
                         problems.push(format!("line {n}: {why}"));
                     }
                     continue;
                 }
-                Some(_) if !raw.ends_with('\n') => {}
-                Some(_) => problems.push(format!(
-                    "line {n}: mac does not match (edited, inserted, removed or reordered lines)"
-                )),
+                Some((body, m)) if raw.ends_with('\n') => {
+                    match claimed_key_id(&body) {
+                        Some(other) if other != own_id => {
+                            // Another state's key: chain on from its mac.
+                            other_key_lines.push(n);
+                            if !other_key_ids.iter().any(|k| k == other) {
+                                other_key_ids.push(other.to_string());
+                            }
+                            prev = m;
+                            continue;
+                        }
+                        _ => problems.push(format!(
+                            "line {n}: mac does not match (edited, inserted, removed or reordered lines)"
+                        )),
+                    }
+                }
+                Some(_) => {}
                 None if !raw.ends_with('\n') => {}
                 None => problems.push(format!("line {n}: no mac (not written by glovebox)")),
             }
@@ -357,22 +412,31 @@ impl Log {
                 }
             }
         }
+        let expected_end = if other_key_lines.is_empty() {
+            prev
+        } else {
+            own_last
+        };
         match fs::read_to_string(&self.head) {
             Ok(h) => {
                 let last = h.trim();
-                if last != prev {
+                if last != expected_end {
                     problems.push(
                         "the log does not end where glovebox last wrote it (lines were removed from its end, or it was replaced)"
                             .to_string(),
                     );
                 }
             }
-            Err(_) if text.is_empty() => {}
+            Err(_) if text.is_empty() || valid == 0 && !other_key_lines.is_empty() => {}
             Err(_) => problems.push("no head recorded for this log (it was not written by this user's glovebox, or the head was removed)".into()),
         }
         Ok(Verification {
             valid_lines: valid,
             problems,
+            other_key_lines,
+            other_key_ids,
+            key_id: own_id,
+            state_dir: state::dir()?,
         })
     }
 }
@@ -431,6 +495,7 @@ pub const FIELDS: &[&str] = &[
     "detail",
     "permissions",
     "approver",
+    "key_id",
 ];
 
 fn is_key(k: &str) -> bool {
@@ -452,8 +517,12 @@ fn next_field(value: &str) -> usize {
     value.len()
 }
 
+/// A line's entry (without its `key_id`, which names the signing key).
 fn parse(line: &str) -> Option<Entry> {
-    parse_body(line).map(|(e, _)| e)
+    parse_body(line).map(|(mut e, _)| {
+        e.fields.retain(|(k, _)| k != "key_id");
+        e
+    })
 }
 
 /// The record of a verified line, and an error when it is not a record

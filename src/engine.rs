@@ -375,13 +375,14 @@ impl Engine {
                 name,
                 ErrorKind::ApprovalRequired,
                 format!(
-                    "tool `{name}` requires approval ({}){voided}; approve it with `glovebox approve {name}`{}",
+                    "tool `{name}` requires approval ({}){voided}; approve it with `glovebox approve {name}`{} (approvals of {})",
                     m.approval.reason.as_deref().unwrap_or("no reason given"),
                     if caller.id == "cli" {
                         format!(", or this one call with `glovebox run {name} --yes`")
                     } else {
                         String::new()
-                    }
+                    },
+                    crate::state::describe(),
                 ),
                 json!({
                     "reason": m.approval.reason,
@@ -390,6 +391,7 @@ impl Engine {
                         approval::Status::Changed(what) => json!(what),
                         _ => json!([]),
                     },
+                    "state_dir": crate::state::dir().ok(),
                 }),
             )));
         }
@@ -482,9 +484,17 @@ impl Engine {
         )))
     }
 
-    /// Checks the working directory and returns it resolved.
+    /// The working directory, resolved. A tool starts in it even when its
+    /// permissions do not let it read it (`fs.read: []` and the default
+    /// `cwd: .`): the jail enters it before Landlock applies, and the
+    /// kernel then refuses to list or read it, so a tool that needs no
+    /// files runs without being granted any. Only a cwd that neither is a
+    /// directory nor is readable under the policy is refused.
     fn cwd(&self, job: &Job<'_>, rel: &str) -> Result<PathBuf, Box<Outcome>> {
         let cwd = resolve(&self.project.root, rel);
+        if job.policy.can_read(&cwd) || cwd.is_dir() {
+            return Ok(cwd);
+        }
         job.policy
             .require_readable("cwd", &cwd)
             .map_err(|e| policy_failure(job.name, &e))?;
@@ -561,16 +571,23 @@ impl Engine {
         let interpreter = python::Interpreter::locate(&self.project.root, exec)
             .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
         let cwd = self.cwd(job, &exec.cwd)?;
-        let mut args = Vec::with_capacity(exec.args.len());
-        for t in &exec.args {
-            if let Some(v) =
-                crate::template::json(t, bindings).map_err(|e| template_failure(name, &e))?
-            {
-                args.push(v);
+        let mut args = Vec::new();
+        // Without `args`, the parameters go as keyword arguments.
+        let mut kwargs = serde_json::Map::new();
+        match &exec.args {
+            Some(templates) => {
+                for t in templates {
+                    if let Some(v) = crate::template::json(t, bindings)
+                        .map_err(|e| template_failure(name, &e))?
+                    {
+                        args.push(v);
+                    }
+                }
             }
+            None => kwargs = bindings.params.clone(),
         }
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
-        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args));
+        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args, kwargs));
         let returns = exec.returns;
         job.execute(
             spec,

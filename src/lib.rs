@@ -40,9 +40,11 @@
 //! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
 //!   the footprint, the venv's interpreter and where each grant resolves,
 //!   agent-created tools under the project's permission ceiling (checked
-//!   again at every call), the HMAC-chained audit log with one sanitiser
-//!   for every caller-supplied string, and glovebox's own state directory,
-//!   which no jail may read or write.
+//!   again at every call), the HMAC-chained audit log (each line naming
+//!   its key) with one sanitiser for every caller-supplied string, and
+//!   glovebox's own state directory, found from the user's passwd entry
+//!   whatever the caller's environment (or `--state-dir`), which no jail
+//!   may read or write.
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
 //!   in every Glee project unless its config narrows them, run as the
 //!   glovebox binary itself in the jail with
@@ -54,8 +56,10 @@
 //!   the same validation, http runner, SSRF guard, approval and audit;
 //!   `lint` warns `legacy-v1`, and [`migrate`] writes the v2 directory,
 //!   checked to load to the identical manifest.
-//! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP: the
-//!   tool catalog, results, cancellable calls, live reload; and the HTTP
+//! - [`serve`]: the MCP server (`rmcp`) over stdio and Streamable HTTP,
+//!   MCP 2024-11-05 to 2025-11-25 (`initialize`) and 2026-07-28
+//!   (`server/discover`, `subscriptions/listen`): the tool catalog,
+//!   results, cancellable calls, live reload and list changes; and the HTTP
 //!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
 //!   with its limits, a `Host` check on every route and graceful shutdown.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and

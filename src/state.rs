@@ -1,7 +1,22 @@
 //! glovebox's own state: approvals, the audit key and the audit head. It
-//! lives outside every project, in the user's state directory
-//! (`$GLOVEBOX_STATE_DIR`, else `$XDG_STATE_HOME/glovebox`, else
-//! `~/.local/state/glovebox`), created with mode 0700.
+//! lives outside every project, in the user's state directory, found the
+//! same way whatever environment glovebox was started with (an MCP client
+//! that starts `glovebox mcp` with a stripped environment finds the
+//! approvals made in the user's terminal). The first of:
+//!
+//! 1. `--state-dir DIR` ([`set_dir`], from the command line);
+//! 2. `$GLOVEBOX_STATE_DIR` (an explicit override, as before);
+//! 3. `state_dir:` in the user's config file,
+//!    `<home>/.config/glovebox/config.yml` ([`user_config_file`]);
+//! 4. `<home>/.local/state/glovebox`,
+//!
+//! where `<home>` is the home directory of the user's passwd entry
+//! (`getpwuid`), never `$HOME` or `$XDG_STATE_HOME`, which MCP clients
+//! strip or change. Only when the passwd entry names no existing home
+//! (`nobody`'s `/nonexistent`) is `$HOME` used. A project cannot move it:
+//! a project's `.glee/config.yml` could point it at approvals the project
+//! wrote itself. Created with mode 0700. Every message about approvals and
+//! the audit log names the directory in use ([`describe`]).
 //!
 //! Landlock can only allow, so it cannot carve this directory out of a
 //! writable project root. Instead glovebox refuses to start any jail whose
@@ -15,6 +30,7 @@ use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
@@ -23,9 +39,12 @@ use crate::jail::FsAccess;
 /// Errors about the state directory.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// No usable location (no HOME and nothing configured).
-    #[error("cannot find a state directory: set GLOVEBOX_STATE_DIR or HOME")]
+    /// No usable location (no home directory and nothing configured).
+    #[error("cannot find a state directory: the user has no home directory; pass --state-dir DIR or set GLOVEBOX_STATE_DIR")]
     NoLocation,
+    /// The user config file is unreadable or its `state_dir` is not a path.
+    #[error("the user config {path:?} is unusable: {reason}; fix it, or pass --state-dir DIR")]
+    Config { path: PathBuf, reason: String },
     /// A file or directory of the state could not be used.
     #[error("cannot use {path:?}")]
     Io {
@@ -34,7 +53,7 @@ pub enum StateError {
         source: std::io::Error,
     },
     /// A jail would be able to reach the state.
-    #[error("{path:?} would expose glovebox's state directory {state:?} to the jail; narrow the path (or move the state with GLOVEBOX_STATE_DIR)")]
+    #[error("{path:?} would expose glovebox's state directory {state:?} to the jail; narrow the path (or move the state with --state-dir)")]
     Exposed { path: PathBuf, state: PathBuf },
 }
 
@@ -45,22 +64,89 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {
     }
 }
 
-/// The state directory's path (not created).
-pub fn dir() -> Result<PathBuf, StateError> {
-    let from = |k: &str| {
-        std::env::var_os(k)
+static CHOSEN: OnceLock<PathBuf> = OnceLock::new();
+
+/// Uses `dir` as the state directory for the rest of the process
+/// (`--state-dir`); a second call changes nothing.
+pub fn set_dir(dir: PathBuf) {
+    let _ = CHOSEN.set(dir);
+}
+
+/// The home directory of the user running glovebox, from its passwd
+/// entry; `$HOME` only when the entry names no existing directory.
+pub fn home() -> Option<PathBuf> {
+    let from_passwd = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .filter(|d| d.is_absolute() && d.is_dir());
+    from_passwd.or_else(|| {
+        std::env::var_os("HOME")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
+            .filter(|d| d.is_absolute())
+    })
+}
+
+/// The user's config file: `<home>/.config/glovebox/config.yml`.
+pub fn user_config_file() -> Option<PathBuf> {
+    home().map(|h| h.join(".config/glovebox/config.yml"))
+}
+
+/// `state_dir` of the user config file `path`, if it sets one (`~/` is
+/// the home directory; a relative path is relative to the file).
+fn configured(path: &Path) -> Result<Option<PathBuf>, StateError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path)(e)),
     };
-    if let Some(p) = from("GLOVEBOX_STATE_DIR") {
-        return Ok(p);
+    let bad = |reason: String| StateError::Config {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let doc = crate::manifest::yaml::parse(&text).map_err(|e| bad(e.to_string()))?;
+    match doc.value.get("state_dir") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) if !s.is_empty() => {
+            let p = match s.strip_prefix("~/") {
+                Some(rest) => home().ok_or(StateError::NoLocation)?.join(rest),
+                None => PathBuf::from(s),
+            };
+            Ok(Some(if p.is_absolute() {
+                p
+            } else {
+                path.parent().unwrap_or(Path::new("/")).join(p)
+            }))
+        }
+        Some(_) => Err(bad("`state_dir` must be a non-empty path".into())),
     }
-    if let Some(p) = from("XDG_STATE_HOME") {
-        return Ok(p.join("glovebox"));
+}
+
+/// The state directory's path (not created).
+pub fn dir() -> Result<PathBuf, StateError> {
+    if let Some(p) = CHOSEN.get() {
+        return Ok(p.clone());
     }
-    from("HOME")
+    if let Some(p) = std::env::var_os("GLOVEBOX_STATE_DIR").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    if let Some(file) = user_config_file() {
+        if let Some(p) = configured(&file)? {
+            return Ok(p);
+        }
+    }
+    home()
         .map(|h| h.join(".local/state/glovebox"))
         .ok_or(StateError::NoLocation)
+}
+
+/// `state DIR` for messages: the state directory in use, or why none.
+pub fn describe() -> String {
+    match dir() {
+        Ok(d) => format!("state {}", d.display()),
+        Err(e) => format!("no state directory: {e}"),
+    }
 }
 
 /// The state directory, created (0700) if needed.
@@ -161,4 +247,43 @@ pub fn ensure_not_exposed(access: &FsAccess) -> Result<(), StateError> {
 pub fn file_sha256(path: &Path) -> Result<String, StateError> {
     let bytes = fs::read(path).map_err(io(path))?;
     Ok(hex::encode(Sha256::digest(&bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("config.yml");
+        fs::write(&f, text).unwrap();
+        (d, f)
+    }
+
+    #[test]
+    fn the_user_config_can_name_the_state_dir() {
+        let (_d, f) = config("state_dir: /srv/glovebox-state\n");
+        assert_eq!(
+            configured(&f).unwrap(),
+            Some(PathBuf::from("/srv/glovebox-state"))
+        );
+        // Relative to the config file's directory.
+        let (d, f) = config("state_dir: state\n");
+        assert_eq!(configured(&f).unwrap(), Some(d.path().join("state")));
+        // Unset, null or no file: not configured.
+        let (_d, f) = config("other: 1\n");
+        assert_eq!(configured(&f).unwrap(), None);
+        let (_d, f) = config("state_dir: null\n");
+        assert_eq!(configured(&f).unwrap(), None);
+        assert_eq!(
+            configured(Path::new("/nonexistent/config.yml")).unwrap(),
+            None
+        );
+        // Anything else is an error naming the file, never ignored.
+        for bad in ["state_dir: 5\n", "state_dir: ''\n", "state_dir: [a\n"] {
+            let (_d, f) = config(bad);
+            let e = configured(&f).unwrap_err().to_string();
+            assert!(e.contains("config.yml"), "{bad}: {e}");
+        }
+    }
 }

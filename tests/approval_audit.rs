@@ -650,6 +650,183 @@ fn a_script_named_by_an_argument_is_covered_and_other_files_are_not() {
     assert!(!out.join("evil").exists(), "the edited script ran");
 }
 
+/// The state directory glovebox finds with no environment at all: the
+/// passwd entry's home.
+fn passwd_state_dir() -> PathBuf {
+    let out = Command::new("getent")
+        .args(["passwd", &current_uid().to_string()])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).to_string();
+    let home = line.trim().split(':').nth(5).unwrap().to_string();
+    PathBuf::from(home).join(".local/state/glovebox")
+}
+
+fn current_uid() -> u32 {
+    let out = Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Removes what a test left for its (temporary) project in a real state
+/// directory: its approvals and its audit head.
+struct StateCleanup(Vec<PathBuf>);
+
+impl Drop for StateCleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[test]
+fn an_approval_holds_when_the_mcp_server_starts_with_an_empty_environment() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    let ran = marker_tool(&p, "victim");
+    let state = passwd_state_dir();
+    let home = state.parent().and_then(Path::parent).unwrap();
+    assert!(
+        home.is_dir(),
+        "the user running this test needs the home directory of its passwd entry ({home:?})"
+    );
+    let canonical = std::fs::canonicalize(&p.f.root).unwrap();
+    let key = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(
+            canonical.as_os_str().as_encoded_bytes(),
+        ))
+    };
+    let _cleanup = StateCleanup(vec![
+        state.join("approvals").join(format!("{key}.json")),
+        state.join("audit").join(format!("{key}.head")),
+    ]);
+    // Approved in a terminal whose environment points elsewhere…
+    let fake = p.f.base.join("fake-home");
+    let out = Command::new(bin())
+        .args([
+            "--root",
+            p.f.root.to_str().unwrap(),
+            "approve",
+            "victim",
+            "--yes",
+        ])
+        .env_remove("GLOVEBOX_STATE_DIR")
+        .env("HOME", &fake)
+        .env("XDG_STATE_HOME", fake.join("xdg"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(state.to_str().unwrap()), "{said}");
+    assert!(!fake.exists(), "the state followed $HOME");
+    // …holds for a server started by a client that passes no environment.
+    let mut child = Command::new(bin())
+        .args(["--root", p.f.root.to_str().unwrap(), "mcp"])
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::{BufRead, BufReader, Write};
+        let mut stdin = child.stdin.take().unwrap();
+        for m in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "envless client", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                   "params": {"name": "victim", "arguments": {}}}),
+        ] {
+            writeln!(stdin, "{m}").unwrap();
+        }
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let answer: Value = loop {
+            let line = lines.next().expect("the server answered the call").unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == json!(2) {
+                break v;
+            }
+        };
+        assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+        drop(stdin);
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(ran.exists(), "the approved tool did not run");
+    let log = p.log();
+    assert!(
+        log.contains("caller=mcp:envless%20client"),
+        "the caller is the client's name: {log}"
+    );
+}
+
+#[test]
+fn verify_tells_another_state_key_from_tampering() {
+    let p = Project::new();
+    p.f.tool(&command_tool(
+        "hi",
+        schema(json!({})),
+        json!({"entrypoint": "true", "args": []}),
+        json!({"fs": {"read": ["."]}}),
+    ));
+    let other = p.f.base.join("other-state");
+    let with = |state: &Path, args: &[&str]| {
+        Command::new(bin())
+            .arg("--root")
+            .arg(&p.f.root)
+            .arg("--state-dir")
+            .arg(state)
+            .args(args)
+            .env_remove("GLOVEBOX_STATE_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // Lines 1, 2 and 4 by this state, line 3 by another (approvals need
+    // no jail: the tool is approved, not run).
+    with(&p.state, &["approve", "hi", "--yes"]);
+    with(&p.state, &["approve", "hi", "--yes"]);
+    with(&other, &["approve", "hi", "--yes"]);
+    with(&p.state, &["approve", "hi", "--yes"]);
+    assert_eq!(p.log().lines().count(), 4, "{}", p.log());
+    for (state, mine, theirs) in [(&p.state, 3, "3"), (&other, 1, "1-2, 4")] {
+        let out = with(state, &["audit", "--verify"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{text}");
+        assert!(!text.contains("TAMPERED"), "{text}");
+        assert!(text.contains(&format!("{mine} lines intact")), "{text}");
+        assert!(text.contains("signed with a different key"), "{text}");
+        assert!(
+            text.contains(&format!("state {}", state.display())),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "line{} {theirs}",
+                if theirs.len() > 1 { "s" } else { "" }
+            )),
+            "{text}"
+        );
+        let json = with(state, &["audit", "--verify", "--json"]);
+        let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(v["problems"], json!([]), "{v}");
+    }
+    // A real edit is still tampering, whichever key checks it.
+    let log = p.f.root.join(".glee/audit/tools.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, text.replacen("approver=", "approver=x", 1)).unwrap();
+    let out = with(&p.state, &["audit", "--verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && text.contains("TAMPERED"), "{text}");
+    assert!(text.contains("line 1: mac does not match"), "{text}");
+}
+
 const LINK_CANARY: &str = "LINKED-GRANT-CANARY-5e1f";
 
 /// Attack 3: an agent-created, approved tool reads `data/cache` (not yet

@@ -57,6 +57,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("tool-file-missing", "empty", 1, 0),
     ("builtin-shadowed", "read_file", 1, 0),
     ("dispatch-invalid", "routes", 23, 1),
+    ("unused-input", "forgetful", 11, 0),
 ];
 
 /// Rules about Glee v1 files: (fixture = rule id, file, tool, line,

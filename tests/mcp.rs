@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 /// Filler tools, so tools/list needs more than one page of 50.
 const FILLERS: usize = 60;
 /// The tools of [`project`] that are not fillers, plus the three glee_*.
-const NAMED: usize = 8 + 3;
+const NAMED: usize = 10 + 3;
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -41,6 +41,16 @@ fn python() -> Option<PathBuf> {
         "tests/mcp/setup.sh",
         "GLOVEBOX_MCP_VENV",
         "mcp-venv",
+        "python",
+    )
+}
+
+/// The 2.x client's python (tests/mcp/setup2.sh), or `None` (skip).
+fn python2() -> Option<PathBuf> {
+    venv_program(
+        "tests/mcp/setup2.sh",
+        "GLOVEBOX_MCP2_VENV",
+        "mcp2-venv",
         "python",
     )
 }
@@ -109,6 +119,21 @@ fn project() -> Fixture {
             "${marker}"], "timeout_ms": 60000}),
         read_root(),
     ));
+    // JSON output with a schema and no exec.command.stdout.format.
+    let mut plain = command_tool(
+        "plain_json",
+        schema(json!({})),
+        json!({"entrypoint": "/bin/echo", "args": ["{\"n\": 3}"]}),
+        read_root(),
+    );
+    plain["outputs"] = json!({"format": "json", "schema": {"type": "object",
+        "properties": {"n": {"type": "integer"}}, "required": ["n"]}});
+    f.tool(&plain);
+    // Output that breaks its declared schema.
+    let mut bad = plain.clone();
+    bad["name"] = json!("bad_json");
+    bad["exec"]["command"]["args"] = json!(["{\"n\": \"three\"}"]);
+    f.tool(&bad);
     let mut gated = command_tool(
         "gated",
         schema(json!({})),
@@ -135,10 +160,19 @@ fn project() -> Fixture {
 
 /// Runs one client scenario; panics with its output unless it passed.
 fn scenario(py: &Path, transport: &[String], name: &str, arg: Option<&str>) {
+    scenario_of("tests/mcp/client.py", py, transport, name, arg);
+}
+
+/// Runs one scenario of a client script; returns its stdout.
+fn scenario_of(
+    script: &str,
+    py: &Path,
+    transport: &[String],
+    name: &str,
+    arg: Option<&str>,
+) -> String {
     let mut c = Command::new(py);
-    c.arg(manifest_dir().join("tests/mcp/client.py"))
-        .args(transport)
-        .arg(name);
+    c.arg(manifest_dir().join(script)).args(transport).arg(name);
     if let Some(a) = arg {
         c.arg(a);
     }
@@ -150,6 +184,7 @@ fn scenario(py: &Path, transport: &[String], name: &str, arg: Option<&str>) {
         "scenario {name} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
+    stdout.into_owned()
 }
 
 fn stdio(f: &Fixture) -> Vec<String> {
@@ -252,6 +287,37 @@ impl Served {
             .next()
             .unwrap_or("")
             .to_string()
+    }
+}
+
+impl Served {
+    /// One raw HTTP/1.1 request: the response head (status line and
+    /// headers) and body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (String, String) {
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        (head.to_string(), body.to_string())
     }
 }
 
@@ -382,4 +448,317 @@ fn serve_refuses_a_public_address_without_a_token() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("GLOVEBOX_API_TOKEN"), "{err}");
+}
+
+/// The 2.x client (tests/mcp/client2.py) in `mode` over `transport`: ping,
+/// a call whose audit line names the client, list_changed after
+/// glee_tool_create and after a manifest written to disk (on 2026-07-28
+/// through `subscriptions/listen`).
+fn changes_with_mcp2(mode: &str, http: bool) {
+    if !jail_available() {
+        return;
+    }
+    let Some(py) = python2() else { return };
+    let f = project();
+    let served = http.then(|| Served::start(&f, "127.0.0.1:0", None));
+    let mut transport = vec!["--mode".to_string(), mode.to_string()];
+    match &served {
+        Some(s) => transport.extend(s.transport(None)),
+        None => transport.extend(stdio(&f)),
+    }
+    scenario_of("tests/mcp/client2.py", &py, &transport, "changes", None);
+    let log = std::fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("name=echo_json") && l.contains("audited"))
+        .unwrap_or_else(|| panic!("no audit line for the call: {log}"));
+    assert!(line.contains(" caller=mcp:glovebox-test-client "), "{line}");
+}
+
+#[test]
+fn mcp2_default_mode_stdio_gets_list_changes_ping_and_caller() {
+    changes_with_mcp2("auto", false);
+}
+
+#[test]
+fn mcp2_default_mode_http_gets_list_changes_ping_and_caller() {
+    changes_with_mcp2("auto", true);
+}
+
+#[test]
+fn mcp2_legacy_mode_stdio_gets_list_changes_ping_and_caller() {
+    changes_with_mcp2("legacy", false);
+}
+
+#[test]
+fn mcp2_legacy_mode_http_gets_list_changes_ping_and_caller() {
+    changes_with_mcp2("legacy", true);
+}
+
+/// Writes `lines` to `glovebox mcp`'s stdin, closes it, and returns its
+/// exit status and stdout.
+fn stdio_session(f: &Fixture, lines: &[Value]) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(bin())
+        .args(["--root", f.root.to_str().unwrap(), "mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for l in lines {
+            writeln!(stdin, "{l}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+#[test]
+fn stdio_sessions_that_only_discover_or_ping_end_cleanly() {
+    let f = project();
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                          "params": {"_meta": modern_meta()}});
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    for lines in [
+        vec![discover.clone()],
+        vec![ping.clone()],
+        vec![discover, ping],
+        vec![],
+    ] {
+        let (status, out) = stdio_session(&f, &lines);
+        assert!(status.success(), "{lines:?}: {status:?} {out}");
+        assert_eq!(out.lines().count(), lines.len(), "{out}");
+    }
+}
+
+#[test]
+fn ping_and_unknown_methods_on_2026_07_28() {
+    let f = project();
+    // stdio: a session started inline by tools/list, then ping in it.
+    let (status, out) = stdio_session(
+        &f,
+        &[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"_meta": modern_meta()}}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "nope/nothing", "params": {"_meta": modern_meta()}}),
+        ],
+    );
+    assert!(status.success(), "{out}");
+    let answers: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == json!(id))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(by_id(2)["result"], json!({}), "{out}");
+    assert_eq!(by_id(3)["error"]["code"], json!(-32601), "{out}");
+    assert_eq!(
+        by_id(3)["error"]["message"],
+        json!("method not found: nope/nothing"),
+        "{out}"
+    );
+    // HTTP: ping without a session.
+    let s = Served::start(&f, "127.0.0.1:0", None);
+    let (head, body) = s.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"_meta": modern_meta()}})
+            .to_string(),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v, json!({"jsonrpc": "2.0", "id": 9, "result": {}}));
+}
+
+#[test]
+fn http_delete_cors_and_token_mode() {
+    let f = project();
+    let s = Served::start(&f, "127.0.0.1:0", None);
+    // DELETE: 404 for a session that does not exist, 204 for one that does.
+    let (head, _) = s.request(
+        "DELETE",
+        "/mcp",
+        &[("Mcp-Session-Id", "no-such-session")],
+        "",
+    );
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string();
+    let (head, _) = s.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &init,
+    );
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id"))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no session id: {head}"));
+    let (head, _) = s.request("DELETE", "/mcp", &[("Mcp-Session-Id", &session)], "");
+    assert!(head.starts_with("HTTP/1.1 204"), "{head}");
+    let (head, _) = s.request("DELETE", "/mcp", &[("Mcp-Session-Id", &session)], "");
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    // CORS preflight: a loopback origin gets it, naming that origin.
+    let preflight = |origin: &str| {
+        s.request(
+            "OPTIONS",
+            "/mcp",
+            &[
+                ("Origin", origin),
+                ("Access-Control-Request-Method", "POST"),
+                (
+                    "Access-Control-Request-Headers",
+                    "content-type, mcp-session-id",
+                ),
+            ],
+            "",
+        )
+        .0
+        .to_ascii_lowercase()
+    };
+    let ok = preflight("http://localhost:6274");
+    assert!(ok.starts_with("http/1.1 204"), "{ok}");
+    assert!(
+        ok.contains("access-control-allow-origin: http://localhost:6274"),
+        "{ok}"
+    );
+    assert!(ok.contains("mcp-session-id"), "{ok}");
+    // …and the answers themselves name it, with the session id exposed.
+    let (head, _) = s.request(
+        "POST",
+        "/mcp",
+        &[
+            ("Origin", "http://127.0.0.1:6274"),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ],
+        &init,
+    );
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains("access-control-allow-origin: http://127.0.0.1:6274"),
+        "{head}"
+    );
+    assert!(
+        head.contains("access-control-expose-headers: mcp-session-id"),
+        "{head}"
+    );
+    let refused = preflight("https://evil.example");
+    assert!(refused.starts_with("http/1.1 403"), "{refused}");
+    assert!(
+        !refused.contains("access-control-allow-origin"),
+        "{refused}"
+    );
+    drop(s);
+
+    // Token mode: OAuth discovery answers 404, /healthz is open, the rest
+    // needs the token and says so with its own kind.
+    let s = Served::start(&f, "127.0.0.1:0", Some("tok-9"));
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+    ] {
+        let (head, _) = s.request("GET", path, &[], "");
+        assert!(head.starts_with("HTTP/1.1 404"), "{path}: {head}");
+    }
+    let (head, _) = s.request(
+        "POST",
+        "/register",
+        &[("Content-Type", "application/json")],
+        "{}",
+    );
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    let (head, _) = s.request("GET", "/healthz", &[], "");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (head, body) = s.request("GET", "/api/v1/tools", &[], "");
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{head}"
+    );
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["kind"], json!("unauthorized"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Authorization: Bearer"),
+        "{v}"
+    );
+    let (head, _) = s.request(
+        "GET",
+        "/api/v1/tools",
+        &[("Authorization", "Bearer tok-9")],
+        "",
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
+#[test]
+fn stopping_the_server_ends_listen_streams_gracefully() {
+    let Some(py) = python2() else { return };
+    let f = project();
+    let mut s = Served::start(&f, "127.0.0.1:0", None);
+    let mut transport = vec!["--mode".to_string(), "auto".to_string()];
+    transport.extend(s.transport(None));
+    let mut client = Command::new(&py)
+        .arg(manifest_dir().join("tests/mcp/client2.py"))
+        .args(&transport)
+        .arg("listen_until_stop")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("the client said nothing").unwrap();
+    assert_eq!(first, "LISTENING");
+    let term = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let out = client.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && rest.iter().any(|l| l == "SCENARIO-OK listen_until_stop"),
+        "{rest:?} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
 }

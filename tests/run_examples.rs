@@ -83,6 +83,26 @@ fn repo_scan_reports_the_two_matches() {
 }
 
 #[test]
+fn repo_scan_skips_the_venv_the_readme_creates() {
+    if !jail_available() {
+        return;
+    }
+    let (tmp, root) = examples_copy();
+    make_venv(&root);
+    // What a venv with pip holds: packages full of to-do markers.
+    let site = root.join(".venv/lib/site-packages-test");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(
+        site.join("pkg.py"),
+        "# TO".to_owned() + "DO one\n# TO" + "DO two\n",
+    )
+    .unwrap();
+    let r = call_glovebox(&root, &tmp.path().join("cwd"), "repo_scan", &[], &[]);
+    r.assert_ok();
+    assert!(r.text().contains("Matches found: 2"), "{r:#?}");
+}
+
+#[test]
 fn repo_stats_runs_in_a_real_venv() {
     if !jail_available() {
         return;

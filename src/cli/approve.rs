@@ -71,6 +71,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         kind: "TOOL_APPROVED",
         fields: vec![("name", args.name.clone()), ("approver", approver)],
     })?;
-    println!("approved {}", args.name);
+    println!("approved {} ({})", args.name, glovebox::state::describe());
     Ok(ExitCode::SUCCESS)
 }

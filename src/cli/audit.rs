@@ -22,6 +22,25 @@ pub struct Args {
     pub verify: bool,
 }
 
+/// `1-3, 7` for `[1, 2, 3, 7]`.
+fn ranges(lines: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let start = lines[i];
+        while i + 1 < lines.len() && lines[i + 1] == lines[i] + 1 {
+            i += 1;
+        }
+        out.push(if lines[i] == start {
+            start.to_string()
+        } else {
+            format!("{start}-{}", lines[i])
+        });
+        i += 1;
+    }
+    out.join(", ")
+}
+
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let root = super::project(cli)?.root;
     let log = Log::for_project(&root)?;
@@ -30,11 +49,41 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         if args.json {
             println!("{}", serde_json::to_string(&v)?);
         } else if v.intact() {
-            println!("{}: intact ({} lines)", log.path().display(), v.valid_lines);
+            println!(
+                "{}: intact ({} lines, key {} of state {})",
+                log.path().display(),
+                v.valid_lines,
+                v.key_id,
+                v.state_dir.display()
+            );
         } else {
-            println!("{}: TAMPERED OR DAMAGED", log.path().display());
-            for p in &v.problems {
-                println!("  {p}");
+            if v.tampered() {
+                println!(
+                    "{}: TAMPERED OR DAMAGED (checked with key {} of state {})",
+                    log.path().display(),
+                    v.key_id,
+                    v.state_dir.display()
+                );
+                for p in &v.problems {
+                    println!("  {p}");
+                }
+            } else {
+                println!(
+                    "{}: {} lines intact with key {} of state {}",
+                    log.path().display(),
+                    v.valid_lines,
+                    v.key_id,
+                    v.state_dir.display()
+                );
+            }
+            if !v.other_key_lines.is_empty() {
+                println!(
+                    "  signed with a different key ({}), not the key of state {}: {} {} (written by glovebox with another state directory; verify them with --state-dir DIR of that state)",
+                    v.other_key_ids.join(", "),
+                    v.state_dir.display(),
+                    if v.other_key_lines.len() == 1 { "line" } else { "lines" },
+                    ranges(&v.other_key_lines),
+                );
             }
         }
         return Ok(if v.intact() {

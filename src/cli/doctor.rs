@@ -25,6 +25,7 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             k.euid,
             if k.euid == 0 { " (root)" } else { "" }
         );
+        println!("state         {}", glovebox::state::describe());
         println!("landlock      abi {}", k.landlock_abi);
         println!("seccomp       {}", if k.seccomp { "yes" } else { "no" });
         println!(

@@ -47,6 +47,13 @@ pub struct Cli {
     #[arg(long = "tools-json", global = true, value_name = "FILE")]
     pub tools_json: Option<PathBuf>,
 
+    /// glovebox's state directory (approvals, the audit key); default:
+    /// `$GLOVEBOX_STATE_DIR`, else `state_dir` of
+    /// ~/.config/glovebox/config.yml, else ~/.local/state/glovebox, with
+    /// `~` the home directory of the user's passwd entry (not `$HOME`).
+    #[arg(long = "state-dir", global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -114,9 +121,34 @@ fn live(
     glovebox::serve::live::Live::open_with(cli.root.as_deref(), cli.tools_json.as_deref())
 }
 
+/// Makes a closed stdout (`glovebox doctor | head`) end the process
+/// quietly with status 0, instead of a panic from `println!`. SIGPIPE
+/// stays ignored (a jailed child closing a pipe must not kill glovebox):
+/// only the panic `println!` raises on `EPIPE` is turned into an exit.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 /// Parses the command line and runs the chosen command.
 pub fn main() -> ExitCode {
+    quiet_broken_pipe();
     let cli = Cli::parse();
+    if let Some(dir) = &cli.state_dir {
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
+        glovebox::state::set_dir(dir);
+    }
     let result = match &cli.command {
         Command::Lint(a) => lint::run(&cli, a),
         Command::List(a) => list::run(&cli, a),

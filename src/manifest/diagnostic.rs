@@ -95,6 +95,9 @@ rules! {
     InputShadowsSecret = "input-shadows-secret", Error;
     /// An input property named like a credential (token, password, ...).
     InputLooksLikeSecret = "input-looks-like-secret", Warning;
+    /// An input property of a command tool (or of a python tool with
+    /// `args`) that no template uses: the caller's value would be dropped.
+    UnusedInput = "unused-input", Warning;
     /// A placeholder in the scheme, host or port of an http tool with secrets.
     UrlAuthorityPlaceholder = "url-authority-placeholder", Error;
     /// A secret name that is not a valid environment-variable name.

@@ -203,10 +203,16 @@ impl Lint<'_> {
         if let Some(validator) = inputs {
             self.examples(&doc, &validator);
         }
+        // Only about an otherwise clean tool: one problem at a time.
+        if self.diagnostics.is_empty() {
+            self.unused_inputs(&doc, &input_names);
+        }
         if self.diagnostics.iter().any(Diagnostic::is_error) {
             return None;
         }
-        match serde_json::from_value::<Manifest>(doc.value) {
+        let mut value = doc.value;
+        crate::manifest::model::default_stdout_format(&mut value);
+        match serde_json::from_value::<Manifest>(value) {
             Ok(m) => Some(m),
             Err(e) => {
                 self.report(
@@ -410,6 +416,36 @@ impl Lint<'_> {
                         self.report(Rule::UnknownPlaceholder, at, message);
                     }
                 }
+            }
+        }
+    }
+
+    /// `unused-input`: an input of a command tool, or of a python tool
+    /// with `args`, that no template of `exec` names (a python tool without
+    /// `args` gets every input as a keyword argument; an http tool may
+    /// send inputs without templates).
+    fn unused_inputs(&mut self, doc: &Document, inputs: &[String]) {
+        let exec = match doc.value.get("exec") {
+            Some(e) if e.get("command").is_some() => e,
+            Some(e) if e.pointer("/python/args").is_some() => e,
+            _ => return,
+        };
+        let mut templates = Vec::new();
+        collect_strings(exec, &mut "/exec".to_owned(), &mut templates);
+        let mut used = HashSet::new();
+        for (_, text, _) in &templates {
+            if let Ok(found) = placeholder::scan(text) {
+                used.extend(found.into_iter().map(|p| p.name.to_string()));
+            }
+        }
+        for name in inputs {
+            if !used.contains(name) {
+                let mut pointer = "/inputs/schema/properties".to_owned();
+                push_token(&mut pointer, name);
+                let message = format!(
+                    "input `{name}` is used by no template of exec, so its value never reaches the tool; pass it with `${{{name}}}` or remove it"
+                );
+                self.report(Rule::UnusedInput, doc.positions.key(&pointer), message);
             }
         }
     }

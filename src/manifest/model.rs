@@ -379,6 +379,34 @@ pub struct AgentCliExec {
     pub timeout_ms: Option<u64>,
 }
 
+/// Gives a manifest (as JSON, before it becomes a [`Manifest`]) without
+/// `exec.command.stdout.format` the format of its `outputs.format`: a
+/// command tool declaring JSON output has its stdout read as JSON unless
+/// it says otherwise.
+pub fn default_stdout_format(manifest: &mut Value) {
+    let Some(format) = manifest
+        .pointer("/outputs/format")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    else {
+        return;
+    };
+    let Some(command) = manifest
+        .pointer_mut("/exec/command")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let stdout = command
+        .entry("stdout")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if let Some(stdout) = stdout.as_object_mut() {
+        stdout
+            .entry("format")
+            .or_insert_with(|| Value::String(format));
+    }
+}
+
 /// `exec.command.stdout`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -408,9 +436,11 @@ pub struct PythonExec {
     pub module: String,
     /// Function of the module to call.
     pub function: String,
-    /// Positional argument templates (JSON values).
-    #[serde(default)]
-    pub args: Vec<Value>,
+    /// Positional argument templates (JSON values). Without `args`, the
+    /// function is called with the validated parameters as keyword
+    /// arguments (`add(a=3, b=1)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<Value>>,
     /// Virtual environment directory, relative to the root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub venv: Option<String>,

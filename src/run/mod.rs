@@ -148,7 +148,7 @@ pub fn finish(
                 if let Some(v) = &o.output {
                     for violation in schemas.check_output(v) {
                         o.warnings.push(format!(
-                            "output does not match outputs.schema at {:?}: {}",
+                            "{OUTPUT_MISMATCH} at {:?}: {}",
                             violation.pointer, violation.message
                         ));
                     }
@@ -167,6 +167,9 @@ pub fn finish(
     outcome.warnings.extend(result.warnings.iter().cloned());
     outcome
 }
+
+/// How the warning about an output that breaks `outputs.schema` starts.
+pub const OUTPUT_MISMATCH: &str = "output does not match outputs.schema";
 
 /// The tool's stdout read as its declared format (secrets redacted).
 pub fn parse_output(tool: &str, stdout: &[u8], format: Format, redact: &Redactor) -> Finished {

@@ -34,6 +34,14 @@ pub enum ErrorKind {
     HttpError,
     /// Anything else.
     Internal,
+    /// The output does not match the tool's declared output schema. Only
+    /// MCP answers so (its specification requires structured content that
+    /// matches a declared `outputSchema`); the CLI and the HTTP API keep
+    /// the output with a warning.
+    OutputInvalid,
+    /// An HTTP request without the bearer token the server requires
+    /// (`glovebox serve` with `GLOVEBOX_API_TOKEN`); never a tool call's.
+    Unauthorized,
 }
 
 impl ErrorKind {

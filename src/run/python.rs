@@ -172,8 +172,14 @@ fn copied_base(venv: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The request the shim reads on stdin.
-pub fn request(exec: &PythonExec, cwd: &Path, args: Vec<Value>) -> Vec<u8> {
+/// The request the shim reads on stdin: the function is called with
+/// `args` (positional) and `kwargs` (keyword).
+pub fn request(
+    exec: &PythonExec,
+    cwd: &Path,
+    args: Vec<Value>,
+    kwargs: serde_json::Map<String, Value>,
+) -> Vec<u8> {
     let returns = match exec.returns {
         Format::Json => "json",
         Format::Text => "text",
@@ -183,6 +189,7 @@ pub fn request(exec: &PythonExec, cwd: &Path, args: Vec<Value>) -> Vec<u8> {
         "module": exec.module,
         "function": exec.function,
         "args": args,
+        "kwargs": kwargs,
         "return": returns,
     })
     .to_string()

@@ -1,5 +1,5 @@
 # glovebox python shim: runs inside the jail as `python3 -I -B -c <this>`.
-# Reads {"cwd", "module", "function", "args", "return"} as JSON on stdin,
+# Reads {"cwd", "module", "function", "args", "kwargs", "return"} as JSON on stdin,
 # imports the module from cwd, calls the function, and writes one JSON
 # document to the original stdout, which only this shim writes to: the
 # function's own prints (Python or C level, and its subprocesses) go to
@@ -25,7 +25,7 @@ sys.argv = [request["module"]]
 
 try:
     function = getattr(importlib.import_module(request["module"]), request["function"])
-    value = function(*request["args"])
+    value = function(*request["args"], **request.get("kwargs", {}))
     if request["return"] == "json":
         payload = json.dumps({"ok": True, "value": value})
     else:

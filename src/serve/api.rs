@@ -203,13 +203,15 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
             | ErrorKind::Timeout
             | ErrorKind::ResourceLimit
             | ErrorKind::PythonException
-            | ErrorKind::HttpError,
+            | ErrorKind::HttpError
+            | ErrorKind::OutputInvalid,
         ) => StatusCode::OK,
         Some(ErrorKind::InputInvalid) => StatusCode::BAD_REQUEST,
         Some(ErrorKind::ApprovalRequired | ErrorKind::PermissionExceedsCeiling) => {
             StatusCode::FORBIDDEN
         }
         Some(ErrorKind::ToolNotFound) => StatusCode::NOT_FOUND,
+        Some(ErrorKind::Unauthorized) => StatusCode::UNAUTHORIZED,
         Some(ErrorKind::SandboxUnavailable) => StatusCode::SERVICE_UNAVAILABLE,
         Some(ErrorKind::ManifestInvalid | ErrorKind::SecretMissing | ErrorKind::Internal) => {
             StatusCode::INTERNAL_SERVER_ERROR

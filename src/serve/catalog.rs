@@ -121,6 +121,13 @@ fn object_schema(properties: Value) -> JsonObject {
     o
 }
 
+/// An input schema of a `glee_*` tool: closed (`additionalProperties:
+/// false`), so clients with a strict mode (OpenAI's) can use it.
+fn closed(mut schema: JsonObject) -> JsonObject {
+    schema.insert("additionalProperties".into(), json!(false));
+    schema
+}
+
 fn builtins() -> Vec<Tool> {
     let mut run = object_schema(json!({
         "name": {"type": "string", "description": "The tool's name (its directory under .glee/tools/)"},
@@ -132,7 +139,8 @@ fn builtins() -> Vec<Tool> {
         "tools": {"type": "array", "items": {
             "type": "object",
             "properties": {"name": {"type": "string"}, "description": {"type": "string"}},
-            "required": ["name", "description"]
+            "required": ["name", "description"],
+            "additionalProperties": false
         }}
     }));
     list_out.insert("required".into(), json!(["tools"]));
@@ -141,6 +149,8 @@ fn builtins() -> Vec<Tool> {
         "definition": {"type": "object", "description": "The fields of tool.yml (description, kind, version, inputs, outputs, exec, permissions, approval)"}
     }));
     create.insert("required".into(), json!(["name", "definition"]));
+    let (run, list, list_out, create) =
+        (closed(run), closed(list), closed(list_out), closed(create));
     vec![
         Tool::new(
             GLEE_TOOL,
@@ -150,7 +160,7 @@ fn builtins() -> Vec<Tool> {
         .with_annotations(ToolAnnotations::new().open_world(true)),
         Tool::new(
             GLEE_TOOLS_LIST,
-            "List the available tools as [{name, description}].",
+            "List the available tools as {\"tools\": [{name, description}]}.",
             Arc::new(list),
         )
         .with_raw_output_schema(Arc::new(list_out))
@@ -174,7 +184,8 @@ fn builtins() -> Vec<Tool> {
     ]
 }
 
-/// The `glee_tools_list` answer: `[{name, description}]`.
+/// The tools of the `glee_tools_list` answer (`{"tools": …}`): `[{name,
+/// description}]`.
 pub fn summaries(project: &Project) -> Value {
     Value::Array(
         project

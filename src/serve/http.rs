@@ -18,7 +18,15 @@
 //!   so a web page the user visits cannot drive the tools (and `rmcp`
 //!   checks `Host` against DNS rebinding on loopback);
 //! - with a token set, every request needs `Authorization: Bearer TOKEN`
-//!   (compared in constant time), else 401.
+//!   (compared in constant time), else 401 `unauthorized` with
+//!   `WWW-Authenticate: Bearer`; except `/healthz` (a liveness probe
+//!   tells nothing), and the OAuth discovery paths (`/.well-known/…`,
+//!   `/register`), which answer 404 so that OAuth-aware MCP clients learn
+//!   at once that there is no authorization server and send the token
+//!   they were given;
+//! - [`super::compat`] adds what clients expect of the transport beyond
+//!   `rmcp`: CORS for loopback origins, `ping` on 2026-07-28, `DELETE`
+//!   answers.
 //!
 //! Refusals are JSON [`Problem`]s. [`serve`] stops as
 //! [`super::shutdown`] describes.
@@ -42,7 +50,7 @@ use super::limits::{self, Limits, Slots};
 use super::live::Live;
 use super::mcp::Server;
 use super::problem::Problem;
-use super::{api, shutdown};
+use super::{api, compat, shutdown};
 use crate::run::ErrorKind;
 
 /// Where `glovebox serve` listens unless told otherwise.
@@ -199,11 +207,15 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
         config = config.disable_allowed_hosts();
     }
     let for_mcp = live.clone();
+    let sessions = Arc::new(LocalSessionManager::default());
     let mcp = StreamableHttpService::new(
         move || Ok(Server::new(for_mcp.clone())),
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
+    let mcp = Router::new()
+        .route_service("/mcp", mcp)
+        .layer(middleware::from_fn_with_state(sessions, compat::mcp));
     let guard = Guard {
         hosts: Hosts {
             listen: options.listen,
@@ -216,7 +228,7 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
             .map(|t| Sha256::digest(t.as_bytes()).into()),
     };
     let limited = Router::new()
-        .route_service("/mcp", mcp)
+        .merge(mcp)
         .merge(api::routes(live.clone()))
         .layer(middleware::from_fn_with_state(
             Slots::new(&options.limits),
@@ -232,6 +244,7 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
             limits::limit_body,
         ))
         .layer(middleware::from_fn_with_state(guard, check_request))
+        .layer(middleware::from_fn(compat::cors))
 }
 
 /// Binds `options.listen` and serves `router` until `stop` resolves, then
@@ -269,6 +282,13 @@ pub async fn serve(
     let server = axum::serve(listener, router)
         .with_graceful_shutdown(stopping.clone().cancelled_owned())
         .into_future();
+    let ending = live.clone();
+    let stop = async move {
+        stop.await;
+        // Listen streams would otherwise hold their connections open
+        // through the whole grace period.
+        ending.end_subscriptions();
+    };
     shutdown::drain(server, stop, stopping, live.calls(), options.grace)
         .await
         .map_err(|source| HttpError::Serve { source })
@@ -284,7 +304,7 @@ async fn check_request(State(guard): State<Guard>, request: Request, next: Next)
     if !host.is_some_and(|h| guard.hosts.allows(h)) {
         return Refusal::Misdirected.into_response();
     }
-    match admit(&guard, request.headers()) {
+    match admit(&guard, request.uri().path(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal.into_response(),
     }
@@ -316,20 +336,31 @@ impl IntoResponse for Refusal {
             ),
             Refusal::Unauthorized => Problem::new(
                 StatusCode::UNAUTHORIZED,
-                ErrorKind::InputInvalid,
-                "a bearer token is required: Authorization: Bearer $GLOVEBOX_API_TOKEN",
+                ErrorKind::Unauthorized,
+                "a bearer token is required: send the header `Authorization: Bearer <token>` with the token glovebox serve was given in GLOVEBOX_API_TOKEN",
             )
+            .details(serde_json::json!({"header": "Authorization", "scheme": "Bearer"}))
             .header(header::WWW_AUTHENTICATE, "Bearer"),
         }
         .into_response()
     }
 }
 
-fn admit(guard: &Guard, headers: &HeaderMap) -> Result<(), Refusal> {
+/// Paths served without the token: the liveness probe, and the OAuth
+/// discovery and registration paths (which answer 404: there is no
+/// authorization server to find).
+fn needs_no_token(path: &str) -> bool {
+    path == "/healthz" || path.starts_with("/.well-known/") || path == "/register"
+}
+
+fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         if !origin.to_str().is_ok_and(is_loopback_origin) {
             return Err(Refusal::CrossOrigin);
         }
+    }
+    if needs_no_token(path) {
+        return Ok(());
     }
     if let Some(want) = &guard.token_digest {
         let given = headers
@@ -350,7 +381,7 @@ fn same_digest(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `http(s)://` + `localhost`, `127.0.0.1` or `[::1]`, any port.
-fn is_loopback_origin(origin: &str) -> bool {
+pub(super) fn is_loopback_origin(origin: &str) -> bool {
     let Some(rest) = origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"))
@@ -487,12 +518,23 @@ mod tests {
             hosts: hosts("127.0.0.1:7878", &[]),
         };
         let mut h = HeaderMap::new();
-        assert!(admit(&guard, &h).is_err());
+        assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::Unauthorized));
+        for open in [
+            "/healthz",
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-authorization-server",
+            "/register",
+        ] {
+            assert!(admit(&guard, open, &h).is_ok(), "{open}");
+        }
+        assert!(admit(&guard, "/registers", &h).is_err());
         h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
-        assert!(admit(&guard, &h).is_err());
+        assert!(admit(&guard, "/mcp", &h).is_err());
         h.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
-        assert!(admit(&guard, &h).is_ok());
+        assert!(admit(&guard, "/mcp", &h).is_ok());
         h.insert(header::ORIGIN, "https://evil.example".parse().unwrap());
-        assert_eq!(admit(&guard, &h), Err(Refusal::CrossOrigin));
+        assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::CrossOrigin));
+        assert_eq!(admit(&guard, "/healthz", &h), Err(Refusal::CrossOrigin));
     }
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
 use super::call::Calls;
@@ -34,6 +35,8 @@ pub struct Live {
     engine: RwLock<Arc<Engine>>,
     fingerprint: Mutex<String>,
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    listeners: Mutex<Vec<SubscriptionSink>>,
+    ending: tokio_util::sync::CancellationToken,
     reloading: tokio::sync::Mutex<()>,
     calls: Calls,
 }
@@ -68,6 +71,8 @@ impl Live {
             fingerprint: Mutex::new(fingerprint(engine.project())),
             engine: RwLock::new(Arc::new(engine)),
             peers: Mutex::new(Vec::new()),
+            listeners: Mutex::new(Vec::new()),
+            ending: tokio_util::sync::CancellationToken::new(),
             reloading: tokio::sync::Mutex::new(()),
             calls: Calls::new(),
         }))
@@ -104,8 +109,30 @@ impl Live {
             .push(peer);
     }
 
+    /// Remembers a `subscriptions/listen` stream (MCP 2026-07-28) that asked
+    /// for tool list changes.
+    pub fn add_listener(&self, sink: SubscriptionSink) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(sink);
+    }
+
+    /// Ends every `subscriptions/listen` stream gracefully (the server is
+    /// stopping): each gets its final result instead of a dropped
+    /// connection.
+    pub fn end_subscriptions(&self) {
+        self.ending.cancel();
+    }
+
+    /// Resolves once [`Live::end_subscriptions`] was called.
+    pub async fn subscriptions_ended(&self) {
+        self.ending.cancelled().await;
+    }
+
     /// Reloads the project from disk; when its tool list changed, sends
-    /// `notifications/tools/list_changed` to every client still connected.
+    /// `notifications/tools/list_changed` to every client still connected
+    /// (initialized sessions, and open `subscriptions/listen` streams).
     /// Returns whether the list changed. On an error the old project stays.
     pub async fn reload(&self) -> Result<bool, LiveError> {
         let _one_at_a_time = self.reloading.lock().await;
@@ -145,5 +172,17 @@ impl Live {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend(alive);
+        let sinks = std::mem::take(&mut *self.listeners.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut open = Vec::with_capacity(sinks.len());
+        for sink in sinks {
+            // A closed or cancelled stream answers an error: forget it.
+            if sink.notify_tool_list_changed().await.is_ok() {
+                open.push(sink);
+            }
+        }
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(open);
     }
 }

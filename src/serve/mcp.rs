@@ -12,17 +12,35 @@
 //! - An MCP caller never approves anything: a tool that needs approval
 //!   answers `approval_required` with the command a person runs
 //!   (`glovebox approve NAME`).
-//! - Protocol: `2025-11-25` through the `initialize` handshake with today's
-//!   clients, and every newer revision `rmcp` implements.
+//! - Protocol: every revision `rmcp` implements: `2025-11-25` and older
+//!   through the `initialize` handshake, and `2026-07-28` through
+//!   `server/discover` and per-request `_meta`. On every revision: `ping`
+//!   is answered (2026-07-28 dropped it, but clients still send it), the
+//!   tool list changes reach the client (`notifications/tools/list_changed`
+//!   to an initialized session; on 2026-07-28 on the client's
+//!   `subscriptions/listen` stream), and the audit `caller` is
+//!   `mcp:<client name>` from the request's client info (`_meta`) or, on
+//!   the handshake revisions, from `initialize`. [`Session`] wraps
+//!   [`Server`] for what `rmcp`'s dispatch does not do by itself (ping on
+//!   2026-07-28, `method not found: X` messages).
+//! - A stdio client that only discovers or pings and closes stdin ends the
+//!   session cleanly (exit 0).
 
 use std::sync::Arc;
 
+use std::borrow::Cow;
+
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
+    CustomRequest, CustomResult, ErrorCode, Implementation, InitializeResult, JsonObject,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult,
+    SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use rmcp::service::{
+    NotificationContext, RequestContext, ServerInitializeError, SubscriptionContext,
+};
+use rmcp::{ErrorData, RoleServer, ServerHandler, Service, ServiceExt};
 use serde_json::{json, Value};
 
 use super::call::Progress;
@@ -51,6 +69,16 @@ pub enum McpError {
     },
 }
 
+/// The audit `caller` of an MCP request: `mcp:` and the client's name
+/// (from the request's `_meta` on 2026-07-28, from `initialize` before),
+/// made safe for a log line; `mcp:unknown` when the client gave none.
+pub fn caller_id(client: Option<&str>) -> String {
+    match client.filter(|n| !n.is_empty()) {
+        Some(name) => format!("mcp:{}", crate::audit::client_label(name)),
+        None => "mcp:unknown".into(),
+    }
+}
+
 /// One MCP session's handler over the shared, live project.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -66,21 +94,8 @@ impl Server {
     }
 
     fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
-        // The client names itself: both strings go through the audit
-        // log's one sanitiser before anything logs them.
-        let client = ctx
-            .peer
-            .peer_info()
-            .map(|i| {
-                let name = crate::audit::client_label(&i.client_info.name);
-                match i.client_info.version.as_str() {
-                    "" => name,
-                    v => format!("{name}/{}", crate::audit::client_label(v)),
-                }
-            })
-            .unwrap_or_else(|| "unknown".into());
         Caller {
-            id: format!("mcp:{client}"),
+            id: caller_id(ctx.client_info().map(|i| i.name).as_deref()),
             // No --yes over MCP: approvals are a person's, out of band.
             approved: false,
             secrets: SecretSource::Environment,
@@ -89,12 +104,24 @@ impl Server {
         }
     }
 
+    /// Runs tool `name`; `by_name`: called as itself (not through
+    /// `glee_tool`), so its own `outputSchema` binds the answer.
     async fn run_tool(
         &self,
         name: String,
         params: Value,
         ctx: RequestContext<RoleServer>,
+        by_name: bool,
     ) -> Result<CallToolResult, ErrorData> {
+        let declares_output_schema = by_name
+            && self
+                .live
+                .engine()
+                .project()
+                .tools
+                .iter()
+                .find(|t| t.name == name)
+                .is_some_and(|t| catalog::tool(&t.manifest).output_schema.is_some());
         let progress = ctx.meta.get_progress_token().map(|token| Progress {
             peer: ctx.peer.clone(),
             token,
@@ -113,7 +140,7 @@ impl Server {
             )
             .await
             .map_err(|e| ErrorData::internal_error(crate::run::error_chain(&e), None))?;
-        Ok(reply::outcome(&outcome))
+        Ok(reply::checked_outcome(&outcome, declares_output_schema))
     }
 
     async fn create_tool(&self, args: JsonObject) -> Result<CallToolResult, ErrorData> {
@@ -175,6 +202,56 @@ impl ServerHandler for Server {
         self.live.add_peer(ctx.peer);
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Err(not_found("prompts/list"))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Err(not_found("resources/list"))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Err(not_found("resources/templates/list"))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(not_found(&request.method))
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if context.accepted().tools_list_changed == Some(true) {
+            self.live.add_listener(context.sink().clone());
+        }
+        tokio::select! {
+            _ = context.cancelled() => {}
+            _ = self.live.subscriptions_ended() => {}
+        }
+        Ok(())
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -197,8 +274,8 @@ impl ServerHandler for Server {
         let args = request.arguments.unwrap_or_default();
         let result = match request.name.as_ref() {
             GLEE_TOOLS_LIST => {
-                let list = catalog::summaries(self.live.engine().project());
-                Ok(reply::builtin(&list, json!({"tools": list})))
+                let list = json!({"tools": catalog::summaries(self.live.engine().project())});
+                Ok(reply::builtin(&list, list.clone()))
             }
             GLEE_TOOL => match (args.get("name"), args.get("params")) {
                 (
@@ -206,7 +283,7 @@ impl ServerHandler for Server {
                     params @ (None | Some(Value::Object(_) | Value::Null)),
                 ) => {
                     let params = params.cloned().unwrap_or(Value::Null);
-                    self.run_tool(name.clone(), params, ctx).await
+                    self.run_tool(name.clone(), params, ctx, false).await
                 }
                 (Some(Value::String(_)), Some(_)) => Ok(reply::bad_arguments(
                     GLEE_TOOL,
@@ -226,7 +303,7 @@ impl ServerHandler for Server {
                 if !known {
                     return Err(reply::unknown_tool(name));
                 }
-                self.run_tool(name.to_string(), Value::Object(args), ctx)
+                self.run_tool(name.to_string(), Value::Object(args), ctx, true)
                     .await
             }
         }?;
@@ -234,15 +311,79 @@ impl ServerHandler for Server {
     }
 }
 
+/// [`Server`] as `rmcp` serves it, with what its dispatch leaves out:
+/// `ping` answered on every revision (2026-07-28 removed it from the
+/// protocol, `rmcp` answers -32601 there, but clients and proxies still
+/// send it), and -32601 errors saying `method not found: X`.
+#[derive(Debug, Clone)]
+pub struct Session(pub Server);
+
+impl Service<RoleServer> for Session {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        if matches!(request, ClientRequest::PingRequest(_)) {
+            return Ok(ServerResult::empty(()));
+        }
+        <Server as Service<RoleServer>>::handle_request(&self.0, request, context)
+            .await
+            .map_err(method_not_found)
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        <Server as Service<RoleServer>>::handle_notification(&self.0, notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        ServerHandler::get_info(&self.0)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        ServerHandler::supported_protocol_versions(&self.0)
+    }
+}
+
+/// -32601 `method not found: METHOD`.
+fn not_found(method: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {method}"),
+        None,
+    )
+}
+
+/// A -32601 error whose message is the bare method name (`rmcp`'s) as
+/// `method not found: NAME`.
+fn method_not_found(mut e: ErrorData) -> ErrorData {
+    if e.code == ErrorCode::METHOD_NOT_FOUND && !e.message.starts_with("method not found") {
+        e = not_found(&e.message);
+    }
+    e
+}
+
 /// Serves `live` over stdin/stdout until the client closes stdin. stdout
-/// carries MCP messages only; diagnostics go to stderr.
+/// carries MCP messages only; diagnostics go to stderr. A client that
+/// closes stdin before starting a session (it only discovered the server
+/// or pinged it) ends it cleanly.
 pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
-    let running = Server::new(live)
+    let running = match Session(Server::new(live))
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| McpError::Initialize {
-            source: Box::new(e),
-        })?;
+    {
+        Ok(running) => running,
+        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(e) => {
+            return Err(McpError::Initialize {
+                source: Box::new(e),
+            })
+        }
+    };
     running
         .waiting()
         .await

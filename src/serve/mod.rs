@@ -16,6 +16,8 @@
 //! - [`mcp`]: the `rmcp` server handler, and the stdio server.
 //! - [`http`]: the HTTP server: a router with `/mcp` and the API mounted
 //!   behind an `Origin` check and an optional bearer token.
+//! - [`compat`]: CORS for loopback origins, `ping` without a session,
+//!   `DELETE` answers: what clients expect beyond `rmcp`'s transport.
 //! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`),
 //!   described by [`openapi`]; its errors are [`problem`]s.
 //! - [`limits`]: body size, concurrency and request time limits.
@@ -24,6 +26,7 @@
 pub mod api;
 pub mod call;
 pub mod catalog;
+pub mod compat;
 pub mod http;
 pub mod limits;
 pub mod live;

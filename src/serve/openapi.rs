@@ -49,7 +49,7 @@ fn refusals(limited: bool) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(
         "401".into(),
-        error("A token is set (GLOVEBOX_API_TOKEN) and the request did not carry it as `Authorization: Bearer TOKEN`."),
+        error("`unauthorized`: a token is set (GLOVEBOX_API_TOKEN) and the request did not carry it as `Authorization: Bearer TOKEN` (`WWW-Authenticate: Bearer` says so). `/healthz` and CORS preflights need no token."),
     );
     m.insert(
         "403".into(),

@@ -36,6 +36,48 @@ pub fn outcome(o: &Outcome) -> CallToolResult {
     r
 }
 
+/// A tool call's [`Outcome`] as the MCP result of a tool that declares an
+/// `outputSchema` (when `declares_output_schema`): an output that is not
+/// an object, or breaks the schema, is an `isError` result of kind
+/// `output_invalid` naming the mismatch (and holding the output), since
+/// MCP clients reject a result without matching structured content. The
+/// CLI and the HTTP API keep such output, with a warning.
+pub fn checked_outcome(o: &Outcome, declares_output_schema: bool) -> CallToolResult {
+    if !declares_output_schema || !o.ok {
+        return outcome(o);
+    }
+    let violations: Vec<&String> = o
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with(crate::run::OUTPUT_MISMATCH))
+        .collect();
+    let message = match &o.output {
+        Some(Value::Object(_)) if violations.is_empty() => return outcome(o),
+        Some(Value::Object(_)) => format!(
+            "the output of `{}` does not match its outputSchema: {}",
+            o.tool,
+            violations
+                .iter()
+                .map(|v| v.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        Some(Value::String(_)) => format!(
+            "the output of `{}` is text, but it declares an outputSchema (a JSON object): print JSON and set outputs.format: json",
+            o.tool
+        ),
+        _ => format!(
+            "the output of `{}` is not a JSON object, but it declares an outputSchema (a JSON object)",
+            o.tool
+        ),
+    };
+    failure(
+        ErrorKind::OutputInvalid,
+        message,
+        json!({"violations": violations, "output": o.output}),
+    )
+}
+
 /// A successful JSON answer of a `glee_*` tool: `text` as the text block
 /// (what the seed documents) and `structured` as `structuredContent`.
 pub fn builtin(text: &Value, structured: Value) -> CallToolResult {

@@ -84,6 +84,10 @@ async def scenario_list(args):
         w = by["writer"]
         assert w.annotations.readOnlyHint is False and w.annotations.destructiveHint is True, w
         assert by["shout"].outputSchema is None
+        # The glee_* schemas are closed (OpenAI's strict mode needs it).
+        for n in ("glee_tool", "glee_tools_list", "glee_tool_create"):
+            assert by[n].inputSchema.get("additionalProperties") is False, by[n].inputSchema
+        assert by["glee_tools_list"].outputSchema["additionalProperties"] is False
         # A cursor the server did not hand out is a protocol error.
         try:
             await s.list_tools(cursor="not-a-cursor")
@@ -137,9 +141,10 @@ async def scenario_call(args):
 
         # The glee_* tools of the seed.
         r = await s.call_tool("glee_tools_list", {})
-        listed = json.loads(r.content[0].text)
+        # Text and structured content are the same object.
+        assert r.structuredContent == json.loads(r.content[0].text), r
+        listed = r.structuredContent["tools"]
         assert {"name": "greet", "description": "says hello"} in listed, listed
-        assert r.structuredContent == {"tools": listed}
         r = await s.call_tool("glee_tool", {"name": "echo_json", "params": {"msg": "via glee"}})
         assert not r.isError and r.structuredContent["msg"] == "via glee", r
         r = await s.call_tool("glee_tool", {"name": "no_such_tool", "params": {}})

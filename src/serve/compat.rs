@@ -1,0 +1,216 @@
+//! What MCP clients expect of the Streamable HTTP transport beyond what
+//! `rmcp`'s does, as two middlewares:
+//!
+//! - [`cors`] (every route): a CORS preflight (`OPTIONS` with
+//!   `Access-Control-Request-Method`) from a loopback origin is answered
+//!   204 with the methods and headers MCP uses, without a token (browsers
+//!   send none on a preflight); answers to loopback origins carry
+//!   `Access-Control-Allow-Origin` (that origin, never `*`) and expose
+//!   `Mcp-Session-Id`. Any other origin gets nothing from here and is
+//!   refused 403 by the guard of [`super::http`].
+//! - [`mcp`] (`/mcp` only): `ping` without a session (MCP 2026-07-28, which
+//!   has no sessions, dropped `ping`; `rmcp` answers -32601, but clients
+//!   and proxies still send it) answers `{}`; `DELETE` of a session
+//!   answers 204 when it ended it and 404 when no such session exists
+//!   (`rmcp` answers 202 to both).
+//!
+//! Protocol decisions are pure functions ([`is_sessionless_ping`],
+//! [`preflight_headers`]) tested without a server.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use serde_json::{json, Value};
+
+use super::http::is_loopback_origin;
+use super::limits;
+use super::problem::Problem;
+use crate::run::ErrorKind;
+
+/// The session header of the Streamable HTTP transport.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Methods a browser client may use.
+const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
+/// Request headers a browser client may send.
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, X-Agent-ID, X-Project-ID";
+/// Response headers a browser client may read.
+const EXPOSE_HEADERS: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, Retry-After";
+
+/// The loopback origin of a request, if it has one.
+fn loopback_origin(headers: &HeaderMap) -> Option<HeaderValue> {
+    headers
+        .get(header::ORIGIN)
+        .filter(|o| o.to_str().is_ok_and(is_loopback_origin))
+        .cloned()
+}
+
+/// The headers of the answer to a preflight from `origin`.
+pub fn preflight_headers(origin: HeaderValue) -> Vec<(header::HeaderName, HeaderValue)> {
+    vec![
+        (header::ACCESS_CONTROL_ALLOW_ORIGIN, origin),
+        (
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static(ALLOW_METHODS),
+        ),
+        (
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static(ALLOW_HEADERS),
+        ),
+        (
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        ),
+        (header::VARY, HeaderValue::from_static("Origin")),
+    ]
+}
+
+/// CORS for loopback origins only (see the module documentation).
+pub async fn cors(request: Request, next: Next) -> Response {
+    let Some(origin) = loopback_origin(request.headers()) else {
+        return next.run(request).await;
+    };
+    if request.method() == Method::OPTIONS
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+    {
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        response.headers_mut().extend(preflight_headers(origin));
+        return response;
+    }
+    let mut response = next.run(request).await;
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static(EXPOSE_HEADERS),
+    );
+    h.append(header::VARY, HeaderValue::from_static("Origin"));
+    response
+}
+
+/// The id of a JSON-RPC `ping` request in `body`, when that is what it is.
+pub fn is_sessionless_ping(body: &[u8]) -> Option<Value> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let o = v.as_object()?;
+    (o.get("jsonrpc") == Some(&json!("2.0")) && o.get("method") == Some(&json!("ping")))
+        .then(|| o.get("id").cloned())
+        .flatten()
+        .filter(|id| id.is_string() || id.is_number())
+}
+
+/// `ping` without a session and `DELETE` answers (see the module
+/// documentation).
+pub async fn mcp(
+    State(sessions): State<Arc<LocalSessionManager>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| Arc::<str>::from(s.to_string()));
+    match (request.method().clone(), session) {
+        (Method::DELETE, Some(id)) => {
+            if !sessions.has_session(&id).await.unwrap_or(false) {
+                return Problem::new(
+                    StatusCode::NOT_FOUND,
+                    ErrorKind::InputInvalid,
+                    "no such MCP session (it ended, or the server restarted): start a new one",
+                )
+                .into_response();
+            }
+            let response = next.run(request).await;
+            if response.status().is_success() {
+                StatusCode::NO_CONTENT.into_response()
+            } else {
+                response
+            }
+        }
+        (Method::POST, None) => {
+            let (parts, body) = request.into_parts();
+            let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+                Ok(b) => b,
+                Err(e) => {
+                    return match std::error::Error::source(&e) {
+                        Some(s) if limits::is_too_large(s) => {
+                            // The body limit below us already answered the
+                            // declared size; this is a chunked body past it.
+                            Problem::new(
+                                StatusCode::PAYLOAD_TOO_LARGE,
+                                ErrorKind::ResourceLimit,
+                                "the request body is too large (glovebox serve --max-body-bytes)",
+                            )
+                            .into_response()
+                        }
+                        _ => Problem::new(
+                            StatusCode::BAD_REQUEST,
+                            ErrorKind::InputInvalid,
+                            format!("cannot read the request body: {e}"),
+                        )
+                        .into_response(),
+                    };
+                }
+            };
+            if let Some(id) = is_sessionless_ping(&bytes) {
+                let body = json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string();
+                return (
+                    [(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    )],
+                    body,
+                )
+                    .into_response();
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        (_, _) => next.run(request).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pings_are_recognised() {
+        assert_eq!(
+            is_sessionless_ping(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#),
+            Some(json!(7))
+        );
+        assert_eq!(
+            is_sessionless_ping(br#"{"jsonrpc":"2.0","id":"a","method":"ping","params":{}}"#),
+            Some(json!("a"))
+        );
+        for not in [
+            &br#"{"jsonrpc":"2.0","method":"ping"}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            b"not json",
+        ] {
+            assert_eq!(is_sessionless_ping(not), None);
+        }
+    }
+
+    #[test]
+    fn preflight_names_the_origin_not_a_wildcard() {
+        let h = preflight_headers(HeaderValue::from_static("http://localhost:6274"));
+        assert!(
+            h.iter()
+                .any(|(k, v)| k == header::ACCESS_CONTROL_ALLOW_ORIGIN
+                    && v == "http://localhost:6274")
+        );
+        assert!(!h.iter().any(|(_, v)| v == "*"));
+    }
+}
