@@ -161,6 +161,7 @@ impl Engine {
     pub fn policy(&self, name: &str) -> Result<Policy, Box<Outcome>> {
         let (tool, config) = self.tool_and_config(name)?;
         Policy::for_tool(&self.project.root, &tool.manifest, config)
+            .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))
     }
 
@@ -351,10 +352,17 @@ impl Engine {
         };
 
         if tool.origin == Origin::Builtin {
+            // Only a write needs the control surface (to refuse it).
+            let surface = if name == crate::builtin::write_file::NAME {
+                crate::surface::for_writes(&self.project)
+            } else {
+                Vec::new()
+            };
             let ctx = crate::builtin::Context {
                 root: &self.project.root,
                 config,
                 caller,
+                surface: &surface,
             };
             return Ok(crate::builtin::call(name, &params, &ctx));
         }
@@ -414,6 +422,7 @@ impl Engine {
         let redact = Redactor::new(&secret_values);
 
         let policy = Policy::for_tool(&self.project.root, m, config)
+            .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))?;
         crate::state::ensure_not_exposed(&policy.fs_access()).map_err(|e| {
             Box::new(Outcome::failure(
@@ -431,6 +440,7 @@ impl Engine {
         };
         let job = Job {
             name,
+            root: &self.project.root,
             policy: &policy,
             secrets: &secret_values,
             redact: &redact,
@@ -490,8 +500,12 @@ impl Engine {
     /// kernel then refuses to list or read it, so a tool that needs no
     /// files runs without being granted any. Only a cwd that neither is a
     /// directory nor is readable under the policy is refused.
+    ///
+    /// Its symlinks are resolved, like the grants': the jail holds the
+    /// real paths it was granted, not the links that led to them.
     fn cwd(&self, job: &Job<'_>, rel: &str) -> Result<PathBuf, Box<Outcome>> {
-        let cwd = resolve(&self.project.root, rel);
+        let root = &self.project.root;
+        let cwd = crate::footprint::resolved_under(root, &resolve(root, rel));
         if job.policy.can_read(&cwd) || cwd.is_dir() {
             return Ok(cwd);
         }
@@ -586,8 +600,10 @@ impl Engine {
             }
             None => kwargs = bindings.params.clone(),
         }
+        let chain = python::resolve_module(&cwd, &exec.module)
+            .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
-        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, args, kwargs));
+        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
         let returns = exec.returns;
         job.execute(
             spec,
@@ -636,6 +652,7 @@ impl Engine {
 /// What every kind of run needs from the decisions already made.
 struct Job<'a> {
     name: &'a str,
+    root: &'a std::path::Path,
     policy: &'a Policy,
     secrets: &'a IndexMap<String, String>,
     redact: &'a Redactor,
@@ -650,6 +667,7 @@ impl Job<'_> {
         let mut spec = Spec::new(argv);
         spec.cwd = cwd;
         spec.fs = self.policy.fs_access();
+        spec.protect = self.policy.protected.clone();
         spec.network = self.policy.network;
         spec.limits = self.policy.limits.clone();
         spec.degraded = self.policy.degraded;
@@ -670,8 +688,26 @@ impl Job<'_> {
         program: &std::path::Path,
         read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
     ) -> Result<Outcome, Box<Outcome>> {
+        let absent = crate::surface::absent(self.root, &self.policy.write);
         let result =
-            run::start(&spec).map_err(|e| Box::new(run::jail_error(self.name, &e, program)))?;
+            run::start(&spec).map_err(|e| Box::new(run::jail_error(self.name, &e, program)));
+        let planted = crate::surface::undo_planted(&absent);
+        let result = result?;
+        if !planted.is_empty() {
+            let names: Vec<String> = planted
+                .iter()
+                .map(|p| p.strip_prefix(self.root).unwrap_or(p).display().to_string())
+                .collect();
+            return Err(Box::new(Outcome::failure(
+                self.name,
+                ErrorKind::PermissionExceedsCeiling,
+                format!(
+                    "the tool created {}, part of the project's control surface (it would define tools or run code outside the jail); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
+                    names.join(", ")
+                ),
+                json!({"removed": names}),
+            )));
+        }
         Ok(run::finish(
             self.name,
             result,

@@ -44,7 +44,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::manifest::discover::resolve;
-pub use crate::manifest::discover::resolved;
+pub use crate::manifest::discover::{resolved, resolved_under};
 use crate::manifest::model::{Exec, PythonExec};
 use crate::manifest::project::{Origin, Tool};
 

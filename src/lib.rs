@@ -30,9 +30,14 @@
 //!   context (URL path segment, query, header, JSON body), sent by glovebox
 //!   itself over hyper + rustls behind an SSRF guard, redirects that never
 //!   carry a secret to another origin, bounded time and size.
-//! - [`jail`]: the confined child process — Landlock, seccomp, PID / mount /
-//!   IPC (/ user / network) namespaces, cgroup limits, capability drop, a
-//!   scrubbed environment; every `unsafe` block lives in its `sys` module.
+//! - [`jail`]: the confined child process — its own root built from
+//!   read-only binds of what it is granted ([`jail::tree`]), Landlock,
+//!   seccomp, PID / mount / IPC (/ user / network) namespaces, cgroup
+//!   limits, capability drop, a scrubbed environment; every `unsafe` block
+//!   lives in its `sys` module.
+//! - [`surface`]: the project's control surface (`.glee/`, `tools.json`,
+//!   `.git/`, what its tools run), read-only in every jail, inside write
+//!   grants too, and never written by the built-ins.
 //! - [`footprint`]: what a tool runs — every path inside the root whose
 //!   content or existence decides the code a call executes (manifest,
 //!   entrypoint, scripts named by arguments, a python module with every
@@ -93,5 +98,6 @@ pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod state;
+pub mod surface;
 pub mod template;
 pub mod validate;

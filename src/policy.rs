@@ -67,6 +67,10 @@ pub struct Policy {
     pub limits: Limits,
     /// Whether degraded mode is on (config `sandbox.degraded`).
     pub degraded: bool,
+    /// The project's control surface, read-only in the jail even inside
+    /// write grants ([`crate::surface`]); empty until
+    /// [`Policy::with_surface`].
+    pub protected: Vec<PathBuf>,
 }
 
 /// Checks the paths a manifest grants, as they resolve at this call.
@@ -126,7 +130,9 @@ impl<'a> Grants<'a> {
                 target: real,
             });
         }
-        Ok(real)
+        // Inside the root, spelled under the root as written (the jail
+        // protects the project's control files by that spelling).
+        Ok(footprint::resolved_under(self.root, &lexical))
     }
 }
 
@@ -187,7 +193,25 @@ impl Policy {
             secrets: p.secrets.keys().cloned().collect(),
             limits,
             degraded: config.sandbox.degraded,
+            protected: Vec::new(),
         })
+    }
+
+    /// This policy with the control surface of `project` protected.
+    pub fn with_surface(mut self, project: &crate::manifest::project::Project) -> Policy {
+        self.protected = crate::surface::paths(project, &self.write);
+        self
+    }
+
+    /// The filesystem the jail will build for this policy (the private
+    /// HOME, made per call, is not in it).
+    pub fn tree(&self) -> Result<jail::tree::Tree, jail::tree::TreeError> {
+        let mut access = self.baseline.clone();
+        let own = self.fs_access();
+        access.read.extend(own.read);
+        access.write.extend(own.write);
+        access.exec.extend(own.exec);
+        jail::tree::Tree::build(&access, &self.protected, &[])
     }
 
     /// The filesystem access to ask the jail for (the jail adds the
@@ -275,6 +299,62 @@ impl Policy {
             self.baseline.read_only.len(),
             self.baseline.write.len()
         );
+        let kernel = jail::probe::kernel();
+        let mount_ns = kernel.pid_ns && kernel.mount_proc && (kernel.euid == 0 || kernel.user_ns);
+        match self.tree() {
+            Ok(tree) if mount_ns => {
+                let rw: Vec<PathBuf> = tree
+                    .writable()
+                    .filter(|p| !p.starts_with("/dev"))
+                    .map(Path::to_path_buf)
+                    .collect();
+                let own: Vec<PathBuf> = tree
+                    .read_only()
+                    .filter(|p| {
+                        !self.baseline.exec.iter().any(|b| p.starts_with(b))
+                            && !self.baseline.read_only.iter().any(|b| p.starts_with(b))
+                            && !tree.protected().any(|x| x == *p)
+                    })
+                    .map(Path::to_path_buf)
+                    .collect();
+                let protected: Vec<PathBuf> = tree.protected().map(Path::to_path_buf).collect();
+                let _ = writeln!(
+                    s,
+                    "tree      the jail's own root: only these paths exist (plus the baseline, /proc, /dev/{{null,zero,full,random,urandom}}, a private HOME)"
+                );
+                let _ = writeln!(s, "  writable  {}", list(&rw));
+                let _ = writeln!(s, "  read-only {}", list(&own));
+                let _ = writeln!(
+                    s,
+                    "  protected {} (read-only inside the write grants: .glee/, tools.json, .git/, what tools run)",
+                    list(&protected)
+                );
+                let _ = writeln!(
+                    s,
+                    "metadata  chmod, chown, utimes, xattrs: only inside writable paths (read-only mounts; ungranted paths do not exist)"
+                );
+            }
+            Ok(tree) => {
+                let _ = writeln!(
+                    s,
+                    "tree      NONE: no mount namespace here; ungranted paths stay visible to stat (landlock still denies reading them)"
+                );
+                let _ = writeln!(
+                    s,
+                    "metadata  chmod, chown, utimes, xattrs, inotify, fanotify: refused for every path by seccomp (EPERM)"
+                );
+                if tree.protected().next().is_some() {
+                    let _ = writeln!(
+                        s,
+                        "protected NOT ENFORCEABLE here ({}): calls are refused unless degraded mode is on",
+                        list(&tree.protected().map(Path::to_path_buf).collect::<Vec<_>>())
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(s, "tree      cannot be built: {e}");
+            }
+        }
         let _ = writeln!(
             s,
             "secrets   {}",
@@ -356,5 +436,13 @@ mod tests {
         // A grant that does not exist yet resolves to itself.
         let p = policy(&root, &["data/new"]).unwrap();
         assert_eq!(p.read, [root.join("data/new")]);
+        // A root reached through a link keeps its spelling (the jail
+        // protects the project's control files by it); links inside are
+        // still followed.
+        let via = base.join("via");
+        std::os::unix::fs::symlink(&root, &via).unwrap();
+        let p = policy(&via, &["data/inner", "."]).unwrap();
+        assert_eq!(p.read, [via.join("data/real"), via.clone()]);
+        assert!(policy(&via, &["data/cache"]).is_err());
     }
 }

@@ -18,11 +18,12 @@
 //! wrote itself. Created with mode 0700. Every message about approvals and
 //! the audit log names the directory in use ([`describe`]).
 //!
-//! Landlock can only allow, so it cannot carve this directory out of a
-//! writable project root. Instead glovebox refuses to start any jail whose
-//! read, write or exec paths cover it ([`ensure_not_exposed`]): no tool can
-//! read the audit key, write an approval or move the audit head, whatever
-//! its manifest asks for. A jail that runs a copy of glovebox finds a
+//! It is not in any jail's filesystem: a jail's root holds only what it is
+//! granted ([`crate::jail::tree`]), and glovebox refuses to start any jail
+//! whose read, write or exec paths cover this directory
+//! ([`ensure_not_exposed`]), so no grant can bring it in: no tool can
+//! even `stat` it, read the audit key, write an approval, `chmod` the key
+//! or move the audit head, whatever its manifest asks for. A jail that runs a copy of glovebox finds a
 //! different, empty state directory (its `HOME` is private and its
 //! environment scrubbed).
 

@@ -416,7 +416,14 @@ fn directory_swapped_for_a_symlink_during_the_call_is_not_followed() {
             symlink(&outside, root.join("sub")).unwrap();
         },
     );
-    assert!(shown.contains("outside the project root"), "{shown}");
+    // Refused either by the supervisor's check of the directory or by the
+    // jail, where the link leads to nothing (its target is not in the
+    // jail's tree).
+    assert!(
+        shown.contains("outside the project root")
+            || shown.contains("a symbolic link cannot lead out"),
+        "{shown}"
+    );
     assert!(!f.outside.join("dir/x.txt").exists());
     assert_outside_untouched(&f);
     assert_eq!(
@@ -524,6 +531,68 @@ fn system_files_the_jail_baseline_can_read_are_out_of_reach_too() {
     symlink(target, f.root.join("ldcache")).unwrap();
     let r = read(&f, "ldcache");
     r.assert_failed("permission_exceeds_ceiling", 1);
+}
+
+#[test]
+fn the_control_surface_is_never_written_in_always_allow() {
+    if !jail_available() {
+        return;
+    }
+    let f = project("always_allow");
+    f.script("scripts/run.sh", "#!/bin/sh\necho RUN-ORIGINAL\n");
+    f.tool(&command_tool(
+        "runner",
+        schema(json!({})),
+        json!({"entrypoint": "./scripts/run.sh"}),
+        read_root(),
+    ));
+    f.file("mod.py", "def f():\n    return 1\n");
+    f.file("pkg/__init__.py", "");
+    f.file("pkg/inner.py", "def f():\n    return 1\n");
+    for (name, module) in [("m", "mod"), ("p", "pkg.inner")] {
+        f.tool(&python_tool(
+            name,
+            schema(json!({})),
+            json!({"module": module, "function": "f"}),
+            read_root(),
+        ));
+    }
+    f.file(".git/config", "[core]\n");
+    fs::create_dir_all(f.root.join(".git/hooks")).unwrap();
+    // The probe: an ordinary write works in this mode.
+    write(&f, "notes.txt", "ok\n", &[]).assert_ok();
+    assert_eq!(
+        fs::read_to_string(f.root.join("notes.txt")).unwrap(),
+        "ok\n"
+    );
+    let before: Vec<(String, Option<String>)> = [
+        "tools.json",
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "scripts/run.sh",
+        "mod.py",
+        "pkg/__init__.py",
+        "pkg/inner.py",
+        "pkg/new.py",
+    ]
+    .iter()
+    .map(|p| (p.to_string(), fs::read_to_string(f.root.join(p)).ok()))
+    .collect();
+    for (path, _) in &before {
+        let r = write(&f, path, "import os\nos.system('touch /tmp/pwned')\n", &[]);
+        r.assert_failed("permission_exceeds_ceiling", 1);
+        assert!(
+            r.message().contains("never changes what a tool runs"),
+            "{path}: {r:#?}"
+        );
+    }
+    for (path, content) in &before {
+        assert_eq!(
+            &fs::read_to_string(f.root.join(path)).ok(),
+            content,
+            "{path} changed"
+        );
+    }
 }
 
 #[test]

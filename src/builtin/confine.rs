@@ -27,6 +27,14 @@ pub enum ConfineError {
         /// The path as given.
         path: String,
     },
+    /// The path is part of the project's control surface.
+    #[error("Error: {path} is {what}; write_file never changes what a tool runs or may do (edit it yourself)")]
+    Protected {
+        /// The path as given.
+        path: String,
+        /// What the protected path is.
+        what: String,
+    },
     /// The path names `.glee/` (or something inside it).
     #[error("Error: {path} is inside .glee/, glovebox's own configuration; write_file never writes there (edit those files yourself)")]
     GleeDir {
@@ -65,6 +73,36 @@ pub fn relative(root: &Path, given: &str, param: &'static str) -> Result<PathBuf
         return Ok(PathBuf::from("."));
     }
     Ok(parts.iter().collect())
+}
+
+/// Refuses a write target `rel` (relative to `root`) that is, or is
+/// inside, a path of the project's control surface `surface` (absolute,
+/// under `root`: see [`crate::surface`]).
+pub fn unprotected(
+    root: &Path,
+    rel: &Path,
+    surface: &[PathBuf],
+    given: &str,
+) -> Result<(), ConfineError> {
+    let target = root.join(rel);
+    let Some(hit) = surface.iter().find(|p| target.starts_with(p)) else {
+        return Ok(());
+    };
+    let name = hit.strip_prefix(root).unwrap_or(hit);
+    let what = match name.to_str() {
+        Some(".glee") => "inside .glee/, glovebox's own configuration".to_string(),
+        Some("tools.json") => "the project's tools.json (it defines tools)".to_string(),
+        Some(".git") => "inside .git/ (git runs its hooks and config outside any jail)".to_string(),
+        _ if hit.is_dir() => format!(
+            "inside {}, which a tool of the project runs",
+            name.display()
+        ),
+        _ => format!("{}, which a tool of the project runs", name.display()),
+    };
+    Err(ConfineError::Protected {
+        path: given.to_owned(),
+        what,
+    })
 }
 
 /// Refuses a write target inside any `.glee/` directory.

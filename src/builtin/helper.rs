@@ -163,10 +163,30 @@ fn failure(e: &io::Error, what: &str) -> Reply {
     }
 }
 
+/// True when `path` or one of its ancestors is a symbolic link that leads
+/// to nothing the jail can see (its target is not in the jail's tree).
+fn link_out_of_view(path: &Path) -> bool {
+    path.ancestors().any(|p| {
+        fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
+            && fs::metadata(p).is_err()
+    })
+}
+
+/// `failure`, except that a path leading through a link out of the
+/// jail's view is refused rather than missing.
+fn path_failure(e: &io::Error, what: &str, path: &Path) -> Reply {
+    if e.kind() == io::ErrorKind::NotFound && link_out_of_view(path) {
+        return Reply::Denied {
+            detail: format!("{what}: a symbolic link leads outside the allowed paths"),
+        };
+    }
+    failure(e, what)
+}
+
 fn read(path: &str, max_bytes: u64) -> Reply {
     let file = match fs::File::open(path) {
         Ok(f) => f,
-        Err(e) => return failure(&e, "open"),
+        Err(e) => return path_failure(&e, "open", Path::new(path)),
     };
     match file.metadata() {
         Ok(m) if m.is_dir() => return Reply::WrongType,
@@ -268,8 +288,17 @@ fn walk(
 fn write(dir: &str, name: &str, content: &str) -> Reply {
     match write_atomically(dir, name, content) {
         Ok(()) => Reply::Written,
+        Err(Errno::ENOENT | Errno::ENOTDIR) if link_out_of_view(&Path::new(dir).join(name)) => {
+            Reply::Denied {
+                detail: "a symbolic link leads outside the allowed paths".into(),
+            }
+        }
         Err(Errno::ENOENT | Errno::ENOTDIR) => Reply::Missing,
         Err(Errno::EISDIR) => Reply::WrongType,
+        Err(Errno::EROFS) => Reply::Denied {
+            detail: "read-only in the jail (outside the writable paths, or a protected path)"
+                .into(),
+        },
         Err(Errno::ELOOP) => Reply::Denied {
             detail: "the file is a symbolic link; write to its target instead".into(),
         },

@@ -28,6 +28,7 @@ pub fn exchange(
     tool: &str,
     root: &Path,
     write_dir: Option<PathBuf>,
+    protect: &[PathBuf],
     config: &Config,
     cancel: Option<jail::Cancel>,
     request: &Request,
@@ -52,6 +53,7 @@ pub fn exchange(
         exec: vec![exe.clone()],
         read_only: Vec::new(),
     };
+    spec.protect = protect.to_vec();
     crate::state::ensure_not_exposed(&spec.fs).map_err(|e| {
         Box::new(Outcome::failure(
             tool,

@@ -54,6 +54,9 @@ pub struct Context<'a> {
     pub config: &'a Config,
     /// Who calls (consent for `write_file`, cancellation).
     pub caller: &'a Caller,
+    /// The project's control surface ([`crate::surface`]): never written,
+    /// and read-only in the helper's jail.
+    pub surface: &'a [std::path::PathBuf],
 }
 
 impl Context<'_> {
@@ -69,6 +72,7 @@ impl Context<'_> {
             tool,
             self.root,
             write_dir,
+            self.surface,
             self.config,
             self.caller.cancel.clone(),
             request,

@@ -1,5 +1,7 @@
 //! `write_file {path, content}`: creates or replaces a text file of the
-//! project, never under `.glee/`, after showing a unified diff.
+//! project, never in its control surface (`.glee/`, a root `tools.json`,
+//! `.git/`, any file or package a tool runs: [`crate::surface`]), whatever
+//! `safety_mode`, after showing a unified diff.
 //!
 //! What happens depends on `safety_mode` in `.glee/config.yml`:
 //! - `ask` (default): writes only when the caller consented to this call —
@@ -90,6 +92,7 @@ pub fn preview(params: &Map<String, Value>, ctx: &Context<'_>) -> Result<Plan, B
     let refused = |e: ConfineError| Box::new(super::refused(NAME, &e));
     let rel = confine::relative(ctx.root, given, "path").map_err(refused)?;
     confine::writable(&rel, given).map_err(refused)?;
+    confine::unprotected(ctx.root, &rel, ctx.surface, given).map_err(refused)?;
     let fail = |kind, message: String| {
         Box::new(Outcome::failure(
             NAME,
@@ -270,6 +273,15 @@ fn open_dir(ctx: &Context<'_>, plan: &Plan) -> Result<Target, Box<Outcome>> {
         ))
     })?;
     confine::writable(inside, given).map_err(|e| Box::new(super::refused(NAME, &e)))?;
+    // The directory as it really is, and the surface in the same terms.
+    let canonical_surface: Vec<PathBuf> = ctx
+        .surface
+        .iter()
+        .map(|p| root.join(p.strip_prefix(ctx.root).unwrap_or(p)))
+        .collect();
+    let file = inside.join(plan.rel.file_name().unwrap_or_default());
+    confine::unprotected(&root, &file, &canonical_surface, given)
+        .map_err(|e| Box::new(super::refused(NAME, &e)))?;
     crate::state::ensure_not_exposed(&FsAccess {
         write: vec![real.clone()],
         ..FsAccess::default()

@@ -170,10 +170,12 @@ fn confirm_write(engine: &Engine, name: &str, params: &Value) -> bool {
         id: "cli".into(),
         ..Caller::default()
     };
+    let surface = glovebox::surface::for_writes(engine.project());
     let ctx = builtin::Context {
         root: &engine.project().root,
         config,
         caller: &caller,
+        surface: &surface,
     };
     // A call that cannot be previewed fails the same way in the engine.
     let Ok(plan) = builtin::write_file::preview(params, &ctx) else {

@@ -94,7 +94,7 @@ fn absolute(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
-pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let here = std::env::current_dir().context("cannot read the current directory")?;
     let cwd = absolute(&here, args.cwd.as_deref().unwrap_or(&here));
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
@@ -127,6 +127,17 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         };
         spec.env.push((k, v));
     }
+    // Inside a project (`--root`, or a `.glee/` above the working
+    // directory), its control surface stays read-only here too, and a
+    // root control name the command creates is removed afterwards.
+    let mut absent = Vec::new();
+    if let Ok(project) = glovebox::manifest::project::Project::discover_with(
+        cli.root.as_deref(),
+        cli.tools_json.as_deref(),
+    ) {
+        spec.protect = glovebox::surface::paths(&project, &spec.fs.write);
+        absent = glovebox::surface::absent(&project.root, &spec.fs.write);
+    }
     spec.stdin = Stdin::InheritIfSafe;
     spec.output = if args.json {
         Output::Capture
@@ -138,17 +149,26 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("glovebox: {e}");
         return Ok(ExitCode::from(EXIT_USAGE));
     }
-    let result = match jail::run(&spec) {
+    let result = jail::run(&spec);
+    let planted = glovebox::surface::undo_planted(&absent);
+    let mut result = match result {
         Ok(r) => r,
         Err(e) => return Ok(report_error(&e, args.json)),
     };
+    let planted_failure = !planted.is_empty();
+    for p in &planted {
+        result.warnings.push(format!(
+            "the command created {}, part of the project's control surface; glovebox removed it (pass --write for it to allow this)",
+            p.display()
+        ));
+    }
     for w in &result.warnings {
         eprintln!("glovebox: warning: {w}");
     }
     let code = result.status.code();
     if args.json {
         let out = serde_json::json!({
-            "ok": code == 0 && !result.timed_out(),
+            "ok": code == 0 && !result.timed_out() && !planted_failure,
             "exit_code": match result.status { jail::Status::Exited(c) => Some(c), _ => None },
             "signal": match result.status { jail::Status::Signaled(s) => Some(s), _ => None },
             "stdout": String::from_utf8_lossy(&result.stdout),
@@ -176,6 +196,9 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     }
     if result.timed_out() {
         return Ok(ExitCode::from(124));
+    }
+    if planted_failure && code == 0 {
+        return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }

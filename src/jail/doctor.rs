@@ -71,6 +71,24 @@ pub fn examine() -> Report {
             format!("landlock abi {}", kernel.landlock_abi),
         ),
         inv(
+            "read-only outside fs.write",
+            !e.metadata_guard.is_empty(),
+            match e.metadata_guard.as_str() {
+                "tree" => "the jail's own root (mount namespace): ungranted paths do not exist, read-only binds refuse chmod/chown/utimes/xattrs (EROFS) whatever the uid".into(),
+                "seccomp" => "no mount namespace: seccomp refuses chmod/chown/utimes/xattrs/inotify/fanotify for every path (EPERM)".into(),
+                _ => "nothing keeps metadata calls off files the jail may not change".into(),
+            },
+        ),
+        inv(
+            "tools cannot rewrite tools",
+            e.mount_tree,
+            if e.mount_tree {
+                "protected paths (.glee/, tools.json, .git/, what tools run) bound read-only inside write grants; planted root names removed after the call".into()
+            } else {
+                "needs a mount namespace: calls whose write grants cover protected paths are refused (or warned in degraded mode)".into()
+            },
+        ),
+        inv(
             "no network when network is false",
             e.seccomp,
             format!(

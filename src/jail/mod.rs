@@ -7,11 +7,15 @@
 //! This is the only way glovebox starts a tool's process.
 //!
 //! Layers, each in its own module:
-//! - [`fs`]: Landlock, deny by default (baseline from [`profile`]);
+//! - [`tree`]: the jail's own root (mount namespace): only the baseline
+//!   from [`profile`], the grants, `/proc`, a minimal `/dev` and the
+//!   private HOME exist; everything is read-only except write grants, and
+//!   the project's control surface stays read-only inside them too;
+//! - [`fs`]: Landlock, deny by default, the second independent layer;
 //! - [`seccomp`]: no sockets without network, no ptrace, no namespaces, no
 //!   mounts, no terminal injection, no foreign architectures;
 //! - namespaces (in [`spawn`]): PID (the call ends whole; no view of other
-//!   processes), mount (a private `/proc`), IPC, user (unprivileged
+//!   processes), mount (the tree and a private `/proc`), IPC, user (unprivileged
 //!   supervisor), network (optional extra);
 //! - [`cgroup`]: memory and process limits for the whole tree, with rlimit
 //!   fallbacks;
@@ -35,6 +39,7 @@ pub mod seccomp;
 pub mod spawn;
 pub mod spec;
 mod sys;
+pub mod tree;
 
 pub use cancel::Cancel;
 pub use fs::FsAccess;
@@ -109,6 +114,9 @@ pub enum JailError {
     /// Sandbox profiles.
     #[error(transparent)]
     Profile(#[from] profile::ProfileError),
+    /// The jail's mount tree.
+    #[error(transparent)]
+    Tree(#[from] tree::TreeError),
 }
 
 impl JailError {

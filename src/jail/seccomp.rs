@@ -16,6 +16,10 @@
 //! - terminal injection: `ioctl` with `TIOCSTI` or `TIOCLINUX` (only the low
 //!   32 bits of the request are compared, as the kernel does).
 //!
+//! Without a mount namespace (no read-only tree), also the metadata
+//! family ([`metadata_calls`]: chmod, chown, utimes, xattrs, inotify,
+//! fanotify), for every path.
+//!
 //! With the network off, also: `socket` for every family, and `socketpair`
 //! except `AF_UNIX` stream/seqpacket pairs (a datagram pair could `sendto`
 //! a named socket outside).
@@ -64,11 +68,17 @@ pub struct Programs {
 }
 
 /// Returns the programs for `network`, compiled once per process.
-pub fn programs(network: bool) -> Result<&'static Programs, SeccompError> {
-    static WITH_NET: OnceLock<Result<Programs, String>> = OnceLock::new();
-    static WITHOUT_NET: OnceLock<Result<Programs, String>> = OnceLock::new();
-    let cell = if network { &WITH_NET } else { &WITHOUT_NET };
-    cell.get_or_init(|| build(network).map_err(|e| e.to_string()))
+/// `deny_metadata` adds the metadata family ([`metadata_calls`]), for a
+/// jail without a mount namespace (no read-only tree to refuse them).
+pub fn programs(network: bool, deny_metadata: bool) -> Result<&'static Programs, SeccompError> {
+    static CELLS: [OnceLock<Result<Programs, String>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    let cell = &CELLS[usize::from(network) | (usize::from(deny_metadata) << 1)];
+    cell.get_or_init(|| build(network, deny_metadata).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|message| SeccompError::Compile {
             message: message.clone(),
@@ -157,6 +167,47 @@ fn always_denied() -> Vec<libc::c_long> {
     v
 }
 
+/// `setxattrat(2)` and `removexattrat(2)` (Linux 6.13; one number on
+/// every architecture, not yet in `libc`).
+const SYS_SETXATTRAT: libc::c_long = 463;
+const SYS_REMOVEXATTRAT: libc::c_long = 466;
+
+/// The metadata family: every call that changes a file's mode, owner,
+/// times or extended attributes, or watches it. Without a mount namespace
+/// nothing else keeps them off paths the jail may not change (Landlock does
+/// not govern them), so they are refused for every path.
+pub fn metadata_calls() -> Vec<libc::c_long> {
+    let mut v = vec![
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        libc::SYS_fchmodat2,
+        libc::SYS_fchown,
+        libc::SYS_fchownat,
+        libc::SYS_utimensat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+        SYS_SETXATTRAT,
+        SYS_REMOVEXATTRAT,
+        libc::SYS_inotify_add_watch,
+        libc::SYS_fanotify_init,
+        libc::SYS_fanotify_mark,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        libc::SYS_chmod,
+        libc::SYS_chown,
+        libc::SYS_lchown,
+        libc::SYS_utime,
+        libc::SYS_utimes,
+        libc::SYS_futimesat,
+    ]);
+    v
+}
+
 fn cond(
     arg: u8,
     len: SeccompCmpArgLen,
@@ -185,11 +236,16 @@ fn namespace_rules(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
         .collect()
 }
 
-fn build(network: bool) -> Result<Programs, SeccompError> {
+fn build(network: bool, deny_metadata: bool) -> Result<Programs, SeccompError> {
     let arch = arch()?;
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in always_denied() {
         deny.insert(nr, Vec::new());
+    }
+    if deny_metadata {
+        for nr in metadata_calls() {
+            deny.insert(nr, Vec::new());
+        }
     }
     #[cfg(target_arch = "x86_64")]
     deny.insert(libc::SYS_clone, namespace_rules(0)?);
@@ -311,10 +367,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn without_a_tree_chmod_is_refused_with_eperm_for_every_path() {
+        use crate::jail::sys;
+        fn attempt(deny: bool) -> i32 {
+            // The test's own file (the path is fixed: this runs in a child).
+            let path = c"/tmp/glovebox-seccomp-metadata-test";
+            if sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).is_err() {
+                return 100;
+            }
+            let Ok(p) = programs(false, deny) else {
+                return 101;
+            };
+            if install(p).is_err() {
+                return 102;
+            }
+            sys::try_chmod(path, 0o600)
+        }
+        let file = std::path::Path::new("/tmp/glovebox-seccomp-metadata-test");
+        std::fs::write(file, "x").unwrap();
+        // The probe: without the metadata rules the same chmod works.
+        assert_eq!(sys::in_child(|| attempt(false)), 0);
+        assert_eq!(sys::in_child(|| attempt(true)), libc::EPERM);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(file).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "only the unfiltered child changed the mode"
+        );
+        std::fs::remove_file(file).unwrap();
+    }
+
+    #[test]
     fn compiles_for_both_network_settings() {
-        let off = programs(false).unwrap();
-        let on = programs(true).unwrap();
+        let off = programs(false, false).unwrap();
+        let on = programs(true, false).unwrap();
         assert!(off.deny.len() > on.deny.len(), "network off denies more");
+        let meta = programs(true, true).unwrap();
+        assert!(
+            meta.deny.len() > on.deny.len(),
+            "the metadata family adds rules"
+        );
+        assert!(!std::ptr::eq(meta, on));
         // The x32 guard sits right after the architecture check.
         assert_eq!(off.deny[4].k, 0x4000_0000);
     }

@@ -11,7 +11,10 @@
 //! 3. `setsid` (no controlling terminal);
 //! 4. user namespace id maps (unprivileged supervisor only);
 //! 5. join the call's cgroups (before it can fork);
-//! 6. make every mount private, mount a fresh `/proc` for its PID namespace;
+//! 6. build the jail's root ([`super::tree`]): a tmpfs, `pivot_root`, the
+//!    prepared bind mounts (read-only unless writable, protected paths
+//!    read-only again), a fresh `/proc` for its PID namespace, a minimal
+//!    `/dev`; the host's root detached;
 //! 7. stdin/stdout/stderr onto 0/1/2, every other fd close-on-exec;
 //! 8. `chdir`, resource limits;
 //! 9. drop every capability, bounding set included (root supervisor);
@@ -45,6 +48,7 @@ use super::pump::{self, Sink};
 use super::seccomp::{self, Programs};
 use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
 use super::sys::{self, Forked};
+use super::tree::{self, MetadataGuard, Op, Plan, Tree};
 use super::{profile, JailError};
 
 /// The `PATH` inside every jail.
@@ -100,7 +104,7 @@ impl Step {
             Step::Session => "starting a new session",
             Step::IdMap => "mapping user ids",
             Step::Cgroup => "joining the call's cgroups",
-            Step::Mount => "mounting the jail's /proc",
+            Step::Mount => "building the jail's filesystem (mount tree and /proc)",
             Step::Fds => "setting up stdin/stdout/stderr",
             Step::Cwd => "changing to the working directory",
             Step::Rlimit => "setting resource limits",
@@ -130,6 +134,11 @@ struct Prepared {
     report_read_end: RawFd,
     landlock: Option<OwnedFd>,
     seccomp: Option<&'static Programs>,
+    /// The filter to use instead when the namespaces fail in degraded mode
+    /// (no tree: the metadata family is refused by seccomp).
+    seccomp_without_tree: Option<&'static Programs>,
+    /// The jail's root, built in its mount namespace.
+    tree: Option<Plan>,
     cgroup_procs: Vec<RawFd>,
     id_maps: Option<IdMaps>,
     private_proc: bool,
@@ -148,6 +157,11 @@ struct IdMaps {
 const PROC: &CStr = c"/proc";
 const ROOT: &CStr = c"/";
 const PROC_FS: &CStr = c"proc";
+const TMPFS: &CStr = c"tmpfs";
+const TMPFS_MODE: &CStr = c"mode=0755";
+const STAGE: &CStr = c"/tmp";
+const OLD_ROOT: &CStr = c"/.glovebox-old-root";
+const OLD_ROOT_NAME: &CStr = c".glovebox-old-root";
 
 use std::ffi::CStr;
 
@@ -318,19 +332,6 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         None
     };
 
-    // --- seccomp.
-    require(
-        kernel.seccomp,
-        "system call filtering (seccomp)",
-        &mut warnings,
-    )?;
-    let seccomp = if kernel.seccomp {
-        enforcement.seccomp = true;
-        Some(seccomp::programs(spec.network)?)
-    } else {
-        None
-    };
-
     // --- namespaces.
     let root = kernel.euid == 0;
     let mut flags: libc::c_ulong = 0;
@@ -362,6 +363,57 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWNS as libc::c_ulong;
         enforcement.private_proc = true;
     }
+
+    // --- the filesystem view: the tree in the mount namespace, else
+    // seccomp refuses the metadata family for every path.
+    let guard = tree::metadata_guard(private_proc);
+    let cwd_dir = [spec.cwd.clone()];
+    let fs_tree = Tree::build(&access, &spec.protect, &cwd_dir)?;
+    let mut plan = None;
+    match guard {
+        MetadataGuard::Tree => {
+            plan = Some(fs_tree.plan()?);
+            enforcement.mount_tree = true;
+        }
+        MetadataGuard::Seccomp => {
+            require(
+                false,
+                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are refused by seccomp instead",
+                &mut warnings,
+            )?;
+            if fs_tree.protected().next().is_some() {
+                require(
+                    false,
+                    "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants (needs a mount namespace)",
+                    &mut warnings,
+                )?;
+            }
+        }
+    }
+
+    // --- seccomp.
+    require(
+        kernel.seccomp,
+        "system call filtering (seccomp)",
+        &mut warnings,
+    )?;
+    let (seccomp, seccomp_without_tree) = if kernel.seccomp {
+        enforcement.seccomp = true;
+        (
+            Some(seccomp::programs(
+                spec.network,
+                guard == MetadataGuard::Seccomp,
+            )?),
+            Some(seccomp::programs(spec.network, true)?),
+        )
+    } else {
+        None.unzip()
+    };
+    enforcement.metadata_guard = match guard {
+        MetadataGuard::Tree => "tree".into(),
+        MetadataGuard::Seccomp if kernel.seccomp => "seccomp".into(),
+        MetadataGuard::Seccomp => String::new(),
+    };
     if ns_usable && kernel.ipc_ns {
         flags |= libc::CLONE_NEWIPC as libc::c_ulong;
         enforcement.ipc_namespace = true;
@@ -494,6 +546,8 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         report_read_end: -1,
         landlock,
         seccomp,
+        seccomp_without_tree,
+        tree: plan,
         cgroup_procs: group
             .as_ref()
             .map(|g| g.procs.iter().map(AsRawFd::as_raw_fd).collect())
@@ -513,6 +567,13 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             ));
             prepared.private_proc = false;
             prepared.id_maps = None;
+            prepared.tree = None;
+            prepared.seccomp = prepared.seccomp_without_tree;
+            if fs_tree.protected().next().is_some() {
+                warnings.push(
+                    "degraded: protected paths (.glee/, tools.json, .git/, tool files) are writable inside write grants (no mount namespace)".into(),
+                );
+            }
             match launch(&mut prepared, 0) {
                 Ok(pidfd) => (pidfd, 0),
                 Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
@@ -523,6 +584,12 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     if flags_used == 0 {
         enforcement.pid_namespace = false;
         enforcement.private_proc = false;
+        enforcement.mount_tree = false;
+        enforcement.metadata_guard = if enforcement.seccomp {
+            "seccomp".into()
+        } else {
+            String::new()
+        };
         enforcement.ipc_namespace = false;
         enforcement.net_namespace = false;
         enforcement.user_namespace = false;
@@ -690,21 +757,13 @@ fn child_main(p: &mut Prepared) -> ! {
         }
     }
     // 6.
-    if p.private_proc {
-        let r = sys::mount(
-            None,
-            ROOT,
-            None,
-            (libc::MS_REC | libc::MS_PRIVATE) as libc::c_ulong,
-        )
-        .and_then(|()| {
-            sys::mount(
-                Some(PROC_FS),
-                PROC,
-                Some(PROC_FS),
-                (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as libc::c_ulong,
-            )
-        });
+    if let Some(plan) = &p.tree {
+        if let Err(e) = enter_tree(plan) {
+            fail(report, Step::Mount, e);
+        }
+    } else if p.private_proc {
+        let r = sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)
+            .and_then(|()| mount_proc(PROC));
         if let Err(e) = r {
             fail(report, Step::Mount, e);
         }
@@ -755,4 +814,69 @@ fn child_main(p: &mut Prepared) -> ! {
     // 12.
     let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
     fail(report, Step::Exec, e)
+}
+
+/// Mounts a fresh `/proc` (for the child's PID namespace) at `at`.
+fn mount_proc(at: &CStr) -> sys::SysResult<()> {
+    sys::mount(
+        Some(PROC_FS),
+        at,
+        Some(PROC_FS),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+}
+
+/// Builds the jail's root from `plan` and enters it (see [`super::tree`]
+/// for the sequence). Child side: single system calls on prepared strings.
+fn enter_tree(plan: &Plan) -> sys::SysResult<()> {
+    sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    sys::mount(
+        Some(TMPFS),
+        STAGE,
+        Some(TMPFS),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(TMPFS_MODE),
+    )?;
+    sys::chdir(STAGE)?;
+    sys::mkdir(OLD_ROOT_NAME)?;
+    sys::pivot_root(c".", OLD_ROOT_NAME)?;
+    sys::chdir(ROOT)?;
+    for op in &plan.ops {
+        match op {
+            Op::Mkdir(p) => sys::mkdir(p)?,
+            Op::Touch(p) => sys::touch(p)?,
+            Op::Symlink { target, at } => sys::symlink(target, at)?,
+            Op::Bind { src, dst } => {
+                sys::mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None)?
+            }
+            Op::ReadOnly(p) => sys::make_read_only(p)?,
+        }
+    }
+    sys::mkdir(PROC)?;
+    mount_proc(PROC)?;
+    sys::detach(OLD_ROOT)?;
+    sys::rmdir(OLD_ROOT)?;
+    sys::mount(
+        None,
+        ROOT,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn child_constants_match_the_tree() {
+        assert_eq!(OLD_ROOT.to_str().unwrap(), tree::OLD_ROOT);
+        assert_eq!(STAGE.to_str().unwrap(), tree::STAGE);
+        assert_eq!(
+            format!("/{}", OLD_ROOT_NAME.to_str().unwrap()),
+            tree::OLD_ROOT
+        );
+    }
 }

@@ -78,6 +78,12 @@ pub struct Spec {
     pub env: Vec<(OsString, OsString)>,
     /// Filesystem access, on top of the profile baseline.
     pub fs: FsAccess,
+    /// Paths kept read-only even inside `fs.write` grants (the project's
+    /// control surface: `.glee/`, `tools.json`, `.git/`, the files its
+    /// tools run). Needs the jail's mount tree: without a mount namespace
+    /// a protected path inside a write grant makes the call unavailable
+    /// (or a warning in degraded mode).
+    pub protect: Vec<PathBuf>,
     /// Whether the child may use the network.
     pub network: bool,
     /// Resource limits.
@@ -109,6 +115,7 @@ impl Spec {
             cwd: PathBuf::from("/"),
             env: Vec::new(),
             fs: FsAccess::default(),
+            protect: Vec::new(),
             network: false,
             limits: Limits::default(),
             stdin: Stdin::Null,
@@ -165,6 +172,13 @@ pub struct Enforcement {
     pub pid_namespace: bool,
     /// Private `/proc` showing only the jail's processes.
     pub private_proc: bool,
+    /// The jail's own root: only granted paths exist, read-only unless
+    /// writable, protected paths read-only (mount namespace).
+    pub mount_tree: bool,
+    /// What keeps metadata calls (chmod, chown, utimes, xattrs, inotify)
+    /// off what the jail may not change: "tree" (read-only binds, absent
+    /// paths) or "seccomp" (refused for every path); empty when neither.
+    pub metadata_guard: String,
     /// New network namespace.
     pub net_namespace: bool,
     /// New user namespace (unprivileged supervisor).

@@ -256,25 +256,142 @@ pub fn pipe_reader_gone(fd: RawFd) -> bool {
     rc > 0 && (pfd.revents & libc::POLLERR) != 0
 }
 
-/// `mount(2)` with optional strings; used for the jail's private `/proc`.
+/// `mount(2)` with optional strings (`data` is the option string of a
+/// new filesystem, e.g. `mode=0755` for a tmpfs).
 pub fn mount(
     source: Option<&CStr>,
     target: &CStr,
     fstype: Option<&CStr>,
     flags: libc::c_ulong,
+    data: Option<&CStr>,
 ) -> SysResult<()> {
     let p = |s: Option<&CStr>| s.map_or(std::ptr::null(), CStr::as_ptr);
     // SAFETY: every pointer is NULL or a valid NUL-terminated string.
-    check_int(unsafe {
-        libc::mount(
-            p(source),
-            target.as_ptr(),
-            p(fstype),
-            flags,
-            std::ptr::null(),
+    check_int(unsafe { libc::mount(p(source), target.as_ptr(), p(fstype), flags, p(data).cast()) })
+        .map(drop)
+}
+
+/// `mkdir(path, 0755)`; an existing entry is not an error.
+pub fn mkdir(path: &CStr) -> SysResult<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    match check_int(unsafe { libc::mkdir(path.as_ptr(), 0o755) }) {
+        Ok(_) | Err(libc::EEXIST) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates an empty file (mode 0644) at `path` to mount a file on; an
+/// existing entry is not an error.
+pub fn touch(path: &CStr) -> SysResult<()> {
+    // SAFETY: path is a valid NUL-terminated string; the fd is closed here.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o644 as libc::c_uint,
         )
-    })
-    .map(drop)
+    };
+    match check_int(fd) {
+        Ok(fd) => {
+            close(fd);
+            Ok(())
+        }
+        Err(libc::EEXIST) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `symlink(target, at)`; an existing entry is not an error.
+pub fn symlink(target: &CStr, at: &CStr) -> SysResult<()> {
+    // SAFETY: both are valid NUL-terminated strings.
+    match check_int(unsafe { libc::symlink(target.as_ptr(), at.as_ptr()) }) {
+        Ok(_) | Err(libc::EEXIST) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `rmdir(path)`.
+pub fn rmdir(path: &CStr) -> SysResult<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::rmdir(path.as_ptr()) }).map(drop)
+}
+
+/// `pivot_root(new_root, put_old)`.
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> SysResult<()> {
+    // SAFETY: both are valid NUL-terminated strings.
+    check(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })
+        .map(drop)
+}
+
+/// `umount2(target, MNT_DETACH)`.
+pub fn detach(target: &CStr) -> SysResult<()> {
+    // SAFETY: target is a valid NUL-terminated string.
+    check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
+/// Makes the mount at `path` and every mount under it read-only with
+/// `mount_setattr(2)` (which only adds the flag, so flags a user namespace
+/// locks on the source stay as they are). Kernels before 5.12 lack it:
+/// there the top mount alone is remounted read-only, keeping its current
+/// `nosuid`/`nodev`/`noexec`/atime flags (read with `statvfs`), without
+/// which a user namespace refuses the remount.
+pub fn make_read_only(path: &CStr) -> SysResult<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: path is a valid NUL-terminated string; attr is a valid
+    // mount_attr of the size passed, read during the call only.
+    let rc = check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    });
+    match rc {
+        Ok(_) => Ok(()),
+        Err(libc::ENOSYS) => {
+            // SAFETY: statvfs is plain data; zeroed is a valid initial value.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            // SAFETY: path is valid; st is writable for the call (glibc
+            // fills f_flag from statfs(2), no allocation).
+            check_int(unsafe { libc::statvfs(path.as_ptr(), &mut st) })?;
+            let kept = [
+                (libc::ST_NOSUID, libc::MS_NOSUID),
+                (libc::ST_NODEV, libc::MS_NODEV),
+                (libc::ST_NOEXEC, libc::MS_NOEXEC),
+                (libc::ST_NOATIME, libc::MS_NOATIME),
+                (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+                (libc::ST_RELATIME, libc::MS_RELATIME),
+            ]
+            .iter()
+            .filter(|(st_flag, _)| st.f_flag & st_flag != 0)
+            .fold(0, |acc, (_, ms)| acc | ms);
+            mount(
+                None,
+                path,
+                None,
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | kept,
+                None,
+            )
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Landlock rule type `LANDLOCK_RULE_PATH_BENEATH`.
@@ -473,4 +590,35 @@ pub fn seccomp_mode() -> Option<i32> {
     // SAFETY: integer arguments only.
     let rc = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0 as libc::c_ulong) };
     (rc >= 0).then_some(rc)
+}
+
+/// Runs `f` in a forked child and returns its exit status (tests only:
+/// lets a unit test install a filter without touching the test process).
+#[cfg(test)]
+pub fn in_child(f: fn() -> i32) -> i32 {
+    // SAFETY: the child runs only `f` (system calls on stack data in the
+    // tests that use this) and leaves with _exit; the parent only waits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        exit_now(f());
+    }
+    let mut status = 0;
+    // SAFETY: status is a valid int for the call.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    }
+}
+
+/// `chmod(path, mode)`, returning the errno (0 on success); tests only.
+#[cfg(test)]
+pub fn try_chmod(path: &CStr, mode: libc::mode_t) -> i32 {
+    // SAFETY: path is a valid NUL-terminated string.
+    if unsafe { libc::chmod(path.as_ptr(), mode) } == 0 {
+        0
+    } else {
+        errno()
+    }
 }

@@ -192,6 +192,20 @@ pub fn leaves_root(root: &Path, path: &str) -> bool {
     !resolve(root, path).starts_with(normalize(root))
 }
 
+/// [`resolved`], spelled under `root` as the root itself is spelled when
+/// it leads inside the root: links inside the project are followed, the
+/// root's own path (which may pass through a link, as every protected
+/// path's does) is kept. Outside the root: the real path.
+pub fn resolved_under(root: &Path, path: &Path) -> PathBuf {
+    let real = resolved(path);
+    let real_root = resolved(root);
+    match real.strip_prefix(&real_root) {
+        Ok(rest) if rest.as_os_str().is_empty() => root.to_path_buf(),
+        Ok(rest) => root.join(rest),
+        Err(_) => real,
+    }
+}
+
 /// A path with symlinks resolved as far as it exists; the missing rest is
 /// appended as written (`..` and `.` already gone, see [`resolve`]).
 pub fn resolved(path: &Path) -> PathBuf {

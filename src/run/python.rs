@@ -36,6 +36,62 @@ pub enum PythonError {
         program: PathBuf,
         real: PathBuf,
     },
+    /// Both a module file and a package directory answer to one name.
+    #[error("{name} is both {file:?} and the package {dir:?}; one of them was planted or is left over: remove the one the tool does not use")]
+    Ambiguous {
+        name: String,
+        file: PathBuf,
+        dir: PathBuf,
+    },
+}
+
+/// How one component of a dotted module name is found in the tool's cwd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// `name.py`.
+    Module(PathBuf),
+    /// `name/__init__.py` (the directory).
+    Package(PathBuf),
+    /// A directory without `__init__.py` (a namespace package).
+    Namespace(PathBuf),
+}
+
+/// Resolves `module` (dotted) under `cwd` component by component, the
+/// way the shim then loads it: by these exact files, never by a search of
+/// `sys.path`, so a package planted beside a module (or a module beside a
+/// package) never runs. A name that is both is refused. `None` when the
+/// module is not in `cwd` (an installed module: imported by name).
+pub fn resolve_module(cwd: &Path, module: &str) -> Result<Option<Vec<Found>>, PythonError> {
+    let mut chain = Vec::new();
+    let mut dir = cwd.to_path_buf();
+    let parts: Vec<&str> = module.split('.').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let file = dir.join(format!("{part}.py"));
+        let pkg = dir.join(part);
+        let is_pkg = pkg.join("__init__.py").is_file();
+        let is_file = file.is_file();
+        let found = match (is_file, is_pkg) {
+            (true, true) => {
+                return Err(PythonError::Ambiguous {
+                    name: parts[..=i].join("."),
+                    file,
+                    dir: pkg,
+                })
+            }
+            (true, false) => Found::Module(file),
+            (false, true) => Found::Package(pkg.clone()),
+            (false, false) if pkg.is_dir() && i + 1 < parts.len() => Found::Namespace(pkg.clone()),
+            (false, false) => return Ok(None),
+        };
+        let last = i + 1 == parts.len();
+        if matches!(found, Found::Module(_)) && !last {
+            // `a.b` where a is a plain module: not importable from here.
+            return Ok(None);
+        }
+        chain.push(found);
+        dir = pkg;
+    }
+    Ok(Some(chain))
 }
 
 /// The interpreter a python tool runs with.
@@ -173,10 +229,12 @@ fn copied_base(venv: &Path) -> Option<PathBuf> {
 }
 
 /// The request the shim reads on stdin: the function is called with
-/// `args` (positional) and `kwargs` (keyword).
+/// `args` (positional) and `kwargs` (keyword); `chain` is the module as
+/// [`resolve_module`] found it.
 pub fn request(
     exec: &PythonExec,
     cwd: &Path,
+    chain: Option<&[Found]>,
     args: Vec<Value>,
     kwargs: serde_json::Map<String, Value>,
 ) -> Vec<u8> {
@@ -184,8 +242,23 @@ pub fn request(
         Format::Json => "json",
         Format::Text => "text",
     };
+    let parts: Vec<&str> = exec.module.split('.').collect();
+    let chain: Option<Vec<Value>> = chain.map(|c| {
+        c.iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let name = parts[..=i].join(".");
+                match f {
+                    Found::Module(p) => json!([name, "module", p]),
+                    Found::Package(p) => json!([name, "package", p]),
+                    Found::Namespace(p) => json!([name, "namespace", p]),
+                }
+            })
+            .collect()
+    });
     json!({
         "cwd": cwd,
+        "chain": chain,
         "module": exec.module,
         "function": exec.function,
         "args": args,

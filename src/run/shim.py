@@ -5,6 +5,8 @@
 # function's own prints (Python or C level, and its subprocesses) go to
 # stderr, because fd 1 is pointed at stderr before the module is imported.
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -22,9 +24,43 @@ sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
 sys.stdin = open(os.devnull)
 sys.path.insert(0, request["cwd"])
 sys.argv = [request["module"]]
+# Never read compiled files from the project's __pycache__ (a write grant
+# could plant one whose header matches the source): compile from source.
+# (glovebox also starts Python with -X pycache_prefix below /dev/null.)
+sys.pycache_prefix = os.path.join(os.environ.get("HOME", "/nonexistent"), ".pycache")
+
+
+def load_chain(chain):
+    """Imports each component from the exact file glovebox resolved (never
+    by searching sys.path, so a sibling package or module planted next to
+    it never runs) and returns the last one."""
+    module = None
+    for name, kind, path in chain:
+        if kind == "namespace":
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = [path]
+        elif kind == "package":
+            spec = importlib.util.spec_from_file_location(
+                name, os.path.join(path, "__init__.py"), submodule_search_locations=[path]
+            )
+        else:
+            spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        if spec.loader is not None:
+            spec.loader.exec_module(module)
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, module)
+    return module
+
 
 try:
-    function = getattr(importlib.import_module(request["module"]), request["function"])
+    if request.get("chain"):
+        module = load_chain(request["chain"])
+    else:
+        module = importlib.import_module(request["module"])
+    function = getattr(module, request["function"])
     value = function(*request["args"], **request.get("kwargs", {}))
     if request["return"] == "json":
         payload = json.dumps({"ok": True, "value": value})

@@ -294,6 +294,71 @@ def daemon(marker, out_dir):
     print("PARENT-EXITING", flush=True)
 
 
+def chmod(path, mode="4755"):
+    attempt(lambda: os.chmod(path, int(mode, 8)), f"chmod {mode} {path}")
+
+
+def chmod_same(path):
+    """chmod to the file's current mode: an escape changes nothing."""
+    attempt(lambda: os.chmod(path, os.stat(path).st_mode & 0o7777), f"chmod (same mode) {path}")
+
+
+def chown(path, uid="-1", gid="-1"):
+    attempt(lambda: os.chown(path, int(uid), int(gid)), f"chown {uid}:{gid} {path}")
+
+
+def chown_same(path):
+    def go():
+        st = os.stat(path)
+        os.chown(path, st.st_uid, st.st_gid)
+
+    attempt(go, f"chown (same owner) {path}")
+
+
+def utime(path, seconds="946684800"):
+    attempt(lambda: os.utime(path, (int(seconds), int(seconds))), f"utime {path}")
+
+
+def utime_same(path):
+    def go():
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    attempt(go, f"utime (same times) {path}")
+
+
+def setxattr(path, name="user.glovebox"):
+    attempt(lambda: os.setxattr(path, name, CANARY), f"setxattr {name} {path}")
+
+
+def removexattr(path, name="user.glovebox-none"):
+    attempt(lambda: os.removexattr(path, name), f"removexattr {name} {path}")
+
+
+def stat(path):
+    def go():
+        st = os.stat(path)
+        print("STAT", oct(st.st_mode), st.st_size, flush=True)
+
+    attempt(go, f"stat {path}")
+
+
+def inotify(path):
+    def go():
+        fd = libc.inotify_init1(0)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        wd = libc.inotify_add_watch(fd, os.fsencode(path), 0xFFF)
+        if wd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_add_watch")
+
+    attempt(go, f"inotify_add_watch {path}")
+
+
+def mkdir(path):
+    attempt(lambda: os.makedirs(path), f"mkdir {path}")
+
+
 def output(mb):
     chunk = b"y" * (1 << 20)
     out = sys.stdout.buffer
@@ -331,6 +396,17 @@ ATTACKS = {
     "membomb": membomb,
     "daemon": daemon,
     "output": output,
+    "chmod": chmod,
+    "chmod_same": chmod_same,
+    "chown": chown,
+    "chown_same": chown_same,
+    "utime": utime,
+    "utime_same": utime_same,
+    "setxattr": setxattr,
+    "removexattr": removexattr,
+    "stat": stat,
+    "inotify": inotify,
+    "mkdir": mkdir,
 }
 
 if __name__ == "__main__":

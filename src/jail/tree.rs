@@ -1,0 +1,782 @@
+//! The jail's filesystem view: a root built for each call, holding only
+//! what the call is granted.
+//!
+//! [`Tree::build`] decides, without privileges, what the child's root
+//! contains: every granted path bound at its own path (read-only unless an
+//! `fs.write` grant covers it), symbolic links among the grants recreated
+//! as links, the *protected* paths (the project's control surface: `.glee/`,
+//! `tools.json`, `.git/`, the files tools run) bound again read-only where
+//! a write grant would otherwise cover them, and empty directories where
+//! the working directory needs one. Nothing else exists: an ungranted path
+//! is `ENOENT` for `stat`, `open`, `chmod`, `inotify_add_watch` alike, and
+//! a read-only bind refuses every change, metadata included (`EROFS`),
+//! whatever the uid. [`Tree::plan`] turns it into a [`Plan`]: C strings and
+//! a flat list of operations prepared before `clone`, which the child
+//! carries out with single system calls (nothing allocates between clone
+//! and exec). See [`super::spawn`] for where in the child's sequence it
+//! runs and `sys` for the calls.
+//!
+//! The child's sequence (bubblewrap's shape, one pivot):
+//! 1. every mount private; a tmpfs on `/tmp` (the staging root);
+//! 2. `pivot_root` into it, the host's root kept at [`OLD_ROOT`];
+//! 3. the plan's operations: directories and empty files as mountpoints,
+//!    links, bind mounts from `OLD_ROOT/<path>` to `<path>` (recursive),
+//!    then `mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)` on every
+//!    read-only one (only adds flags, so the flags a user namespace locks
+//!    on the source — nosuid, nodev, noexec — are kept);
+//! 4. the jail's own `/proc`, a minimal `/dev` (the device nodes of the
+//!    baseline: null, zero, full, random, urandom — bound one by one, no
+//!    other host device), links `/dev/fd`, `/dev/std{in,out,err}`;
+//! 5. the host's root detached, the staging root made read-only.
+//!
+//! The tree is decided per call, before `clone`: which grants and
+//! protected paths exist is read then, so a path created since an earlier
+//! call is never missed (a cached plan could leave a new protected file
+//! writable). Deciding costs a few `lstat`s per grant.
+//!
+//! Landlock stays on top, with the same rules, as a second independent
+//! layer. [`metadata_guard`] decides what covers metadata calls where no
+//! mount namespace can be made.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+
+use super::fs::FsAccess;
+
+/// Where the host's root is kept while the tree is built (removed before
+/// the tool starts; no grant may name it).
+pub const OLD_ROOT: &str = "/.glovebox-old-root";
+
+/// The staging mountpoint (a tmpfs is mounted there, then becomes `/`).
+pub const STAGE: &str = "/tmp";
+
+/// Device nodes a jail may have, bound from the host one by one.
+pub const DEVICES: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+];
+
+/// Errors deciding the tree.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// A path cannot be put in a tree.
+    #[error("{path:?} cannot be granted: {why}")]
+    Path { path: PathBuf, why: &'static str },
+}
+
+/// What a node of the tree is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Node {
+    /// A directory bound from the host (with everything under it).
+    Dir,
+    /// A file (or device node) bound from the host.
+    File,
+    /// A symbolic link, recreated with this target.
+    Link { target: PathBuf },
+    /// An empty directory of the tree itself (a working directory that
+    /// is not granted).
+    Empty,
+}
+
+/// One entry of the tree, at the same path as on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// Where it appears in the jail.
+    pub path: PathBuf,
+    /// Where it comes from on the host (the same path: the tree mirrors
+    /// the host's layout).
+    pub source: PathBuf,
+    /// What it is.
+    pub node: Node,
+    /// Writable (an `fs.write` grant covers it and no protected path does).
+    pub writable: bool,
+    /// A protected path, bound again read-only inside a write grant.
+    pub protected: bool,
+}
+
+/// The tree one call sees.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Tree {
+    /// Entries in the order they are made (parents before children,
+    /// protected rebinds last).
+    pub entries: Vec<Entry>,
+}
+
+/// How metadata calls (chmod, chown, utimes, xattrs, inotify, fanotify)
+/// are kept off what a jail may not change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataGuard {
+    /// The constructed tree: ungranted paths do not exist, read-only binds
+    /// refuse every change (`EROFS`); write grants allow them.
+    Tree,
+    /// No mount namespace: seccomp refuses the whole family with `EPERM`
+    /// for every path (write grants included), and protected paths inside
+    /// write grants cannot be enforced.
+    Seccomp,
+}
+
+/// Which mechanism covers metadata calls: the tree when the jail gets a
+/// mount namespace, else seccomp's blanket refusal.
+pub fn metadata_guard(mount_namespace: bool) -> MetadataGuard {
+    if mount_namespace {
+        MetadataGuard::Tree
+    } else {
+        MetadataGuard::Seccomp
+    }
+}
+
+/// `path` made absolute and lexically clean (`.` dropped, `..` applied).
+fn clean(path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+fn covers(outer: &Path, inner: &Path) -> bool {
+    inner.starts_with(outer)
+}
+
+/// A grant as the builder sees it.
+struct Grant {
+    path: PathBuf,
+    source: PathBuf,
+    node: Node,
+    write: bool,
+}
+
+impl Tree {
+    /// Decides the tree for `access` (baseline, grants and the private
+    /// HOME already merged), with `protected` read-only wherever a write
+    /// grant covers it and `empty_dirs` (the working directory) present
+    /// even when not granted. Paths that do not exist are left out: there
+    /// is nothing to grant.
+    pub fn build(
+        access: &FsAccess,
+        protected: &[PathBuf],
+        empty_dirs: &[PathBuf],
+    ) -> Result<Tree, TreeError> {
+        let protected: Vec<PathBuf> = protected.iter().filter_map(|p| clean(p)).collect();
+        let mut grants: Vec<Grant> = Vec::new();
+        let lists: [(&Vec<PathBuf>, bool); 4] = [
+            (&access.read_only, false),
+            (&access.read, false),
+            (&access.exec, false),
+            (&access.write, true),
+        ];
+        for (list, write) in lists {
+            for p in list {
+                collect(p, write, &mut grants, 0)?;
+            }
+        }
+        let write_paths: Vec<PathBuf> = grants
+            .iter()
+            .filter(|g| g.write && !matches!(g.node, Node::Link { .. }))
+            .map(|g| g.path.clone())
+            .collect();
+        let writable = |p: &Path| {
+            write_paths.iter().any(|w| covers(w, p)) && !protected.iter().any(|x| covers(x, p))
+        };
+        // One entry per path; the writable one wins.
+        grants.sort_by(|a, b| a.path.cmp(&b.path).then(b.write.cmp(&a.write)));
+        grants.dedup_by(|b, a| a.path == b.path);
+
+        let mut entries: Vec<Entry> = Vec::new();
+        for g in grants {
+            let w = writable(&g.path);
+            if let Node::Link { .. } = g.node {
+                entries.push(Entry {
+                    path: g.path,
+                    source: g.source,
+                    node: g.node,
+                    writable: false,
+                    protected: false,
+                });
+                continue;
+            }
+            // Already there with the same access through a directory bound
+            // above it (under a protected path everything is read-only).
+            let inside = entries.iter().rev().find(|e| {
+                matches!(e.node, Node::Dir) && covers(&e.path, &g.path) && e.path != g.path
+            });
+            if let Some(outer) = inside {
+                if outer.writable == w {
+                    continue;
+                }
+                if !w && outer.writable {
+                    // A read grant inside a write grant: writable wins.
+                    continue;
+                }
+            }
+            entries.push(Entry {
+                path: g.path,
+                source: g.source,
+                node: g.node,
+                writable: w,
+                protected: false,
+            });
+        }
+        // Protected paths inside a writable bind: bound again, read-only.
+        // A protected path given in its resolved form (no links) is also
+        // found under a writable entry reached through a link (a project
+        // under a symlinked directory).
+        let mut prot: Vec<PathBuf> = protected.clone();
+        let real_writable: Vec<(PathBuf, PathBuf)> = entries
+            .iter()
+            .filter(|e| e.writable && e.node == Node::Dir)
+            .filter_map(|e| {
+                let real = std::fs::canonicalize(&e.path).ok()?;
+                (real != e.path).then(|| (real, e.path.clone()))
+            })
+            .collect();
+        for p in protected.iter() {
+            for (real, shown) in &real_writable {
+                if let Ok(rest) = p.strip_prefix(real) {
+                    prot.push(shown.join(rest));
+                }
+            }
+        }
+        prot.sort();
+        prot.dedup();
+        for p in prot {
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                // A mount cannot be placed on a link; the link itself sits
+                // in a directory the tool can write. Its target is
+                // protected instead.
+                if let Ok(real) = std::fs::canonicalize(&p) {
+                    push_protected(&mut entries, real, meta.is_dir());
+                }
+                continue;
+            }
+            push_protected(&mut entries, p, meta.is_dir());
+        }
+        for d in empty_dirs {
+            let Some(d) = clean(d) else { continue };
+            if d == Path::new("/") {
+                continue;
+            }
+            let present = entries
+                .iter()
+                .any(|e| covers(&e.path, &d) && !matches!(e.node, Node::Link { .. }));
+            if !present {
+                entries.push(Entry {
+                    path: d.clone(),
+                    source: d,
+                    node: Node::Empty,
+                    writable: false,
+                    protected: false,
+                });
+            }
+        }
+        Ok(Tree { entries })
+    }
+
+    /// Paths the tool may change.
+    pub fn writable(&self) -> impl Iterator<Item = &Path> {
+        self.entries
+            .iter()
+            .filter(|e| e.writable)
+            .map(|e| e.path.as_path())
+    }
+
+    /// Paths bound read-only (protected ones included).
+    pub fn read_only(&self) -> impl Iterator<Item = &Path> {
+        self.entries
+            .iter()
+            .filter(|e| !e.writable && matches!(e.node, Node::Dir | Node::File))
+            .map(|e| e.path.as_path())
+    }
+
+    /// Protected paths bound again read-only inside write grants.
+    pub fn protected(&self) -> impl Iterator<Item = &Path> {
+        self.entries
+            .iter()
+            .filter(|e| e.protected)
+            .map(|e| e.path.as_path())
+    }
+
+    /// True when `path` is in the tree and writable there.
+    pub fn is_writable(&self, path: &Path) -> bool {
+        let Some(p) = clean(path) else { return false };
+        // The deepest mount covering the path decides.
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.node, Node::Dir | Node::File) && covers(&e.path, &p))
+            .max_by_key(|e| (e.path.components().count(), e.protected))
+            .is_some_and(|e| e.writable)
+    }
+
+    /// Compiles the tree into operations on prepared C strings.
+    pub fn plan(&self) -> Result<Plan, TreeError> {
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes()).map_err(|_| TreeError::Path {
+                path: p.to_path_buf(),
+                why: "it contains a NUL byte",
+            })
+        };
+        let old = Path::new(OLD_ROOT);
+        let mut ops = Vec::new();
+        // Directories the tree itself holds (so no mkdir is repeated).
+        let mut made: Vec<PathBuf> = vec![PathBuf::from("/")];
+        let mut mounted: Vec<&Path> = Vec::new();
+        let mut mkdirs =
+            |ops: &mut Vec<Op>, dir: &Path, mounted: &[&Path]| -> Result<(), TreeError> {
+                let mut cur = PathBuf::from("/");
+                for comp in dir.components().skip(1) {
+                    cur.push(comp);
+                    if mounted.iter().any(|m| covers(m, &cur)) {
+                        // Host content from here on: it exists.
+                        return Ok(());
+                    }
+                    if !made.contains(&cur) {
+                        ops.push(Op::Mkdir(c(&cur)?));
+                        made.push(cur.clone());
+                    }
+                }
+                Ok(())
+            };
+        let dev = Path::new("/dev");
+        let mut devices_done = false;
+        for e in &self.entries {
+            if e.path.starts_with(old) || e.path == Path::new("/") {
+                return Err(TreeError::Path {
+                    path: e.path.clone(),
+                    why: "it is the jail's root or its staging directory",
+                });
+            }
+            if e.path.starts_with("/proc") {
+                // The jail's own /proc stands there.
+                continue;
+            }
+            if e.path.starts_with(dev) && !e.protected {
+                // Only the device nodes of DEVICES, each bound alone.
+                if !devices_done {
+                    devices_done = true;
+                    mkdirs(&mut ops, dev, &mounted)?;
+                    ops.push(Op::Symlink {
+                        target: c(Path::new("/proc/self/fd"))?,
+                        at: c(Path::new("/dev/fd"))?,
+                    });
+                    for (i, n) in ["stdin", "stdout", "stderr"].iter().enumerate() {
+                        ops.push(Op::Symlink {
+                            target: c(&Path::new("/proc/self/fd").join(i.to_string()))?,
+                            at: c(&dev.join(n))?,
+                        });
+                    }
+                }
+                if !DEVICES.iter().any(|d| Path::new(d) == e.path) {
+                    continue;
+                }
+            }
+            let parent = e.path.parent().unwrap_or(Path::new("/"));
+            match &e.node {
+                Node::Link { target } => {
+                    mkdirs(&mut ops, parent, &mounted)?;
+                    ops.push(Op::Symlink {
+                        target: c(target)?,
+                        at: c(&e.path)?,
+                    });
+                    continue;
+                }
+                Node::Empty => {
+                    mkdirs(&mut ops, &e.path, &mounted)?;
+                    continue;
+                }
+                Node::Dir => mkdirs(&mut ops, &e.path, &mounted)?,
+                Node::File => {
+                    let host = mounted.iter().any(|m| covers(m, &e.path));
+                    mkdirs(&mut ops, parent, &mounted)?;
+                    if !host {
+                        ops.push(Op::Touch(c(&e.path)?));
+                    }
+                }
+            }
+            let src = old.join(e.source.strip_prefix("/").unwrap_or(&e.source));
+            ops.push(Op::Bind {
+                src: c(&src)?,
+                dst: c(&e.path)?,
+            });
+            if !e.writable {
+                ops.push(Op::ReadOnly(c(&e.path)?));
+            }
+            mounted.push(&e.path);
+        }
+        Ok(Plan { ops })
+    }
+}
+
+/// Adds a read-only rebind of `p` when a writable entry covers it (or
+/// downgrades nothing: entries inside protected paths are already
+/// read-only).
+fn push_protected(entries: &mut Vec<Entry>, p: PathBuf, is_dir: bool) {
+    let inside_writable = entries
+        .iter()
+        .filter(|e| matches!(e.node, Node::Dir) && covers(&e.path, &p))
+        .max_by_key(|e| e.path.components().count())
+        .is_some_and(|e| e.writable);
+    // A writable grant strictly inside `p` was made read-only by the
+    // builder already; `p` itself needs a rebind only under a writable
+    // parent.
+    if !inside_writable || entries.iter().any(|e| e.protected && covers(&e.path, &p)) {
+        return;
+    }
+    entries.push(Entry {
+        path: p.clone(),
+        source: p,
+        node: if is_dir { Node::Dir } else { Node::File },
+        writable: false,
+        protected: true,
+    });
+}
+
+/// Adds `path` (granted `write` or read-only) to `grants`, following a
+/// symbolic link to its target, which is granted the same way.
+fn collect(path: &Path, write: bool, grants: &mut Vec<Grant>, depth: u8) -> Result<(), TreeError> {
+    let Some(p) = clean(path) else {
+        return Err(TreeError::Path {
+            path: path.to_path_buf(),
+            why: "it is not absolute",
+        });
+    };
+    if p.starts_with("/proc/") {
+        // An open directory handed over as /proc/self/fd/N: it appears at
+        // its real path. The descriptor's mount belongs to the
+        // supervisor's namespace, which a bind cannot take from, so the
+        // bind uses that path; Landlock's rule stays on the descriptor's
+        // own inode, so a component swapped for a link in between gains
+        // nothing.
+        let Ok(real) = std::fs::canonicalize(&p) else {
+            return Ok(());
+        };
+        if real.starts_with("/proc") {
+            return Ok(());
+        }
+        let node = if real.is_dir() { Node::Dir } else { Node::File };
+        grants.push(Grant {
+            path: real.clone(),
+            source: real,
+            node,
+            write,
+        });
+        return Ok(());
+    }
+    if p == Path::new("/") {
+        // The whole host: each top-level entry (the jail's own root, /proc
+        // and /dev stay the jail's).
+        let Ok(dir) = std::fs::read_dir("/") else {
+            return Ok(());
+        };
+        for e in dir.flatten() {
+            collect(&p.join(e.file_name()), write, grants, depth)?;
+        }
+        return Ok(());
+    }
+    let Ok(meta) = std::fs::symlink_metadata(&p) else {
+        return Ok(());
+    };
+    if meta.file_type().is_symlink() {
+        let Ok(target) = std::fs::read_link(&p) else {
+            return Ok(());
+        };
+        grants.push(Grant {
+            path: p.clone(),
+            source: p.clone(),
+            node: Node::Link { target },
+            write,
+        });
+        // Landlock grants what a link points to; the tree does too.
+        if depth < 8 {
+            if let Ok(real) = std::fs::canonicalize(&p) {
+                collect(&real, write, grants, depth + 1)?;
+            }
+        }
+        return Ok(());
+    }
+    let node = if meta.is_dir() { Node::Dir } else { Node::File };
+    grants.push(Grant {
+        path: p.clone(),
+        source: p,
+        node,
+        write,
+    });
+    Ok(())
+}
+
+/// One step of building the tree in the child (paths absolute, in the
+/// staging root; bind sources under [`OLD_ROOT`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// `mkdir(path, 0755)`; an existing one is fine.
+    Mkdir(CString),
+    /// Creates an empty file as a mountpoint; an existing one is fine.
+    Touch(CString),
+    /// `symlink(target, at)`; an existing one is fine.
+    Symlink { target: CString, at: CString },
+    /// A recursive bind mount.
+    Bind { src: CString, dst: CString },
+    /// Makes the mount at this path, and every mount under it, read-only.
+    ReadOnly(CString),
+}
+
+/// The prepared operations of one tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// In order.
+    pub ops: Vec<Op>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn access(ro: &[&Path], rw: &[&Path]) -> FsAccess {
+        FsAccess {
+            read: ro.iter().map(|p| p.to_path_buf()).collect(),
+            write: rw.iter().map(|p| p.to_path_buf()).collect(),
+            ..FsAccess::default()
+        }
+    }
+
+    fn project() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("proj");
+        fs::create_dir_all(root.join(".glee/tools/a")).unwrap();
+        fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        fs::create_dir_all(root.join("out")).unwrap();
+        fs::create_dir_all(root.join("src")).unwrap();
+        fs::write(root.join("tools.json"), "[]").unwrap();
+        fs::write(root.join("run.sh"), "").unwrap();
+        (t, root)
+    }
+
+    #[test]
+    fn write_grant_is_writable_and_protected_paths_inside_are_not() {
+        let (_t, root) = project();
+        let protect = [
+            root.join(".glee"),
+            root.join("tools.json"),
+            root.join("run.sh"),
+        ];
+        let tree = Tree::build(&access(&[], &[&root]), &protect, &[]).unwrap();
+        assert!(tree.is_writable(&root.join("out/x")));
+        assert!(tree.is_writable(&root.join("new.txt")));
+        assert!(!tree.is_writable(&root.join(".glee/tools/a/tool.yml")));
+        assert!(!tree.is_writable(&root.join("tools.json")));
+        assert!(!tree.is_writable(&root.join("run.sh")));
+        let prot: Vec<_> = tree.protected().collect();
+        assert_eq!(prot.len(), 3, "{tree:#?}");
+        // Protected rebinds come after the grant that covers them.
+        let plan = tree.plan().unwrap();
+        let binds: Vec<_> = plan
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::Bind { dst, .. } => Some(dst.to_str().unwrap().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(binds[0], root.to_str().unwrap());
+        assert!(binds[1..]
+            .iter()
+            .all(|b| b.starts_with(root.to_str().unwrap())));
+        // Every protected bind is made read-only right after.
+        for w in plan.ops.windows(2) {
+            if let [Op::Bind { dst, .. }, next] = w {
+                if dst.to_str().unwrap().contains(".glee") {
+                    assert_eq!(next, &Op::ReadOnly(dst.clone()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn protected_paths_are_found_through_a_linked_grant() {
+        let (t, root) = project();
+        fs::create_dir_all(root.join("sub/.glee")).unwrap();
+        // The grant names the project through a link in its parent; the
+        // protected path is in resolved form.
+        let via = t.path().join("via");
+        fs::create_dir(&via).unwrap();
+        let linked_parent = via.join("p");
+        std::os::unix::fs::symlink(&root, &linked_parent).unwrap();
+        let grant = linked_parent.join("sub");
+        let real_glee = fs::canonicalize(root.join("sub/.glee")).unwrap();
+        let tree = Tree::build(&access(&[], &[&grant]), &[real_glee], &[]).unwrap();
+        assert!(!tree.is_writable(&grant.join(".glee/x")), "{tree:#?}");
+        assert!(tree.is_writable(&grant.join("out")));
+    }
+
+    #[test]
+    fn read_only_grant_needs_no_protected_rebind() {
+        let (_t, root) = project();
+        let tree = Tree::build(&access(&[&root], &[]), &[root.join(".glee")], &[]).unwrap();
+        assert_eq!(tree.protected().count(), 0);
+        assert!(!tree.is_writable(&root.join("out")));
+        assert_eq!(tree.read_only().count(), 1);
+    }
+
+    #[test]
+    fn write_grant_inside_a_protected_path_becomes_read_only() {
+        let (_t, root) = project();
+        let inner = root.join(".glee/tools/a");
+        let tree = Tree::build(&access(&[], &[&root, &inner]), &[root.join(".glee")], &[]).unwrap();
+        assert!(!tree.is_writable(&inner.join("tool.yml")), "{tree:#?}");
+        assert!(tree.is_writable(&root.join("out")));
+    }
+
+    #[test]
+    fn nested_grants_keep_the_wider_access() {
+        let (_t, root) = project();
+        // A read grant inside a write grant stays writable; a write grant
+        // inside a read grant is writable.
+        let tree = Tree::build(&access(&[&root.join("src")], &[&root]), &[], &[]).unwrap();
+        assert!(tree.is_writable(&root.join("src/x")));
+        assert_eq!(tree.entries.len(), 1, "{tree:#?}");
+        let tree = Tree::build(&access(&[&root], &[&root.join("out")]), &[], &[]).unwrap();
+        assert!(tree.is_writable(&root.join("out/x")));
+        assert!(!tree.is_writable(&root.join("src/x")));
+        // Same path in both: writable.
+        let tree = Tree::build(&access(&[&root], &[&root]), &[], &[]).unwrap();
+        assert_eq!(tree.entries.len(), 1);
+        assert!(tree.entries[0].writable);
+    }
+
+    #[test]
+    fn missing_paths_are_left_out_and_ungranted_paths_are_absent() {
+        let (t, root) = project();
+        let tree = Tree::build(
+            &access(&[&t.path().join("nope")], &[&root.join("out")]),
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(tree.entries.len(), 1);
+        assert!(!tree.is_writable(&root.join("src")));
+        assert!(!tree.is_writable(Path::new("/etc/passwd")));
+    }
+
+    #[test]
+    fn links_are_recreated_and_their_targets_granted() {
+        let (t, root) = project();
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&root, &link).unwrap();
+        let tree = Tree::build(&access(&[&link], &[]), &[], &[]).unwrap();
+        assert!(tree
+            .entries
+            .iter()
+            .any(|e| e.path == link && matches!(e.node, Node::Link { .. })));
+        assert!(tree
+            .entries
+            .iter()
+            .any(|e| e.path == fs::canonicalize(&root).unwrap() && e.node == Node::Dir));
+    }
+
+    #[test]
+    fn plan_creates_mountpoints_once_and_only_outside_binds() {
+        let (_t, root) = project();
+        let tree = Tree::build(
+            &access(&[&root, &root.join("run.sh")], &[&root.join("out")]),
+            &[],
+            &[root.join("src"), PathBuf::from("/nowhere/cwd")],
+        )
+        .unwrap();
+        let plan = tree.plan().unwrap();
+        let mkdirs: Vec<_> = plan
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::Mkdir(p) => Some(p.to_str().unwrap().to_string()),
+                _ => None,
+            })
+            .collect();
+        let mut sorted = mkdirs.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), mkdirs.len(), "no mkdir twice: {mkdirs:?}");
+        // Nothing is created inside the bound project (host content).
+        assert!(!mkdirs
+            .iter()
+            .any(|m| m.starts_with(&format!("{}/", root.display()))));
+        assert!(mkdirs.contains(&"/nowhere/cwd".to_string()));
+        assert!(!plan.ops.iter().any(|o| matches!(o, Op::Touch(_))));
+        // out/ is writable: no ReadOnly op for it.
+        let out = CString::new(root.join("out").as_os_str().as_bytes()).unwrap();
+        assert!(!plan.ops.contains(&Op::ReadOnly(out)));
+    }
+
+    #[test]
+    fn only_known_devices_are_bound() {
+        let a = FsAccess {
+            write: vec!["/dev/null".into(), "/dev/sda".into(), "/dev/tty".into()],
+            ..FsAccess::default()
+        };
+        let plan = Tree::build(&a, &[], &[]).unwrap().plan().unwrap();
+        let binds: Vec<_> = plan
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::Bind { dst, .. } => Some(dst.to_str().unwrap().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(binds, ["/dev/null"]);
+    }
+
+    #[test]
+    fn granting_the_root_grants_its_entries() {
+        let a = FsAccess {
+            read: vec!["/".into()],
+            ..FsAccess::default()
+        };
+        let tree = Tree::build(&a, &[], &[]).unwrap();
+        assert!(tree.entries.iter().any(|e| e.path == Path::new("/usr")));
+        assert!(!tree.entries.iter().any(|e| e.path == Path::new("/")));
+        let plan = tree.plan().unwrap();
+        assert!(!plan
+            .ops
+            .iter()
+            .any(|o| matches!(o, Op::Bind { dst, .. } if dst.to_bytes().starts_with(b"/proc"))));
+    }
+
+    #[test]
+    fn the_staging_directory_cannot_be_granted() {
+        let t = Tree {
+            entries: vec![Entry {
+                path: PathBuf::from(OLD_ROOT).join("x"),
+                source: PathBuf::from("/x"),
+                node: Node::Empty,
+                writable: false,
+                protected: false,
+            }],
+        };
+        assert!(t.plan().is_err());
+    }
+
+    #[test]
+    fn metadata_is_guarded_by_the_tree_or_by_seccomp() {
+        assert_eq!(metadata_guard(true), MetadataGuard::Tree);
+        assert_eq!(metadata_guard(false), MetadataGuard::Seccomp);
+    }
+}

@@ -1,0 +1,228 @@
+//! The project's control surface: every path that decides which tools
+//! exist, what they run and what they may do. No jail may change any of
+//! it, inside write grants too (invariant 3): the jail binds these paths
+//! read-only over the write grants that cover them
+//! ([`crate::jail::tree`]), and the built-ins refuse to write them.
+//!
+//! The surface of a project is:
+//! - `.glee/` (manifests, config, everything under it);
+//! - a root `tools.json`, and the agentcli file given with `--tools-json`;
+//! - `.git/`, unless the call's own `fs.write` names `.git` or a path
+//!   inside it (a tool whose job is git);
+//! - what each tool runs: its [`crate::footprint`] (manifest, entrypoint,
+//!   script arguments, the python module with its package chain and every
+//!   name that could shadow it, venv links and start-up files), plus the
+//!   whole of a venv inside the root.
+//!
+//! Only paths that exist are listed (a mount needs something to cover);
+//! names that do not exist yet are covered elsewhere: a planted sibling
+//! package never runs because the python shim loads the exact files
+//! glovebox resolved ([`crate::run::python`]) and never reads the
+//! project's `__pycache__`; a planted root `tools.json`, `.git` or `.glee`
+//! is removed after the call ([`undo_planted`]); and approvals record which
+//! shadowing names exist, so one appearing voids the approval.
+
+use std::path::{Path, PathBuf};
+
+use crate::manifest::discover::resolve;
+use crate::manifest::model::Exec;
+use crate::manifest::project::{Project, Tool};
+
+/// The protected paths of `project` for a call whose write grants are
+/// `write` (absolute), sorted, existing paths only. Empty when no write
+/// grant reaches into the root (nothing there could be changed anyway), so
+/// a read-only call does not pay for working out every tool's footprint.
+pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
+    let root = &project.root;
+    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+    let reaches = |w: &PathBuf| {
+        let real = std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
+        [root, &real_root].iter().any(|r| {
+            w.starts_with(r) || r.starts_with(w) || real.starts_with(r) || r.starts_with(&real)
+        })
+    };
+    if !write.iter().any(reaches) {
+        return Vec::new();
+    }
+    surface_of(project, write)
+}
+
+/// [`paths`] without the early return.
+fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
+    let root = &project.root;
+    let mut out = vec![root.join(".glee"), root.join("tools.json")];
+    out.extend(project.tools_json.iter().cloned());
+    let git = root.join(".git");
+    if !write.iter().any(|w| w.starts_with(&git)) {
+        out.push(git);
+    }
+    for tool in &project.tools {
+        out.extend(runs(root, tool));
+    }
+    out.retain(|p| p.symlink_metadata().is_ok());
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What `tool` runs, inside `root`: its footprint ([`crate::footprint`])
+/// and the whole of a venv inside the root (its `site-packages` is code
+/// the tool imports).
+fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
+    let mut files = crate::footprint::of(root, tool).paths;
+    if let Exec::Python(p) = &tool.manifest.exec {
+        if let Some(v) = &p.venv {
+            files.push(resolve(root, v));
+        }
+    }
+    files.retain(|f| f.starts_with(root) && f != root);
+    files
+}
+
+/// The control names at the root of a project (`.glee`, `tools.json`,
+/// `.git`).
+const ROOT_NAMES: [&str; 3] = [".glee", "tools.json", ".git"];
+
+/// What the built-ins may never write: [`paths`] plus the root control
+/// names whether they exist or not (a write would create them).
+pub fn for_writes(project: &Project) -> Vec<PathBuf> {
+    let mut out = surface_of(project, &[]);
+    out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The root control names that do not exist yet but that a call with
+/// write grants `write` could create (a mount cannot cover a name that
+/// does not exist, and glovebox does not litter the project with
+/// placeholders). The engine checks them after the call ([`undo_planted`]).
+pub fn absent(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
+    ROOT_NAMES
+        .iter()
+        .map(|n| root.join(n))
+        .filter(|p| p.symlink_metadata().is_err())
+        .filter(|p| write.iter().any(|w| p.starts_with(w)))
+        .filter(|p| !(p.ends_with(".git") && write.iter().any(|w| w.starts_with(p))))
+        .collect()
+}
+
+/// Removes each of `absent` that now exists (the call created it: a
+/// planted `tools.json`, `.git/` or `.glee/` that would define tools or run
+/// code outside any jail) and returns those removed. Links are removed,
+/// never followed.
+pub fn undo_planted(absent: &[PathBuf]) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for p in absent {
+        let Ok(meta) = p.symlink_metadata() else {
+            continue;
+        };
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(p)
+        } else {
+            std::fs::remove_file(p)
+        };
+        if gone.is_ok() {
+            removed.push(p.clone());
+        }
+    }
+    removed
+}
+
+/// True when `path` (absolute) is `p` or inside one of `protected`.
+pub fn is_protected(path: &Path, protected: &[PathBuf]) -> bool {
+    protected.iter().any(|p| path.starts_with(p))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn project(tools: &[(&str, &str)]) -> (tempfile::TempDir, Project) {
+        let t = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(t.path()).unwrap();
+        for (name, yml) in tools {
+            let d = root.join(".glee/tools").join(name);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("tool.yml"), yml).unwrap();
+        }
+        fs::create_dir_all(root.join(".glee/tools")).unwrap();
+        fs::create_dir_all(root.join(".git")).unwrap();
+        fs::create_dir_all(root.join("pkg/sub")).unwrap();
+        fs::write(root.join("pkg/__init__.py"), "").unwrap();
+        fs::write(root.join("pkg/sub/__init__.py"), "").unwrap();
+        fs::write(root.join("pkg/sub/mod.py"), "def f(): return 1\n").unwrap();
+        fs::write(root.join("run.sh"), "echo hi\n").unwrap();
+        fs::write(root.join("helper.py"), "").unwrap();
+        let p = Project::load(&root).unwrap();
+        for (name, _) in tools {
+            assert!(
+                p.tools.iter().any(|t| t.name == *name),
+                "{:?}",
+                p.diagnostics
+            );
+        }
+        (t, p)
+    }
+
+    const CMD: &str = "name: c\ndescription: d\nkind: command\nversion: 1\ninputs:\n  schema:\n    type: object\n    properties:\n      x: {type: string}\nexec:\n  command:\n    entrypoint: ./run.sh\n    args: [helper.py, \"${x}\"]\n    cwd: .\noutputs:\n  format: text\npermissions:\n  network: false\n";
+    const PY: &str = "name: p\ndescription: d\nkind: python\nversion: 1\ninputs:\n  schema:\n    type: object\nexec:\n  python:\n    module: pkg.sub.mod\n    function: f\n    cwd: .\noutputs:\n  format: text\npermissions:\n  network: false\n";
+
+    #[test]
+    fn surface_holds_control_files_and_what_tools_run() {
+        let (_t, p) = project(&[("c", CMD), ("p", PY)]);
+        let root = &p.root;
+        let s = paths(&p, std::slice::from_ref(&p.root));
+        assert!(
+            paths(&p, &[]).is_empty(),
+            "nothing writable: nothing to protect"
+        );
+        for want in [
+            root.join(".glee"),
+            root.join(".git"),
+            root.join("run.sh"),
+            root.join("helper.py"),
+            root.join("pkg"),
+            root.join("pkg/sub"),
+            root.join("pkg/sub/mod.py"),
+        ] {
+            assert!(s.contains(&want), "{want:?} not in {s:?}");
+        }
+        // tools.json does not exist: nothing to cover.
+        assert!(!s.contains(&root.join("tools.json")));
+        assert!(is_protected(&root.join(".glee/tools/new/tool.yml"), &s));
+        assert!(!is_protected(&root.join("out/x"), &s));
+    }
+
+    #[test]
+    fn planted_control_names_are_found_and_removed() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        fs::remove_dir_all(root.join(".git")).unwrap();
+        // Only under a write grant that covers the root.
+        assert!(absent(&root, &[root.join("out")]).is_empty());
+        let a = absent(&root, std::slice::from_ref(&root));
+        assert_eq!(a, [root.join("tools.json"), root.join(".git")]);
+        // Named explicitly: .git is the tool's to create.
+        assert_eq!(
+            absent(&root, &[root.clone(), root.join(".git")]),
+            [root.join("tools.json")]
+        );
+        fs::write(root.join("tools.json"), "[]").unwrap();
+        fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        assert_eq!(undo_planted(&a), a);
+        assert!(!root.join("tools.json").exists() && !root.join(".git").exists());
+        assert!(for_writes(&p).contains(&root.join("tools.json")));
+    }
+
+    #[test]
+    fn git_is_writable_only_when_named_explicitly() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        assert!(paths(&p, std::slice::from_ref(&root)).contains(&root.join(".git")));
+        assert!(!paths(&p, &[root.join(".git")]).contains(&root.join(".git")));
+        assert!(!paths(&p, &[root.join(".git/hooks")]).contains(&root.join(".git")));
+    }
+}

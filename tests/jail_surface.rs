@@ -1,0 +1,432 @@
+//! Invariant 3: no call can change what any tool runs or may do. A tool
+//! granted `fs.write: ["."]` (the usual "may edit the project") attacks
+//! the project's control surface for real — `.glee/` (a new tool, another
+//! tool's manifest), `tools.json`, `.git/` (config, hooks), another tool's
+//! script and module, a package planted beside a module — and each attack
+//! is judged by its effect: the file on disk is unchanged, the planted
+//! tool never runs, the planted package's code never executes. The same
+//! tool's ordinary work inside the grant still succeeds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+
+use common::jail_available;
+use runkit::*;
+use serde_json::json;
+
+/// A tool that runs `sh -c SCRIPT` in the root with `permissions`.
+fn shell_tool(name: &str, permissions: serde_json::Value) -> serde_json::Value {
+    command_tool(
+        name,
+        schema(json!({"script": {"type": "string"}})),
+        json!({"entrypoint": "sh", "args": ["-c", "${script}"], "cwd": "."}),
+        permissions,
+    )
+}
+
+/// A project with a writer tool (`fs.write: ["."]`), a command tool whose
+/// script is `scripts/other.sh`, a python tool whose module is `pkg.py`,
+/// a `tools.json`, and a `.git/` directory.
+fn project() -> Fixture {
+    let f = Fixture::new();
+    f.tool(&shell_tool("writer", write_root()));
+    f.script("scripts/other.sh", "#!/bin/sh\necho OTHER-ORIGINAL\n");
+    f.tool(&command_tool(
+        "other",
+        schema(json!({})),
+        json!({"entrypoint": "./scripts/other.sh", "cwd": "."}),
+        read_root(),
+    ));
+    f.file(
+        "pkg.py",
+        &format!(
+            "import os\n# {}\ndef run():\n    return 'PKG-ORIGINAL'\n",
+            "padding ".repeat(30)
+        ),
+    );
+    f.tool(&python_tool(
+        "py",
+        schema(json!({})),
+        json!({"module": "pkg", "function": "run", "cwd": "."}),
+        read_root(),
+    ));
+    f.file("tools.json", "[]\n");
+    f.file(".git/config", "[core]\n\tbare = false\n");
+    fs::create_dir_all(f.root.join(".git/hooks")).unwrap();
+    // Paths the unprivileged CI stage can use.
+    for d in [&f.base, &f.root] {
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    f
+}
+
+fn sh(f: &Fixture, tool: &str, script: &str) -> Called {
+    let params = json!({ "script": script }).to_string();
+    f.run(tool, &["--params", &params])
+}
+
+/// Snapshot of every file under the control surface.
+fn snapshot(f: &Fixture) -> Vec<(String, Vec<u8>, u32)> {
+    let mut out = Vec::new();
+    for rel in [".glee", ".git", "tools.json", "scripts", "pkg.py"] {
+        collect(&f.root, &f.root.join(rel), &mut out);
+    }
+    out.sort();
+    out
+}
+
+fn collect(root: &std::path::Path, p: &std::path::Path, out: &mut Vec<(String, Vec<u8>, u32)>) {
+    let Ok(m) = p.symlink_metadata() else {
+        return;
+    };
+    let rel = p.strip_prefix(root).unwrap().display().to_string();
+    if rel == ".glee/audit" {
+        // glovebox's own audit log of these very calls.
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    if m.is_dir() {
+        out.push((rel, Vec::new(), m.mode()));
+        for e in fs::read_dir(p).unwrap() {
+            collect(root, &e.unwrap().path(), out);
+        }
+    } else {
+        out.push((rel, fs::read(p).unwrap_or_default(), m.mode()));
+    }
+}
+
+#[test]
+fn a_write_grant_cannot_change_the_control_surface() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    // The probe: the writer works inside its grant.
+    let ok = sh(
+        &f,
+        "writer",
+        "mkdir -p out && echo made > out/a && chmod +x out/a && mv out/a out/b && echo OK",
+    );
+    ok.assert_ok();
+    assert!(ok.text().contains("OK"), "{ok:#?}");
+    assert_eq!(fs::read_to_string(f.root.join("out/b")).unwrap(), "made\n");
+
+    let before = snapshot(&f);
+    let evil = json!({"name": "evil", "description": "x", "kind": "command", "version": 1,
+        "inputs": {"schema": {"type": "object"}}, "outputs": {"format": "text"},
+        "exec": {"command": {"entrypoint": "sh", "args": ["-c", "echo PLANTED"], "cwd": "."}},
+        "permissions": {"network": true, "fs": {"read": ["/etc"]}}})
+    .to_string();
+    let attacks = [
+        format!("mkdir -p .glee/tools/evil && printf '%s' '{evil}' > .glee/tools/evil/tool.yml"),
+        "echo '# changed' >> .glee/tools/other/tool.yml".to_string(),
+        "rm -rf .glee/tools/other".to_string(),
+        "mv .glee .glee-moved".to_string(),
+        "echo '[{\"name\":\"x\"}]' > tools.json".to_string(),
+        "rm tools.json".to_string(),
+        "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> .git/config".to_string(),
+        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit".to_string(),
+        "rm -rf .git".to_string(),
+        "echo 'echo HIJACKED' > scripts/other.sh".to_string(),
+        "chmod 777 scripts/other.sh".to_string(),
+        "echo 'def run(): return \"HIJACKED\"' > pkg.py".to_string(),
+        "touch -d 2000-01-01 pkg.py".to_string(),
+    ];
+    for a in &attacks {
+        let r = sh(
+            &f,
+            "writer",
+            &format!("echo RAN; ({a}) && echo ESCAPED; true"),
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    let after = snapshot(&f);
+    if after != before {
+        let names = |v: &[(String, Vec<u8>, u32)]| -> Vec<String> {
+            v.iter()
+                .map(|(n, c, m)| format!("{n} {} bytes {m:o}", c.len()))
+                .collect()
+        };
+        panic!(
+            "the control surface changed: before {:?} after {:?}",
+            names(&before),
+            names(&after)
+        );
+    }
+    assert!(!f.root.join(".glee-moved").exists());
+
+    // The planted tool does not exist; the others still run unchanged.
+    f.run("evil", &[]).assert_failed("tool_not_found", 2);
+    let other = f.run("other", &[]);
+    other.assert_ok();
+    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
+    let py = f.run("py", &[]);
+    py.assert_ok();
+    assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
+}
+
+#[test]
+fn a_package_planted_beside_a_module_never_runs() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let marker = f.root.join("out/PLANTED-RAN");
+    // The writer may create pkg/ (the name is new), but its code must
+    // never run as the python tool's module.
+    let plant = format!(
+        "mkdir -p out pkg && printf 'open(\"{}\", \"w\").write(\"x\")\\ndef run():\\n    return \"PLANTED\"\\n' > pkg/__init__.py && echo PLANTED-WRITTEN",
+        marker.display()
+    );
+    let r = sh(&f, "writer", &plant);
+    assert!(r.text().contains("PLANTED-WRITTEN"), "{r:#?}");
+    assert!(f.root.join("pkg/__init__.py").exists());
+    let py = f.run("py", &[]);
+    // Refused as ambiguous (never the planted package).
+    assert!(
+        !py.mentions("PLANTED") || py.kind() == "manifest_invalid",
+        "{py:#?}"
+    );
+    assert_eq!(py.kind(), "manifest_invalid", "{py:#?}");
+    assert!(py.message().contains("pkg"), "{py:#?}");
+    assert!(!marker.exists(), "the planted package ran");
+}
+
+#[test]
+fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    fs::remove_file(f.root.join("tools.json")).unwrap();
+    fs::remove_dir_all(f.root.join(".git")).unwrap();
+    let tools_json = json!([{"name": "planted", "description": "x",
+        "command": ["sh", "-c", "echo PLANTED-RAN"]}])
+    .to_string();
+    let r = sh(
+        &f,
+        "writer",
+        &format!("printf '%s' '{tools_json}' > tools.json; mkdir -p .git/hooks; echo DONE"),
+    );
+    r.assert_failed("permission_exceeds_ceiling", 1);
+    assert!(r.message().contains("tools.json"), "{r:#?}");
+    assert!(!f.root.join("tools.json").exists());
+    assert!(!f.root.join(".git").exists());
+    let planted = f.run("planted", &[]);
+    assert!(!planted.mentions("PLANTED-RAN"), "{planted:#?}");
+    planted.assert_failed("tool_not_found", 2);
+}
+
+#[test]
+fn git_works_when_the_manifest_names_git() {
+    if !jail_available() {
+        return;
+    }
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        panic!("git is needed for this test");
+    }
+    let f = project();
+    fs::remove_dir_all(f.root.join(".git")).unwrap();
+    f.tool(&shell_tool(
+        "gitter",
+        json!({"network": false, "fs": {"read": ["."], "write": [".", ".git"]}}),
+    ));
+    let script = "git init -q . && git -c user.email=a@b -c user.name=t add -A && \
+                  git -c user.email=a@b -c user.name=t commit -qm first && git log --oneline | wc -l";
+    let r = sh(&f, "gitter", script);
+    r.assert_ok();
+    assert_eq!(r.text().trim(), "1", "{r:#?}");
+    assert!(f.root.join(".git/HEAD").exists());
+    // Without naming .git, the same tool cannot touch it.
+    let r = sh(
+        &f,
+        "writer",
+        "echo RAN; (echo x >> .git/config) && echo ESCAPED; true",
+    );
+    r.assert_ok();
+    assert!(r.text().contains("RAN") && !r.mentions("ESCAPED"), "{r:#?}");
+}
+
+#[test]
+fn pip_install_target_into_a_writable_dir_works() {
+    if !jail_available() {
+        return;
+    }
+    let has_pip = std::process::Command::new("python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !has_pip {
+        if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+            panic!("python3 -m pip is needed for this test");
+        }
+        eprintln!("SKIPPED: no pip");
+        return;
+    }
+    let f = project();
+    // A local wheel, built by hand (no network, no build backend).
+    let wheel = f.root.join("dist/tinypkg-1.0-py3-none-any.whl");
+    let build = format!(
+        r#"
+import zipfile, hashlib, base64, os
+files = {{
+  "tinypkg.py": "def hello():\n    return 'TINY'\n",
+  "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+  "tinypkg-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}}
+record = []
+os.makedirs(os.path.dirname({w:?}), exist_ok=True)
+with zipfile.ZipFile({w:?}, "w") as z:
+    for n, t in files.items():
+        z.writestr(n, t)
+        d = base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{{n}},sha256={{d}},{{len(t)}}")
+    record.append("tinypkg-1.0.dist-info/RECORD,,")
+    z.writestr("tinypkg-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#,
+        w = wheel.to_str().unwrap()
+    );
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &build])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let r = sh(
+        &f,
+        "writer",
+        "python3 -m pip install -q --no-index --no-cache-dir --disable-pip-version-check --target out/lib dist/tinypkg-1.0-py3-none-any.whl 2>&1; \
+         PYTHONPATH=out/lib python3 -c 'import tinypkg; print(tinypkg.hello())'",
+    );
+    r.assert_ok();
+    assert!(r.text().contains("TINY"), "{r:#?}");
+    assert!(f.root.join("out/lib/tinypkg.py").exists());
+}
+
+#[test]
+fn sandbox_inside_a_project_keeps_its_surface_read_only() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let root = f.root.to_str().unwrap();
+    let before = snapshot(&f);
+    let run = |extra: &[&str], script: &str| {
+        let out = std::process::Command::new(common::bin())
+            .args([
+                "sandbox", "--json", "--root", root, "--write", root, "--cwd", root,
+            ])
+            .args(extra)
+            .args(["--", "sh", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run(
+        &[],
+        "echo RAN; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED; \
+         (echo x >> .git/config) && echo ESCAPED; echo ok > notes.txt && echo WROTE",
+    );
+    assert!(out.contains("RAN") && out.contains("WROTE"), "{out}");
+    assert!(!out.contains("ESCAPED"), "{out}");
+    assert_eq!(snapshot(&f), before);
+    // --write .git opens .git (and only it) for a git step.
+    let git = f.root.join(".git");
+    let out = run(
+        &["--write", git.to_str().unwrap()],
+        "(echo '# ok' >> .git/config) && echo GIT-WROTE; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED",
+    );
+    assert!(
+        out.contains("GIT-WROTE") && !out.contains("ESCAPED"),
+        "{out}"
+    );
+    // A root tools.json the command creates is removed, and the run fails.
+    fs::remove_file(f.root.join("tools.json")).unwrap();
+    let out = run(&[], "echo '[]' > tools.json && echo PLANTED");
+    assert!(out.contains("PLANTED"), "{out}");
+    assert!(
+        out.contains("\"ok\":false") && out.contains("removed it"),
+        "{out}"
+    );
+    assert!(!f.root.join("tools.json").exists());
+}
+
+#[test]
+fn a_planted_bytecode_cache_never_runs() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    // The writer plants __pycache__/pkg.cpython-*.pyc compiled from other
+    // code with pkg.py's own size and mtime, which Python's cache check
+    // accepts in place of the source.
+    let plant = r##"python3 - <<'PY'
+import os, py_compile, importlib.util
+st = os.stat("pkg.py")
+evil = "open('out/PYC-RAN', 'w').write('x')\ndef run():\n    return 'EVIL'\n"
+evil += "#" * (st.st_size - len(evil) - 1) + "\n"
+os.makedirs("out", exist_ok=True)
+open("out/evil_src.py", "w").write(evil)
+os.utime("out/evil_src.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+cache = importlib.util.cache_from_source("pkg.py")
+py_compile.compile("out/evil_src.py", cfile=cache, dfile="pkg.py")
+print("PYC-PLANTED", cache)
+PY"##;
+    let r = sh(&f, "writer", plant);
+    r.assert_ok();
+    assert!(r.text().contains("PYC-PLANTED"), "{r:#?}");
+    let pyc: Vec<_> = fs::read_dir(f.root.join("__pycache__")).unwrap().collect();
+    assert_eq!(pyc.len(), 1, "the cache file is there");
+    let py = f.run("py", &[]);
+    py.assert_ok();
+    assert_eq!(py.output(), &json!("PKG-ORIGINAL"), "{py:#?}");
+    assert!(
+        !f.root.join("out/PYC-RAN").exists(),
+        "the planted bytecode ran"
+    );
+}
+
+#[test]
+fn explain_shows_the_tree_and_the_protected_paths() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let out = std::process::Command::new(common::bin())
+        .args(["explain", "writer", "--root"])
+        .arg(&f.root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = |label: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line: {text}"))
+            .to_string()
+    };
+    assert!(
+        line("writable").contains(f.root.to_str().unwrap()),
+        "{text}"
+    );
+    let protected = line("protected");
+    for p in [".glee", ".git", "tools.json", "scripts/other.sh", "pkg.py"] {
+        assert!(protected.contains(p), "{p} not protected: {text}");
+    }
+    assert!(
+        line("metadata").contains("only inside writable paths"),
+        "{text}"
+    );
+}

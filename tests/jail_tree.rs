@@ -1,0 +1,247 @@
+//! Invariants 1 and 2 (the jail's own filesystem): a path that is not
+//! granted does not exist (`ENOENT` for stat, open, chmod, inotify), and
+//! nothing outside `fs.write` can change, metadata included (mode, owner,
+//! times, xattrs: `EROFS`), whatever the uid. Each attack runs for real
+//! and is judged by the file on disk; attacks on real system files only
+//! *attempt* a change that would change nothing (same mode, same owner,
+//! same times, removing an attribute that does not exist), so even an
+//! escape could not harm the machine, and the probe reports it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Mode, owner, times and xattrs of a file, as the host sees them.
+#[derive(Debug, PartialEq, Eq)]
+struct Facts {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    mtime_ns: i128,
+    atime_ns: i128,
+    xattrs: String,
+}
+
+fn facts(p: &Path) -> Facts {
+    let m = fs::metadata(p).unwrap();
+    let xattrs = Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys; print(sorted(os.listxattr(sys.argv[1])))",
+            path_str(p),
+        ])
+        .output()
+        .unwrap();
+    Facts {
+        mode: m.mode(),
+        uid: m.uid(),
+        gid: m.gid(),
+        mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        atime_ns: m.atime() as i128 * 1_000_000_000 + m.atime_nsec() as i128,
+        xattrs: String::from_utf8_lossy(&xattrs.stdout).into_owned(),
+    }
+}
+
+/// A directory with a 0644 file, and the file's path.
+fn victim() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let t = tempdir();
+    let dir = t.path().join("victim");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    let f = dir.join("file.txt");
+    fs::write(&f, "victim-content\n").unwrap();
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o644)).unwrap();
+    (t, dir, f)
+}
+
+/// Asserts the probe ran and was refused with `errno`.
+fn refused_with(r: &Run, errno: &str) {
+    r.assert_blocked();
+    assert!(r.stdout.contains(errno), "expected {errno}: {r:#?}");
+}
+
+const METADATA: [&[&str]; 6] = [
+    &["chmod"],
+    &["utime"],
+    &["setxattr"],
+    &["removexattr"],
+    &["chown_same"],
+    &["inotify"],
+];
+
+#[test]
+fn ungranted_files_do_not_exist_for_metadata_calls() {
+    if !jail_available() {
+        return;
+    }
+    let (_t, dir, f) = victim();
+    let before = facts(&f);
+    for attack in METADATA {
+        let mut args = attack.to_vec();
+        args.push(path_str(&f));
+        refused_with(&attack_run(&[], &args), "ENOENT");
+    }
+    // stat and inotify on the ungranted directory reveal nothing either.
+    refused_with(&attack_run(&[], &["stat", path_str(&dir)]), "ENOENT");
+    refused_with(&attack_run(&[], &["inotify", path_str(&dir)]), "ENOENT");
+    assert_eq!(facts(&f), before, "the file outside changed");
+}
+
+fn attack_run(extra: &[&str], args: &[&str]) -> Run {
+    attack(extra, args)
+}
+
+#[test]
+fn read_only_grants_refuse_every_metadata_change() {
+    if !jail_available() {
+        return;
+    }
+    let (_t, dir, f) = victim();
+    let before = facts(&f);
+    let grant = ["--read", path_str(&dir)];
+    // The probe: the file is there and readable.
+    let ok = attack(&grant, &["stat", path_str(&f)]);
+    ok.assert_probe_ran();
+    assert!(ok.stdout.contains("STAT"), "{ok:#?}");
+    for attack_args in METADATA.iter().take(5) {
+        let mut args = attack_args.to_vec();
+        args.push(path_str(&f));
+        refused_with(&attack(&grant, &args), "EROFS");
+    }
+    // Creating beside it fails too.
+    let r = attack(&grant, &["write", path_str(&dir.join("new.txt"))]);
+    r.assert_blocked();
+    assert!(!dir.join("new.txt").exists());
+    assert_eq!(facts(&f), before, "the read-only file changed");
+}
+
+#[test]
+fn system_files_refuse_metadata_changes_whatever_the_uid() {
+    if !jail_available() {
+        return;
+    }
+    // A root-owned file of the baseline. Each attempt would change nothing
+    // even if it succeeded (same mode, owner, times; a missing attribute),
+    // so the real file is safe; the kernel must still refuse each one.
+    let target = fs::canonicalize("/usr/bin/env").unwrap();
+    let before = facts(&target);
+    for a in ["chmod_same", "chown_same", "utime_same", "removexattr"] {
+        refused_with(&attack(&[], &[a, path_str(&target)]), "EROFS");
+    }
+    assert_eq!(facts(&target), before);
+}
+
+#[test]
+fn write_grants_allow_ordinary_file_work() {
+    if !jail_available() {
+        return;
+    }
+    let t = tempdir();
+    let out = t.path().join("out");
+    fs::create_dir(&out).unwrap();
+    let o = path_str(&out);
+    let script = format!(
+        "set -e; cd {o}; echo hi > a.sh; chmod +x a.sh; ./a.sh >/dev/null 2>&1 || true; \
+         touch -d 2001-01-01 a.sh; mkdir -p d/e; mv a.sh d/e/b.sh; echo x > gone; rm gone; \
+         ln -s b.sh d/e/link; echo DONE"
+    );
+    let r = sandbox(&["--write", o], &["sh", "-c", &script]);
+    assert!(r.stdout.contains("DONE"), "{r:#?}");
+    let b = out.join("d/e/b.sh");
+    assert_eq!(fs::read_to_string(&b).unwrap(), "hi\n");
+    assert_eq!(fs::metadata(&b).unwrap().mode() & 0o111, 0o111);
+    assert_eq!(fs::metadata(&b).unwrap().mtime(), 978_307_200);
+    assert!(!out.join("gone").exists());
+    assert!(out.join("d/e/link").symlink_metadata().is_ok());
+}
+
+#[test]
+fn the_jail_has_a_minimal_dev_and_no_host_devices() {
+    if !jail_available() {
+        return;
+    }
+    let script = "for d in null zero full random urandom; do test -e /dev/$d || echo MISSING $d; done; \
+                  for d in kmsg mem port sda tty0 console shm; do test -e /dev/$d && echo PRESENT $d; done; \
+                  echo x > /dev/null; head -c 8 /dev/urandom | wc -c; echo DONE";
+    let r = sandbox(&[], &["sh", "-c", script]);
+    assert!(r.stdout.contains("DONE"), "{r:#?}");
+    assert!(!r.stdout.contains("MISSING"), "{r:#?}");
+    assert!(!r.stdout.contains("PRESENT"), "{r:#?}");
+    assert!(r.stdout.contains("8\n"), "{r:#?}");
+}
+
+#[test]
+fn an_ungranted_working_directory_is_empty_not_the_host() {
+    if !jail_available() {
+        return;
+    }
+    let (_t, dir, _f) = victim();
+    let r = sandbox(
+        &["--cwd", path_str(&dir)],
+        &["sh", "-c", "pwd; cat file.txt || echo UNREADABLE"],
+    );
+    assert!(r.stdout.contains(path_str(&dir)), "{r:#?}");
+    assert!(r.stdout.contains("UNREADABLE"), "{r:#?}");
+    assert!(!r.stdout.contains("victim-content"), "{r:#?}");
+}
+
+#[test]
+fn the_tree_is_reported_in_the_result() {
+    if !jail_available() {
+        return;
+    }
+    let r = sandbox(&[], &["true"]);
+    assert_eq!(r.json["enforcement"]["mount_tree"], true, "{r:#?}");
+    assert_eq!(r.json["enforcement"]["metadata_guard"], "tree", "{r:#?}");
+}
+
+#[test]
+fn the_state_directory_is_not_in_the_jail() {
+    if !jail_available() {
+        return;
+    }
+    let t = tempdir();
+    let state = t.path().join("state");
+    fs::create_dir(&state).unwrap();
+    fs::write(state.join("audit.key"), "KEY-CANARY").unwrap();
+    let key = state.join("audit.key");
+    let before = facts(&key);
+    let probes = probes();
+    let probe = probe();
+    let run = |args: &[&str]| {
+        let mut all = vec!["python3", path_str(&probe)];
+        all.extend_from_slice(args);
+        sandbox_env(
+            &["--read", path_str(&probes)],
+            &all,
+            &[("GLOVEBOX_STATE_DIR", path_str(&state))],
+        )
+    };
+    for a in ["stat", "chmod", "read", "inotify"] {
+        let r = run(&[a, path_str(&key)]);
+        refused_with(&r, "ENOENT");
+        assert!(!r.stdout.contains("KEY-CANARY"), "{r:#?}");
+    }
+    assert_eq!(facts(&key), before);
+    // A grant that covers it is refused before anything runs.
+    let out = Command::new(bin())
+        .args([
+            "sandbox",
+            "--json",
+            "--read",
+            path_str(t.path()),
+            "--",
+            "true",
+        ])
+        .env("GLOVEBOX_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("state directory"));
+}
