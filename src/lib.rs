@@ -46,10 +46,11 @@
 //!   the footprint, the venv's interpreter and where each grant resolves,
 //!   agent-created tools under the project's permission ceiling (checked
 //!   again at every call), the HMAC-chained audit log (each line naming
-//!   its key) with one sanitiser for every caller-supplied string, and
-//!   glovebox's own state directory, found from the user's passwd entry
-//!   whatever the caller's environment (or `--state-dir`), which no jail
-//!   may read or write.
+//!   its key; intent before each call, result after, continuity checked
+//!   against a head, fail closed) with one sanitiser for every
+//!   caller-supplied string, and glovebox's own state directory, found
+//!   from the user's passwd entry whatever the caller's environment (or
+//!   `--state-dir`), which no jail may read or write.
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
 //!   in every Glee project unless its config narrows them, run as the
 //!   glovebox binary itself in the jail with
@@ -66,7 +67,9 @@
 //!   (`server/discover`, `subscriptions/listen`): the tool catalog,
 //!   results, cancellable calls, live reload and list changes; and the HTTP
 //!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
-//!   with its limits, a `Host` check on every route and graceful shutdown.
+//!   with every resource bounded (connections, timeouts, sessions, one
+//!   call bound for every transport), a `Host` check on every route and
+//!   graceful shutdown.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
 //!   MCP tool lists; names a target does not accept are reported, never
 //!   renamed.

@@ -198,7 +198,8 @@ fn edited_or_truncated_audit_log_fails_verify() {
     assert!(p.verify(), "a fresh log verifies");
     let path = p.f.root.join(".glee/audit/tools.log");
     let original = p.log();
-    assert_eq!(original.lines().count(), 3);
+    // Each call: its intent (TOOL_STARTED) and its result (TOOL_EXECUTED).
+    assert_eq!(original.lines().count(), 6);
 
     // Edit one value.
     std::fs::write(&path, original.replacen("\"w\":\"b\"", "\"w\":\"z\"", 1)).unwrap();
@@ -421,11 +422,12 @@ fn concurrent_runs_leave_a_well_formed_log_with_every_line() {
     });
     let log = p.log();
     let lines: Vec<&str> = log.lines().collect();
-    assert_eq!(lines.len(), PROCS * EACH, "{log}");
+    assert_eq!(lines.len(), 2 * PROCS * EACH, "{log}");
     for i in 0..PROCS {
         for j in 0..EACH {
             let needle = format!("\"w\":\"p{i}-{j}\"");
-            assert_eq!(log.matches(&needle).count(), 1, "{needle} in {log}");
+            // The intent and the result.
+            assert_eq!(log.matches(&needle).count(), 2, "{needle} in {log}");
         }
     }
     assert!(p.verify(), "the concurrent log must verify");
@@ -511,7 +513,7 @@ fn a_long_log_still_chains_when_appends_read_only_its_tail() {
     p.run("echo", &a).assert_ok();
     p.run("echo", &["w0=last"]).assert_ok();
     assert!(p.log().len() > 60_000, "{}", p.log().len());
-    assert_eq!(p.log().lines().count(), 14);
+    assert_eq!(p.log().lines().count(), 28);
     assert!(p.verify(), "the chain must hold across the window");
 }
 
@@ -995,7 +997,16 @@ fn caller_supplied_strings_cannot_forge_audit_fields() {
     );
     let text = String::from_utf8(log).unwrap();
     assert!(!text.contains('\u{9b}'), "{text}");
-    assert_eq!(text.lines().count(), 3, "one line per call: {text}");
+    // One result line per call (each ran call also has its intent line).
+    let results = text
+        .lines()
+        .filter(|l| !l.contains("] TOOL_STARTED "))
+        .count();
+    assert_eq!(results, 3, "one result line per call: {text}");
+    for line in text.lines().filter(|l| l.contains("] TOOL_STARTED ")) {
+        assert!(!line.contains(" status="), "{line}");
+        assert!(line.contains(" caller=mcp:x%20status%3Dsuccess"), "{line}");
+    }
 
     let out = p.gb(&["audit", "--json"]);
     assert!(out.status.success(), "{out:?}");
@@ -1006,7 +1017,8 @@ fn caller_supplied_strings_cannot_forge_audit_fields() {
     );
     let entries: Vec<Value> = stdout
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] != "TOOL_STARTED")
         .collect();
     assert_eq!(entries.len(), 3, "{stdout}");
     let failing = &entries[0]["fields"];
@@ -1033,7 +1045,7 @@ fn caller_supplied_strings_cannot_forge_audit_fields() {
         !human.contains('\u{1b}') && !human.contains('\u{9b}'),
         "{human}"
     );
-    assert_eq!(human.lines().count(), 3, "{human}");
+    assert_eq!(human.lines().count(), text.lines().count(), "{human}");
     assert!(p.verify(), "{:?}", p.gb(&["audit", "--verify"]));
 
     // A record with a duplicated field, chained with the real key (as a

@@ -623,7 +623,11 @@ fn the_concurrency_limit_answers_503() {
         return;
     }
     let f = project();
-    let mut s = Served::start(&f.root, None, &["--max-concurrent", "2", "--grace", "0"]);
+    let mut s = Served::start(
+        &f.root,
+        None,
+        &["--max-concurrent", "2", "--max-queued", "0", "--grace", "0"],
+    );
     let addr = s.addr.clone();
     let markers: Vec<String> = (0..2).map(|i| marker(&format!("busy{i}"))).collect();
     let holders: Vec<_> = markers
