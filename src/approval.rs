@@ -3,16 +3,15 @@
 //! Approving a tool records a [`Fingerprint`] of everything the call runs
 //! and is granted: the sha256 of every file of its [`crate::footprint`]
 //! (the manifest, an entrypoint or script argument inside the root, a
-//! python module with its package chain, byte-code caches and native
-//! extensions, the venv's `pyvenv.cfg` and start-up files), what is at
-//! each name that could shadow them (absent, a directory, a link), the
-//! venv's interpreter with its links resolved, and where each granted
-//! path (`fs.read`, `fs.write`, `cwd`, `venv`) resolves to. Any change
-//! voids the approval, and [`Store::status`] names what changed. A file
-//! the code merely opens or imports on its own is data and is not
-//! covered. Records live in glovebox's state
-//! directory (see [`crate::state`]), in `approvals/<project key>.json`, out
-//! of every jail's reach.
+//! python module with its package chain and native extensions, the venv's
+//! `pyvenv.cfg` and start-up files), what is at each name that could
+//! shadow them (absent, a directory, a link), the venv's interpreter with
+//! its links resolved, and where each granted path (`fs.read`,
+//! `fs.write`, `cwd`, `venv`) resolves to. Any change voids the approval,
+//! and [`Store::status`] names what changed. A file the code merely opens
+//! or imports on its own is data and is not covered. Records live in
+//! glovebox's state directory (see [`crate::state`]), in
+//! `approvals/<project key>.json`, out of every jail's reach.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

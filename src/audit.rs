@@ -210,38 +210,81 @@ fn mac(key: &[u8], prev: &str, line: &str) -> String {
     hex::encode(m.finalize().into_bytes())
 }
 
-/// Keeps a value on one line: newlines and carriage returns escaped.
-pub fn one_line(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('\n', "\\n")
-        .replace('\r', "\\r")
+/// A field value as written to the log: a JSON object or array that
+/// glovebox serialised (parameters, permissions) as it is; anything else
+/// with `\` → `\\`, every control character (C0, DEL, C1) and Unicode
+/// line, paragraph and bidi-override character escaped (`\n`, `\r`,
+/// `\t`, `\xNN`, `\u{NNNN}`), and `=` → `\x3d`, so that a value can
+/// neither end the line, nor move the terminal, nor pose as another
+/// `key=value` field.
+pub fn field_value(v: &str) -> String {
+    let json = (v.starts_with('{') || v.starts_with('['))
+        && !v.chars().any(needs_escape)
+        && serde_json::from_str::<serde::de::IgnoredAny>(v).is_ok();
+    if json {
+        return v.to_string();
+    }
+    let mut out = escape_controls(v);
+    if out.contains('=') {
+        out = out.replace('=', "\\x3d");
+    }
+    out
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` with `\` doubled and every control, line-separator and
+/// bidi-override character escaped: safe to print on a terminal and to
+/// keep on one line. What `glovebox audit` and the usage endpoint show.
+pub fn escape_controls(s: &str) -> String {
+    if !s.chars().any(|c| c == '\\' || needs_escape(c)) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && needs_escape(c) => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value read back from the log, made safe to show: see
+/// [`escape_controls`]. A line glovebox wrote never needs it; a line
+/// written by anything else might.
+pub fn display(v: &str) -> String {
+    if v.chars().any(needs_escape) {
+        escape_controls(v)
+    } else {
+        v.to_string()
+    }
 }
 
 /// Longest client label kept, in bytes (before escaping).
 pub const MAX_LABEL_BYTES: usize = 128;
 
-/// A value a client supplied (an `X-Agent-ID` header, …) made safe for a
-/// log line: cut to [`MAX_LABEL_BYTES`] on a character boundary, then
-/// every control character, space, `=`, `%` and non-ASCII character
+/// The one sanitiser for every string a caller supplies that reaches the
+/// log: MCP `clientInfo` name, the `X-Agent-ID` and `X-Project-ID`
+/// headers, a tool name taken from a request, an agent's name for a
+/// creation, who reseals. Cut to [`MAX_LABEL_BYTES`] (then `...`), every
+/// byte that is not printable ASCII, and space, `=`, `%` and `` ` ``,
 /// percent-encoded, so it can neither end the line, nor pose as another
-/// `key=value` field, nor hide as a look-alike character.
+/// `key=value` field, nor hide as a look-alike character. The same
+/// function shows an invalid tool name in messages
+/// ([`crate::manifest::name::shown`]), so a name is encoded once.
 pub fn client_label(raw: &str) -> String {
-    let mut end = raw.len().min(MAX_LABEL_BYTES);
-    while !raw.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = String::with_capacity(end);
-    for c in raw[..end].chars() {
-        if c.is_ascii_graphic() && c != '=' && c != '%' {
-            out.push(c);
-        } else {
-            let mut buf = [0u8; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        }
-    }
-    out
+    crate::manifest::name::shown(raw)
 }
 
 /// How many bytes past the head an append examines before it calls the
@@ -735,7 +778,7 @@ impl Event {
             line.push(' ');
             line.push_str(k);
             line.push('=');
-            line.push_str(&one_line(v));
+            line.push_str(&field_value(v));
         }
         line.push_str(" key_id=");
         line.push_str(key_id);
@@ -776,6 +819,9 @@ fn walk(key: &[u8], own_id: &str, text: &str) -> Chain {
             Some((body, m)) if mac(key, &prev, body) == m => {
                 prev = m.to_string();
                 c.ends.push((offset, prev.clone(), true));
+                if let Err(why) = strict(body) {
+                    c.problems.push((n, format!("line {n}: {why}")));
+                }
                 continue;
             }
             Some((body, m)) => match claimed_key_id(body) {
@@ -1012,8 +1058,38 @@ fn last_mac(text: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Every field a record may hold (besides its `mac`); a record with
+/// another one, or with one field twice, fails [`Log::verify`].
+pub const FIELDS: &[&str] = &[
+    "name",
+    "params",
+    "status",
+    "kind",
+    "duration_ms",
+    "envKeys",
+    "caller",
+    "agent_id",
+    "project_id",
+    "reason",
+    "creator",
+    "detail",
+    "permissions",
+    "approver",
+    "call",
+    "bytes",
+    "sha256",
+    "expected_lines",
+    "found_lines",
+    "by",
+    "problems",
+    "acknowledged",
+    "digest",
+    "key_id",
+];
+
 fn is_key(k: &str) -> bool {
-    !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+    k.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Where a plain value ends: before the next ` key=`, or at the end.
@@ -1030,15 +1106,53 @@ fn next_field(value: &str) -> usize {
     value.len()
 }
 
+/// A line's entry (without its `key_id`, which names the signing key).
 fn parse(line: &str) -> Option<Entry> {
+    parse_body(line).map(|(mut e, _)| {
+        e.fields.retain(|(k, _)| k != "key_id");
+        e
+    })
+}
+
+/// The record of a verified line, and an error when it is not a record
+/// glovebox writes: text that is no field, an unknown field, a field twice.
+fn strict(body: &str) -> Result<Entry, String> {
+    let (entry, rest) =
+        parse_body(body).ok_or_else(|| "not an audit record ([time] EVENT fields)".to_string())?;
+    if !rest.is_empty() {
+        return Err(format!(
+            "text that is not a `key=value` field: {:?}",
+            display(rest)
+        ));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (k, _) in &entry.fields {
+        if !FIELDS.contains(&k.as_str()) {
+            return Err(format!(
+                "unknown field `{}` (a forged or foreign record)",
+                display(k)
+            ));
+        }
+        if seen.contains(&k.as_str()) {
+            return Err(format!("field `{k}` appears twice (a forged field)"));
+        }
+        seen.push(k);
+    }
+    Ok(entry)
+}
+
+/// A line's entry and the text after its last field that no field took.
+fn parse_body(line: &str) -> Option<(Entry, &str)> {
     let body = line.rsplit_once(" mac=").map_or(line, |(b, _)| b);
     let rest = body.strip_prefix('[')?;
     let (ts, rest) = rest.split_once("] ")?;
     let mut parts = rest.splitn(2, ' ');
     let event = parts.next()?.to_string();
     let mut fields = Vec::new();
+    let mut left = "";
     if let Some(tail) = parts.next() {
         let mut rest = tail;
+        left = rest;
         while let Some((key, after)) = rest.split_once('=') {
             if !is_key(key) {
                 break;
@@ -1060,17 +1174,25 @@ fn parse(line: &str) -> Option<Entry> {
             let end = json_end.unwrap_or_else(|| next_field(after));
             fields.push((key.to_string(), after[..end].to_string()));
             match after[end..].strip_prefix(' ') {
-                Some(next) => rest = next,
-                None => break,
+                Some(next) => {
+                    rest = next;
+                    left = next;
+                }
+                None => {
+                    left = "";
+                    break;
+                }
             }
         }
     }
-    fields.retain(|(k, _)| k != "key_id");
-    Some(Entry {
-        ts: ts.to_string(),
-        event,
-        fields,
-    })
+    Some((
+        Entry {
+            ts: ts.to_string(),
+            event,
+            fields,
+        },
+        left,
+    ))
 }
 
 #[cfg(test)]
@@ -1107,7 +1229,7 @@ mod tests {
         assert_eq!(client_label("\u{1b}[2J\r%"), "%1B[2J%0D%25");
         assert_eq!(client_label("é"), "%C3%A9");
         let long = "é".repeat(200);
-        assert_eq!(client_label(&long).len(), 64 * 6);
+        assert_eq!(client_label(&long).len(), 64 * 6 + "...".len());
         let line = format!(
             "[t] TOOL_EXECUTED name=x agent_id={} mac=ab",
             client_label("a b=c\nd")

@@ -21,10 +21,11 @@ use serde_json::{json, Value};
 
 use crate::approval;
 use crate::audit::{self, Event};
+use crate::footprint::resolved as real;
 use crate::manifest::config::MaxPermissions;
 use crate::manifest::diagnostic::Diagnostic;
 use crate::manifest::discover::{resolve, ToolEntry, TOOL_FILE};
-use crate::manifest::model::{FsPermissions, Manifest};
+use crate::manifest::model::{Exec, FsPermissions, Manifest};
 use crate::manifest::project::Project;
 use crate::manifest::{lint, yaml};
 use crate::state::{self, StateError};
@@ -87,26 +88,6 @@ pub fn default_ceiling() -> MaxPermissions {
     }
 }
 
-/// A path with symlinks resolved as far as it exists.
-fn real(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => break,
-        }
-    }
-    let mut out = std::fs::canonicalize(&existing).unwrap_or(existing);
-    for part in rest.iter().rev() {
-        out.push(part);
-    }
-    out
-}
-
 fn within(path: &Path, allowed: &[PathBuf]) -> bool {
     allowed.iter().any(|a| path.starts_with(a))
 }
@@ -134,6 +115,25 @@ pub fn excess(root: &Path, m: &Manifest, ceiling: &MaxPermissions) -> Vec<String
             out.push(format!(
                 "fs.write {w:?} is outside the ceiling's writable paths"
             ));
+        }
+    }
+    // The working directory and a venv are granted too (read + execute).
+    let mut granted: Vec<(&str, &str)> = Vec::new();
+    match &m.exec {
+        Exec::Command(c) => granted.push(("exec.command.cwd", &c.cwd)),
+        Exec::Python(py) => {
+            granted.push(("exec.python.cwd", &py.cwd));
+            if let Some(v) = &py.venv {
+                granted.push(("exec.python.venv", v));
+            }
+        }
+        // An agentcli entry runs in the directory of its tools.json,
+        // which the user chose, not an agent.
+        Exec::AgentCli(_) | Exec::Http(_) => {}
+    }
+    for (what, path) in granted {
+        if !within(&real(&resolve(root, path)), &readable) {
+            out.push(format!("{what} {path:?} is outside the ceiling's paths"));
         }
     }
     for s in p.secrets.keys() {
@@ -191,7 +191,7 @@ pub fn create(
         let _ = log.append(&Event {
             kind: "TOOL_DENIED",
             fields: vec![
-                ("name", name.to_string()),
+                ("name", audit::client_label(name)),
                 ("creator", creator.to_string()),
                 ("reason", reason.to_string()),
                 ("detail", detail),
@@ -378,7 +378,7 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
         log.append(&Event {
             kind: "TOOL_DENIED",
             fields: vec![
-                ("name", name.to_string()),
+                ("name", audit::client_label(name)),
                 ("caller", deleter.to_string()),
                 ("reason", "delete_not_agent_created".into()),
             ],

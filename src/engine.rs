@@ -251,8 +251,9 @@ impl Engine {
                 ),
                 json!({}),
             );
+            // Logged through the audit log's one sanitiser, once.
             self.finish(
-                &shown,
+                name,
                 json!(null),
                 caller,
                 &mut outcome,
@@ -318,7 +319,7 @@ impl Engine {
                     run::error_chain(&e)
                 )
             };
-            eprintln!("glovebox: {name}: {message}");
+            eprintln!("glovebox: {}: {message}", audit::client_label(name));
             outcome.warnings.push(message);
         }
     }
@@ -378,12 +379,11 @@ impl Engine {
     ) -> Result<(), audit::AuditError> {
         let log = audit::Log::for_project(&self.project.root)?;
         let params = params.to_string();
-        let name = &audit::client_label(name);
         let event = match outcome.kind() {
             Some(ErrorKind::ApprovalRequired) => audit::Event {
                 kind: "TOOL_DENIED",
                 fields: vec![
-                    ("name", name.to_string()),
+                    ("name", audit::client_label(name)),
                     ("params", params),
                     ("reason", "approval_required".into()),
                     ("caller", caller.id.clone()),
@@ -392,7 +392,7 @@ impl Engine {
             .with_client(caller),
             kind => {
                 let mut fields = vec![
-                    ("name", name.to_string()),
+                    ("name", audit::client_label(name)),
                     ("params", params),
                     (
                         "status",
@@ -535,6 +535,8 @@ impl Engine {
             )));
         }
 
+        self.within_ceiling(tool, config)?;
+
         let secret_values =
             secrets::resolve(&m.permissions, &caller.secrets).map_err(|missing| {
                 Outcome::failure(
@@ -594,14 +596,49 @@ impl Engine {
         }
     }
 
+    /// An agent-created tool stays under the ceiling at every call, its
+    /// paths resolved as they are now (a link made after creation cannot
+    /// widen it).
+    fn within_ceiling(&self, tool: &Tool, config: &Config) -> Result<(), Box<Outcome>> {
+        let root = &self.project.root;
+        if tool.origin != Origin::Dir
+            || !crate::create::created_tools(root).contains_key(&tool.name)
+        {
+            return Ok(());
+        }
+        let ceiling = config
+            .security
+            .max_permissions
+            .clone()
+            .unwrap_or_else(crate::create::default_ceiling);
+        let excess = crate::create::excess(root, &tool.manifest, &ceiling);
+        if excess.is_empty() {
+            return Ok(());
+        }
+        Err(Box::new(Outcome::failure(
+            &tool.name,
+            ErrorKind::PermissionExceedsCeiling,
+            format!(
+                "agent-created tool `{}` now reaches beyond security.max_permissions: {}; remove the symlink or recreate the tool",
+                tool.name,
+                excess.join("; ")
+            ),
+            json!({"excess": excess}),
+        )))
+    }
+
     /// The working directory, resolved. A tool starts in it even when its
     /// permissions do not let it read it (`fs.read: []` and the default
     /// `cwd: .`): the jail enters it before Landlock applies, and the
     /// kernel then refuses to list or read it, so a tool that needs no
     /// files runs without being granted any. Only a cwd that neither is a
     /// directory nor is readable under the policy is refused.
+    ///
+    /// Its symlinks are resolved, like the grants': the jail holds the
+    /// real paths it was granted, not the links that led to them.
     fn cwd(&self, job: &Job<'_>, rel: &str) -> Result<PathBuf, Box<Outcome>> {
-        let cwd = resolve(&self.project.root, rel);
+        let root = &self.project.root;
+        let cwd = crate::footprint::resolved_under(root, &resolve(root, rel));
         if job.policy.can_read(&cwd) || cwd.is_dir() {
             return Ok(cwd);
         }
@@ -792,7 +829,7 @@ impl Intent<'_> {
         let event = audit::Event {
             kind: "TOOL_STARTED",
             fields: vec![
-                ("name", self.name.to_string()),
+                ("name", audit::client_label(self.name)),
                 ("call", self.id.to_string()),
                 ("params", self.params.to_string()),
                 ("caller", self.caller.id.clone()),

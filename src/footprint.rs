@@ -17,15 +17,18 @@
 //!
 //! - every tool: its manifest file (`tool.yml`, the v1 file or the
 //!   agentcli `tools.json`);
-//! - `command`: an entrypoint with a `/` inside the root; every argument
+//! - `command`: an entrypoint with a `/` inside the root (and the
+//!   interpreter its `#!` line names, when inside the root); every argument
 //!   without a `${…}` placeholder that names an existing file inside the
 //!   root, relative to `cwd` or the root (also the value part of
-//!   `--opt=value`);
+//!   `--opt=value`), and one that looks like a path and names nothing yet;
+//!   for a `python…` entrypoint, the module after `-m` as for `python`;
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
-//!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`,
-//!   native extensions `N.so` / `N.*.so`, and the byte-code caches
-//!   `__pycache__/N.*.pyc` that Python may load instead of the source; the
+//!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
+//!   and native extensions `N.so` / `N.*.so` (byte-code caches in
+//!   `__pycache__` are never read: the shim runs Python with a cache
+//!   prefix that cannot exist, see [`crate::run::python::NO_PYCACHE`]); the
 //!   venv's `pyvenv.cfg`, its `bin/python*` links and the `.pth` files and
 //!   `sitecustomize.py` / `usercustomize.py` of its `site-packages`, which
 //!   Python runs at start-up;
@@ -41,6 +44,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::manifest::discover::resolve;
+pub use crate::manifest::discover::{resolved, resolved_under};
 use crate::manifest::model::{Exec, PythonExec};
 use crate::manifest::project::{Origin, Tool};
 
@@ -56,47 +60,6 @@ pub struct Footprint {
     pub paths: Vec<PathBuf>,
 }
 
-/// A path with symlinks resolved as far as it exists; the missing rest is
-/// appended as written (`..` and `.` already gone, see [`resolve`]).
-pub fn resolved(path: &Path) -> PathBuf {
-    resolved_within(path, 40)
-}
-
-/// [`resolved`] following at most `hops` dangling links (a loop ends).
-fn resolved_within(path: &Path, hops: u32) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => break,
-        }
-    }
-    // A dangling link resolves to where it points.
-    let mut out = std::fs::canonicalize(&existing).unwrap_or_else(|_| dangling(&existing, hops));
-    for part in rest.iter().rev() {
-        out.push(part);
-    }
-    out
-}
-
-/// Where a dangling symlink points (its parent resolved), or the path.
-fn dangling(path: &Path, hops: u32) -> PathBuf {
-    match (std::fs::read_link(path), path.parent()) {
-        (Ok(target), Some(parent)) if hops > 0 => {
-            let joined = crate::manifest::discover::normalize(&parent.join(target));
-            if joined == path {
-                return joined;
-            }
-            resolved_within(&joined, hops - 1)
-        }
-        _ => path.to_path_buf(),
-    }
-}
-
 /// What `tool` runs, inside `root`.
 pub fn of(root: &Path, tool: &Tool) -> Footprint {
     let mut b = Builder {
@@ -109,18 +72,28 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
     }
     match &tool.manifest.exec {
         Exec::Command(c) => {
-            if c.entrypoint.contains('/') {
-                b.file(&resolve(root, &c.entrypoint));
-            }
             let cwd = resolve(root, &c.cwd);
+            if c.entrypoint.contains('/') {
+                b.program(&cwd, &resolve(root, &c.entrypoint), 4);
+            }
             for a in &c.args {
                 b.argument(&cwd, a);
+            }
+            // `python3 -m pkg.mod`: the module is code, found from cwd.
+            let python = Path::new(&c.entrypoint)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python"));
+            if let (true, Some(i)) = (python, c.args.iter().position(|a| a == "-m")) {
+                if let Some(m) = c.args.get(i + 1).filter(|m| !m.contains("${")) {
+                    b.module(cwd.clone(), m);
+                }
             }
         }
         Exec::AgentCli(a) => {
             let dir = PathBuf::from(&a.dir);
             if let Some(first) = a.command.first() {
-                b.file(&resolve(&dir, first));
+                b.program(&dir, &resolve(&dir, first), 4);
             }
             for arg in a.command.iter().skip(1) {
                 b.argument(&dir, arg);
@@ -168,7 +141,27 @@ impl Builder<'_> {
         }
     }
 
-    /// A literal argument naming an existing file inside the root.
+    /// A program the kernel executes: the file, and the interpreter its
+    /// `#!` line names when that is inside the root too (relative to the
+    /// working directory, as the kernel reads it), `depth` levels deep.
+    fn program(&mut self, cwd: &Path, p: &Path, depth: u8) {
+        self.file(p);
+        if depth == 0 || !self.inside(p) {
+            return;
+        }
+        let Some(interpreter) = shebang(p) else {
+            return;
+        };
+        let next = resolve(cwd, &interpreter);
+        if next != p {
+            self.program(cwd, &next, depth - 1);
+        }
+    }
+
+    /// A literal argument naming an existing file inside the root (hashed);
+    /// one that looks like a path (`/` or `.` in it) but names nothing yet
+    /// is kept as a path, so a script that appears there later counts as
+    /// a change.
     fn argument(&mut self, cwd: &Path, arg: &str) {
         if arg.contains("${") || arg.is_empty() {
             return;
@@ -178,13 +171,17 @@ impl Builder<'_> {
             candidates.push(value);
         }
         for c in candidates {
-            if c.is_empty() {
+            if c.is_empty() || c.starts_with('-') {
                 continue;
             }
             for base in [cwd, self.root] {
                 let p = resolve(base, c);
                 if p.is_file() {
                     self.file(&p);
+                } else if (c.contains('/') || c.contains('.'))
+                    && std::fs::symlink_metadata(&p).is_err()
+                {
+                    self.path(&p);
                 }
             }
         }
@@ -196,13 +193,9 @@ impl Builder<'_> {
         self.path(&package);
         self.file(&package.join("__init__.py"));
         self.file(&package.join("__init__.pyc"));
-        self.path(&package.join("__pycache__"));
-        self.cached(&package.join("__pycache__"), "__init__");
         self.file(&dir.join(format!("{name}.py")));
         self.file(&dir.join(format!("{name}.pyc")));
         self.file(&dir.join(format!("{name}.so")));
-        self.path(&dir.join("__pycache__"));
-        self.cached(&dir.join("__pycache__"), name);
         // Native extensions: `name.cpython-311-x86_64-linux-gnu.so`, `name.abi3.so`.
         for entry in list(dir) {
             let Some(file) = entry.file_name().and_then(|f| f.to_str()) else {
@@ -214,28 +207,19 @@ impl Builder<'_> {
         }
     }
 
-    /// Byte-code caches of `name` in a `__pycache__` directory.
-    fn cached(&mut self, cache: &Path, name: &str) {
-        for entry in list(cache) {
-            let Some(file) = entry.file_name().and_then(|f| f.to_str()) else {
-                continue;
-            };
-            if file.starts_with(&format!("{name}.")) && file.ends_with(".pyc") {
-                self.file(&entry);
-            }
-        }
-    }
-
-    fn python(&mut self, p: &PythonExec) {
-        let mut dir = resolve(self.root, &p.cwd);
-        let parts: Vec<&str> = p.module.split('.').collect();
-        for part in parts {
+    /// Every name under which Python may find dotted `module` from `dir`.
+    fn module(&mut self, mut dir: PathBuf, module: &str) {
+        for part in module.split('.') {
             // Every level may be a module file shadowing the package, and
             // the other way round (an `a.py` beside `a/` runs before
             // `a.b` fails to import): every name of every level counts.
             self.module_names(&dir, part);
             dir = dir.join(part);
         }
+    }
+
+    fn python(&mut self, p: &PythonExec) {
+        self.module(resolve(self.root, &p.cwd), &p.module);
         if let Some(venv) = &p.venv {
             let v = resolve(self.root, venv);
             self.file(&v.join("pyvenv.cfg"));
@@ -266,6 +250,17 @@ impl Builder<'_> {
             }
         }
     }
+}
+
+/// The interpreter a `#!` line names, if `path` starts with one.
+fn shebang(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let text = std::str::from_utf8(line).ok()?;
+    text.split_whitespace().next().map(String::from)
 }
 
 /// The entries of `dir` (none when it is not a readable directory).
@@ -316,21 +311,49 @@ mod tests {
     }
 
     #[test]
+    fn a_script_s_interpreter_inside_the_root_is_covered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("tools")).unwrap();
+        fs::write(root.join("tools/interp"), "#!/bin/sh\nexec sh \"$@\"\n").unwrap();
+        fs::write(root.join("run.sh"), "#!tools/interp -x\necho hi\n").unwrap();
+        let tool = project(&root, "  command:\n    entrypoint: ./run.sh\n");
+        let f = of(&root, &tool);
+        assert!(f.files.contains(&root.join("run.sh")), "{f:?}");
+        assert!(f.files.contains(&root.join("tools/interp")), "{f:?}");
+    }
+
+    #[test]
+    fn python_dash_m_covers_the_module() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::write(root.join("tool_main.py"), "print(1)").unwrap();
+        let tool = project(
+            &root,
+            "  command:\n    entrypoint: python3\n    args: [\"-m\", \"tool_main\"]\n",
+        );
+        let f = of(&root, &tool);
+        assert!(f.files.contains(&root.join("tool_main.py")), "{f:?}");
+        assert!(
+            f.paths.contains(&root.join("tool_main/__init__.py")),
+            "{f:?}"
+        );
+    }
+
+    #[test]
     fn python_covers_shadowing_names() {
         let tmp = tempfile::tempdir().unwrap();
         let root = fs::canonicalize(tmp.path()).unwrap();
-        fs::create_dir_all(root.join("pkg/__pycache__")).unwrap();
+        fs::create_dir_all(root.join("pkg")).unwrap();
         fs::write(root.join("pkg/__init__.py"), "").unwrap();
         fs::write(root.join("pkg/mod.py"), "def f(): pass").unwrap();
         fs::write(root.join("pkg/mod.cpython-311-x86_64-linux-gnu.so"), "").unwrap();
-        fs::write(root.join("pkg/__pycache__/mod.cpython-311.pyc"), "").unwrap();
         let tool = project(&root, "  python:\n    module: pkg.mod\n    function: f\n");
         let f = of(&root, &tool);
         for p in [
             "pkg/__init__.py",
             "pkg/mod.py",
             "pkg/mod.cpython-311-x86_64-linux-gnu.so",
-            "pkg/__pycache__/mod.cpython-311.pyc",
         ] {
             assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
         }

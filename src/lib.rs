@@ -19,10 +19,12 @@
 //! - [`validate`]: inputs and outputs against their JSON Schemas.
 //! - [`template`]: one-pass `${name}` expansion, typed per context.
 //! - [`policy`]: manifest ∪ profile baseline ∪ runtime → what the jail
-//!   allows (`glovebox explain`).
+//!   allows (`glovebox explain`), grants resolved through their symlinks
+//!   at every call (one leading out of the root is refused unless named).
 //! - [`engine`]: [`engine::Engine::call`], the one library call every
 //!   interface (CLI, MCP, HTTP) adapts.
-//! - [`run`]: the command and python kinds, secrets and redaction, and the
+//! - [`run`]: the command and python kinds, secrets and the one redactor
+//!   (before any cut, through JSON escapes, base64 and hex), and the
 //!   [`run::Outcome`] contract.
 //! - [`run::http`] and [`proxy`]: the http kind — the request expanded per
 //!   context (URL path segment, query, header, JSON body), sent by glovebox
@@ -41,13 +43,19 @@
 //! - [`surface`]: the project's control surface (`.glee/`, `tools.json`,
 //!   `.git/`, what its tools run), read-only in every jail, inside write
 //!   grants too, and never written by the built-ins.
+//! - [`footprint`]: what a tool runs — every path inside the root whose
+//!   content or existence decides the code a call executes (manifest,
+//!   entrypoint, scripts named by arguments, a python module with every
+//!   name that could shadow it, the venv's links and start-up files).
 //! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
-//!   content, agent-created tools under the project's permission ceiling,
-//!   the HMAC-chained audit log (each line naming its key; intent before
-//!   each call, result after, continuity checked against a head, fail
-//!   closed), and glovebox's own state directory, found from the user's
-//!   passwd entry whatever the caller's environment (or `--state-dir`),
-//!   which no jail may read or write.
+//!   the footprint, the venv's interpreter and where each grant resolves,
+//!   agent-created tools under the project's permission ceiling (checked
+//!   again at every call), the HMAC-chained audit log (each line naming
+//!   its key; intent before each call, result after, continuity checked
+//!   against a head, fail closed) with one sanitiser for every
+//!   caller-supplied string, and glovebox's own state directory, found
+//!   from the user's passwd entry whatever the caller's environment (or
+//!   `--state-dir`), which no jail may read or write.
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
 //!   in every Glee project unless its config narrows them, run as the
 //!   glovebox binary itself in the jail with
@@ -65,7 +73,8 @@
 //!   results, cancellable calls, live reload and list changes; and the HTTP
 //!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
 //!   with every resource bounded (connections, timeouts, sessions, one
-//!   call bound for every transport) and graceful shutdown.
+//!   call bound for every transport), a `Host` check on every route and
+//!   graceful shutdown.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
 //!   MCP tool lists; names a target does not accept are reported, never
 //!   renamed.

@@ -1,7 +1,10 @@
 //! The effective policy of a tool: what its jail will allow, as a plain
 //! struct that `glovebox explain` prints.
 //!
-//! Policy = the manifest's `permissions` (paths resolved from the root) ∪
+//! Policy = the manifest's `permissions` (paths resolved from the root,
+//! then through their symlinks at every call: a grant written inside the
+//! root that now leads outside it is refused unless the manifest names the
+//! target itself) ∪
 //! the sandbox profile baseline ∪ the runtime a python tool needs (its
 //! interpreter's installation and its venv, read + execute), with limits
 //! from `.glee/config.yml` and the manifest's `timeout_ms`. Nothing else:
@@ -12,6 +15,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::footprint;
 use crate::jail::{self, FsAccess, Limits};
 use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
@@ -24,6 +28,14 @@ pub enum PolicyError {
     /// The entrypoint or cwd is not reachable under the tool's own policy.
     #[error("{what} {path:?} is outside the tool's allowed paths; add it (or a parent) to permissions.fs.read")]
     OutsideAllowed { what: &'static str, path: PathBuf },
+    /// A granted path inside the root resolves through a symlink to a
+    /// place outside it that the manifest does not name.
+    #[error("{what} {path:?} resolves through a symlink to {target:?}, outside the project root; remove the link, or name {target:?} itself in the manifest if that is intended")]
+    GrantThroughLink {
+        what: String,
+        path: String,
+        target: PathBuf,
+    },
     /// The python interpreter or venv could not be found.
     #[error(transparent)]
     Python(#[from] crate::run::python::PythonError),
@@ -72,6 +84,69 @@ pub struct Policy {
     pub protected: Vec<PathBuf>,
 }
 
+/// Checks the paths a manifest grants, as they resolve at this call.
+struct Grants<'a> {
+    root: &'a Path,
+    /// The root with its own links resolved.
+    real_root: PathBuf,
+    /// Absolute paths the manifest names itself, that a read grant may
+    /// resolve into.
+    named_read: Vec<PathBuf>,
+    /// The same for write grants (only `fs.write` entries).
+    named_write: Vec<PathBuf>,
+}
+
+impl<'a> Grants<'a> {
+    fn new(root: &'a Path, manifest: &Manifest) -> Grants<'a> {
+        let fs = &manifest.permissions.fs;
+        // An absolute entry names itself; one outside the root (a system
+        // path such as /lib → /usr/lib) also names where it resolves. One
+        // inside the root names only itself: a link there is the very
+        // thing being checked.
+        let absolute = |list: &[String]| {
+            list.iter()
+                .filter(|s| Path::new(s).is_absolute())
+                .flat_map(|s| {
+                    let p = resolve(root, s);
+                    let outside = !p.starts_with(root);
+                    let real = outside.then(|| footprint::resolved(&p));
+                    std::iter::once(p).chain(real)
+                })
+                .collect::<Vec<_>>()
+        };
+        let named_write = absolute(&fs.write);
+        let mut named_read = absolute(&fs.read);
+        named_read.extend(named_write.iter().cloned());
+        Grants {
+            root,
+            real_root: footprint::resolved(root),
+            named_read,
+            named_write,
+        }
+    }
+
+    /// The grant `path` resolved (symlinks followed as far as they exist,
+    /// so the jail grants exactly what was checked), or an error when a
+    /// path written inside the root leads outside it and the manifest does
+    /// not name where it leads.
+    fn check(&self, what: &str, path: &str, named: &[PathBuf]) -> Result<PathBuf, PolicyError> {
+        let lexical = resolve(self.root, path);
+        let real = footprint::resolved(&lexical);
+        let inside_written = lexical.starts_with(self.root);
+        let inside_real = real.starts_with(&self.real_root);
+        if inside_written && !inside_real && !named.iter().any(|n| real.starts_with(n)) {
+            return Err(PolicyError::GrantThroughLink {
+                what: what.to_string(),
+                path: path.to_string(),
+                target: real,
+            });
+        }
+        // Inside the root, spelled under the root as written (the jail
+        // protects the project's control files by that spelling).
+        Ok(footprint::resolved_under(self.root, &lexical))
+    }
+}
+
 fn mib(n: u64) -> u64 {
     n.saturating_mul(1 << 20)
 }
@@ -84,8 +159,17 @@ impl Policy {
         config: &Config,
     ) -> Result<Policy, PolicyError> {
         let p = &manifest.permissions;
-        let read: Vec<PathBuf> = p.fs.read.iter().map(|s| resolve(root, s)).collect();
-        let write: Vec<PathBuf> = p.fs.write.iter().map(|s| resolve(root, s)).collect();
+        let grants = Grants::new(root, manifest);
+        let read =
+            p.fs.read
+                .iter()
+                .map(|s| grants.check("fs.read", s, &grants.named_read))
+                .collect::<Result<Vec<_>, _>>()?;
+        let write =
+            p.fs.write
+                .iter()
+                .map(|s| grants.check("fs.write", s, &grants.named_write))
+                .collect::<Result<Vec<_>, _>>()?;
         let timeout_ms = match &manifest.exec {
             Exec::Command(c) => c.timeout_ms,
             Exec::Python(py) => py.timeout_ms,
@@ -101,7 +185,12 @@ impl Policy {
             ..Limits::default()
         };
         let runtime = match &manifest.exec {
-            Exec::Python(py) => Interpreter::locate(root, py)?.grant,
+            Exec::Python(py) => {
+                if let Some(v) = &py.venv {
+                    grants.check("exec.python.venv", v, &[resolve(root, v)])?;
+                }
+                Interpreter::locate(root, py)?.grant
+            }
             _ => Vec::new(),
         };
         Ok(Policy {
@@ -153,8 +242,13 @@ impl Policy {
         }
     }
 
-    /// True when `path` can be read under this policy.
+    /// True when `path` (as written, or with its symlinks resolved) can be
+    /// read under this policy.
     pub fn can_read(&self, path: &Path) -> bool {
+        self.covers(path) || self.covers(&footprint::resolved(path))
+    }
+
+    fn covers(&self, path: &Path) -> bool {
         let b = &self.baseline;
         [
             &self.read,
@@ -330,5 +424,64 @@ impl Policy {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::manifest::project::Project;
+
+    fn policy(root: &Path, read: &[&str]) -> Result<Policy, PolicyError> {
+        let dir = root.join(".glee/tools/t");
+        std::fs::create_dir_all(&dir).unwrap();
+        let read: Vec<String> = read.iter().map(|r| format!("{r:?}")).collect();
+        std::fs::write(
+            dir.join("tool.yml"),
+            format!("name: t\ndescription: d\nkind: command\nversion: 1\ninputs:\n  schema: {{type: object}}\noutputs:\n  format: text\nexec:\n  command:\n    entrypoint: cat\npermissions:\n  fs:\n    read: [{}]\n", read.join(", ")),
+        )
+        .unwrap();
+        let project = Project::load(root).unwrap();
+        let tool = project.tool("t").unwrap();
+        Policy::for_tool(root, &tool.manifest, &Config::default())
+    }
+
+    #[test]
+    fn a_grant_a_link_leads_out_of_the_root_is_refused_unless_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = base.join("root");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(root.join("data/real")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("data/cache")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("data/inner")).unwrap();
+        let out = outside.to_str().unwrap();
+        let abs_link = root.join("data/cache");
+        let abs_link = abs_link.to_str().unwrap();
+        for refused in [&["data/cache"][..], &["data/cache/sub"], &[abs_link]] {
+            let e = policy(&root, refused).unwrap_err();
+            assert!(
+                matches!(e, PolicyError::GrantThroughLink { .. }),
+                "{refused:?}: {e}"
+            );
+        }
+        let p = policy(&root, &["data/cache", out]).unwrap();
+        assert_eq!(p.read[0], outside);
+        // A link that stays inside the root is fine, and granted resolved.
+        let p = policy(&root, &["data/inner", "."]).unwrap();
+        assert_eq!(p.read, [root.join("data/real"), root.clone()]);
+        // A grant that does not exist yet resolves to itself.
+        let p = policy(&root, &["data/new"]).unwrap();
+        assert_eq!(p.read, [root.join("data/new")]);
+        // A root reached through a link keeps its spelling (the jail
+        // protects the project's control files by it); links inside are
+        // still followed.
+        let via = base.join("via");
+        std::os::unix::fs::symlink(&root, &via).unwrap();
+        let p = policy(&via, &["data/inner", "."]).unwrap();
+        assert_eq!(p.read, [via.join("data/real"), via.clone()]);
+        assert!(policy(&via, &["data/cache"]).is_err());
     }
 }

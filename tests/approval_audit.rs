@@ -309,7 +309,7 @@ fn each_kind_of_excess_is_refused_and_nothing_is_written() {
         "description": "x", "kind": "command", "version": 1,
         "inputs": {"schema": {"type": "object", "properties": {}}},
         "outputs": {"format": "text"},
-        "exec": {"command": {"entrypoint": "true"}},
+        "exec": {"command": {"entrypoint": "true", "cwd": "src"}},
     });
     let cases = [
         (
@@ -331,9 +331,40 @@ fn each_kind_of_excess_is_refused_and_nothing_is_written() {
             "secret",
         ),
     ];
-    for (name, perms, word) in cases {
+    let outside = p.f.outside.to_str().unwrap().to_string();
+    let execs = [
+        (
+            "cwd",
+            json!({"command": {"entrypoint": "true", "cwd": "src/escape"}}),
+            "exec.command.cwd",
+        ),
+        (
+            "venv",
+            json!({"python": {"module": "m", "function": "f", "cwd": "src", "venv": outside}}),
+            "exec.python.venv",
+        ),
+        (
+            "pycwd",
+            json!({"python": {"module": "m", "function": "f", "cwd": "src/escape"}}),
+            "exec.python.cwd",
+        ),
+    ];
+    let cases = cases.into_iter().map(|(n, p, w)| (n, p, w, None)).chain(
+        execs
+            .into_iter()
+            .map(|(n, e, w)| (n, json!({"fs": {"read": ["src"]}}), w, Some(e))),
+    );
+    for (name, perms, word, exec) in cases {
         let mut def = base.clone();
         def["permissions"] = perms;
+        if let Some(exec) = exec {
+            def["kind"] = json!(if exec.get("python").is_some() {
+                "python"
+            } else {
+                "command"
+            });
+            def["exec"] = exec;
+        }
         let file = p.f.base.join(format!("{name}.json"));
         std::fs::write(&file, def.to_string()).unwrap();
         let out = p.gb(&[
@@ -359,7 +390,8 @@ fn each_kind_of_excess_is_refused_and_nothing_is_written() {
         );
     }
     let log = p.log();
-    assert_eq!(log.matches("TOOL_DENIED").count(), 6, "{log}");
+    assert_eq!(log.matches("TOOL_DENIED").count(), 9, "{log}");
+    assert_eq!(log.matches("is outside the ceiling").count(), 7, "{log}");
     assert!(log.contains("reason=ceiling"));
     assert!(!log.contains("TOOL_CREATED"));
 }
@@ -498,7 +530,7 @@ fn a_shadowing_package_voids_a_python_approval() {
     std::fs::create_dir_all(&out).unwrap();
     p.f.file(
         "mod.py",
-        "def f():\n    open('out/approved', 'w').write('x')\n    return 'approved'\n",
+        "import os\n\ndef f():\n    if os.path.exists('raise'):\n        raise ValueError('asked to')\n    open('out/approved', 'w').write('x')\n    return 'approved'\n",
     );
     let mut tool = python_tool(
         "py",
@@ -526,8 +558,56 @@ fn a_shadowing_package_voids_a_python_approval() {
     // A byte-code cache posing as the module's is covered too.
     std::fs::remove_dir_all(p.f.root.join("mod")).unwrap();
     p.run("py", &[]).assert_ok();
-    p.f.file("__pycache__/mod.cpython-399.pyc", "not byte code");
-    p.run("py", &[]).assert_failed("approval_required", 1);
+    // Files named like the modules the shim itself imports are not run by
+    // it (before or after the call, on success or on an exception).
+    for shadow in ["importlib.py", "traceback.py", "linecache.py"] {
+        p.f.file(
+            shadow,
+            &format!("open('out/{shadow}.ran', 'w').write('x')\n"),
+        );
+    }
+    p.run("py", &[]).assert_ok();
+    p.f.file("raise", "");
+    p.run("py", &[]).assert_failed("python_exception", 1);
+    std::fs::remove_file(p.f.root.join("raise")).unwrap();
+    for shadow in ["importlib.py", "traceback.py", "linecache.py"] {
+        assert!(
+            !out.join(format!("{shadow}.ran")).exists(),
+            "the shim ran the project's {shadow}"
+        );
+    }
+    // A forged byte-code cache (the source's size and time in its header,
+    // other code) is never read: the approval holds and the source runs.
+    let python = ["/usr/local/bin/python3", "/usr/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3 in the jail's PATH");
+    let forge = "import importlib.util, marshal, os, struct\nst = os.stat('mod.py')\ncode = compile(\"def f():\\n    open('out/forged', 'w').write('x')\\n    return 'forged'\\n\", 'mod.py', 'exec')\np = importlib.util.cache_from_source('mod.py')\nos.makedirs(os.path.dirname(p), exist_ok=True)\nopen(p, 'wb').write(importlib.util.MAGIC_NUMBER + struct.pack('<III', 0, int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) + marshal.dumps(code))\n";
+    let forged = Command::new(python)
+        .args(["-I", "-c", forge])
+        .current_dir(&p.f.root)
+        .status()
+        .unwrap();
+    assert!(forged.success());
+    assert!(p.f.root.join("__pycache__").is_dir());
+    // The forgery works on a plain interpreter (the probe is sound) …
+    let plain = Command::new(python)
+        .args([
+            "-I",
+            "-B",
+            "-c",
+            "import sys; sys.path.insert(0, '.'); import mod; print(mod.f())",
+        ])
+        .current_dir(&p.f.root)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout).trim(), "forged");
+    std::fs::remove_file(out.join("forged")).unwrap();
+    // … and not in glovebox.
+    let r = p.run("py", &[]);
+    r.assert_ok();
+    assert_eq!(r.output(), "approved");
+    assert!(!out.join("forged").exists(), "the forged byte code ran");
 }
 
 /// Attack 1 (command): `entrypoint: sh, args: ["scripts/run.sh"]`: the
@@ -747,4 +827,264 @@ fn verify_tells_another_state_key_from_tampering() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success() && text.contains("TAMPERED"), "{text}");
     assert!(text.contains("line 1: mac does not match"), "{text}");
+}
+
+const LINK_CANARY: &str = "LINKED-GRANT-CANARY-5e1f";
+
+/// Attack 3: an agent-created, approved tool reads `data/cache` (not yet
+/// there); a link `data/cache -> <outside>` made afterwards must not let it
+/// read outside the root: not after approval, not with the call approved
+/// by hand (`--yes`), and not for a hand-written tool either.
+#[test]
+fn a_symlink_made_after_approval_does_not_widen_a_grant() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    std::fs::write(p.f.outside.join("canary.txt"), LINK_CANARY).unwrap();
+    std::fs::create_dir_all(p.f.root.join("data")).unwrap();
+    let def = json!({
+        "description": "reads the cache", "kind": "command", "version": 1,
+        "inputs": {"schema": {"type": "object", "properties": {"f": {"type": "string"}}}},
+        "outputs": {"format": "text"},
+        "exec": {"command": {"entrypoint": "cat", "args": ["${f}"], "cwd": "data/cache"}},
+        "permissions": {"fs": {"read": ["data/cache"]}},
+    });
+    let file = p.f.base.join("def.json");
+    std::fs::write(&file, def.to_string()).unwrap();
+    let out = p.gb(&["create", "cache", "--definition", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(p.gb(&["approve", "cache", "--yes"]).status.success());
+    // Legitimate: the cache is made inside the root and read.
+    p.f.file("data/cache/canary.txt", "inside cache");
+    let r = p.run("cache", &["f=canary.txt"]);
+    r.assert_ok();
+    assert_eq!(r.text(), "inside cache");
+
+    // The attacker replaces the cache by a link to the outside.
+    std::fs::remove_dir_all(p.f.root.join("data/cache")).unwrap();
+    std::os::unix::fs::symlink(&p.f.outside, p.f.root.join("data/cache")).unwrap();
+    let r = p.run("cache", &["f=canary.txt"]);
+    r.assert_failed("approval_required", 1);
+    assert!(
+        r.message().contains("fs.read data/cache now resolves to"),
+        "{r:#?}"
+    );
+    assert!(!r.mentions(LINK_CANARY), "canary leaked: {r:#?}");
+    let r = p.run("cache", &["f=canary.txt", "--yes"]);
+    assert_eq!(r.kind(), "permission_exceeds_ceiling", "{r:#?}");
+    assert!(!r.mentions(LINK_CANARY), "canary leaked: {r:#?}");
+
+    // A hand-written tool with the same grant is refused at run time.
+    p.f.tool(&command_tool(
+        "hand",
+        schema(json!({"f": {"type": "string"}})),
+        json!({"entrypoint": "cat", "args": ["${f}"], "cwd": "data/cache"}),
+        json!({"fs": {"read": ["data/cache"]}}),
+    ));
+    let r = p.run("hand", &["f=canary.txt"]);
+    r.assert_failed("manifest_invalid", 2);
+    assert!(r.message().contains("resolves through a symlink"), "{r:#?}");
+    assert!(!r.mentions(LINK_CANARY), "canary leaked: {r:#?}");
+    // Naming the target itself is the owner's explicit choice: allowed.
+    p.f.tool(&command_tool(
+        "named",
+        schema(json!({"f": {"type": "string"}})),
+        json!({"entrypoint": "cat", "args": ["${f}"], "cwd": "data/cache"}),
+        json!({"fs": {"read": ["data/cache", p.f.outside.to_str().unwrap()]}}),
+    ));
+    let r = p.run("named", &["f=canary.txt"]);
+    r.assert_ok();
+    assert_eq!(r.text(), LINK_CANARY);
+}
+
+/// Runs `glovebox mcp` as a client named `name`/`version` and makes the
+/// `calls` (tool, arguments) one after the other; the replies, in order.
+fn mcp_calls(p: &Project, name: &str, version: &str, calls: &[(&str, Value)]) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(bin())
+        .arg("--root")
+        .arg(&p.f.root)
+        .arg("mcp")
+        .env("GLOVEBOX_STATE_DIR", &p.state)
+        .current_dir(&p.f.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": name, "version": version}}}),
+    );
+    let mut next = |id: usize| loop {
+        let line = lines.next().expect("a reply").unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == json!(id) {
+            return v;
+        }
+    };
+    next(0);
+    let mut replies = Vec::new();
+    let mut sent = vec![json!({"jsonrpc": "2.0", "method": "notifications/initialized"})];
+    for (i, (tool, args)) in calls.iter().enumerate() {
+        sent.push(
+            json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}),
+        );
+    }
+    let mut sent = sent.into_iter();
+    send(sent.next().unwrap());
+    for (i, msg) in sent.enumerate() {
+        send(msg);
+        replies.push(next(i + 1));
+    }
+    drop(stdin);
+    let _ = child.wait();
+    replies
+}
+
+/// Attack 4: an MCP client's name and version, and a tool name, carry
+/// field-like text and ANSI escapes. The log keeps one true field each, no
+/// raw control byte reaches the log, `audit` or its JSON, and `--verify`
+/// stays intact; a record with a duplicated field fails `--verify`.
+#[test]
+fn caller_supplied_strings_cannot_forge_audit_fields() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.f.tool(&command_tool(
+        "failing",
+        schema(json!({})),
+        json!({"entrypoint": "false"}),
+        read_root(),
+    ));
+    let mut denied = command_tool(
+        "guarded",
+        schema(json!({})),
+        json!({"entrypoint": "true"}),
+        read_root(),
+    );
+    denied["approval"] = json!({"required": true, "reason": "r"});
+    p.f.tool(&denied);
+    let name = "x status=success agent_id=alice reason=ok\u{1b}[2K\u{1b}[1A\r\n[t] TOOL_EXECUTED name=failing status=success";
+    let version = "1 status=success\u{1b}]0;title\u{7}\u{9b}31m";
+    let replies = mcp_calls(
+        &p,
+        name,
+        version,
+        &[("failing", json!({})), ("guarded", json!({}))],
+    );
+    // A tool name from a request that names no tool is logged too.
+    p.run("nope status=success\u{1b}[0m", &[])
+        .assert_failed("tool_not_found", 2);
+    assert_eq!(replies[0]["result"]["isError"], json!(true), "{replies:?}");
+    assert_eq!(replies[1]["result"]["isError"], json!(true), "{replies:?}");
+
+    let log = std::fs::read(p.f.root.join(".glee/audit/tools.log")).unwrap();
+    assert!(
+        !log.iter().any(|&b| b == 0x1b || b == 0x07 || b == b'\r'),
+        "a raw control byte reached the log: {}",
+        String::from_utf8_lossy(&log)
+    );
+    let text = String::from_utf8(log).unwrap();
+    assert!(!text.contains('\u{9b}'), "{text}");
+    // One result line per call (each ran call also has its intent line).
+    let results = text
+        .lines()
+        .filter(|l| !l.contains("] TOOL_STARTED "))
+        .count();
+    assert_eq!(results, 3, "one result line per call: {text}");
+    for line in text.lines().filter(|l| l.contains("] TOOL_STARTED ")) {
+        assert!(!line.contains(" status="), "{line}");
+        assert!(line.contains(" caller=mcp:x%20status%3Dsuccess"), "{line}");
+    }
+
+    let out = p.gb(&["audit", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{9b}'),
+        "{stdout}"
+    );
+    let entries: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] != "TOOL_STARTED")
+        .collect();
+    assert_eq!(entries.len(), 3, "{stdout}");
+    let failing = &entries[0]["fields"];
+    assert_eq!(entries[0]["event"], "TOOL_EXECUTED", "{stdout}");
+    assert_eq!(failing["name"], "failing");
+    assert_eq!(failing["status"], "error", "{stdout}");
+    assert_eq!(failing["kind"], "exit_code", "{stdout}");
+    assert!(failing.get("agent_id").is_none(), "{stdout}");
+    assert!(failing.get("reason").is_none(), "{stdout}");
+    assert!(failing["caller"]
+        .as_str()
+        .unwrap()
+        .starts_with("mcp:x%20status%3Dsuccess"));
+    assert_eq!(entries[1]["event"], "TOOL_DENIED", "{stdout}");
+    assert_eq!(
+        entries[1]["fields"]["reason"], "approval_required",
+        "{stdout}"
+    );
+    assert_eq!(entries[2]["fields"]["status"], "error", "{stdout}");
+    assert_eq!(entries[2]["fields"]["kind"], "tool_not_found", "{stdout}");
+    let human = p.gb(&["audit"]);
+    let human = String::from_utf8(human.stdout).unwrap();
+    assert!(
+        !human.contains('\u{1b}') && !human.contains('\u{9b}'),
+        "{human}"
+    );
+    assert_eq!(human.lines().count(), text.lines().count(), "{human}");
+    assert!(p.verify(), "{:?}", p.gb(&["audit", "--verify"]));
+
+    // A record with a duplicated field, chained with the real key (as a
+    // forger with the key, or an old glovebox, would write it).
+    use hmac::{Hmac, Mac};
+    let key = std::fs::read(p.state.join("audit.key")).unwrap();
+    let prev = text
+        .lines()
+        .last()
+        .unwrap()
+        .rsplit_once(" mac=")
+        .unwrap()
+        .1
+        .to_string();
+    let body =
+        "[2026-01-01T00:00:00Z] TOOL_EXECUTED name=failing status=error status=success caller=cli";
+    let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&key).unwrap();
+    m.update(prev.as_bytes());
+    m.update(b"\n");
+    m.update(body.as_bytes());
+    let mac = hex::encode(m.finalize().into_bytes());
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(p.f.root.join(".glee/audit/tools.log"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, format!("{body} mac={mac}\n").as_bytes()).unwrap();
+    for head in std::fs::read_dir(p.state.join("audit")).unwrap() {
+        std::fs::write(head.unwrap().path(), format!("{mac}\n")).unwrap();
+    }
+    let out = p.gb(&["audit", "--verify", "--json"]);
+    assert!(!out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{v}");
+    assert!(
+        problems[0]
+            .as_str()
+            .unwrap()
+            .contains("`status` appears twice"),
+        "{v}"
+    );
 }

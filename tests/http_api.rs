@@ -163,8 +163,20 @@ fn dechunk(mut body: &[u8]) -> Vec<u8> {
 
 /// A raw HTTP/1.1 request (Connection: close) to `addr`.
 fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    request_to(addr, addr, method, path, headers, body)
+}
+
+/// [`request`] with `Host: host`.
+fn request_to(
+    addr: &str,
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
     let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     for (k, v) in headers {
@@ -957,4 +969,85 @@ fn schemathesis_finds_no_server_error_and_no_answer_off_the_spec() {
         s.log.lock().unwrap().join("\n")
     );
     assert!(stdout.contains("passed"), "{stdout}");
+}
+
+/// Attack 5: DNS rebinding. A page on `attacker.example` that resolves to
+/// 127.0.0.1 sends `Host: attacker.example:PORT`: no route answers with
+/// tool data, and `invoke` runs nothing. Loopback names still work.
+#[test]
+fn a_foreign_host_gets_no_route() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    f.tool(&command_tool(
+        "marker",
+        schema(json!({})),
+        json!({"entrypoint": "touch", "args": ["started/host-marker"]}),
+        write_root(),
+    ));
+    let s = Served::start(&f.root, None, &[]);
+    let port = s.addr.rsplit_once(':').unwrap().1.to_string();
+    let mcp_init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "page", "version": "0"}}})
+    .to_string();
+    let routes: [(&str, &str, &[u8]); 9] = [
+        ("GET", "/api/v1/tools", b""),
+        ("GET", "/api/v1/tools/echo_json", b""),
+        ("GET", "/api/v1/tools/usage", b""),
+        ("POST", "/api/v1/tools/marker/invoke", b"{}"),
+        ("POST", "/api/v1/tools/discover", b""),
+        ("GET", "/openapi.json", b""),
+        ("GET", "/healthz", b""),
+        ("GET", "/no/such/route", b""),
+        ("POST", "/mcp", mcp_init.as_bytes()),
+    ];
+    for host in [
+        format!("attacker.example:{port}"),
+        "attacker.example".to_string(),
+        format!("localhost.attacker.example:{port}"),
+        "localhost".to_string(),
+    ] {
+        for (method, path, body) in routes {
+            let a = request_to(
+                &s.addr,
+                &host,
+                method,
+                path,
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                ],
+                body,
+            );
+            assert_eq!(a.status, 421, "{host} {method} {path}: {a:?}");
+            let text = a.json.to_string();
+            assert!(a.json["error"]["kind"].is_string(), "{host} {path}: {a:?}");
+            for leak in ["echo_json", "marker", "sleeper", "serverInfo", "openapi"] {
+                assert!(!text.contains(leak), "{host} {path} leaked {leak}: {text}");
+            }
+        }
+    }
+    assert!(!f.root.join("started/host-marker").exists(), "invoke ran");
+
+    // Loopback names with the port are served.
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let a = request_to(&s.addr, &host, "GET", "/api/v1/tools", &[], b"");
+        assert_eq!(a.status, 200, "{host}: {a:?}");
+    }
+    let a = request_to(
+        &s.addr,
+        &format!("localhost:{port}"),
+        "POST",
+        "/api/v1/tools/marker/invoke",
+        &[("Content-Type", "application/json")],
+        b"{}",
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(f.root.join("started/host-marker").exists());
 }

@@ -488,7 +488,8 @@ fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
     let mut s = TcpStream::connect(&serve.addr).unwrap();
     write!(
         s,
-        "GET /api/v1/tools HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET /api/v1/tools HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        serve.addr
     )
     .unwrap();
     let mut reply = String::new();

@@ -40,6 +40,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("input-shadows-secret", "shadow", 11, 1),
     ("url-authority-placeholder", "redirect", 16, 1),
     ("path-leaves-root", "outside", 19, 0),
+    ("grant-through-link", "linked", 19, 0),
     ("unknown-field", "typofield", 2, 1),
     ("unterminated-placeholder", "unterminated", 16, 1),
     ("invalid-placeholder", "badname", 16, 1),

@@ -605,15 +605,25 @@ fn slow_clients_are_cut_off_and_hold_no_slot() {
     let mut slow_headers = Vec::new();
     for _ in 0..8 {
         let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
-        c.write_all(b"POST /api/v1/tools/hello/invoke HTTP/1.1\r\nHost: x\r\n")
-            .unwrap();
+        c.write_all(
+            format!(
+                "POST /api/v1/tools/hello/invoke HTTP/1.1\r\nHost: {}\r\n",
+                s.addr
+            )
+            .as_bytes(),
+        )
+        .unwrap();
         slow_headers.push(c);
     }
     let mut slow_bodies = Vec::new();
     for _ in 0..8 {
         let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
         c.write_all(
-            b"POST /api/v1/tools/hello/invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+            format!(
+                "POST /api/v1/tools/hello/invoke HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
+                s.addr
+            )
+            .as_bytes(),
         )
         .unwrap();
         slow_bodies.push(c);

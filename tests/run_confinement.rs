@@ -332,3 +332,119 @@ fn declared_secret_reaches_its_tool_but_comes_back_redacted() {
     );
     assert!(!r.mentions(TOKEN), "the token came back: {r:#?}");
 }
+
+/// A venv whose `bin/python3` links to the system interpreter.
+fn venv(f: &Fixture, home: &str) {
+    let bin = f.root.join("venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let _ = std::fs::remove_file(bin.join("python3"));
+    std::os::unix::fs::symlink("/usr/bin/python3", bin.join("python3")).unwrap();
+    f.file(
+        "venv/pyvenv.cfg",
+        &format!("home = {home}\ninclude-system-site-packages = false\n"),
+    );
+}
+
+/// Attack 2: `pyvenv.cfg` is an ordinary project file; pointing its `home`
+/// next to the canary must not make the canary readable. The grant comes
+/// from the interpreter the venv's link resolves to.
+#[test]
+fn an_edited_pyvenv_cfg_does_not_widen_the_jail() {
+    if !jail_available() {
+        return;
+    }
+    let (f, canary) = fixture();
+    let canary = path_str(&canary).to_string();
+    venv(&f, "/usr/bin");
+    let mut tool = py_tool("py_venv", "read", json!(["${a}"]), read_root());
+    tool["exec"]["python"]["venv"] = json!("venv");
+    f.tool(&tool);
+    let r = f.run("py_venv", &["a=inside.txt"]);
+    r.assert_ok();
+    assert_eq!(r.text(), "ESCAPED inside content");
+
+    // `home` now names a bin directory beside the canary.
+    std::fs::create_dir_all(f.outside.join("bin")).unwrap();
+    venv(&f, path_str(&f.outside.join("bin")));
+    let r = f.run("py_venv", &[&format!("a={canary}")]);
+    assert!(!r.mentions(CANARY), "canary leaked: {r:#?}");
+    r.assert_ok();
+    assert!(r.stderr().contains("PROBE-START"), "{r:#?}");
+    assert!(r.text().starts_with("BLOCKED"), "{r:#?}");
+    let explain = std::process::Command::new(bin())
+        .args(["--root", path_str(&f.root), "explain", "py_venv"])
+        .output()
+        .unwrap();
+    let explain = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        !explain.contains(path_str(&f.outside)),
+        "the outside dir is granted: {explain}"
+    );
+}
+
+/// A venv whose interpreter is not part of a Python installation is
+/// refused, and the fake interpreter never runs.
+#[test]
+fn a_venv_whose_interpreter_is_not_python_is_refused() {
+    if !jail_available() {
+        return;
+    }
+    let (f, _) = fixture();
+    let fake = f.outside.join("fake/bin/python3");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(&fake, "#!/bin/sh\necho FAKE-INTERPRETER-RAN\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = f.root.join("venv/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(&fake, bin.join("python3")).unwrap();
+    f.file("venv/pyvenv.cfg", "home = /usr/bin\n");
+    let mut tool = py_tool("py_fake", "read", json!(["${a}"]), read_root());
+    tool["exec"]["python"]["venv"] = json!("venv");
+    f.tool(&tool);
+    let r = f.run("py_fake", &["a=inside.txt"]);
+    r.assert_failed("manifest_invalid", 2);
+    assert!(
+        r.message().contains("not part of a Python installation"),
+        "{r:#?}"
+    );
+    assert!(!r.mentions("FAKE-INTERPRETER-RAN"), "{r:#?}");
+}
+
+/// Attack 6 at the output caps: a tool prints padding then its token on
+/// stdout and stderr, so the capture cap cuts at every position around the
+/// token. No 8-character run of it comes back.
+#[test]
+fn an_output_cap_never_cuts_a_secret_into_a_readable_piece() {
+    if !jail_available() {
+        return;
+    }
+    let (f, _) = fixture();
+    const CAP: usize = 256;
+    f.config(&json!({"limits": {"output_bytes": CAP}}));
+    f.tool(&command_tool(
+        "cut_token",
+        schema(json!({"pad": {"type": "string"}})),
+        json!({"entrypoint": "python3", "args": ["-c",
+            "import os, sys\ns = 'p' * int(sys.argv[1]) + os.environ['MY_TOKEN'] + ' end'\nsys.stdout.write(s)\nsys.stderr.write(s)",
+            "${pad}"]}),
+        token_perms(),
+    ));
+    let mut cut_inside = 0;
+    for at in -2..=(TOKEN.len() as i64 + 2) {
+        let pad = (CAP as i64 + at - TOKEN.len() as i64).to_string();
+        let r = f.run_env(
+            "cut_token",
+            &[&format!("pad={pad}")],
+            &[("MY_TOKEN", TOKEN)],
+        );
+        let stderr = r.stderr().to_string();
+        assert!(stderr.starts_with("ppp"), "the tool did not run: {r:#?}");
+        assert!(
+            r.piece_of(TOKEN).is_none(),
+            "pad {pad}: {:?} in {r:#?}",
+            r.piece_of(TOKEN)
+        );
+        cut_inside += usize::from(r.kind() == "resource_limit" && !stderr.ends_with("end"));
+    }
+    assert!(cut_inside > 10, "the cap never cut inside the token");
+}

@@ -729,3 +729,106 @@ fn the_network_allowlist_binds_http_tools_too() {
     assert!(r.message().contains("allowlist"), "{r:#?}");
     assert_eq!(other.connections(), 0);
 }
+
+/// A secret with characters JSON servers like to escape (`/`, `+`).
+const ESCAPABLE: &str = "sk/live+9f3a8c7e6d5b4a39c1";
+
+/// Attack 6: the server echoes the `Authorization` header in an error body
+/// after a padding parameter, so the 2,048-byte excerpt cut falls at every
+/// position around the echoed token. No 8-character run of the token comes
+/// back, whatever the cut, the escaping (`\/`, `\uXXXX`) or the encoding
+/// (base64 inside `Basic`, hex).
+#[test]
+fn no_piece_of_a_secret_comes_back_whatever_the_cut_or_the_escaping() {
+    let server = Server::start(|r| {
+        use base64::Engine;
+        let auth = r.header("authorization").unwrap_or_default().to_string();
+        let pad = r
+            .query_pairs()
+            .into_iter()
+            .find(|(k, _)| k == "pad")
+            .map(|(_, v)| v)
+            .unwrap_or_default();
+        let token = auth.trim_start_matches("Bearer ").to_string();
+        let php = serde_json::to_string(&token)
+            .unwrap()
+            .replace('/', "\\/")
+            .replace('+', "\\u002B");
+        match r.path.as_str() {
+            "/echo" => Reply::text(
+                400,
+                &format!("you sent pad={pad} Authorization: {auth} end"),
+            ),
+            "/php" => {
+                let mut reply = Reply::text(401, &format!(r#"{{"error":"denied","auth":{php}}}"#));
+                reply.headers = vec![("Content-Type".into(), "application/json".into())];
+                reply
+            }
+            "/php_ok" => {
+                let mut reply = Reply::text(200, &format!(r#"{{"auth":{php}}}"#));
+                reply.headers = vec![("Content-Type".into(), "application/json".into())];
+                reply
+            }
+            _ => {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                Reply::json(json!({
+                    "b64": b64.encode(&token),
+                    "basic": b64.encode(format!("user:{token}")),
+                    "hex": hex::encode(&token),
+                }))
+            }
+        }
+    });
+    let f = Fixture::new();
+    allow_private(&f);
+    for path in ["echo", "php", "php_ok", "encoded"] {
+        f.tool(&http_tool(
+            path,
+            json!({"pad": {"type": "string"}}),
+            json!({"method": "GET", "url": format!("{}/{path}", server.origin()),
+                   "query": {"pad": "${pad}"},
+                   "headers": {"Authorization": "Bearer ${TOKEN}"}}),
+        ));
+    }
+    let run =
+        |name: &str, pad: &str| f.run_env(name, &[&format!("pad={pad}")], &[("TOKEN", ESCAPABLE)]);
+    // "you sent pad=" + pad + " Authorization: Bearer " precede the token.
+    let before = "you sent pad=".len() + " Authorization: Bearer ".len();
+    let mut cuts_inside = 0;
+    for at in -2..=(ESCAPABLE.len() as i64 + 2) {
+        let pad = "p".repeat((2048 - before as i64 + at) as usize);
+        let r = run("echo", &pad);
+        r.assert_failed("http_error", 1);
+        let excerpt = r.details()["body"].as_str().unwrap();
+        assert!(excerpt.starts_with("you sent pad=ppp"), "{r:#?}");
+        assert!(
+            r.piece_of(ESCAPABLE).is_none(),
+            "cut {at}: {:?} in {r:#?}",
+            r.piece_of(ESCAPABLE)
+        );
+        cuts_inside += usize::from(excerpt.len() < before + pad.len() + ESCAPABLE.len());
+    }
+    assert!(cuts_inside > 10, "the cut never fell inside the echo");
+
+    let r = run("php", "x");
+    r.assert_failed("http_error", 1);
+    assert!(
+        r.details()["body"]
+            .as_str()
+            .unwrap()
+            .contains("[REDACTED:TOKEN]"),
+        "{r:#?}"
+    );
+    assert!(r.piece_of(ESCAPABLE).is_none(), "{r:#?}");
+    let r = run("php_ok", "x");
+    r.assert_ok();
+    assert_eq!(r.output()["auth"], "[REDACTED:TOKEN]", "{r:#?}");
+    let r = run("encoded", "x");
+    r.assert_ok();
+    for field in ["b64", "basic", "hex"] {
+        let v = r.output()[field].as_str().unwrap();
+        assert!(v.contains("[REDACTED:TOKEN]"), "{field}: {r:#?}");
+        assert!(v.len() < 40, "{field} kept too much: {v}");
+    }
+    assert!(r.piece_of(ESCAPABLE).is_none(), "{r:#?}");
+}

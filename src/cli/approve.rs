@@ -44,6 +44,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         let mut err = std::io::stderr();
         writeln!(err, "{}", yaml::emit(&manifest).unwrap_or_default())?;
         write!(err, "{}", policy.explain())?;
+        let root = &engine.project().root;
+        let covered: Vec<String> = glovebox::footprint::of(root, tool)
+            .files
+            .iter()
+            .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
+            .collect();
+        writeln!(
+            err,
+            "covers    {} (a change to any of them, a file that would shadow them, or where a grant leads voids the approval)",
+            covered.join(", ")
+        )?;
         write!(err, "approve tool `{}` as shown? [y/N] ", args.name)?;
         err.flush()?;
         let mut line = String::new();

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use glovebox::audit::Log;
+use glovebox::audit::{self, Log};
 
 use super::Cli;
 
@@ -140,15 +140,25 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             let fields: serde_json::Map<String, serde_json::Value> = e
                 .fields
                 .iter()
-                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(audit::display(v))))
                 .collect();
             println!(
                 "{}",
-                serde_json::json!({"ts": e.ts, "event": e.event, "fields": fields})
+                serde_json::json!({"ts": audit::display(&e.ts), "event": audit::display(&e.event), "fields": fields})
             );
         } else {
-            let fields: Vec<String> = e.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            println!("[{}] {} {}", e.ts, e.event, fields.join(" "));
+            // Control characters a foreign line may hold are shown escaped.
+            let fields: Vec<String> = e
+                .fields
+                .iter()
+                .map(|(k, v)| format!("{}={}", audit::display(k), audit::display(v)))
+                .collect();
+            println!(
+                "[{}] {} {}",
+                audit::display(&e.ts),
+                audit::display(&e.event),
+                fields.join(" ")
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

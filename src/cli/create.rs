@@ -32,7 +32,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let definition = yaml::parse(&text)
         .map(|d| d.value)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.definition.display()))?;
-    match create::create(&project, &args.name, definition, &args.creator) {
+    match create::create(
+        &project,
+        &args.name,
+        definition,
+        &glovebox::audit::client_label(&args.creator),
+    ) {
         Ok(c) => {
             if args.json {
                 println!(

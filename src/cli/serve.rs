@@ -70,6 +70,12 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_GRACE.as_secs(),
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub grace: u64,
+    /// A host name (`name` or `name:port`) a non-loopback server answers
+    /// to besides its own address; repeatable. Requests naming another
+    /// host get 421 (DNS rebinding). Ignored on loopback, which answers to
+    /// localhost, 127.0.0.1 and [::1] only.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_host: Vec<String>,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
@@ -91,6 +97,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             usage_scan_bytes: args.usage_scan_bytes,
         },
         grace: Duration::from_secs(args.grace),
+        hosts: args.allow_host.clone(),
+        bound: Default::default(),
     };
     options.check()?;
     let live = super::live(cli)?;

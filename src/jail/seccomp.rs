@@ -431,6 +431,10 @@ mod tests {
         }
         let file = std::path::Path::new("/tmp/glovebox-seccomp-metadata-test");
         std::fs::write(file, "x").unwrap();
+        // Build both programs here, not in the child: a fork taken while
+        // another test thread is filling the same cache would leave the
+        // child waiting on that thread forever.
+        assert!(programs(false, false).is_ok() && programs(false, true).is_ok());
         // The probe: without the metadata rules the same chmod works.
         assert_eq!(sys::in_child(|| attempt(false)), 0);
         assert_eq!(sys::in_child(|| attempt(true)), libc::EPERM);

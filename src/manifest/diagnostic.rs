@@ -104,6 +104,8 @@ rules! {
     SecretNameInvalid = "secret-name-invalid", Error;
     /// A path in `fs.read`, `fs.write` or `cwd` that resolves outside the root.
     PathLeavesRoot = "path-leaves-root", Warning;
+    /// A granted path (`fs.*`, `cwd`, `venv`) that goes through a symlink.
+    GrantThroughLink = "grant-through-link", Warning;
     /// An http tool with filesystem permissions (http tools run no code).
     HttpWithFs = "http-with-fs", Warning;
     /// An http tool with `network: false` cannot reach anything.

@@ -192,6 +192,61 @@ pub fn leaves_root(root: &Path, path: &str) -> bool {
     !resolve(root, path).starts_with(normalize(root))
 }
 
+/// [`resolved`], spelled under `root` as the root itself is spelled when
+/// it leads inside the root: links inside the project are followed, the
+/// root's own path (which may pass through a link, as every protected
+/// path's does) is kept. Outside the root: the real path.
+pub fn resolved_under(root: &Path, path: &Path) -> PathBuf {
+    let real = resolved(path);
+    let real_root = resolved(root);
+    match real.strip_prefix(&real_root) {
+        Ok(rest) if rest.as_os_str().is_empty() => root.to_path_buf(),
+        Ok(rest) => root.join(rest),
+        Err(_) => real,
+    }
+}
+
+/// A path with symlinks resolved as far as it exists; the missing rest is
+/// appended as written (`..` and `.` already gone, see [`resolve`]).
+pub fn resolved(path: &Path) -> PathBuf {
+    resolved_within(path, 40)
+}
+
+/// [`resolved`] following at most `hops` dangling links (a loop ends).
+fn resolved_within(path: &Path, hops: u32) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    // A dangling link resolves to where it points.
+    let mut out = std::fs::canonicalize(&existing).unwrap_or_else(|_| dangling(&existing, hops));
+    for part in rest.iter().rev() {
+        out.push(part);
+    }
+    out
+}
+
+/// Where a dangling symlink points (its parent resolved), or the path.
+fn dangling(path: &Path, hops: u32) -> PathBuf {
+    match (std::fs::read_link(path), path.parent()) {
+        (Ok(target), Some(parent)) if hops > 0 => {
+            let joined = normalize(&parent.join(target));
+            if joined == path {
+                return joined;
+            }
+            resolved_within(&joined, hops - 1)
+        }
+        _ => path.to_path_buf(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -472,7 +472,7 @@ impl Lint<'_> {
         }
     }
 
-    /// `path-leaves-root`.
+    /// `path-leaves-root` and `grant-through-link`.
     fn paths(&mut self, doc: &Document) {
         let mut paths: Vec<(String, &str)> = Vec::new();
         for list in ["read", "write"] {
@@ -485,18 +485,47 @@ impl Lint<'_> {
                 }
             }
         }
-        for pointer in ["/exec/command/cwd", "/exec/python/cwd"] {
+        for pointer in ["/exec/command/cwd", "/exec/python/cwd", "/exec/python/venv"] {
             if let Some(path) = doc.value.pointer(pointer).and_then(Value::as_str) {
                 paths.push((pointer.to_owned(), path));
             }
         }
+        let real_root = discover::resolved(self.root);
         for (pointer, path) in paths {
             if discover::leaves_root(self.root, path) {
+                if pointer != "/exec/python/venv" {
+                    let message = format!(
+                        "`{}` is `{path}`, which resolves outside the project root; keep paths under the root or make sure this is intended",
+                        display_path(&pointer)
+                    );
+                    self.report(Rule::PathLeavesRoot, doc.positions.value(&pointer), message);
+                }
+                continue;
+            }
+            // Inside the root as written: does a symlink lead elsewhere?
+            let lexical = discover::resolve(self.root, path);
+            let real = discover::resolved(&lexical);
+            let expected = lexical
+                .strip_prefix(self.root)
+                .map(|rel| real_root.join(rel))
+                .unwrap_or_else(|_| lexical.clone());
+            if real != expected && real != lexical {
+                let outside = !real.starts_with(&real_root);
                 let message = format!(
-                    "`{}` is `{path}`, which resolves outside the project root; keep paths under the root or make sure this is intended",
-                    display_path(&pointer)
+                    "`{}` is `{path}`, which goes through a symlink to {}{}; grant the real path instead, so a changed link cannot change what the tool may reach",
+                    display_path(&pointer),
+                    real.display(),
+                    if outside {
+                        " (outside the project root: refused at run time unless the manifest names that path itself)"
+                    } else {
+                        ""
+                    }
                 );
-                self.report(Rule::PathLeavesRoot, doc.positions.value(&pointer), message);
+                self.report(
+                    Rule::GrantThroughLink,
+                    doc.positions.value(&pointer),
+                    message,
+                );
             }
         }
     }

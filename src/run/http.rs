@@ -358,10 +358,14 @@ pub fn shape(body: Value, r: Option<&Response>) -> Result<Value, String> {
     })
 }
 
-fn excerpt(body: &[u8]) -> String {
-    let cut = body.len().min(EXCERPT_BYTES);
-    let mut s = String::from_utf8_lossy(&body[..cut]).into_owned();
-    if body.len() > cut {
+/// The start of a body for an error: redacted whole before it is cut, so
+/// a cut cannot split a secret into an unrecognisable piece.
+fn excerpt(redact: &Redactor, body: &[u8]) -> String {
+    // The whole body (bounded by max_response_bytes): a mark may be
+    // shorter than what it replaces, so any part of it may end up within
+    // the excerpt.
+    let (mut s, cut) = redact.cut(&String::from_utf8_lossy(body), EXCERPT_BYTES);
+    if cut {
         s.push('…');
     }
     s
@@ -415,7 +419,7 @@ pub fn run(
     redact: &Redactor,
     schemas: &Schemas,
 ) -> Outcome {
-    let mut outcome = call(root, m, exec, config, b, schemas);
+    let mut outcome = call(root, m, exec, config, b, schemas, redact);
     if let Some(e) = &mut outcome.error {
         e.message = redact.text(&e.message);
         e.details = redact.value(std::mem::take(&mut e.details));
@@ -434,6 +438,7 @@ fn call(
     config: &Config,
     b: &Bindings<'_>,
     schemas: &Schemas,
+    redact: &Redactor,
 ) -> Outcome {
     let name = &m.name;
     let fail = |e: HttpError| Outcome::failure(name, e.kind(), e.to_string(), json!({}));
@@ -484,7 +489,7 @@ fn call(
     };
     let status = res.status.as_u16();
     if !res.status.is_success() {
-        let body = excerpt(&res.body);
+        let body = excerpt(redact, &res.body);
         return Outcome::failure(
             name,
             ErrorKind::HttpError,
@@ -517,7 +522,7 @@ fn call(
                                 "the response ({status}, {}) is not valid JSON: {e}",
                                 res.content_type.as_deref().unwrap_or("no content type")
                             ),
-                            json!({"status": status, "body": excerpt(&res.body)}),
+                            json!({"status": status, "body": excerpt(redact, &res.body)}),
                         )
                     }
                 }
@@ -531,7 +536,7 @@ fn call(
                         format!(
                             "the response ({status}) has no value at response.json_path `{path}`"
                         ),
-                        json!({"status": status, "json_path": path, "body": excerpt(&res.body)}),
+                        json!({"status": status, "json_path": path, "body": excerpt(redact, &res.body)}),
                     )
                 }
             }

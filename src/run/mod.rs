@@ -87,6 +87,19 @@ pub fn finish(
     schemas: &Schemas,
     read: impl FnOnce(&JailResult, &Redactor) -> Finished,
 ) -> Outcome {
+    let mut result = result;
+    // An output cap cut the stream: what was kept may end in the first
+    // characters of a secret, which whole-value redaction cannot see.
+    if result.stdout_bytes > result.stdout.len() as u64 {
+        result.stdout = redact
+            .text_cut(&String::from_utf8_lossy(&result.stdout))
+            .into_bytes();
+    }
+    if result.stderr_bytes > result.stderr.len() as u64 {
+        result.stderr = redact
+            .text_cut(&String::from_utf8_lossy(&result.stderr))
+            .into_bytes();
+    }
     let stderr = redact.text(&String::from_utf8_lossy(&result.stderr));
     let exit_code = match result.status {
         Status::Exited(c) => Some(c),

@@ -4,9 +4,18 @@
 # document to the original stdout, which only this shim writes to: the
 # function's own prints (Python or C level, and its subprocesses) go to
 # stderr, because fd 1 is pointed at stderr before the module is imported.
+import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
+
+# The shim imports what it needs before the tool's directory goes first on
+# sys.path (and `traceback`, only needed on failure, with that directory
+# off it): a project file named like a standard module (importlib.py,
+# traceback.py) can shadow it for the tool's own imports only, never for
+# the shim.
 
 request = json.load(sys.stdin)
 result = os.fdopen(os.dup(1), "w")
@@ -17,6 +26,7 @@ sys.path.insert(0, request["cwd"])
 sys.argv = [request["module"]]
 # Never read compiled files from the project's __pycache__ (a write grant
 # could plant one whose header matches the source): compile from source.
+# (glovebox also starts Python with -X pycache_prefix below /dev/null.)
 sys.pycache_prefix = os.path.join(os.environ.get("HOME", "/nonexistent"), ".pycache")
 
 
@@ -24,9 +34,6 @@ def load_chain(chain):
     """Imports each component from the exact file glovebox resolved (never
     by searching sys.path, so a sibling package or module planted next to
     it never runs) and returns the last one."""
-    import importlib.machinery
-    import importlib.util
-
     module = None
     for name, kind, path in chain:
         if kind == "namespace":
@@ -49,8 +56,6 @@ def load_chain(chain):
 
 
 try:
-    import importlib
-
     if request.get("chain"):
         module = load_chain(request["chain"])
     else:
@@ -62,8 +67,12 @@ try:
     else:
         payload = json.dumps({"ok": True, "value": value if isinstance(value, str) else str(value)})
 except BaseException as e:  # noqa: BLE001 - every exception is the tool's result
-    import traceback
-
+    saved = sys.path[:]
+    sys.path[:] = [p for p in saved if p not in (request["cwd"], "", ".")]
+    try:
+        import traceback
+    finally:
+        sys.path[:] = saved
     payload = json.dumps(
         {
             "ok": False,

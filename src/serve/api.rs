@@ -691,9 +691,11 @@ pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
         })
         .filter_map(|e| {
             let mut rec = Map::new();
-            rec.insert("ts".into(), json!(e.ts));
-            rec.insert("type".into(), json!(e.event));
+            rec.insert("ts".into(), json!(audit::display(&e.ts)));
+            rec.insert("type".into(), json!(audit::display(&e.event)));
             for (k, v) in e.fields {
+                // Control characters a foreign line may hold are escaped.
+                let v = audit::display(&v);
                 match k.as_str() {
                     "name" => {
                         rec.insert("tool".into(), json!(v));
@@ -819,5 +821,29 @@ mod tests {
         assert!(all[1].get("params").is_none());
         let only = usage_records(entries, &usage_query(Some("agent_id=x")).unwrap());
         assert_eq!(only.len(), 1);
+    }
+
+    #[test]
+    fn usage_escapes_control_characters_of_a_foreign_line() {
+        let entry = audit::Entry {
+            ts: "1\u{1b}[2J".into(),
+            event: "TOOL_EXECUTED".into(),
+            fields: vec![
+                ("name".into(), "a\u{9b}31m".into()),
+                ("caller".into(), "x\u{1b}]0;t\u{7}".into()),
+            ],
+        };
+        let recs = usage_records(vec![entry], &usage_query(None).unwrap());
+        let text = serde_json::to_string(&recs).unwrap();
+        let decoded: Vec<String> = recs[0]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        for s in decoded.iter().chain([&text]) {
+            assert!(!s.chars().any(char::is_control), "{s:?}");
+        }
+        assert_eq!(recs[0]["caller"], "x\\x1b]0;t\\x07");
     }
 }

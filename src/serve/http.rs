@@ -6,6 +6,13 @@
 //! - it binds `127.0.0.1:7878` by default, and refuses to bind a
 //!   non-loopback address unless a bearer token is set
 //!   (`GLOVEBOX_API_TOKEN`);
+//! - a request whose `Host` is not a name this server answers to is
+//!   refused with 421, on every route (MCP and the API alike), so a DNS
+//!   name an attacker rebinds to this address reaches nothing: on a
+//!   loopback bind only `localhost`, `127.0.0.1` and `[::1]` with the
+//!   bound port; otherwise also the bound address itself (any address of
+//!   the machine for an unspecified bind) and the names given with
+//!   `--allow-host`;
 //! - a request whose `Origin` is present and not a loopback origin
 //!   (`http(s)://localhost|127.0.0.1|[::1]`, any port) is refused with 403,
 //!   so a web page the user visits cannot drive the tools (and `rmcp`
@@ -95,6 +102,12 @@ pub struct Options {
     /// How long running calls may go on after SIGTERM/SIGINT before they
     /// are killed.
     pub grace: Duration,
+    /// Host names (`name` or `name:port`) a non-loopback server answers
+    /// to besides its own address (`--allow-host`); ignored on loopback.
+    pub hosts: Vec<String>,
+    /// The address actually bound, once [`serve`] bound it (port 0 picks
+    /// one): the port every `Host` must carry.
+    pub bound: Arc<std::sync::OnceLock<SocketAddr>>,
 }
 
 /// Default grace period on shutdown.
@@ -113,6 +126,75 @@ impl Options {
 #[derive(Debug, Clone)]
 struct Guard {
     token_digest: Option<[u8; 32]>,
+    hosts: Hosts,
+}
+
+/// Which `Host` values the server answers to.
+#[derive(Debug, Clone)]
+struct Hosts {
+    listen: SocketAddr,
+    bound: Arc<std::sync::OnceLock<SocketAddr>>,
+    names: Vec<String>,
+}
+
+impl Hosts {
+    /// Whether a request with this `Host` is for this server.
+    fn allows(&self, host: &str) -> bool {
+        let addr = self.bound.get().copied().unwrap_or(self.listen);
+        let Some((name, port)) = split_host(host) else {
+            return false;
+        };
+        let port_ok = match port {
+            Some(p) => p == addr.port(),
+            None => addr.port() == 80,
+        };
+        let loopback_name =
+            name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1" || name == "::1";
+        if port_ok && loopback_name {
+            return true;
+        }
+        if addr.ip().is_loopback() {
+            return false;
+        }
+        // An address literal cannot be a rebound DNS name.
+        if let Ok(ip) = name.parse::<std::net::IpAddr>() {
+            return port_ok && (addr.ip().is_unspecified() || ip == addr.ip());
+        }
+        self.names.iter().any(|allowed| match split_host(allowed) {
+            Some((n, None)) => port_ok && n.eq_ignore_ascii_case(name),
+            Some((n, Some(p))) => port == Some(p) && n.eq_ignore_ascii_case(name),
+            None => false,
+        })
+    }
+}
+
+/// `name[:port]` or `[v6][:port]` → (name without brackets, port).
+fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
+    let (name, port) = if let Some(v6) = host.strip_prefix('[') {
+        let (name, rest) = v6.split_once(']')?;
+        match rest {
+            "" => (name, None),
+            r => (name, Some(r.strip_prefix(':')?)),
+        }
+    } else {
+        match host.rsplit_once(':') {
+            Some((n, p)) if !n.contains(':') => (n, Some(p)),
+            Some(_) => return None,
+            None => (host, None),
+        }
+    };
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+    if !ok {
+        return None;
+    }
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().ok()?),
+        None => None,
+    };
+    Some((name, port))
 }
 
 /// The router: MCP at `/mcp`, the API at `/api/v1/…`, `/healthz` and
@@ -144,6 +226,11 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
         .layer(middleware::from_fn_with_state(sessions, compat::mcp))
         .layer(middleware::from_fn(check_mcp_message));
     let guard = Guard {
+        hosts: Hosts {
+            listen: options.listen,
+            bound: options.bound.clone(),
+            names: options.hosts.clone(),
+        },
         token_digest: options
             .token
             .as_ref()
@@ -191,6 +278,7 @@ pub async fn serve(
         addr: options.listen,
         source,
     })?;
+    let _ = options.bound.set(addr);
     // Recorded machine-wide until the server stops: no tool's egress
     // proxy connects here, whoever runs it.
     let _recorded = crate::egress::listeners::register(addr)?;
@@ -340,6 +428,15 @@ async fn check_mcp_message(request: Request, next: Next) -> Response {
 }
 
 async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    // HTTP/2 carries the host in the URI's authority instead.
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if !host.is_some_and(|h| guard.hosts.allows(h)) {
+        return Refusal::Misdirected.into_response();
+    }
     match admit(&guard, request.uri().path(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal.into_response(),
@@ -353,6 +450,8 @@ enum Refusal {
     CrossOrigin,
     /// A token is set and the request did not carry it.
     Unauthorized,
+    /// `Host` names another server (DNS rebinding) or is missing.
+    Misdirected,
 }
 
 impl IntoResponse for Refusal {
@@ -362,6 +461,11 @@ impl IntoResponse for Refusal {
                 StatusCode::FORBIDDEN,
                 ErrorKind::InputInvalid,
                 "cross-origin requests are refused: glovebox serves loopback origins only",
+            ),
+            Refusal::Misdirected => Problem::new(
+                StatusCode::MISDIRECTED_REQUEST,
+                ErrorKind::InputInvalid,
+                "the Host header names another server: on loopback glovebox answers to localhost, 127.0.0.1 and [::1] with its port; add other names with --allow-host",
             ),
             Refusal::Unauthorized => Problem::new(
                 StatusCode::UNAUTHORIZED,
@@ -470,6 +574,8 @@ mod tests {
             token: None,
             limits: Limits::default(),
             grace: DEFAULT_GRACE,
+            hosts: Vec::new(),
+            bound: Arc::default(),
         };
         assert!(o.check().is_err());
         o.token = Some("t".into());
@@ -479,10 +585,70 @@ mod tests {
         assert!(o.check().is_ok());
     }
 
+    fn hosts(listen: &str, names: &[&str]) -> Hosts {
+        Hosts {
+            listen: listen.parse().unwrap(),
+            bound: Arc::default(),
+            names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn host_check() {
+        let lo = hosts("127.0.0.1:7878", &["tools.example"]);
+        for ok in [
+            "localhost:7878",
+            "LocalHost:7878",
+            "127.0.0.1:7878",
+            "[::1]:7878",
+        ] {
+            assert!(lo.allows(ok), "{ok}");
+        }
+        for bad in [
+            "attacker.example:7878",
+            "localhost",
+            "localhost:7879",
+            "tools.example:7878",
+            "127.0.0.2:7878",
+            "localhost.attacker.example:7878",
+            "localhost:7878@x",
+            "",
+            "[::1]",
+        ] {
+            assert!(!lo.allows(bad), "{bad}");
+        }
+        let public = hosts("10.0.0.5:8080", &["tools.example", "other.example:9000"]);
+        for ok in [
+            "10.0.0.5:8080",
+            "tools.example:8080",
+            "localhost:8080",
+            "other.example:9000",
+        ] {
+            assert!(public.allows(ok), "{ok}");
+        }
+        for bad in [
+            "attacker.example:8080",
+            "10.0.0.6:8080",
+            "tools.example:9000",
+        ] {
+            assert!(!public.allows(bad), "{bad}");
+        }
+        let any = hosts("0.0.0.0:80", &[]);
+        assert!(any.allows("192.168.1.4"));
+        assert!(any.allows("localhost"));
+        assert!(!any.allows("attacker.example"));
+        // The bound port counts once known.
+        let zero = hosts("127.0.0.1:0", &[]);
+        zero.bound.set("127.0.0.1:4321".parse().unwrap()).unwrap();
+        assert!(zero.allows("localhost:4321"));
+        assert!(!zero.allows("localhost:0"));
+    }
+
     #[test]
     fn token_guard() {
         let guard = Guard {
             token_digest: Some(Sha256::digest(b"s3cret").into()),
+            hosts: hosts("127.0.0.1:7878", &[]),
         };
         let mut h = HeaderMap::new();
         assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::Unauthorized));

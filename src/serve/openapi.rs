@@ -63,6 +63,10 @@ fn refusals(limited: bool) -> Map<String, Value> {
         "408".into(),
         error("The request body did not arrive within --body-timeout."),
     );
+    m.insert(
+        "421".into(),
+        error("The Host header names another server: on loopback only localhost, 127.0.0.1 and [::1] with the port; otherwise also the bound address and the --allow-host names."),
+    );
     if limited {
         m.insert(
             "503".into(),

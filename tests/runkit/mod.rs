@@ -222,6 +222,16 @@ impl Called {
             || self.glovebox_stderr.contains(needle)
             || json_text_contains(&self.json, needle)
     }
+
+    /// The first run of 8 consecutive characters of `secret` that appears
+    /// anywhere in what came back (serialized or decoded), if any.
+    pub fn piece_of(&self, secret: &str) -> Option<String> {
+        let chars: Vec<char> = secret.chars().collect();
+        chars
+            .windows(8)
+            .map(|w| w.iter().collect::<String>())
+            .find(|piece| self.mentions(piece))
+    }
 }
 
 /// Looks inside every string of `v` (the serialized form escapes some
