@@ -43,7 +43,7 @@ use std::time::Instant;
 
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
-use super::probe;
+use super::probe::{self, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Programs};
 use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
@@ -84,6 +84,9 @@ pub enum Step {
     Seccomp,
     /// `execve`.
     Exec,
+    /// The call's reaper (namespace-free mode): the subreaper that ends
+    /// every descendant.
+    Reaper,
 }
 
 impl Step {
@@ -91,7 +94,7 @@ impl Step {
         use Step::*;
         [
             Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
-            Seccomp, Exec,
+            Seccomp, Exec, Reaper,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -113,6 +116,7 @@ impl Step {
             Step::Landlock => "applying landlock",
             Step::Seccomp => "installing the seccomp filter",
             Step::Exec => "executing the program",
+            Step::Reaper => "starting the call's reaper (a subreaper that ends every descendant)",
         }
     }
 }
@@ -144,6 +148,9 @@ struct Prepared {
     private_proc: bool,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     drop_caps: Option<u32>,
+    /// No PID namespace: the first process is a subreaper that forks the
+    /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
+    reaper: bool,
 }
 
 struct IdMaps {
@@ -332,27 +339,30 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         None
     };
 
-    // --- namespaces.
+    // --- namespaces, or the namespace-free jail (see `probe::Mode`).
     let root = kernel.euid == 0;
+    let mode = kernel.mode;
     let mut flags: libc::c_ulong = 0;
-    let userns = !root;
-    if userns {
+    let ns_usable = mode == Mode::Namespaces;
+    let userns = ns_usable && !root;
+    enforcement.mode = mode.label().into();
+    if !ns_usable {
         require(
-            kernel.user_ns,
-            "user namespaces (needed without root)",
+            mode == Mode::NamespaceFree,
+            &format!(
+                "process isolation: no namespaces can be created here ({}) and the namespace-free jail needs landlock abi {} and seccomp (found abi {}, seccomp {}); run on a kernel with landlock 6, as root, or where user namespaces are allowed",
+                kernel.namespaces_error.as_deref().unwrap_or("unknown"),
+                probe::NAMESPACE_FREE_ABI,
+                kernel.landlock_abi,
+                if kernel.seccomp { "yes" } else { "no" }
+            ),
             &mut warnings,
         )?;
     }
-    let ns_usable = root || kernel.user_ns;
-    if ns_usable && userns {
+    if userns {
         flags |= libc::CLONE_NEWUSER as libc::c_ulong;
         enforcement.user_namespace = true;
     }
-    require(
-        ns_usable && kernel.pid_ns,
-        "pid namespaces (a call ending whole, no view of other processes)",
-        &mut warnings,
-    )?;
     let pid_ns = ns_usable && kernel.pid_ns;
     if pid_ns {
         flags |= libc::CLONE_NEWPID as libc::c_ulong;
@@ -363,6 +373,9 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWNS as libc::c_ulong;
         enforcement.private_proc = true;
     }
+    // Without a PID namespace a subreaper ends the call whole.
+    let reaper = !pid_ns;
+    enforcement.subreaper = reaper;
 
     // --- the filesystem view: the tree in the mount namespace, else
     // seccomp refuses the metadata family for every path.
@@ -376,8 +389,11 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             enforcement.mount_tree = true;
         }
         MetadataGuard::Seccomp => {
+            // The namespace-free jail's own mechanism (Landlock hides the
+            // contents, seccomp refuses the metadata family); elsewhere a
+            // missing tree is a gap.
             require(
-                false,
+                mode == Mode::NamespaceFree,
                 "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are refused by seccomp instead",
                 &mut warnings,
             )?;
@@ -418,7 +434,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWIPC as libc::c_ulong;
         enforcement.ipc_namespace = true;
     }
-    if !spec.network && spec.netns {
+    if !spec.network && spec.netns && mode != Mode::NamespaceFree {
         require(
             ns_usable && kernel.net_ns,
             "network namespaces",
@@ -556,6 +572,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         private_proc,
         rlimits,
         drop_caps,
+        reaper,
     };
     let (pidfd, flags_used) = match launch(&mut prepared, flags) {
         Ok(pidfd) => (pidfd, flags),
@@ -568,6 +585,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             prepared.private_proc = false;
             prepared.id_maps = None;
             prepared.tree = None;
+            prepared.reaper = true;
             prepared.seccomp = prepared.seccomp_without_tree;
             if fs_tree.protected().next().is_some() {
                 warnings.push(
@@ -593,6 +611,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         enforcement.ipc_namespace = false;
         enforcement.net_namespace = false;
         enforcement.user_namespace = false;
+        enforcement.subreaper = true;
     }
     // The child has exec'd: its copies of these are its own now.
     let Prepared {
@@ -617,8 +636,16 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             source,
         }
     })?;
+    // A subreaper ends the tree on SIGTERM; a PID namespace ends with its
+    // first process.
+    let stop = if flags_used & libc::CLONE_NEWPID as libc::c_ulong == 0 {
+        libc::SIGTERM
+    } else {
+        libc::SIGKILL
+    };
     let pumped = pump::run(
         &pidfd,
+        stop,
         stdin_feed,
         &mut out,
         &mut err,
@@ -741,6 +768,13 @@ fn child_main(p: &mut Prepared) -> ! {
     if let Err(e) = sys::setsid() {
         fail(report, Step::Session, e);
     }
+    // 3b. Without a PID namespace: become the call's reaper; only the
+    // forked tool continues below.
+    if p.reaper {
+        if let Err(e) = fork_under_reaper(report) {
+            fail(report, Step::Reaper, e);
+        }
+    }
     // 4.
     if let Some(m) = &p.id_maps {
         let r = sys::write_file(&m.setgroups, b"deny")
@@ -814,6 +848,58 @@ fn child_main(p: &mut Prepared) -> ! {
     // 12.
     let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
     fail(report, Step::Exec, e)
+}
+
+/// Makes this process the call's reaper and forks the tool under it.
+/// Returns in the tool's process; the reaper itself never returns: it waits
+/// for the tool to end (or for `SIGTERM`: timeout, cancel, the supervisor
+/// gone), then kills every descendant it has inherited — double-forked,
+/// `setsid` daemons included, since orphans reparent to a subreaper — and
+/// exits the way the tool did. The tool cannot signal its reaper: its
+/// Landlock domain scopes signals to the jail.
+fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
+    const WAKE: [i32; 2] = [libc::SIGTERM, libc::SIGCHLD];
+    sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
+    sys::block_signals(&WAKE)?;
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong)?;
+    if sys::pipe_reader_gone(report) {
+        sys::exit_now(127);
+    }
+    let reaper = sys::getpid();
+    // SAFETY: this process is single-threaded (a fresh clone); the child
+    // continues with the same async-signal-safe steps.
+    let tool = unsafe { sys::fork_plain() }?;
+    if tool == 0 {
+        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
+        if sys::getppid() != reaper {
+            sys::exit_now(127);
+        }
+        sys::reset_signals();
+        return Ok(());
+    }
+    // The reaper holds nothing of the call's: the supervisor sees end of
+    // file on the report pipe and the outputs when the tool's side closes.
+    sys::close_from(0);
+    let mut status = None;
+    while status.is_none() {
+        if sys::wait_signal(&WAKE) == libc::SIGTERM {
+            break;
+        }
+        while let Ok(Some((pid, st))) = sys::reap(true) {
+            if pid == tool {
+                status = Some(st);
+            }
+        }
+    }
+    loop {
+        let _ = sys::kill_children();
+        match sys::reap(false) {
+            Ok(Some((pid, st))) if pid == tool && status.is_none() => status = Some(st),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    sys::exit_like(status.unwrap_or(libc::SIGKILL))
 }
 
 /// Mounts a fresh `/proc` (for the child's PID namespace) at `at`.
