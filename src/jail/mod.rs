@@ -77,9 +77,10 @@ pub enum JailError {
         source: std::io::Error,
     },
     /// A step in the child before exec failed.
-    #[error("failed while {}: {source}", step.describe())]
+    #[error("failed while {} ({}: {source}); {}", step.describe(), sys::errno_name(*errno), step.advice(*errno))]
     Child {
         step: Step,
+        errno: i32,
         #[source]
         source: std::io::Error,
     },
@@ -127,12 +128,21 @@ impl JailError {
             (Step::Exec, libc::ENOENT) => JailError::NotFound { program },
             (Step::Exec, libc::EACCES) => JailError::ExecDenied { program, source },
             (Step::Exec, _) => JailError::Exec { program, source },
-            (Step::Landlock | Step::Seccomp | Step::Mount | Step::IdMap, _) => {
+            (Step::Landlock | Step::Seccomp | Step::Mount | Step::IdMap | Step::Namespaces, _) => {
                 JailError::Unavailable {
-                    feature: format!("{} failed: {source}", step.describe()),
+                    feature: format!(
+                        "{} failed ({}: {source}); {}",
+                        step.describe(),
+                        sys::errno_name(errno),
+                        step.advice(errno)
+                    ),
                 }
             }
-            _ => JailError::Child { step, source },
+            _ => JailError::Child {
+                step,
+                errno,
+                source,
+            },
         }
     }
 

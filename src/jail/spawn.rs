@@ -87,6 +87,8 @@ pub enum Step {
     /// The call's reaper (namespace-free mode): the subreaper that ends
     /// every descendant.
     Reaper,
+    /// Creating the process in its namespaces (`clone`).
+    Namespaces,
 }
 
 impl Step {
@@ -94,7 +96,7 @@ impl Step {
         use Step::*;
         [
             Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
-            Seccomp, Exec, Reaper,
+            Seccomp, Exec, Reaper, Namespaces,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -117,6 +119,31 @@ impl Step {
             Step::Seccomp => "installing the seccomp filter",
             Step::Exec => "executing the program",
             Step::Reaper => "starting the call's reaper (a subreaper that ends every descendant)",
+            Step::Namespaces => "creating the jail's namespaces",
+        }
+    }
+
+    /// The likely cause of `errno` at this step and what to do about it.
+    pub fn advice(self, errno: i32) -> String {
+        let ns_free = "glovebox uses its namespace-free jail (landlock + seccomp + a subreaper) when its start-up probe finds namespaces unavailable";
+        match (self, errno) {
+            (Step::Namespaces, libc::ENOSPC | libc::EUSERS) => format!(
+                "user.max_user_namespaces is 0 or the limit is reached in this container; raise it (sysctl user.max_user_namespaces=15000), run as root, or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::IdMap | Step::Mount, libc::EPERM | libc::EACCES) => format!(
+                "a security module, seccomp profile or container forbids it (AppArmor's unprivileged user namespace restriction, Docker's default profile, a masked /proc); run as root, allow user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns=0), or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::Reaper, libc::EAGAIN) => {
+                "the process limit is reached; end some processes or raise ulimit -u".into()
+            }
+            (_, libc::ENOMEM) => "the machine is out of memory; retry later".into(),
+            (Step::Cgroup, _) => "the call's cgroup cannot be joined (a hierarchy not delegated to this user); run as root or delegate a cgroup to this user (systemd Delegate=yes)".into(),
+            (Step::Landlock, _) => "the kernel refused the landlock ruleset; use a kernel with landlock enabled (lsm=landlock)".into(),
+            (Step::Seccomp, _) => "the kernel refused the seccomp filter; use a kernel with seccomp filters".into(),
+            (Step::Rlimit, _) => "a resource limit above the hard limit was asked for; lower it in the manifest or the config".into(),
+            (Step::Cwd, _) => "the working directory is missing or not granted; grant it (fs.read) or change it".into(),
+            (Step::Reaper, _) => "/proc/thread-self/children or PR_SET_CHILD_SUBREAPER is unavailable; use a kernel with CONFIG_PROC_CHILDREN, or one where namespaces can be created".into(),
+            _ => "see `glovebox doctor` for what this machine enforces".into(),
         }
     }
 }
@@ -574,14 +601,27 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         drop_caps,
         reaper,
     };
+    // Namespaces the probe could create may still fail in the child (a
+    // container that masks /proc refuses a fresh one): fall back to the
+    // namespace-free jail when it keeps every invariant of this call, or
+    // to a degraded run when the caller opted in.
+    let free_fallback = landlock_ok
+        && kernel.landlock_abi >= probe::NAMESPACE_FREE_ABI
+        && kernel.seccomp
+        && fs_tree.protected().next().is_none();
     let (pidfd, flags_used) = match launch(&mut prepared, flags) {
         Ok(pidfd) => (pidfd, flags),
-        Err((step, errno)) if spec.degraded && step_is_namespace(step, errno) => {
-            warnings.push(format!(
-                "degraded: namespaces are not available here ({}: {}); the call may not end whole",
-                step.describe(),
-                std::io::Error::from_raw_os_error(errno)
-            ));
+        Err((step, errno))
+            if (spec.degraded || free_fallback) && step_is_namespace(step, errno) =>
+        {
+            if spec.degraded {
+                warnings.push(format!(
+                    "degraded: namespaces are not available here ({}: {}: {})",
+                    step.describe(),
+                    sys::errno_name(errno),
+                    std::io::Error::from_raw_os_error(errno)
+                ));
+            }
             prepared.private_proc = false;
             prepared.id_maps = None;
             prepared.tree = None;
@@ -600,6 +640,11 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
     };
     if flags_used == 0 {
+        enforcement.mode = if free_fallback {
+            Mode::NamespaceFree.label().into()
+        } else {
+            Mode::None.label().into()
+        };
         enforcement.pid_namespace = false;
         enforcement.private_proc = false;
         enforcement.mount_tree = false;
@@ -699,7 +744,7 @@ fn step_is_namespace(step: Step, errno: i32) -> bool {
             errno,
             libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS
         ),
-        Step::IdMap | Step::Mount => true,
+        Step::Namespaces | Step::IdMap | Step::Mount => true,
         _ => false,
     }
 }
@@ -713,8 +758,14 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     p.report_read_end = report_r.as_raw_fd();
     // SAFETY: the child branch calls only `child_main`, which performs
     // async-signal-safe system calls on prepared data and never returns.
-    let forked = unsafe { sys::clone_process(flags) }
-        .map_err(|e| (Step::Parent, e.raw_os_error().unwrap_or(libc::EINVAL)))?;
+    let forked = unsafe { sys::clone_process(flags) }.map_err(|e| {
+        let step = if flags == 0 {
+            Step::Parent
+        } else {
+            Step::Namespaces
+        };
+        (step, e.raw_os_error().unwrap_or(libc::EINVAL))
+    })?;
     let pidfd = match forked {
         Forked::Child => child_main(p),
         Forked::Parent { pidfd, .. } => pidfd,
