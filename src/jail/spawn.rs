@@ -882,9 +882,22 @@ fn child_main(p: &mut Prepared) -> ! {
     }
     if let Some(fd) = &p.landlock {
         let fd = fd.as_raw_fd();
-        let mut r = Ok(());
+        let mut r;
         if p.private_proc {
             r = sys::landlock_allow_path(fd, PROC, jfs::proc_access_bits());
+        } else {
+            // No private /proc: the tool's own entry and the system-wide
+            // files; every other process's entry stays closed.
+            r = sys::landlock_allow_path(fd, c"/proc/self", jfs::proc_access_bits());
+            for f in jfs::HOST_PROC_FILES {
+                if r.is_err() {
+                    break;
+                }
+                r = match sys::landlock_allow_path(fd, f, jfs::proc_file_bits()) {
+                    Err(libc::ENOENT) => Ok(()),
+                    other => other,
+                };
+            }
         }
         if let Err(e) = r.and_then(|()| sys::landlock_restrict_self(fd)) {
             fail(report, Step::Landlock, e);

@@ -68,6 +68,36 @@ pub fn jail_available() -> bool {
     }
 }
 
+/// The jail mode `glovebox doctor --json` reports here ("namespaces" or
+/// "namespace-free"). When `GLOVEBOX_EXPECT_MODE` is set (CI's stage in a
+/// process that cannot create user namespaces sets it), the mode must be
+/// that one: the stage proves it tests what it says.
+pub fn jail_mode() -> &'static str {
+    static CELL: OnceLock<String> = OnceLock::new();
+    let mode = CELL.get_or_init(|| {
+        let out = Command::new(bin())
+            .args(["doctor", "--json"])
+            .output()
+            .expect("run glovebox doctor");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("doctor json");
+        v["kernel"]["mode"]
+            .as_str()
+            .expect("doctor reports the jail mode")
+            .to_string()
+    });
+    if let Ok(want) = std::env::var("GLOVEBOX_EXPECT_MODE") {
+        assert_eq!(mode, &want, "GLOVEBOX_EXPECT_MODE={want} but doctor says {mode}");
+    }
+    mode
+}
+
+/// True when the jail has no namespaces here (its own guarantees differ
+/// in form: Landlock's EACCES where the mount tree gives ENOENT, the host's
+/// /proc closed instead of a private one).
+pub fn namespace_free() -> bool {
+    jail_mode() == "namespace-free"
+}
+
 /// The outcome of one `glovebox sandbox --json` call.
 #[derive(Debug)]
 pub struct Run {

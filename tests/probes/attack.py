@@ -189,7 +189,15 @@ def find_canary_env(marker):
     """Look for `marker` in every process environment and cmdline we can see."""
     found = []
     me = str(os.getpid())
-    for d in os.listdir("/proc"):
+    try:
+        pids = os.listdir("/proc")
+        listed = True
+    except OSError:
+        # /proc cannot be listed (Landlock keeps the host's /proc closed in
+        # a jail without a PID namespace): try every pid by number instead.
+        pids = [str(p) for p in range(1, 65536)]
+        listed = False
+    for d in pids:
         # Our own argv holds the marker we were given.
         if not d.isdigit() or d == me:
             continue
@@ -202,6 +210,8 @@ def find_canary_env(marker):
                 pass
     if found:
         escaped("found " + ",".join(found))
+    if not listed:
+        blocked("marker not visible; /proc cannot be listed, pids 1-65535 tried")
     blocked("marker not visible; pids seen: " + ",".join(p for p in os.listdir("/proc") if p.isdigit()))
 
 
