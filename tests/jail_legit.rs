@@ -110,7 +110,15 @@ fn git_works_in_a_writable_repository() {
         };
         git(&["init", "-q", "."]);
         git(&["add", "src"]);
-        git(&["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"]);
+        git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "init",
+        ]);
         let r = sandbox(
             &["--read", root, "--cwd", root],
             &["sh", "-c", "set -e; git log --oneline | wc -l; git show --stat HEAD | grep -c src/; git grep -c TODO | wc -l"],

@@ -477,7 +477,10 @@ fn explain_shows_the_tree_and_the_protected_paths() {
     if namespace_free() {
         assert!(line("tree").contains("NONE"), "{text}");
         assert!(line("protected").contains("NOT ENFORCEABLE"), "{text}");
-        assert!(line("metadata").contains("refused for every path"), "{text}");
+        assert!(
+            line("metadata").contains("refused for every path"),
+            "{text}"
+        );
         return;
     }
     assert!(

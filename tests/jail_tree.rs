@@ -150,7 +150,10 @@ fn system_files_refuse_metadata_changes_whatever_the_uid() {
     let target = fs::canonicalize("/usr/bin/env").unwrap();
     let before = facts(&target);
     for a in ["chmod_same", "chown_same", "utime_same", "removexattr"] {
-        refused_with(&attack(&[], &[a, path_str(&target)]), metadata_errno("EROFS"));
+        refused_with(
+            &attack(&[], &[a, path_str(&target)]),
+            metadata_errno("EROFS"),
+        );
     }
     assert_eq!(facts(&target), before);
 }

@@ -86,7 +86,10 @@ pub fn jail_mode() -> &'static str {
             .to_string()
     });
     if let Ok(want) = std::env::var("GLOVEBOX_EXPECT_MODE") {
-        assert_eq!(mode, &want, "GLOVEBOX_EXPECT_MODE={want} but doctor says {mode}");
+        assert_eq!(
+            mode, &want,
+            "GLOVEBOX_EXPECT_MODE={want} but doctor says {mode}"
+        );
     }
     mode
 }
