@@ -22,6 +22,13 @@
 //! - capabilities dropped, `no_new_privs`, `setsid`, a scrubbed
 //!   environment with a private `HOME`.
 //!
+//! That is the `namespaces` mode. Where this process cannot create
+//! namespaces (a container, a runner that forbids user namespaces), the
+//! [`probe`] picks the namespace-free mode instead: no tree and no private
+//! `/proc` (Landlock keeps the host's closed), seccomp refuses the metadata
+//! family for every path, and the jail's first process is a subreaper that
+//! kills every descendant, so a call still ends whole.
+//!
 //! The order in which the child applies them is documented in [`spawn`];
 //! every raw system call is in `sys`. When a restriction cannot be
 //! enforced the call is refused with [`JailError::Unavailable`] naming the

@@ -8,7 +8,9 @@
 //!
 //! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;
 //! 2. default signal dispositions, empty signal mask;
-//! 3. `setsid` (no controlling terminal);
+//! 3. `setsid` (no controlling terminal); without a PID namespace, the
+//!    process then becomes the call's subreaper and forks the tool, which
+//!    goes on with the steps below (see `fork_under_reaper`);
 //! 4. user namespace id maps (unprivileged supervisor only);
 //! 5. join the call's cgroups (before it can fork);
 //! 6. build the jail's root ([`super::tree`]): a tmpfs, `pivot_root`, the
