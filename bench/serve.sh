@@ -33,8 +33,8 @@ exec:
 permissions: {network: false, fs: {read: ["."], write: []}}
 YML
 
-# Admit every client at once (the default --max-concurrent 16 answers the
-# 17th concurrent request with 503).
+# Run every client's call at once (with the default --max-concurrent 16,
+# calls past 16 wait in the queue, which would measure the queue).
 "$GB" --root "$OUT/project" serve --listen 127.0.0.1:0 --max-concurrent 64 2> "$OUT/serve.log" &
 server=$!
 url=""

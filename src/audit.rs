@@ -11,19 +11,38 @@
 //! so that `--verify` tells a line signed by another state directory's
 //! key (glovebox started with another `--state-dir`) from a forged or
 //! edited one. Such lines are reported as unverifiable with this key, not
-//! as tampering, and never as intact. Editing, inserting or deleting a line breaks the
-//! chain; truncating the tail is caught by the head (the last mac written)
-//! kept in the state directory. Writers take an exclusive `flock` on
-//! the log, read the last mac, append the line with one `write` on an
-//! `O_APPEND` descriptor and move the head: safe for concurrent processes.
-//! A crash mid-write leaves at most an unterminated last line, which the
-//! next writer closes with a newline and `--verify` reports without
-//! doubting the lines before it. Secret values never reach the log: the
+//! as tampering, and never as intact (an append takes them in as they
+//! are). Editing, inserting or deleting a line breaks the chain. The [`Head`], also in the state directory, records how many
+//! lines and bytes the log had after the last write and the last mac:
+//! a log cut, emptied, deleted (with `.glee/` or alone) or replaced no
+//! longer ends there, which `--verify` reports, and which the next append
+//! records as an `AUDIT_BREAK` event before its own line rather than
+//! chaining on silently; `--verify` keeps failing until a person runs
+//! `glovebox audit --reseal` (itself an `AUDIT_RESEALED` event).
+//!
+//! Writers take an exclusive `flock` on the log, check its end against the
+//! head, append with one `write` on an `O_APPEND` descriptor, then move the
+//! head (a temporary file renamed over it): safe for concurrent processes.
+//! A call's intent is also synced (log, then head) before the call starts
+//! ([`Log::append_durable`]); other lines are not (a crash may lose a
+//! call's result line: the call then shows as unfinished), which keeps
+//! one `fsync` per call. A crash mid-write leaves
+//! at most an unterminated last line (reported as interrupted, never as
+//! tampering; the next writer removes it and logs `AUDIT_INTERRUPTED`) or
+//! lines past the head (they chain, and the next writer takes them in).
+//! A failed write is cut back so no half line stays; a line written whose
+//! sync or head move failed is [`AuditError::NotDurable`], never reported
+//! as unwritten.
+//!
+//! A call is logged twice ([`crate::engine`]): its intent
+//! (`TOOL_STARTED call=ID`) before the tool starts and its result
+//! (`TOOL_EXECUTED call=ID`) after; `--verify` lists the intents without a
+//! result as unfinished calls. Secret values never reach the log: the
 //! caller redacts them.
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
@@ -32,19 +51,37 @@ use sha2::Sha256;
 
 use crate::state::{self, StateError};
 
+mod head;
+pub use head::{Acknowledged, Head};
+
 /// Errors of the audit log.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
     /// The state directory (key, head).
     #[error(transparent)]
     State(#[from] StateError),
-    /// The log file.
-    #[error("cannot use the audit log {path:?}")]
+    /// The log file: nothing was written.
+    #[error("cannot write the audit log {path:?}; check the disk and the file's permissions")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
+    /// The line was written, but the disk did not confirm it or the head
+    /// (`path`) could not be moved past it.
+    #[error("the audit line was written but not made durable ({path:?} could not be synced or moved); check the disk")]
+    NotDurable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl AuditError {
+    /// Whether the line was written all the same ([`AuditError::NotDurable`]).
+    pub fn written(&self) -> bool {
+        matches!(self, AuditError::NotDurable { .. })
+    }
 }
 
 /// The current time, RFC 3339 UTC with seconds.
@@ -107,6 +144,14 @@ pub struct Verification {
     /// Signs of tampering or damage, each naming a line number (1-based);
     /// empty when none.
     pub problems: Vec<String>,
+    /// Interrupted writes (a glovebox that stopped mid-write): not
+    /// tampering, and repaired by the next append.
+    pub interrupted: Vec<String>,
+    /// Calls whose intent was recorded and whose result never was: they
+    /// were in flight when glovebox stopped (or still are).
+    pub unfinished: Vec<String>,
+    /// Problems a person acknowledged with `glovebox audit --reseal`.
+    pub acknowledged: usize,
     /// Lines (1-based) signed with another key than this state's: written
     /// by a glovebox with another state directory; this key cannot vouch
     /// for them.
@@ -199,6 +244,39 @@ pub fn client_label(raw: &str) -> String {
     out
 }
 
+/// How many bytes past the head an append examines before it calls the
+/// rest unknown (a glovebox that died mid-write leaves at most a few lines).
+const MAX_UNRECORDED_BYTES: u64 = 1 << 20;
+
+/// Where the log stands against its head, as an append finds it.
+enum End {
+    /// The log ends where the head says, plus `recovered` lines a writer
+    /// wrote before it died (they chain), and maybe an unterminated
+    /// fragment from `keep` on (an interrupted write, to be removed).
+    Continues {
+        mac: String,
+        lines: u64,
+        keep: u64,
+        fragment: Option<Vec<u8>>,
+    },
+    /// Continuity is broken: why.
+    Broken(String),
+}
+
+fn split_line(raw: &str) -> Option<(&str, &str)> {
+    raw.strip_suffix('\n').and_then(|l| l.rsplit_once(" mac="))
+}
+
+fn digest(items: &[String]) -> String {
+    use sha2::Digest;
+    let mut h = Sha256::new();
+    for i in items {
+        h.update(i.as_bytes());
+        h.update(b"\n");
+    }
+    hex::encode(h.finalize())
+}
+
 impl Log {
     /// The log of the project at `root`.
     pub fn for_project(root: &Path) -> Result<Log, AuditError> {
@@ -222,58 +300,322 @@ impl Log {
         }
     }
 
-    /// Appends `event`, chained to the previous line.
-    pub fn append(&self, event: &Event) -> Result<(), AuditError> {
-        let key = state::key()?;
+    fn not_durable(&self, source: std::io::Error) -> AuditError {
+        AuditError::NotDurable {
+            path: self.head.clone(),
+            source,
+        }
+    }
+
+    /// The head, `None` when there is none yet. An unreadable head is an
+    /// error: continuity cannot be checked without it.
+    fn read_head(&self) -> Result<Option<Head>, AuditError> {
+        match fs::read_to_string(&self.head) {
+            Ok(t) => Ok(Some(Head::parse(&t))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(AuditError::State(StateError::Io {
+                path: self.head.clone(),
+                source: e,
+            })),
+        }
+    }
+
+    /// Writes the head: a temporary file renamed over the head; with
+    /// `durable`, the file is synced before the rename. (The directory is
+    /// not synced: a rename lost in a crash leaves the older head, and the
+    /// lines written since chain on from it, so the next append takes them
+    /// in.)
+    fn write_head(&self, head: &Head, durable: bool) -> Result<(), std::io::Error> {
+        let dir = self.head.parent().unwrap_or(Path::new("."));
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(head.to_text().as_bytes())?;
+        tmp.as_file()
+            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        if durable {
+            tmp.as_file().sync_all()?;
+        }
+        tmp.persist(&self.head).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// Opens the log for appending (creating it and its directory) and
+    /// takes the writers' lock.
+    fn open_locked(&self) -> Result<nix::fcntl::Flock<fs::File>, AuditError> {
         if let Some(dir) = self.path.parent() {
             fs::create_dir_all(dir).map_err(|e| self.io(e))?;
         }
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .mode(0o644)
             .open(&self.path)
             .map_err(|e| self.io(e))?;
-        let lock = nix::fcntl::Flock::lock(
-            file.try_clone().map_err(|e| self.io(e))?,
-            nix::fcntl::FlockArg::LockExclusive,
-        )
-        .map_err(|(_, e)| self.io(e.into()))?;
-        // Only the end of the log matters: the last complete line's mac,
-        // and whether a crash left the very last line unterminated.
-        let text = tail(&mut file).map_err(|e| self.io(e))?;
-        let prev = last_mac(&text);
-        let mut line = format!("[{}] {}", now(), event.kind);
-        for (k, v) in &event.fields {
-            line.push(' ');
-            line.push_str(k);
-            line.push('=');
-            line.push_str(&one_line(v));
-        }
-        line.push_str(" key_id=");
-        line.push_str(&key_id(&key));
-        let m = mac(&key, &prev, &line);
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| self.io(e.into()))
+    }
+
+    /// Appends `event`, chained to the previous line, and moves the head.
+    /// Not synced to disk: a crash may lose it (a call's result line: the
+    /// call then shows as unfinished). [`Log::append_durable`] syncs.
+    pub fn append(&self, event: &Event) -> Result<(), AuditError> {
+        self.append_with(event, false)
+    }
+
+    /// Appends `event` made durable before it returns: the log synced,
+    /// then the head moved (synced too). For a call's intent, which must
+    /// be on disk before the call starts.
+    pub fn append_durable(&self, event: &Event) -> Result<(), AuditError> {
+        self.append_with(event, true)
+    }
+
+    /// Appends `event` (see [`Log::append`]).
+    ///
+    /// The log must end where the head says. Lines past the head that
+    /// chain (a writer died before moving the head) are taken in; an
+    /// unterminated fragment (an interrupted write) is removed and an
+    /// `AUDIT_INTERRUPTED` event says so. Anything else (a log cut,
+    /// emptied, deleted, replaced or extended by something else) is a
+    /// break: an `AUDIT_BREAK` event is written first, chained to what
+    /// the log now holds, and the head keeps the break so that `--verify`
+    /// fails until `glovebox audit --reseal`.
+    ///
+    /// [`AuditError::NotDurable`] means the line *was* written (but the
+    /// disk did not confirm it, or the head could not be moved); any other
+    /// error means it was not.
+    fn append_with(&self, event: &Event, durable: bool) -> Result<(), AuditError> {
+        let key = state::key()?;
+        let mut file = self.open_locked()?;
+        let head = self.read_head()?;
+        let len = file.metadata().map_err(|e| self.io(e))?.len();
+        let end = self
+            .find_end(&mut file, len, head.as_ref(), &key)
+            .map_err(|e| self.io(e))?;
+        let mut head = head.unwrap_or_default();
+        let mut events = Vec::new();
+        let (mut prev, mut lines, mut close) = match end {
+            End::Continues {
+                mac,
+                lines,
+                keep,
+                fragment,
+            } => {
+                if let Some(bytes) = fragment {
+                    file.set_len(keep).map_err(|e| self.io(e))?;
+                    use sha2::Digest;
+                    events.push(Event {
+                        kind: "AUDIT_INTERRUPTED",
+                        fields: vec![
+                            ("bytes", bytes.len().to_string()),
+                            ("sha256", hex::encode(Sha256::digest(&bytes))),
+                            (
+                                "detail",
+                                "an interrupted write left an unterminated line; it was removed"
+                                    .into(),
+                            ),
+                        ],
+                    });
+                }
+                (mac, lines, false)
+            }
+            End::Broken(reason) => {
+                let text = tail(&mut file).map_err(|e| self.io(e))?;
+                let lines = count_lines(&mut file).map_err(|e| self.io(e))?;
+                let close = !text.is_empty() && !text.ends_with('\n');
+                events.push(Event {
+                    kind: "AUDIT_BREAK",
+                    fields: vec![
+                        (
+                            "expected_lines",
+                            head.lines.map_or("unknown".into(), |n| n.to_string()),
+                        ),
+                        ("found_lines", lines.to_string()),
+                        ("detail", reason.clone()),
+                    ],
+                });
+                head.broken.push(format!("{}: {reason}", now()));
+                eprintln!(
+                    "glovebox: the audit log {} was changed outside glovebox: {reason}; `glovebox audit --verify` fails until `glovebox audit --reseal`",
+                    self.path.display()
+                );
+                (last_mac(&text), lines, close)
+            }
+        };
+        events.push(event.clone());
         let mut out = String::new();
-        if !text.is_empty() && !text.ends_with('\n') {
-            out.push('\n'); // close a line a crash left unterminated
+        for e in &events {
+            if close {
+                out.push('\n'); // close a line left unterminated
+                lines += 1;
+                close = false;
+            }
+            let line = e.render(&key_id(&key));
+            let m = mac(&key, &prev, &line);
+            out.push_str(&line);
+            out.push_str(" mac=");
+            out.push_str(&m);
+            out.push('\n');
+            prev = m;
+            lines += 1;
         }
-        out.push_str(&line);
-        out.push_str(" mac=");
-        out.push_str(&m);
-        out.push('\n');
-        file.write_all(out.as_bytes()).map_err(|e| self.io(e))?;
-        if let Some(dir) = self.head.parent() {
-            fs::create_dir_all(dir).map_err(|e| {
-                AuditError::State(StateError::Io {
-                    path: dir.to_path_buf(),
-                    source: e,
-                })
-            })?;
+        let before = file.metadata().map_err(|e| self.io(e))?.len();
+        if let Err(e) = file.write_all(out.as_bytes()) {
+            // Leave no half line behind: the call is reported unwritten.
+            let _ = file.set_len(before);
+            return Err(self.io(e));
         }
-        state::write_atomic(&self.head, format!("{m}\n").as_bytes())?;
-        drop(lock);
+        if durable {
+            file.sync_data().map_err(|e| self.not_durable(e))?;
+        }
+        head.lines = Some(lines);
+        head.bytes = Some(before + out.len() as u64);
+        head.mac = prev;
+        self.write_head(&head, durable)
+            .map_err(|e| self.not_durable(e))?;
         Ok(())
+    }
+
+    /// Where the log stands against `head` (the writers' lock held).
+    fn find_end(
+        &self,
+        file: &mut fs::File,
+        len: u64,
+        head: Option<&Head>,
+        key: &[u8],
+    ) -> std::io::Result<End> {
+        let Some(head) = head else {
+            if len == 0 {
+                return Ok(End::Continues {
+                    mac: String::new(),
+                    lines: 0,
+                    keep: 0,
+                    fragment: None,
+                });
+            }
+            // No head: fine for a log only other states' keys wrote (this
+            // state's first line in it), a break if this key wrote any of
+            // it (its head was removed).
+            let mut text = Vec::new();
+            file.seek(SeekFrom::Start(0))?;
+            file.read_to_end(&mut text)?;
+            let text = String::from_utf8_lossy(&text);
+            let chain = walk(key, &key_id(key), &text);
+            let own = chain.ends.iter().any(|(_, _, own)| *own);
+            if own || !chain.problems.is_empty() || chain.other_lines.is_empty() {
+                return Ok(End::Broken(format!(
+                    "the log holds {len} bytes but glovebox has no head for it (the head was removed, or the log was not written by glovebox)"
+                )));
+            }
+            let keep = chain.ends.last().map_or(0, |(end, _, _)| *end);
+            let mut fragment = Vec::new();
+            if keep < len {
+                file.seek(SeekFrom::Start(keep))?;
+                file.read_to_end(&mut fragment)?;
+            }
+            return Ok(End::Continues {
+                mac: chain
+                    .ends
+                    .last()
+                    .map(|(_, m, _)| m.clone())
+                    .unwrap_or_default(),
+                lines: chain.ends.len() as u64,
+                keep,
+                fragment: (!fragment.is_empty()).then_some(fragment),
+            });
+        };
+        let (Some(bytes), Some(lines)) = (head.bytes, head.lines) else {
+            // A head of an older glovebox: the last mac only.
+            let text = tail(file)?;
+            let last = last_mac(&text);
+            if last != head.mac {
+                return Ok(End::Broken(
+                    "the log does not end where glovebox last wrote it".into(),
+                ));
+            }
+            let fragment_at =
+                len - text.len() as u64 + text.rfind('\n').map_or(0, |i| i as u64 + 1);
+            let lines = count_lines(file)?;
+            let mut fragment = Vec::new();
+            file.seek(SeekFrom::Start(fragment_at))?;
+            file.read_to_end(&mut fragment)?;
+            return Ok(End::Continues {
+                mac: last,
+                lines,
+                keep: fragment_at,
+                fragment: (!fragment.is_empty()).then_some(fragment),
+            });
+        };
+        if len < bytes {
+            return Ok(End::Broken(format!(
+                "the log is shorter than glovebox left it ({lines} lines, {bytes} bytes; now {len} bytes): lines were removed from its end, or it was emptied, deleted or replaced"
+            )));
+        }
+        if last_line_mac(file, bytes)? != head.mac {
+            return Ok(End::Broken(
+                "the log does not end where glovebox left it: it was rewritten or replaced".into(),
+            ));
+        }
+        if len == bytes {
+            return Ok(End::Continues {
+                mac: head.mac.clone(),
+                lines,
+                keep: len,
+                fragment: None,
+            });
+        }
+        if len - bytes > MAX_UNRECORDED_BYTES {
+            return Ok(End::Broken(format!(
+                "{} bytes were added to the log after glovebox's last line",
+                len - bytes
+            )));
+        }
+        let mut extra = Vec::new();
+        file.seek(SeekFrom::Start(bytes))?;
+        file.read_to_end(&mut extra)?;
+        let mut prev = head.mac.clone();
+        let mut lines = lines;
+        let mut keep = bytes;
+        for raw in extra.split_inclusive(|b| *b == b'\n') {
+            if !raw.ends_with(b"\n") {
+                return Ok(End::Continues {
+                    mac: prev,
+                    lines,
+                    keep,
+                    fragment: Some(raw.to_vec()),
+                });
+            }
+            let text = String::from_utf8_lossy(raw);
+            match split_line(&text) {
+                Some((body, m)) if mac(key, &prev, body) == m => {
+                    prev = m.to_string();
+                    lines += 1;
+                    keep += raw.len() as u64;
+                }
+                // A line of another state's key (a glovebox started with
+                // another state directory): taken in as it is; `--verify`
+                // reports it as unverifiable with this key.
+                Some((body, m)) if claimed_key_id(body).is_some_and(|k| k != key_id(key)) => {
+                    prev = m.to_string();
+                    lines += 1;
+                    keep += raw.len() as u64;
+                }
+                _ => {
+                    return Ok(End::Broken(
+                        "lines that glovebox did not write were added to the log".into(),
+                    ))
+                }
+            }
+        }
+        Ok(End::Continues {
+            mac: prev,
+            lines,
+            keep,
+            fragment: None,
+        })
     }
 
     /// Every well-formed entry, oldest first.
@@ -286,104 +628,308 @@ impl Log {
         Ok(text.lines().filter_map(parse).collect())
     }
 
-    /// Checks the chain and the head.
-    pub fn verify(&self) -> Result<Verification, AuditError> {
-        let key = state::key()?;
-        let own_id = key_id(&key);
-        let text = match fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+    /// The well-formed entries in the last `max_bytes` of the log, oldest
+    /// first: memory bounded by `max_bytes` whatever the log's size.
+    pub fn recent_entries(&self, max_bytes: u64) -> Result<Vec<Entry>, AuditError> {
+        let mut file = match fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(self.io(e)),
         };
-        let lines: Vec<&str> = text.split_inclusive('\n').collect();
-        let split = |raw: &str| {
-            raw.strip_suffix('\n')
-                .and_then(|l| l.rsplit_once(" mac="))
-                .map(|(b, m)| (b.to_string(), m.to_string()))
-        };
-        let mut problems = Vec::new();
-        let mut other_key_lines = Vec::new();
-        let mut other_key_ids: Vec<String> = Vec::new();
-        let mut prev = String::new();
-        // The mac of the last line this key signed: where the head points.
-        let mut own_last = String::new();
-        let mut valid = 0;
-        for (i, raw) in lines.iter().enumerate() {
-            let n = i + 1;
-            match split(raw) {
-                Some((body, m)) if mac(&key, &prev, &body) == m => {
-                    prev = m.clone();
-                    own_last = m;
-                    valid += 1;
-                    continue;
-                }
-                Some((body, m)) if raw.ends_with('\n') => {
-                    match claimed_key_id(&body) {
-                        Some(other) if other != own_id => {
-                            // Another state's key: chain on from its mac.
-                            other_key_lines.push(n);
-                            if !other_key_ids.iter().any(|k| k == other) {
-                                other_key_ids.push(other.to_string());
-                            }
-                            prev = m;
-                            continue;
-                        }
-                        _ => problems.push(format!(
-                            "line {n}: mac does not match (edited, inserted, removed or reordered lines)"
-                        )),
-                    }
-                }
-                Some(_) => {}
-                None if !raw.ends_with('\n') => {}
-                None => problems.push(format!("line {n}: no mac (not written by glovebox)")),
-            }
-            if !raw.ends_with('\n') {
-                problems.push(format!("line {n}: unterminated (an interrupted write)"));
-            }
-            // Chain past a bad line when the next one was written after it
-            // (an interrupted write, closed by the next writer); otherwise
-            // continue from the mac the bad line claims.
-            let next_chains = lines
-                .get(i + 1)
-                .and_then(|r| split(r))
-                .is_some_and(|(b, m)| mac(&key, &prev, &b) == m);
-            if !next_chains {
-                if let Some((_, m)) = split(raw) {
-                    prev = m;
-                }
-            }
-        }
-        let expected_end = if other_key_lines.is_empty() {
-            prev
+        let len = file.metadata().map_err(|e| self.io(e))?.len();
+        let start = len.saturating_sub(max_bytes);
+        file.seek(SeekFrom::Start(start)).map_err(|e| self.io(e))?;
+        let mut bytes = Vec::new();
+        file.take(max_bytes)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.io(e))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let text = if start > 0 {
+            text.split_once('\n').map_or("", |(_, rest)| rest)
         } else {
-            own_last
+            &text
         };
-        match fs::read_to_string(&self.head) {
-            Ok(h) => {
-                let last = h.trim();
-                if last != expected_end {
-                    problems.push(
-                        "the log does not end where glovebox last wrote it (lines were removed from its end, or it was replaced)"
-                            .to_string(),
-                    );
-                }
+        Ok(text.lines().filter_map(parse).collect())
+    }
+
+    /// Checks the chain, the head and the calls' intents.
+    pub fn verify(&self) -> Result<Verification, AuditError> {
+        let key = state::key()?;
+        let (bytes, head) = match fs::File::open(&self.path) {
+            Ok(f) => {
+                // Readers share the lock: no append is seen half done, and
+                // the head is read with the log it describes.
+                let mut f = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockShared)
+                    .map_err(|(_, e)| self.io(e.into()))?;
+                let mut b = Vec::new();
+                f.read_to_end(&mut b).map_err(|e| self.io(e))?;
+                (b, self.read_head()?)
             }
-            Err(_) if text.is_empty() || valid == 0 && !other_key_lines.is_empty() => {}
-            Err(_) => problems.push("no head recorded for this log (it was not written by this user's glovebox, or the head was removed)".into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), self.read_head()?),
+            Err(e) => return Err(self.io(e)),
+        };
+        Ok(check(&key, &bytes, head.as_ref(), state::dir()?))
+    }
+
+    /// Accepts the log as it now is, after a person looked at what
+    /// `--verify` reports: an `AUDIT_RESEALED` event (with `by`, and how
+    /// many problems it acknowledges) is appended, the head is moved to
+    /// it and its breaks cleared. The problems then present stay
+    /// acknowledged only as long as those lines do not change again.
+    pub fn reseal(&self, by: &str) -> Result<Verification, AuditError> {
+        let key = state::key()?;
+        let mut file = self.open_locked()?;
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
+        file.read_to_end(&mut bytes).map_err(|e| self.io(e))?;
+        let head = self.read_head()?;
+        let before = check(&key, &bytes, head.as_ref(), state::dir()?);
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let close = !text.is_empty() && !text.ends_with('\n');
+        let mut lines = text.matches('\n').count() as u64 + u64::from(close);
+        let chain = walk(&key, &key_id(&key), &text).problems;
+        let chain_text: Vec<String> = chain.iter().map(|(_, p)| p.clone()).collect();
+        let event = Event {
+            kind: "AUDIT_RESEALED",
+            fields: vec![
+                ("by", client_label(by)),
+                ("problems", before.problems.len().to_string()),
+                ("acknowledged", chain_text.len().to_string()),
+                ("digest", digest(&chain_text)),
+            ],
+        };
+        let prev = last_mac(&text);
+        let line = event.render(&key_id(&key));
+        let m = mac(&key, &prev, &line);
+        let out = format!("{}{line} mac={m}\n", if close { "\n" } else { "" });
+        let len = bytes.len() as u64;
+        if let Err(e) = file.write_all(out.as_bytes()) {
+            let _ = file.set_len(len);
+            return Err(self.io(e));
         }
-        Ok(Verification {
-            valid_lines: valid,
-            problems,
-            other_key_lines,
-            other_key_ids,
-            key_id: own_id,
-            state_dir: state::dir()?,
-        })
+        file.sync_data().map_err(|e| self.not_durable(e))?;
+        lines += 1;
+        let head = Head {
+            lines: Some(lines),
+            bytes: Some(len + out.len() as u64),
+            mac: m,
+            broken: Vec::new(),
+            acknowledged: Some(head::Acknowledged {
+                line: lines,
+                digest: digest(&chain_text),
+                count: chain_text.len(),
+            }),
+        };
+        self.write_head(&head, true)
+            .map_err(|e| self.not_durable(e))?;
+        Ok(before)
     }
 }
 
-/// The mac of the last complete line (an unterminated one is an
-/// interrupted write and is not chained to).
+impl Event {
+    /// The line of this event without its mac, ending with the id of the
+    /// key that signs it.
+    fn render(&self, key_id: &str) -> String {
+        let mut line = format!("[{}] {}", now(), self.kind);
+        for (k, v) in &self.fields {
+            line.push(' ');
+            line.push_str(k);
+            line.push('=');
+            line.push_str(&one_line(v));
+        }
+        line.push_str(" key_id=");
+        line.push_str(key_id);
+        line
+    }
+}
+
+/// What walking the chain found.
+#[derive(Debug, Default)]
+struct Chain {
+    /// Problems, each with its 1-based line.
+    problems: Vec<(usize, String)>,
+    /// An unterminated last line.
+    interrupted: Vec<String>,
+    /// Each complete line's end offset, the mac the chain goes on from,
+    /// and whether this key signed it.
+    ends: Vec<(u64, String, bool)>,
+    /// Lines signed by another state's key, and those keys' ids.
+    other_lines: Vec<usize>,
+    other_ids: Vec<String>,
+}
+
+/// Walks the chain of `text` with `key` (whose id is `own_id`).
+fn walk(key: &[u8], own_id: &str, text: &str) -> Chain {
+    let mut c = Chain::default();
+    let mut offset = 0u64;
+    let mut prev = String::new();
+    for (i, raw) in text.split_inclusive('\n').enumerate() {
+        let n = i + 1;
+        offset += raw.len() as u64;
+        if !raw.ends_with('\n') {
+            c.interrupted.push(format!(
+                "line {n}: unterminated (an interrupted write; the next call removes it)"
+            ));
+            break;
+        }
+        match split_line(raw) {
+            Some((body, m)) if mac(key, &prev, body) == m => {
+                prev = m.to_string();
+                c.ends.push((offset, prev.clone(), true));
+                continue;
+            }
+            Some((body, m)) => match claimed_key_id(body) {
+                Some(other) if other != own_id => {
+                    // Another state's key: chain on from its mac.
+                    c.other_lines.push(n);
+                    if !c.other_ids.iter().any(|k| k == other) {
+                        c.other_ids.push(other.to_string());
+                    }
+                    prev = m.to_string();
+                    c.ends.push((offset, prev.clone(), false));
+                    continue;
+                }
+                _ => c.problems.push((
+                    n,
+                    format!(
+                        "line {n}: mac does not match (edited, inserted, removed or reordered lines)"
+                    ),
+                )),
+            },
+            None => c
+                .problems
+                .push((n, format!("line {n}: no mac (not written by glovebox)"))),
+        }
+        // Continue from the mac the bad line claims.
+        if let Some((_, m)) = split_line(raw) {
+            prev = m.to_string();
+        }
+        c.ends.push((offset, prev.clone(), false));
+    }
+    c
+}
+
+/// What `verify` reports for a log's bytes and its head.
+fn check(key: &[u8], bytes: &[u8], head: Option<&Head>, state_dir: PathBuf) -> Verification {
+    let own_id = key_id(key);
+    let text = String::from_utf8_lossy(bytes);
+    let Chain {
+        problems: chain,
+        mut interrupted,
+        ends,
+        other_lines,
+        other_ids,
+    } = walk(key, &own_id, &text);
+    let valid = ends.iter().filter(|(_, _, own)| *own).count();
+    let mut problems = Vec::new();
+    let mut acknowledged = 0;
+    let ack = head.and_then(|h| h.acknowledged.as_ref());
+    let (before, after): (Vec<_>, Vec<_>) = chain
+        .into_iter()
+        .partition(|(n, _)| ack.is_some_and(|a| (*n as u64) < a.line));
+    if let Some(a) = ack {
+        let before_text: Vec<String> = before.iter().map(|(_, p)| p.clone()).collect();
+        if digest(&before_text) == a.digest {
+            acknowledged = before_text.len();
+        } else {
+            problems.push(format!(
+                "the lines before the reseal at line {} changed after it",
+                a.line
+            ));
+            problems.extend(before_text);
+        }
+    }
+    problems.extend(after.into_iter().map(|(_, p)| p));
+    let len = bytes.len() as u64;
+    match head {
+        None if len == 0 => {}
+        // Only other states wrote here: this one has no head for it.
+        None if valid == 0 && !other_lines.is_empty() => {}
+        None => problems.push("no head recorded for this log (it was not written by this user's glovebox, or the head was removed)".into()),
+        Some(h) => {
+            match (h.bytes, h.lines) {
+                (Some(b), Some(lines)) => {
+                    let found = ends.iter().filter(|(end, _, _)| *end <= b).count() as u64;
+                    if len < b {
+                        problems.push(format!(
+                            "the log is shorter than glovebox left it: {lines} lines expected, {found} found (lines were removed from its end, or it was emptied, deleted or replaced)"
+                        ));
+                    } else if b > 0 && !ends.iter().any(|(end, m, _)| *end == b && *m == h.mac) {
+                        problems.push("the log does not end where glovebox left it (it was rewritten or replaced)".into());
+                    } else if found != lines {
+                        problems.push(format!(
+                            "the log has {found} lines where glovebox left {lines}"
+                        ));
+                    } else {
+                        // Lines of this key past the head (lines of other
+                        // states' keys are reported as theirs).
+                        let past = ends.iter().filter(|(end, _, own)| *end > b && *own).count();
+                        if past > 0 {
+                            interrupted.push(format!(
+                                "{past} line(s) past where the head was last moved (a glovebox stopped before recording them, or a call is being written); the next call takes them in"
+                            ));
+                        }
+                    }
+                }
+                _ => {
+                    let last = ends
+                        .iter()
+                        .rfind(|(_, _, own)| *own || other_lines.is_empty())
+                        .map(|(_, m, _)| m.clone())
+                        .unwrap_or_default();
+                    if last != h.mac {
+                        problems.push("the log does not end where glovebox last wrote it (lines were removed from its end, or it was replaced)".into());
+                    }
+                }
+            }
+            for b in &h.broken {
+                problems.push(format!(
+                    "continuity broken ({b}); once you have looked, `glovebox audit --reseal` records that you did"
+                ));
+            }
+        }
+    }
+    Verification {
+        valid_lines: valid,
+        problems,
+        interrupted,
+        unfinished: unfinished_calls(&text),
+        acknowledged,
+        other_key_lines: other_lines,
+        other_key_ids: other_ids,
+        key_id: own_id,
+        state_dir,
+    }
+}
+
+/// The calls whose intent (`TOOL_STARTED call=ID`) has no result line.
+fn unfinished_calls(text: &str) -> Vec<String> {
+    let mut started: Vec<(usize, String, String, String)> = Vec::new();
+    let mut finished = std::collections::HashSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let Some(e) = parse(line) else { continue };
+        let field = |k: &str| {
+            e.fields
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
+        let Some(id) = field("call") else { continue };
+        if e.event == "TOOL_STARTED" {
+            started.push((i + 1, id, field("name").unwrap_or_default(), e.ts.clone()));
+        } else {
+            finished.insert(id);
+        }
+    }
+    started
+        .into_iter()
+        .filter(|(_, id, _, _)| !finished.contains(id))
+        .map(|(n, id, name, ts)| {
+            format!("line {n}: call {id} of `{name}` started at {ts} and never finished (glovebox stopped mid-call, or the call is still running)")
+        })
+        .collect()
+}
+
 /// The end of `file`, from the start of its last complete line (or the
 /// whole file when it is short): enough to chain to, without reading a log
 /// that grows with every call.
@@ -411,6 +957,53 @@ fn tail(file: &mut std::fs::File) -> std::io::Result<String> {
     }
 }
 
+/// The mac of the complete line ending exactly at byte `end` (empty when
+/// `end` is 0 or no such line).
+fn last_line_mac(file: &mut std::fs::File, end: u64) -> std::io::Result<String> {
+    if end == 0 {
+        return Ok(String::new());
+    }
+    let mut window: u64 = 8 * 1024;
+    loop {
+        let start = end.saturating_sub(window);
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = vec![0; (end - start) as usize];
+        file.read_exact(&mut bytes)?;
+        if bytes.last() != Some(&b'\n') {
+            return Ok(String::new());
+        }
+        let body = &bytes[..bytes.len() - 1];
+        match body.iter().rposition(|b| *b == b'\n') {
+            Some(i) => return Ok(mac_of(&body[i + 1..])),
+            None if start == 0 => return Ok(mac_of(body)),
+            None => window = window.saturating_mul(4),
+        }
+    }
+}
+
+fn mac_of(line: &[u8]) -> String {
+    String::from_utf8_lossy(line)
+        .rsplit_once(" mac=")
+        .map(|(_, m)| m.to_string())
+        .unwrap_or_default()
+}
+
+/// Complete lines in `file`, read in blocks.
+fn count_lines(file: &mut std::fs::File) -> std::io::Result<u64> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    loop {
+        let got = file.read(&mut buf)?;
+        if got == 0 {
+            return Ok(n);
+        }
+        n += buf[..got].iter().filter(|b| **b == b'\n').count() as u64;
+    }
+}
+
+/// The mac of the last complete line (an unterminated one is an
+/// interrupted write and is not chained to).
 fn last_mac(text: &str) -> String {
     text.split_inclusive('\n')
         .rfind(|l| l.ends_with('\n'))
@@ -481,6 +1074,7 @@ fn parse(line: &str) -> Option<Entry> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -520,6 +1114,24 @@ mod tests {
         );
         let e = parse(&line).unwrap();
         assert_eq!(e.fields.len(), 2, "{e:?}");
+    }
+
+    #[test]
+    fn recent_entries_read_only_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log {
+            path: dir.path().join("tools.log"),
+            head: dir.path().join("head"),
+        };
+        let text: String = (0..1000)
+            .map(|i| format!("[t{i:04}] TOOL_EXECUTED name=x n={i:04} mac=ab\n"))
+            .collect();
+        std::fs::write(&log.path, &text).unwrap();
+        let line_len = text.lines().next().unwrap().len() as u64 + 1;
+        let recent = log.recent_entries(10 * line_len + 5).unwrap();
+        assert_eq!(recent.len(), 10, "{recent:?}");
+        assert_eq!(recent.last().unwrap().ts, "t0999");
+        assert_eq!(log.recent_entries(1 << 30).unwrap().len(), 1000);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
 use crate::jail::{self, Output, Spec, Stdin};
-use crate::manifest::config::Config;
+use crate::manifest::config::{AuditMode, Config};
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{AgentCliExec, CommandExec, Exec, Manifest, PythonExec};
 use crate::manifest::project::{Origin, Project, ProjectError, Tool};
@@ -47,6 +47,52 @@ pub struct Caller {
     pub agent_id: Option<String>,
     /// The client's project (HTTP `X-Project-ID`); logged as `project_id=`.
     pub project_id: Option<String>,
+    /// Why [`Caller::cancel`] was fired, set by whoever fired it, so that
+    /// the Outcome (and the audit line) says so with the right kind.
+    pub cancelled: Arc<std::sync::OnceLock<Cancelled>>,
+    /// When the request carrying the call runs out of time (HTTP
+    /// `--request-timeout`); a call ended past it was timed out.
+    pub deadline: Option<(Instant, std::time::Duration)>,
+}
+
+/// Why a call was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelled {
+    /// The client cancelled it (MCP `notifications/cancelled`).
+    ByClient,
+    /// The client went away before it ended (connection closed).
+    ClientGone,
+    /// The request ran past its time limit.
+    RequestTimeout(std::time::Duration),
+}
+
+/// `outcome` of a call killed for `why`: the kind and message that say so.
+fn cancelled_outcome(outcome: &mut Outcome, why: Cancelled) {
+    let Some(e) = outcome.error.as_mut() else {
+        return;
+    };
+    match why {
+        Cancelled::ByClient => {
+            e.kind = ErrorKind::Cancelled;
+            e.message = "the client cancelled the call; all its processes were killed".into();
+        }
+        Cancelled::ClientGone => {
+            e.kind = ErrorKind::Cancelled;
+            e.message =
+                "the client went away before the call ended; all its processes were killed".into();
+        }
+        Cancelled::RequestTimeout(t) => {
+            e.kind = ErrorKind::Timeout;
+            e.message = format!(
+                "the request took longer than {} s (glovebox serve --request-timeout); all the call's processes were killed",
+                t.as_secs_f64()
+            );
+            if let Some(d) = e.details.as_object_mut() {
+                d.insert("limit".into(), "request_timeout".into());
+                d.insert("request_timeout_s".into(), t.as_secs_f64().into());
+            }
+        }
+    }
 }
 
 impl audit::Event {
@@ -185,21 +231,84 @@ impl Engine {
 
     /// Calls tool `name` with `params`. Every failure is an [`Outcome`]
     /// too; nothing here panics or returns early without one.
+    ///
+    /// A name outside the grammar ([`crate::manifest::name`]) names no
+    /// tool and goes no further. A call that gets as far as starting
+    /// something (a process, a request, a built-in) first writes its
+    /// intent to the audit log; if that fails the call is refused with
+    /// `audit_unavailable` (unless the config says `audit: best_effort`).
+    /// Its result is logged after, with the same call id.
     pub fn call(&self, name: &str, params: Value, caller: &Caller) -> Outcome {
         let started = Instant::now();
+        if !crate::manifest::name::is_valid(name) {
+            let shown = crate::manifest::name::shown(name);
+            let mut outcome = Outcome::failure(
+                &shown,
+                ErrorKind::ToolNotFound,
+                format!(
+                    "`{shown}` is not a tool name (names match {}); list the tools to see theirs",
+                    crate::manifest::name::GRAMMAR
+                ),
+                json!({}),
+            );
+            self.finish(&shown, json!(null), caller, &mut outcome, None, started);
+            return outcome;
+        }
         let logged_params = self.redacted_params(name, &params, caller);
-        let mut outcome = match self.call_inner(name, params, caller) {
+        let call_id = new_call_id();
+        let intent = Intent {
+            engine: self,
+            name,
+            params: &logged_params,
+            caller,
+            id: &call_id,
+            written: std::cell::Cell::new(false),
+            warnings: std::cell::RefCell::new(Vec::new()),
+        };
+        let mut outcome = match self.call_inner(name, params, caller, &intent) {
             Ok(o) => o,
             Err(o) => *o,
         };
-        outcome.duration_ms = started.elapsed().as_millis() as u64;
-        if let Err(e) = self.log_call(name, logged_params, caller, &outcome) {
-            outcome.warnings.push(format!(
-                "the call was not written to the audit log: {}",
-                run::error_chain(&e)
-            ));
+        outcome.warnings.extend(intent.warnings.take());
+        let was_cancelled = outcome
+            .error
+            .as_ref()
+            .is_some_and(|e| e.details["cancelled"] == true);
+        if let (true, Some(why)) = (was_cancelled, caller.cancelled.get()) {
+            cancelled_outcome(&mut outcome, *why);
         }
+        let id = intent.written.get().then_some(call_id.as_str());
+        self.finish(name, logged_params, caller, &mut outcome, id, started);
         outcome
+    }
+
+    /// Times `outcome` and logs its result (a failure to log is a warning
+    /// on the Outcome and a line on stderr: the call has happened).
+    fn finish(
+        &self,
+        name: &str,
+        params: Value,
+        caller: &Caller,
+        outcome: &mut Outcome,
+        call_id: Option<&str>,
+        started: Instant,
+    ) {
+        outcome.duration_ms = started.elapsed().as_millis() as u64;
+        if let Err(e) = self.log_call(name, params, caller, outcome, call_id) {
+            let message = if e.written() {
+                format!(
+                    "the call was written to the audit log but not made durable: {}",
+                    run::error_chain(&e)
+                )
+            } else {
+                format!(
+                    "the call was not written to the audit log: {}",
+                    run::error_chain(&e)
+                )
+            };
+            eprintln!("glovebox: {name}: {message}");
+            outcome.warnings.push(message);
+        }
     }
 
     /// Whether `name` has a persisted approval matching its current content.
@@ -252,9 +361,11 @@ impl Engine {
         params: Value,
         caller: &Caller,
         outcome: &Outcome,
+        call_id: Option<&str>,
     ) -> Result<(), audit::AuditError> {
         let log = audit::Log::for_project(&self.project.root)?;
         let params = params.to_string();
+        let name = &audit::client_label(name);
         let event = match outcome.kind() {
             Some(ErrorKind::ApprovalRequired) => audit::Event {
                 kind: "TOOL_DENIED",
@@ -296,6 +407,10 @@ impl Engine {
                 .with_client(caller)
             }
         };
+        let mut event = event;
+        if let Some(id) = call_id {
+            event.fields.insert(1, ("call", id.to_string()));
+        }
         log.append(&event)
     }
 
@@ -304,6 +419,7 @@ impl Engine {
         name: &str,
         params: Value,
         caller: &Caller,
+        intent: &Intent<'_>,
     ) -> Result<Outcome, Box<Outcome>> {
         let (tool, config) = self.tool_and_config(name)?;
         let m = &tool.manifest;
@@ -358,6 +474,7 @@ impl Engine {
             } else {
                 Vec::new()
             };
+            intent.record(config)?;
             let ctx = crate::builtin::Context {
                 root: &self.project.root,
                 config,
@@ -436,6 +553,7 @@ impl Engine {
             inputs: &inputs,
             secrets: &secret_values,
         };
+        intent.record(config)?;
         let job = Job {
             name,
             root: &self.project.root,
@@ -612,6 +730,79 @@ impl Engine {
     }
 }
 
+/// A fresh call id: 16 random hex digits (from the kernel's random pool;
+/// the time and the process id when that cannot be read).
+fn new_call_id() -> String {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b = ((t as u64) ^ (u64::from(std::process::id()) << 40)).to_be_bytes();
+    }
+    hex::encode(b)
+}
+
+/// The intent of one call: written to the audit log right before the
+/// call starts anything ([`Intent::record`]).
+struct Intent<'a> {
+    engine: &'a Engine,
+    name: &'a str,
+    params: &'a Value,
+    caller: &'a Caller,
+    id: &'a str,
+    written: std::cell::Cell<bool>,
+    warnings: std::cell::RefCell<Vec<String>>,
+}
+
+impl Intent<'_> {
+    /// Writes `TOOL_STARTED call=ID`. When that fails the call is refused
+    /// (`audit_unavailable`), unless `config.audit` is `best_effort`, in
+    /// which case it goes on with a warning.
+    fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
+        let event = audit::Event {
+            kind: "TOOL_STARTED",
+            fields: vec![
+                ("name", self.name.to_string()),
+                ("call", self.id.to_string()),
+                ("params", self.params.to_string()),
+                ("caller", self.caller.id.clone()),
+            ],
+        }
+        .with_client(self.caller);
+        let result = audit::Log::for_project(&self.engine.project.root)
+            .and_then(|log| log.append_durable(&event));
+        let Err(e) = result else {
+            self.written.set(true);
+            return Ok(());
+        };
+        // A line written but not made durable still has to be closed by
+        // the result line.
+        self.written.set(e.written());
+        let why = run::error_chain(&e);
+        if config.audit == AuditMode::BestEffort {
+            let w = format!("the call's intent could not be recorded in the audit log (audit: best_effort, so it ran): {why}");
+            eprintln!("glovebox: {}: {w}", self.name);
+            self.warnings.borrow_mut().push(w);
+            return Ok(());
+        }
+        eprintln!(
+            "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
+            self.name
+        );
+        Err(Box::new(Outcome::failure(
+            self.name,
+            ErrorKind::AuditUnavailable,
+            format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory, or set `audit: best_effort` in .glee/config.yml to run calls without a record"),
+            json!({"audit": "required"}),
+        )))
+    }
+}
+
 /// What every kind of run needs from the decisions already made.
 struct Job<'a> {
     name: &'a str,
@@ -674,7 +865,7 @@ impl Job<'_> {
         Ok(run::finish(
             self.name,
             result,
-            self.policy.limits.wall,
+            &self.policy.limits,
             self.redact,
             self.schemas,
             read,

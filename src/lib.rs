@@ -38,10 +38,11 @@
 //!   grants too, and never written by the built-ins.
 //! - [`approval`], [`create`], [`audit`] and [`state`]: approvals bound to
 //!   content, agent-created tools under the project's permission ceiling,
-//!   the HMAC-chained audit log (each line naming its key), and glovebox's
-//!   own state directory, found from the user's passwd entry whatever the
-//!   caller's environment (or `--state-dir`), which no jail may read or
-//!   write.
+//!   the HMAC-chained audit log (each line naming its key; intent before
+//!   each call, result after, continuity checked against a head, fail
+//!   closed), and glovebox's own state directory, found from the user's
+//!   passwd entry whatever the caller's environment (or `--state-dir`),
+//!   which no jail may read or write.
 //! - [`builtin`]: GLM-CLI's `read_file`, `write_file` and `list_files`,
 //!   in every Glee project unless its config narrows them, run as the
 //!   glovebox binary itself in the jail with
@@ -58,7 +59,8 @@
 //!   (`server/discover`, `subscriptions/listen`): the tool catalog,
 //!   results, cancellable calls, live reload and list changes; and the HTTP
 //!   API (HDN-compatible `/api/v1/tools`, OpenAPI 3.1 at `/openapi.json`)
-//!   with its limits and graceful shutdown.
+//!   with every resource bounded (connections, timeouts, sessions, one
+//!   call bound for every transport) and graceful shutdown.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
 //!   MCP tool lists; names a target does not accept are reported, never
 //!   renamed.

@@ -198,7 +198,8 @@ fn edited_or_truncated_audit_log_fails_verify() {
     assert!(p.verify(), "a fresh log verifies");
     let path = p.f.root.join(".glee/audit/tools.log");
     let original = p.log();
-    assert_eq!(original.lines().count(), 3);
+    // Each call: its intent (TOOL_STARTED) and its result (TOOL_EXECUTED).
+    assert_eq!(original.lines().count(), 6);
 
     // Edit one value.
     std::fs::write(&path, original.replacen("\"w\":\"b\"", "\"w\":\"z\"", 1)).unwrap();
@@ -389,11 +390,12 @@ fn concurrent_runs_leave_a_well_formed_log_with_every_line() {
     });
     let log = p.log();
     let lines: Vec<&str> = log.lines().collect();
-    assert_eq!(lines.len(), PROCS * EACH, "{log}");
+    assert_eq!(lines.len(), 2 * PROCS * EACH, "{log}");
     for i in 0..PROCS {
         for j in 0..EACH {
             let needle = format!("\"w\":\"p{i}-{j}\"");
-            assert_eq!(log.matches(&needle).count(), 1, "{needle} in {log}");
+            // The intent and the result.
+            assert_eq!(log.matches(&needle).count(), 2, "{needle} in {log}");
         }
     }
     assert!(p.verify(), "the concurrent log must verify");
@@ -479,7 +481,7 @@ fn a_long_log_still_chains_when_appends_read_only_its_tail() {
     p.run("echo", &a).assert_ok();
     p.run("echo", &["w0=last"]).assert_ok();
     assert!(p.log().len() > 60_000, "{}", p.log().len());
-    assert_eq!(p.log().lines().count(), 14);
+    assert_eq!(p.log().lines().count(), 28);
     assert!(p.verify(), "the chain must hold across the window");
 }
 

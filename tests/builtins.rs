@@ -39,8 +39,21 @@ fn project(safety_mode: &str) -> Fixture {
     f
 }
 
+/// The fixture's own state directory: every call is audited (and refused
+/// without a writable state), whoever runs the tests (`nobody` in CI has
+/// no home).
+fn state(f: &Fixture) -> String {
+    f.base.join("state").to_str().unwrap().to_string()
+}
+
+/// `glovebox run` with the fixture's state directory.
+fn run(f: &Fixture, name: &str, args: &[&str]) -> Called {
+    let state = state(f);
+    f.run_env(name, args, &[("GLOVEBOX_STATE_DIR", state.as_str())])
+}
+
 fn read(f: &Fixture, path: &str) -> Called {
-    f.run("read_file", &[&format!("path={path}")])
+    run(f, "read_file", &[&format!("path={path}")])
 }
 
 fn write(f: &Fixture, path: &str, content: &str, extra: &[&str]) -> Called {
@@ -59,7 +72,7 @@ fn write(f: &Fixture, path: &str, content: &str, extra: &[&str]) -> Called {
 
 fn list(f: &Fixture, dir: &str, recursive: bool) -> Called {
     let params = json!({"directory": dir, "recursive": recursive}).to_string();
-    f.run("list_files", &["--params", &params])
+    run(f, "list_files", &["--params", &params])
 }
 
 /// The probe: the tools work in this project.
@@ -131,8 +144,7 @@ fn builtins_are_on_by_default_and_the_config_narrows_them() {
     };
     assert_eq!(names(&f), ["list_files", "read_file", "write_file"]);
     f.config(&json!({"builtins": ["list_files"]}));
-    f.run("read_file", &["path=a.txt"])
-        .assert_failed("tool_not_found", 2);
+    run(&f, "read_file", &["path=a.txt"]).assert_failed("tool_not_found", 2);
     assert_eq!(names(&f), ["list_files"]);
     f.config(&json!({"builtins": []}));
     assert!(names(&f).is_empty());
@@ -196,7 +208,7 @@ fn list_files_flat_and_recursive() {
         "{text}"
     );
     // recursive defaults to false
-    let r = f.run("list_files", &["directory=core"]);
+    let r = run(&f, "list_files", &["directory=core"]);
     assert_eq!(r.text(), "nested/");
     let r = list(&f, "/invalid/path", false);
     r.assert_failed("permission_exceeds_ceiling", 1);
@@ -305,6 +317,7 @@ fn on_terminal(f: &Fixture, params: &Value, answer: &str, between: impl FnOnce()
     let pty = nix::pty::openpty(None, None).unwrap();
     let slave = std::fs::File::from(pty.slave);
     let mut child = Command::new(bin())
+        .env("GLOVEBOX_STATE_DIR", state(f))
         .args([
             "run",
             "write_file",
@@ -734,6 +747,7 @@ fn mcp_callers_never_consent_to_a_write() {
     }
     let f = project("ask");
     let mut child = Command::new(bin())
+        .env("GLOVEBOX_STATE_DIR", state(&f))
         .args(["mcp", "--root"])
         .arg(&f.root)
         .stdin(Stdio::piped())

@@ -611,7 +611,11 @@ fn the_concurrency_limit_answers_503() {
         return;
     }
     let f = project();
-    let mut s = Served::start(&f.root, None, &["--max-concurrent", "2", "--grace", "0"]);
+    let mut s = Served::start(
+        &f.root,
+        None,
+        &["--max-concurrent", "2", "--max-queued", "0", "--grace", "0"],
+    );
     let addr = s.addr.clone();
     let markers: Vec<String> = (0..2).map(|i| marker(&format!("busy{i}"))).collect();
     let holders: Vec<_> = markers
@@ -752,10 +756,15 @@ fn a_request_past_its_timeout_is_504_and_its_call_is_killed() {
     wait_for("the call's processes to be gone", || {
         pids_with(&m).is_empty()
     });
-    wait_for("the call to be logged", || {
-        audit_log(&f).contains("name=sleeper")
+    // The result line, not the intent line written before the call ran.
+    wait_for("the call's result to be logged", || {
+        audit_log(&f)
+            .lines()
+            .any(|l| l.contains("TOOL_EXECUTED") && l.contains("name=sleeper"))
     });
-    assert_eq!(s.get("/healthz").json["calls_in_flight"], 0);
+    wait_for("the call's slot to be free", || {
+        s.get("/healthz").json["calls_in_flight"] == 0
+    });
 }
 
 /// An MCP session holding an open event stream does not keep the server

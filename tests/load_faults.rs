@@ -10,7 +10,11 @@
 //! - SIGKILL of the server mid-call leaves no jailed process;
 //! - a tool that dies of a signal, closes stdout early, never reads its
 //!   stdin, or whose directory is deleted mid-call gives a clean result,
-//!   and the server goes on serving.
+//!   and the server goes on serving;
+//! - `glovebox serve` against slow and idle clients: headers or a body
+//!   trickled byte by byte, hundreds of idle connections, more connections
+//!   than `--max-connections`: each is cut off by its timeout, holds no
+//!   call slot, the fds come back, and the server answers meanwhile.
 //!
 //! No test here asserts a duration: every wait is a bounded poll that
 //! fails with what it saw.
@@ -19,6 +23,7 @@
 
 mod common;
 mod runkit;
+mod servekit;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -553,4 +558,145 @@ fn deleting_the_tool_dir_mid_call_gives_a_clean_result() {
         "a deleted tool was called: {reply}"
     );
     still_serving(&mut s);
+}
+
+/// Whether the server closed `s` (a read returns 0 or fails) within `limit`.
+fn closed_within(s: &mut std::net::TcpStream, limit: Duration) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+fn served_hello(extra: &[&str]) -> (Fixture, servekit::Served) {
+    let f = fault_project();
+    let s = servekit::Served::start(&f.root, &[], extra);
+    (f, s)
+}
+
+/// Headers trickled a byte at a time (slowloris) and connections that
+/// never send anything are closed after `--header-timeout`; a body
+/// trickled is answered 408 after `--body-timeout`. None of them holds a
+/// call slot: with `--max-concurrent 1`, calls go on meanwhile.
+#[test]
+fn slow_clients_are_cut_off_and_hold_no_slot() {
+    let (_f, s) = served_hello(&[
+        "--header-timeout",
+        "2",
+        "--body-timeout",
+        "2",
+        "--max-concurrent",
+        "1",
+    ]);
+    let mut slow_headers = Vec::new();
+    for _ in 0..8 {
+        let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+        c.write_all(b"POST /api/v1/tools/hello/invoke HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        slow_headers.push(c);
+    }
+    let mut slow_bodies = Vec::new();
+    for _ in 0..8 {
+        let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+        c.write_all(
+            b"POST /api/v1/tools/hello/invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        )
+        .unwrap();
+        slow_bodies.push(c);
+    }
+    // Keep trickling for a while: one more byte every 300 ms.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(300));
+        for c in slow_headers.iter_mut() {
+            let _ = c.write_all(b"X");
+        }
+        for c in slow_bodies.iter_mut() {
+            let _ = c.write_all(b" ");
+        }
+        // The server serves a call meanwhile.
+        let a = s.post("/api/v1/tools/hello/invoke", &json!({}));
+        if jail_available() {
+            assert_eq!(a.status, 200, "{a:?}");
+        } else {
+            assert!(a.json.is_object(), "{a:?}");
+        }
+    }
+    for (i, c) in slow_headers.iter_mut().enumerate() {
+        assert!(
+            closed_within(c, Duration::from_secs(30)),
+            "slow headers {i} still open"
+        );
+    }
+    for (i, c) in slow_bodies.iter_mut().enumerate() {
+        use std::io::Read;
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let a = servekit::parse_answer(&raw);
+        assert_eq!(a.status, 408, "slow body {i}: {a:?}");
+        assert_eq!(a.kind(), "input_invalid", "{a:?}");
+    }
+    s.assert_alive();
+}
+
+/// 300 idle connections: all closed by the server after the header
+/// timeout, its fds back near where they were, and it answers throughout.
+#[test]
+fn idle_connections_are_closed_and_their_fds_come_back() {
+    let (_f, s) = served_hello(&["--header-timeout", "2"]);
+    let pid = s.child.id();
+    s.assert_alive();
+    let before = fd_count(pid);
+    let mut idle: Vec<_> = (0..300)
+        .map(|_| std::net::TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    s.assert_alive();
+    for (i, c) in idle.iter_mut().enumerate() {
+        assert!(
+            closed_within(c, Duration::from_secs(30)),
+            "idle connection {i} still open"
+        );
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || fd_count(pid) <= before + 8),
+        "fds: {} before, {} after",
+        before,
+        fd_count(pid)
+    );
+    s.assert_alive();
+}
+
+/// `--max-connections 4`: four idle connections fill it; a fifth request
+/// waits (a line on stderr says the cap was reached) and is served once
+/// the idle ones are closed.
+#[test]
+fn the_connection_cap_is_logged_and_connections_wait() {
+    let (_f, s) = served_hello(&["--max-connections", "4", "--header-timeout", "2"]);
+    let idle: Vec<_> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    let h = servekit::request(&s.addr, "GET", "/healthz", &[], b"");
+    assert_eq!(h.status, 200, "{h:?}");
+    assert!(
+        wait_until(Duration::from_secs(10), || s
+            .stderr()
+            .contains("connections are open")),
+        "no log line when the cap was reached: {}",
+        s.stderr()
+    );
+    drop(idle);
 }

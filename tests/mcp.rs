@@ -104,11 +104,15 @@ fn project() -> Fixture {
         json!({"entrypoint": "python3", "args": ["-c", "import sys; sys.exit('boom')"]}),
         read_root(),
     ));
+    // Sleeps a second and leaves its start and end (ns) in naps/, so a
+    // test can count how many ran at once.
+    f.file("naps/.keep", "");
     f.tool(&command_tool(
         "nap",
         schema(json!({})),
-        json!({"entrypoint": "sleep", "args": ["1"]}),
-        read_root(),
+        json!({"entrypoint": "sh", "args": ["-c",
+            "f=$(mktemp naps/XXXXXX) && date +%s%N > $f && sleep 1 && date +%s%N >> $f"]}),
+        json!({"network": false, "fs": {"read": ["."], "write": ["naps"]}, "secrets": {}}),
     ));
     // Two processes carrying the marker: the first and a child of it.
     f.tool(&command_tool(
@@ -207,6 +211,11 @@ struct Served {
 
 impl Served {
     fn start(f: &Fixture, listen: &str, token: Option<&str>) -> Served {
+        Served::start_with(f, listen, token, &[])
+    }
+
+    /// [`Served::start`] with more `serve` flags.
+    fn start_with(f: &Fixture, listen: &str, token: Option<&str>, extra: &[&str]) -> Served {
         let mut c = Command::new(bin());
         c.args([
             "--root",
@@ -215,6 +224,7 @@ impl Served {
             "--listen",
             listen,
         ])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -493,6 +503,77 @@ fn mcp2_legacy_mode_stdio_gets_list_changes_ping_and_caller() {
 #[test]
 fn mcp2_legacy_mode_http_gets_list_changes_ping_and_caller() {
     changes_with_mcp2("legacy", true);
+}
+
+/// 40 concurrent one-second calls from the 2.x client with
+/// `--max-concurrent 16` in `mode` over `transport`: every revision and
+/// transport shares one bound, so all 40 run (24 wait for a slot, none is
+/// refused below the queue's default of 64) and no more than 16 at once.
+fn forty_calls_under_a_bound_of_16(mode: &str, http: bool) {
+    if !jail_available() {
+        return;
+    }
+    let Some(py) = python2() else { return };
+    let f = project();
+    let bound = ["--max-concurrent", "16"];
+    let served = http.then(|| Served::start_with(&f, "127.0.0.1:0", None, &bound));
+    let mut transport = vec!["--mode".to_string(), mode.to_string()];
+    match &served {
+        Some(s) => transport.extend(s.transport(None)),
+        None => {
+            transport.extend(stdio(&f));
+            // `=` so argparse takes a value that starts with `--`.
+            transport.extend(bound.iter().map(|a| format!("--server-arg={a}")));
+        }
+    }
+    let out = scenario_of("tests/mcp/client2.py", &py, &transport, "load", Some("40"));
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("LOAD "))
+        .unwrap_or_else(|| panic!("no LOAD line: {out}"));
+    assert!(line.starts_with("LOAD ok=40 of=40 "), "{out}");
+    // Each call left [start, end]: at most 16 overlapped, and calls did
+    // run side by side (the bound is not a queue of one).
+    let mut edges = Vec::new();
+    for e in std::fs::read_dir(f.root.join("naps")).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        let t: Vec<u128> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if t.len() == 2 {
+            edges.push((t[0], 1i32));
+            edges.push((t[1], -1));
+        }
+    }
+    assert_eq!(edges.len(), 80, "every call left its start and end");
+    edges.sort();
+    let (mut now, mut most) = (0, 0);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    assert!(
+        (2..=16).contains(&most),
+        "{most} calls ran at once (bound 16)"
+    );
+}
+
+#[test]
+fn mcp2_default_mode_stdio_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("auto", false);
+}
+
+#[test]
+fn mcp2_default_mode_http_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("auto", true);
+}
+
+#[test]
+fn mcp2_legacy_mode_stdio_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("legacy", false);
+}
+
+#[test]
+fn mcp2_legacy_mode_http_queues_calls_past_the_bound() {
+    forty_calls_under_a_bound_of_16("legacy", true);
 }
 
 /// Writes `lines` to `glovebox mcp`'s stdin, closes it, and returns its

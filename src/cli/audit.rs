@@ -1,4 +1,4 @@
-//! `glovebox audit`: read the audit log back, or verify it.
+//! `glovebox audit`: read the audit log back, verify it, or reseal it.
 
 use std::process::ExitCode;
 
@@ -17,9 +17,15 @@ pub struct Args {
     /// Only entries at or after this time (RFC 3339 prefix, e.g. 2026-11-22).
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
-    /// Check that no line was edited, inserted, reordered or removed.
-    #[arg(long)]
+    /// Check that no line was edited, inserted, reordered or removed, and
+    /// list the calls that never finished.
+    #[arg(long, conflicts_with = "reseal")]
     pub verify: bool,
+    /// Accept the log as it now is, after looking at what --verify reports:
+    /// logged as an AUDIT_RESEALED event; --verify passes again until the
+    /// next break.
+    #[arg(long)]
+    pub reseal: bool,
 }
 
 /// `1-3, 7` for `[1, 2, 3, 7]`.
@@ -44,20 +50,37 @@ fn ranges(lines: &[usize]) -> String {
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let root = super::project(cli)?.root;
     let log = Log::for_project(&root)?;
+    if args.reseal {
+        let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+        let before = log.reseal(&format!("cli:{user}"))?;
+        if args.json {
+            println!("{}", serde_json::to_string(&before)?);
+        } else {
+            println!(
+                "{}: resealed; {} problem(s) acknowledged (logged as AUDIT_RESEALED)",
+                log.path().display(),
+                before.problems.len()
+            );
+            for p in &before.problems {
+                println!("  {p}");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.verify {
         let v = log.verify()?;
         if args.json {
             println!("{}", serde_json::to_string(&v)?);
-        } else if v.intact() {
-            println!(
-                "{}: intact ({} lines, key {} of state {})",
-                log.path().display(),
-                v.valid_lines,
-                v.key_id,
-                v.state_dir.display()
-            );
         } else {
-            if v.tampered() {
+            if v.intact() {
+                println!(
+                    "{}: intact ({} lines, key {} of state {})",
+                    log.path().display(),
+                    v.valid_lines,
+                    v.key_id,
+                    v.state_dir.display()
+                );
+            } else if v.tampered() {
                 println!(
                     "{}: TAMPERED OR DAMAGED (checked with key {} of state {})",
                     log.path().display(),
@@ -67,6 +90,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                 for p in &v.problems {
                     println!("  {p}");
                 }
+                println!("  once you have looked: glovebox audit --reseal");
             } else {
                 println!(
                     "{}: {} lines intact with key {} of state {}",
@@ -84,6 +108,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                     if v.other_key_lines.len() == 1 { "line" } else { "lines" },
                     ranges(&v.other_key_lines),
                 );
+            }
+            if v.acknowledged > 0 {
+                println!("  {} problem(s) acknowledged by a reseal", v.acknowledged);
+            }
+            for p in &v.interrupted {
+                println!("  interrupted: {p}");
+            }
+            for p in &v.unfinished {
+                println!("  unfinished: {p}");
             }
         }
         return Ok(if v.intact() {

@@ -3,15 +3,30 @@
 
 use std::process::ExitCode;
 
+use glovebox::serve::call::{CallLimits, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_QUEUED};
 use glovebox::serve::{mcp, watch};
 
 use super::Cli;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Tool calls run at once (as `glovebox serve --max-concurrent`).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub max_concurrent: usize,
+    /// Tool calls waiting for a slot; one more is answered at once with a
+    /// `resource_limit` error (`details.busy`).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_QUEUED,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=65_536))]
+    pub max_queued: usize,
+}
 
-pub fn run(cli: &Cli, _args: &Args) -> anyhow::Result<ExitCode> {
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let live = super::live(cli)?;
+    live.calls().set_limits(CallLimits {
+        max_concurrent: args.max_concurrent,
+        max_queued: args.max_queued,
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

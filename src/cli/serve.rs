@@ -8,9 +8,12 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use glovebox::serve::call::CallLimits;
 use glovebox::serve::http::{self, Options, DEFAULT_GRACE, DEFAULT_LISTEN, TOKEN_ENV};
 use glovebox::serve::limits::{
-    Limits, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT, DEFAULT_REQUEST_TIMEOUT,
+    Limits, DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_QUEUED, DEFAULT_MAX_SESSIONS,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_USAGE_SCAN_BYTES,
 };
 use glovebox::serve::{shutdown, watch};
 
@@ -25,10 +28,39 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1 << 30))]
     pub max_body_bytes: usize,
-    /// Requests served at once (API and /mcp); one more gets 503 at once.
+    /// Tool calls run at once (API and /mcp together).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONCURRENT,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
     pub max_concurrent: usize,
+    /// Tool calls waiting for a slot; one more gets 503 at once.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_QUEUED,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=65_536))]
+    pub max_queued: usize,
+    /// Connections open at once; more wait (a line on stderr says so).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_connections: usize,
+    /// Seconds to send a request's headers; also the longest a kept-alive
+    /// connection may sit idle.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
+    /// Seconds to send a request's body (longer: 408).
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_BODY_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout: u64,
+    /// MCP sessions kept at once; the oldest is closed to make room.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_sessions: usize,
+    /// Seconds an MCP session may sit idle before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SESSION_IDLE_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub session_idle_timeout: u64,
+    /// Bytes read from the end of the audit log for GET /api/v1/tools/usage.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_USAGE_SCAN_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
+    pub usage_scan_bytes: u64,
     /// Seconds one request may take (longer: 504, and its call is killed).
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_REQUEST_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -46,8 +78,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         token: std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()),
         limits: Limits {
             max_body_bytes: args.max_body_bytes,
-            max_concurrent: args.max_concurrent,
+            calls: CallLimits {
+                max_concurrent: args.max_concurrent,
+                max_queued: args.max_queued,
+            },
             request_timeout: Duration::from_secs(args.request_timeout),
+            max_connections: args.max_connections,
+            header_timeout: Duration::from_secs(args.header_timeout),
+            body_timeout: Duration::from_secs(args.body_timeout),
+            max_sessions: args.max_sessions,
+            session_idle_timeout: Duration::from_secs(args.session_idle_timeout),
+            usage_scan_bytes: args.usage_scan_bytes,
         },
         grace: Duration::from_secs(args.grace),
     };

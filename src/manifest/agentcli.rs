@@ -183,15 +183,9 @@ fn pointer(tokens: &[&str]) -> String {
     super::yaml::pointer_of(tokens.iter().copied())
 }
 
-/// Whether `name` is a valid glovebox tool name (as in `tool.schema.json`:
-/// `^[A-Za-z0-9_][A-Za-z0-9_.-]*$`, at most 64 characters).
+/// Whether `name` is a valid glovebox tool name ([`super::name`]).
 fn is_tool_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    name.len() <= 64
-        && chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    super::name::is_valid(name)
 }
 
 /// Whether `name` matches `[A-Z_][A-Z0-9_]*`.

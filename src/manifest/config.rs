@@ -38,6 +38,9 @@ pub struct Config {
     /// [`crate::builtin`].
     #[serde(default = "all_builtins")]
     pub builtins: Vec<String>,
+    /// What a call does when its audit record cannot be written.
+    #[serde(default)]
+    pub audit: AuditMode,
 }
 
 impl Default for Config {
@@ -48,6 +51,7 @@ impl Default for Config {
             sandbox: Sandbox::default(),
             safety_mode: SafetyMode::default(),
             builtins: all_builtins(),
+            audit: AuditMode::default(),
         }
     }
 }
@@ -172,6 +176,18 @@ pub enum SafetyMode {
     Strict,
     /// Never ask.
     AlwaysAllow,
+}
+
+/// `audit`: what happens when a call's audit record cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditMode {
+    /// No record, no call: a call whose intent cannot be written (and made
+    /// durable) before it starts is refused with `audit_unavailable`.
+    #[default]
+    Required,
+    /// The call runs anyway; its Outcome carries a warning.
+    BestEffort,
 }
 
 /// Why the config could not be loaded.

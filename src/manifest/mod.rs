@@ -31,6 +31,7 @@
 //! - [`agentcli`] reads an agentcli `tools.json` (`--tools-json FILE`, or
 //!   `tools.json` in the root) onto the same model: [`Origin::AgentCli`]
 //!   tools with an `exec.agentcli` block.
+//! - [`name`] is the tool name grammar every entry point checks first.
 
 pub mod agentcli;
 pub mod config;
@@ -38,6 +39,7 @@ pub mod diagnostic;
 pub mod discover;
 pub mod lint;
 pub mod model;
+pub mod name;
 pub mod placeholder;
 pub mod project;
 pub mod schema;

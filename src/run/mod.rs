@@ -27,6 +27,17 @@ pub use secrets::{Redactor, SecretSource};
 
 /// Maps a jail failure (nothing ran, or it could not start) to an outcome.
 pub fn jail_error(tool: &str, err: &JailError, program: &Path) -> Outcome {
+    if let JailError::Exec { source, .. } = err {
+        if source.raw_os_error() == Some(libc::E2BIG) {
+            // The parameters, not the manifest: a value too long for argv.
+            return Outcome::failure(
+                tool,
+                ErrorKind::InputInvalid,
+                "the parameters make the command line longer than the kernel accepts (at most 128 KiB per argument, about 2 MiB in all); send shorter values, or give the tool large ones another way (a file it reads)",
+                json!({"program": program, "limit": "argument_length"}),
+            );
+        }
+    }
     let message = error_chain(err);
     let kind = match err {
         _ if err.is_unavailable() => ErrorKind::SandboxUnavailable,
@@ -39,13 +50,17 @@ pub fn jail_error(tool: &str, err: &JailError, program: &Path) -> Outcome {
     Outcome::failure(tool, kind, message, json!({"program": program}))
 }
 
-/// The error and its sources, joined.
+/// The error and its sources, joined (a source whose text the message
+/// already ends with is not repeated).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
+        let text = c.to_string();
+        if !s.ends_with(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
         src = c.source();
     }
     s
@@ -62,11 +77,11 @@ pub enum Finished {
 /// Common handling of a finished jailed process: limits first (a tree
 /// killed at its deadline or for memory says so), then the kind-specific
 /// reading of its output. Secrets are redacted from everything returned.
-/// `wall` is the wall-clock limit the process ran under.
+/// `limits` are the limits the process ran under.
 pub fn finish(
     tool: &str,
     result: JailResult,
-    wall: std::time::Duration,
+    limits: &crate::jail::Limits,
     redact: &Redactor,
     schemas: &Schemas,
     read: impl FnOnce(&JailResult, &Redactor) -> Finished,
@@ -76,6 +91,7 @@ pub fn finish(
         Status::Exited(c) => Some(c),
         Status::Signaled(_) => None,
     };
+    let wall = limits.wall;
     let hit = |h: LimitHit| result.limits_hit.contains(&h);
     let limit_failure = if hit(LimitHit::Timeout) {
         Some((
@@ -97,8 +113,8 @@ pub fn finish(
         Some((
             ErrorKind::ResourceLimit,
             format!(
-                "the tool printed more than the output limit ({} bytes of stdout, {} of stderr); the rest was discarded",
-                result.stdout_bytes, result.stderr_bytes
+                "the tool printed more than its output limit of {} bytes (limits.output_bytes in .glee/config.yml): {} bytes of stdout and {} of stderr; only the first {} of each were kept",
+                limits.output_bytes, result.stdout_bytes, result.stderr_bytes, limits.output_bytes
             ),
             "output",
         ))
@@ -124,6 +140,8 @@ pub fn finish(
         Some((kind, message, limit)) => {
             let details = if kind == ErrorKind::Timeout {
                 json!({"limit": limit, "timeout_ms": wall.as_millis() as u64})
+            } else if limit == "output" {
+                json!({"limit": limit, "output_bytes": limits.output_bytes})
             } else {
                 json!({"limit": limit})
             };

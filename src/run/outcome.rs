@@ -32,6 +32,12 @@ pub enum ErrorKind {
     PythonException,
     /// The HTTP request failed.
     HttpError,
+    /// The client cancelled the call, or went away before it ended; its
+    /// processes were killed.
+    Cancelled,
+    /// The call's audit record could not be written, so the call was not
+    /// run (`audit: best_effort` in `.glee/config.yml` runs it anyway).
+    AuditUnavailable,
     /// Anything else.
     Internal,
     /// The output does not match the tool's declared output schema. Only

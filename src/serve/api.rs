@@ -26,7 +26,7 @@
 //! `isError`); else by kind: 400 `input_invalid`, 403 `approval_required`
 //! and `permission_exceeds_ceiling`, 404 `tool_not_found`, 500
 //! `manifest_invalid`, `secret_missing` and `internal`, 503
-//! `sandbox_unavailable` and a call the server killed on shutdown
+//! `sandbox_unavailable`, `audit_unavailable` and a call the server killed on shutdown
 //! (`internal` with `details.cancelled`). The body is the Outcome in every
 //! case.
 
@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -63,6 +64,8 @@ pub const CALLER: &str = "http";
 pub const DEFAULT_USAGE_LIMIT: usize = 50;
 /// Most usage entries answered.
 pub const MAX_USAGE_LIMIT: usize = 1000;
+/// Usage requests reading the audit log at once.
+pub const USAGE_READERS: usize = 4;
 
 /// A tool in HDN's registry shape, plus what glovebox knows about it
 /// under `glovebox`.
@@ -212,7 +215,9 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
         }
         Some(ErrorKind::ToolNotFound) => StatusCode::NOT_FOUND,
         Some(ErrorKind::Unauthorized) => StatusCode::UNAUTHORIZED,
-        Some(ErrorKind::SandboxUnavailable) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(
+            ErrorKind::SandboxUnavailable | ErrorKind::AuditUnavailable | ErrorKind::Cancelled,
+        ) => StatusCode::SERVICE_UNAVAILABLE,
         Some(ErrorKind::ManifestInvalid | ErrorKind::SecretMissing | ErrorKind::Internal) => {
             StatusCode::INTERNAL_SERVER_ERROR
         }
@@ -253,14 +258,18 @@ pub fn create_problem(e: &CreateError) -> Problem {
 /// The API's routes over `live` (the guard and limits are added by
 /// [`super::http::router`]). `/healthz` and `/openapi.json` come
 /// separately from [`open_routes`], outside the concurrency limit.
-pub fn routes(live: Arc<Live>) -> Router {
+pub fn routes(live: Arc<Live>, usage_scan_bytes: u64) -> Router {
+    // At most this many usage reads at once, each of at most
+    // `usage_scan_bytes`: the memory usage takes is bounded.
+    let readers = Arc::new(tokio::sync::Semaphore::new(USAGE_READERS));
     Router::new()
         .route("/api/v1/tools", get(list).post(create_tool))
         // `usage` and `discover` are also tool names for the methods those
         // routes do not take.
         .route(
             "/api/v1/tools/usage",
-            get(usage).delete(|s, h| delete_named(s, "usage".into(), h)),
+            get(move |s, uri| usage(s, uri, usage_scan_bytes, readers))
+                .delete(|s, h| delete_named(s, "usage".into(), h)),
         )
         .route(
             "/api/v1/tools/discover",
@@ -324,6 +333,7 @@ fn caller(headers: &HeaderMap) -> Caller {
         cancel: None,
         agent_id: header_value(headers, AGENT_HEADER),
         project_id: header_value(headers, PROJECT_HEADER),
+        ..Caller::default()
     }
 }
 
@@ -387,7 +397,29 @@ fn not_found(name: &str) -> Problem {
     )
 }
 
-async fn show(state: State<Arc<Live>>, Path(name): Path<String>) -> Response {
+/// The `{name}` of a route. A segment that is not UTF-8 once decoded names
+/// no tool: 404 `tool_not_found` (JSON, as every refusal), like any other
+/// name outside the grammar.
+fn path_name(path: Result<Path<String>, PathRejection>) -> Result<String, Problem> {
+    match path {
+        Ok(Path(name)) => Ok(name),
+        Err(e) => Err(Problem::new(
+            StatusCode::NOT_FOUND,
+            ErrorKind::ToolNotFound,
+            format!(
+                "the tool name in the path is not a tool name ({}; names match {})",
+                e.body_text(),
+                crate::manifest::name::GRAMMAR
+            ),
+        )),
+    }
+}
+
+async fn show(state: State<Arc<Live>>, path: Result<Path<String>, PathRejection>) -> Response {
+    let name = match path_name(path) {
+        Ok(n) => n,
+        Err(p) => return p.into_response(),
+    };
     show_named(state, name).await
 }
 
@@ -415,10 +447,15 @@ async fn show_named(State(live): State<Arc<Live>>, name: String) -> Response {
 
 async fn invoke(
     State(live): State<Arc<Live>>,
-    Path(name): Path<String>,
+    path: Result<Path<String>, PathRejection>,
+    deadline: Option<axum::Extension<limits::Deadline>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let name = match path_name(path) {
+        Ok(n) => n,
+        Err(p) => return p.into_response(),
+    };
     let params = match json_body(body).await {
         Ok(p @ (Value::Object(_) | Value::Null)) => p,
         Ok(_) => {
@@ -429,7 +466,8 @@ async fn invoke(
         }
         Err(p) => return p.into_response(),
     };
-    let caller = caller(&headers);
+    let mut caller = caller(&headers);
+    caller.deadline = deadline.map(|axum::Extension(limits::Deadline(d))| d);
     let outcome = live
         .calls()
         .run(
@@ -442,6 +480,14 @@ async fn invoke(
         )
         .await;
     match outcome {
+        Ok(o) if super::call::is_busy(&o) => {
+            let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &o);
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+            r
+        }
         Ok(o) => json_response(invoke_status(&o), &o),
         Err(e) => internal(crate::run::error_chain(&e)),
     }
@@ -528,9 +574,13 @@ async fn create_tool(State(live): State<Arc<Live>>, headers: HeaderMap, body: Bo
 
 async fn delete_tool(
     state: State<Arc<Live>>,
-    Path(name): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
 ) -> Response {
+    let name = match path_name(path) {
+        Ok(n) => n,
+        Err(p) => return p.into_response(),
+    };
     delete_named(state, name, headers).await
 }
 
@@ -622,7 +672,8 @@ pub fn usage_query(query: Option<&str>) -> Result<UsageQuery, Problem> {
     Ok(q)
 }
 
-/// Recent calls from the audit log, newest first: `{ts, type, tool, …}`
+/// Recent calls from the end of the audit log (its last
+/// `--usage-scan-bytes`), newest first: `{ts, type, tool, …}`
 /// with every field the log line has (`status`, `kind`, `duration_ms`,
 /// `caller`, `agent_id`, `project_id`, `reason`); parameters are left out.
 /// Calls are `TOOL_EXECUTED` entries and `TOOL_DENIED` ones for want of an
@@ -670,14 +721,22 @@ pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
         .collect()
 }
 
-async fn usage(State(live): State<Arc<Live>>, uri: Uri) -> Response {
+async fn usage(
+    State(live): State<Arc<Live>>,
+    uri: Uri,
+    scan_bytes: u64,
+    readers: Arc<tokio::sync::Semaphore>,
+) -> Response {
     let q = match usage_query(uri.query()) {
         Ok(q) => q,
         Err(p) => return p.into_response(),
     };
+    let Ok(_reader) = readers.acquire_owned().await else {
+        return internal("the usage readers are closed");
+    };
     let root = live.root().to_path_buf();
     let read = tokio::task::spawn_blocking(move || {
-        audit::Log::for_project(&root).and_then(|log| log.entries())
+        audit::Log::for_project(&root).and_then(|log| log.recent_entries(scan_bytes))
     })
     .await;
     match read {

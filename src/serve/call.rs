@@ -10,24 +10,42 @@
 //! sends `notifications/progress` every second once the call has run for
 //! a second.
 //!
+//! [`Calls`] admits calls under one bound, the same for every interface
+//! (stdio MCP, MCP over HTTP, the HTTP API) and every MCP revision:
+//! [`CallLimits::max_concurrent`] run at once, up to
+//! [`CallLimits::max_queued`] more wait for a slot, and one more is
+//! answered at once with a `resource_limit` Outcome whose details say
+//! `busy: true` (HTTP: 503 with `Retry-After`).
+//!
 //! [`Calls`] keeps count of the calls in flight so that a server shutting
 //! down can wait for them ([`Calls::wait`]) and, past its grace period,
 //! kill every one of them ([`Calls::kill_all`]). A call whose caller stops
 //! waiting (an HTTP request timed out or its client went away: the future
 //! of [`Calls::run`] is dropped) is killed too, never left running.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-use serde_json::Value;
+use serde_json::{json, Value};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::engine::{Caller, Engine};
+use crate::engine::{Caller, Cancelled, Engine};
 use crate::jail::Cancel;
-use crate::run::Outcome;
+use crate::run::{ErrorKind, Outcome};
+
+/// A call that never started: cancelled or shut down while it waited.
+fn not_started(name: &str, message: &str) -> Outcome {
+    Outcome::failure(
+        &crate::manifest::name::shown(name),
+        ErrorKind::Internal,
+        message,
+        json!({"cancelled": true}),
+    )
+}
 
 /// When the first progress notification goes out, and how often after.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -56,23 +74,107 @@ pub struct Progress {
     pub token: ProgressToken,
 }
 
-/// The calls of one server: counted while they run, and killed together
-/// on shutdown.
-#[derive(Debug, Clone, Default)]
+/// Default number of calls run at once.
+pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+/// Default number of calls waiting for a slot.
+pub const DEFAULT_MAX_QUEUED: usize = 64;
+
+/// How many calls run at once, and how many may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Calls running at once.
+    pub max_concurrent: usize,
+    /// Calls waiting for a slot; one more is refused at once.
+    pub max_queued: usize,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        CallLimits {
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            max_queued: DEFAULT_MAX_QUEUED,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Admission {
+    limits: CallLimits,
+    slots: Arc<Semaphore>,
+    queue: Arc<Semaphore>,
+}
+
+impl Admission {
+    fn new(limits: CallLimits) -> Self {
+        Admission {
+            limits,
+            slots: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
+            queue: Arc::new(Semaphore::new(limits.max_queued)),
+        }
+    }
+}
+
+/// The calls of one server: admitted under [`CallLimits`], counted while
+/// they run, and killed together on shutdown.
+#[derive(Debug, Clone)]
 pub struct Calls {
     running: TaskTracker,
     kill: CancellationToken,
+    admission: Arc<RwLock<Arc<Admission>>>,
 }
 
-/// Kills the call's process tree when dropped before the call returned.
+impl Default for Calls {
+    fn default() -> Self {
+        Calls {
+            running: TaskTracker::new(),
+            kill: CancellationToken::new(),
+            admission: Arc::new(RwLock::new(Arc::new(Admission::new(CallLimits::default())))),
+        }
+    }
+}
+
+/// The Outcome of a call refused because every slot and every place in
+/// the queue is taken.
+pub fn busy(name: &str, limits: CallLimits) -> Outcome {
+    Outcome::failure(
+        &crate::manifest::name::shown(name),
+        ErrorKind::ResourceLimit,
+        format!(
+            "the server is busy: {} calls are running and {} waiting (--max-concurrent, --max-queued); retry later",
+            limits.max_concurrent, limits.max_queued
+        ),
+        json!({"busy": true, "limit": "max_concurrent", "max_concurrent": limits.max_concurrent, "max_queued": limits.max_queued}),
+    )
+}
+
+/// Whether `outcome` is a [`busy`] refusal.
+pub fn is_busy(outcome: &Outcome) -> bool {
+    outcome
+        .error
+        .as_ref()
+        .is_some_and(|e| e.details["busy"] == true)
+}
+
+/// Kills the call's process tree when dropped before the call returned,
+/// saying why: the request's deadline passed, or its client went away.
 struct KillOnDrop {
     cancel: Cancel,
     armed: bool,
+    why: Arc<std::sync::OnceLock<Cancelled>>,
+    deadline: Option<(Instant, Duration)>,
 }
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if self.armed {
+            let why = match self.deadline {
+                // The request timeout drops the call at its deadline.
+                Some((at, limit)) if Instant::now() + Duration::from_millis(100) >= at => {
+                    Cancelled::RequestTimeout(limit)
+                }
+                _ => Cancelled::ClientGone,
+            };
+            let _ = self.why.set(why);
             self.cancel.cancel();
         }
     }
@@ -82,6 +184,20 @@ impl Calls {
     /// No call running yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the bound on calls (for calls admitted from now on).
+    pub fn set_limits(&self, limits: CallLimits) {
+        *self.admission.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(Admission::new(limits));
+    }
+
+    /// The bound on calls.
+    pub fn limits(&self) -> CallLimits {
+        self.admission
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .limits
     }
 
     /// How many calls are running (their threads have not ended).
@@ -119,6 +235,27 @@ impl Calls {
         stop: CancellationToken,
         progress: Option<Progress>,
     ) -> Result<Outcome, CallError> {
+        let admission = self
+            .admission
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let slot = match admission.slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                let Ok(_place) = admission.queue.clone().try_acquire_owned() else {
+                    return Ok(busy(&name, admission.limits));
+                };
+                tokio::select! {
+                    slot = admission.slots.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => return Ok(busy(&name, admission.limits)),
+                    },
+                    _ = stop.cancelled() => return Ok(not_started(&name, "the call was cancelled while it waited for a slot")),
+                    _ = self.kill.cancelled() => return Ok(not_started(&name, "the server is shutting down: the call was not started")),
+                }
+            }
+        };
         let cancel = Cancel::new();
         caller.cancel = Some(cancel.clone());
         if self.kill.is_cancelled() {
@@ -127,15 +264,40 @@ impl Calls {
         let mut guard = KillOnDrop {
             cancel: cancel.clone(),
             armed: true,
+            why: caller.cancelled.clone(),
+            deadline: caller.deadline,
         };
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let tool = name.clone();
         let running = self.running.token();
+        // The thread's name comes from the request: only a valid tool name
+        // is used (a NUL byte would make naming the thread fail).
+        let thread_name = if crate::manifest::name::is_valid(&tool) {
+            format!("call-{tool}")
+        } else {
+            "call".to_string()
+        };
         std::thread::Builder::new()
-            .name(format!("call-{tool}"))
+            .name(thread_name)
             .spawn(move || {
                 let _running = running;
-                let _ = tx.send(engine.call(&name, params, &caller));
+                // The slot is the thread's: freed when the call has ended,
+                // even if its caller stopped waiting.
+                let _slot = slot;
+                // A bug in one call must not take the server down: its
+                // panic becomes an `internal` Outcome for that call alone.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    engine.call(&name, params, &caller)
+                }))
+                .unwrap_or_else(|_| {
+                    Outcome::failure(
+                        &crate::manifest::name::shown(&name),
+                        crate::run::ErrorKind::Internal,
+                        "the call failed on an internal error of glovebox (its intent stays unfinished in the audit log); please report it",
+                        serde_json::json!({"panic": true}),
+                    )
+                });
+                let _ = tx.send(outcome);
             })
             .map_err(|source| CallError::SpawnThread { source })?;
         let started = Instant::now();
@@ -159,6 +321,7 @@ impl Calls {
                 }
                 _ = stop.cancelled(), if !stopped => {
                     stopped = true;
+                    let _ = guard.why.set(Cancelled::ByClient);
                     cancel.cancel();
                 }
                 _ = self.kill.cancelled(), if !stopped => {

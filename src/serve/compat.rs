@@ -24,13 +24,13 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::{json, Value};
 
 use super::http::is_loopback_origin;
 use super::limits;
 use super::problem::Problem;
+use super::sessions::BoundedSessions;
 use crate::run::ErrorKind;
 
 /// The session header of the Streamable HTTP transport.
@@ -109,7 +109,7 @@ pub fn is_sessionless_ping(body: &[u8]) -> Option<Value> {
 /// `ping` without a session and `DELETE` answers (see the module
 /// documentation).
 pub async fn mcp(
-    State(sessions): State<Arc<LocalSessionManager>>,
+    State(sessions): State<Arc<BoundedSessions>>,
     request: Request,
     next: Next,
 ) -> Response {

@@ -24,7 +24,7 @@
 //! Refusals are JSON [`Problem`]s. [`serve`] stops as
 //! [`super::shutdown`] describes.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,16 +33,15 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt;
 use axum::Router;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 
-use super::limits::{self, Limits, Slots};
+use super::limits::{self, Limits};
 use super::live::Live;
 use super::mcp::Server;
 use super::problem::Problem;
+use super::sessions::BoundedSessions;
 use super::{api, compat, shutdown};
 use crate::run::ErrorKind;
 
@@ -125,15 +124,21 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
         config = config.disable_allowed_hosts();
     }
     let for_mcp = live.clone();
-    let sessions = Arc::new(LocalSessionManager::default());
+    let sessions = Arc::new(BoundedSessions::new(
+        options.limits.max_sessions,
+        options.limits.session_idle_timeout,
+    ));
     let mcp = StreamableHttpService::new(
         move || Ok(Server::new(for_mcp.clone())),
         sessions.clone(),
         config,
     );
+    // One bound on calls for /mcp, the API and (in `glovebox mcp`) stdio.
+    live.calls().set_limits(options.limits.calls);
     let mcp = Router::new()
         .route_service("/mcp", mcp)
-        .layer(middleware::from_fn_with_state(sessions, compat::mcp));
+        .layer(middleware::from_fn_with_state(sessions, compat::mcp))
+        .layer(middleware::from_fn(check_mcp_message));
     let guard = Guard {
         token_digest: options
             .token
@@ -142,10 +147,10 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
     };
     let limited = Router::new()
         .merge(mcp)
-        .merge(api::routes(live.clone()))
+        .merge(api::routes(live.clone(), options.limits.usage_scan_bytes))
         .layer(middleware::from_fn_with_state(
-            Slots::new(&options.limits),
-            limits::limit_calls,
+            options.limits.clone(),
+            limits::limit_time,
         ));
     Router::new()
         .merge(limited)
@@ -184,16 +189,7 @@ pub async fn serve(
     })?;
     bound(addr);
     let stopping = tokio_util::sync::CancellationToken::new();
-    // Replies are small and written in pieces: without TCP_NODELAY, Nagle
-    // and the client's delayed ACK add ~40 ms to a call.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
-        }
-    });
-    let server = axum::serve(listener, router)
-        .with_graceful_shutdown(stopping.clone().cancelled_owned())
-        .into_future();
+    let server = accept(listener, router, options.limits.clone(), stopping.clone());
     let ending = live.clone();
     let stop = async move {
         stop.await;
@@ -204,6 +200,136 @@ pub async fn serve(
     shutdown::drain(server, stop, stopping, live.calls(), options.grace)
         .await
         .map_err(|source| HttpError::Serve { source })
+}
+
+/// Accepts connections until `stopping`, at most `limits.max_connections`
+/// open at once, each closed when its headers take longer than
+/// `limits.header_timeout` or it sits idle that long; then waits for the
+/// open connections to finish.
+async fn accept(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: Limits,
+    stopping: tokio_util::sync::CancellationToken,
+) -> Result<(), std::io::Error> {
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let mut said: Option<std::time::Instant> = None;
+    loop {
+        let permit = match open.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // Said once per minute at most, however long the flood.
+                if said.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
+                    said = Some(std::time::Instant::now());
+                    eprintln!(
+                        "glovebox: {} connections are open (glovebox serve --max-connections): new ones wait until one closes",
+                        limits.max_connections
+                    );
+                }
+                tokio::select! {
+                    p = open.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                    _ = stopping.cancelled() => break,
+                }
+            }
+        };
+        let tcp = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of fds, or a connection reset before it was
+                    // accepted: say so, breathe, go on.
+                    eprintln!("glovebox: cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = stopping.cancelled() => break,
+        };
+        // Replies are small and written in pieces: without TCP_NODELAY,
+        // Nagle and the client's delayed ACK add ~40 ms to a call.
+        if let Err(e) = tcp.set_nodelay(true) {
+            eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
+        }
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let io = hyper_util::rt::TokioIo::new(super::wire::JsonRefusals::new(tcp));
+        let conn = http.serve_connection(io, service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// A JSON-RPC error answer (the body of a refused `/mcp` message).
+fn rpc_error(status: StatusCode, code: i64, message: String) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A `POST /mcp` must be JSON: a body that does not parse is answered
+/// with a JSON-RPC parse error (-32700, 400), a wrong `Content-Type` with
+/// an invalid-request error (-32600, 415), both as JSON.
+async fn check_mcp_message(request: Request, next: Next) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let json_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json_type {
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            -32600,
+            "an MCP message must be sent with Content-Type: application/json".into(),
+        );
+    }
+    let (parts, body) = request.into_parts();
+    // The body was read whole (and bounded) by the body limit already.
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                format!("cannot read the message: {e}"),
+            )
+        }
+    };
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            -32700,
+            format!("parse error: the message is not valid JSON ({e})"),
+        );
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {

@@ -1,17 +1,30 @@
-//! [`Limits`]: what one client can make the HTTP server spend, enforced by
-//! two middlewares.
+//! [`Limits`]: what one client can make the HTTP server spend. Every
+//! limit has a default, a flag of `glovebox serve` and a line in README.
 //!
-//! - [`limit_body`]: a request body over `max_body_bytes` is refused with
-//!   413 (`resource_limit`): at once when its `Content-Length` says so, or
-//!   as soon as a chunked body passes the limit while it is read.
-//! - [`limit_calls`]: at most `max_concurrent` requests are served at once
-//!   (the API and `/mcp`; `/healthz` and `/openapi.json` are exempt); one
-//!   more is answered 503 (`resource_limit`, `Retry-After: 1`) at once,
-//!   never queued. Each request gets `request_timeout`; past it the answer
-//!   is 504 (`timeout`) and a tool call it started is killed (its jail
-//!   with it, see [`super::call::Calls::run`]).
+//! - Connections ([`super::http::serve`]): at most `max_connections` open
+//!   at once; past it new ones wait in the kernel's backlog (and a line on
+//!   stderr says so) until one closes. A connection must send a request's
+//!   headers within `header_timeout`, which is also the longest a kept-alive
+//!   connection may sit idle; past it, it is closed.
+//! - [`limit_body`]: a body must arrive within `body_timeout` (else 408,
+//!   `input_invalid`) and be at most `max_body_bytes` (else 413,
+//!   `resource_limit`: at once when its `Content-Length` says so, or as
+//!   soon as a chunked body passes the limit). The body is read whole
+//!   here, so a slow client holds no call slot.
+//! - Calls: `calls` ([`super::call::CallLimits`]) bounds the tool calls of
+//!   the API and of `/mcp` together, as it does over stdio: a call past
+//!   the slots waits in a queue, past the queue it is refused at once
+//!   (503 `resource_limit`, `Retry-After: 1`).
+//! - [`limit_time`]: each request of the API and `/mcp` gets
+//!   `request_timeout`; past it the answer is 504 (`timeout`) and a tool
+//!   call it started is killed (its jail with it, see
+//!   [`super::call::Calls::run`]).
+//! - MCP sessions ([`super::sessions`]): at most `max_sessions`, the
+//!   oldest closed to make room; one idle for `session_idle_timeout` is
+//!   closed.
+//! - `GET /api/v1/tools/usage` reads at most `usage_scan_bytes` from the
+//!   end of the audit log.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -19,53 +32,68 @@ use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use tokio::sync::Semaphore;
 
+use super::call::CallLimits;
 use super::problem::Problem;
 use crate::run::ErrorKind;
 
 /// Default largest request body: 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Default number of requests served at once.
-pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+/// Default number of calls run at once.
+pub const DEFAULT_MAX_CONCURRENT: usize = super::call::DEFAULT_MAX_CONCURRENT;
+/// Default number of calls waiting for a slot.
+pub const DEFAULT_MAX_QUEUED: usize = super::call::DEFAULT_MAX_QUEUED;
 /// Default time one request may take: 5 minutes (longer than any tool's
 /// default 30 s wall-clock limit).
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default number of connections open at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default time to send a request's headers (and longest idle keep-alive).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time to send a request's body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default number of MCP sessions kept.
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+/// Default idle time after which an MCP session is closed.
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default bytes of the audit log `usage` reads (from its end).
+pub const DEFAULT_USAGE_SCAN_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The server's limits.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
-    /// Requests served at once; one more gets 503.
-    pub max_concurrent: usize,
+    /// Tool calls at once and waiting (shared by the API and `/mcp`).
+    pub calls: CallLimits,
     /// Time one request may take; past it, 504.
     pub request_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+    /// Time to send a request's headers; also the longest idle keep-alive.
+    pub header_timeout: Duration,
+    /// Time to send a request's body.
+    pub body_timeout: Duration,
+    /// MCP sessions kept; the oldest is closed to make room.
+    pub max_sessions: usize,
+    /// An MCP session idle this long is closed.
+    pub session_idle_timeout: Duration,
+    /// Bytes of the audit log read for `usage`, from its end.
+    pub usage_scan_bytes: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            calls: CallLimits::default(),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
-        }
-    }
-}
-
-/// The state of [`limit_calls`]: the limits and the free slots.
-#[derive(Debug, Clone)]
-pub struct Slots {
-    limits: Limits,
-    free: Arc<Semaphore>,
-}
-
-impl Slots {
-    /// `limits.max_concurrent` free slots.
-    pub fn new(limits: &Limits) -> Self {
-        Slots {
-            limits: limits.clone(),
-            free: Arc::new(Semaphore::new(limits.max_concurrent)),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
+            usage_scan_bytes: DEFAULT_USAGE_SCAN_BYTES,
         }
     }
 }
@@ -80,7 +108,7 @@ pub fn too_large(max: usize) -> Problem {
     .details(serde_json::json!({"limit": "max_body_bytes", "max_body_bytes": max}))
 }
 
-/// Refuses a body over the limit.
+/// Reads the body whole, within `body_timeout` and `max_body_bytes`.
 pub async fn limit_body(State(limits): State<Limits>, request: Request, next: Next) -> Response {
     let max = limits.max_body_bytes;
     let declared = request
@@ -92,27 +120,50 @@ pub async fn limit_body(State(limits): State<Limits>, request: Request, next: Ne
         return too_large(max).into_response();
     }
     let (parts, body) = request.into_parts();
-    let body = Body::new(http_body_util::Limited::new(body, max));
-    next.run(Request::from_parts(parts, body)).await
+    let read = axum::body::to_bytes(body, max);
+    let bytes = match tokio::time::timeout(limits.body_timeout, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) if is_too_large(&e) => return too_large(max).into_response(),
+        Ok(Err(e)) => {
+            return Problem::bad_request(format!(
+                "cannot read the request body: {}",
+                crate::run::error_chain(&e)
+            ))
+            .into_response()
+        }
+        Err(_) => {
+            return Problem::new(
+                StatusCode::REQUEST_TIMEOUT,
+                ErrorKind::InputInvalid,
+                format!(
+                    "the request body did not arrive within {} s (glovebox serve --body-timeout); send it at once",
+                    limits.body_timeout.as_secs_f64()
+                ),
+            )
+            .details(serde_json::json!({"limit": "body_timeout", "body_timeout_s": limits.body_timeout.as_secs_f64()}))
+            .header(header::CONNECTION, "close")
+            .into_response()
+        }
+    };
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
-/// Serves at most `max_concurrent` requests at once, each for at most
-/// `request_timeout`.
-pub async fn limit_calls(State(slots): State<Slots>, request: Request, next: Next) -> Response {
-    let Ok(_slot) = slots.free.clone().try_acquire_owned() else {
-        return Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            ErrorKind::ResourceLimit,
-            format!(
-                "the server is busy: {} requests are being served (glovebox serve --max-concurrent); retry later",
-                slots.limits.max_concurrent
-            ),
-        )
-        .details(serde_json::json!({"limit": "max_concurrent", "max_concurrent": slots.limits.max_concurrent}))
-        .header(header::RETRY_AFTER, "1")
-        .into_response();
-    };
-    let timeout = slots.limits.request_timeout;
+/// When a request runs out of time (a request extension set by
+/// [`limit_time`]), with the limit.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub (std::time::Instant, Duration));
+
+/// Gives each request at most `request_timeout`.
+pub async fn limit_time(
+    State(limits): State<Limits>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let timeout = limits.request_timeout;
+    request
+        .extensions_mut()
+        .insert(Deadline((std::time::Instant::now() + timeout, timeout)));
     match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => Problem::new(

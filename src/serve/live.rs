@@ -102,11 +102,12 @@ impl Live {
     }
 
     /// Remembers a client to notify when the tool list changes.
+    /// Clients that went away are forgotten here, so the list stays as
+    /// long as the sessions still open.
     pub fn add_peer(&self, peer: Peer<RoleServer>) {
-        self.peers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(peer);
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(peer);
     }
 
     /// Remembers a `subscriptions/listen` stream (MCP 2026-07-28) that asked

@@ -371,13 +371,29 @@ fn method_not_found(mut e: ErrorData) -> ErrorData {
 /// carries MCP messages only; diagnostics go to stderr. A client that
 /// closes stdin before starting a session (it only discovered the server
 /// or pinged it) ends it cleanly.
+///
+/// Every line passes [`super::stdio::pump`] first, so malformed, oversized,
+/// batched and duplicate-id messages get an answer and nothing reaches
+/// `rmcp` that could lose one.
 pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
+    let (server_end, client_end) = tokio::io::duplex(256 * 1024);
+    let (from_server, to_server) = tokio::io::split(client_end);
+    let pump = tokio::spawn(super::stdio::pump(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        to_server,
+        from_server,
+    ));
     let running = match Session(Server::new(live))
-        .serve(rmcp::transport::stdio())
+        .serve(tokio::io::split(server_end))
         .await
     {
         Ok(running) => running,
-        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(ServerInitializeError::ConnectionClosed(_)) => {
+            // Whatever was answered before the client left still goes out.
+            let _ = pump.await;
+            return Ok(());
+        }
         Err(e) => {
             return Err(McpError::Initialize {
                 source: Box::new(e),
@@ -388,5 +404,6 @@ pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
         .waiting()
         .await
         .map_err(|source| McpError::Join { source })?;
+    let _ = pump.await;
     Ok(())
 }

@@ -20,7 +20,10 @@
 //!   `DELETE` answers: what clients expect beyond `rmcp`'s transport.
 //! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`),
 //!   described by [`openapi`]; its errors are [`problem`]s.
-//! - [`limits`]: body size, concurrency and request time limits.
+//! - [`limits`]: body size, connection, concurrency and time limits;
+//!   [`sessions`]: the bounded MCP sessions of `/mcp`.
+//! - [`stdio`]: the screened stdio transport of `glovebox mcp`.
+//! - [`wire`]: hyper's own 400/414/431 answers given JSON bodies.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 
 pub mod api;
@@ -34,5 +37,8 @@ pub mod mcp;
 pub mod openapi;
 pub mod problem;
 pub mod reply;
+pub mod sessions;
 pub mod shutdown;
+pub mod stdio;
 pub mod watch;
+pub mod wire;

@@ -59,10 +59,14 @@ fn refusals(limited: bool) -> Map<String, Value> {
         "413".into(),
         error("The request body is larger than --max-body-bytes."),
     );
+    m.insert(
+        "408".into(),
+        error("The request body did not arrive within --body-timeout."),
+    );
     if limited {
         m.insert(
             "503".into(),
-            error("--max-concurrent requests are being served; retry after Retry-After seconds."),
+            error("--max-concurrent calls run and --max-queued wait; retry after Retry-After seconds."),
         );
         m.insert(
             "504".into(),
@@ -283,7 +287,7 @@ fn paths() -> Value {
             "403": answer("approval_required (a person runs `glovebox approve NAME`), or the Origin is not a loopback origin.", outcome_or_error()),
             "404": answer("tool_not_found.", outcome_or_error()),
             "500": answer("manifest_invalid, secret_missing or internal.", outcome_or_error()),
-            "503": answer("sandbox_unavailable, or the call was killed because the server is shutting down (Outcomes), or no free call slot (an Error).", outcome_or_error())
+            "503": answer("sandbox_unavailable, audit_unavailable (the call's audit record cannot be written, so it did not run), the call was killed because the server is shutting down or its client went away (cancelled), or no free call slot and a full queue (resource_limit with details.busy).", outcome_or_error())
         }),
     );
     let mut params = client_headers();

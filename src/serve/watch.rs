@@ -1,10 +1,11 @@
-//! Watches `.glee/tools/` (and `.glee/config.yml`) and reloads the served
+//! Watches `.glee/tools/` (and `.glee/config.yml`, and the project root
+//! for `.glee/` itself being deleted or made again) and reloads the served
 //! project when they change, after a short debounce, so clients get
 //! `notifications/tools/list_changed` for tools written by hand, by git or
 //! by another process.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -28,25 +29,77 @@ pub enum WatchError {
     },
 }
 
-/// Starts watching `live`'s tools; the returned watcher must be kept alive
-/// for as long as changes should be followed. Needs a tokio runtime.
-pub fn spawn(live: Arc<Live>) -> Result<notify::RecommendedWatcher, WatchError> {
+/// The paths to watch for `live` as its directories now are: the project
+/// root itself (so that `.glee/` deleted and made again is noticed), then
+/// `tools/` recursively and `.glee/` (config.yml), or all of `.glee/` when
+/// it has no `tools/` yet, and the directory of an agentcli `tools.json`.
+fn watches(live: &Live) -> Vec<(PathBuf, RecursiveMode)> {
     let glee = live.root().join(".glee");
     let tools = glee.join("tools");
+    let mut out = vec![(live.root().to_path_buf(), RecursiveMode::NonRecursive)];
+    if tools.is_dir() {
+        out.push((tools, RecursiveMode::Recursive));
+        out.push((glee, RecursiveMode::NonRecursive));
+    } else if glee.is_dir() {
+        out.push((glee, RecursiveMode::Recursive));
+    }
+    if let Some(dir) = live
+        .tools_json()
+        .as_deref()
+        .and_then(std::path::Path::parent)
+    {
+        out.push((dir.to_path_buf(), RecursiveMode::NonRecursive));
+    }
+    out
+}
+
+/// Watches `wanted` (again: a directory deleted and made anew needs a new
+/// watch); paths that vanished are skipped.
+fn apply(
+    watcher: &mut notify::RecommendedWatcher,
+    wanted: Vec<(PathBuf, RecursiveMode)>,
+) -> Result<(), WatchError> {
+    for (path, mode) in wanted {
+        let _ = watcher.unwatch(&path);
+        if !path.exists() {
+            continue;
+        }
+        watcher
+            .watch(&path, mode)
+            .map_err(|source| WatchError::Watch { path, source })?;
+    }
+    Ok(())
+}
+
+/// The running watcher; keep it for as long as changes should be followed.
+pub struct Watching {
+    _watcher: Arc<Mutex<notify::RecommendedWatcher>>,
+}
+
+/// Starts watching `live`'s tools. Needs a tokio runtime.
+pub fn spawn(live: Arc<Live>) -> Result<Watching, WatchError> {
+    let root = live.root().to_path_buf();
+    let glee = root.join(".glee");
+    let tools_json = live.tools_json();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let relevant = match event {
-            Ok(e) => matches!(
-                e.kind,
-                EventKind::Create(_)
-                    | EventKind::Remove(_)
-                    | EventKind::Any
-                    | EventKind::Modify(
-                        notify::event::ModifyKind::Data(_)
-                            | notify::event::ModifyKind::Name(_)
-                            | notify::event::ModifyKind::Any
-                    )
-            ),
+            Ok(e) => {
+                matches!(
+                    e.kind,
+                    EventKind::Create(_)
+                        | EventKind::Remove(_)
+                        | EventKind::Any
+                        | EventKind::Modify(
+                            notify::event::ModifyKind::Data(_)
+                                | notify::event::ModifyKind::Name(_)
+                                | notify::event::ModifyKind::Any
+                        )
+                ) && (e.paths.is_empty()
+                    || e.paths.iter().any(|p| {
+                        p.starts_with(&glee) || tools_json.as_deref().is_some_and(|t| p == t)
+                    }))
+            }
             Err(_) => true,
         };
         if relevant {
@@ -54,42 +107,29 @@ pub fn spawn(live: Arc<Live>) -> Result<notify::RecommendedWatcher, WatchError> 
         }
     })
     .map_err(|source| WatchError::Watch {
-        path: tools.clone(),
+        path: root.clone(),
         source,
     })?;
-    // tools/ recursively and `.glee/` itself (config.yml); without a
-    // tools/ directory yet, all of `.glee/` so the first tool is noticed.
-    let mut watches = if tools.is_dir() {
-        vec![
-            (tools.clone(), RecursiveMode::Recursive),
-            (glee.clone(), RecursiveMode::NonRecursive),
-        ]
-    } else if glee.is_dir() || live.tools_json().is_none() {
-        vec![(glee.clone(), RecursiveMode::Recursive)]
-    } else {
-        Vec::new()
-    };
-    // An agentcli tools.json: its directory, not recursively.
-    if let Some(dir) = live
-        .tools_json()
-        .as_deref()
-        .and_then(std::path::Path::parent)
-    {
-        watches.push((dir.to_path_buf(), RecursiveMode::NonRecursive));
-    }
-    for (path, mode) in watches {
-        watcher
-            .watch(&path, mode)
-            .map_err(|source| WatchError::Watch { path, source })?;
-    }
+    let watcher = Arc::new(Mutex::new(watcher));
+    apply(
+        &mut watcher.lock().unwrap_or_else(|p| p.into_inner()),
+        watches(&live),
+    )?;
+    let rewatch = watcher.clone();
     tokio::spawn(async move {
         while rx.recv().await.is_some() {
             tokio::time::sleep(DEBOUNCE).await;
             while rx.try_recv().is_ok() {}
+            if let Err(e) = apply(
+                &mut rewatch.lock().unwrap_or_else(|p| p.into_inner()),
+                watches(&live),
+            ) {
+                eprintln!("glovebox: {e}; some tool changes may go unnoticed");
+            }
             if let Err(e) = live.reload().await {
                 eprintln!("glovebox: the tools changed but cannot be reloaded: {e}");
             }
         }
     });
-    Ok(watcher)
+    Ok(Watching { _watcher: watcher })
 }

@@ -4,7 +4,7 @@ the official MCP Python SDK 2.x (`mcp.Client`), in its default mode
 `initialize` handshake), one scenario per run. Prints `SCENARIO-OK
 <name>` last; any failure raises. Run by tests/mcp.rs:
 
-    python client2.py --mode auto|legacy --transport stdio --bin B --root DIR SCENARIO [ARG]
+    python client2.py --mode auto|legacy --transport stdio --bin B --root DIR [--server-arg A]… SCENARIO [ARG]
     python client2.py --mode auto|legacy --transport http --url URL --root DIR SCENARIO [ARG]
 """
 
@@ -26,7 +26,9 @@ CLIENT_NAME = "glovebox-test-client"
 def client(args, **kw):
     if args.transport == "stdio":
         server = StdioServerParameters(
-            command=args.bin, args=["--root", args.root, "mcp"], env=dict(os.environ)
+            command=args.bin,
+            args=["--root", args.root, "mcp", *args.server_arg],
+            env=dict(os.environ),
         )
     else:
         server = args.url
@@ -165,6 +167,7 @@ def main():
     p.add_argument("--bin")
     p.add_argument("--root")
     p.add_argument("--url")
+    p.add_argument("--server-arg", action="append", default=[], help="passed to `glovebox mcp` (stdio)")
     p.add_argument("scenario", choices=sorted(SCENARIOS))
     p.add_argument("arg", nargs="?")
     args = p.parse_args()

@@ -1,0 +1,395 @@
+//! The audit trail fails closed and proves continuity (issue 23, break 2–4):
+//! a cut, emptied or deleted log fails `--verify` even after further calls,
+//! until a person reseals it; a call whose intent cannot be recorded does
+//! not run; a call killed mid-way leaves its intent unfinished; an
+//! interrupted write is reported as interrupted, not as tampering. Each
+//! test keeps its own state directory.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use runkit::*;
+use serde_json::{json, Value};
+
+struct Project {
+    f: Fixture,
+    state: PathBuf,
+}
+
+impl Project {
+    /// A project with `mark`: a tool that creates `out/<w>` and echoes it.
+    fn new() -> Project {
+        let f = Fixture::new();
+        let state = f.base.join("state");
+        f.script(
+            "scripts/mark.sh",
+            "#!/bin/sh\ntouch \"out/$1\"\necho \"$1\"\n",
+        );
+        std::fs::create_dir_all(f.root.join("out")).unwrap();
+        f.tool(&command_tool(
+            "mark",
+            schema(json!({"w": {"type": "string"}})),
+            json!({"entrypoint": "./scripts/mark.sh", "args": ["${w}"]}),
+            json!({"fs": {"read": ["."], "write": ["out"]}}),
+        ));
+        f.tool(&command_tool(
+            "sleepy",
+            schema(json!({})),
+            json!({"entrypoint": "sleep", "args": ["30"]}),
+            read_root(),
+        ));
+        Project { f, state }
+    }
+
+    fn gb(&self, args: &[&str]) -> Output {
+        Command::new(bin())
+            .arg("--root")
+            .arg(&self.f.root)
+            .args(args)
+            .env("GLOVEBOX_STATE_DIR", &self.state)
+            .current_dir(&self.f.cwd)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn mark(&self, w: &str) -> Called {
+        let state = self.state.to_str().unwrap().to_string();
+        self.f.run_env(
+            "mark",
+            &[&format!("w={w}")],
+            &[("GLOVEBOX_STATE_DIR", &state)],
+        )
+    }
+
+    fn marked(&self, w: &str) -> bool {
+        self.f.root.join("out").join(w).exists()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.f.root.join(".glee/audit/tools.log")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// `audit --verify --json`: (intact, the verification).
+    fn verify(&self) -> (bool, Value) {
+        let out = self.gb(&["audit", "--verify", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "verify printed no json ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(
+            out.status.success(),
+            v["problems"].as_array().unwrap().is_empty(),
+            "{v}"
+        );
+        (out.status.success(), v)
+    }
+
+    fn head_path(&self) -> PathBuf {
+        let dir = self.state.join("audit");
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "head"))
+            .expect("a head")
+    }
+}
+
+/// A log cut back to its first call, emptied, or deleted (alone or with
+/// all of `.glee/`), stays detected after more calls, until a reseal.
+#[test]
+fn a_cut_log_fails_verify_even_after_further_calls_until_resealed() {
+    if !jail_available() {
+        return;
+    }
+    type Damage = fn(&Project);
+    let cases: [(&str, Damage); 4] = [
+        ("trimmed", |p| {
+            let first: String = p.log().lines().take(2).map(|l| format!("{l}\n")).collect();
+            std::fs::write(p.log_path(), first).unwrap();
+        }),
+        ("emptied", |p| std::fs::write(p.log_path(), "").unwrap()),
+        ("deleted", |p| std::fs::remove_file(p.log_path()).unwrap()),
+        ("glee deleted", |p| {
+            // .glee/ goes with its tools; put the tools back as a person would.
+            let tools = p.f.base.join("tools-copy");
+            copy_tree(&p.f.root.join(".glee/tools"), &tools);
+            std::fs::remove_dir_all(p.f.root.join(".glee")).unwrap();
+            copy_tree(&tools, &p.f.root.join(".glee/tools"));
+        }),
+    ];
+    for (what, damage) in cases {
+        let p = Project::new();
+        for w in ["a", "b", "c", "d"] {
+            p.mark(w).assert_ok();
+        }
+        assert!(p.verify().0, "{what}: a fresh log verifies");
+        damage(&p);
+        assert!(!p.verify().0, "{what}: the damage is seen at once");
+        // The calls go on (and run: a break is recorded, not a refusal)...
+        p.mark("e").assert_ok();
+        assert!(p.marked("e"), "{what}");
+        p.mark("f").assert_ok();
+        // ...and the break is in the log and keeps --verify failing.
+        assert!(p.log().contains("AUDIT_BREAK"), "{what}: {}", p.log());
+        let (intact, v) = p.verify();
+        assert!(!intact, "{what}: still fails after further calls: {v}");
+        assert!(
+            v["problems"].to_string().contains("continuity broken"),
+            "{what}: {v}"
+        );
+        // A person looks, then reseals: logged, and verify passes.
+        let out = p.gb(&["audit", "--reseal"]);
+        assert!(out.status.success(), "{what}: {out:?}");
+        assert!(p.log().contains("AUDIT_RESEALED"), "{what}");
+        let (intact, v) = p.verify();
+        assert!(intact, "{what}: resealed: {v}");
+        p.mark("g").assert_ok();
+        assert!(p.verify().0, "{what}: calls after the reseal verify");
+        // A new cut after the reseal is caught again.
+        std::fs::write(p.log_path(), "").unwrap();
+        p.mark("h").assert_ok();
+        assert!(!p.verify().0, "{what}: a second cut is caught");
+    }
+}
+
+/// Damage in the middle of the log stays acknowledged after a reseal only
+/// as long as those lines do not change again.
+#[test]
+fn a_reseal_acknowledges_only_the_damage_it_saw() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    for w in ["a", "b", "c"] {
+        p.mark(w).assert_ok();
+    }
+    let original = p.log();
+    std::fs::write(
+        p.log_path(),
+        original.replacen("\"w\":\"b\"", "\"w\":\"z\"", 2),
+    )
+    .unwrap();
+    assert!(!p.verify().0);
+    p.mark("d").assert_ok();
+    assert!(!p.verify().0, "an edit stays visible after further calls");
+    assert!(p.gb(&["audit", "--reseal"]).status.success());
+    let (intact, v) = p.verify();
+    assert!(intact, "{v}");
+    assert!(v["acknowledged"].as_u64().unwrap() > 0, "{v}");
+    // Editing another old line after the reseal fails again.
+    let now = p.log();
+    std::fs::write(p.log_path(), now.replacen("\"w\":\"a\"", "\"w\":\"y\"", 1)).unwrap();
+    assert!(!p.verify().0);
+}
+
+/// With the log unwritable (here: a directory where the file should be, so
+/// that root cannot write it either), or the head unwritable, the call does
+/// not run; `audit: best_effort` runs it with a warning.
+#[test]
+fn an_unwritable_log_or_head_refuses_the_call() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.mark("first").assert_ok();
+    // The log.
+    std::fs::remove_file(p.log_path()).unwrap();
+    std::fs::create_dir(p.log_path()).unwrap();
+    let r = p.mark("blocked");
+    r.assert_failed("audit_unavailable", 1);
+    assert!(
+        !p.marked("blocked"),
+        "the tool ran without a record: {r:#?}"
+    );
+    assert!(r.message().contains("audit"), "{r:#?}");
+    assert!(
+        r.glovebox_stderr.contains("refused"),
+        "the refusal is said on stderr: {r:#?}"
+    );
+    std::fs::remove_dir(p.log_path()).unwrap();
+
+    // The head.
+    let p = Project::new();
+    p.mark("first").assert_ok();
+    let head = p.head_path();
+    std::fs::remove_file(&head).unwrap();
+    std::fs::create_dir(&head).unwrap();
+    let r = p.mark("blocked");
+    r.assert_failed("audit_unavailable", 1);
+    assert!(!p.marked("blocked"), "the tool ran without a head: {r:#?}");
+
+    // best_effort: the call runs, with a warning.
+    p.f.config(&json!({"audit": "best_effort"}));
+    let r = p.mark("anyway");
+    r.assert_ok();
+    assert!(p.marked("anyway"));
+    assert!(r.json["warnings"].to_string().contains("audit"), "{r:#?}");
+}
+
+/// SIGKILL of glovebox mid-call: the call's intent is in the log, and
+/// `--verify` lists it as unfinished (not as tampering).
+#[test]
+fn a_call_killed_mid_way_leaves_its_intent_unfinished() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.mark("before").assert_ok();
+    let mut child = Command::new(bin())
+        .args(["run", "sleepy", "--json", "--root"])
+        .arg(&p.f.root)
+        .env("GLOVEBOX_STATE_DIR", &p.state)
+        .current_dir(&p.f.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !p.log().contains("TOOL_STARTED name=sleepy") {
+        assert!(Instant::now() < deadline, "no intent line: {}", p.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (intact, v) = p.verify();
+    assert!(intact, "a crash is not tampering: {v}");
+    let unfinished = v["unfinished"].as_array().unwrap();
+    assert_eq!(unfinished.len(), 1, "{v}");
+    assert!(unfinished[0].as_str().unwrap().contains("sleepy"), "{v}");
+    // The next call works and the log still verifies.
+    p.mark("after").assert_ok();
+    assert!(p.verify().0);
+    let text = String::from_utf8(p.gb(&["audit", "--verify"]).stdout).unwrap();
+    assert!(text.contains("unfinished"), "{text}");
+}
+
+/// An interrupted write (an unterminated last line) or lines written
+/// before the head was moved (a crash in between) are reported as
+/// interrupted, never as tampering, and the next call repairs them.
+#[test]
+fn interrupted_writes_are_not_tampering() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.mark("a").assert_ok();
+    // A crash after the line was written, before the head moved.
+    let head = p.head_path();
+    let old_head = std::fs::read(&head).unwrap();
+    p.mark("b").assert_ok();
+    std::fs::write(&head, &old_head).unwrap();
+    let (intact, v) = p.verify();
+    assert!(intact, "{v}");
+    assert!(!v["interrupted"].as_array().unwrap().is_empty(), "{v}");
+    // A crash mid-write: half a line.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(p.log_path())
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"[2026-11-23T00:00:00Z] TOOL_EXECUTED name=ma").unwrap();
+    let (intact, v) = p.verify();
+    assert!(intact, "{v}");
+    assert!(v["interrupted"].to_string().contains("unterminated"), "{v}");
+    p.mark("c").assert_ok();
+    assert!(p.log().contains("AUDIT_INTERRUPTED"), "{}", p.log());
+    let (intact, v) = p.verify();
+    assert!(intact, "{v}");
+    assert!(v["interrupted"].as_array().unwrap().is_empty(), "{v}");
+    // Lines someone else appended are not taken in silently.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(p.log_path())
+        .unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        b"[2026-11-23T00:00:00Z] TOOL_EXECUTED name=x mac=00\n",
+    )
+    .unwrap();
+    assert!(!p.verify().0);
+    p.mark("d").assert_ok();
+    assert!(!p.verify().0);
+}
+
+/// `--verify` while calls are being logged never mistakes a write in
+/// progress for tampering.
+#[test]
+fn verify_during_calls_sees_no_tampering() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.mark("first").assert_ok();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let p = &p;
+            s.spawn(move || {
+                for i in 0..8 {
+                    p.mark(&format!("t{t}-{i}")).assert_ok();
+                }
+            });
+        }
+        s.spawn(|| {
+            for _ in 0..60 {
+                let (_, v) = p.verify();
+                assert_eq!(v["problems"], json!([]), "{v}");
+            }
+        });
+    });
+    assert!(p.verify().0);
+}
+
+/// A full disk (simulated with RLIMIT_FSIZE just above the log's size,
+/// SIGXFSZ ignored): the intent cannot be written, so the tool does not
+/// run, and no half line is left behind; the log still verifies.
+#[test]
+fn a_full_disk_refuses_the_call_and_leaves_no_half_line() {
+    if !jail_available() {
+        return;
+    }
+    let p = Project::new();
+    p.mark("a").assert_ok();
+    let before = std::fs::read(p.log_path()).unwrap();
+    let limit = before.len() + 40;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; exec prlimit --fsize=$LIMIT:$LIMIT \"$@\"")
+        .arg("sh")
+        .arg(bin())
+        .args(["run", "mark", "w=full", "--json", "--root"])
+        .arg(&p.f.root)
+        .env("LIMIT", limit.to_string())
+        .env("GLOVEBOX_STATE_DIR", &p.state)
+        .current_dir(&p.f.cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let outcome: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {out:?}");
+    });
+    assert_eq!(outcome["error"]["kind"], "audit_unavailable", "{outcome}");
+    assert!(!p.marked("full"), "the tool ran without a record");
+    assert_eq!(
+        std::fs::read(p.log_path()).unwrap(),
+        before,
+        "the log changed (a half line?)"
+    );
+    assert!(p.verify().0);
+    p.mark("after").assert_ok();
+    assert!(p.verify().0);
+}

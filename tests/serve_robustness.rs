@@ -1,0 +1,609 @@
+//! One bad request cannot stop the server (issue 23): every entry point
+//! (the HTTP API, MCP over stdio, MCP over HTTP) refuses tool names with a
+//! NUL byte, control characters, non-UTF-8 bytes or too many characters
+//! with a clean error, never lets them reach a log line as extra fields,
+//! and answers the next request. Also: the one bound on calls (queue,
+//! then busy) is the same over stdio and HTTP, and MCP sessions are
+//! capped.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+mod servekit;
+
+use std::time::Duration;
+
+use common::*;
+use runkit::*;
+use serde_json::{json, Value};
+use servekit::*;
+
+fn project() -> Fixture {
+    let f = Fixture::new();
+    f.tool(&command_tool(
+        "echo",
+        schema(json!({"w": {"type": "string"}})),
+        json!({"entrypoint": "echo", "args": ["${w}"]}),
+        read_root(),
+    ));
+    f.tool(&command_tool(
+        "nap",
+        schema(json!({"secs": {"type": "string"}})),
+        json!({"entrypoint": "sleep", "args": ["${secs}"]}),
+        read_root(),
+    ));
+    f
+}
+
+fn state_env(f: &Fixture) -> Vec<(String, String)> {
+    vec![(
+        "GLOVEBOX_STATE_DIR".into(),
+        f.base.join("state").to_str().unwrap().to_string(),
+    )]
+}
+
+fn envs(v: &[(String, String)]) -> Vec<(&str, &str)> {
+    v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+fn audit_log(f: &Fixture) -> String {
+    std::fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap_or_default()
+}
+
+/// Names no tool can have, as JSON strings (for MCP).
+fn bad_names() -> Vec<String> {
+    vec![
+        "a\u{0}b".into(),
+        "ec\u{0}ho".into(),
+        "echo\u{1}".into(),
+        "echo\n[2026-01-01T00:00:00Z] TOOL_EXECUTED name=x".into(),
+        "\u{1b}[2Jecho".into(),
+        "x".repeat(100_000),
+        "echo agent_id=alice status=success".into(),
+        "é".into(),
+        String::new(),
+    ]
+}
+
+/// No log line gained a field from a name: every line parses to the
+/// fields glovebox writes, and no `agent_id=alice` appears.
+fn assert_no_forged_fields(f: &Fixture) {
+    let log = audit_log(f);
+    assert!(!log.contains("agent_id=alice"), "{log}");
+    assert!(!log.contains("status=success status"), "{log}");
+    for line in log.lines() {
+        assert!(line.starts_with('['), "a line was split: {line:?}\n{log}");
+    }
+}
+
+#[test]
+fn http_bad_tool_names_are_refused_and_the_server_goes_on() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let long = "x".repeat(5000);
+    let paths = [
+        "/api/v1/tools/ec%00ho/invoke".to_string(),
+        "/api/v1/tools/a%00b/invoke".to_string(),
+        "/api/v1/tools/echo%01/invoke".to_string(),
+        "/api/v1/tools/echo%0A%5Bx%5D%20TOOL_EXECUTED/invoke".to_string(),
+        "/api/v1/tools/%FF%FE/invoke".to_string(),
+        "/api/v1/tools/%C3%A9/invoke".to_string(),
+        format!("/api/v1/tools/{long}/invoke"),
+        "/api/v1/tools/repo_scan%20agent_id=alice/invoke".to_string(),
+    ];
+    for path in &paths {
+        let a = s.request("POST", path, &[("Content-Type", "application/json")], b"{}");
+        assert_eq!(
+            (a.status, a.kind()),
+            (404, "tool_not_found"),
+            "{path}: {a:?}"
+        );
+        assert!(a.json.is_object(), "{path}: a JSON answer: {a:?}");
+        s.assert_alive();
+        // GET and DELETE of the same names too.
+        let g = s.request("GET", path.trim_end_matches("/invoke"), &[], b"");
+        assert!(g.json.is_object() && g.status == 404, "{path}: {g:?}");
+        let d = s.request("DELETE", path.trim_end_matches("/invoke"), &[], b"");
+        assert!(d.json.is_object() && d.status >= 400, "{path}: {d:?}");
+        s.assert_alive();
+    }
+    // The next call works.
+    let ok = s.post("/api/v1/tools/echo/invoke", &json!({"w": "after"}));
+    if jail_available() {
+        assert_eq!(ok.status, 200, "{ok:?}");
+        assert_eq!(ok.json["output"], "after\n", "{ok:?}");
+    }
+    assert_no_forged_fields(&f);
+}
+
+#[test]
+fn stdio_bad_tool_names_are_refused_and_the_server_goes_on() {
+    let f = project();
+    let st = state_env(&f);
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &[]);
+    let mut id = 10;
+    for name in bad_names() {
+        // Through glee_tool…
+        id += 1;
+        let r = m.call(id, "glee_tool", json!({"name": name, "params": {}}));
+        let e = tool_error(&r["result"]);
+        assert_eq!(e["kind"], "tool_not_found", "{r}");
+        assert!(m.alive(), "the server died on {name:?}");
+        // …and as the tool's own name.
+        id += 1;
+        let r = m.call(id, &name, json!({}));
+        assert!(
+            r.get("error").is_some() || r["result"]["isError"] == json!(true),
+            "{r}"
+        );
+        assert!(m.alive(), "the server died on {name:?}");
+    }
+    // A name with bytes that are not UTF-8 cannot even be JSON: a parse
+    // error, and the server goes on.
+    m.write_raw(b"{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\",\"params\":{\"name\":\"glee_tool\",\"arguments\":{\"name\":\"a\xff\xfeb\"}}}\n");
+    let r = m.reply();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert!(m.alive());
+    if jail_available() {
+        let r = m.call(999, "echo", json!({"w": "after"}));
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    }
+    assert_no_forged_fields(&f);
+}
+
+#[test]
+fn mcp_http_bad_tool_names_are_refused_and_the_server_goes_on() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    for protocol in ["2025-06-18", "2025-11-25"] {
+        let session = s.mcp_session(protocol);
+        for (i, name) in bad_names().into_iter().enumerate() {
+            let a = s.mcp(
+                Some(&session),
+                &json!({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                    "params": {"name": "glee_tool", "arguments": {"name": name, "params": {}}}}),
+            );
+            assert_eq!(a.status, 200, "{a:?}");
+            let e = tool_error(&a.rpc()["result"]);
+            assert_eq!(e["kind"], "tool_not_found", "{a:?}");
+            let a = s.mcp(
+                Some(&session),
+                &json!({"jsonrpc": "2.0", "id": 200 + i, "method": "tools/call",
+                    "params": {"name": name, "arguments": {}}}),
+            );
+            assert!(a.status < 500, "{a:?}");
+            s.assert_alive();
+        }
+    }
+    // Bytes that are not UTF-8 in the name: a JSON-RPC parse error.
+    let session = s.mcp_session("2025-11-25");
+    let a = s.mcp_raw(
+        Some(&session),
+        b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"a\xffb\",\"arguments\":{}}}",
+    );
+    assert_eq!(a.status, 400, "{a:?}");
+    assert_eq!(a.json["error"]["code"], -32700, "{a:?}");
+    s.assert_alive();
+    assert_no_forged_fields(&f);
+}
+
+/// `--max-concurrent 1 --max-queued 1` over stdio: a second call waits
+/// for the first and runs; a third, with the queue full, is refused at
+/// once as busy. The same flags over HTTP give the same answers.
+#[test]
+fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let st = state_env(&f);
+    let limits = ["--max-concurrent", "1", "--max-queued", "1"];
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &limits);
+    // In order: the slow call takes the slot, then one waits in the queue.
+    for (id, secs) in [(1, "3"), (2, "0")] {
+        m.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "nap", "arguments": {"secs": secs}}}));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let busy = m.call(3, "echo", json!({"w": "x"}));
+    let e = tool_error(&busy["result"]);
+    assert_eq!(e["kind"], "resource_limit", "{busy}");
+    assert_eq!(e["details"]["busy"], true, "{busy}");
+    let mut done: Vec<Value> = vec![m.reply(), m.reply()];
+    done.sort_by_key(|r| r["id"].as_u64());
+    for r in &done {
+        assert_eq!(
+            r["result"]["isError"],
+            json!(false),
+            "queued calls run: {r}"
+        );
+    }
+    // HTTP (the API and /mcp share the bound).
+    let s = Served::start(&f.root, &envs(&st), &limits);
+    let addr = s.addr.clone();
+    let slow = std::thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            "/api/v1/tools/nap/invoke",
+            &[],
+            br#"{"secs":"3"}"#,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let addr = s.addr.clone();
+    let queued = std::thread::spawn(move || {
+        request(
+            &addr,
+            "POST",
+            "/api/v1/tools/nap/invoke",
+            &[],
+            br#"{"secs":"0"}"#,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let session = s.mcp_session("2025-11-25");
+    let a = s.mcp(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"w": "x"}}}),
+    );
+    let e = tool_error(&a.rpc()["result"]);
+    assert_eq!(
+        (e["kind"].as_str(), &e["details"]["busy"]),
+        (Some("resource_limit"), &json!(true)),
+        "{a:?}"
+    );
+    let b = s.post("/api/v1/tools/echo/invoke", &json!({"w": "x"}));
+    assert_eq!((b.status, b.kind()), (503, "resource_limit"), "{b:?}");
+    assert_eq!(b.header("retry-after").as_deref(), Some("1"));
+    assert_eq!(slow.join().unwrap().status, 200);
+    assert_eq!(queued.join().unwrap().status, 200);
+}
+
+/// `--max-sessions 2`: a third session closes the oldest; the newest work.
+#[test]
+fn mcp_sessions_are_capped_oldest_first() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &["--max-sessions", "2"]);
+    let first = s.mcp_session("2025-11-25");
+    let second = s.mcp_session("2025-11-25");
+    let third = s.mcp_session("2025-11-25");
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
+    let old = s.mcp(Some(&first), &list);
+    assert_eq!(old.status, 404, "the oldest session was closed: {old:?}");
+    for session in [&second, &third] {
+        let a = s.mcp(Some(session), &list);
+        assert_eq!(a.status, 200, "{a:?}");
+        assert!(a.rpc()["result"]["tools"].is_array(), "{a:?}");
+    }
+    s.assert_alive();
+}
+
+/// Issue 23, item 6: a 140 KB parameter is a 400 `input_invalid` with a
+/// message said once; the output limit's message states the limit.
+#[test]
+fn an_overlong_argument_is_input_invalid_and_the_output_limit_is_stated() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    f.tool(&command_tool(
+        "loud",
+        schema(json!({})),
+        json!({"entrypoint": "python3", "args": ["-c", "print('y' * 50000)"]}),
+        read_root(),
+    ));
+    f.config(&json!({"limits": {"output_bytes": 4096}}));
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let big = "x".repeat(140 * 1024);
+    let a = s.post("/api/v1/tools/echo/invoke", &json!({"w": big}));
+    assert_eq!((a.status, a.kind()), (400, "input_invalid"), "{:?}", a.json);
+    let message = a.json["error"]["message"].as_str().unwrap();
+    assert!(message.len() < 400, "{message}");
+    let words: Vec<&str> = message.split(": ").collect();
+    let mut unique = words.clone();
+    unique.dedup();
+    assert_eq!(
+        words, unique,
+        "a part of the message is repeated: {message}"
+    );
+    s.assert_alive();
+    let a = s.post("/api/v1/tools/loud/invoke", &json!({}));
+    assert_eq!(
+        (a.status, a.kind()),
+        (200, "resource_limit"),
+        "{:?}",
+        a.json
+    );
+    let message = a.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("output limit of 4096 bytes"), "{message}");
+    assert_eq!(a.json["error"]["details"]["output_bytes"], 4096);
+}
+
+/// A call killed because its request timed out is logged as `timeout`;
+/// one whose client went away as `cancelled`; neither as `internal`.
+#[test]
+fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
+    if !jail_available() {
+        return;
+    }
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &["--request-timeout", "1"]);
+    let a = s.post("/api/v1/tools/nap/invoke", &json!({"secs": "20"}));
+    assert_eq!((a.status, a.kind()), (504, "timeout"), "{a:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let result_line = |f: &Fixture, secs: &str| {
+        audit_log(f)
+            .lines()
+            .find(|l| {
+                l.contains("TOOL_EXECUTED name=nap") && l.contains(&format!("\"secs\":\"{secs}\""))
+            })
+            .map(String::from)
+    };
+    let line = loop {
+        if let Some(l) = result_line(&f, "20") {
+            break l;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", audit_log(&f));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.contains("kind=timeout"), "{line}");
+    // A client that goes away mid-call.
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    {
+        use std::io::Write;
+        let body = br#"{"secs":"21"}"#;
+        let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+        write!(
+            c,
+            "POST /api/v1/tools/nap/invoke HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        c.write_all(body).unwrap();
+        let started = std::time::Instant::now() + Duration::from_secs(30);
+        while !audit_log(&f).contains("\"secs\":\"21\"") {
+            assert!(std::time::Instant::now() < started);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let line = loop {
+        if let Some(l) = result_line(&f, "21") {
+            break l;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", audit_log(&f));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(line.contains("kind=cancelled"), "{line}");
+    s.assert_alive();
+}
+
+/// stdio: malformed JSON, 100k-deep JSON and a line over 16 MiB each get
+/// a JSON-RPC error; errors for non-object params and batches keep the
+/// request's id; a reused in-flight id is refused without losing the
+/// first reply; the server answers the next request.
+#[test]
+fn stdio_answers_every_bad_line_and_keeps_ids() {
+    let f = project();
+    let st = state_env(&f);
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &[]);
+    m.write_raw(b"{not json\n");
+    let r = m.reply();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{r}"
+    );
+    let deep = format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    m.write_raw(deep.as_bytes());
+    let r = m.reply();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    let mut huge = vec![b'"'];
+    huge.extend(std::iter::repeat_n(b'a', 17 * 1024 * 1024));
+    huge.extend_from_slice(b"\"\n");
+    m.write_raw(&huge);
+    let r = m.reply();
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    m.write_raw(br#"{"jsonrpc":"2.0","id":41,"method":"tools/call","params":"x"}"#);
+    m.write_raw(b"\n");
+    let r = m.reply();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(41), json!(-32602)),
+        "{r}"
+    );
+    m.write_raw(br#"[{"jsonrpc":"2.0","id":42,"method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}]"#);
+    m.write_raw(b"\n");
+    let mut ids = vec![m.reply()["id"].clone(), m.reply()["id"].clone()];
+    ids.sort_by_key(|v| v.to_string());
+    assert_eq!(ids, vec![json!("b"), json!(42)]);
+    if jail_available() {
+        // The same id twice while the first call runs.
+        for secs in ["2", "0"] {
+            m.send(&json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
+                "params": {"name": "nap", "arguments": {"secs": secs}}}));
+        }
+        let refused = m.reply();
+        assert_eq!(
+            (refused["id"].clone(), refused["error"]["code"].clone()),
+            (json!(50), json!(-32600)),
+            "{refused}"
+        );
+        let first = m.reply();
+        assert_eq!(first["id"], 50);
+        assert_eq!(
+            first["result"]["isError"],
+            json!(false),
+            "the first reply: {first}"
+        );
+    }
+    m.send(&json!({"jsonrpc": "2.0", "id": 60, "method": "ping"}));
+    assert_eq!(m.reply()["id"], 60);
+    assert!(m.alive());
+}
+
+/// `/mcp` answers a body that is not JSON with a JSON-RPC parse error
+/// (400), not 415; a wrong Content-Type gets a JSON body too.
+#[test]
+fn mcp_http_answers_bad_json_with_a_parse_error() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let session = s.mcp_session("2025-11-25");
+    for body in [
+        &b"{not json"[..],
+        format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)).as_bytes(),
+    ] {
+        let a = s.mcp_raw(Some(&session), body);
+        assert_eq!(a.status, 400, "{a:?}");
+        assert_eq!(a.json["error"]["code"], -32700, "{a:?}");
+        s.assert_alive();
+    }
+    let a = s.request("POST", "/mcp", &[("Content-Type", "text/plain")], b"{}");
+    assert_eq!(a.status, 415, "{a:?}");
+    assert_eq!(a.json["error"]["code"], -32600, "{a:?}");
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}});
+    assert_eq!(s.mcp(Some(&session), &list).status, 200);
+}
+
+/// Deleting `.glee/` and making it again is noticed by the watcher: the
+/// tools go, then come back, without a restart.
+#[test]
+fn deleting_and_restoring_glee_is_noticed() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let has_echo = |s: &Served| {
+        let a = s.request("GET", "/api/v1/tools", &[], b"");
+        a.json
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "echo"))
+    };
+    assert!(has_echo(&s));
+    let saved = f.base.join("tools-saved");
+    copy_tree(&f.root.join(".glee/tools"), &saved);
+    let wait = |want: bool, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while has_echo(&s) != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {}",
+                s.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    std::fs::remove_dir_all(f.root.join(".glee")).unwrap();
+    wait(false, "the deletion was not noticed");
+    copy_tree(&saved, &f.root.join(".glee/tools"));
+    wait(true, "the restored tools were not noticed");
+    // And a change after the restore too.
+    std::fs::remove_dir_all(f.root.join(".glee/tools/echo")).unwrap();
+    wait(false, "a change after the restore was not noticed");
+}
+
+/// The answers hyper writes itself (unparsable request 400, URI over
+/// 64 KiB 414, headers too large 431) carry a JSON error body like every
+/// other refusal, and the server answers the next request.
+#[test]
+fn hypers_own_refusals_are_json() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let big_header = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(600_000)
+    );
+    for (raw, status) in [
+        (long_uri.into_bytes(), 414),
+        (big_header.into_bytes(), 431),
+        (b"GARBAGE\r\n\r\n".to_vec(), 400),
+    ] {
+        let a = raw_request(&s.addr, &raw);
+        assert_eq!(a.status, status, "{a:?}");
+        assert_eq!(a.kind(), "input_invalid", "{a:?}");
+        assert!(
+            a.header("content-type")
+                .is_some_and(|t| t.starts_with("application/json")),
+            "{a:?}"
+        );
+        s.assert_alive();
+    }
+}
+
+/// MCP 2026-07-28 (no `initialize`; each request carries its revision in
+/// `_meta`) over stdio: bad names are refused and the one call bound
+/// answers busy exactly as on the older revisions.
+#[test]
+fn the_2026_revision_gets_the_same_checks_and_bound() {
+    use std::io::{BufRead, BufReader, Write};
+    let f = project();
+    let st = state_env(&f);
+    let mut child = std::process::Command::new(bin())
+        .args(["--root", f.root.to_str().unwrap(), "mcp"])
+        .args(["--max-concurrent", "1", "--max-queued", "0"])
+        .envs(envs(&st))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let mut send = |id: u64, name: &str, args: Value| {
+        let m = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args, "_meta": meta}});
+        writeln!(stdin, "{m}").unwrap();
+    };
+    let reply = |id: u64| -> Value {
+        loop {
+            let v = rx.recv_timeout(Duration::from_secs(60)).expect("a reply");
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    };
+    send(1, "glee_tool", json!({"name": "a\u{0}b", "params": {}}));
+    let r = reply(1);
+    assert_eq!(tool_error(&r["result"])["kind"], "tool_not_found", "{r}");
+    if jail_available() {
+        send(2, "nap", json!({"secs": "3"}));
+        std::thread::sleep(Duration::from_millis(700));
+        send(3, "echo", json!({"w": "x"}));
+        let r = reply(3);
+        let e = tool_error(&r["result"]);
+        assert_eq!(
+            (e["kind"].as_str(), &e["details"]["busy"]),
+            (Some("resource_limit"), &json!(true)),
+            "{r}"
+        );
+        let r = reply(2);
+        assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

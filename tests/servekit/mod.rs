@@ -1,0 +1,367 @@
+//! Drives the real servers for robustness tests: `glovebox serve` over raw
+//! HTTP/1.1 (so malformed and slow requests can be sent as they are) and
+//! `glovebox mcp` over stdio (raw lines in, JSON-RPC replies out).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::bin;
+
+/// How long any single answer may take before a test calls it a hang.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// `glovebox serve --listen 127.0.0.1:0 EXTRA…` with its stderr collected.
+pub struct Served {
+    pub child: Child,
+    pub addr: String,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Served {
+    pub fn start(root: &Path, envs: &[(&str, &str)], extra: &[&str]) -> Served {
+        let mut c = Command::new(bin());
+        c.args([
+            "--root",
+            root.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env_remove("GLOVEBOX_API_TOKEN");
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("start glovebox serve");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("glovebox serve exited before listening")
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("glovebox: serving the HTTP API at http://") {
+                break rest.split('/').next().unwrap().to_string();
+            }
+        };
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(l);
+            }
+        });
+        Served { child, addr, log }
+    }
+
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Answer {
+        request(&self.addr, method, path, headers, body)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Answer {
+        self.request(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            body.to_string().as_bytes(),
+        )
+    }
+
+    /// Asserts the server still answers: `GET /healthz` is 200.
+    pub fn assert_alive(&self) {
+        let h = self.request("GET", "/healthz", &[], b"");
+        assert_eq!(h.status, 200, "the server stopped answering: {h:?}");
+        assert!(
+            self.child_alive(),
+            "the server exited: {:?}",
+            self.log.lock().unwrap()
+        );
+    }
+
+    fn child_alive(&self) -> bool {
+        Path::new(&format!("/proc/{}", self.child.id())).exists()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// An MCP session over `/mcp`: initialize + initialized; the session id.
+    pub fn mcp_session(&self, protocol: &str) -> String {
+        let init = self.mcp(
+            None,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": protocol, "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}),
+        );
+        assert_eq!(init.status, 200, "{init:?}");
+        let session = init.header("mcp-session-id").expect("a session id");
+        self.mcp(
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        session
+    }
+
+    /// One JSON-RPC message to `/mcp`.
+    pub fn mcp(&self, session: Option<&str>, msg: &Value) -> Answer {
+        self.mcp_raw(session, msg.to_string().as_bytes())
+    }
+
+    pub fn mcp_raw(&self, session: Option<&str>, body: &[u8]) -> Answer {
+        let mut h = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        if let Some(s) = session {
+            h.push(("Mcp-Session-Id", s));
+        }
+        self.request("POST", "/mcp", &h, body)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+    pub json: Value,
+}
+
+impl Answer {
+    pub fn kind(&self) -> &str {
+        self.json["error"]["kind"].as_str().unwrap_or("")
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+
+    /// The JSON-RPC message of an SSE or JSON answer that has an `id`.
+    pub fn rpc(&self) -> Value {
+        if self.json.is_object() {
+            return self.json.clone();
+        }
+        self.body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("id").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC reply in {self:?}"))
+    }
+}
+
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(end) = body.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size_line = String::from_utf8_lossy(&body[..end]);
+        let Ok(size) = usize::from_str_radix(size_line.split(';').next().unwrap().trim(), 16)
+        else {
+            return out;
+        };
+        if size == 0 || body.len() < end + 2 + size {
+            return out;
+        }
+        out.extend_from_slice(&body[end + 2..end + 2 + size]);
+        body = &body[(end + 2 + size + 2).min(body.len())..];
+    }
+}
+
+/// Parses a raw HTTP/1.1 answer.
+pub fn parse_answer(raw: &[u8]) -> Answer {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer: {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let json = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    Answer {
+        status,
+        head,
+        body: String::from_utf8_lossy(&body).into_owned(),
+        json,
+    }
+}
+
+/// A raw HTTP/1.1 request (Connection: close) to `addr`.
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut raw_req = req.into_bytes();
+    raw_req.extend_from_slice(body);
+    raw_request(addr, &raw_req)
+}
+
+/// Sends `bytes` as they are and reads the answer to the end.
+pub fn raw_request(addr: &str, bytes: &[u8]) -> Answer {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    // The server may answer before reading all of a large body.
+    let _ = s.write_all(bytes);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    parse_answer(&raw)
+}
+
+/// `glovebox mcp` over stdio, raw lines in, JSON replies out.
+pub struct StdioMcp {
+    pub child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl StdioMcp {
+    pub fn start(root: &Path, envs: &[(&str, &str)], extra: &[&str]) -> StdioMcp {
+        let mut c = Command::new(bin());
+        c.arg("--root")
+            .arg(root)
+            .arg("mcp")
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("start glovebox mcp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = StdioMcp {
+            child,
+            stdin,
+            lines,
+        };
+        s.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "servekit", "version": "0"}}}),
+        );
+        let reply = s.reply();
+        assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
+        s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    pub fn write_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).expect("write to server");
+        self.stdin.flush().expect("flush to server");
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        let mut line = msg.to_string();
+        line.push('\n');
+        self.write_raw(line.as_bytes());
+    }
+
+    /// The next message with an `id` and no `method` (a reply).
+    pub fn reply(&mut self) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no reply from the server within {WAIT:?}: {e}"));
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("server wrote a non-JSON line ({e}): {line:?}"));
+            if v.get("id").is_some() && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    /// A `tools/call` with id `id`, waited for.
+    pub fn call(&mut self, id: u64, name: &str, args: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}}));
+        let r = self.reply();
+        assert_eq!(r["id"], json!(id), "{r}");
+        r
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().ok().flatten().is_none()
+    }
+}
+
+impl Drop for StdioMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `error` object of a failed tool result (`isError: true`), read from
+/// its structured content or its text.
+pub fn tool_error(result: &Value) -> Value {
+    assert_eq!(result["isError"], json!(true), "{result}");
+    if let Some(e) = result["structuredContent"].get("error") {
+        return e.clone();
+    }
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    v.get("error").cloned().unwrap_or(v)
+}
