@@ -50,7 +50,8 @@ fn label(c: &Option<cgroup::Controller>) -> &'static str {
 
 /// Examines this machine.
 pub fn examine() -> Report {
-    let kernel = probe::kernel().clone();
+    let mut kernel = probe::kernel().clone();
+    kernel.net_ns = probe::net_ns();
     let avail = cgroup::available();
     let mut spec = Spec::new(["true"]);
     spec.limits.wall = std::time::Duration::from_secs(10);

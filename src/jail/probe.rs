@@ -64,7 +64,9 @@ pub struct Kernel {
     pub mount_proc: bool,
     /// IPC namespaces can be created (tried with the PID namespace).
     pub ipc_ns: bool,
-    /// Network namespaces can be created (tried).
+    /// Network namespaces can be created (tried only when first needed,
+    /// see [`net_ns`]: creating one costs more than the others; `doctor`
+    /// fills it in).
     pub net_ns: bool,
     /// Why creating the jail's namespaces failed, when it did.
     pub namespaces_error: Option<String>,
@@ -78,6 +80,27 @@ pub struct Kernel {
 pub fn kernel() -> &'static Kernel {
     static CELL: OnceLock<Kernel> = OnceLock::new();
     CELL.get_or_init(read)
+}
+
+/// The namespaces of a jail (a user namespace too when not root).
+fn jail_flags(root: bool) -> libc::c_ulong {
+    let mut flags = (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as libc::c_ulong;
+    if !root {
+        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
+    }
+    flags
+}
+
+/// Whether a jail can also have its own network namespace here (tried
+/// once per process, on first use).
+pub fn net_ns() -> bool {
+    static CELL: OnceLock<bool> = OnceLock::new();
+    *CELL.get_or_init(|| {
+        let k = kernel();
+        k.mode == Mode::Namespaces
+            && sys::probe_clone(jail_flags(k.euid == 0) | libc::CLONE_NEWNET as libc::c_ulong)
+                .is_ok()
+    })
 }
 
 fn exists(p: &str) -> bool {
@@ -126,18 +149,11 @@ fn read() -> Kernel {
     let root = euid == 0;
     let user = libc::CLONE_NEWUSER as libc::c_ulong;
     let user_try = sys::probe_clone(user);
-    let mut jail_flags =
-        (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as libc::c_ulong;
-    if !root {
-        jail_flags |= user;
-    }
     let ns_try = if !root && user_try.is_err() {
         user_try
     } else {
-        sys::probe_clone(jail_flags)
+        sys::probe_clone(jail_flags(root))
     };
-    let net_ns = ns_try.is_ok()
-        && sys::probe_clone(jail_flags | libc::CLONE_NEWNET as libc::c_ulong).is_ok();
     let landlock_abi = sys::landlock_abi();
     let mode = if ns_try.is_ok() {
         Mode::Namespaces
@@ -158,7 +174,7 @@ fn read() -> Kernel {
         pid_ns: ns_ok,
         mount_proc: ns_ok,
         ipc_ns: ns_ok,
-        net_ns,
+        net_ns: false,
         namespaces_error: ns_try.err().map(|e| namespace_failure(e, !root)),
         mode,
         release: std::fs::read_to_string("/proc/sys/kernel/osrelease")

@@ -465,11 +465,11 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     }
     if !spec.network && spec.netns && mode != Mode::NamespaceFree {
         require(
-            ns_usable && kernel.net_ns,
+            ns_usable && probe::net_ns(),
             "network namespaces",
             &mut warnings,
         )?;
-        if ns_usable && kernel.net_ns {
+        if ns_usable && probe::net_ns() {
             flags |= libc::CLONE_NEWNET as libc::c_ulong;
             enforcement.net_namespace = true;
         }
