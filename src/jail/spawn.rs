@@ -1023,6 +1023,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn set_up_errors_name_the_step_errno_cause_and_fix() {
+        let e = JailError::child_failed(Step::Namespaces, libc::ENOSPC, Path::new("/bin/true"));
+        let m = e.to_string();
+        assert!(e.is_unavailable(), "{m}");
+        for want in [
+            "creating the jail's namespaces",
+            "ENOSPC",
+            "user.max_user_namespaces",
+            "run as root",
+            "namespace-free",
+        ] {
+            assert!(m.contains(want), "{want:?} missing: {m}");
+        }
+        let m =
+            JailError::child_failed(Step::Cgroup, libc::EACCES, Path::new("/bin/true")).to_string();
+        assert!(m.contains("joining the call's cgroups (EACCES"), "{m}");
+        assert!(m.contains("delegate"), "{m}");
+        let m =
+            JailError::child_failed(Step::Reaper, libc::ENOENT, Path::new("/bin/true")).to_string();
+        assert!(m.contains("subreaper") && m.contains("ENOENT"), "{m}");
+    }
+
+    #[test]
     fn child_constants_match_the_tree() {
         assert_eq!(OLD_ROOT.to_str().unwrap(), tree::OLD_ROOT);
         assert_eq!(STAGE.to_str().unwrap(), tree::STAGE);
