@@ -82,6 +82,12 @@ pub fn kernel() -> &'static Kernel {
     CELL.get_or_init(read)
 }
 
+/// Whether a subreaper can find the processes it inherited
+/// (`/proc/thread-self/children`, `CONFIG_PROC_CHILDREN`).
+pub fn subreaper_available() -> bool {
+    exists("/proc/thread-self/children")
+}
+
 /// The namespaces of a jail (a user namespace too when not root).
 fn jail_flags(root: bool) -> libc::c_ulong {
     let mut flags = (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as libc::c_ulong;
@@ -157,8 +163,7 @@ fn read() -> Kernel {
     let landlock_abi = sys::landlock_abi();
     let mode = if ns_try.is_ok() {
         Mode::Namespaces
-    } else if landlock_abi >= NAMESPACE_FREE_ABI && seccomp && exists("/proc/thread-self/children")
-    {
+    } else if landlock_abi >= NAMESPACE_FREE_ABI && seccomp && subreaper_available() {
         Mode::NamespaceFree
     } else {
         Mode::None

@@ -402,8 +402,17 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWNS as libc::c_ulong;
         enforcement.private_proc = true;
     }
-    // Without a PID namespace a subreaper ends the call whole.
-    let reaper = !pid_ns;
+    // Without a PID namespace a subreaper ends the call whole; it finds
+    // what it inherited in /proc/thread-self/children.
+    let reaper_ok = probe::subreaper_available();
+    if !pid_ns {
+        require(
+            reaper_ok,
+            "a call ending whole (no pid namespace, and no /proc/thread-self/children for a subreaper: a kernel without CONFIG_PROC_CHILDREN)",
+            &mut warnings,
+        )?;
+    }
+    let reaper = !pid_ns && reaper_ok;
     enforcement.subreaper = reaper;
 
     // --- the filesystem view: the tree in the mount namespace, else
@@ -506,7 +515,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         None => {
             require(
                 false,
-                "a process limit (no pids cgroup, and RLIMIT_NPROC does not bind root)",
+                "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
                 &mut warnings,
             )?;
             enforcement.pids_limit = "none".into();
@@ -610,6 +619,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let free_fallback = landlock_ok
         && kernel.landlock_abi >= probe::NAMESPACE_FREE_ABI
         && kernel.seccomp
+        && reaper_ok
         && fs_tree.protected().next().is_none();
     let (pidfd, flags_used) = match launch(&mut prepared, flags) {
         Ok(pidfd) => (pidfd, flags),
@@ -627,7 +637,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             prepared.private_proc = false;
             prepared.id_maps = None;
             prepared.tree = None;
-            prepared.reaper = true;
+            prepared.reaper = reaper_ok;
             prepared.seccomp = prepared.seccomp_without_tree;
             if fs_tree.protected().next().is_some() {
                 warnings.push(
@@ -658,7 +668,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         enforcement.ipc_namespace = false;
         enforcement.net_namespace = false;
         enforcement.user_namespace = false;
-        enforcement.subreaper = true;
+        enforcement.subreaper = reaper_ok;
     }
     // The child has exec'd: its copies of these are its own now.
     let Prepared {
