@@ -59,9 +59,7 @@ use spawn::Step;
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
     /// The kernel cannot enforce a restriction that was asked for.
-    #[error(
-        "sandbox unavailable: {feature}; use a kernel that provides it, or opt into degraded mode"
-    )]
+    #[error("sandbox unavailable: {feature}{}", unavailable_hint(feature))]
     Unavailable { feature: String },
     /// The spec itself is unusable.
     #[error("invalid sandbox request: {message}")]
@@ -125,6 +123,15 @@ pub enum JailError {
     /// The jail's mount tree.
     #[error(transparent)]
     Tree(#[from] tree::TreeError),
+}
+
+/// The generic advice, unless the message already says what to do.
+fn unavailable_hint(feature: &str) -> &'static str {
+    if feature.contains("degraded mode") || feature.contains("namespace-free jail") {
+        ""
+    } else {
+        "; use a kernel that provides it, or opt into degraded mode"
+    }
 }
 
 impl JailError {

@@ -436,9 +436,17 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
                 &mut warnings,
             )?;
             if fs_tree.protected().next().is_some() {
+                let protected: Vec<String> = fs_tree
+                    .protected()
+                    .map(|p| p.display().to_string())
+                    .collect();
                 require(
                     false,
-                    "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants (needs a mount namespace)",
+                    &format!(
+                        "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants need a mount namespace, which this process cannot create ({}); the write grants cover {}: narrow fs.write to directories below them (src/, target/…), allow user namespaces or run as root, or opt into degraded mode",
+                        kernel.namespaces_error.as_deref().unwrap_or("no mount namespace"),
+                        protected.join(", ")
+                    ),
                     &mut warnings,
                 )?;
             }
