@@ -78,7 +78,7 @@ pub enum CreateError {
 /// project, write nothing, no secrets.
 pub fn default_ceiling() -> MaxPermissions {
     MaxPermissions {
-        network: false,
+        network: false.into(),
         fs: FsPermissions {
             read: vec![".".into()],
             write: Vec::new(),
@@ -115,9 +115,7 @@ fn within(path: &Path, allowed: &[PathBuf]) -> bool {
 pub fn excess(root: &Path, m: &Manifest, ceiling: &MaxPermissions) -> Vec<String> {
     let mut out = Vec::new();
     let p = &m.permissions;
-    if p.network && !ceiling.network {
-        out.push("network: the ceiling allows no network".into());
-    }
+    out.extend(network_excess(&p.network, &ceiling.network));
     let real_all = |v: &[String]| {
         v.iter()
             .map(|s| real(&resolve(root, s)))
@@ -407,4 +405,81 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
         fields: vec![("name", name.to_string()), ("caller", deleter.to_string())],
     })?;
     Ok(())
+}
+
+/// What a tool's `permissions.network` asks beyond the ceiling's: any
+/// network under a ceiling of none; any host under a ceiling list; hosts
+/// outside the ceiling list.
+pub fn network_excess(
+    asked: &crate::manifest::model::Network,
+    ceiling: &crate::manifest::model::Network,
+) -> Vec<String> {
+    if !asked.enabled() {
+        return Vec::new();
+    }
+    if !ceiling.enabled() {
+        return vec!["network: the ceiling allows no network".into()];
+    }
+    let Ok(Some(max)) = ceiling.allowlist() else {
+        return match ceiling.allowlist() {
+            Err(e) => vec![format!("network: the ceiling's allowlist is invalid: {e}")],
+            _ => Vec::new(),
+        };
+    };
+    match asked.allowlist() {
+        Err(e) => vec![format!("network: {e}")],
+        Ok(None) => vec![format!(
+            "network: any host asked, the ceiling allows only {}",
+            max.patterns()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )],
+        Ok(Some(list)) => max
+            .uncovered(&list)
+            .into_iter()
+            .map(|p| format!("network: {p} is outside the ceiling's allowlist"))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::network_excess;
+    use crate::manifest::model::Network;
+
+    fn net(yaml: &str) -> Network {
+        serde_json::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_created_allowlist_must_lie_inside_the_ceiling() {
+        let ceiling = net(r#"["*.example.com", "pypi.org:443"]"#);
+        assert!(network_excess(&net("false"), &ceiling).is_empty());
+        assert!(network_excess(
+            &net(r#"{"allow": ["api.example.com", "pypi.org:443"]}"#),
+            &ceiling
+        )
+        .is_empty());
+        assert_eq!(
+            network_excess(&net(r#"{"allow": ["evil.com", "pypi.org"]}"#), &ceiling),
+            [
+                "network: evil.com is outside the ceiling's allowlist",
+                "network: pypi.org is outside the ceiling's allowlist"
+            ]
+        );
+        assert!(network_excess(&net("true"), &ceiling)[0].contains("any host asked"));
+        assert!(network_excess(&net("true"), &net("true")).is_empty());
+        assert!(network_excess(
+            &net(r#"{"allow": ["x.org"]}"#),
+            &net(r#"{"allow": ["x.org"]}"#)
+        )
+        .is_empty());
+        assert_eq!(
+            network_excess(&net(r#"{"allow": ["x.org"]}"#), &net("false")),
+            ["network: the ceiling allows no network"]
+        );
+    }
 }

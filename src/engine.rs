@@ -251,7 +251,14 @@ impl Engine {
                 ),
                 json!({}),
             );
-            self.finish(&shown, json!(null), caller, &mut outcome, None, started);
+            self.finish(
+                &shown,
+                json!(null),
+                caller,
+                &mut outcome,
+                Record::default(),
+                started,
+            );
             return outcome;
         }
         let logged_params = self.redacted_params(name, &params, caller);
@@ -264,6 +271,7 @@ impl Engine {
             id: &call_id,
             written: std::cell::Cell::new(false),
             warnings: std::cell::RefCell::new(Vec::new()),
+            extra: AuditExtra::default(),
         };
         let mut outcome = match self.call_inner(name, params, caller, &intent) {
             Ok(o) => o,
@@ -278,7 +286,11 @@ impl Engine {
             cancelled_outcome(&mut outcome, *why);
         }
         let id = intent.written.get().then_some(call_id.as_str());
-        self.finish(name, logged_params, caller, &mut outcome, id, started);
+        let record = Record {
+            call_id: id,
+            extra: intent.extra.take(),
+        };
+        self.finish(name, logged_params, caller, &mut outcome, record, started);
         outcome
     }
 
@@ -290,11 +302,11 @@ impl Engine {
         params: Value,
         caller: &Caller,
         outcome: &mut Outcome,
-        call_id: Option<&str>,
+        record: Record<'_>,
         started: Instant,
     ) {
         outcome.duration_ms = started.elapsed().as_millis() as u64;
-        if let Err(e) = self.log_call(name, params, caller, outcome, call_id) {
+        if let Err(e) = self.log_call(name, params, caller, outcome, record.call_id, record.extra) {
             let message = if e.written() {
                 format!(
                     "the call was written to the audit log but not made durable: {}",
@@ -362,6 +374,7 @@ impl Engine {
         caller: &Caller,
         outcome: &Outcome,
         call_id: Option<&str>,
+        extra: Vec<(&'static str, String)>,
     ) -> Result<(), audit::AuditError> {
         let log = audit::Log::for_project(&self.project.root)?;
         let params = params.to_string();
@@ -399,6 +412,7 @@ impl Engine {
                 if let Some(keys) = self.env_keys(name, caller) {
                     fields.push(("envKeys", keys));
                 }
+                fields.extend(extra);
                 fields.push(("caller", caller.id.clone()));
                 audit::Event {
                     kind: "TOOL_EXECUTED",
@@ -562,6 +576,7 @@ impl Engine {
             redact: &redact,
             schemas: &schemas,
             caller,
+            extra: &intent.extra,
         };
         match &m.exec {
             Exec::Command(exec) => self.run_command(exec, &job, &bindings),
@@ -747,6 +762,14 @@ fn new_call_id() -> String {
     hex::encode(b)
 }
 
+/// What the result's audit line carries besides the Outcome: the call's
+/// id (when its intent was written) and the run's extra fields.
+#[derive(Debug, Default)]
+struct Record<'a> {
+    call_id: Option<&'a str>,
+    extra: Vec<(&'static str, String)>,
+}
+
 /// The intent of one call: written to the audit log right before the
 /// call starts anything ([`Intent::record`]).
 struct Intent<'a> {
@@ -757,6 +780,8 @@ struct Intent<'a> {
     id: &'a str,
     written: std::cell::Cell<bool>,
     warnings: std::cell::RefCell<Vec<String>>,
+    /// Fields the run adds to the result's audit line.
+    extra: AuditExtra,
 }
 
 impl Intent<'_> {
@@ -812,6 +837,22 @@ struct Job<'a> {
     redact: &'a Redactor,
     schemas: &'a Schemas,
     caller: &'a Caller,
+    extra: &'a AuditExtra,
+}
+
+/// Fields a run adds to the call's audit line (`egress=[…]`,
+/// `network=direct`).
+#[derive(Debug, Default)]
+struct AuditExtra(std::cell::RefCell<Vec<(&'static str, String)>>);
+
+impl AuditExtra {
+    fn push(&self, field: (&'static str, String)) {
+        self.0.borrow_mut().push(field);
+    }
+
+    fn take(&self) -> Vec<(&'static str, String)> {
+        self.0.take()
+    }
 }
 
 impl Job<'_> {
@@ -835,41 +876,70 @@ impl Job<'_> {
         spec
     }
 
-    /// Runs `spec` and reads its result with `read`.
+    /// Runs `spec` and reads its result with `read`. A networked call
+    /// gets its own egress proxy; its log goes into the audit line and its
+    /// refusals into the warnings.
     fn execute(
         &self,
-        spec: Spec,
+        mut spec: Spec,
         program: &std::path::Path,
         read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
     ) -> Result<Outcome, Box<Outcome>> {
+        let gateway = self.network(&mut spec);
         let absent = crate::surface::absent(self.root, &self.policy.write);
-        let result =
-            run::start(&spec).map_err(|e| Box::new(run::jail_error(self.name, &e, program)));
+        let started = run::start(&spec);
         let planted = crate::surface::undo_planted(&absent);
-        let result = result?;
-        if !planted.is_empty() {
-            let names: Vec<String> = planted
-                .iter()
-                .map(|p| p.strip_prefix(self.root).unwrap_or(p).display().to_string())
-                .collect();
-            return Err(Box::new(Outcome::failure(
+        let mut outcome = match started {
+            Err(e) => run::jail_error(self.name, &e, program),
+            Ok(_) if !planted.is_empty() => {
+                let names: Vec<String> = planted
+                    .iter()
+                    .map(|p| p.strip_prefix(self.root).unwrap_or(p).display().to_string())
+                    .collect();
+                Outcome::failure(
+                    self.name,
+                    ErrorKind::PermissionExceedsCeiling,
+                    format!(
+                        "the tool created {}, part of the project's control surface (it would define tools or run code outside the jail); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
+                        names.join(", ")
+                    ),
+                    json!({"removed": names}),
+                )
+            }
+            Ok(result) => run::finish(
                 self.name,
-                ErrorKind::PermissionExceedsCeiling,
-                format!(
-                    "the tool created {}, part of the project's control surface (it would define tools or run code outside the jail); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
-                    names.join(", ")
-                ),
-                json!({"removed": names}),
-            )));
+                result,
+                &self.policy.limits,
+                self.redact,
+                self.schemas,
+                read,
+            ),
+        };
+        if spec.network && spec.direct_network {
+            self.extra.push(("network", "direct".into()));
         }
-        Ok(run::finish(
-            self.name,
-            result,
-            &self.policy.limits,
-            self.redact,
-            self.schemas,
-            read,
-        ))
+        if let Some(g) = gateway {
+            self.extra
+                .push(run::egress::report(&mut outcome, g.log(), self.redact));
+        }
+        Ok(outcome)
+    }
+
+    /// Sets up the network of `spec` under the policy: the egress proxy
+    /// (returned, for its log), or the host network when the config opted
+    /// into it.
+    fn network(&self, spec: &mut Spec) -> Option<Arc<crate::egress::Gateway>> {
+        spec.network = self.policy.network;
+        if !self.policy.network {
+            return None;
+        }
+        if self.policy.direct_network {
+            spec.direct_network = true;
+            return None;
+        }
+        let g = Arc::new(crate::egress::Gateway::new(self.policy.egress_rules()));
+        spec.gateway = Some(g.clone());
+        Some(g)
     }
 }
 

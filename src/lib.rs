@@ -28,6 +28,11 @@
 //!   context (URL path segment, query, header, JSON body), sent by glovebox
 //!   itself over hyper + rustls behind an SSRF guard, redirects that never
 //!   carry a secret to another origin, bounded time and size.
+//! - [`egress`]: `network: true` for command and python tools — the call's
+//!   own network namespace, whose only way out is the supervisor's egress
+//!   proxy (HTTP `CONNECT`, absolute-form HTTP, SOCKS5) behind the same
+//!   SSRF guard as http tools, host allowlists, never glovebox's own
+//!   servers, and a per-call log of every connection for the audit line.
 //! - [`jail`]: the confined child process — its own root built from
 //!   read-only binds of what it is granted ([`jail::tree`]), Landlock,
 //!   seccomp, PID / mount / IPC (/ user / network) namespaces, cgroup
@@ -80,6 +85,7 @@ pub mod approval;
 pub mod audit;
 pub mod builtin;
 pub mod create;
+pub mod egress;
 pub mod engine;
 pub mod export;
 pub mod footprint;

@@ -27,6 +27,9 @@ pub enum PolicyError {
     /// The python interpreter or venv could not be found.
     #[error(transparent)]
     Python(#[from] crate::run::python::PythonError),
+    /// `permissions.network.allow` holds a pattern that does not parse.
+    #[error("permissions.network: {0}")]
+    Network(#[from] crate::egress::PatternError),
     /// The sandbox profiles are broken.
     #[error(transparent)]
     Profile(#[from] jail::profile::ProfileError),
@@ -37,8 +40,16 @@ pub enum PolicyError {
 pub struct Policy {
     /// The tool.
     pub tool: String,
-    /// Network access.
+    /// Network access (through the egress proxy, unless `direct_network`).
     pub network: bool,
+    /// Only these hosts (normalized patterns), when the manifest narrows
+    /// the network to an allowlist.
+    pub network_allow: Option<Vec<String>>,
+    /// `security.http.allow_private`: the proxy may reach loopback and
+    /// private addresses.
+    pub allow_private: bool,
+    /// `sandbox.direct_network`: the host's network, no proxy.
+    pub direct_network: bool,
     /// Read (and execute) paths from `permissions.fs.read`.
     pub read: Vec<PathBuf>,
     /// Read and write paths from `permissions.fs.write`.
@@ -95,12 +106,18 @@ impl Policy {
         };
         Ok(Policy {
             tool: manifest.name.clone(),
-            network: p.network,
+            network: p.network.enabled(),
+            network_allow: p
+                .network
+                .allowlist()?
+                .map(|l| l.patterns().iter().map(ToString::to_string).collect()),
+            allow_private: config.security.http.allow_private,
+            direct_network: config.sandbox.direct_network,
             read,
             write,
             runtime,
-            profiles: jail::profile::names(p.network).to_vec(),
-            baseline: jail::profile::baseline(p.network)?,
+            profiles: jail::profile::names(p.network.enabled()).to_vec(),
+            baseline: jail::profile::baseline(p.network.enabled())?,
             secrets: p.secrets.keys().cloned().collect(),
             limits,
             degraded: config.sandbox.degraded,
@@ -164,6 +181,36 @@ impl Policy {
         }
     }
 
+    /// The network line of `explain`.
+    pub fn network_text(&self) -> String {
+        if !self.network {
+            return "denied (no socket of any kind)".into();
+        }
+        if self.direct_network {
+            return "DIRECT: the host's network, no namespace, no proxy, no SSRF guard (sandbox.direct_network)".into();
+        }
+        let hosts = match &self.network_allow {
+            Some(list) if list.is_empty() => "no host (empty allowlist)".to_string(),
+            Some(list) => format!("only {}", list.join(", ")),
+            None => "any host".to_string(),
+        };
+        format!(
+            "{hosts}, through glovebox's egress proxy in its own network namespace (SSRF guard: link-local and metadata refused, loopback and private {}, glovebox's own servers refused)",
+            if self.allow_private { "allowed by security.http.allow_private" } else { "refused" }
+        )
+    }
+
+    /// The rules of this policy's egress proxy.
+    pub fn egress_rules(&self) -> crate::egress::Rules {
+        crate::egress::Rules {
+            allow: self
+                .network_allow
+                .as_ref()
+                .and_then(|l| crate::egress::Allowlist::parse(l).ok()),
+            allow_private: self.allow_private,
+        }
+    }
+
     /// A description for people (`glovebox explain`).
     pub fn explain(&self) -> String {
         use std::fmt::Write;
@@ -179,15 +226,7 @@ impl Policy {
             }
         };
         let _ = writeln!(s, "tool      {}", self.tool);
-        let _ = writeln!(
-            s,
-            "network   {}",
-            if self.network {
-                "allowed"
-            } else {
-                "denied (no socket of any kind)"
-            }
-        );
+        let _ = writeln!(s, "network   {}", self.network_text());
         let _ = writeln!(s, "read      {}", list(&self.read));
         let _ = writeln!(s, "write     {}", list(&self.write));
         if !self.runtime.is_empty() {

@@ -505,7 +505,19 @@ fn permissions_widen_the_jail() {
     let o = p.run("probe", &json!({"act": "write", "path": target}));
     assert_eq!(o["output"]["wrote"], true, "{o}");
     assert!(target.exists());
+    // network: true is its own namespace behind the egress proxy: a direct
+    // connect to a host listener reaches nothing...
     let (l, port) = listener();
+    let o = p.run("probe", &json!({"act": "connect", "port": port}));
+    assert_ne!(o["output"]["connected"], true, "{o}");
+    assert!(!got_connection(&l));
+    // ...and the host network, opted into explicitly, does.
+    fs::create_dir_all(p.dir.join(".glee")).unwrap();
+    fs::write(
+        p.dir.join(".glee/config.yml"),
+        "sandbox:\n  direct_network: true\n",
+    )
+    .unwrap();
     let o = p.run("probe", &json!({"act": "connect", "port": port}));
     assert_eq!(o["output"]["connected"], true, "{o}");
     assert!(got_connection(&l));
@@ -516,7 +528,7 @@ fn permissions_widen_the_jail() {
         &[],
     );
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("network   allowed"), "{text}");
+    assert!(text.contains("network   DIRECT"), "{text}");
     assert!(
         text.contains(&p.base.join("outside").display().to_string()),
         "{text}"

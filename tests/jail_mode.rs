@@ -116,3 +116,27 @@ fn a_timed_out_call_leaves_no_process() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(pids_with(&m).is_empty(), "survivors: {:?}", pids_with(&m));
 }
+
+#[test]
+fn network_true_is_refused_without_a_network_namespace() {
+    if !jail_available() {
+        return;
+    }
+    let r = sandbox(&["--net"], &["sh", "-c", "echo RAN"]);
+    if namespace_free() {
+        // The egress proxy needs the call's own network namespace: refused,
+        // naming the reason and the explicit opt-in; nothing ran.
+        assert_eq!(r.code, Some(3), "{r:#?}");
+        let text = r.json.to_string();
+        assert!(text.contains("sandbox_unavailable"), "{r:#?}");
+        assert!(text.contains("direct_network"), "{r:#?}");
+        assert!(!r.stdout.contains("RAN"), "{r:#?}");
+        // The opt-in runs it on the host's network, said as a warning.
+        let d = sandbox(&["--net=direct"], &["sh", "-c", "echo RAN"]);
+        assert!(d.stdout.contains("RAN"), "{d:#?}");
+        assert!(d.json.to_string().contains("direct network"), "{d:#?}");
+    } else {
+        assert!(r.stdout.contains("RAN"), "{r:#?}");
+        assert_eq!(r.json["enforcement"]["egress_proxy"], true, "{r:#?}");
+    }
+}

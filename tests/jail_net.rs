@@ -1,5 +1,8 @@
-//! Invariant 2 (network: false means no channel out): every kind of socket
-//! a tool could use, each against a real listener that must get nothing.
+//! Invariant 4 (network: false means no channel out): every kind of socket
+//! a tool could use, each against a real listener that must get nothing;
+//! and with `--net` (the tool's own namespace behind glovebox's proxy,
+//! see `jail_egress.rs`) a program that ignores the proxy reaches no host
+//! listener either. `--net=direct` is the control that proves the probe.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -118,7 +121,11 @@ fn netlink_packet_and_io_uring_are_refused() {
     attack(&[], &["netlink"]).assert_blocked();
     attack(&[], &["packet"]).assert_blocked();
     attack(&[], &["io_uring"]).assert_blocked();
-    attack(&["--net"], &["io_uring"]).assert_blocked();
+    if namespace_free() {
+        assert_network_refused(&attack(&["--net"], &["io_uring"]));
+    } else {
+        attack(&["--net"], &["io_uring"]).assert_blocked();
+    }
 }
 
 #[test]
@@ -135,21 +142,92 @@ fn socketpairs_and_pipes_inside_the_jail_work() {
 }
 
 #[test]
-fn with_network_allowed_the_same_probe_connects() {
+fn with_the_direct_network_the_same_probe_connects() {
     if !jail_available() {
         return;
     }
     // Proves the probe can reach a listener when it is allowed to, so the
-    // blocked results above mean the jail, not a broken probe.
+    // blocked results above (and those of `--net`, its own namespace) mean
+    // the jail, not a broken probe. `--net=direct` is the explicit way
+    // back to the host network, and says so.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port().to_string();
-    let r = attack(&["--net"], &["tcp", "127.0.0.1", &port]);
+    let r = attack(&["--net=direct"], &["tcp", "127.0.0.1", &port]);
+    assert!(
+        r.json["warnings"].to_string().contains("direct network"),
+        "{r:#?}"
+    );
     r.assert_probe_ran();
     assert!(r.stdout.contains("ESCAPED"), "{r:#?}");
     let (mut s, _) = l.accept().unwrap();
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).unwrap();
     assert_eq!(buf, b"GLOVEBOX-CANARY-PAYLOAD");
+}
+
+#[test]
+fn with_network_through_glovebox_host_listeners_get_nothing() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        // No network namespace for the proxy: `--net` is refused and the
+        // listener gets nothing.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port().to_string();
+        assert_network_refused(&attack(&["--net"], &["tcp", "127.0.0.1", &port]));
+        assert_no_connection(&l);
+        return;
+    }
+    // `--net`: its own namespace, nothing but the proxy on loopback; a
+    // program that ignores the proxy reaches no host listener.
+    for host in ["127.0.0.1", "::1"] {
+        let l = TcpListener::bind((host, 0)).unwrap();
+        let port = l.local_addr().unwrap().port().to_string();
+        let r = attack(&["--net"], &["tcp", host, &port]);
+        r.assert_blocked();
+        assert_eq!(r.json["enforcement"]["net_namespace"], true, "{r:#?}");
+        assert_no_connection(&l);
+    }
+    // Unix sockets of the host, even in a directory the tool may write
+    // (unix sockets are not per network namespace): no unix socket at all.
+    let dir = tempdir();
+    let path = dir.path().join("sock");
+    let ul = UnixListener::bind(&path).unwrap();
+    attack(
+        &["--net", "--write", path_str(dir.path())],
+        &["unix", path_str(&path)],
+    )
+    .assert_blocked();
+    ul.set_nonblocking(true).unwrap();
+    assert!(matches!(ul.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    let dpath = dir.path().join("dgram");
+    let d = UnixDatagram::bind(&dpath).unwrap();
+    attack(
+        &["--net", "--write", path_str(dir.path())],
+        &["dgram_pair", path_str(&dpath)],
+    )
+    .assert_blocked();
+    d.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 64];
+    assert!(matches!(d.recv(&mut buf), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    // Control: the host network, explicitly, does reach it.
+    attack(
+        &["--net=direct", "--write", path_str(dir.path())],
+        &["unix", path_str(&path)],
+    )
+    .assert_probe_ran();
+    assert!(
+        ul.accept().is_ok(),
+        "the direct-network control did not connect"
+    );
+    let name = marker("abstract-net");
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let l = UnixListener::bind_addr(&addr).unwrap();
+    attack(&["--net"], &["abstract", &name]).assert_blocked();
+    l.set_nonblocking(true).unwrap();
+    assert!(matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock));
 }
 
 #[test]

@@ -49,6 +49,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("inputs-not-object", "arrayinputs", 7, 1),
     ("http-with-fs", "httpfs", 23, 0),
     ("http-without-network", "httpnonet", 22, 0),
+    ("network-pattern-invalid", "badhost", 21, 1),
     ("input-looks-like-secret", "asktoken", 11, 0),
     ("entrypoint-placeholder", "anyprogram", 15, 0),
     ("entrypoint-missing", "noscript", 15, 0),
@@ -322,4 +323,17 @@ fn config_with_unknown_key_fails() {
         "{text}"
     );
     assert!(text.contains("did you mean `memory_mb`?"), "{text}");
+}
+
+#[test]
+fn a_misspelt_network_key_gets_a_suggestion() {
+    let root = fixtures().join("network-typo");
+    let out = glovebox(&["--root", root.to_str().unwrap(), "lint"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(".glee/tools/typo/tool.yml:15:5: error[unknown-field]")
+            && text.contains("did you mean `allow`?"),
+        "{text}"
+    );
 }

@@ -188,8 +188,9 @@ fn local_listener_gets_nothing_with_network_false() {
     assert!(r.text().starts_with("BLOCKED"), "{r:#?}");
     assert_no_connection(&l);
 
-    // Control: with network: true the same probe does connect, so the
-    // listener and the probe work.
+    // With network: true the tool has its own namespace: a direct connect
+    // to a host listener still reaches nothing (egress goes through the
+    // proxy, which refuses loopback; see tests/jail_egress.rs).
     f.tool(&probe_tool(
         "cmd_tcp_net",
         &["tcp", "127.0.0.1", "${a}"],
@@ -197,7 +198,22 @@ fn local_listener_gets_nothing_with_network_false() {
     ));
     let r = f.run("cmd_tcp_net", &[&format!("a={port}")]);
     r.assert_ok();
+    assert!(
+        r.text().contains("BLOCKED") && !r.text().contains("ESCAPED"),
+        "{r:#?}"
+    );
+    assert_no_connection(&l);
+
+    // Control: with the host network opted into (sandbox.direct_network)
+    // the same probe does connect, so the listener and the probe work.
+    f.config(&json!({"sandbox": {"direct_network": true}}));
+    let r = f.run("cmd_tcp_net", &[&format!("a={port}")]);
+    r.assert_ok();
     assert!(r.text().contains("ESCAPED"), "{r:#?}");
+    assert!(
+        r.json["warnings"].to_string().contains("direct network"),
+        "{r:#?}"
+    );
     l.set_nonblocking(false).unwrap();
     l.accept().expect("the allowed tool connected");
 }

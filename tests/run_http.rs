@@ -689,3 +689,43 @@ fn text_output_returns_the_body() {
     assert_eq!(r.text(), "plain body\n");
     assert_eq!(server.only().path, "/t");
 }
+
+#[test]
+fn the_network_allowlist_binds_http_tools_too() {
+    let allowed = Server::start(|_| Reply::json(json!({"ok": 1})));
+    let other = Server::start(|_| Reply::json(json!({})));
+    let f = Fixture::new();
+    allow_private(&f);
+    let list = json!({"allow": [format!("127.0.0.1:{}", allowed.port())]});
+    for (name, server) in [("in", &allowed), ("out", &other)] {
+        let mut t = http_tool(
+            name,
+            json!({}),
+            json!({"method": "GET", "url": format!("{}/x", server.origin())}),
+        );
+        t["permissions"]["network"] = list.clone();
+        f.tool(&t);
+    }
+    f.run("in", &[]).assert_ok();
+    assert_eq!(allowed.requests().len(), 1);
+    let r = f.run("out", &[]);
+    r.assert_failed("http_error", 1);
+    assert!(r.message().contains("allowlist"), "{r:#?}");
+    assert_eq!(other.connections(), 0);
+    // A redirect out of the list is refused at that hop.
+    let hop = Server::start({
+        let to = format!("{}/y", other.origin());
+        move |_| Reply::redirect(302, &to)
+    });
+    let mut t = http_tool(
+        "hop",
+        json!({}),
+        json!({"method": "GET", "url": format!("{}/x", hop.origin()), "follow_cross_origin_redirects": true}),
+    );
+    t["permissions"]["network"] = json!({"allow": [format!("127.0.0.1:{}", hop.port())]});
+    f.tool(&t);
+    let r = f.run("hop", &[]);
+    r.assert_failed("http_error", 1);
+    assert!(r.message().contains("allowlist"), "{r:#?}");
+    assert_eq!(other.connections(), 0);
+}

@@ -13,7 +13,8 @@ while IFS= read -r e; do args+=(--env "$e"); done < <(lines "${INPUT_ENV:-}")
 case "${INPUT_NETWORK:-off}" in
     off|false|"") ;;
     on|true) args+=(--net) ;;
-    *) echo "glovebox: network must be off or on, not ${INPUT_NETWORK}" >&2; exit 2 ;;
+    direct) args+=(--net=direct) ;;
+    *) echo "glovebox: network must be off, on or direct, not ${INPUT_NETWORK}" >&2; exit 2 ;;
 esac
 args+=(--timeout "${INPUT_TIMEOUT:-600}" --memory "${INPUT_MEMORY:-2G}")
 exec "$gb" sandbox "${args[@]}" -- bash -eo pipefail -c "$INPUT_RUN"

@@ -208,7 +208,7 @@ fn builtin_manifest(
             timeout_ms: DEFAULT_TIMEOUT_MS,
         }),
         permissions: Permissions {
-            network: false,
+            network: false.into(),
             fs: FsPermissions {
                 read: root.clone(),
                 write: if write { root } else { Vec::new() },

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use std::sync::Arc;
+
+use glovebox::egress::{Allowlist, Gateway, Rules};
 use glovebox::jail::{self, JailError, Limits, Output, Spec, Stdin};
 
 use super::{Cli, EXIT_SANDBOX_UNAVAILABLE, EXIT_USAGE};
@@ -21,9 +24,21 @@ pub struct Args {
     /// Allow executing (and reading) under this path (repeatable).
     #[arg(long, value_name = "PATH")]
     pub exec: Vec<PathBuf>,
-    /// Allow network access.
+    /// Allow network access: `--net` is the internet through glovebox's
+    /// egress proxy, in the command's own network namespace (the SSRF
+    /// guard refuses loopback, private and link-local addresses and
+    /// glovebox's own servers); `--net=direct` is the host's network as it
+    /// is, with no namespace and no proxy (reported as a warning).
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "proxy", value_parser = ["proxy", "direct"])]
+    pub net: Option<String>,
+    /// With `--net`: only these hosts (`host`, `host:port`, `*.suffix`, an
+    /// IP literal, `[::1]:port`; repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub allow_host: Vec<String>,
+    /// With `--net`: let the proxy reach loopback and private addresses
+    /// (link-local, cloud metadata and glovebox's own servers stay refused).
     #[arg(long)]
-    pub net: bool,
+    pub allow_private: bool,
     /// Pass this variable of the caller's environment into the jail
     /// (`NAME` or `NAME=VALUE`, repeatable).
     #[arg(long, value_name = "NAME[=VALUE]")]
@@ -106,7 +121,27 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     spec.fs.read = args.read.iter().map(|p| absolute(&here, p)).collect();
     spec.fs.write = args.write.iter().map(|p| absolute(&here, p)).collect();
     spec.fs.exec = args.exec.iter().map(|p| absolute(&here, p)).collect();
-    spec.network = args.net;
+    spec.network = args.net.is_some();
+    spec.direct_network = args.net.as_deref() == Some("direct");
+    if (!args.allow_host.is_empty() || args.allow_private) && args.net.as_deref() != Some("proxy") {
+        anyhow::bail!("--allow-host and --allow-private need --net (the egress proxy)");
+    }
+    let gateway = (args.net.as_deref() == Some("proxy"))
+        .then(|| -> anyhow::Result<Arc<Gateway>> {
+            let allow = if args.allow_host.is_empty() {
+                None
+            } else {
+                Some(Allowlist::parse(&args.allow_host)?)
+            };
+            Ok(Arc::new(Gateway::new(Rules {
+                allow,
+                allow_private: args.allow_private,
+            })))
+        })
+        .transpose()?;
+    if let Some(g) = &gateway {
+        spec.gateway = Some(g.clone() as Arc<dyn jail::Gateway>);
+    }
     spec.netns = args.netns;
     spec.degraded = args.degraded;
     spec.limits = Limits {
@@ -155,6 +190,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         Ok(r) => r,
         Err(e) => return Ok(report_error(&e, args.json)),
     };
+    let (egress, refusals) = match &gateway {
+        Some(g) => (Some(g.log().connections().0), g.log().refusals()),
+        None => (None, Vec::new()),
+    };
+    result.warnings.extend(refusals);
     let planted_failure = !planted.is_empty();
     for p in &planted {
         result.warnings.push(format!(
@@ -179,6 +219,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             "duration_ms": result.duration.as_millis() as u64,
             "enforcement": result.enforcement,
             "warnings": result.warnings,
+            "egress": egress,
         });
         println!("{out}");
     } else {

@@ -110,6 +110,17 @@ pub fn examine() -> Report {
             ),
         ),
         inv(
+            "network: true only through glovebox's egress proxy",
+            // Without network namespaces it holds by refusal (fail closed),
+            // which the namespace-free jail counts as its mechanism.
+            kernel.net_ns || free,
+            if kernel.net_ns {
+                "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard".into()
+            } else {
+                "no network namespaces here: network: true is refused unless sandbox.direct_network".into()
+            },
+        ),
+        inv(
             "no reach into other processes",
             e.seccomp && (e.pid_namespace || free) && e.landlock_abi >= 1,
             if e.pid_namespace {

@@ -15,8 +15,10 @@
 //! - [`seccomp`]: no sockets without network, no ptrace, no namespaces, no
 //!   mounts, no terminal injection, no foreign architectures;
 //! - namespaces (in [`spawn`]): PID (the call ends whole; no view of other
-//!   processes), mount (the tree and a private `/proc`), IPC, user (unprivileged
-//!   supervisor), network (optional extra);
+//!   processes), mount (the tree and a private `/proc`), IPC, user
+//!   (unprivileged supervisor), network (every `network: true` call,
+//!   behind the supervisor's egress proxy — see `crate::egress`; optional
+//!   extra without network);
 //! - [`cgroup`]: memory and process limits for the whole tree, with rlimit
 //!   fallbacks;
 //! - capabilities dropped, `no_new_privs`, `setsid`, a scrubbed
@@ -39,6 +41,7 @@ pub mod cancel;
 pub mod cgroup;
 pub mod doctor;
 pub mod fs;
+pub mod network;
 pub mod probe;
 pub mod profile;
 mod pump;
@@ -51,7 +54,10 @@ pub mod tree;
 pub use cancel::Cancel;
 pub use fs::FsAccess;
 pub use spawn::run;
-pub use spec::{Enforcement, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin};
+pub use spec::{
+    Attached, Enforcement, Gateway, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin,
+    PROXY_URL,
+};
 
 use spawn::Step;
 
@@ -142,16 +148,22 @@ impl JailError {
             (Step::Exec, libc::ENOENT) => JailError::NotFound { program },
             (Step::Exec, libc::EACCES) => JailError::ExecDenied { program, source },
             (Step::Exec, _) => JailError::Exec { program, source },
-            (Step::Landlock | Step::Seccomp | Step::Mount | Step::IdMap | Step::Namespaces, _) => {
-                JailError::Unavailable {
-                    feature: format!(
-                        "{} failed ({}: {source}); {}",
-                        step.describe(),
-                        sys::errno_name(errno),
-                        step.advice(errno)
-                    ),
-                }
-            }
+            (
+                Step::Landlock
+                | Step::Seccomp
+                | Step::Mount
+                | Step::IdMap
+                | Step::Net
+                | Step::Namespaces,
+                _,
+            ) => JailError::Unavailable {
+                feature: format!(
+                    "{} failed ({}: {source}); {}",
+                    step.describe(),
+                    sys::errno_name(errno),
+                    step.advice(errno)
+                ),
+            },
             _ => JailError::Child {
                 step,
                 errno,

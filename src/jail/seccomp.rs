@@ -22,7 +22,10 @@
 //!
 //! With the network off, also: `socket` for every family, and `socketpair`
 //! except `AF_UNIX` stream/seqpacket pairs (a datagram pair could `sendto`
-//! a named socket outside).
+//! a named socket outside). With the network through glovebox's egress
+//! proxy ([`Sockets::NoUnix`]): `socket(AF_UNIX, …)` and the same
+//! `socketpair` rule — no unix socket of the host, pathname or abstract,
+//! is reachable (Landlock does not govern a unix `connect`).
 //!
 //! `ENOSYS` answers `clone3` (whose flags live in memory a filter cannot
 //! read, so libc falls back to `clone`, which is checked) and `io_uring_*`
@@ -67,19 +70,51 @@ pub struct Programs {
     pub deny: BpfProgram,
 }
 
-/// Returns the programs for `network`, compiled once per process.
-/// `deny_metadata` adds the metadata family ([`metadata_calls`]), for a
-/// jail without a mount namespace (no read-only tree to refuse them), and
-/// the host IPC calls ([`host_ipc_calls`]: no IPC namespace there either).
+/// Which sockets a call may create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sockets {
+    /// None (the network off): only unix stream/seqpacket socketpairs.
+    None,
+    /// Inet sockets (to the egress proxy in the call's own namespace) but
+    /// no unix socket: the host's unix sockets stay out of reach.
+    NoUnix,
+    /// Every family (the host network, explicitly).
+    All,
+}
+
+/// Returns the programs for `network` (`true`: [`Sockets::All`]),
+/// compiled once per process. `deny_metadata` adds the metadata family
+/// ([`metadata_calls`]), for a jail without a mount namespace (no
+/// read-only tree to refuse them), and the host IPC calls
+/// ([`host_ipc_calls`]: no IPC namespace there either).
 pub fn programs(network: bool, deny_metadata: bool) -> Result<&'static Programs, SeccompError> {
-    static CELLS: [OnceLock<Result<Programs, String>>; 4] = [
+    programs_for(
+        if network { Sockets::All } else { Sockets::None },
+        deny_metadata,
+    )
+}
+
+/// Returns the programs for `sockets` (and `deny_metadata`, as in
+/// [`programs`]), compiled once per process.
+pub fn programs_for(
+    sockets: Sockets,
+    deny_metadata: bool,
+) -> Result<&'static Programs, SeccompError> {
+    static CELLS: [OnceLock<Result<Programs, String>>; 6] = [
+        OnceLock::new(),
+        OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
     ];
-    let cell = &CELLS[usize::from(network) | (usize::from(deny_metadata) << 1)];
-    cell.get_or_init(|| build(network, deny_metadata).map_err(|e| e.to_string()))
+    let kind = match sockets {
+        Sockets::None => 0,
+        Sockets::NoUnix => 1,
+        Sockets::All => 2,
+    };
+    let cell = &CELLS[kind * 2 + usize::from(deny_metadata)];
+    cell.get_or_init(|| build(sockets, deny_metadata).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|message| SeccompError::Compile {
             message: message.clone(),
@@ -265,7 +300,7 @@ fn namespace_rules(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
         .collect()
 }
 
-fn build(network: bool, deny_metadata: bool) -> Result<Programs, SeccompError> {
+fn build(sockets: Sockets, deny_metadata: bool) -> Result<Programs, SeccompError> {
     let arch = arch()?;
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in always_denied() {
@@ -300,8 +335,19 @@ fn build(network: bool, deny_metadata: bool) -> Result<Programs, SeccompError> {
             )?])?,
         ],
     );
-    if !network {
-        deny.insert(libc::SYS_socket, Vec::new());
+    if sockets != Sockets::All {
+        deny.insert(
+            libc::SYS_socket,
+            match sockets {
+                Sockets::NoUnix => vec![rule(vec![cond(
+                    0,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    libc::AF_UNIX as u64,
+                )?])?],
+                _ => Vec::new(),
+            },
+        );
         let mut pair = vec![rule(vec![cond(
             0,
             SeccompCmpArgLen::Dword,
@@ -433,6 +479,11 @@ mod tests {
         let off = programs(false, false).unwrap();
         let on = programs(true, false).unwrap();
         assert!(off.deny.len() > on.deny.len(), "network off denies more");
+        let proxied = programs_for(Sockets::NoUnix, false).unwrap();
+        assert!(
+            proxied.deny.len() > on.deny.len(),
+            "no unix sockets behind the proxy"
+        );
         let meta = programs(true, true).unwrap();
         assert!(
             meta.deny.len() > on.deny.len(),

@@ -13,6 +13,10 @@
 //!    goes on with the steps below (see `fork_under_reaper`);
 //! 4. user namespace id maps (unprivileged supervisor only);
 //! 5. join the call's cgroups (before it can fork);
+//!    then, for a call behind the egress proxy (its own network
+//!    namespace): bring loopback up, open the proxy's listening socket on
+//!    127.0.0.1:3128 and hand it to the supervisor over a socketpair
+//!    (`SCM_RIGHTS`) — `child_network`, decided in [`super::network`];
 //! 6. build the jail's root ([`super::tree`]): a tmpfs, `pivot_root`, the
 //!    prepared bind mounts (read-only unless writable, protected paths
 //!    read-only again), a fresh `/proc` for its PID namespace, a minimal
@@ -45,6 +49,7 @@ use std::time::Instant;
 
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
+use super::network::{self as net, NetPlan};
 use super::probe::{self, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Programs};
@@ -91,6 +96,8 @@ pub enum Step {
     Reaper,
     /// Creating the process in its namespaces (`clone`).
     Namespaces,
+    /// Loopback and the proxy listener in the call's network namespace.
+    Net,
 }
 
 impl Step {
@@ -98,7 +105,7 @@ impl Step {
         use Step::*;
         [
             Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
-            Seccomp, Exec, Reaper, Namespaces,
+            Seccomp, Exec, Reaper, Namespaces, Net,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -122,6 +129,7 @@ impl Step {
             Step::Exec => "executing the program",
             Step::Reaper => "starting the call's reaper (a subreaper that ends every descendant)",
             Step::Namespaces => "creating the jail's namespaces",
+            Step::Net => "setting up the network namespace (loopback, egress proxy listener)",
         }
     }
 
@@ -144,6 +152,7 @@ impl Step {
             (Step::Seccomp, _) => "the kernel refused the seccomp filter; use a kernel with seccomp filters".into(),
             (Step::Rlimit, _) => "a resource limit above the hard limit was asked for; lower it in the manifest or the config".into(),
             (Step::Cwd, _) => "the working directory is missing or not granted; grant it (fs.read) or change it".into(),
+            (Step::Net, _) => "the call's network namespace could not be set up (loopback or the egress proxy's listener); see `glovebox doctor`, or configure direct network (sandbox.direct_network) explicitly".into(),
             (Step::Reaper, _) => "/proc/thread-self/children or PR_SET_CHILD_SUBREAPER is unavailable; use a kernel with CONFIG_PROC_CHILDREN, or one where namespaces can be created".into(),
             _ => "see `glovebox doctor` for what this machine enforces".into(),
         }
@@ -180,6 +189,13 @@ struct Prepared {
     /// No PID namespace: the first process is a subreaper that forks the
     /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
     reaper: bool,
+    net: Option<NetHandoff>,
+}
+
+/// The child's end of the socketpair the proxy listener travels over.
+struct NetHandoff {
+    child_end: OwnedFd,
+    parent_end: OwnedFd,
 }
 
 struct IdMaps {
@@ -462,11 +478,11 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let (seccomp, seccomp_without_tree) = if kernel.seccomp {
         enforcement.seccomp = true;
         (
-            Some(seccomp::programs(
-                spec.network,
+            Some(seccomp::programs_for(
+                net::sockets(spec),
                 guard == MetadataGuard::Seccomp,
             )?),
-            Some(seccomp::programs(spec.network, true)?),
+            Some(seccomp::programs_for(net::sockets(spec), true)?),
         )
     } else {
         None.unzip()
@@ -479,6 +495,19 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     if ns_usable && kernel.ipc_ns {
         flags |= libc::CLONE_NEWIPC as libc::c_ulong;
         enforcement.ipc_namespace = true;
+    }
+    let net_plan = net::plan(spec, ns_usable && probe::net_ns())?;
+    match &net_plan {
+        NetPlan::Proxied(_) => {
+            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            enforcement.net_namespace = true;
+            enforcement.egress_proxy = true;
+        }
+        NetPlan::Direct => warnings.push(
+            "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
+                .into(),
+        ),
+        NetPlan::Off => {}
     }
     if !spec.network && spec.netns && mode != Mode::NamespaceFree {
         require(
@@ -533,7 +562,10 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     enforcement.capabilities_dropped = root;
 
     // --- program, argv, env.
-    let env = environment(spec, home.path());
+    let mut env = environment(spec, home.path());
+    if matches!(net_plan, NetPlan::Proxied(_)) {
+        net::proxy_environment(&mut env);
+    }
     let path_var = env
         .iter()
         .find(|(k, _)| k == "PATH")
@@ -619,6 +651,20 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         rlimits,
         drop_caps,
         reaper,
+        net: match net_plan {
+            NetPlan::Proxied(_) => {
+                let (parent_end, child_end) =
+                    sys::socketpair().map_err(|source| JailError::Prepare {
+                        what: "creating the egress hand-off socket",
+                        source,
+                    })?;
+                Some(NetHandoff {
+                    child_end,
+                    parent_end,
+                })
+            }
+            _ => None,
+        },
     };
     // Namespaces the probe could create may still fail in the child (a
     // container that masks /proc refuses a fresh one): fall back to the
@@ -632,7 +678,9 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let (pidfd, flags_used) = match launch(&mut prepared, flags) {
         Ok(pidfd) => (pidfd, flags),
         Err((step, errno))
-            if (spec.degraded || free_fallback) && step_is_namespace(step, errno) =>
+            if (spec.degraded || free_fallback)
+                && prepared.net.is_none()
+                && step_is_namespace(step, errno) =>
         {
             if spec.degraded {
                 warnings.push(format!(
@@ -684,9 +732,32 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         stdout,
         stderr,
         landlock,
+        net,
         ..
     } = prepared;
     drop((stdin, stdout, stderr, landlock));
+    // The proxy runs until the call's tree is gone; dropping `egress`
+    // closes its listener and connections, which frees the namespace.
+    let egress = match (&net_plan, net) {
+        (NetPlan::Proxied(gateway), Some(h)) => {
+            drop(h.child_end);
+            let attached = sys::recv_fd(h.parent_end.as_raw_fd())
+                .map(std::net::TcpListener::from)
+                .and_then(|l| gateway.attach(l));
+            match attached {
+                Ok(a) => Some(a),
+                Err(source) => {
+                    let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+                    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
+                    return Err(JailError::Prepare {
+                        what: "starting the egress proxy",
+                        source,
+                    });
+                }
+            }
+        }
+        _ => None,
+    };
 
     let deadline = started + spec.limits.wall;
     let mut out = Sink::new(out_r, spec.limits.output_bytes, spec.output, 1).map_err(|source| {
@@ -721,6 +792,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         let _ = sys::pidfd_kill(pidfd.as_raw_fd());
     }
     let exit = sys::pidfd_wait(pidfd.as_raw_fd()).map_err(|source| JailError::Wait { source })?;
+    drop(egress);
     let pumped = pumped.map_err(|source| JailError::Wait { source })?;
 
     let mut limits_hit = Vec::new();
@@ -811,6 +883,19 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     Err((Step::from_u32(step).unwrap_or(Step::Exec), errno))
 }
 
+/// In the call's new network namespace: loopback up, then the proxy's
+/// listening socket handed to the supervisor. Child-side: no allocation.
+fn child_network(h: &NetHandoff) -> Result<(), i32> {
+    sys::close(h.parent_end.as_raw_fd());
+    sys::loopback_up()?;
+    let (addr, port) = super::spec::PROXY_ADDR;
+    let listener = sys::listen_tcp4(addr, port)?;
+    let sent = sys::send_fd(h.child_end.as_raw_fd(), listener);
+    sys::close(listener);
+    sys::close(h.child_end.as_raw_fd());
+    sent
+}
+
 /// Reports `(step, errno)` to the supervisor and exits.
 fn fail(report: RawFd, step: Step, errno: i32) -> ! {
     let mut msg = [0u8; 8];
@@ -859,6 +944,12 @@ fn child_main(p: &mut Prepared) -> ! {
     for &fd in &p.cgroup_procs {
         if let Err(e) = sys::write_all(fd, b"0") {
             fail(report, Step::Cgroup, e);
+        }
+    }
+    //    (network namespace)
+    if let Some(h) = &p.net {
+        if let Err(e) = child_network(h) {
+            fail(report, Step::Net, e);
         }
     }
     // 6.

@@ -65,6 +65,24 @@ pub enum Output {
     Stream,
 }
 
+/// Where the jail's egress proxy listens, inside the call's own network
+/// namespace (`network: true` through a [`Gateway`]).
+pub const PROXY_ADDR: ([u8; 4], u16) = ([127, 0, 0, 1], 3128);
+
+/// The proxy URL a networked tool is given (`HTTP_PROXY` and friends).
+pub const PROXY_URL: &str = "http://127.0.0.1:3128";
+
+/// The supervisor side of a networked call: serves the listening socket the
+/// child opened in its own network namespace (see `crate::egress`).
+pub trait Gateway: std::fmt::Debug + Send + Sync {
+    /// Starts serving `listener`; the returned value stops the proxy and
+    /// closes every connection when dropped.
+    fn attach(&self, listener: std::net::TcpListener) -> std::io::Result<Box<dyn Attached>>;
+}
+
+/// A running [`Gateway`]; dropping it stops the proxy.
+pub trait Attached: Send {}
+
 /// Everything needed to start one jailed process.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -84,8 +102,16 @@ pub struct Spec {
     /// a protected path inside a write grant makes the call unavailable
     /// (or a warning in degraded mode).
     pub protect: Vec<PathBuf>,
-    /// Whether the child may use the network.
+    /// Whether the child may use the network: through `gateway` in its own
+    /// network namespace, or, only with `direct_network`, the host's.
     pub network: bool,
+    /// The egress proxy of a networked call. With `network` and no gateway
+    /// the call is refused unless `direct_network` is set.
+    pub gateway: Option<std::sync::Arc<dyn Gateway>>,
+    /// `network` means the host's own network, with no namespace and no
+    /// proxy (`sandbox --net=direct`, config `sandbox.direct_network`):
+    /// an explicit opt-out, reported as a warning on every result.
+    pub direct_network: bool,
     /// Resource limits.
     pub limits: Limits,
     /// Standard input.
@@ -117,6 +143,8 @@ impl Spec {
             fs: FsAccess::default(),
             protect: Vec::new(),
             network: false,
+            gateway: None,
+            direct_network: false,
             limits: Limits::default(),
             stdin: Stdin::Null,
             output: Output::Capture,
@@ -181,6 +209,8 @@ pub struct Enforcement {
     pub metadata_guard: String,
     /// New network namespace.
     pub net_namespace: bool,
+    /// Network only through the supervisor's egress proxy.
+    pub egress_proxy: bool,
     /// New user namespace (unprivileged supervisor).
     pub user_namespace: bool,
     /// New IPC namespace (no System V / POSIX IPC with the host).

@@ -597,6 +597,164 @@ pub fn seccomp_mode() -> Option<i32> {
     (rc >= 0).then_some(rc)
 }
 
+/// Brings the loopback interface of the calling process's (new, empty)
+/// network namespace up. Child-side: no allocation.
+pub fn loopback_up() -> SysResult<()> {
+    // SAFETY: socket(2) with integer arguments.
+    let fd = check_int(unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
+    })?;
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: SIOCSIFFLAGS reads one ifreq, valid for the call.
+    let rc = check_int(unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req as *const libc::ifreq) });
+    close(fd);
+    rc.map(drop)
+}
+
+/// A close-on-exec TCP socket listening on `addr`:`port` (IPv4).
+/// Child-side: no allocation.
+pub fn listen_tcp4(addr: [u8; 4], port: u16) -> SysResult<RawFd> {
+    // SAFETY: socket(2) with integer arguments.
+    let fd = check_int(unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)
+    })?;
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(addr),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: bind(2) reads one sockaddr_in of the given size.
+    let r = check_int(unsafe {
+        libc::bind(
+            fd,
+            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    })
+    // SAFETY: listen(2) with integer arguments.
+    .and_then(|_| check_int(unsafe { libc::listen(fd, 1024) }));
+    match r {
+        Ok(_) => Ok(fd),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
+/// Space for one fd in a control message (`CMSG_SPACE(sizeof(int))` on
+/// 64-bit Linux), 8-byte aligned.
+#[repr(C, align(8))]
+struct FdControl([u8; 24]);
+
+/// Sends `fd` over the unix socket `sock` (`SCM_RIGHTS`, one byte of data).
+/// Child-side: no allocation.
+pub fn send_fd(sock: RawFd, fd: RawFd) -> SysResult<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = FdControl([0; 24]);
+    // SAFETY: msghdr is plain data; zeroed is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    if space > control.0.len() {
+        return Err(libc::EINVAL);
+    }
+    msg.msg_controllen = space as _;
+    // SAFETY: msg_control points at `space` writable, aligned bytes, so the
+    // first header and its data (one int) are inside the buffer.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(libc::EINVAL);
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+    }
+    loop {
+        // SAFETY: msg and everything it points to live for the call.
+        let rc = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let e = errno();
+        if e != libc::EINTR {
+            return Err(e);
+        }
+    }
+}
+
+/// A connected pair of close-on-exec unix stream sockets.
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1 as libc::c_int; 2];
+    // SAFETY: socketpair(2) writes two ints into `fds`.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned two fresh fds that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Receives one fd sent with [`send_fd`], without waiting.
+pub fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = FdControl([0; 24]);
+    // SAFETY: msghdr is plain data; zeroed is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len() as _;
+    // SAFETY: msg points at valid buffers for the call.
+    let rc = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: after a successful recvmsg, msg_control/msg_controllen
+    // describe the control data the kernel wrote into `control`.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if !cmsg.is_null()
+            && (*cmsg).cmsg_level == libc::SOL_SOCKET
+            && (*cmsg).cmsg_type == libc::SCM_RIGHTS
+        {
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+            if fd >= 0 {
+                return Ok(OwnedFd::from_raw_fd(fd));
+            }
+        }
+    }
+    Err(io::Error::other("no descriptor received"))
+}
+
 /// Runs `f` in a forked child and returns its exit status (tests only:
 /// lets a unit test install a filter without touching the test process).
 #[cfg(test)]

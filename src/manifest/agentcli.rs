@@ -694,7 +694,7 @@ pub fn load(
         if let (Some(ceiling), Some(extra)) = (ceiling, &entry.permissions) {
             let mut asked = m.clone();
             asked.permissions = Permissions {
-                network: extra.network,
+                network: extra.network.clone(),
                 fs: FsPermissions {
                     read: extra
                         .fs

@@ -80,9 +80,10 @@ pub struct Security {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MaxPermissions {
-    /// Whether tools may have network access.
+    /// Whether tools may have network access, and to which hosts
+    /// (`true`, `false`, a list of patterns or `{allow: [...]}`).
     #[serde(default)]
-    pub network: bool,
+    pub network: super::model::Network,
     /// Paths tools may read or write (relative to the root).
     #[serde(default)]
     pub fs: super::model::FsPermissions,
@@ -163,6 +164,12 @@ pub struct Sandbox {
     /// Outcome then carries a warning). Off by default: fail closed.
     #[serde(default)]
     pub degraded: bool,
+    /// `network: true` tools use the host's network as it is: no network
+    /// namespace, no egress proxy, no SSRF guard, no allowlist. For CI
+    /// steps that need it; every call then says so in a warning and in
+    /// its audit line (`network=direct`). Off by default.
+    #[serde(default)]
+    pub direct_network: bool,
 }
 
 /// `safety_mode`.
@@ -269,7 +276,7 @@ mod tests {
         )
         .unwrap();
         let max = c.security.max_permissions.unwrap();
-        assert!(max.network);
+        assert!(max.network.enabled());
         assert_eq!(max.fs.write, [".glee/"]);
         assert_eq!(c.limits.memory_mb, 256);
         assert_eq!(c.limits.pids, 64);

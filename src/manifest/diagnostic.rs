@@ -108,6 +108,8 @@ rules! {
     HttpWithFs = "http-with-fs", Warning;
     /// An http tool with `network: false` cannot reach anything.
     HttpWithoutNetwork = "http-without-network", Warning;
+    /// A `permissions.network.allow` entry that is not a host pattern.
+    NetworkPatternInvalid = "network-pattern-invalid", Error;
     /// A placeholder in `exec.command.entrypoint` lets the caller pick the program.
     EntrypointPlaceholder = "entrypoint-placeholder", Warning;
     /// A relative entrypoint path that does not exist.

@@ -198,6 +198,7 @@ impl Lint<'_> {
         self.url_authority(&doc, &secret_names);
         self.paths(&doc);
         self.http_permissions(&doc);
+        self.network_patterns(&doc);
         self.dispatch(&doc, &input_names);
         self.entrypoint(&doc, &input_names);
         if let Some(validator) = inputs {
@@ -518,7 +519,8 @@ impl Lint<'_> {
                 "http tools run no code, so filesystem permissions grant nothing; remove permissions.fs",
             );
         }
-        if doc.value.pointer("/permissions/network") != Some(&Value::Bool(true)) {
+        let network = doc.value.pointer("/permissions/network");
+        if !matches!(network, Some(Value::Bool(true)) | Some(Value::Object(_))) {
             let pointer = if doc.value.pointer("/permissions/network").is_some() {
                 "/permissions/network"
             } else {
@@ -529,6 +531,29 @@ impl Lint<'_> {
                 doc.positions.key(pointer),
                 "http tool without `permissions.network: true` will be refused at run time; set it",
             );
+        }
+    }
+
+    /// `network-pattern-invalid`: each `permissions.network.allow` entry
+    /// must be `host`, `host:port`, `*.suffix` or an IP literal.
+    fn network_patterns(&mut self, doc: &Document) {
+        let Some(list) = doc
+            .value
+            .pointer("/permissions/network/allow")
+            .and_then(Value::as_array)
+        else {
+            return;
+        };
+        for (i, item) in list.iter().enumerate() {
+            let Some(text) = item.as_str() else { continue };
+            if let Err(e) = crate::egress::Pattern::parse(text) {
+                let pointer = format!("/permissions/network/allow/{i}");
+                self.report(
+                    Rule::NetworkPatternInvalid,
+                    doc.positions.value(&pointer),
+                    format!("`permissions.network.allow[{i}]`: {e}"),
+                );
+            }
         }
     }
 

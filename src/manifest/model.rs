@@ -459,15 +459,76 @@ pub struct PythonExec {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Permissions {
-    /// Whether the tool may open network connections.
+    /// Network access: none, the internet through glovebox's egress
+    /// proxy, or only the hosts of an allowlist.
     #[serde(default)]
-    pub network: bool,
+    pub network: Network,
     /// Filesystem paths the tool may read or write.
     #[serde(default)]
     pub fs: FsPermissions,
     /// Secrets (environment variables of the caller) the tool receives.
     #[serde(default)]
     pub secrets: IndexMap<String, Secret>,
+}
+
+/// `permissions.network`: `false`, `true` (any host the SSRF guard
+/// passes) or `{allow: [PATTERN…]}` (only those hosts; see
+/// [`crate::egress::allow`]). A bare list is read as `{allow: list}` (the
+/// form `security.max_permissions.network` also takes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Network {
+    /// `true` or `false`.
+    Enabled(bool),
+    /// `{allow: [...]}`.
+    Allow(NetworkAllow),
+    /// `[...]`.
+    List(Vec<String>),
+}
+
+/// The object form of [`Network`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkAllow {
+    /// Host patterns: `host`, `host:port`, `*.suffix`, an IP literal.
+    pub allow: Vec<String>,
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network::Enabled(false)
+    }
+}
+
+impl From<bool> for Network {
+    fn from(on: bool) -> Self {
+        Network::Enabled(on)
+    }
+}
+
+impl Network {
+    /// True when the tool may use the network at all.
+    pub fn enabled(&self) -> bool {
+        !matches!(self, Network::Enabled(false))
+    }
+
+    /// The allowlist's patterns, when the network is narrowed to one.
+    pub fn allow(&self) -> Option<&[String]> {
+        match self {
+            Network::Enabled(_) => None,
+            Network::Allow(a) => Some(&a.allow),
+            Network::List(l) => Some(l),
+        }
+    }
+
+    /// The parsed allowlist (`None`: any host, or no network).
+    pub fn allowlist(
+        &self,
+    ) -> Result<Option<crate::egress::Allowlist>, crate::egress::PatternError> {
+        self.allow()
+            .map(crate::egress::Allowlist::parse)
+            .transpose()
+    }
 }
 
 /// `permissions.fs`: paths relative to the root (absolute paths honoured).
@@ -611,7 +672,7 @@ mod tests {
         assert_eq!(c.timeout_ms, DEFAULT_TIMEOUT_MS);
         assert_eq!(c.cwd, ".");
         assert_eq!(m.permissions, Permissions::default());
-        assert!(!m.permissions.network);
+        assert!(!m.permissions.network.enabled());
         assert!(!m.approval.required);
     }
 

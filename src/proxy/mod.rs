@@ -83,6 +83,9 @@ pub struct Request {
 pub struct Options {
     /// Let the guard pass private addresses.
     pub allow_private: bool,
+    /// Only these hosts (`permissions.network.allow`), checked on every
+    /// hop, redirects included; `None`: any host.
+    pub allow: Option<crate::egress::Allowlist>,
     /// TLS client configuration.
     pub tls: Arc<rustls::ClientConfig>,
     /// Deadline of the whole exchange.
@@ -144,6 +147,22 @@ pub enum ProxyError {
         host: String,
         /// Why.
         source: std::io::Error,
+    },
+    /// The tool's network allowlist does not name the host.
+    #[error("{host}:{port} is not in the tool's network allowlist (permissions.network.allow); add it there")]
+    NotAllowed {
+        /// The host.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// A glovebox server listens at every address of the host.
+    #[error("{host}: {addr} is glovebox's own server; tools never reach it")]
+    Own {
+        /// The host.
+        host: String,
+        /// The refused address.
+        addr: SocketAddr,
     },
     /// The guard refused every address of the host.
     #[error("{host}: {source}")]
@@ -360,6 +379,20 @@ fn strip_for_other_origin(
 async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyError> {
     let host_text = url.host_str().unwrap_or_default().to_string();
     let port = url.port_or_known_default().unwrap_or(80);
+    if let Some(list) = &opts.allow {
+        let host = match url.host() {
+            Some(Host::Ipv4(ip)) => Some(crate::egress::allow::Host::Ip(IpAddr::V4(ip))),
+            Some(Host::Ipv6(ip)) => Some(crate::egress::allow::Host::Ip(IpAddr::V6(ip))),
+            Some(Host::Domain(d)) => crate::egress::allow::Host::parse(d),
+            None => None,
+        };
+        if !host.is_some_and(|h| list.permits(&h, port)) {
+            return Err(ProxyError::NotAllowed {
+                host: host_text,
+                port,
+            });
+        }
+    }
     let found: Vec<SocketAddr> = match url.host() {
         Some(Host::Ipv4(ip)) => vec![SocketAddr::new(IpAddr::V4(ip), port)],
         Some(Host::Ipv6(ip)) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
@@ -377,14 +410,26 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
         }
     };
     let mut refused = None;
+    let mut own = None;
     let mut allowed = Vec::with_capacity(found.len());
+    let registry = crate::egress::listeners::Registry::load();
     for addr in found {
+        if registry.is_own(addr) {
+            own.get_or_insert(addr);
+            continue;
+        }
         match guard::check(addr.ip(), opts.allow_private) {
             Ok(()) => allowed.push(addr),
             Err(e) => {
                 refused.get_or_insert(e);
             }
         }
+    }
+    if let (true, Some(addr)) = (allowed.is_empty(), own) {
+        return Err(ProxyError::Own {
+            host: host_text,
+            addr,
+        });
     }
     match (allowed.is_empty(), refused) {
         (true, Some(source)) => Err(ProxyError::Guard {

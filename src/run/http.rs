@@ -205,7 +205,7 @@ pub fn request(
     exec: &HttpExec,
     b: &Bindings<'_>,
 ) -> Result<(Request, Vec<String>), HttpError> {
-    if !m.permissions.network {
+    if !m.permissions.network.enabled() {
         return Err(HttpError::NoNetwork {
             tool: m.name.clone(),
         });
@@ -460,6 +460,17 @@ fn call(
     };
     let opts = Options {
         allow_private: config.security.http.allow_private,
+        allow: match m.permissions.network.allowlist() {
+            Ok(a) => a,
+            Err(e) => {
+                return Outcome::failure(
+                    name,
+                    ErrorKind::ManifestInvalid,
+                    format!("permissions.network: {e}"),
+                    json!({}),
+                )
+            }
+        },
         tls,
         timeout: std::time::Duration::from_millis(exec.timeout_ms),
         max_body: exec.max_response_bytes,

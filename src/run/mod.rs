@@ -8,6 +8,7 @@
 
 pub mod agentcli;
 pub mod command;
+pub mod egress;
 pub mod http;
 pub mod outcome;
 pub mod python;

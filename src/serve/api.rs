@@ -125,7 +125,7 @@ pub fn hdn_permissions(m: &Manifest) -> Vec<String> {
     if !p.fs.write.is_empty() {
         out.push("fs:write".to_string());
     }
-    if p.network || m.kind == Kind::Http {
+    if p.network.enabled() || m.kind == Kind::Http {
         out.push("net:read".to_string());
     }
     if m.kind != Kind::Http {
@@ -138,7 +138,7 @@ pub fn hdn_permissions(m: &Manifest) -> Vec<String> {
 /// holds secrets, and reaches the network; `medium`: anything between.
 pub fn safety_level(m: &Manifest) -> &'static str {
     let p = &m.permissions;
-    let net = p.network || m.kind == Kind::Http;
+    let net = p.network.enabled() || m.kind == Kind::Http;
     let sensitive = !p.fs.write.is_empty() || !p.secrets.is_empty();
     match (net, sensitive) {
         (false, false) => "low",

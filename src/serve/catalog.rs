@@ -109,9 +109,9 @@ pub fn annotations(m: &Manifest) -> ToolAnnotations {
     let p = &m.permissions;
     let writes = !p.fs.write.is_empty();
     ToolAnnotations::new()
-        .read_only(!writes && !p.network)
+        .read_only(!writes && !p.network.enabled())
         .destructive(writes)
-        .open_world(p.network)
+        .open_world(p.network.enabled())
 }
 
 fn object_schema(properties: Value) -> JsonObject {

@@ -69,6 +69,10 @@ pub enum HttpError {
         #[source]
         source: std::io::Error,
     },
+    /// The address could not be recorded as glovebox's own (network tools
+    /// would otherwise reach it through the egress proxy).
+    #[error(transparent)]
+    Record(#[from] crate::egress::listeners::ListenersError),
     /// The server failed while running.
     #[error("the HTTP server failed")]
     Serve {
@@ -187,6 +191,9 @@ pub async fn serve(
         addr: options.listen,
         source,
     })?;
+    // Recorded machine-wide until the server stops: no tool's egress
+    // proxy connects here, whoever runs it.
+    let _recorded = crate::egress::listeners::register(addr)?;
     bound(addr);
     let stopping = tokio_util::sync::CancellationToken::new();
     let server = accept(listener, router, options.limits.clone(), stopping.clone());

@@ -101,6 +101,17 @@ pub fn namespace_free() -> bool {
     jail_mode() == "namespace-free"
 }
 
+/// The namespace-free jail's answer to `network: true` through the proxy:
+/// refused before anything runs (`sandbox_unavailable`, exit 3), naming
+/// the explicit opt-in, and the probe never started.
+pub fn assert_network_refused(r: &Run) {
+    assert_eq!(r.code, Some(3), "{r:#?}");
+    let text = r.json.to_string();
+    assert!(text.contains("sandbox_unavailable"), "{r:#?}");
+    assert!(text.contains("direct_network"), "{r:#?}");
+    assert!(!r.stdout.contains("PROBE-START"), "{r:#?}");
+}
+
 /// The outcome of one `glovebox sandbox --json` call.
 #[derive(Debug)]
 pub struct Run {

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Egress overhead: a networked curl to a local server, bare vs glovebox.
+
+Four ways to run the same `curl` against an HTTP server on 127.0.0.1:
+
+  bare        curl on the host
+  direct      glovebox sandbox --net=direct (the jail, host network)
+  proxied     glovebox sandbox --net --allow-private (own network
+              namespace + the supervisor's egress proxy)
+
+Per call: the wall time of fetching a 100-byte file (median of RUNS,
+modes interleaved so load changes hit them alike); "added" is
+proxied - direct, the cost of the namespace and the proxy path alone.
+Throughput on a 1 MiB file, from curl's own timings so process start-up
+does not count: 1 MiB / time_total (connect, the proxy's decision and its
+own connect, the server's answer, the body), and the time to the first
+byte, medians. The cost of the namespace + proxy path is proxied vs direct
+(both jailed); bare is shown for reference.
+
+    python3 bench/egress.py [GLOVEBOX] [--runs N] [--write bench/RESULTS.md]
+"""
+
+import argparse
+import http.server
+import os
+import re
+import socketserver
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("glovebox", nargs="?", default="target/release/glovebox")
+ap.add_argument("--runs", type=int, default=200)
+ap.add_argument("--write", default=None)
+args = ap.parse_args()
+
+root = tempfile.mkdtemp(prefix="gbx-bench-egress-")
+with open(os.path.join(root, "small"), "wb") as f:
+    f.write(b"x" * 100)
+with open(os.path.join(root, "big"), "wb") as f:
+    f.write(os.urandom(1 << 20))
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, directory=root, **kw)
+
+    def log_message(self, *a):
+        pass
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+srv = Server(("127.0.0.1", 0), Quiet)
+port = srv.server_address[1]
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+GB = args.glovebox
+MODES = {
+    "bare": [],
+    "direct": [GB, "sandbox", "--net=direct", "--"],
+    "proxied": [GB, "sandbox", "--net", "--allow-private", "--"],
+}
+
+
+def curl(path, fmt):
+    return ["curl", "-sS", "-o", "/dev/null", "-w", fmt, f"http://127.0.0.1:{port}/{path}"]
+
+
+def run(cmd):
+    t = time.perf_counter()
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
+    return time.perf_counter() - t, out.stdout.decode()
+
+
+for m in MODES:  # warm-up
+    for _ in range(5):
+        run(MODES[m] + curl("small", "%{http_code}"))
+
+wall = {m: [] for m in MODES}
+speed = {m: [] for m in MODES}
+first = {m: [] for m in MODES}
+for i in range(args.runs):
+    for m in MODES:
+        dt, out = run(MODES[m] + curl("small", "%{http_code}"))
+        assert out.strip() == "200", (m, out)
+        wall[m].append(dt * 1000)
+    if i % 4 == 0:
+        for m in MODES:
+            _, out = run(MODES[m] + curl("big", "%{time_starttransfer} %{time_total}"))
+            ttfb, total = (float(x) for x in out.split())
+            speed[m].append((1 << 20) / max(total, 1e-6))
+            first[m].append(ttfb * 1000)
+
+med = {m: statistics.median(v) for m, v in wall.items()}
+spd = {m: statistics.median(v) / (1 << 20) for m, v in speed.items()}
+ttfb = {m: statistics.median(v) for m, v in first.items()}
+added = med["proxied"] - med["direct"]
+loss = (1 - spd["proxied"] / spd["direct"]) * 100
+loss_bare = (1 - spd["proxied"] / spd["bare"]) * 100
+lines = [
+    "## Egress (network: true through the proxy)",
+    "",
+    f"`python3 bench/egress.py` — {args.runs} runs per mode, interleaved; a 100-byte and a 1 MiB file "
+    f"from an HTTP server on 127.0.0.1; load before: {open('/proc/loadavg').read().split()[0]}.",
+    "",
+    "| mode | wall per call (100 B) | 1 MiB: first byte | 1 MiB: rate (size / curl time_total) |",
+    "| --- | ---: | ---: | ---: |",
+]
+for m in MODES:
+    lines.append(f"| {m} | {med[m]:.2f} ms | {ttfb[m]:.2f} ms | {spd[m]:.0f} MiB/s |")
+lines += [
+    "",
+    f"Namespace + proxy path (proxied - direct): **{added:+.2f} ms per call** (target < 2 ms); "
+    f"throughput on 1 MiB: **{loss:.1f} % below direct** (target < 10 %; {loss_bare:.1f} % below bare); "
+    f"first byte {ttfb['proxied'] - ttfb['direct']:+.2f} ms vs direct (the proxy's decision and second connect).",
+    "",
+]
+text = "\n".join(lines)
+print(text)
+if args.write:
+    with open(args.write) as f:
+        old = f.read()
+    start = old.find("## Egress (network: true through the proxy)")
+    if start >= 0:
+        end = old.find("\n## ", start + 3)
+        old = old[:start] + (old[end + 1:] if end >= 0 else "")
+    with open(args.write, "w") as f:
+        f.write(old.rstrip("\n") + "\n\n" + text)
+srv.shutdown()

@@ -1,0 +1,187 @@
+//! Where a connection may go: the allowlist, then the SSRF guard on every
+//! resolved address, then glovebox's own listeners — and a connection to
+//! exactly an address that passed, never a name resolved a second time.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use super::allow::{Allowlist, Host};
+use super::listeners::Registry;
+use crate::proxy::guard::{self, Class};
+
+/// How long resolving and connecting may take, each.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a call's proxy lets through.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    /// Only these hosts, when set (`permissions.network: {allow: […]}`).
+    pub allow: Option<Allowlist>,
+    /// `security.http.allow_private`: loopback and private ranges pass
+    /// the guard (link-local, metadata and glovebox's own listeners never).
+    pub allow_private: bool,
+}
+
+/// Why a destination was refused, in the words of the egress log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The host is not a valid name or address.
+    BadHost,
+    /// The allowlist does not name it.
+    NotAllowed,
+    /// The guard's class of the first refused address (`private`,
+    /// `loopback`, `link-local`, `cloud metadata`, …).
+    Guard(&'static str),
+    /// A glovebox server listens there.
+    Own,
+    /// The name did not resolve.
+    Resolve(String),
+    /// Every address that passed refused the connection.
+    Connect(String),
+}
+
+impl Refusal {
+    /// The reason, as the log and the warnings print it.
+    pub fn reason(&self) -> String {
+        match self {
+            Refusal::BadHost => "not a valid host name or address".into(),
+            Refusal::NotAllowed => "not in the tool's network allowlist".into(),
+            Refusal::Guard(what) => (*what).into(),
+            Refusal::Own => "glovebox's own server".into(),
+            Refusal::Resolve(e) => format!("cannot resolve: {e}"),
+            Refusal::Connect(e) => format!("connect failed: {e}"),
+        }
+    }
+
+    /// True when the policy refused it (not the network failing).
+    pub fn by_policy(&self) -> bool {
+        matches!(
+            self,
+            Refusal::BadHost | Refusal::NotAllowed | Refusal::Guard(_) | Refusal::Own
+        )
+    }
+}
+
+/// The policy part of the decision for one resolved address.
+pub fn check_addr(rules: &Rules, registry: &Registry, addr: SocketAddr) -> Result<(), Refusal> {
+    if guard::check(addr.ip(), rules.allow_private).is_err() {
+        let what = match guard::classify(addr.ip()) {
+            Class::Private(w) | Class::Forbidden(w) => w,
+            Class::Public => "refused",
+        };
+        return Err(Refusal::Guard(what));
+    }
+    if registry.is_own(addr) {
+        return Err(Refusal::Own);
+    }
+    Ok(())
+}
+
+/// The policy part of the decision that needs no lookup.
+pub fn check_host(rules: &Rules, host: &Host, port: u16) -> Result<(), Refusal> {
+    match &rules.allow {
+        Some(list) if !list.permits(host, port) => Err(Refusal::NotAllowed),
+        _ => Ok(()),
+    }
+}
+
+/// Decides and connects: a stream to a checked address of `host`:`port`.
+pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Refusal> {
+    check_host(rules, host, port)?;
+    let found: Vec<SocketAddr> = match host {
+        Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
+        Host::Name(name) => {
+            match tokio::time::timeout(
+                CONNECT_TIMEOUT,
+                tokio::net::lookup_host((name.as_str(), port)),
+            )
+            .await
+            {
+                Ok(Ok(it)) => it.collect(),
+                Ok(Err(e)) => return Err(Refusal::Resolve(e.to_string())),
+                Err(_) => return Err(Refusal::Resolve("timed out".into())),
+            }
+        }
+    };
+    if found.is_empty() {
+        return Err(Refusal::Resolve("no address found".into()));
+    }
+    let registry = Registry::load();
+    let mut first_refusal = None;
+    let mut last_error = None;
+    for addr in found {
+        if let Err(r) = check_addr(rules, &registry, addr) {
+            first_refusal.get_or_insert(r);
+            continue;
+        }
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last_error = Some(e.to_string()),
+            Err(_) => last_error = Some("timed out".into()),
+        }
+    }
+    Err(match (last_error, first_refusal) {
+        (Some(e), _) => Refusal::Connect(e),
+        (None, Some(r)) => r,
+        (None, None) => Refusal::Resolve("no address found".into()),
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_and_own_listeners_refuse_even_with_allow_private() {
+        let reg = Registry::of(vec!["127.0.0.1:7878".parse().unwrap()], vec![]);
+        let strict = Rules::default();
+        let open = Rules {
+            allow_private: true,
+            ..Rules::default()
+        };
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            check_addr(&strict, &reg, a("10.0.0.5:22")),
+            Err(Refusal::Guard("private"))
+        );
+        assert_eq!(
+            check_addr(&strict, &reg, a("127.0.0.1:80")),
+            Err(Refusal::Guard("loopback"))
+        );
+        assert!(check_addr(&open, &reg, a("127.0.0.1:80")).is_ok());
+        assert_eq!(
+            check_addr(&open, &reg, a("127.0.0.1:7878")),
+            Err(Refusal::Own)
+        );
+        assert_eq!(
+            check_addr(&open, &reg, a("169.254.169.254:80")),
+            Err(Refusal::Guard("link-local"))
+        );
+        assert!(check_addr(&strict, &reg, a("1.1.1.1:443")).is_ok());
+    }
+
+    #[test]
+    fn the_allowlist_is_checked_before_any_lookup() {
+        let rules = Rules {
+            allow: Some(Allowlist::parse(&["pypi.org:443"]).unwrap()),
+            allow_private: false,
+        };
+        let h = |s: &str| Host::parse(s).unwrap();
+        assert!(check_host(&rules, &h("pypi.org"), 443).is_ok());
+        assert_eq!(
+            check_host(&rules, &h("pypi.org"), 80),
+            Err(Refusal::NotAllowed)
+        );
+        assert_eq!(
+            check_host(&rules, &h("1.2.3.4"), 443),
+            Err(Refusal::NotAllowed)
+        );
+        assert!(check_host(&Rules::default(), &h("evil.com"), 1).is_ok());
+    }
+}

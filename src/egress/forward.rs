@@ -1,0 +1,367 @@
+//! One connection from the tool to the proxy: HTTP `CONNECT`, plain HTTP
+//! with an absolute URL, or SOCKS5 (told apart by the first byte), then
+//! bytes relayed both ways and counted in the call's log.
+//!
+//! - `CONNECT host:port` answers `200` and relays (TLS stays end to end);
+//! - `GET http://host[:port]/path` (any method) is sent to the host in
+//!   origin form with `Connection: close` and without the `Proxy-*`
+//!   headers, then the response relayed: one request per connection;
+//! - SOCKS5 without authentication, `CONNECT` only, by name (`socks5h`),
+//!   IPv4 or IPv6 address.
+//!
+//! A refused destination gets a `403` (SOCKS5: "not allowed by ruleset")
+//! whose body says why, so the tool's own error message carries the reason.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::allow::Host;
+use super::decide::{self, Refusal, Rules};
+use super::log::{Entry, Log};
+
+/// Largest request head read from the tool.
+const MAX_HEAD: usize = 64 * 1024;
+/// How long the tool may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Relay buffer per direction.
+const BUF: usize = 256 * 1024;
+
+/// Serves one connection from the tool until either side is done.
+pub async fn serve(client: TcpStream, rules: &Rules, log: &Log) {
+    let _ = client.set_nodelay(true);
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HEAD_TIMEOUT, client.peek(&mut first)).await {
+        Ok(Ok(1)) => {}
+        _ => return,
+    }
+    if first[0] == 5 {
+        socks5(client, rules, log).await;
+    } else {
+        http(client, rules, log).await;
+    }
+}
+
+/// Reads up to the end of the head; returns the head and whatever came
+/// after it.
+async fn read_head(client: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let read = async {
+        loop {
+            let n = client.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            let from = buf.len().saturating_sub(3);
+            buf.extend_from_slice(&chunk[..n]);
+            if let Some(i) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+                let end = from + i + 4;
+                let rest = buf.split_off(end);
+                return Some((buf, rest));
+            }
+            if buf.len() > MAX_HEAD {
+                return None;
+            }
+        }
+    };
+    tokio::time::timeout(HEAD_TIMEOUT, read)
+        .await
+        .ok()
+        .flatten()
+}
+
+async fn reply(client: &mut TcpStream, status: &str, body: &str) {
+    let msg = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(msg.as_bytes()).await;
+    let _ = client.shutdown().await;
+}
+
+fn refusal_text(host: &str, port: u16, r: &Refusal) -> String {
+    format!(
+        "glovebox: refused connect to {host}:{port} ({})\n",
+        r.reason()
+    )
+}
+
+/// Splits `host:port` (IPv6 in brackets) from a CONNECT target.
+fn authority(text: &str) -> Option<(Host, u16)> {
+    let (h, p) = text.rsplit_once(':')?;
+    let port: u16 = p.parse().ok().filter(|p| *p > 0)?;
+    if h.contains(':') && !h.starts_with('[') {
+        return None;
+    }
+    Some((Host::parse(h)?, port))
+}
+
+/// Decides, logs and connects; `Err` carries the log entry of the refusal.
+async fn dial(
+    rules: &Rules,
+    log: &Log,
+    shown: &str,
+    host: Option<&Host>,
+    port: u16,
+    via: &'static str,
+) -> Result<(TcpStream, std::sync::Arc<Entry>), Refusal> {
+    let result = match host {
+        Some(h) => decide::open(rules, h, port).await,
+        None => Err(Refusal::BadHost),
+    };
+    match result {
+        Ok(s) => Ok((s, log.record(shown, port, via, None))),
+        Err(r) => {
+            log.record(shown, port, via, Some(r.reason()));
+            Err(r)
+        }
+    }
+}
+
+async fn http(mut client: TcpStream, rules: &Rules, log: &Log) {
+    let Some((head, rest)) = read_head(&mut client).await else {
+        return;
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    let (method, target, version) = match req.parse(&head) {
+        Ok(httparse::Status::Complete(_)) => (
+            req.method.unwrap_or("").to_string(),
+            req.path.unwrap_or("").to_string(),
+            req.version.unwrap_or(1),
+        ),
+        _ => {
+            return reply(
+                &mut client,
+                "400 Bad Request",
+                "glovebox: malformed request\n",
+            )
+            .await
+        }
+    };
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let parsed = authority(&target);
+        let (shown, port) = match &parsed {
+            Some((h, p)) => (h.to_string(), *p),
+            None => (target.clone(), 0),
+        };
+        match dial(
+            rules,
+            log,
+            &shown,
+            parsed.as_ref().map(|(h, _)| h),
+            port,
+            "connect",
+        )
+        .await
+        {
+            Ok((mut upstream, entry)) => {
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                if !rest.is_empty() {
+                    if upstream.write_all(&rest).await.is_err() {
+                        return;
+                    }
+                    entry.add_sent(rest.len() as u64);
+                }
+                relay(client, upstream, &entry).await;
+            }
+            Err(r) => {
+                let status = if r.by_policy() {
+                    "403 Forbidden"
+                } else {
+                    "502 Bad Gateway"
+                };
+                reply(&mut client, status, &refusal_text(&shown, port, &r)).await;
+            }
+        }
+        return;
+    }
+    let Ok(url) = url::Url::parse(&target) else {
+        return reply(
+            &mut client,
+            "400 Bad Request",
+            "glovebox: this is an egress proxy; send absolute http:// URLs or use CONNECT\n",
+        )
+        .await;
+    };
+    if url.scheme() != "http" {
+        return reply(
+            &mut client,
+            "400 Bad Request",
+            "glovebox: only http:// URLs are forwarded; use CONNECT for https\n",
+        )
+        .await;
+    }
+    let port = url.port_or_known_default().unwrap_or(80);
+    let host = url.host_str().and_then(Host::parse);
+    let shown = host
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_else(|| url.host_str().unwrap_or("").to_string());
+    let (mut upstream, entry) = match dial(rules, log, &shown, host.as_ref(), port, "http").await {
+        Ok(x) => x,
+        Err(r) => {
+            let status = if r.by_policy() {
+                "403 Forbidden"
+            } else {
+                "502 Bad Gateway"
+            };
+            return reply(&mut client, status, &refusal_text(&shown, port, &r)).await;
+        }
+    };
+    let mut out = Vec::with_capacity(head.len() + 32);
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_string(),
+    };
+    out.extend_from_slice(format!("{method} {path} HTTP/1.{version}\r\n").as_bytes());
+    let mut has_host = false;
+    for h in req.headers.iter() {
+        let n = h.name.to_ascii_lowercase();
+        if n.starts_with("proxy-") || n == "connection" || n == "keep-alive" {
+            continue;
+        }
+        has_host |= n == "host";
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if !has_host {
+        let authority = match url.port() {
+            Some(p) => format!("{shown}:{p}"),
+            None => shown.clone(),
+        };
+        out.extend_from_slice(format!("Host: {authority}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    out.extend_from_slice(&rest);
+    if upstream.write_all(&out).await.is_err() {
+        return;
+    }
+    entry.add_sent(out.len() as u64);
+    relay(client, upstream, &entry).await;
+}
+
+async fn socks5(mut client: TcpStream, rules: &Rules, log: &Log) {
+    let fut = async {
+        let mut hdr = [0u8; 2];
+        client.read_exact(&mut hdr).await.ok()?;
+        let mut methods = vec![0u8; hdr[1] as usize];
+        client.read_exact(&mut methods).await.ok()?;
+        if !methods.contains(&0) {
+            let _ = client.write_all(&[5, 0xff]).await;
+            return None;
+        }
+        client.write_all(&[5, 0]).await.ok()?;
+        let mut req = [0u8; 4];
+        client.read_exact(&mut req).await.ok()?;
+        if req[0] != 5 {
+            return None;
+        }
+        let host = match req[3] {
+            1 => {
+                let mut a = [0u8; 4];
+                client.read_exact(&mut a).await.ok()?;
+                Some(Host::Ip(std::net::Ipv4Addr::from(a).into()))
+            }
+            4 => {
+                let mut a = [0u8; 16];
+                client.read_exact(&mut a).await.ok()?;
+                Some(Host::Ip(std::net::Ipv6Addr::from(a).into()))
+            }
+            3 => {
+                let mut len = [0u8; 1];
+                client.read_exact(&mut len).await.ok()?;
+                let mut name = vec![0u8; len[0] as usize];
+                client.read_exact(&mut name).await.ok()?;
+                std::str::from_utf8(&name).ok().and_then(Host::parse)
+            }
+            _ => None,
+        };
+        let mut port = [0u8; 2];
+        client.read_exact(&mut port).await.ok()?;
+        Some((req[1], host, u16::from_be_bytes(port)))
+    };
+    let Ok(Some((cmd, host, port))) = tokio::time::timeout(HEAD_TIMEOUT, fut).await else {
+        return;
+    };
+    // Reply codes: 0 ok, 2 not allowed by ruleset, 4 host unreachable,
+    // 7 command not supported.
+    let answer = |code: u8| [5, code, 0, 1, 0, 0, 0, 0, 0, 0];
+    if cmd != 1 {
+        let _ = client.write_all(&answer(7)).await;
+        return;
+    }
+    let shown = host
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_else(|| "(invalid)".into());
+    match dial(rules, log, &shown, host.as_ref(), port, "socks5").await {
+        Ok((upstream, entry)) => {
+            if client.write_all(&answer(0)).await.is_ok() {
+                relay(client, upstream, &entry).await;
+            }
+        }
+        Err(r) => {
+            let _ = client
+                .write_all(&answer(if r.by_policy() { 2 } else { 4 }))
+                .await;
+        }
+    }
+}
+
+/// Copies both ways until both directions ended, counting bytes.
+async fn relay(client: TcpStream, upstream: TcpStream, entry: &Entry) {
+    let (cr, cw) = client.into_split();
+    let (ur, uw) = upstream.into_split();
+    tokio::join!(
+        pipe(cr, uw, |n| entry.add_sent(n)),
+        pipe(ur, cw, |n| entry.add_received(n)),
+    );
+}
+
+async fn pipe<R, W>(mut from: R, mut to: W, count: impl Fn(u64))
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; BUF];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        count(n as u64);
+    }
+    let _ = to.shutdown().await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_targets_parse() {
+        let (h, p) = authority("example.com:443").unwrap();
+        assert_eq!((h.to_string(), p), ("example.com".into(), 443));
+        let (h, p) = authority("[::1]:8080").unwrap();
+        assert_eq!((h.to_string(), p), ("[::1]".into(), 8080));
+        assert!(authority("::1:8080").is_none());
+        assert!(authority("example.com").is_none());
+        assert!(authority("example.com:0").is_none());
+        assert!(authority("2130706433:80").is_none());
+    }
+}

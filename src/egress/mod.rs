@@ -1,0 +1,133 @@
+//! Egress for `network: true` command and python tools: the internet
+//! through glovebox, not the host's network.
+//!
+//! Such a call runs in its own network namespace with only loopback up
+//! ([`crate::jail::spawn`]). Before it is confined, the child opens a
+//! listening socket on `127.0.0.1:3128` inside that namespace and hands it
+//! to the supervisor over a socketpair (`SCM_RIGHTS`); the supervisor
+//! serves it ([`Gateway`], on a current-thread tokio runtime on a helper
+//! thread) and connects out from the host side. The tool finds the proxy
+//! through `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` (and lowercase forms;
+//! `NO_PROXY` empty): no extra process, no route out otherwise — a program
+//! that ignores those variables gets "network unreachable" and a lookup of
+//! a name fails at once (there is no DNS server in the namespace; the
+//! proxy resolves names it is given by `CONNECT`).
+//!
+//! One concept per file:
+//! - [`allow`]: the manifest's host allowlist (pure);
+//! - [`decide`]: allowlist → resolve → SSRF guard on every address
+//!   ([`crate::proxy::guard`], the same as http tools) → glovebox's own
+//!   listeners → connect to exactly a checked address;
+//! - [`listeners`]: where `serve` records its addresses machine-wide;
+//! - [`forward`]: HTTP `CONNECT`, absolute-form HTTP and SOCKS5;
+//! - [`log`]: each call's connections (host, port, allowed or refused and
+//!   why, bytes each way), for the audit line and the Outcome's warnings.
+//!
+//! Room for placeholder secrets (issue 17): a host that needs one will be
+//! answered by TLS interception in [`forward`] after [`decide`] allowed it;
+//! nothing else changes.
+
+pub mod allow;
+pub mod decide;
+pub mod forward;
+pub mod listeners;
+pub mod log;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use allow::{Allowlist, Pattern, PatternError};
+pub use decide::Rules;
+pub use log::{Connection, Log};
+
+use crate::jail;
+
+/// Connections served at once per call; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// The proxy of one call: its rules and its log.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    rules: Arc<Rules>,
+    log: Log,
+}
+
+impl Gateway {
+    /// A gateway enforcing `rules`, with an empty log.
+    pub fn new(rules: Rules) -> Gateway {
+        Gateway {
+            rules: Arc::new(rules),
+            log: Log::default(),
+        }
+    }
+
+    /// The call's egress log.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+}
+
+/// A running proxy; stopping it (on drop) closes the listener and every
+/// connection, which is what lets the call's namespace go.
+struct Running {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl jail::Attached for Running {}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl jail::Gateway for Gateway {
+    fn attach(&self, listener: std::net::TcpListener) -> std::io::Result<Box<dyn jail::Attached>> {
+        listener.set_nonblocking(true)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let rules = self.rules.clone();
+        let log = self.log.clone();
+        let thread = std::thread::Builder::new()
+            .name("glovebox-egress".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+                    let mut tasks = tokio::task::JoinSet::new();
+                    loop {
+                        tokio::select! {
+                            _ = &mut stopped => break,
+                            accepted = listener.accept() => {
+                                let Ok((stream, _)) = accepted else { continue };
+                                // Over the bound the connection is closed at once.
+                                let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+                                let (rules, log) = (rules.clone(), log.clone());
+                                tasks.spawn(async move {
+                                    forward::serve(stream, &rules, &log).await;
+                                    drop(permit);
+                                });
+                            }
+                            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                        }
+                    }
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                });
+            })?;
+        Ok(Box::new(Running {
+            stop: Some(stop),
+            thread: Some(thread),
+        }))
+    }
+}

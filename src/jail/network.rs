@@ -1,0 +1,148 @@
+//! How a call reaches the network, decided before clone (pure, tested
+//! without privileges; [`super::spawn`] carries it out).
+//!
+//! - no network: nothing (or an empty namespace with `Spec::netns`);
+//! - `network` with a [`Gateway`]: the call's own network namespace, the
+//!   proxy variables in its environment, the proxy listener handed to the
+//!   gateway; where no namespace can be made the call is refused
+//!   (`sandbox_unavailable`), degraded mode or not;
+//! - `network` with `direct_network`: the host's network, explicitly;
+//! - `network` with neither: refused (a caller that forgot the gateway
+//!   never gets the host network by accident).
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use super::seccomp::Sockets;
+use super::spec::{Gateway, Spec, PROXY_URL};
+use super::JailError;
+
+/// How a call reaches the network, decided before clone.
+pub enum NetPlan {
+    /// No network (or an empty namespace, with `netns`).
+    Off,
+    /// Its own namespace, egress through the gateway.
+    Proxied(Arc<dyn Gateway>),
+    /// The host's network (explicit opt-in).
+    Direct,
+}
+
+/// Decides the network of a call: refuses `network` without a gateway
+/// unless `direct_network`, and a gateway where no network namespace can
+/// be made (never degraded: a direct network is only ever explicit).
+pub fn plan(spec: &Spec, netns_possible: bool) -> Result<NetPlan, JailError> {
+    if !spec.network {
+        return Ok(NetPlan::Off);
+    }
+    match (&spec.gateway, spec.direct_network) {
+        (_, true) => Ok(NetPlan::Direct),
+        (Some(g), false) if netns_possible => Ok(NetPlan::Proxied(g.clone())),
+        (Some(_), false) => Err(JailError::Unavailable {
+            feature: "network namespaces (network: true runs in its own namespace behind glovebox's egress proxy); \
+                      enable user and network namespaces, or opt into the host network explicitly \
+                      (`sandbox.direct_network: true` in .glee/config.yml, `glovebox sandbox --net=direct`)"
+                .into(),
+        }),
+        (None, false) => Err(JailError::InvalidSpec {
+            message: "network access needs the egress gateway, or an explicit direct network".into(),
+        }),
+    }
+}
+
+/// The sockets a call may create: none without network, no unix socket
+/// behind the proxy (the host's unix sockets stay out of reach), all with
+/// the explicit direct network.
+pub fn sockets(spec: &Spec) -> Sockets {
+    match (spec.network, spec.direct_network) {
+        (false, _) => Sockets::None,
+        (true, false) => Sockets::NoUnix,
+        (true, true) => Sockets::All,
+    }
+}
+
+/// The proxy variables a networked tool gets (set last: nothing overrides
+/// them).
+pub fn proxy_environment(env: &mut Vec<(OsString, OsString)>) {
+    let socks = PROXY_URL.replacen("http://", "socks5h://", 1);
+    for (k, v) in [
+        ("HTTP_PROXY", PROXY_URL),
+        ("HTTPS_PROXY", PROXY_URL),
+        ("ALL_PROXY", socks.as_str()),
+        ("http_proxy", PROXY_URL),
+        ("https_proxy", PROXY_URL),
+        ("all_proxy", socks.as_str()),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+    ] {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.into(), v.into()));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Fake;
+    impl Gateway for Fake {
+        fn attach(
+            &self,
+            _: std::net::TcpListener,
+        ) -> std::io::Result<Box<dyn super::super::spec::Attached>> {
+            Err(std::io::Error::other("fake"))
+        }
+    }
+
+    fn spec(network: bool, gateway: bool, direct: bool, degraded: bool) -> Spec {
+        let mut s = Spec::new(["true"]);
+        s.network = network;
+        s.gateway = gateway.then(|| Arc::new(Fake) as Arc<dyn Gateway>);
+        s.direct_network = direct;
+        s.degraded = degraded;
+        s
+    }
+
+    #[test]
+    fn the_network_fails_closed() {
+        assert!(matches!(
+            plan(&spec(false, true, true, false), false),
+            Ok(NetPlan::Off)
+        ));
+        assert!(matches!(
+            plan(&spec(true, true, false, false), true),
+            Ok(NetPlan::Proxied(_))
+        ));
+        // No namespace: refused, degraded mode or not.
+        for degraded in [false, true] {
+            let e = plan(&spec(true, true, false, degraded), false)
+                .err()
+                .unwrap();
+            assert!(e.is_unavailable(), "{e}");
+            assert!(e.to_string().contains("direct_network"), "{e}");
+        }
+        // No gateway and no explicit opt-in: never the host network.
+        let e = plan(&spec(true, false, false, true), true).err().unwrap();
+        assert!(matches!(e, JailError::InvalidSpec { .. }), "{e}");
+        assert!(matches!(
+            plan(&spec(true, false, true, false), false),
+            Ok(NetPlan::Direct)
+        ));
+    }
+
+    #[test]
+    fn proxy_variables_override_the_callers() {
+        let mut env: Vec<(OsString, OsString)> = vec![
+            ("HTTPS_PROXY".into(), "http://evil:1".into()),
+            ("no_proxy".into(), "*".into()),
+        ];
+        proxy_environment(&mut env);
+        let get = |k: &str| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.clone());
+        assert_eq!(get("HTTPS_PROXY").unwrap(), PROXY_URL);
+        assert_eq!(get("http_proxy").unwrap(), PROXY_URL);
+        assert_eq!(get("ALL_PROXY").unwrap(), "socks5h://127.0.0.1:3128");
+        assert_eq!(get("no_proxy").unwrap(), "");
+        assert_eq!(env.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);
+    }
+}

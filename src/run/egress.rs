@@ -1,0 +1,33 @@
+//! A networked call's egress log on its [`Outcome`]: every connection in
+//! the audit line (`egress=[…]`), each refusal as a warning ("refused
+//! connect to 10.0.0.5:22 (private)") and, when the call failed, in
+//! `error.details.egress_refused` too — so a user sees why instead of a
+//! bare timeout.
+
+use serde_json::Value;
+
+use super::{Outcome, Redactor};
+use crate::egress::Log;
+
+/// Adds `log`'s refusals to `outcome` and returns the audit field
+/// (secret values redacted).
+pub fn report(outcome: &mut Outcome, log: &Log, redact: &Redactor) -> (&'static str, String) {
+    let (connections, unrecorded) = log.connections();
+    let mut list = serde_json::to_value(&connections).unwrap_or(Value::Null);
+    if unrecorded > 0 {
+        if let Value::Array(items) = &mut list {
+            items.push(serde_json::json!({"unrecorded": unrecorded}));
+        }
+    }
+    let list = redact.value(list);
+    let field = ("egress", list.to_string());
+    let refusals: Vec<String> = log.refusals().iter().map(|r| redact.text(r)).collect();
+    if refusals.is_empty() {
+        return field;
+    }
+    if let Some(Value::Object(details)) = outcome.error.as_mut().map(|e| &mut e.details) {
+        details.insert("egress_refused".into(), serde_json::json!(refusals));
+    }
+    outcome.warnings.extend(refusals);
+    field
+}

@@ -1,0 +1,693 @@
+//! Invariant 4, `network: true`: the internet through glovebox, not the
+//! host. A networked command runs in its own network namespace; its only
+//! way out is the supervisor's egress proxy, which refuses loopback and
+//! private addresses (unless `allow_private`), glovebox's own servers
+//! (always), and hosts outside the allowlist. Every refusal is judged by
+//! its effect on a live listener, next to a control that proves the same
+//! client reaches an allowed server: curl, python urllib, `pip download`
+//! from a local index and `git clone` over http.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+const CANARY: &str = "EGRESS-SERVER-CANARY-5d1f";
+
+/// A small HTTP server on loopback: `/canary` answers [`CANARY`], other
+/// paths are files under `root` (a directory path serves `index.html`).
+/// It counts the connections it accepted and those still open.
+struct Server {
+    addr: std::net::SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start(bind: &str, root: Option<PathBuf>) -> Server {
+        let l = TcpListener::bind(bind).unwrap();
+        let addr = l.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let (a, o) = (accepted.clone(), open.clone());
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(s) = s else { continue };
+                a.fetch_add(1, Ordering::SeqCst);
+                o.fetch_add(1, Ordering::SeqCst);
+                let (o, root) = (o.clone(), root.clone());
+                std::thread::spawn(move || {
+                    answer(s, root.as_deref());
+                    o.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Server {
+            addr,
+            accepted,
+            open,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+fn answer(mut s: TcpStream, root: Option<&Path>) {
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    loop {
+        let mut h = String::new();
+        match reader.read_line(&mut h) {
+            Ok(0) | Err(_) => return,
+            Ok(_) if h == "\r\n" => break,
+            Ok(_) => {}
+        }
+    }
+    let path = line.split_whitespace().nth(1).unwrap_or("/");
+    let path = path.split('?').next().unwrap_or("/");
+    let body = if path == "/canary" {
+        Some(CANARY.as_bytes().to_vec())
+    } else if let Some(r) = root {
+        let mut p = r.join(path.trim_start_matches('/'));
+        if path.ends_with('/') {
+            p = p.join("index.html");
+        }
+        std::fs::read(p).ok()
+    } else {
+        None
+    };
+    let head = match &body {
+        Some(b) => format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n",
+            b.len()
+        ),
+        None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into(),
+    };
+    let _ = s.write_all(head.as_bytes());
+    if let Some(b) = body {
+        let _ = s.write_all(&b);
+    }
+}
+
+/// The egress log of a `sandbox --json` run.
+fn egress(r: &Run) -> Vec<Value> {
+    r.json["egress"].as_array().cloned().unwrap_or_default()
+}
+
+fn refused_with(r: &Run, reason: &str) -> bool {
+    egress(r)
+        .iter()
+        .any(|c| c["allowed"] == false && c["reason"].as_str().unwrap_or("").contains(reason))
+}
+
+fn curl(extra: &[&str], url: &str) -> Run {
+    let mut args = vec!["--net"];
+    args.extend_from_slice(extra);
+    sandbox(&args, &["curl", "-sS", "--max-time", "10", url])
+}
+
+/// The namespace-free jail has no network namespace for the egress proxy:
+/// every test of this file asserts that mode's guarantee instead — a
+/// networked call is refused before it runs, and a listener it aims at
+/// gets nothing.
+fn refused_without_a_network_namespace() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/", l.local_addr().unwrap().port());
+    let r = curl(&["--allow-private"], &url);
+    assert_network_refused(&r);
+    l.set_nonblocking(true).unwrap();
+    assert!(l.accept().is_err(), "the listener got a connection");
+}
+
+#[test]
+fn curl_reaches_an_allowed_server_through_the_proxy() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let srv = Server::start("127.0.0.1:0", None);
+    let r = curl(&["--allow-private"], &srv.url("/canary"));
+    assert!(r.stdout.contains(CANARY), "{r:#?}");
+    assert_eq!(r.json["enforcement"]["net_namespace"], true, "{r:#?}");
+    assert_eq!(r.json["enforcement"]["egress_proxy"], true, "{r:#?}");
+    let log = egress(&r);
+    assert_eq!(log.len(), 1, "{r:#?}");
+    assert_eq!(log[0]["allowed"], true);
+    assert_eq!(log[0]["port"], srv.addr.port());
+    assert!(
+        log[0]["received"].as_u64().unwrap() > CANARY.len() as u64,
+        "{r:#?}"
+    );
+    assert!(log[0]["sent"].as_u64().unwrap() > 0, "{r:#?}");
+    // CONNECT (curl's -p tunnels even plain http) and SOCKS5 by name.
+    let before = srv.accepted();
+    let r = sandbox(
+        &["--net", "--allow-private"],
+        &["curl", "-sS", "-p", "--max-time", "10", &srv.url("/canary")],
+    );
+    assert!(r.stdout.contains(CANARY), "{r:#?}");
+    assert_eq!(egress(&r)[0]["via"], "connect", "{r:#?}");
+    let url = format!("http://localhost:{}/canary", srv.addr.port());
+    let r = sandbox(
+        &["--net", "--allow-private"],
+        &[
+            "curl",
+            "-sS",
+            "--max-time",
+            "10",
+            "-x",
+            "socks5h://127.0.0.1:3128",
+            &url,
+        ],
+    );
+    assert!(r.stdout.contains(CANARY), "{r:#?}");
+    assert_eq!(egress(&r)[0]["via"], "socks5", "{r:#?}");
+    assert_eq!(srv.accepted(), before + 2);
+}
+
+#[test]
+fn loopback_listeners_get_nothing_without_allow_private() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    for bind in ["127.0.0.1:0", "[::1]:0"] {
+        let srv = Server::start(bind, None);
+        let url = srv.url("/canary");
+        let r = curl(&[], &url);
+        assert!(!r.stdout.contains(CANARY), "{r:#?}");
+        assert!(refused_with(&r, "loopback"), "{r:#?}");
+        assert!(
+            r.json["warnings"]
+                .to_string()
+                .contains("refused connect to"),
+            "{r:#?}"
+        );
+        // Through SOCKS5 and CONNECT as well.
+        let r = sandbox(&["--net"], &["curl", "-sS", "-p", "--max-time", "10", &url]);
+        assert!(!r.stdout.contains(CANARY), "{r:#?}");
+        assert!(refused_with(&r, "loopback"), "{r:#?}");
+        // Directly, ignoring the proxy: nothing listens in the namespace.
+        let port = srv.addr.port().to_string();
+        let host = srv.addr.ip().to_string();
+        attack(&["--net"], &["tcp", &host, &port]).assert_blocked();
+        assert_eq!(srv.accepted(), 0, "the {bind} listener got a connection");
+    }
+}
+
+#[test]
+fn the_allowlist_admits_only_its_hosts() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let allowed = Server::start("127.0.0.1:0", None);
+    let other = Server::start("127.0.0.1:0", None);
+    let pattern = format!("127.0.0.1:{}", allowed.addr.port());
+    let r = curl(
+        &["--allow-private", "--allow-host", &pattern],
+        &allowed.url("/canary"),
+    );
+    assert!(r.stdout.contains(CANARY), "{r:#?}");
+    let r = curl(
+        &["--allow-private", "--allow-host", &pattern],
+        &other.url("/canary"),
+    );
+    assert!(!r.stdout.contains(CANARY), "{r:#?}");
+    assert!(refused_with(&r, "allowlist"), "{r:#?}");
+    assert_eq!(other.accepted(), 0);
+    // A name pattern never admits a bare address, nor another name.
+    let by_name = format!("localhost:{}", allowed.addr.port());
+    let before = allowed.accepted();
+    let r = curl(
+        &["--allow-private", "--allow-host", &by_name],
+        &allowed.url("/canary"),
+    );
+    assert!(refused_with(&r, "allowlist"), "{r:#?}");
+    let r = curl(
+        &["--allow-private", "--allow-host", "*.example.com"],
+        &format!("http://localhost:{}/canary", allowed.addr.port()),
+    );
+    assert!(refused_with(&r, "allowlist"), "{r:#?}");
+    assert_eq!(allowed.accepted(), before);
+    // Link-local / metadata stays refused whatever the flags.
+    let r = curl(
+        &["--allow-private"],
+        "http://169.254.169.254/latest/meta-data/",
+    );
+    assert!(refused_with(&r, "link-local"), "{r:#?}");
+}
+
+#[test]
+fn abstract_unix_sockets_of_the_host_are_out_of_reach() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    use std::os::linux::net::SocketAddrExt;
+    let name = marker("abstract-net");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let l = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    attack(&["--net"], &["abstract", &name]).assert_blocked();
+    l.set_nonblocking(true).unwrap();
+    assert!(matches!(l.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock));
+}
+
+#[test]
+fn python_urllib_goes_through_the_proxy_and_dns_fails_fast() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let srv = Server::start("127.0.0.1:0", None);
+    let code = format!(
+        "import urllib.request; print(urllib.request.urlopen({:?}, timeout=10).read().decode())",
+        srv.url("/canary")
+    );
+    let r = sandbox(&["--net", "--allow-private"], &["python3", "-c", &code]);
+    assert!(r.stdout.contains(CANARY), "{r:#?}");
+    // A program that resolves names itself gets an answer at once (no
+    // resolver in the namespace), not a hang.
+    let code = "import socket,time\nt=time.time()\ntry:\n  socket.getaddrinfo('example.com',80); print('RESOLVED')\nexcept OSError as e:\n  print('FAILED', round(time.time()-t, 2))";
+    let r = sandbox(&["--net", "--timeout", "20"], &["python3", "-c", code]);
+    assert!(r.stdout.starts_with("FAILED"), "{r:#?}");
+    let secs: f64 = r.stdout.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(secs < 5.0, "getaddrinfo took {secs} s: {r:#?}");
+}
+
+/// A wheel and a PEP 503 simple index for it under `dir`.
+fn build_index(dir: &Path) {
+    let code = r#"
+import os, sys, zipfile
+d = sys.argv[1]
+os.makedirs(os.path.join(d, "simple", "gbxdemo"), exist_ok=True)
+os.makedirs(os.path.join(d, "files"), exist_ok=True)
+whl = "gbxdemo-1.0-py3-none-any.whl"
+with zipfile.ZipFile(os.path.join(d, "files", whl), "w") as z:
+    z.writestr("gbxdemo/__init__.py", "X = 1\n")
+    z.writestr("gbxdemo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: gbxdemo\nVersion: 1.0\n")
+    z.writestr("gbxdemo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("gbxdemo-1.0.dist-info/RECORD", "")
+open(os.path.join(d, "simple", "index.html"), "w").write('<a href="/simple/gbxdemo/">gbxdemo</a>')
+open(os.path.join(d, "simple", "gbxdemo", "index.html"), "w").write('<a href="/files/%s">%s</a>' % (whl, whl))
+"#;
+    let st = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn pip_downloads_from_a_local_index_through_the_proxy() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let tmp = tempdir();
+    let index = tmp.path().join("index");
+    let dest = tmp.path().join("dest");
+    std::fs::create_dir_all(&dest).unwrap();
+    build_index(&index);
+    let srv = Server::start("127.0.0.1:0", Some(index));
+    let r = sandbox(
+        &[
+            "--net",
+            "--allow-private",
+            "--write",
+            path_str(&dest),
+            "--timeout",
+            "60",
+        ],
+        &[
+            "python3",
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--index-url",
+            &srv.url("/simple/"),
+            "-d",
+            path_str(&dest),
+            "gbxdemo",
+        ],
+    );
+    assert!(
+        dest.join("gbxdemo-1.0-py3-none-any.whl").exists(),
+        "pip did not download the wheel: {r:#?}"
+    );
+    // Without allow_private the same download is refused by the proxy.
+    let dest2 = tmp.path().join("dest2");
+    std::fs::create_dir_all(&dest2).unwrap();
+    let r = sandbox(
+        &["--net", "--write", path_str(&dest2), "--timeout", "60"],
+        &[
+            "python3",
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-cache-dir",
+            "--retries",
+            "0",
+            "--disable-pip-version-check",
+            "--index-url",
+            &srv.url("/simple/"),
+            "-d",
+            path_str(&dest2),
+            "gbxdemo",
+        ],
+    );
+    assert!(
+        !dest2.join("gbxdemo-1.0-py3-none-any.whl").exists(),
+        "{r:#?}"
+    );
+    assert!(refused_with(&r, "loopback"), "{r:#?}");
+}
+
+#[test]
+fn git_clones_over_http_through_the_proxy() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let tmp = tempdir();
+    let repo = tmp.path().join("src");
+    let served = tmp.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let st = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "git {args:?}: {st:?}");
+    };
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("marker.txt"), CANARY).unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "x"]);
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            path_str(&repo),
+            path_str(&served.join("r.git")),
+        ],
+    );
+    git(&served.join("r.git"), &["update-server-info"]);
+    let srv = Server::start("127.0.0.1:0", Some(served));
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let clone = out.join("clone");
+    let r = sandbox(
+        &[
+            "--net",
+            "--allow-private",
+            "--write",
+            path_str(&out),
+            "--timeout",
+            "60",
+        ],
+        &["git", "clone", "-q", &srv.url("/r.git"), path_str(&clone)],
+    );
+    let got = std::fs::read_to_string(clone.join("marker.txt")).unwrap_or_default();
+    assert_eq!(got, CANARY, "{r:#?}");
+}
+
+/// `glovebox serve` on loopback, in a throwaway project; killed on drop.
+struct Serve {
+    child: Child,
+    addr: String,
+    _tmp: tempfile::TempDir,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_serve() -> Serve {
+    let tmp = tempdir();
+    std::fs::create_dir_all(tmp.path().join(".glee/tools")).unwrap();
+    let mut child = Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(tmp.path())
+        .env("GLOVEBOX_STATE_DIR", tmp.path().join("state"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stderr.take().unwrap());
+    let mut addr = None;
+    for _ in 0..20 {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(rest) = line.split("HTTP API at http://").nth(1) {
+            addr = rest.split('/').next().map(String::from);
+            break;
+        }
+    }
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = reader.read_to_end(&mut sink);
+    });
+    let addr = addr.expect("serve printed its address");
+    Serve {
+        child,
+        addr,
+        _tmp: tmp,
+    }
+}
+
+#[test]
+fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let serve = start_serve();
+    // Control: the API answers the host.
+    let mut s = TcpStream::connect(&serve.addr).unwrap();
+    write!(
+        s,
+        "GET /api/v1/tools HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let port = serve.addr.rsplit(':').next().unwrap();
+    for url in [
+        format!("http://{}/api/v1/tools", serve.addr),
+        format!("http://localhost:{port}/api/v1/tools"),
+        format!("http://0.0.0.0:{port}/api/v1/tools"),
+    ] {
+        for via in [&[][..], &["-p"][..]] {
+            let mut cmd = vec!["curl", "-sS", "--max-time", "10"];
+            cmd.extend_from_slice(via);
+            cmd.push(&url);
+            let r = sandbox(&["--net", "--allow-private"], &cmd);
+            assert!(!r.stdout.contains("\"tools\""), "{r:#?}");
+            assert!(egress(&r).iter().all(|c| c["allowed"] == false), "{r:#?}");
+        }
+    }
+}
+
+#[test]
+fn refused_connections_are_in_the_audit_line() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let srv = Server::start("127.0.0.1:0", None);
+    let fx = runkit::Fixture::new();
+    fx.tool(&runkit::command_tool(
+        "fetch",
+        runkit::schema(json!({"url": {"type": "string"}})),
+        json!({"entrypoint": "curl", "args": ["-sS", "--max-time", "10", "${url}"]}),
+        json!({"network": true, "fs": {"read": ["."]}}),
+    ));
+    let state = fx.base.join("state");
+    let c = fx.run_env(
+        "fetch",
+        &[&format!("url={}", srv.url("/canary"))],
+        &[("GLOVEBOX_STATE_DIR", path_str(&state))],
+    );
+    assert!(!c.json.to_string().contains(CANARY), "{c:#?}");
+    let warnings = c.json["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "refused connect to 127.0.0.1:{} (loopback)",
+            srv.addr.port()
+        )),
+        "{c:#?}"
+    );
+    assert_eq!(srv.accepted(), 0);
+    let log = std::fs::read_to_string(fx.root.join(".glee/audit/tools.log")).unwrap();
+    let line = log.lines().last().unwrap();
+    assert!(line.contains("egress=[{\"host\":\"127.0.0.1\""), "{line}");
+    assert!(
+        line.contains("\"allowed\":false,\"reason\":\"loopback\""),
+        "{line}"
+    );
+}
+
+/// Set in the copy of this test binary that runs the hundred calls alone
+/// (descriptor and thread counts are only exact without other tests).
+const ALONE: &str = "GLOVEBOX_EGRESS_TEST_ALONE";
+
+#[test]
+fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    if std::env::var_os(ALONE).is_none() {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_hundred_concurrent_networked_calls_leave_nothing_behind",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("HUNDRED-CALLS-CHECKED"), "{text}");
+        return;
+    }
+    use glovebox::egress::{Gateway, Rules};
+    use glovebox::jail::{self, Spec};
+    let srv = Server::start("127.0.0.1:0", None);
+    let url = srv.url("/canary");
+    let call = |url: &str| {
+        let gateway = Arc::new(Gateway::new(Rules {
+            allow: None,
+            allow_private: true,
+        }));
+        let mut spec = Spec::new(["curl", "-sS", "--max-time", "20", url]);
+        spec.network = true;
+        spec.gateway = Some(gateway.clone());
+        spec.limits.wall = Duration::from_secs(60);
+        let r = jail::run(&spec).unwrap();
+        let ok = String::from_utf8_lossy(&r.stdout).contains(CANARY);
+        (ok, gateway.log().connections().0.len())
+    };
+    // One call first: what the process sets up once (cached probes,
+    // cgroup handles) is not a leak.
+    assert_eq!(call(&url), (true, 1));
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let threads = || std::fs::read_dir("/proc/self/task").unwrap().count();
+    let (fds_before, threads_before) = (fds(), threads());
+    let handles: Vec<_> = (0..100)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || call(&url))
+        })
+        .collect();
+    let results: Vec<(bool, usize)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(results.iter().all(|(ok, n)| *ok && *n == 1), "{results:?}");
+    assert_eq!(srv.accepted(), 101);
+    // Every proxied connection is closed, every proxy thread and socket
+    // (and with it every namespace) is gone.
+    for _ in 0..50 {
+        if srv.open.load(Ordering::SeqCst) == 0 && threads() <= threads_before + 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        srv.open.load(Ordering::SeqCst),
+        0,
+        "proxied connections left open"
+    );
+    let links = || {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(fds(), fds_before, "descriptors leaked: {:?}", links());
+    assert!(
+        threads() <= threads_before + 1,
+        "threads left: {} vs {threads_before}",
+        threads()
+    );
+    println!("HUNDRED-CALLS-CHECKED");
+}
