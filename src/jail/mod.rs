@@ -133,7 +133,10 @@ pub enum JailError {
 
 /// The generic advice, unless the message already says what to do.
 fn unavailable_hint(feature: &str) -> &'static str {
-    if feature.contains("degraded mode") || feature.contains("namespace-free jail") {
+    if feature.contains("degraded mode")
+        || feature.contains("namespace-free jail")
+        || feature.contains("direct_network")
+    {
         ""
     } else {
         "; use a kernel that provides it, or opt into degraded mode"
