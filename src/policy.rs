@@ -339,7 +339,7 @@ impl Policy {
             self.baseline.write.len()
         );
         let kernel = jail::probe::kernel();
-        let mount_ns = kernel.pid_ns && kernel.mount_proc && (kernel.euid == 0 || kernel.user_ns);
+        let mount_ns = kernel.mode == jail::probe::Mode::Namespaces;
         match self.tree() {
             Ok(tree) if mount_ns => {
                 let rw: Vec<PathBuf> = tree

@@ -127,9 +127,26 @@ fn curl(extra: &[&str], url: &str) -> Run {
     sandbox(&args, &["curl", "-sS", "--max-time", "10", url])
 }
 
+/// The namespace-free jail has no network namespace for the egress proxy:
+/// every test of this file asserts that mode's guarantee instead — a
+/// networked call is refused before it runs, and a listener it aims at
+/// gets nothing.
+fn refused_without_a_network_namespace() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/", l.local_addr().unwrap().port());
+    let r = curl(&["--allow-private"], &url);
+    assert_network_refused(&r);
+    l.set_nonblocking(true).unwrap();
+    assert!(l.accept().is_err(), "the listener got a connection");
+}
+
 #[test]
 fn curl_reaches_an_allowed_server_through_the_proxy() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
         return;
     }
     let srv = Server::start("127.0.0.1:0", None);
@@ -177,6 +194,10 @@ fn loopback_listeners_get_nothing_without_allow_private() {
     if !jail_available() {
         return;
     }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
     for bind in ["127.0.0.1:0", "[::1]:0"] {
         let srv = Server::start(bind, None);
         let url = srv.url("/canary");
@@ -204,6 +225,10 @@ fn loopback_listeners_get_nothing_without_allow_private() {
 #[test]
 fn the_allowlist_admits_only_its_hosts() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
         return;
     }
     let allowed = Server::start("127.0.0.1:0", None);
@@ -248,6 +273,10 @@ fn abstract_unix_sockets_of_the_host_are_out_of_reach() {
     if !jail_available() {
         return;
     }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
     use std::os::linux::net::SocketAddrExt;
     let name = marker("abstract-net");
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
@@ -260,6 +289,10 @@ fn abstract_unix_sockets_of_the_host_are_out_of_reach() {
 #[test]
 fn python_urllib_goes_through_the_proxy_and_dns_fails_fast() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
         return;
     }
     let srv = Server::start("127.0.0.1:0", None);
@@ -306,6 +339,10 @@ open(os.path.join(d, "simple", "gbxdemo", "index.html"), "w").write('<a href="/f
 #[test]
 fn pip_downloads_from_a_local_index_through_the_proxy() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
         return;
     }
     let tmp = tempdir();
@@ -374,6 +411,10 @@ fn pip_downloads_from_a_local_index_through_the_proxy() {
 #[test]
 fn git_clones_over_http_through_the_proxy() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
         return;
     }
     let tmp = tempdir();
@@ -483,6 +524,10 @@ fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
     if !jail_available() {
         return;
     }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
     let serve = start_serve();
     // Control: the API answers the host.
     let mut s = TcpStream::connect(&serve.addr).unwrap();
@@ -515,6 +560,10 @@ fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
 #[test]
 fn refused_connections_are_in_the_audit_line() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
         return;
     }
     let srv = Server::start("127.0.0.1:0", None);
@@ -557,6 +606,10 @@ const ALONE: &str = "GLOVEBOX_EGRESS_TEST_ALONE";
 #[test]
 fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
         return;
     }
     if std::env::var_os(ALONE).is_none() {

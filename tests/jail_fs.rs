@@ -177,6 +177,24 @@ fn proc_shows_only_the_jails_own_processes() {
     if !jail_available() {
         return;
     }
+    if namespace_free() {
+        // No private /proc: Landlock keeps the host's closed (no listing,
+        // no other process's entry) and opens only the tool's own.
+        let r = sandbox(
+            &[],
+            &[
+                "sh",
+                "-c",
+                "ls /proc >/dev/null 2>&1 && echo LISTED; cat /proc/1/cmdline >/dev/null 2>&1 && echo READ-OTHER; \
+                 exec grep NoNewPrivs /proc/self/status",
+            ],
+        );
+        assert_eq!(r.code, Some(0), "{r:#?}");
+        assert!(!r.stdout.contains("LISTED"), "{r:#?}");
+        assert!(!r.stdout.contains("READ-OTHER"), "{r:#?}");
+        assert!(r.stdout.contains("NoNewPrivs:\t1"), "{r:#?}");
+        return;
+    }
     let r = sandbox(
         &[],
         &[

@@ -76,6 +76,22 @@ fn supervisor_secrets_are_out_of_reach() {
     );
     r.assert_blocked();
     assert!(!r.stdout.contains(&secret));
+    if namespace_free() {
+        // No PID namespace: the parent is the call's reaper, and no
+        // process's /proc entry outside the jail can be read.
+        let r = sandbox(
+            &[],
+            &[
+                "sh",
+                "-c",
+                "cat /proc/$PPID/cmdline /proc/$PPID/environ /proc/1/cmdline 2>/dev/null | tr '\\0' ' '; echo DONE",
+            ],
+        );
+        assert!(r.stdout.contains("DONE"), "{r:#?}");
+        assert!(!r.stdout.contains("glovebox"), "{r:#?}");
+        assert!(!r.stdout.contains("init"), "{r:#?}");
+        return;
+    }
     // Its parent (the supervisor) is invisible: pid 1 is the probe itself.
     let r = sandbox(
         &[],
@@ -426,6 +442,61 @@ fn tiocsti_under_a_pty_injects_nothing() {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
         other => panic!("terminal input after the call: {other:?} {:?}", &buf),
     }
+}
+
+/// Runs python3 with `code` outside any jail and returns its stdout.
+fn host_python(code: &str, args: &[&str]) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const SHM_CREATE: &str = "import ctypes, sys\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+libc.shmat.restype = ctypes.c_void_p\n\
+i = libc.shmget(ctypes.c_int(int(sys.argv[1])), ctypes.c_size_t(4096), ctypes.c_int(0o1000 | 0o600))\n\
+assert i >= 0, ctypes.get_errno()\n\
+a = libc.shmat(ctypes.c_int(i), None, ctypes.c_int(0))\n\
+ctypes.memmove(a, sys.argv[2].encode(), len(sys.argv[2]))\n\
+print(i)";
+
+const SHM_REMOVE: &str = "import ctypes, sys\n\
+libc = ctypes.CDLL(None)\n\
+libc.shmctl(ctypes.c_int(int(sys.argv[1])), ctypes.c_int(0), None)";
+
+#[test]
+fn host_ipc_is_out_of_reach() {
+    if !jail_available() {
+        return;
+    }
+    // A System V segment of the host, same uid, holding a canary.
+    let canary = marker("shm");
+    let key = (0x4742_0000 | (std::process::id() & 0xffff)).to_string();
+    let id = host_python(SHM_CREATE, &[&key, &canary]);
+    let id = id.trim().to_string();
+    // The probe works: outside the jail it reads the canary.
+    let outside = host_python(
+        &std::fs::read_to_string(probe()).unwrap(),
+        &["sysv_shm", &key],
+    );
+    let probes = probes();
+    let r = sandbox(
+        &["--read", path_str(&probes)],
+        &["python3", path_str(&probe()), "sysv_shm", &key],
+    );
+    host_python(SHM_REMOVE, &[&id]);
+    assert!(outside.contains(&canary), "the probe is broken: {outside}");
+    r.assert_blocked();
+    assert!(!r.stdout.contains(&canary), "{r:#?}");
+    // An IPC namespace hides it (ENOENT); without namespaces seccomp
+    // refuses the call (EPERM).
+    let errno = if namespace_free() { "EPERM" } else { "ENOENT" };
+    assert!(r.stdout.contains(errno), "{r:#?}");
 }
 
 #[test]

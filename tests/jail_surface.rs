@@ -15,7 +15,7 @@ mod runkit;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use common::jail_available;
+use common::{jail_available, namespace_free};
 use runkit::*;
 use serde_json::json;
 
@@ -70,6 +70,30 @@ fn sh(f: &Fixture, tool: &str, script: &str) -> Called {
     f.run(tool, &["--params", &params])
 }
 
+/// The namespace-free jail's guarantee for this file's attacks: without a
+/// mount namespace the control surface cannot be kept read-only inside a
+/// write grant, so a call whose grant covers it is refused
+/// (`sandbox_unavailable`, naming the protected paths) before anything
+/// runs, and the surface is unchanged. Tests that rely on the mount tree
+/// assert this instead in that mode.
+fn assert_refused_without_a_tree() {
+    let f = project();
+    let before = snapshot(&f);
+    let r = sh(
+        &f,
+        "writer",
+        "echo PLANTED > .glee/tools/writer/tool.yml; echo x > tools.json; echo x > .git/config; echo RAN > ran",
+    );
+    r.assert_failed("sandbox_unavailable", 3);
+    assert!(r.message().contains("protected paths"), "{r:#?}");
+    assert!(!f.root.join("ran").exists(), "the tool ran: {r:#?}");
+    assert_eq!(snapshot(&f), before, "the control surface changed");
+    // A tool that only reads the project still runs.
+    let ok = f.run("other", &[]);
+    ok.assert_ok();
+    assert!(ok.text().contains("OTHER-ORIGINAL"), "{ok:#?}");
+}
+
 /// Snapshot of every file under the control surface.
 fn snapshot(f: &Fixture) -> Vec<(String, Vec<u8>, u32)> {
     let mut out = Vec::new();
@@ -103,6 +127,10 @@ fn collect(root: &std::path::Path, p: &std::path::Path, out: &mut Vec<(String, V
 #[test]
 fn a_write_grant_cannot_change_the_control_surface() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        assert_refused_without_a_tree();
         return;
     }
     let f = project();
@@ -177,6 +205,10 @@ fn a_package_planted_beside_a_module_never_runs() {
     if !jail_available() {
         return;
     }
+    if namespace_free() {
+        assert_refused_without_a_tree();
+        return;
+    }
     let f = project();
     let marker = f.root.join("out/PLANTED-RAN");
     // The writer may create pkg/ (the name is new), but its code must
@@ -204,6 +236,10 @@ fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
     if !jail_available() {
         return;
     }
+    if namespace_free() {
+        assert_refused_without_a_tree();
+        return;
+    }
     let f = project();
     fs::remove_file(f.root.join("tools.json")).unwrap();
     fs::remove_dir_all(f.root.join(".git")).unwrap();
@@ -227,6 +263,10 @@ fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
 #[test]
 fn git_works_when_the_manifest_names_git() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        assert_refused_without_a_tree();
         return;
     }
     if std::process::Command::new("git")
@@ -261,6 +301,10 @@ fn git_works_when_the_manifest_names_git() {
 #[test]
 fn pip_install_target_into_a_writable_dir_works() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        assert_refused_without_a_tree();
         return;
     }
     let has_pip = std::process::Command::new("python3")
@@ -339,6 +383,15 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
         "echo RAN; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED; \
          (echo x >> .git/config) && echo ESCAPED; echo ok > notes.txt && echo WROTE",
     );
+    if namespace_free() {
+        // No mount tree: the write grant covers the surface, so the call
+        // is refused before anything runs.
+        assert!(out.contains("sandbox_unavailable"), "{out}");
+        assert!(!out.contains("RAN") && !out.contains("ESCAPED"), "{out}");
+        assert!(!f.root.join("notes.txt").exists());
+        assert_eq!(snapshot(&f), before);
+        return;
+    }
     assert!(out.contains("RAN") && out.contains("WROTE"), "{out}");
     assert!(!out.contains("ESCAPED"), "{out}");
     assert_eq!(snapshot(&f), before);
@@ -366,6 +419,10 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
 #[test]
 fn a_planted_bytecode_cache_never_runs() {
     if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        assert_refused_without_a_tree();
         return;
     }
     let f = project();
@@ -417,6 +474,15 @@ fn explain_shows_the_tree_and_the_protected_paths() {
             .unwrap_or_else(|| panic!("no {label} line: {text}"))
             .to_string()
     };
+    if namespace_free() {
+        assert!(line("tree").contains("NONE"), "{text}");
+        assert!(line("protected").contains("NOT ENFORCEABLE"), "{text}");
+        assert!(
+            line("metadata").contains("refused for every path"),
+            "{text}"
+        );
+        return;
+    }
     assert!(
         line("writable").contains(f.root.to_str().unwrap()),
         "{text}"

@@ -66,6 +66,17 @@ fn refused_with(r: &Run, errno: &str) {
     assert!(r.stdout.contains(errno), "expected {errno}: {r:#?}");
 }
 
+/// The errno a metadata call gets: `EROFS`/`ENOENT` from the mount tree,
+/// `EPERM` from seccomp in the namespace-free jail (no mount namespace:
+/// the metadata family is refused for every path).
+fn metadata_errno(tree: &'static str) -> &'static str {
+    if namespace_free() {
+        "EPERM"
+    } else {
+        tree
+    }
+}
+
 const METADATA: [&[&str]; 6] = [
     &["chmod"],
     &["utime"],
@@ -85,11 +96,18 @@ fn ungranted_files_do_not_exist_for_metadata_calls() {
     for attack in METADATA {
         let mut args = attack.to_vec();
         args.push(path_str(&f));
-        refused_with(&attack_run(&[], &args), "ENOENT");
+        refused_with(&attack_run(&[], &args), metadata_errno("ENOENT"));
     }
-    // stat and inotify on the ungranted directory reveal nothing either.
-    refused_with(&attack_run(&[], &["stat", path_str(&dir)]), "ENOENT");
-    refused_with(&attack_run(&[], &["inotify", path_str(&dir)]), "ENOENT");
+    if namespace_free() {
+        // No mount tree: stat sees the path, Landlock refuses its content.
+        refused_with(&attack_run(&[], &["read", path_str(&f)]), "EACCES");
+        refused_with(&attack_run(&[], &["listdir", path_str(&dir)]), "EACCES");
+        refused_with(&attack_run(&[], &["inotify", path_str(&dir)]), "EPERM");
+    } else {
+        // stat and inotify on the ungranted directory reveal nothing either.
+        refused_with(&attack_run(&[], &["stat", path_str(&dir)]), "ENOENT");
+        refused_with(&attack_run(&[], &["inotify", path_str(&dir)]), "ENOENT");
+    }
     assert_eq!(facts(&f), before, "the file outside changed");
 }
 
@@ -112,7 +130,7 @@ fn read_only_grants_refuse_every_metadata_change() {
     for attack_args in METADATA.iter().take(5) {
         let mut args = attack_args.to_vec();
         args.push(path_str(&f));
-        refused_with(&attack(&grant, &args), "EROFS");
+        refused_with(&attack(&grant, &args), metadata_errno("EROFS"));
     }
     // Creating beside it fails too.
     let r = attack(&grant, &["write", path_str(&dir.join("new.txt"))]);
@@ -132,7 +150,10 @@ fn system_files_refuse_metadata_changes_whatever_the_uid() {
     let target = fs::canonicalize("/usr/bin/env").unwrap();
     let before = facts(&target);
     for a in ["chmod_same", "chown_same", "utime_same", "removexattr"] {
-        refused_with(&attack(&[], &[a, path_str(&target)]), "EROFS");
+        refused_with(
+            &attack(&[], &[a, path_str(&target)]),
+            metadata_errno("EROFS"),
+        );
     }
     assert_eq!(facts(&target), before);
 }
@@ -151,6 +172,25 @@ fn write_grants_allow_ordinary_file_work() {
          touch -d 2001-01-01 a.sh; mkdir -p d/e; mv a.sh d/e/b.sh; echo x > gone; rm gone; \
          ln -s b.sh d/e/link; echo DONE"
     );
+    if namespace_free() {
+        // Without a mount namespace seccomp refuses chmod and utimes for
+        // every path (it cannot tell a write grant from a read grant): the
+        // rest of ordinary file work still runs, and the refusal changes
+        // nothing.
+        let script = format!(
+            "set -e; cd {o}; echo hi > a.sh; chmod +x a.sh 2>/dev/null && echo CHMODDED; \
+             mkdir -p d/e; mv a.sh d/e/b.sh; echo x > gone; rm gone; ln -s b.sh d/e/link; echo DONE"
+        );
+        let r = sandbox(&["--write", o], &["sh", "-c", &script]);
+        assert!(r.stdout.contains("DONE"), "{r:#?}");
+        assert!(!r.stdout.contains("CHMODDED"), "{r:#?}");
+        let b = out.join("d/e/b.sh");
+        assert_eq!(fs::read_to_string(&b).unwrap(), "hi\n");
+        assert_eq!(fs::metadata(&b).unwrap().mode() & 0o111, 0);
+        assert!(!out.join("gone").exists());
+        assert!(out.join("d/e/link").symlink_metadata().is_ok());
+        return;
+    }
     let r = sandbox(&["--write", o], &["sh", "-c", &script]);
     assert!(r.stdout.contains("DONE"), "{r:#?}");
     let b = out.join("d/e/b.sh");
@@ -169,6 +209,21 @@ fn the_jail_has_a_minimal_dev_and_no_host_devices() {
     let script = "for d in null zero full random urandom; do test -e /dev/$d || echo MISSING $d; done; \
                   for d in kmsg mem port sda tty0 console shm; do test -e /dev/$d && echo PRESENT $d; done; \
                   echo x > /dev/null; head -c 8 /dev/urandom | wc -c; echo DONE";
+    if namespace_free() {
+        // The host's /dev (no mount tree): its devices are there to stat,
+        // but Landlock opens none but the baseline's.
+        let script = "for d in null zero full random urandom; do test -e /dev/$d || echo MISSING $d; done; \
+                      for d in kmsg mem port tty0 console; do test -e /dev/$d && head -c 1 /dev/$d >/dev/null 2>&1 && echo OPENED $d; done; \
+                      touch /dev/shm/gbx-planted 2>/dev/null && echo OPENED shm; \
+                      echo x > /dev/null; head -c 8 /dev/urandom | wc -c; echo DONE";
+        let r = sandbox(&[], &["sh", "-c", script]);
+        assert!(r.stdout.contains("DONE"), "{r:#?}");
+        assert!(!r.stdout.contains("MISSING"), "{r:#?}");
+        assert!(!r.stdout.contains("OPENED"), "{r:#?}");
+        assert!(r.stdout.contains("8\n"), "{r:#?}");
+        assert!(!Path::new("/dev/shm/gbx-planted").exists());
+        return;
+    }
     let r = sandbox(&[], &["sh", "-c", script]);
     assert!(r.stdout.contains("DONE"), "{r:#?}");
     assert!(!r.stdout.contains("MISSING"), "{r:#?}");
@@ -197,6 +252,14 @@ fn the_tree_is_reported_in_the_result() {
         return;
     }
     let r = sandbox(&[], &["true"]);
+    if namespace_free() {
+        assert_eq!(r.json["enforcement"]["mode"], "namespace-free", "{r:#?}");
+        assert_eq!(r.json["enforcement"]["mount_tree"], false, "{r:#?}");
+        assert_eq!(r.json["enforcement"]["metadata_guard"], "seccomp", "{r:#?}");
+        assert_eq!(r.json["enforcement"]["subreaper"], true, "{r:#?}");
+        return;
+    }
+    assert_eq!(r.json["enforcement"]["mode"], "namespaces", "{r:#?}");
     assert_eq!(r.json["enforcement"]["mount_tree"], true, "{r:#?}");
     assert_eq!(r.json["enforcement"]["metadata_guard"], "tree", "{r:#?}");
 }
@@ -224,8 +287,16 @@ fn the_state_directory_is_not_in_the_jail() {
         )
     };
     for a in ["stat", "chmod", "read", "inotify"] {
+        let errno = match (namespace_free(), a) {
+            // No mount tree: stat sees the file; its content and metadata
+            // stay out of reach.
+            (true, "stat") => continue,
+            (true, "read") => "EACCES",
+            (true, _) => "EPERM",
+            (false, _) => "ENOENT",
+        };
         let r = run(&[a, path_str(&key)]);
-        refused_with(&r, "ENOENT");
+        refused_with(&r, errno);
         assert!(!r.stdout.contains("KEY-CANARY"), "{r:#?}");
     }
     assert_eq!(facts(&key), before);

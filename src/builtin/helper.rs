@@ -344,14 +344,22 @@ fn write_atomically(dir: &str, name: &str, content: &str) -> Result<(), Errno> {
         &dirfd,
         temp.as_str(),
         OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o666),
+        // Created with the old file's permissions already, so that the
+        // usual case needs no chmod (which a jail without a mount
+        // namespace refuses for every file).
+        mode.map_or(Mode::from_bits_truncate(0o666), |m| {
+            m & Mode::from_bits_truncate(0o777)
+        }),
     )?;
     let filled = (|| {
         let mut file = fs::File::from(fd);
         file.write_all(content.as_bytes())
             .map_err(|e| e.raw_os_error().map_or(Errno::EIO, Errno::from_raw))?;
         if let Some(mode) = mode {
-            stat::fchmod(&file, mode)?;
+            let now = stat::fstat(&file)?;
+            if Mode::from_bits_truncate(now.st_mode & 0o7777) != mode {
+                stat::fchmod(&file, mode)?;
+            }
         }
         unistd::fsync(&file)?;
         fcntl::renameat(&dirfd, temp.as_str(), &dirfd, name)

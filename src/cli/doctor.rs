@@ -36,6 +36,21 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             yn(k.ipc_ns),
             yn(k.net_ns)
         );
+        if let Some(e) = &k.user_ns_error {
+            println!("              user namespace: {e}");
+        }
+        if let Some(e) = k.namespaces_error.as_ref().filter(|_| k.user_ns) {
+            println!("              jail namespaces: {e}");
+        }
+        println!(
+            "jail mode     {}{}",
+            k.mode.label(),
+            match k.mode {
+                glovebox::jail::probe::Mode::Namespaces => " (pid, mount, ipc namespaces; the jail's own root)",
+                glovebox::jail::probe::Mode::NamespaceFree => " (no namespaces here: landlock, seccomp, a subreaper that ends every descendant)",
+                glovebox::jail::probe::Mode::None => " (neither namespaces nor landlock 6 + seccomp: only --degraded runs)",
+            }
+        );
         println!(
             "cgroups       memory {} pids {}",
             report.cgroup_memory, report.cgroup_pids

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::cgroup;
-use super::probe::{self, Kernel};
+use super::probe::{self, Kernel, Mode};
 use super::spec::{Enforcement, Spec};
 
 /// One security invariant and whether it holds here.
@@ -50,7 +50,8 @@ fn label(c: &Option<cgroup::Controller>) -> &'static str {
 
 /// Examines this machine.
 pub fn examine() -> Report {
-    let kernel = probe::kernel().clone();
+    let mut kernel = probe::kernel().clone();
+    kernel.net_ns = probe::net_ns();
     let avail = cgroup::available();
     let mut spec = Spec::new(["true"]);
     spec.limits.wall = std::time::Duration::from_secs(10);
@@ -64,11 +65,22 @@ pub fn examine() -> Report {
         enforced: ok && enforced,
         how,
     };
+    let free = e.mode == Mode::NamespaceFree.label();
     let invariants = vec![
         inv(
             "deny-by-default filesystem",
             e.landlock_abi >= super::fs::MIN_ABI,
-            format!("landlock abi {}", kernel.landlock_abi),
+            if e.mount_tree {
+                format!(
+                    "the jail's own root (ungranted paths do not exist) + landlock abi {}",
+                    kernel.landlock_abi
+                )
+            } else {
+                format!(
+                    "landlock abi {}: ungranted paths cannot be read, listed or executed (stat still sees they exist: no mount namespace)",
+                    kernel.landlock_abi
+                )
+            },
         ),
         inv(
             "read-only outside fs.write",
@@ -81,11 +93,11 @@ pub fn examine() -> Report {
         ),
         inv(
             "tools cannot rewrite tools",
-            e.mount_tree,
+            e.mount_tree || free,
             if e.mount_tree {
                 "protected paths (.glee/, tools.json, .git/, what tools run) bound read-only inside write grants; planted root names removed after the call".into()
             } else {
-                "needs a mount namespace: calls whose write grants cover protected paths are refused (or warned in degraded mode)".into()
+                "no mount namespace: a call whose write grants cover protected paths (.glee/, tools.json, .git/, what tools run) is refused (sandbox_unavailable), or warned in degraded mode".into()
             },
         ),
         inv(
@@ -99,8 +111,10 @@ pub fn examine() -> Report {
         ),
         inv(
             "network: true only through glovebox's egress proxy",
-            kernel.net_ns && (kernel.euid == 0 || kernel.user_ns),
-            if kernel.net_ns && (kernel.euid == 0 || kernel.user_ns) {
+            // Without network namespaces it holds by refusal (fail closed),
+            // which the namespace-free jail counts as its mechanism.
+            kernel.net_ns || free,
+            if kernel.net_ns {
                 "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard".into()
             } else {
                 "no network namespaces here: network: true is refused unless sandbox.direct_network".into()
@@ -108,9 +122,12 @@ pub fn examine() -> Report {
         ),
         inv(
             "no reach into other processes",
-            e.seccomp && e.pid_namespace && e.landlock_abi >= 1,
-            "pid namespace + private /proc + seccomp (ptrace, process_vm) + landlock ptrace and signal scoping"
-                .into(),
+            e.seccomp && (e.pid_namespace || free) && e.landlock_abi >= 1,
+            if e.pid_namespace {
+                "pid namespace + private /proc + seccomp (ptrace, process_vm) + landlock ptrace and signal scoping".into()
+            } else {
+                "no pid namespace: landlock keeps /proc closed and scopes signals and ptrace to the jail; seccomp (ptrace, process_vm)".into()
+            },
         ),
         inv(
             "empty environment",
@@ -119,8 +136,12 @@ pub fn examine() -> Report {
         ),
         inv(
             "a call ends whole",
-            e.pid_namespace,
-            "pid namespace: the tree dies with its first process; PDEATHSIG ties it to the supervisor".into(),
+            e.pid_namespace || e.subreaper,
+            if e.pid_namespace {
+                "pid namespace: the tree dies with its first process; PDEATHSIG ties it to the supervisor".into()
+            } else {
+                "a subreaper inherits every orphan and kills all descendants when the tool ends, times out or the supervisor dies".into()
+            },
         ),
         inv(
             "bounded resources",

@@ -93,6 +93,26 @@ pub fn proc_access_bits() -> u64 {
     (AccessFs::ReadFile | AccessFs::ReadDir).bits()
 }
 
+/// The access a jail without a PID namespace gets to the host's system-wide
+/// `/proc` files in [`HOST_PROC_FILES`] (read only).
+pub fn proc_file_bits() -> u64 {
+    landlock::BitFlags::from(AccessFs::ReadFile).bits()
+}
+
+/// System-wide `/proc` files a jail without a PID namespace may read (what
+/// a private `/proc` shows too: no other process's entries). Its own
+/// `/proc/self` is added in the child, where it resolves to the tool.
+pub const HOST_PROC_FILES: [&std::ffi::CStr; 8] = [
+    c"/proc/cpuinfo",
+    c"/proc/meminfo",
+    c"/proc/stat",
+    c"/proc/loadavg",
+    c"/proc/uptime",
+    c"/proc/version",
+    c"/proc/filesystems",
+    c"/proc/sys/kernel/osrelease",
+];
+
 /// True when `path` or one of its ancestors is in `list`.
 pub fn covered(path: &Path, list: &[PathBuf]) -> bool {
     list.iter().any(|p| path.starts_with(p))

@@ -24,6 +24,13 @@
 //! - capabilities dropped, `no_new_privs`, `setsid`, a scrubbed
 //!   environment with a private `HOME`.
 //!
+//! That is the `namespaces` mode. Where this process cannot create
+//! namespaces (a container, a runner that forbids user namespaces), the
+//! [`probe`] picks the namespace-free mode instead: no tree and no private
+//! `/proc` (Landlock keeps the host's closed), seccomp refuses the metadata
+//! family for every path, and the jail's first process is a subreaper that
+//! kills every descendant, so a call still ends whole.
+//!
 //! The order in which the child applies them is documented in [`spawn`];
 //! every raw system call is in `sys`. When a restriction cannot be
 //! enforced the call is refused with [`JailError::Unavailable`] naming the
@@ -58,9 +65,7 @@ use spawn::Step;
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
     /// The kernel cannot enforce a restriction that was asked for.
-    #[error(
-        "sandbox unavailable: {feature}; use a kernel that provides it, or opt into degraded mode"
-    )]
+    #[error("sandbox unavailable: {feature}{}", unavailable_hint(feature))]
     Unavailable { feature: String },
     /// The spec itself is unusable.
     #[error("invalid sandbox request: {message}")]
@@ -83,9 +88,10 @@ pub enum JailError {
         source: std::io::Error,
     },
     /// A step in the child before exec failed.
-    #[error("failed while {}: {source}", step.describe())]
+    #[error("failed while {} ({}: {source}); {}", step.describe(), sys::errno_name(*errno), step.advice(*errno))]
     Child {
         step: Step,
+        errno: i32,
         #[source]
         source: std::io::Error,
     },
@@ -125,6 +131,18 @@ pub enum JailError {
     Tree(#[from] tree::TreeError),
 }
 
+/// The generic advice, unless the message already says what to do.
+fn unavailable_hint(feature: &str) -> &'static str {
+    if feature.contains("degraded mode")
+        || feature.contains("namespace-free jail")
+        || feature.contains("direct_network")
+    {
+        ""
+    } else {
+        "; use a kernel that provides it, or opt into degraded mode"
+    }
+}
+
 impl JailError {
     fn child_failed(step: Step, errno: i32, program: &std::path::Path) -> JailError {
         let source = std::io::Error::from_raw_os_error(errno);
@@ -133,12 +151,27 @@ impl JailError {
             (Step::Exec, libc::ENOENT) => JailError::NotFound { program },
             (Step::Exec, libc::EACCES) => JailError::ExecDenied { program, source },
             (Step::Exec, _) => JailError::Exec { program, source },
-            (Step::Landlock | Step::Seccomp | Step::Mount | Step::IdMap | Step::Net, _) => {
-                JailError::Unavailable {
-                    feature: format!("{} failed: {source}", step.describe()),
-                }
-            }
-            _ => JailError::Child { step, source },
+            (
+                Step::Landlock
+                | Step::Seccomp
+                | Step::Mount
+                | Step::IdMap
+                | Step::Net
+                | Step::Namespaces,
+                _,
+            ) => JailError::Unavailable {
+                feature: format!(
+                    "{} failed ({}: {source}); {}",
+                    step.describe(),
+                    sys::errno_name(errno),
+                    step.advice(errno)
+                ),
+            },
+            _ => JailError::Child {
+                step,
+                errno,
+                source,
+            },
         }
     }
 

@@ -1,10 +1,46 @@
-//! What this kernel offers, probed without side effects. The cheap facts
-//! (`Kernel`) are read once per process and decide how a jail is built;
-//! `glovebox doctor` adds a real jailed run to show what is enforced.
+//! What this kernel and this process can really do, found once per process
+//! by trying it (creating namespaces in a child that exits at once) rather
+//! than by reading sysctls: a container, a seccomp profile or an AppArmor
+//! rule can forbid what the sysctls allow. The facts ([`Kernel`]) decide
+//! the jail's [`Mode`]; `glovebox doctor` shows them and adds a real
+//! jailed run.
 
 use std::sync::OnceLock;
 
 use super::sys;
+
+/// The strongest jail this process can build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// PID, mount and IPC namespaces (plus a user namespace when not
+    /// root): the constructed mount tree, a private `/proc`, the call
+    /// ends with its PID namespace.
+    Namespaces,
+    /// No namespaces can be created here (a container, a runner that
+    /// forbids unprivileged user namespaces): Landlock (deny by default,
+    /// signal and abstract-socket scoping, ABI 6 or later), seccomp (no
+    /// sockets, the metadata family refused), a subreaper that kills
+    /// every descendant, rlimits or cgroups.
+    NamespaceFree,
+    /// Neither: only degraded runs are possible.
+    None,
+}
+
+impl Mode {
+    /// The name shown by `doctor` and on results.
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Namespaces => "namespaces",
+            Mode::NamespaceFree => "namespace-free",
+            Mode::None => "none",
+        }
+    }
+}
+
+/// The Landlock ABI a namespace-free jail needs (signal and abstract unix
+/// socket scoping keep it away from other processes).
+pub const NAMESPACE_FREE_ABI: i32 = 6;
 
 /// Facts about the running kernel and process.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -17,25 +53,60 @@ pub struct Kernel {
     pub euid: u32,
     /// Effective gid of the supervisor.
     pub egid: u32,
-    /// Unprivileged user namespaces are allowed (read from sysctls; the
-    /// real test is creating one).
+    /// This process could create a user namespace (tried).
     pub user_ns: bool,
-    /// PID namespaces exist.
+    /// Why creating a user namespace failed, when it did.
+    pub user_ns_error: Option<String>,
+    /// PID namespaces can be created (tried, with a user namespace when
+    /// not root).
     pub pid_ns: bool,
-    /// A fresh `/proc` can be mounted in a new mount namespace.
+    /// Mount namespaces can be created (tried with the PID namespace).
     pub mount_proc: bool,
-    /// IPC namespaces exist.
+    /// IPC namespaces can be created (tried with the PID namespace).
     pub ipc_ns: bool,
-    /// Network namespaces exist.
+    /// Network namespaces can be created (tried only when first needed,
+    /// see [`net_ns`]: creating one costs more than the others; `doctor`
+    /// fills it in).
     pub net_ns: bool,
+    /// Why creating the jail's namespaces failed, when it did.
+    pub namespaces_error: Option<String>,
+    /// The jail this process builds.
+    pub mode: Mode,
     /// Kernel release.
     pub release: String,
 }
 
-/// The facts, read once per process.
+/// The facts, found once per process.
 pub fn kernel() -> &'static Kernel {
     static CELL: OnceLock<Kernel> = OnceLock::new();
     CELL.get_or_init(read)
+}
+
+/// Whether a subreaper can find the processes it inherited
+/// (`/proc/thread-self/children`, `CONFIG_PROC_CHILDREN`).
+pub fn subreaper_available() -> bool {
+    exists("/proc/thread-self/children")
+}
+
+/// The namespaces of a jail (a user namespace too when not root).
+fn jail_flags(root: bool) -> libc::c_ulong {
+    let mut flags = (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as libc::c_ulong;
+    if !root {
+        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
+    }
+    flags
+}
+
+/// Whether a jail can also have its own network namespace here (tried
+/// once per process, on first use).
+pub fn net_ns() -> bool {
+    static CELL: OnceLock<bool> = OnceLock::new();
+    *CELL.get_or_init(|| {
+        let k = kernel();
+        k.mode == Mode::Namespaces
+            && sys::probe_clone(jail_flags(k.euid == 0) | libc::CLONE_NEWNET as libc::c_ulong)
+                .is_ok()
+    })
 }
 
 fn exists(p: &str) -> bool {
@@ -46,25 +117,93 @@ fn read_num(p: &str) -> Option<i64> {
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
 }
 
+/// Why creating a namespace failed, and what to do about it.
+pub fn namespace_failure(errno: i32, user: bool) -> String {
+    let name = sys::errno_name(errno);
+    let cause = match errno {
+        libc::ENOSPC | libc::EUSERS if user => {
+            let max = read_num("/proc/sys/user/max_user_namespaces");
+            match max {
+                Some(0) => "user.max_user_namespaces is 0 in this namespace (a container or a sandbox that disables nesting)".to_string(),
+                _ => "the user namespace limit is reached, or this process runs in a sandbox that disables nesting (bwrap --disable-userns)".to_string(),
+            }
+        }
+        libc::EPERM if user => {
+            if read_num("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == Some(1) {
+                "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, e.g. Ubuntu 24.04 and GitHub runners)".to_string()
+            } else if read_num("/proc/sys/kernel/unprivileged_userns_clone") == Some(0) {
+                "kernel.unprivileged_userns_clone is 0".to_string()
+            } else {
+                "a seccomp profile or security module forbids it (Docker's default profile, Kubernetes pods)".to_string()
+            }
+        }
+        libc::EPERM => {
+            "this process lacks CAP_SYS_ADMIN (a container without it, or a seccomp profile)"
+                .to_string()
+        }
+        libc::EINVAL => "the kernel lacks these namespaces".to_string(),
+        _ => "the kernel refused".to_string(),
+    };
+    format!("{name}: {cause}")
+}
+
 fn read() -> Kernel {
     let (euid, egid) = sys::ids();
     // PR_GET_SECCOMP answers 0 when seccomp is built in and we are not yet
     // filtered (a filtered process may still stack filters: 2).
     let seccomp = sys::seccomp_mode().is_some() && exists("/proc/sys/kernel/seccomp/actions_avail");
-    let user_ns = read_num("/proc/sys/user/max_user_namespaces").unwrap_or(0) > 0
-        && read_num("/proc/sys/kernel/unprivileged_userns_clone").unwrap_or(1) != 0;
+    let root = euid == 0;
+    let user = libc::CLONE_NEWUSER as libc::c_ulong;
+    let user_try = sys::probe_clone(user);
+    let ns_try = if !root && user_try.is_err() {
+        user_try
+    } else {
+        sys::probe_clone(jail_flags(root))
+    };
+    let landlock_abi = sys::landlock_abi();
+    let mode = if ns_try.is_ok() {
+        Mode::Namespaces
+    } else if landlock_abi >= NAMESPACE_FREE_ABI && seccomp && subreaper_available() {
+        Mode::NamespaceFree
+    } else {
+        Mode::None
+    };
+    let ns_ok = ns_try.is_ok();
     Kernel {
-        landlock_abi: sys::landlock_abi(),
+        landlock_abi,
         seccomp,
         euid,
         egid,
-        user_ns,
-        pid_ns: exists("/proc/self/ns/pid"),
-        mount_proc: exists("/proc/self/ns/mnt"),
-        ipc_ns: exists("/proc/self/ns/ipc"),
-        net_ns: exists("/proc/self/ns/net"),
+        user_ns: user_try.is_ok(),
+        user_ns_error: user_try.err().map(|e| namespace_failure(e, true)),
+        pid_ns: ns_ok,
+        mount_proc: ns_ok,
+        ipc_ns: ns_ok,
+        net_ns: false,
+        namespaces_error: ns_try.err().map(|e| namespace_failure(e, !root)),
+        mode,
         release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_name_the_errno_and_a_cause() {
+        let m = namespace_failure(libc::ENOSPC, true);
+        assert!(m.starts_with("ENOSPC: "), "{m}");
+        let m = namespace_failure(libc::EPERM, false);
+        assert!(m.contains("CAP_SYS_ADMIN"), "{m}");
+    }
+
+    #[test]
+    fn the_mode_follows_what_could_be_created() {
+        let k = kernel();
+        assert_eq!(k.mode == Mode::Namespaces, k.pid_ns);
+        assert_eq!(k.namespaces_error.is_some(), !k.pid_ns);
     }
 }

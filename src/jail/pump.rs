@@ -105,10 +105,11 @@ pub struct Pumped {
 }
 
 /// Runs until the child behind `pidfd` has exited and both outputs reached
-/// end of file, killing the child at `deadline` or as soon as `cancel` is
+/// end of file, sending it `stop` at `deadline` or as soon as `cancel` is
 /// set (checked every [`cancel::POLL_INTERVAL`]).
 pub fn run(
     pidfd: &OwnedFd,
+    stop: i32,
     stdin: Option<(OwnedFd, Vec<u8>)>,
     out: &mut Sink,
     err: &mut Sink,
@@ -143,13 +144,14 @@ pub fn run(
         if !timed_out && now >= deadline {
             timed_out = true;
             // Killing the first process ends its PID namespace: the kernel
-            // kills every other process in it.
-            let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+            // kills every other process in it; without one, `stop` tells
+            // the call's reaper to kill every descendant.
+            let _ = sys::pidfd_signal(pidfd.as_raw_fd(), stop);
         }
         if !timed_out && !cancelled && exited.is_none() && cancel.is_some_and(Cancel::is_cancelled)
         {
             cancelled = true;
-            let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+            let _ = sys::pidfd_signal(pidfd.as_raw_fd(), stop);
         }
         let timeout = if timed_out || cancelled {
             PollTimeout::from(100u16)

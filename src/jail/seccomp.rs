@@ -85,7 +85,8 @@ pub enum Sockets {
 /// Returns the programs for `network` (`true`: [`Sockets::All`]),
 /// compiled once per process. `deny_metadata` adds the metadata family
 /// ([`metadata_calls`]), for a jail without a mount namespace (no
-/// read-only tree to refuse them).
+/// read-only tree to refuse them), and the host IPC calls
+/// ([`host_ipc_calls`]: no IPC namespace there either).
 pub fn programs(network: bool, deny_metadata: bool) -> Result<&'static Programs, SeccompError> {
     programs_for(
         if network { Sockets::All } else { Sockets::None },
@@ -207,6 +208,34 @@ fn always_denied() -> Vec<libc::c_long> {
 const SYS_SETXATTRAT: libc::c_long = 463;
 const SYS_REMOVEXATTRAT: libc::c_long = 466;
 
+/// System V and POSIX message-queue IPC. A jail without namespaces has no
+/// IPC namespace either (the probe makes both or neither), so these would
+/// reach the host's segments, semaphores and queues — other processes'
+/// memory and a channel out — and are refused there. (POSIX shared memory
+/// and semaphores are files in `/dev/shm`, which Landlock keeps closed.)
+pub fn host_ipc_calls() -> Vec<libc::c_long> {
+    vec![
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmctl,
+        libc::SYS_shmdt,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_mq_open,
+        libc::SYS_mq_unlink,
+        libc::SYS_mq_timedsend,
+        libc::SYS_mq_timedreceive,
+        libc::SYS_mq_notify,
+        libc::SYS_mq_getsetattr,
+    ]
+}
+
 /// The metadata family: every call that changes a file's mode, owner,
 /// times or extended attributes, or watches it. Without a mount namespace
 /// nothing else keeps them off paths the jail may not change (Landlock does
@@ -278,7 +307,9 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Programs, SeccompError
         deny.insert(nr, Vec::new());
     }
     if deny_metadata {
-        for nr in metadata_calls() {
+        // No mount namespace means no namespaces at all here: no IPC
+        // namespace to hide the host's IPC objects either.
+        for nr in metadata_calls().into_iter().chain(host_ipc_calls()) {
             deny.insert(nr, Vec::new());
         }
     }

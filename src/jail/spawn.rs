@@ -8,7 +8,9 @@
 //!
 //! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;
 //! 2. default signal dispositions, empty signal mask;
-//! 3. `setsid` (no controlling terminal);
+//! 3. `setsid` (no controlling terminal); without a PID namespace, the
+//!    process then becomes the call's subreaper and forks the tool, which
+//!    goes on with the steps below (see `fork_under_reaper`);
 //! 4. user namespace id maps (unprivileged supervisor only);
 //! 5. join the call's cgroups (before it can fork);
 //!    then, for a call behind the egress proxy (its own network
@@ -48,7 +50,7 @@ use std::time::Instant;
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
 use super::network::{self as net, NetPlan};
-use super::probe;
+use super::probe::{self, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Programs};
 use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
@@ -89,6 +91,11 @@ pub enum Step {
     Seccomp,
     /// `execve`.
     Exec,
+    /// The call's reaper (namespace-free mode): the subreaper that ends
+    /// every descendant.
+    Reaper,
+    /// Creating the process in its namespaces (`clone`).
+    Namespaces,
     /// Loopback and the proxy listener in the call's network namespace.
     Net,
 }
@@ -98,7 +105,7 @@ impl Step {
         use Step::*;
         [
             Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
-            Seccomp, Exec, Net,
+            Seccomp, Exec, Reaper, Namespaces, Net,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -120,7 +127,34 @@ impl Step {
             Step::Landlock => "applying landlock",
             Step::Seccomp => "installing the seccomp filter",
             Step::Exec => "executing the program",
+            Step::Reaper => "starting the call's reaper (a subreaper that ends every descendant)",
+            Step::Namespaces => "creating the jail's namespaces",
             Step::Net => "setting up the network namespace (loopback, egress proxy listener)",
+        }
+    }
+
+    /// The likely cause of `errno` at this step and what to do about it.
+    pub fn advice(self, errno: i32) -> String {
+        let ns_free = "glovebox uses its namespace-free jail (landlock + seccomp + a subreaper) when its start-up probe finds namespaces unavailable";
+        match (self, errno) {
+            (Step::Namespaces, libc::ENOSPC | libc::EUSERS) => format!(
+                "user.max_user_namespaces is 0 or the limit is reached in this container; raise it (sysctl user.max_user_namespaces=15000), run as root, or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::IdMap | Step::Mount, libc::EPERM | libc::EACCES) => format!(
+                "a security module, seccomp profile or container forbids it (AppArmor's unprivileged user namespace restriction, Docker's default profile, a masked /proc); run as root, allow user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns=0), or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::Reaper, libc::EAGAIN) => {
+                "the process limit is reached; end some processes or raise ulimit -u".into()
+            }
+            (_, libc::ENOMEM) => "the machine is out of memory; retry later".into(),
+            (Step::Cgroup, _) => "the call's cgroup cannot be joined (a hierarchy not delegated to this user); run as root or delegate a cgroup to this user (systemd Delegate=yes)".into(),
+            (Step::Landlock, _) => "the kernel refused the landlock ruleset; use a kernel with landlock enabled (lsm=landlock)".into(),
+            (Step::Seccomp, _) => "the kernel refused the seccomp filter; use a kernel with seccomp filters".into(),
+            (Step::Rlimit, _) => "a resource limit above the hard limit was asked for; lower it in the manifest or the config".into(),
+            (Step::Cwd, _) => "the working directory is missing or not granted; grant it (fs.read) or change it".into(),
+            (Step::Net, _) => "the call's network namespace could not be set up (loopback or the egress proxy's listener); see `glovebox doctor`, or configure direct network (sandbox.direct_network) explicitly".into(),
+            (Step::Reaper, _) => "/proc/thread-self/children or PR_SET_CHILD_SUBREAPER is unavailable; use a kernel with CONFIG_PROC_CHILDREN, or one where namespaces can be created".into(),
+            _ => "see `glovebox doctor` for what this machine enforces".into(),
         }
     }
 }
@@ -152,6 +186,9 @@ struct Prepared {
     private_proc: bool,
     rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     drop_caps: Option<u32>,
+    /// No PID namespace: the first process is a subreaper that forks the
+    /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
+    reaper: bool,
     net: Option<NetHandoff>,
 }
 
@@ -347,27 +384,30 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         None
     };
 
-    // --- namespaces.
+    // --- namespaces, or the namespace-free jail (see `probe::Mode`).
     let root = kernel.euid == 0;
+    let mode = kernel.mode;
     let mut flags: libc::c_ulong = 0;
-    let userns = !root;
-    if userns {
+    let ns_usable = mode == Mode::Namespaces;
+    let userns = ns_usable && !root;
+    enforcement.mode = mode.label().into();
+    if !ns_usable {
         require(
-            kernel.user_ns,
-            "user namespaces (needed without root)",
+            mode == Mode::NamespaceFree,
+            &format!(
+                "process isolation: no namespaces can be created here ({}) and the namespace-free jail needs landlock abi {} and seccomp (found abi {}, seccomp {}); run on a kernel with landlock 6, as root, or where user namespaces are allowed",
+                kernel.namespaces_error.as_deref().unwrap_or("unknown"),
+                probe::NAMESPACE_FREE_ABI,
+                kernel.landlock_abi,
+                if kernel.seccomp { "yes" } else { "no" }
+            ),
             &mut warnings,
         )?;
     }
-    let ns_usable = root || kernel.user_ns;
-    if ns_usable && userns {
+    if userns {
         flags |= libc::CLONE_NEWUSER as libc::c_ulong;
         enforcement.user_namespace = true;
     }
-    require(
-        ns_usable && kernel.pid_ns,
-        "pid namespaces (a call ending whole, no view of other processes)",
-        &mut warnings,
-    )?;
     let pid_ns = ns_usable && kernel.pid_ns;
     if pid_ns {
         flags |= libc::CLONE_NEWPID as libc::c_ulong;
@@ -378,6 +418,18 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWNS as libc::c_ulong;
         enforcement.private_proc = true;
     }
+    // Without a PID namespace a subreaper ends the call whole; it finds
+    // what it inherited in /proc/thread-self/children.
+    let reaper_ok = probe::subreaper_available();
+    if !pid_ns {
+        require(
+            reaper_ok,
+            "a call ending whole (no pid namespace, and no /proc/thread-self/children for a subreaper: a kernel without CONFIG_PROC_CHILDREN)",
+            &mut warnings,
+        )?;
+    }
+    let reaper = !pid_ns && reaper_ok;
+    enforcement.subreaper = reaper;
 
     // --- the filesystem view: the tree in the mount namespace, else
     // seccomp refuses the metadata family for every path.
@@ -391,15 +443,26 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             enforcement.mount_tree = true;
         }
         MetadataGuard::Seccomp => {
+            // The namespace-free jail's own mechanism (Landlock hides the
+            // contents, seccomp refuses the metadata family); elsewhere a
+            // missing tree is a gap.
             require(
-                false,
+                mode == Mode::NamespaceFree,
                 "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are refused by seccomp instead",
                 &mut warnings,
             )?;
             if fs_tree.protected().next().is_some() {
+                let protected: Vec<String> = fs_tree
+                    .protected()
+                    .map(|p| p.display().to_string())
+                    .collect();
                 require(
                     false,
-                    "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants (needs a mount namespace)",
+                    &format!(
+                        "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants need a mount namespace, which this process cannot create ({}); the write grants cover {}: narrow fs.write to directories below them (src/, target/…), allow user namespaces or run as root, or opt into degraded mode",
+                        kernel.namespaces_error.as_deref().unwrap_or("no mount namespace"),
+                        protected.join(", ")
+                    ),
                     &mut warnings,
                 )?;
             }
@@ -433,7 +496,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWIPC as libc::c_ulong;
         enforcement.ipc_namespace = true;
     }
-    let net_plan = net::plan(spec, ns_usable && kernel.net_ns)?;
+    let net_plan = net::plan(spec, ns_usable && probe::net_ns())?;
     match &net_plan {
         NetPlan::Proxied(_) => {
             flags |= libc::CLONE_NEWNET as libc::c_ulong;
@@ -446,13 +509,13 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         ),
         NetPlan::Off => {}
     }
-    if !spec.network && spec.netns {
+    if !spec.network && spec.netns && mode != Mode::NamespaceFree {
         require(
-            ns_usable && kernel.net_ns,
+            ns_usable && probe::net_ns(),
             "network namespaces",
             &mut warnings,
         )?;
-        if ns_usable && kernel.net_ns {
+        if ns_usable && probe::net_ns() {
             flags |= libc::CLONE_NEWNET as libc::c_ulong;
             enforcement.net_namespace = true;
         }
@@ -489,7 +552,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         None => {
             require(
                 false,
-                "a process limit (no pids cgroup, and RLIMIT_NPROC does not bind root)",
+                "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
                 &mut warnings,
             )?;
             enforcement.pids_limit = "none".into();
@@ -587,6 +650,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         private_proc,
         rlimits,
         drop_caps,
+        reaper,
         net: match net_plan {
             NetPlan::Proxied(_) => {
                 let (parent_end, child_end) =
@@ -602,19 +666,34 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             _ => None,
         },
     };
+    // Namespaces the probe could create may still fail in the child (a
+    // container that masks /proc refuses a fresh one): fall back to the
+    // namespace-free jail when it keeps every invariant of this call, or
+    // to a degraded run when the caller opted in.
+    let free_fallback = landlock_ok
+        && kernel.landlock_abi >= probe::NAMESPACE_FREE_ABI
+        && kernel.seccomp
+        && reaper_ok
+        && fs_tree.protected().next().is_none();
     let (pidfd, flags_used) = match launch(&mut prepared, flags) {
         Ok(pidfd) => (pidfd, flags),
         Err((step, errno))
-            if spec.degraded && prepared.net.is_none() && step_is_namespace(step, errno) =>
+            if (spec.degraded || free_fallback)
+                && prepared.net.is_none()
+                && step_is_namespace(step, errno) =>
         {
-            warnings.push(format!(
-                "degraded: namespaces are not available here ({}: {}); the call may not end whole",
-                step.describe(),
-                std::io::Error::from_raw_os_error(errno)
-            ));
+            if spec.degraded {
+                warnings.push(format!(
+                    "degraded: namespaces are not available here ({}: {}: {})",
+                    step.describe(),
+                    sys::errno_name(errno),
+                    std::io::Error::from_raw_os_error(errno)
+                ));
+            }
             prepared.private_proc = false;
             prepared.id_maps = None;
             prepared.tree = None;
+            prepared.reaper = reaper_ok;
             prepared.seccomp = prepared.seccomp_without_tree;
             if fs_tree.protected().next().is_some() {
                 warnings.push(
@@ -629,6 +708,11 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
     };
     if flags_used == 0 {
+        enforcement.mode = if free_fallback {
+            Mode::NamespaceFree.label().into()
+        } else {
+            Mode::None.label().into()
+        };
         enforcement.pid_namespace = false;
         enforcement.private_proc = false;
         enforcement.mount_tree = false;
@@ -640,6 +724,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         enforcement.ipc_namespace = false;
         enforcement.net_namespace = false;
         enforcement.user_namespace = false;
+        enforcement.subreaper = reaper_ok;
     }
     // The child has exec'd: its copies of these are its own now.
     let Prepared {
@@ -687,8 +772,16 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             source,
         }
     })?;
+    // A subreaper ends the tree on SIGTERM; a PID namespace ends with its
+    // first process.
+    let stop = if flags_used & libc::CLONE_NEWPID as libc::c_ulong == 0 {
+        libc::SIGTERM
+    } else {
+        libc::SIGKILL
+    };
     let pumped = pump::run(
         &pidfd,
+        stop,
         stdin_feed,
         &mut out,
         &mut err,
@@ -743,7 +836,7 @@ fn step_is_namespace(step: Step, errno: i32) -> bool {
             errno,
             libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS
         ),
-        Step::IdMap | Step::Mount => true,
+        Step::Namespaces | Step::IdMap | Step::Mount => true,
         _ => false,
     }
 }
@@ -757,8 +850,14 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     p.report_read_end = report_r.as_raw_fd();
     // SAFETY: the child branch calls only `child_main`, which performs
     // async-signal-safe system calls on prepared data and never returns.
-    let forked = unsafe { sys::clone_process(flags) }
-        .map_err(|e| (Step::Parent, e.raw_os_error().unwrap_or(libc::EINVAL)))?;
+    let forked = unsafe { sys::clone_process(flags) }.map_err(|e| {
+        let step = if flags == 0 {
+            Step::Parent
+        } else {
+            Step::Namespaces
+        };
+        (step, e.raw_os_error().unwrap_or(libc::EINVAL))
+    })?;
     let pidfd = match forked {
         Forked::Child => child_main(p),
         Forked::Parent { pidfd, .. } => pidfd,
@@ -825,6 +924,13 @@ fn child_main(p: &mut Prepared) -> ! {
     if let Err(e) = sys::setsid() {
         fail(report, Step::Session, e);
     }
+    // 3b. Without a PID namespace: become the call's reaper; only the
+    // forked tool continues below.
+    if p.reaper {
+        if let Err(e) = fork_under_reaper(report) {
+            fail(report, Step::Reaper, e);
+        }
+    }
     // 4.
     if let Some(m) = &p.id_maps {
         let r = sys::write_file(&m.setgroups, b"deny")
@@ -887,9 +993,22 @@ fn child_main(p: &mut Prepared) -> ! {
     }
     if let Some(fd) = &p.landlock {
         let fd = fd.as_raw_fd();
-        let mut r = Ok(());
+        let mut r;
         if p.private_proc {
             r = sys::landlock_allow_path(fd, PROC, jfs::proc_access_bits());
+        } else {
+            // No private /proc: the tool's own entry and the system-wide
+            // files; every other process's entry stays closed.
+            r = sys::landlock_allow_path(fd, c"/proc/self", jfs::proc_access_bits());
+            for f in jfs::HOST_PROC_FILES {
+                if r.is_err() {
+                    break;
+                }
+                r = match sys::landlock_allow_path(fd, f, jfs::proc_file_bits()) {
+                    Err(libc::ENOENT) => Ok(()),
+                    other => other,
+                };
+            }
         }
         if let Err(e) = r.and_then(|()| sys::landlock_restrict_self(fd)) {
             fail(report, Step::Landlock, e);
@@ -904,6 +1023,58 @@ fn child_main(p: &mut Prepared) -> ! {
     // 12.
     let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
     fail(report, Step::Exec, e)
+}
+
+/// Makes this process the call's reaper and forks the tool under it.
+/// Returns in the tool's process; the reaper itself never returns: it waits
+/// for the tool to end (or for `SIGTERM`: timeout, cancel, the supervisor
+/// gone), then kills every descendant it has inherited — double-forked,
+/// `setsid` daemons included, since orphans reparent to a subreaper — and
+/// exits the way the tool did. The tool cannot signal its reaper: its
+/// Landlock domain scopes signals to the jail.
+fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
+    const WAKE: [i32; 2] = [libc::SIGTERM, libc::SIGCHLD];
+    sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
+    sys::block_signals(&WAKE)?;
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong)?;
+    if sys::pipe_reader_gone(report) {
+        sys::exit_now(127);
+    }
+    let reaper = sys::getpid();
+    // SAFETY: this process is single-threaded (a fresh clone); the child
+    // continues with the same async-signal-safe steps.
+    let tool = unsafe { sys::fork_plain() }?;
+    if tool == 0 {
+        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
+        if sys::getppid() != reaper {
+            sys::exit_now(127);
+        }
+        sys::reset_signals();
+        return Ok(());
+    }
+    // The reaper holds nothing of the call's: the supervisor sees end of
+    // file on the report pipe and the outputs when the tool's side closes.
+    sys::close_from(0);
+    let mut status = None;
+    while status.is_none() {
+        if sys::wait_signal(&WAKE) == libc::SIGTERM {
+            break;
+        }
+        while let Ok(Some((pid, st))) = sys::reap(true) {
+            if pid == tool {
+                status = Some(st);
+            }
+        }
+    }
+    loop {
+        let _ = sys::kill_children();
+        match sys::reap(false) {
+            Ok(Some((pid, st))) if pid == tool && status.is_none() => status = Some(st),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    sys::exit_like(status.unwrap_or(libc::SIGKILL))
 }
 
 /// Mounts a fresh `/proc` (for the child's PID namespace) at `at`.
@@ -959,6 +1130,29 @@ fn enter_tree(plan: &Plan) -> sys::SysResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_up_errors_name_the_step_errno_cause_and_fix() {
+        let e = JailError::child_failed(Step::Namespaces, libc::ENOSPC, Path::new("/bin/true"));
+        let m = e.to_string();
+        assert!(e.is_unavailable(), "{m}");
+        for want in [
+            "creating the jail's namespaces",
+            "ENOSPC",
+            "user.max_user_namespaces",
+            "run as root",
+            "namespace-free",
+        ] {
+            assert!(m.contains(want), "{want:?} missing: {m}");
+        }
+        let m =
+            JailError::child_failed(Step::Cgroup, libc::EACCES, Path::new("/bin/true")).to_string();
+        assert!(m.contains("joining the call's cgroups (EACCES"), "{m}");
+        assert!(m.contains("delegate"), "{m}");
+        let m =
+            JailError::child_failed(Step::Reaper, libc::ENOENT, Path::new("/bin/true")).to_string();
+        assert!(m.contains("subreaper") && m.contains("ENOENT"), "{m}");
+    }
 
     #[test]
     fn child_constants_match_the_tree() {

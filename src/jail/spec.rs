@@ -222,6 +222,11 @@ pub struct Enforcement {
     /// How processes are limited: "cgroup-v1", "cgroup-v2", "rlimit-nproc",
     /// or "none".
     pub pids_limit: String,
+    /// The jail's mode ("namespaces", "namespace-free"; see
+    /// [`super::probe::Mode`]).
+    pub mode: String,
+    /// A subreaper ends the call whole (no PID namespace).
+    pub subreaper: bool,
 }
 
 /// The result of one jailed run.

@@ -68,6 +68,50 @@ pub fn jail_available() -> bool {
     }
 }
 
+/// The jail mode `glovebox doctor --json` reports here ("namespaces" or
+/// "namespace-free"). When `GLOVEBOX_EXPECT_MODE` is set (CI's stage in a
+/// process that cannot create user namespaces sets it), the mode must be
+/// that one: the stage proves it tests what it says.
+pub fn jail_mode() -> &'static str {
+    static CELL: OnceLock<String> = OnceLock::new();
+    let mode = CELL.get_or_init(|| {
+        let out = Command::new(bin())
+            .args(["doctor", "--json"])
+            .output()
+            .expect("run glovebox doctor");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("doctor json");
+        v["kernel"]["mode"]
+            .as_str()
+            .expect("doctor reports the jail mode")
+            .to_string()
+    });
+    if let Ok(want) = std::env::var("GLOVEBOX_EXPECT_MODE") {
+        assert_eq!(
+            mode, &want,
+            "GLOVEBOX_EXPECT_MODE={want} but doctor says {mode}"
+        );
+    }
+    mode
+}
+
+/// True when the jail has no namespaces here (its own guarantees differ
+/// in form: Landlock's EACCES where the mount tree gives ENOENT, the host's
+/// /proc closed instead of a private one).
+pub fn namespace_free() -> bool {
+    jail_mode() == "namespace-free"
+}
+
+/// The namespace-free jail's answer to `network: true` through the proxy:
+/// refused before anything runs (`sandbox_unavailable`, exit 3), naming
+/// the explicit opt-in, and the probe never started.
+pub fn assert_network_refused(r: &Run) {
+    assert_eq!(r.code, Some(3), "{r:#?}");
+    let text = r.json.to_string();
+    assert!(text.contains("sandbox_unavailable"), "{r:#?}");
+    assert!(text.contains("direct_network"), "{r:#?}");
+    assert!(!r.stdout.contains("PROBE-START"), "{r:#?}");
+}
+
 /// The outcome of one `glovebox sandbox --json` call.
 #[derive(Debug)]
 pub struct Run {

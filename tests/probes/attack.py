@@ -189,7 +189,15 @@ def find_canary_env(marker):
     """Look for `marker` in every process environment and cmdline we can see."""
     found = []
     me = str(os.getpid())
-    for d in os.listdir("/proc"):
+    try:
+        pids = os.listdir("/proc")
+        listed = True
+    except OSError:
+        # /proc cannot be listed (Landlock keeps the host's /proc closed in
+        # a jail without a PID namespace): try every pid by number instead.
+        pids = [str(p) for p in range(1, 65536)]
+        listed = False
+    for d in pids:
         # Our own argv holds the marker we were given.
         if not d.isdigit() or d == me:
             continue
@@ -202,6 +210,8 @@ def find_canary_env(marker):
                 pass
     if found:
         escaped("found " + ",".join(found))
+    if not listed:
+        blocked("marker not visible; /proc cannot be listed, pids 1-65535 tried")
     blocked("marker not visible; pids seen: " + ",".join(p for p in os.listdir("/proc") if p.isdigit()))
 
 
@@ -367,6 +377,22 @@ def output(mb):
     out.flush()
 
 
+def sysv_shm(key):
+    """Attach the host's System V shared memory segment `key` and print it."""
+    libc.shmget.restype = ctypes.c_int
+    libc.shmat.restype = ctypes.c_void_p
+    def go():
+        shmid = libc.shmget(ctypes.c_int(int(key)), ctypes.c_size_t(0), ctypes.c_int(0))
+        if shmid < 0:
+            raise OSError(ctypes.get_errno(), "shmget")
+        addr = libc.shmat(ctypes.c_int(shmid), None, ctypes.c_int(0o10000))  # SHM_RDONLY
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "shmat")
+        print("SHM", ctypes.string_at(addr, 64).split(b"\0")[0].decode(errors="replace"), flush=True)
+
+    attempt(go, f"shm {key}")
+
+
 ATTACKS = {
     "tcp": tcp,
     "udp": udp,
@@ -377,6 +403,7 @@ ATTACKS = {
     "packet": packet,
     "io_uring": io_uring,
     "socketpair_ok": socketpair_ok,
+    "sysv_shm": sysv_shm,
     "read": read,
     "listdir": listdir,
     "write": write,
