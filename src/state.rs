@@ -29,7 +29,7 @@
 
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -172,7 +172,12 @@ pub fn project_key(root: &Path) -> String {
 /// The 32-byte secret key of this user's state (created on first use,
 /// mode 0600). Used to MAC the audit log.
 pub fn key() -> Result<Vec<u8>, StateError> {
-    let path = ensure_dir()?.join("audit.key");
+    key_in(&ensure_dir()?)
+}
+
+/// [`key`] of the state directory `dir`.
+fn key_in(dir: &Path) -> Result<Vec<u8>, StateError> {
+    let path = dir.join("audit.key");
     match fs::read(&path) {
         Ok(k) if k.len() == 32 => return Ok(k),
         Ok(_) => {}
@@ -183,25 +188,21 @@ pub fn key() -> Result<Vec<u8>, StateError> {
     fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut k))
         .map_err(io(Path::new("/dev/urandom")))?;
-    // create_new: if another process won the race, use its key.
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &k))
-        .map_err(io(&tmp))?;
-    match fs::hard_link(&tmp, &path) {
-        Ok(()) => {
-            let _ = fs::remove_file(&tmp);
-            Ok(k)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let _ = fs::remove_file(&tmp);
+    // A temporary file of its own (threads of one process race too), put
+    // in place only if no key is there yet: whoever lost the race uses
+    // the winner's key.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".audit.key.")
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)
+        .map_err(io(dir))?;
+    std::io::Write::write_all(&mut tmp, &k).map_err(io(tmp.path()))?;
+    match tmp.persist_noclobber(&path) {
+        Ok(_) => Ok(k),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
             fs::read(&path).map_err(io(&path))
         }
-        Err(e) => Err(io(&path)(e)),
+        Err(e) => Err(io(&path)(e.error)),
     }
 }
 
@@ -253,6 +254,28 @@ pub fn file_sha256(path: &Path) -> Result<String, StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_racing_to_make_the_first_key_all_get_the_same_one() {
+        let d = tempfile::tempdir().unwrap();
+        let keys: Vec<Vec<u8>> = std::thread::scope(|s| {
+            let all: Vec<_> = (0..8).map(|_| s.spawn(|| key_in(d.path()))).collect();
+            all.into_iter()
+                .map(|h| h.join().unwrap().unwrap())
+                .collect()
+        });
+        assert!(keys.iter().all(|k| k.len() == 32 && *k == keys[0]));
+        let names: Vec<_> = fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["audit.key"], "no temporary file is left");
+        let mode = fs::metadata(d.path().join("audit.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 
     fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
         let d = tempfile::tempdir().unwrap();
