@@ -15,202 +15,20 @@
 
 mod common;
 mod runkit;
+mod servekit;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use runkit::*;
 use serde_json::{json, Value};
+use servekit::{request, request_to, Served};
 
 const TOKEN: &str = "s3cret-token";
-
-/// A running `glovebox serve`, killed on drop unless it exited.
-struct Served {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Served {
-    fn start(root: &Path, token: Option<&str>, extra: &[&str]) -> Served {
-        let mut c = Command::new(bin());
-        c.args([
-            "--root",
-            root.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .env_remove("GLOVEBOX_API_TOKEN");
-        if let Some(t) = token {
-            c.env("GLOVEBOX_API_TOKEN", t);
-        }
-        let mut child = c.spawn().expect("start glovebox serve");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("glovebox serve exited before listening")
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("glovebox: serving the HTTP API at http://") {
-                break rest.split('/').next().unwrap().to_string();
-            }
-        };
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for l in lines.map_while(Result::ok) {
-                sink.lock().unwrap().push(l);
-            }
-        });
-        Served { child, addr, log }
-    }
-
-    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-        request(&self.addr, method, path, headers, body)
-    }
-
-    fn get(&self, path: &str) -> Answer {
-        self.request("GET", path, &[], b"")
-    }
-
-    fn post(&self, path: &str, body: &Value) -> Answer {
-        self.request(
-            "POST",
-            path,
-            &[("Content-Type", "application/json")],
-            body.to_string().as_bytes(),
-        )
-    }
-
-    fn terminate(&mut self) {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-    }
-
-    /// Waits (bounded) for the server to exit; its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "glovebox serve did not exit: {:?}",
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One HTTP answer.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    head: String,
-    json: Value,
-}
-
-impl Answer {
-    fn kind(&self) -> &str {
-        self.json["error"]["kind"].as_str().unwrap_or("")
-    }
-
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-        })
-    }
-}
-
-fn dechunk(mut body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let Some(end) = body.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size_line = String::from_utf8_lossy(&body[..end]);
-        let size = usize::from_str_radix(size_line.split(';').next().unwrap().trim(), 16).unwrap();
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&body[end + 2..end + 2 + size]);
-        body = &body[end + 2 + size + 2..];
-    }
-}
-
-/// A raw HTTP/1.1 request (Connection: close) to `addr`.
-fn request(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-    request_to(addr, addr, method, path, headers, body)
-}
-
-/// [`request`] with `Host: host`.
-fn request_to(
-    addr: &str,
-    host: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Answer {
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    // The server may answer (413) before reading all of a large body.
-    let _ = s.write_all(body);
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP answer: {:?}", String::from_utf8_lossy(&raw)));
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let json = serde_json::from_slice(&body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).to_string()));
-    Answer { status, head, json }
-}
 
 fn echo_tool() -> Value {
     let mut m = command_tool(
@@ -306,7 +124,7 @@ fn every_endpoint_without_a_token() {
         return;
     }
     let f = project();
-    let s = Served::start(&f.root, None, &[]);
+    let s = Served::start(&f.root, &[], &[]);
 
     let h = s.get("/healthz");
     assert_eq!(h.status, 200, "{h:?}");
@@ -556,7 +374,7 @@ fn every_endpoint_without_a_token() {
 #[test]
 fn the_token_is_required_when_set() {
     let f = project();
-    let s = Served::start(&f.root, Some(TOKEN), &[]);
+    let s = Served::start(&f.root, &[("GLOVEBOX_API_TOKEN", TOKEN)], &[]);
     // A liveness probe needs no token.
     assert_eq!(s.get("/healthz").status, 200);
     for path in ["/api/v1/tools", "/openapi.json", "/api/v1/tools/usage"] {
@@ -582,7 +400,7 @@ fn the_token_is_required_when_set() {
 #[test]
 fn a_body_over_the_limit_is_413() {
     let f = project();
-    let s = Served::start(&f.root, None, &["--max-body-bytes", "1000"]);
+    let s = Served::start(&f.root, &[], &["--max-body-bytes", "1000"]);
     // Refused on its Content-Length, before the body is read (none is
     // sent here, so the answer cannot be lost to a reset connection).
     let mut raw = TcpStream::connect(&s.addr).unwrap();
@@ -625,7 +443,7 @@ fn the_concurrency_limit_answers_503() {
     let f = project();
     let mut s = Served::start(
         &f.root,
-        None,
+        &[],
         &["--max-concurrent", "2", "--max-queued", "0", "--grace", "0"],
     );
     let addr = s.addr.clone();
@@ -675,7 +493,7 @@ fn shutdown_lets_a_call_finish_within_the_grace_period() {
         return;
     }
     let f = project();
-    let mut s = Served::start(&f.root, None, &["--grace", "30"]);
+    let mut s = Served::start(&f.root, &[], &["--grace", "30"]);
     let m = marker("finish");
     let (addr, body) = (s.addr.clone(), json!({"marker": m, "secs": 2}).to_string());
     let call = std::thread::spawn(move || {
@@ -703,7 +521,7 @@ fn shutdown_kills_a_call_past_the_grace_period() {
         return;
     }
     let f = project();
-    let mut s = Served::start(&f.root, None, &["--grace", "1"]);
+    let mut s = Served::start(&f.root, &[], &["--grace", "1"]);
     let m = marker("killed");
     let (addr, body) = (
         s.addr.clone(),
@@ -747,7 +565,7 @@ fn a_request_past_its_timeout_is_504_and_its_call_is_killed() {
         return;
     }
     let f = project();
-    let s = Served::start(&f.root, None, &["--request-timeout", "2"]);
+    let s = Served::start(&f.root, &[], &["--request-timeout", "2"]);
     let m = marker("timeout");
     let (addr, body) = (
         s.addr.clone(),
@@ -784,7 +602,7 @@ fn a_request_past_its_timeout_is_504_and_its_call_is_killed() {
 #[test]
 fn shutdown_ends_open_mcp_sessions() {
     let f = project();
-    let mut s = Served::start(&f.root, None, &["--grace", "1"]);
+    let mut s = Served::start(&f.root, &[], &["--grace", "1"]);
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}})
@@ -840,21 +658,21 @@ fn an_invoked_tool_is_still_jailed() {
         return;
     }
     let f = project();
-    let s = Served::start(&f.root, None, &[]);
+    let s = Served::start(&f.root, &[], &[]);
     let a = s.post("/api/v1/tools/escaper/invoke", &json!({}));
     assert_eq!(a.status, 200, "{a:?}");
     let out = a.json["output"].as_str().unwrap_or_default();
     assert!(out.contains("PROBE-RAN"), "the probe did not run: {a:?}");
     assert!(out.contains("read denied"), "{a:?}");
     assert!(out.contains("write denied"), "{a:?}");
-    assert!(!a.json.to_string().contains("CANARY-7f3a"), "{a:?}");
+    assert!(!a.body.contains("CANARY-7f3a"), "{a:?}");
     assert!(!f.outside.join("dropped.txt").exists());
 }
 
 #[test]
 fn agent_headers_land_in_the_audit_log_and_forge_nothing() {
     let f = project();
-    let s = Served::start(&f.root, None, &[]);
+    let s = Served::start(&f.root, &[], &[]);
     let a = s.request(
         "POST",
         "/api/v1/tools/nope/invoke",
@@ -940,7 +758,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_off_the_spec() {
     let f = Fixture::new();
     f.tool(&echo_tool());
     f.tool(&escaper(&f.outside));
-    let s = Served::start(&f.root, None, &[]);
+    let s = Served::start(&f.root, &[], &[]);
     let out = Command::new(&st)
         .args([
             "run",
@@ -986,7 +804,7 @@ fn a_foreign_host_gets_no_route() {
         json!({"entrypoint": "touch", "args": ["started/host-marker"]}),
         write_root(),
     ));
-    let s = Served::start(&f.root, None, &[]);
+    let s = Served::start(&f.root, &[], &[]);
     let port = s.addr.rsplit_once(':').unwrap().1.to_string();
     let mcp_init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
@@ -1022,7 +840,7 @@ fn a_foreign_host_gets_no_route() {
                 body,
             );
             assert_eq!(a.status, 421, "{host} {method} {path}: {a:?}");
-            let text = a.json.to_string();
+            let text = &a.body;
             assert!(a.json["error"]["kind"].is_string(), "{host} {path}: {a:?}");
             for leak in ["echo_json", "marker", "sleeper", "serverInfo", "openapi"] {
                 assert!(!text.contains(leak), "{host} {path} leaked {leak}: {text}");

@@ -75,6 +75,10 @@ impl Served {
         request(&self.addr, method, path, headers, body)
     }
 
+    pub fn get(&self, path: &str) -> Answer {
+        self.request("GET", path, &[], b"")
+    }
+
     pub fn post(&self, path: &str, body: &Value) -> Answer {
         self.request(
             "POST",
@@ -93,6 +97,31 @@ impl Served {
             "the server exited: {:?}",
             self.log.lock().unwrap()
         );
+    }
+
+    /// Sends SIGTERM (a graceful stop).
+    pub fn terminate(&mut self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+    }
+
+    /// Waits (bounded) for the server to exit; its exit code.
+    pub fn wait_exit(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "glovebox serve did not exit: {:?}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn child_alive(&self) -> bool {
@@ -233,8 +262,20 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Answer {
+    request_to(addr, addr, method, path, headers, body)
+}
+
+/// [`request`] with `Host: host`.
+pub fn request_to(
+    addr: &str,
+    host: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
     let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
     for (k, v) in headers {
