@@ -1085,6 +1085,9 @@ pub const FIELDS: &[&str] = &[
     "acknowledged",
     "digest",
     "key_id",
+    "egress",
+    "network",
+    "placeholders",
 ];
 
 fn is_key(k: &str) -> bool {

@@ -23,15 +23,21 @@
 //! - [`log`]: each call's connections (host, port, allowed or refused and
 //!   why, bytes each way), for the audit line and the Outcome's warnings.
 //!
-//! Room for placeholder secrets (issue 17): a host that needs one will be
-//! answered by TLS interception in [`forward`] after [`decide`] allowed it;
-//! nothing else changes.
+//! - [`placeholder`]: placeholder secrets (the tool holds a stand-in of
+//!   the same shape, the supervisor the value) and the swapper that trades
+//!   one for the other in a stream;
+//! - [`intercept`]: the connections to a placeholder secret's hosts, read
+//!   after [`decide`] allowed them (HTTPS with a CA made for the call):
+//!   the value goes to those hosts only, every other host is tunnelled
+//!   untouched.
 
 pub mod allow;
 pub mod decide;
 pub mod forward;
+pub mod intercept;
 pub mod listeners;
 pub mod log;
+pub mod placeholder;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;

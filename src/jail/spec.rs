@@ -83,6 +83,19 @@ pub trait Gateway: std::fmt::Debug + Send + Sync {
 /// A running [`Gateway`]; dropping it stops the proxy.
 pub trait Attached: Send {}
 
+/// A file the jail writes into the call's private TMPDIR (its HOME)
+/// before the tool starts, and the variables set to its path (the CA
+/// bundle of a call with placeholder secrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeFile {
+    /// The file name (no `/`).
+    pub name: String,
+    /// Its contents (world-readable: the tool may run as another uid).
+    pub contents: Vec<u8>,
+    /// Variables set to the file's path, after every other one.
+    pub variables: Vec<String>,
+}
+
 /// Everything needed to start one jailed process.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -94,6 +107,8 @@ pub struct Spec {
     /// Extra environment variables (secrets, `--env`), on top of the
     /// minimal base (`PATH`, `HOME`, `TMPDIR`, `LANG`, `TZ`).
     pub env: Vec<(OsString, OsString)>,
+    /// Files written into the private TMPDIR, and the variables naming them.
+    pub home_files: Vec<HomeFile>,
     /// Filesystem access, on top of the profile baseline.
     pub fs: FsAccess,
     /// Paths kept read-only even inside `fs.write` grants (the project's
@@ -140,6 +155,7 @@ impl Spec {
             argv: argv.into_iter().map(Into::into).collect(),
             cwd: PathBuf::from("/"),
             env: Vec::new(),
+            home_files: Vec::new(),
             fs: FsAccess::default(),
             protect: Vec::new(),
             network: false,
