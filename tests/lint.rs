@@ -51,6 +51,8 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("http-with-fs", "httpfs", 23, 0),
     ("http-without-network", "httpnonet", 22, 0),
     ("network-pattern-invalid", "badhost", 21, 1),
+    ("secret-hosts-outside-network", "wronghost", 22, 1),
+    ("secret-without-hosts", "rawtoken", 20, 0),
     ("input-looks-like-secret", "asktoken", 11, 0),
     ("entrypoint-placeholder", "anyprogram", 15, 0),
     ("entrypoint-missing", "noscript", 15, 0),
