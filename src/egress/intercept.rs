@@ -455,13 +455,19 @@ where
     let service = hyper::service::service_fn(move |req| one(x.clone(), sender.clone(), req));
     let server =
         hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(client), service);
-    let server = async {
-        let _ = server.await;
-    };
-    let conn = async {
-        let _ = conn.await;
-    };
-    tokio::join!(server, conn);
+    let mut server = std::pin::pin!(server);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        // The client is done: the upstream connection goes with it.
+        _ = server.as_mut() => {}
+        // The host closed: the request in flight finishes, then the
+        // client's connection closes too, so its next request opens a
+        // new one instead of meeting a dead host.
+        _ = conn.as_mut() => {
+            server.as_mut().graceful_shutdown();
+            let _ = server.await;
+        }
+    }
 }
 
 /// Swaps inside every header value (and the request target).

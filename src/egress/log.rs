@@ -293,6 +293,33 @@ mod tests {
     }
 
     #[test]
+    fn placeholder_uses_are_counted_per_secret_and_host() {
+        let log = Log::default();
+        log.secret_use("T", "api.example.com", 443, Use::Swapped, 2);
+        log.secret_use("T", "api.example.com", 443, Use::Swapped, 1);
+        log.secret_use("T", "api.example.com", 443, Use::Hidden, 1);
+        log.secret_use("T", "evil.example", 80, Use::Refused, 1);
+        log.secret_use("T", "evil.example", 80, Use::Swapped, 0);
+        log.note("a note".into());
+        log.note("a note".into());
+        let uses = log.secret_uses();
+        assert_eq!(uses.len(), 2);
+        assert_eq!(
+            (uses[0].swapped, uses[0].hidden, uses[0].refused),
+            (3, 1, 0)
+        );
+        let json = serde_json::to_string(&uses[1]).unwrap();
+        assert_eq!(
+            json,
+            r#"{"secret":"T","host":"evil.example","port":80,"refused":1}"#
+        );
+        let w = log.secret_warnings();
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0], "a note");
+        assert!(w[1].starts_with("refused use of secret T on evil.example:80"));
+    }
+
+    #[test]
     fn the_log_is_bounded() {
         let log = Log::default();
         for i in 0..(MAX_ENTRIES + 5) {

@@ -469,6 +469,37 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn secrets_with_hosts_become_placeholders_for_the_jail_only() {
+        let permissions: Permissions = serde_json::from_value(json!({
+            "network": {"allow": ["api.example.com:443"]},
+            "secrets": {
+                "HOSTED": {"hosts": ["api.example.com:443"]},
+                "PLAIN": {},
+                "UNSET": {"required": false, "hosts": ["api.example.com"]}
+            }
+        }))
+        .unwrap_or_default();
+        let mut values = IndexMap::new();
+        values.insert("HOSTED".to_string(), "sk-abcdefgh12345678".to_string());
+        values.insert("PLAIN".to_string(), "plainvalue".to_string());
+        let p = placeholders(&permissions, &values).unwrap_or_default();
+        assert_eq!(p.iter().map(|s| s.name()).collect::<Vec<_>>(), ["HOSTED"]);
+        let jail = jail_values(&values, &p);
+        assert_eq!(jail["PLAIN"], "plainvalue");
+        assert_ne!(jail["HOSTED"], values["HOSTED"]);
+        assert_eq!(jail["HOSTED"].len(), values["HOSTED"].len());
+        assert!(jail["HOSTED"].starts_with("sk-"));
+        let bad: Permissions = serde_json::from_value(json!({
+            "secrets": {"HOSTED": {"hosts": ["http://x"]}}
+        }))
+        .unwrap_or_default();
+        assert!(matches!(
+            placeholders(&bad, &values),
+            Err(SecretError::Hosts { .. })
+        ));
+    }
+
+    #[test]
     fn redacts_plain_and_json_escaped_values() {
         let mut s = IndexMap::new();
         s.insert("TOKEN".to_string(), "ab\"cd".to_string());
