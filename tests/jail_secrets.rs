@@ -368,3 +368,57 @@ fn a_secret_without_hosts_is_still_the_value_and_short_values_are_refused() {
     r.assert_failed("secret_missing", 1);
     assert!(r.message().contains("too few for a placeholder"), "{r:#?}");
 }
+
+#[test]
+fn a_python_tool_over_socks5_and_connect_gets_the_same_swap() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    // SOCKS5 by name (curl), then a python tool (urllib through CONNECT).
+    let script = format!(
+        r#"curl -sS --max-time 20 -x socks5h://127.0.0.1:3128 -H "Authorization: Bearer $TOKEN" {}/socks"#,
+        s.named.origin()
+    );
+    s.tool("socks", &script, s.secret());
+    s.run("socks").assert_ok();
+    s.f.file(
+        "fetch.py",
+        &format!(
+            r#"import os, urllib.request
+def fetch():
+    out = []
+    for url in ["{}/py", "{}/py"]:
+        req = urllib.request.Request(url, headers={{"Authorization": "Bearer " + os.environ["TOKEN"]}})
+        out.append(urllib.request.urlopen(req, timeout=20).read().decode())
+    return {{"answers": out, "token": os.environ["TOKEN"]}}
+"#,
+            s.named.origin(),
+            s.other.origin()
+        ),
+    );
+    s.f.tool(&python_tool(
+        "pyfetch",
+        schema(json!({})),
+        json!({"module": "fetch", "function": "fetch"}),
+        json!({
+            "network": {"allow": [hosts_of(&s.named), hosts_of(&s.other)]},
+            "fs": {"read": ["."], "write": []},
+            "secrets": {"TOKEN": s.secret()},
+        }),
+    ));
+    let r = s.run("pyfetch");
+    r.assert_ok();
+    assert_eq!(all_real(&s.named), 2, "{r:#?}");
+    let token = r.output()["token"].as_str().unwrap().to_string();
+    assert_eq!(token.len(), SECRET.len());
+    let other = s.other.only();
+    assert_eq!(
+        other.header("authorization"),
+        Some(&*format!("Bearer {token}"))
+    );
+    assert!(
+        !leaks(&other.raw()) && !leaks(&r.json.to_string()),
+        "{r:#?}"
+    );
+}

@@ -48,6 +48,9 @@ pub use log::{Connection, Log};
 
 use crate::jail;
 
+/// How long connections still open when the call ends may take to finish.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Connections served at once per call; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 256;
 
@@ -127,6 +130,14 @@ impl jail::Gateway for Gateway {
                             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
                         }
                     }
+                    // The tool is gone, so its connections are closing:
+                    // let them finish what they are recording (a refused
+                    // TLS handshake, the last bytes) for a moment, then
+                    // cut what is left.
+                    let _ = tokio::time::timeout(STOP_GRACE, async {
+                        while tasks.join_next().await.is_some() {}
+                    })
+                    .await;
                     tasks.abort_all();
                     while tasks.join_next().await.is_some() {}
                 });
