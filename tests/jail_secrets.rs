@@ -123,7 +123,7 @@ fn leaks(text: &str) -> bool {
 }
 
 #[test]
-fn curl_and_python_send_the_real_token_to_its_host_only() {
+fn curl_python_and_git_send_the_real_token_to_its_host_only() {
     let Some(s) = setup() else { return };
     if refused_without_namespaces(&s) {
         return;
@@ -139,14 +139,24 @@ for url in ["{a}/urllib", "{b}/urllib"]:
     req = urllib.request.Request(url, headers={{"Authorization": "Bearer " + os.environ["TOKEN"]}})
     print(urllib.request.urlopen(req, timeout=20).read().decode())
 EOF
+git -c http.extraHeader="Authorization: Bearer $TOKEN" ls-remote {a}/repo.git >/dev/null 2>&1 || true
 echo TOKEN=$TOKEN
 "#
     );
     s.tool("calls", &script, s.secret());
     let r = s.run("calls");
     r.assert_ok();
-    // Proof it ran: both clients reached each server.
-    assert_eq!(all_real(&s.named), 2, "{r:#?}");
+    // Proof it ran: both clients reached each server, and git (through
+    // GIT_SSL_CAINFO) the named one.
+    assert!(all_real(&s.named) >= 3, "{r:#?}");
+    assert!(
+        s.named
+            .requests()
+            .iter()
+            .any(|q| q.path.starts_with("/repo.git/")),
+        "{:#?}",
+        s.named.requests()
+    );
     let elsewhere = s.other.requests();
     assert_eq!(elsewhere.len(), 2, "{r:#?}");
     let out = r.text();
@@ -179,8 +189,19 @@ echo TOKEN=$TOKEN
         .find(|l| l.contains("TOOL_EXECUTED") && l.contains("placeholders="))
         .unwrap_or_else(|| panic!("no placeholders field: {log}"));
     assert!(line.contains("\"secret\":\"TOKEN\""), "{line}");
-    assert!(line.contains("\"swapped\":2"), "{line}");
-    assert!(line.contains("\"hidden\":2"), "{line}");
+    let count = |key: &str| -> usize {
+        let at = line
+            .find(&format!("\"{key}\":"))
+            .unwrap_or_else(|| panic!("{key}: {line}"));
+        let digits: String = line[at + key.len() + 3..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    let named = s.named.requests().len();
+    assert_eq!(count("swapped"), named, "{line}");
+    assert_eq!(count("hidden"), named, "{line}");
     assert!(!leaks(line) && !line.contains(shown), "{line}");
     let verify = std::process::Command::new(bin())
         .args(["--root", path_str(&s.f.root), "audit", "--verify"])
