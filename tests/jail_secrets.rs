@@ -443,3 +443,45 @@ def fetch():
         "{r:#?}"
     );
 }
+
+#[test]
+fn a_large_body_keeps_its_length_and_gets_the_value_where_it_opted_in() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    // 1 MiB of filler with the placeholder at the start, across the
+    // usual 16 KiB and 64 KiB boundaries and at the very end.
+    let script = format!(
+        r#"python3 - <<'EOF'
+import os, urllib.request
+t = os.environ["TOKEN"].encode()
+body = bytearray(b"x" * (1 << 20))
+for at in (0, 16384 - 7, 65536 - 20, len(body) - len(t)):
+    body[at:at + len(t)] = t
+req = urllib.request.Request("{}/big", data=bytes(body), method="POST")
+print(urllib.request.urlopen(req, timeout=30).status)
+EOF"#,
+        s.named.origin()
+    );
+    s.tool(
+        "upload",
+        &script,
+        json!({"hosts": [hosts_of(&s.named)], "body": true}),
+    );
+    let r = s.run("upload");
+    r.assert_ok();
+    assert_eq!(r.text().trim(), "200", "{r:#?}");
+    let got = s.named.only();
+    assert_eq!(got.body.len(), 1 << 20);
+    let text = String::from_utf8_lossy(&got.body);
+    assert_eq!(
+        text.matches(SECRET).count(),
+        4,
+        "the value at each of the 4 places"
+    );
+    assert_eq!(
+        text.bytes().filter(|b| *b == b'x').count(),
+        (1 << 20) - 4 * SECRET.len()
+    );
+}
