@@ -53,6 +53,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("network-pattern-invalid", "badhost", 21, 1),
     ("secret-hosts-outside-network", "wronghost", 22, 1),
     ("secret-without-hosts", "rawtoken", 20, 0),
+    ("secret-hosts-on-http-tool", "httphosts", 25, 0),
     ("input-looks-like-secret", "asktoken", 11, 0),
     ("entrypoint-placeholder", "anyprogram", 15, 0),
     ("entrypoint-missing", "noscript", 15, 0),

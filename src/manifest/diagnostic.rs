@@ -118,6 +118,9 @@ rules! {
     /// A networked command, python or agent-cli tool handed a secret's
     /// value (no `hosts`): its code can send it anywhere it reaches.
     SecretWithoutHosts = "secret-without-hosts", Warning;
+    /// `hosts` on an http tool's secret: http tools never give a secret
+    /// to code, so it changes nothing there.
+    SecretHostsOnHttpTool = "secret-hosts-on-http-tool", Warning;
     /// A placeholder in `exec.command.entrypoint` lets the caller pick the program.
     EntrypointPlaceholder = "entrypoint-placeholder", Warning;
     /// A relative entrypoint path that does not exist.

@@ -588,9 +588,9 @@ impl Lint<'_> {
     }
 
     /// `secret-hosts-outside-network` (each `permissions.secrets.NAME.hosts`
-    /// entry must parse and lie inside the network allowlist) and
+    /// entry must parse and lie inside the network allowlist),
     /// `secret-without-hosts` (a networked tool that runs code and gets a
-    /// secret's value).
+    /// secret's value) and `secret-hosts-on-http-tool`.
     fn secret_hosts(&mut self, doc: &Document) {
         let Some(secrets) = doc
             .value
@@ -633,6 +633,21 @@ impl Lint<'_> {
                 }
                 continue;
             };
+            if !runs_code {
+                self.report(
+                    Rule::SecretHostsOnHttpTool,
+                    doc.positions.key(&yaml::pointer_of([
+                        "permissions",
+                        "secrets",
+                        name,
+                        "hosts",
+                    ])),
+                    format!(
+                        "`hosts` of secret {name} changes nothing on an http tool: glovebox sends the request itself and its code never holds the value; remove it"
+                    ),
+                );
+                continue;
+            }
             for (i, item) in hosts.iter().enumerate() {
                 let Some(text) = item.as_str() else { continue };
                 let pointer =
