@@ -100,6 +100,7 @@ pub mod export;
 pub mod footprint;
 pub mod import;
 pub mod jail;
+pub mod kind;
 pub mod manifest;
 pub mod migrate;
 pub mod policy;

@@ -59,6 +59,7 @@ pub use spec::{
     PROXY_URL,
 };
 
+use crate::kind::ErrorKind;
 use spawn::Step;
 
 /// Why a jailed run could not happen.
@@ -182,5 +183,23 @@ impl JailError {
             self,
             JailError::Unavailable { .. } | JailError::Fs(fs::FsError::Unsupported { .. })
         )
+    }
+
+    /// The Outcome's error kind for this failure: the parameters when
+    /// they make the command line too long for the kernel, the kernel
+    /// when it cannot enforce the jail, the manifest when its program
+    /// cannot run, else glovebox itself.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            JailError::Exec { source, .. } if source.raw_os_error() == Some(libc::E2BIG) => {
+                ErrorKind::InputInvalid
+            }
+            _ if self.is_unavailable() => ErrorKind::SandboxUnavailable,
+            JailError::NotFound { .. } | JailError::ExecDenied { .. } | JailError::Exec { .. } => {
+                ErrorKind::ManifestInvalid
+            }
+            JailError::InvalidSpec { .. } => ErrorKind::InputInvalid,
+            _ => ErrorKind::Internal,
+        }
     }
 }
