@@ -555,14 +555,6 @@ impl Engine {
         let policy = Policy::for_tool(&self.project.root, m, config)
             .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))?;
-        crate::state::ensure_not_exposed(&policy.fs_access()).map_err(|e| {
-            Box::new(Outcome::failure(
-                name,
-                ErrorKind::ManifestInvalid,
-                run::error_chain(&e),
-                json!({}),
-            ))
-        })?;
         let inputs: Vec<String> = m.input_names().map(String::from).collect();
         let bindings = Bindings {
             params: &params,

@@ -176,7 +176,7 @@ fn a_jailed_tool_cannot_approve_a_tool_or_touch_glovebox_state() {
         json!({"fs": {"read": [p.state.parent().unwrap().to_str().unwrap()]}}),
     ));
     let r = p.run("greedy", &[]);
-    r.assert_failed("manifest_invalid", 2);
+    r.assert_failed("permission_exceeds_ceiling", 1);
     assert!(r.message().contains("state directory"), "{r:#?}");
 }
 
