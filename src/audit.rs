@@ -82,6 +82,11 @@ impl AuditError {
     pub fn written(&self) -> bool {
         matches!(self, AuditError::NotDurable { .. })
     }
+
+    /// The Outcome's error kind: the call cannot be recorded.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::AuditUnavailable
+    }
 }
 
 /// The current time, RFC 3339 UTC with seconds.

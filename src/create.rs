@@ -75,6 +75,40 @@ pub enum CreateError {
     Approval(#[from] approval::ApprovalError),
 }
 
+impl CreateError {
+    /// The Outcome's error kind, the same on MCP (`glee_tool_create`)
+    /// and HTTP (`POST`/`DELETE /api/v1/tools`).
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        match self {
+            CreateError::ExceedsCeiling { .. } | CreateError::NotCreated { .. } => {
+                crate::kind::ErrorKind::PermissionExceedsCeiling
+            }
+            CreateError::NotFound { .. } => crate::kind::ErrorKind::ToolNotFound,
+            CreateError::InvalidName { .. }
+            | CreateError::InvalidDefinition { .. }
+            | CreateError::Lint { .. }
+            | CreateError::Exists { .. }
+            | CreateError::Config => crate::kind::ErrorKind::ManifestInvalid,
+            CreateError::Io { .. }
+            | CreateError::State(_)
+            | CreateError::Audit(_)
+            | CreateError::Approval(_) => crate::kind::ErrorKind::Internal,
+        }
+    }
+
+    /// Structured details for the failure's `details`: what exceeds the
+    /// ceiling, or the lint diagnostics.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            CreateError::ExceedsCeiling { excess } => serde_json::json!({"excess": excess}),
+            CreateError::Lint { diagnostics } => {
+                serde_json::json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
+            }
+            _ => serde_json::json!({}),
+        }
+    }
+}
+
 /// The ceiling used when the config names none: no network, read the
 /// project, write nothing, no secrets.
 pub fn default_ceiling() -> MaxPermissions {

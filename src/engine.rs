@@ -124,15 +124,18 @@ pub struct Engine {
 }
 
 fn project_failure(name: &str, e: &ProjectError) -> Box<Outcome> {
-    let (kind, details) = match e {
-        ProjectError::ToolNotFound { .. } => (ErrorKind::ToolNotFound, json!({})),
-        ProjectError::ToolInvalid { diagnostics, .. } => (
-            ErrorKind::ManifestInvalid,
-            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()}),
-        ),
-        _ => (ErrorKind::ManifestInvalid, json!({})),
+    let details = match e {
+        ProjectError::ToolInvalid { diagnostics, .. } => {
+            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
+        }
+        _ => json!({}),
     };
-    Box::new(Outcome::failure(name, kind, run::error_chain(e), details))
+    Box::new(Outcome::failure(
+        name,
+        e.kind(),
+        run::error_chain(e),
+        details,
+    ))
 }
 
 impl Engine {
@@ -216,14 +219,8 @@ impl Engine {
         if let Some(s) = cache.get(&m.name) {
             return Ok(s.clone());
         }
-        let s = Schemas::compile(&m.inputs.schema, m.outputs.schema.as_ref()).map_err(|e| {
-            Outcome::failure(
-                &m.name,
-                ErrorKind::ManifestInvalid,
-                e.to_string(),
-                json!({}),
-            )
-        })?;
+        let s = Schemas::compile(&m.inputs.schema, m.outputs.schema.as_ref())
+            .map_err(|e| Outcome::failure(&m.name, e.kind(), e.to_string(), json!({})))?;
         let s = Arc::new(s);
         cache.insert(m.name.clone(), s.clone());
         Ok(s)
@@ -975,19 +972,14 @@ impl Job<'_> {
 fn policy_failure(name: &str, e: &PolicyError) -> Box<Outcome> {
     Box::new(Outcome::failure(
         name,
-        ErrorKind::ManifestInvalid,
+        e.kind(),
         run::error_chain(e),
         json!({}),
     ))
 }
 
 fn template_failure(name: &str, e: &TemplateError) -> Box<Outcome> {
-    Box::new(Outcome::failure(
-        name,
-        ErrorKind::ManifestInvalid,
-        e.to_string(),
-        json!({}),
-    ))
+    Box::new(Outcome::failure(name, e.kind(), e.to_string(), json!({})))
 }
 
 /// Longest string parameter the audit log records verbatim.

@@ -62,3 +62,165 @@ impl ErrorKind {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind as K;
+    use std::io;
+    use std::path::PathBuf;
+
+    fn os(errno: i32) -> io::Error {
+        io::Error::from_raw_os_error(errno)
+    }
+
+    /// Every module's error says its own kind; this is the one table of
+    /// error → kind the CLI, MCP and HTTP all show.
+    #[test]
+    fn each_error_maps_to_one_kind() {
+        use crate::builtin::confine::ConfineError;
+        use crate::create::CreateError;
+        use crate::jail::JailError;
+        use crate::manifest::project::ProjectError;
+        use crate::policy::PolicyError;
+        use crate::proxy::ProxyError;
+        use crate::run::python::PythonError;
+        use crate::run::StartError;
+        use crate::state::StateError;
+        use crate::template::TemplateError;
+
+        let exposed = || StateError::Exposed {
+            path: PathBuf::from("/"),
+            state: PathBuf::from("/s"),
+        };
+        let table: Vec<(K, K)> = vec![
+            // The jail and its one door.
+            (
+                JailError::Unavailable {
+                    feature: "landlock".into(),
+                }
+                .kind(),
+                K::SandboxUnavailable,
+            ),
+            (
+                JailError::NotFound {
+                    program: "x".into(),
+                }
+                .kind(),
+                K::ManifestInvalid,
+            ),
+            (
+                JailError::ExecDenied {
+                    program: "x".into(),
+                    source: os(libc::EACCES),
+                }
+                .kind(),
+                K::ManifestInvalid,
+            ),
+            (
+                JailError::Exec {
+                    program: "x".into(),
+                    source: os(libc::E2BIG),
+                }
+                .kind(),
+                K::InputInvalid,
+            ),
+            (
+                JailError::InvalidSpec {
+                    message: "x".into(),
+                }
+                .kind(),
+                K::InputInvalid,
+            ),
+            (
+                JailError::Wait {
+                    source: os(libc::EINTR),
+                }
+                .kind(),
+                K::Internal,
+            ),
+            (exposed().kind(), K::PermissionExceedsCeiling),
+            (
+                StartError::from(exposed()).kind(),
+                K::PermissionExceedsCeiling,
+            ),
+            (StateError::NoLocation.kind(), K::Internal),
+            // What a manifest asks for.
+            (
+                ProjectError::ToolNotFound {
+                    name: "x".into(),
+                    hint: String::new(),
+                }
+                .kind(),
+                K::ToolNotFound,
+            ),
+            (ProjectError::ConfigInvalid.kind(), K::ManifestInvalid),
+            (
+                PolicyError::OutsideAllowed {
+                    what: "cwd",
+                    path: PathBuf::from("/x"),
+                }
+                .kind(),
+                K::ManifestInvalid,
+            ),
+            (PythonError::NoPython.kind(), K::ManifestInvalid),
+            (
+                TemplateError::Unknown { name: "x".into() }.kind(),
+                K::ManifestInvalid,
+            ),
+            (
+                TemplateError::DotSegment { name: "x".into() }.kind(),
+                K::InputInvalid,
+            ),
+            // The built-ins' confinement.
+            (
+                ConfineError::Empty { param: "path" }.kind(),
+                K::InputInvalid,
+            ),
+            (
+                ConfineError::Outside { path: "..".into() }.kind(),
+                K::PermissionExceedsCeiling,
+            ),
+            // Agent-created tools (MCP and HTTP alike).
+            (
+                CreateError::ExceedsCeiling { excess: vec![] }.kind(),
+                K::PermissionExceedsCeiling,
+            ),
+            (
+                CreateError::NotCreated { name: "x".into() }.kind(),
+                K::PermissionExceedsCeiling,
+            ),
+            (
+                CreateError::NotFound { name: "x".into() }.kind(),
+                K::ToolNotFound,
+            ),
+            (
+                CreateError::Exists { name: "x".into() }.kind(),
+                K::ManifestInvalid,
+            ),
+            (CreateError::Config.kind(), K::ManifestInvalid),
+            (CreateError::from(exposed()).kind(), K::Internal),
+            // The audit log and http requests.
+            (
+                crate::audit::AuditError::Io {
+                    path: PathBuf::from("/x"),
+                    source: os(libc::ENOSPC),
+                }
+                .kind(),
+                K::AuditUnavailable,
+            ),
+            (ProxyError::Timeout { ms: 1 }.kind(), K::Timeout),
+            (ProxyError::TooLarge { limit: 1 }.kind(), K::ResourceLimit),
+            (ProxyError::Runtime(os(libc::EMFILE)).kind(), K::Internal),
+            (
+                ProxyError::Scheme {
+                    scheme: "ftp".into(),
+                }
+                .kind(),
+                K::HttpError,
+            ),
+        ];
+        for (row, (got, want)) in table.into_iter().enumerate() {
+            assert_eq!(got, want, "row {row}");
+        }
+    }
+}

@@ -47,6 +47,14 @@ pub enum PolicyError {
     Profile(#[from] jail::profile::ProfileError),
 }
 
+impl PolicyError {
+    /// The Outcome's error kind: the manifest asks for what cannot be
+    /// granted.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
+}
+
 /// What one tool's jail allows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Policy {

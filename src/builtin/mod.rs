@@ -172,11 +172,7 @@ fn text<'p>(params: &'p Map<String, Value>, key: &str) -> &'p str {
 
 /// The Outcome for a refused path.
 fn refused(tool: &str, e: &confine::ConfineError) -> Outcome {
-    let kind = match e {
-        confine::ConfineError::Empty { .. } => ErrorKind::InputInvalid,
-        _ => ErrorKind::PermissionExceedsCeiling,
-    };
-    Outcome::failure(tool, kind, e.to_string(), json!({}))
+    Outcome::failure(tool, e.kind(), e.to_string(), json!({}))
 }
 
 /// The manifest shared by the built-ins: a command run in the jail (the

@@ -101,6 +101,16 @@ pub enum ProjectError {
     },
 }
 
+impl ProjectError {
+    /// The Outcome's error kind: no such tool, or an unusable project.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        match self {
+            ProjectError::ToolNotFound { .. } => crate::kind::ErrorKind::ToolNotFound,
+            _ => crate::kind::ErrorKind::ManifestInvalid,
+        }
+    }
+}
+
 impl Project {
     /// Finds the root (`--root` or the nearest `.glee/` above the working
     /// directory) and loads it.

@@ -247,6 +247,18 @@ pub enum ProxyError {
     },
 }
 
+impl ProxyError {
+    /// The Outcome's error kind: a limit, glovebox itself, or the request.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        match self {
+            ProxyError::Timeout { .. } => crate::kind::ErrorKind::Timeout,
+            ProxyError::TooLarge { .. } => crate::kind::ErrorKind::ResourceLimit,
+            ProxyError::Runtime(_) => crate::kind::ErrorKind::Internal,
+            _ => crate::kind::ErrorKind::HttpError,
+        }
+    }
+}
+
 /// Sends `req` and reads the final response (see the module doc).
 pub fn send(req: Request, opts: &Options) -> Result<Response, ProxyError> {
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -129,9 +129,11 @@ pub enum HttpError {
 }
 
 impl HttpError {
-    fn kind(&self) -> ErrorKind {
+    /// The Outcome's error kind: the call's values, the manifest, or
+    /// glovebox.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            HttpError::Template(t) if t.is_input_error() => ErrorKind::InputInvalid,
+            HttpError::Template(t) => t.kind(),
             HttpError::UrlUnset { .. }
             | HttpError::BadUrl { .. }
             | HttpError::OriginChanged { .. }
@@ -373,38 +375,28 @@ fn excerpt(redact: &Redactor, body: &[u8]) -> String {
 
 fn proxy_failure(tool: &str, e: &ProxyError, timeout_ms: u64) -> Outcome {
     let message = crate::run::error_chain(e);
-    let (kind, details) = match e {
-        ProxyError::Timeout { ms } => (
-            ErrorKind::Timeout,
-            json!({"limit": "timeout", "timeout_ms": ms}),
-        ),
-        ProxyError::TooLarge { limit } => (
-            ErrorKind::ResourceLimit,
-            json!({"limit": "response_bytes", "max_response_bytes": limit}),
-        ),
+    let details = match e {
+        ProxyError::Timeout { ms } => json!({"limit": "timeout", "timeout_ms": ms}),
+        ProxyError::TooLarge { limit } => {
+            json!({"limit": "response_bytes", "max_response_bytes": limit})
+        }
         ProxyError::CrossOriginRedirect {
             status, location, ..
         }
         | ProxyError::SecretRedirect {
             status, location, ..
-        } => (
-            ErrorKind::HttpError,
-            json!({"status": status, "location": location, "redirect": "cross_origin"}),
-        ),
+        } => json!({"status": status, "location": location, "redirect": "cross_origin"}),
         ProxyError::Guard { host, source } => {
             let addr = match source {
                 proxy::GuardError::Forbidden { addr, .. }
                 | proxy::GuardError::Private { addr, .. } => addr.to_string(),
             };
-            (
-                ErrorKind::HttpError,
-                json!({"guard": "ssrf", "host": host, "address": addr}),
-            )
+            json!({"guard": "ssrf", "host": host, "address": addr})
         }
-        ProxyError::Runtime(_) => (ErrorKind::Internal, json!({})),
-        _ => (ErrorKind::HttpError, json!({"timeout_ms": timeout_ms})),
+        ProxyError::Runtime(_) => json!({}),
+        _ => json!({"timeout_ms": timeout_ms}),
     };
-    Outcome::failure(tool, kind, message, details)
+    Outcome::failure(tool, e.kind(), message, details)
 }
 
 /// Runs one call of http tool `m` (see the module doc). Never panics;

@@ -45,6 +45,14 @@ pub enum PythonError {
     },
 }
 
+impl PythonError {
+    /// The Outcome's error kind: the manifest names a python that
+    /// cannot be used.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
+}
+
 /// How one component of a dotted module name is found in the tool's cwd.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {

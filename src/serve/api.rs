@@ -226,33 +226,25 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
 
 /// A create or delete failure as a [`Problem`].
 pub fn create_problem(e: &CreateError) -> Problem {
-    let (status, kind) = match e {
-        CreateError::ExceedsCeiling { .. } => {
-            (StatusCode::FORBIDDEN, ErrorKind::PermissionExceedsCeiling)
+    // The kind and details are the error's own (as on MCP); the status
+    // tells HTTP clients apart the cases that share a kind.
+    let status = match e {
+        CreateError::ExceedsCeiling { .. } | CreateError::NotCreated { .. } => {
+            StatusCode::FORBIDDEN
         }
-        CreateError::NotCreated { .. } => {
-            (StatusCode::FORBIDDEN, ErrorKind::PermissionExceedsCeiling)
-        }
-        CreateError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorKind::ToolNotFound),
+        CreateError::NotFound { .. } => StatusCode::NOT_FOUND,
         CreateError::InvalidName { .. } | CreateError::InvalidDefinition { .. } => {
-            (StatusCode::BAD_REQUEST, ErrorKind::ManifestInvalid)
+            StatusCode::BAD_REQUEST
         }
-        CreateError::Lint { .. } => (StatusCode::UNPROCESSABLE_ENTITY, ErrorKind::ManifestInvalid),
-        CreateError::Exists { .. } => (StatusCode::CONFLICT, ErrorKind::ManifestInvalid),
-        CreateError::Config => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorKind::ManifestInvalid,
-        ),
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, ErrorKind::Internal),
+        CreateError::Lint { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        CreateError::Exists { .. } => StatusCode::CONFLICT,
+        CreateError::Config
+        | CreateError::Io { .. }
+        | CreateError::State(_)
+        | CreateError::Audit(_)
+        | CreateError::Approval(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    let details = match e {
-        CreateError::ExceedsCeiling { excess } => json!({"excess": excess}),
-        CreateError::Lint { diagnostics } => {
-            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
-        }
-        _ => json!({}),
-    };
-    Problem::new(status, kind, crate::run::error_chain(e)).details(details)
+    Problem::new(status, e.kind(), crate::run::error_chain(e)).details(e.details())
 }
 
 /// The API's routes over `live` (the guard and limits are added by
