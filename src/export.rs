@@ -141,12 +141,13 @@ pub enum ExportError {
         source: serde_json::Error,
     },
     /// `--out` could not be written.
-    #[error("cannot write {path:?}: {source}; check that its directory exists and is writable")]
+    #[error("cannot write {path:?}: {error}; check that its directory exists and is writable")]
     Write {
         /// The file.
         path: std::path::PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, before the advice, so not a
+        /// `source()` too).
+        error: std::io::Error,
     },
 }
 
@@ -286,9 +287,9 @@ pub fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), ExportErro
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
     };
-    let err = |source| ExportError::Write {
+    let err = |error| ExportError::Write {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
     tmp.write_all(text.as_bytes()).map_err(err)?;

@@ -91,10 +91,10 @@ pub enum MigrateError {
         reason: String,
     },
     /// YAML rendering failed.
-    #[error("cannot render the v2 manifest: {0}")]
+    #[error("cannot render the v2 manifest")]
     Emit(#[from] YamlError),
     /// A filesystem operation failed.
-    #[error("failed to {action} {path:?}: {source}")]
+    #[error("failed to {action} {path:?}")]
     Io {
         /// What was being done.
         action: &'static str,

@@ -40,7 +40,7 @@ pub enum PolicyError {
     #[error(transparent)]
     Python(#[from] crate::run::python::PythonError),
     /// `permissions.network.allow` holds a pattern that does not parse.
-    #[error("permissions.network: {0}")]
+    #[error("permissions.network")]
     Network(#[from] crate::egress::PatternError),
     /// The sandbox profiles are broken.
     #[error(transparent)]

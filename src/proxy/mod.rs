@@ -165,7 +165,7 @@ pub enum ProxyError {
         addr: SocketAddr,
     },
     /// The guard refused every address of the host.
-    #[error("{host}: {source}")]
+    #[error("{host}")]
     Guard {
         /// The host.
         host: String,

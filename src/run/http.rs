@@ -83,7 +83,7 @@ pub enum HttpError {
         verb: &'static str,
     },
     /// The expanded URL does not parse.
-    #[error("the expanded URL is not valid: {source}")]
+    #[error("the expanded URL is not valid")]
     BadUrl {
         /// Why.
         source: url::ParseError,
@@ -115,7 +115,7 @@ pub enum HttpError {
         name: String,
     },
     /// The body could not be encoded.
-    #[error("cannot encode the request body: {0}")]
+    #[error("cannot encode the request body")]
     Body(#[from] serde_json::Error),
     /// The TLS configuration failed.
     #[error(transparent)]
@@ -433,7 +433,8 @@ fn call(
     redact: &Redactor,
 ) -> Outcome {
     let name = &m.name;
-    let fail = |e: HttpError| Outcome::failure(name, e.kind(), e.to_string(), json!({}));
+    let fail =
+        |e: HttpError| Outcome::failure(name, e.kind(), crate::run::error_chain(&e), json!({}));
     let (req, secret_query_keys) = match request(m, exec, b) {
         Ok(r) => r,
         Err(e) => return fail(e),
