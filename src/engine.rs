@@ -36,6 +36,14 @@ pub struct Caller {
     pub id: String,
     /// The caller approved this call now (`--yes`, or a y/N prompt).
     pub approved: bool,
+    /// The caller can approve one call itself (`glovebox run --yes`, or
+    /// its y/N prompt): the CLI, on the user's own terminal. A refusal
+    /// for want of approval then names that way too.
+    pub approves_once: bool,
+    /// The caller prints the Outcome, warnings included, on glovebox's
+    /// own stderr (`glovebox run` without `--json`), so the engine does
+    /// not say its audit failures there a second time.
+    pub prints_to_stderr: bool,
     /// Where declared secrets are read from.
     pub secrets: SecretSource,
     /// Stops the call's jailed process tree when cancelled (an MCP client's
@@ -305,6 +313,10 @@ impl Engine {
     ) {
         outcome.duration_ms = started.elapsed().as_millis() as u64;
         if let Err(e) = self.log_call(name, params, caller, outcome, record.call_id, record.extra) {
+            if outcome.kind() == Some(ErrorKind::AuditUnavailable) {
+                // The Outcome already says the call has no record.
+                return;
+            }
             let message = if e.written() {
                 format!(
                     "the call was written to the audit log but not made durable: {}",
@@ -316,7 +328,9 @@ impl Engine {
                     run::error_chain(&e)
                 )
             };
-            eprintln!("glovebox: {}: {message}", audit::client_label(name));
+            if !caller.prints_to_stderr {
+                eprintln!("glovebox: {}: {message}", audit::client_label(name));
+            }
             outcome.warnings.push(message);
         }
     }
@@ -513,7 +527,7 @@ impl Engine {
                 format!(
                     "tool `{name}` requires approval ({}){voided}; approve it with `glovebox approve {name}`{} (approvals of {})",
                     m.approval.reason.as_deref().unwrap_or("no reason given"),
-                    if caller.id == "cli" {
+                    if caller.approves_once {
                         format!(", or this one call with `glovebox run {name} --yes`")
                     } else {
                         String::new()
@@ -837,14 +851,18 @@ impl Intent<'_> {
         let why = run::error_chain(&e);
         if config.audit == AuditMode::BestEffort {
             let w = format!("the call's intent could not be recorded in the audit log (audit: best_effort, so it ran): {why}");
-            eprintln!("glovebox: {}: {w}", self.name);
+            if !self.caller.prints_to_stderr {
+                eprintln!("glovebox: {}: {w}", self.name);
+            }
             self.warnings.borrow_mut().push(w);
             return Ok(());
         }
-        eprintln!(
-            "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
-            self.name
-        );
+        if !self.caller.prints_to_stderr {
+            eprintln!(
+                "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
+                self.name
+            );
+        }
         Err(Box::new(Outcome::failure(
             self.name,
             ErrorKind::AuditUnavailable,

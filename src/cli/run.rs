@@ -168,6 +168,7 @@ fn confirm_write(engine: &Engine, name: &str, params: &Value) -> bool {
     };
     let caller = Caller {
         id: "cli".into(),
+        approves_once: true,
         ..Caller::default()
     };
     let surface = glovebox::surface::for_writes(engine.project());
@@ -216,6 +217,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         approved: args.yes
             || (!engine.is_approved(&args.name) && ask_approval(&engine, &args.name))
             || confirm_write(&engine, &args.name, &params),
+        approves_once: true,
+        prints_to_stderr: !args.json,
         secrets: SecretSource::Environment,
         cancel: None,
         ..Caller::default()
