@@ -120,10 +120,33 @@ fn rfc3339(secs: u64) -> String {
     )
 }
 
+/// The names of the audit log's events (a line's type). Everything that
+/// writes or reads a line names its event through these.
+pub mod event {
+    /// A call's intent, written and synced before it starts anything.
+    pub const TOOL_STARTED: &str = "TOOL_STARTED";
+    /// A call's result.
+    pub const TOOL_EXECUTED: &str = "TOOL_EXECUTED";
+    /// A call, creation or deletion refused (`reason=`).
+    pub const TOOL_DENIED: &str = "TOOL_DENIED";
+    /// An agent created a tool.
+    pub const TOOL_CREATED: &str = "TOOL_CREATED";
+    /// An agent deleted a tool it created.
+    pub const TOOL_DELETED: &str = "TOOL_DELETED";
+    /// A person approved a tool.
+    pub const TOOL_APPROVED: &str = "TOOL_APPROVED";
+    /// A write to the log was interrupted before its end.
+    pub const AUDIT_INTERRUPTED: &str = "AUDIT_INTERRUPTED";
+    /// The log's end no longer matched its head when a line was added.
+    pub const AUDIT_BREAK: &str = "AUDIT_BREAK";
+    /// A person acknowledged the damage (`audit --reseal`).
+    pub const AUDIT_RESEALED: &str = "AUDIT_RESEALED";
+}
+
 /// One event to log: its type and `key=value` fields, in order.
 #[derive(Debug, Clone)]
 pub struct Event {
-    /// `TOOL_CREATED`, `TOOL_APPROVED`, `TOOL_EXECUTED`, `TOOL_DENIED`, …
+    /// One of [`event`]'s names.
     pub kind: &'static str,
     /// Fields; values are written as they are (callers keep them on one
     /// line and redacted).
@@ -139,6 +162,29 @@ pub struct Entry {
     pub event: String,
     /// Fields in order (without `mac`).
     pub fields: Vec<(String, String)>,
+}
+
+impl Entry {
+    /// The value of field `key`, if the line has it.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the line records a call's end: its result
+    /// ([`event::TOOL_EXECUTED`]), or its refusal for want of an
+    /// approval ([`event::TOOL_DENIED`] `reason=approval_required`), not
+    /// a refused creation or deletion.
+    pub fn is_call_result(&self) -> bool {
+        self.event == event::TOOL_EXECUTED
+            || (self.event == event::TOOL_DENIED
+                && self
+                    .fields
+                    .iter()
+                    .any(|(k, v)| k == "reason" && v == "approval_required"))
+    }
 }
 
 /// What `verify` found.
@@ -456,7 +502,7 @@ impl Log {
                     file.set_len(keep).map_err(|e| self.io(e))?;
                     use sha2::Digest;
                     events.push(Event {
-                        kind: "AUDIT_INTERRUPTED",
+                        kind: event::AUDIT_INTERRUPTED,
                         fields: vec![
                             ("bytes", bytes.len().to_string()),
                             ("sha256", hex::encode(Sha256::digest(&bytes))),
@@ -475,7 +521,7 @@ impl Log {
                 let lines = count_lines(&mut file).map_err(|e| self.io(e))?;
                 let close = !text.is_empty() && !text.ends_with('\n');
                 events.push(Event {
-                    kind: "AUDIT_BREAK",
+                    kind: event::AUDIT_BREAK,
                     fields: vec![
                         (
                             "expected_lines",
@@ -738,7 +784,7 @@ impl Log {
         let chain = walk(&key, &key_id(&key), &text).problems;
         let chain_text: Vec<String> = chain.iter().map(|(_, p)| p.clone()).collect();
         let event = Event {
-            kind: "AUDIT_RESEALED",
+            kind: event::AUDIT_RESEALED,
             fields: vec![
                 ("by", client_label(by)),
                 ("problems", before.problems.len().to_string()),
@@ -959,15 +1005,12 @@ fn unfinished_calls(text: &str) -> Vec<String> {
     let mut finished = std::collections::HashSet::new();
     for (i, line) in text.lines().enumerate() {
         let Some(e) = parse(line) else { continue };
-        let field = |k: &str| {
-            e.fields
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.clone())
+        let Some(id) = e.field("call").map(String::from) else {
+            continue;
         };
-        let Some(id) = field("call") else { continue };
-        if e.event == "TOOL_STARTED" {
-            started.push((i + 1, id, field("name").unwrap_or_default(), e.ts.clone()));
+        if e.event == event::TOOL_STARTED {
+            let name = e.field("name").unwrap_or_default().to_string();
+            started.push((i + 1, id, name, e.ts.clone()));
         } else {
             finished.insert(id);
         }

@@ -223,7 +223,7 @@ pub fn create(
     let log = audit::Log::for_project(root)?;
     let deny = |reason: &str, detail: String| {
         let _ = log.append(&Event {
-            kind: "TOOL_DENIED",
+            kind: audit::event::TOOL_DENIED,
             fields: vec![
                 ("name", audit::client_label(name)),
                 ("creator", creator.to_string()),
@@ -363,7 +363,7 @@ pub fn create(
     approval::Store::open(root)?.revoke(name)?;
     let perms = serde_json::to_string(&manifest.permissions).unwrap_or_default();
     log.append(&Event {
-        kind: "TOOL_CREATED",
+        kind: audit::event::TOOL_CREATED,
         fields: vec![
             ("name", name.to_string()),
             ("creator", creator.to_string()),
@@ -410,7 +410,7 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
             return Err(CreateError::NotFound { name: name.into() });
         }
         log.append(&Event {
-            kind: "TOOL_DENIED",
+            kind: audit::event::TOOL_DENIED,
             fields: vec![
                 ("name", audit::client_label(name)),
                 ("caller", deleter.to_string()),
@@ -435,7 +435,7 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
     save_registry(root, &registry)?;
     approval::Store::open(root)?.revoke(name)?;
     log.append(&Event {
-        kind: "TOOL_DELETED",
+        kind: audit::event::TOOL_DELETED,
         fields: vec![("name", name.to_string()), ("caller", deleter.to_string())],
     })?;
     Ok(())

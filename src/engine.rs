@@ -392,7 +392,7 @@ impl Engine {
         let params = params.to_string();
         let event = match outcome.kind() {
             Some(ErrorKind::ApprovalRequired) => audit::Event {
-                kind: "TOOL_DENIED",
+                kind: audit::event::TOOL_DENIED,
                 fields: vec![
                     ("name", audit::client_label(name)),
                     ("params", params),
@@ -426,7 +426,7 @@ impl Engine {
                 fields.extend(extra);
                 fields.push(("caller", caller.id.clone()));
                 audit::Event {
-                    kind: "TOOL_EXECUTED",
+                    kind: audit::event::TOOL_EXECUTED,
                     fields,
                 }
                 .with_client(caller)
@@ -830,7 +830,7 @@ impl Intent<'_> {
     /// which case it goes on with a warning.
     fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
         let event = audit::Event {
-            kind: "TOOL_STARTED",
+            kind: audit::event::TOOL_STARTED,
             fields: vec![
                 ("name", audit::client_label(self.name)),
                 ("call", self.id.to_string()),

@@ -674,13 +674,7 @@ pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
     entries
         .into_iter()
         .rev()
-        .filter(|e| {
-            e.event == "TOOL_EXECUTED"
-                || (e.event == "TOOL_DENIED"
-                    && e.fields
-                        .iter()
-                        .any(|(k, v)| k == "reason" && v == "approval_required"))
-        })
+        .filter(audit::Entry::is_call_result)
         .filter_map(|e| {
             let mut rec = Map::new();
             rec.insert("ts".into(), json!(audit::display(&e.ts)));

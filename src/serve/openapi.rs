@@ -235,7 +235,7 @@ fn schema_usage() -> Value {
         "required": ["ts", "type", "tool"],
         "properties": {
             "ts": {"type": "string", "description": "RFC 3339, UTC."},
-            "type": {"enum": ["TOOL_EXECUTED", "TOOL_DENIED"]},
+            "type": {"enum": [crate::audit::event::TOOL_EXECUTED, crate::audit::event::TOOL_DENIED]},
             "tool": {"type": "string"},
             "status": {"enum": ["success", "error"]},
             "kind": {"type": "string"},
