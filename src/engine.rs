@@ -103,16 +103,14 @@ fn cancelled_outcome(outcome: &mut Outcome, why: Cancelled) {
     }
 }
 
-impl audit::Event {
-    /// The event with the caller's `agent_id` / `project_id`, when given.
-    fn with_client(mut self, caller: &Caller) -> Self {
-        if let Some(a) = &caller.agent_id {
-            self.fields.push(("agent_id", audit::client_label(a)));
+impl Caller {
+    /// Who the call's audit lines name.
+    fn who(&self) -> audit::Who<'_> {
+        audit::Who {
+            caller: &self.id,
+            agent_id: self.agent_id.as_deref(),
+            project_id: self.project_id.as_deref(),
         }
-        if let Some(p) = &caller.project_id {
-            self.fields.push(("project_id", audit::client_label(p)));
-        }
-        self
     }
 }
 
@@ -391,51 +389,23 @@ impl Engine {
         let log = audit::Log::for_project(&self.project.root)?;
         let params = params.to_string();
         let event = match outcome.kind() {
-            Some(ErrorKind::ApprovalRequired) => audit::Event {
-                kind: audit::event::TOOL_DENIED,
-                fields: vec![
-                    ("name", audit::client_label(name)),
-                    ("params", params),
-                    ("reason", "approval_required".into()),
-                    ("caller", caller.id.clone()),
-                ],
+            Some(ErrorKind::ApprovalRequired) => {
+                audit::Event::call_unapproved(name, call_id, params, caller.who())
             }
-            .with_client(caller),
-            kind => {
-                let mut fields = vec![
-                    ("name", audit::client_label(name)),
-                    ("params", params),
-                    (
-                        "status",
-                        if outcome.ok { "success" } else { "error" }.to_string(),
-                    ),
-                ];
-                if let Some(k) = kind {
-                    fields.push((
-                        "kind",
-                        serde_json::to_value(k)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default(),
-                    ));
-                }
-                fields.push(("duration_ms", outcome.duration_ms.to_string()));
-                if let Some(keys) = self.env_keys(name, caller) {
-                    fields.push(("envKeys", keys));
-                }
-                fields.extend(extra);
-                fields.push(("caller", caller.id.clone()));
-                audit::Event {
-                    kind: audit::event::TOOL_EXECUTED,
-                    fields,
-                }
-                .with_client(caller)
-            }
+            kind => audit::Event::call_result(
+                audit::CallResult {
+                    name,
+                    call: call_id,
+                    params,
+                    ok: outcome.ok,
+                    kind,
+                    duration_ms: outcome.duration_ms,
+                    env_keys: self.env_keys(name, caller),
+                    extra,
+                },
+                caller.who(),
+            ),
         };
-        let mut event = event;
-        if let Some(id) = call_id {
-            event.fields.insert(1, ("call", id.to_string()));
-        }
         log.append(&event)
     }
 
@@ -829,16 +799,12 @@ impl Intent<'_> {
     /// (`audit_unavailable`), unless `config.audit` is `best_effort`, in
     /// which case it goes on with a warning.
     fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
-        let event = audit::Event {
-            kind: audit::event::TOOL_STARTED,
-            fields: vec![
-                ("name", audit::client_label(self.name)),
-                ("call", self.id.to_string()),
-                ("params", self.params.to_string()),
-                ("caller", self.caller.id.clone()),
-            ],
-        }
-        .with_client(self.caller);
+        let event = audit::Event::call_started(
+            self.name,
+            self.id,
+            &self.params.to_string(),
+            self.caller.who(),
+        );
         let result = audit::Log::for_project(&self.engine.project.root)
             .and_then(|log| log.append_durable(&event));
         let Err(e) = result else {
