@@ -711,47 +711,9 @@ impl Engine {
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
         spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
         let returns = exec.returns;
-        job.execute(
-            spec,
-            &interpreter.program,
-            |r, redact| match python::reply(&r.stdout) {
-                Some(python::Reply::Returned(v)) => {
-                    Finished::Output(redact.value(match (returns, v) {
-                        (crate::manifest::model::Format::Text, Value::String(s)) => {
-                            Value::String(s)
-                        }
-                        (crate::manifest::model::Format::Text, other) => {
-                            Value::String(other.to_string())
-                        }
-                        (_, v) => v,
-                    }))
-                }
-                Some(python::Reply::Raised {
-                    kind,
-                    message,
-                    traceback,
-                }) => Finished::Failed(Outcome::failure(
-                    name,
-                    ErrorKind::PythonException,
-                    format!("{kind}: {message}"),
-                    json!({"type": kind, "message": message, "traceback": traceback}),
-                )),
-                None => match r.status {
-                    jail::Status::Exited(0) => Finished::Failed(Outcome::failure(
-                        name,
-                        ErrorKind::Internal,
-                        "the python shim returned no result",
-                        json!({}),
-                    )),
-                    status => Finished::Failed(run::exit_failure(
-                        name,
-                        status,
-                        &redact.text(&String::from_utf8_lossy(&r.stderr)),
-                        &[0],
-                    )),
-                },
-            },
-        )
+        job.execute(spec, &interpreter.program, |r, redact| {
+            python::read(name, returns, r, redact)
+        })
     }
 }
 

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use super::{ErrorKind, Finished, Outcome, Redactor};
 use crate::jail::spawn::JAIL_PATH;
+use crate::jail::{JailResult, Status};
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{Format, PythonExec};
 
@@ -307,6 +309,44 @@ pub fn reply(stdout: &[u8]) -> Option<Reply> {
         message: s("message"),
         traceback: s("traceback"),
     })
+}
+
+/// Reads a finished call from the shim's reply: the function's value
+/// (as text when the tool returns text), its exception
+/// (`python_exception`), or, when the shim wrote nothing, how the
+/// process ended. Secrets are redacted from the value.
+pub fn read(tool: &str, returns: Format, r: &JailResult, redact: &Redactor) -> Finished {
+    match reply(&r.stdout) {
+        Some(Reply::Returned(v)) => Finished::Output(redact.value(match (returns, v) {
+            (Format::Text, Value::String(s)) => Value::String(s),
+            (Format::Text, other) => Value::String(other.to_string()),
+            (_, v) => v,
+        })),
+        Some(Reply::Raised {
+            kind,
+            message,
+            traceback,
+        }) => Finished::Failed(Outcome::failure(
+            tool,
+            ErrorKind::PythonException,
+            format!("{kind}: {message}"),
+            json!({"type": kind, "message": message, "traceback": traceback}),
+        )),
+        None => match r.status {
+            Status::Exited(0) => Finished::Failed(Outcome::failure(
+                tool,
+                ErrorKind::Internal,
+                "the python shim returned no result",
+                json!({}),
+            )),
+            status => Finished::Failed(super::exit_failure(
+                tool,
+                status,
+                &redact.text(&String::from_utf8_lossy(&r.stderr)),
+                &[0],
+            )),
+        },
+    }
 }
 
 #[cfg(test)]
