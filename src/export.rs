@@ -316,7 +316,7 @@ mod tests {
         let doc = export(&project, Target::Mcp).unwrap();
         let served: Vec<Value> = catalog::tools(&project)
             .into_iter()
-            .filter(|t| !catalog::is_builtin(&t.name))
+            .filter(|t| !catalog::is_meta_tool(&t.name))
             .map(|t| serde_json::to_value(t).unwrap())
             .collect();
         assert_eq!(doc["tools"], Value::Array(served));

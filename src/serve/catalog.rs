@@ -37,19 +37,19 @@ pub enum CatalogError {
 
 /// Whether `name` is one of the `glee_*` tools (a project tool of that
 /// name is reachable through `glee_tool` only).
-pub fn is_builtin(name: &str) -> bool {
+pub fn is_meta_tool(name: &str) -> bool {
     matches!(name, GLEE_TOOL | GLEE_TOOLS_LIST | GLEE_TOOL_CREATE)
 }
 
 /// Every tool the server offers: the `glee_*` tools first, then the
 /// project's tools by name.
 pub fn tools(project: &Project) -> Vec<Tool> {
-    let mut all = builtins();
+    let mut all = meta_tools();
     all.extend(
         project
             .tools
             .iter()
-            .filter(|t| !is_builtin(&t.name))
+            .filter(|t| !is_meta_tool(&t.name))
             .map(|t| tool(&t.manifest)),
     );
     all
@@ -128,7 +128,11 @@ fn closed(mut schema: JsonObject) -> JsonObject {
     schema
 }
 
-fn builtins() -> Vec<Tool> {
+/// The meta-tools (`glee_tool`, `glee_tools_list`, `glee_tool_create`):
+/// glovebox's own MCP tools about the project's tools. Not to be confused
+/// with the built-in file tools of [`crate::builtin`], which are project
+/// tools like any other.
+fn meta_tools() -> Vec<Tool> {
     let mut run = object_schema(json!({
         "name": {"type": "string", "description": "The tool's name (its directory under .glee/tools/)"},
         "params": {"type": "object", "description": "The tool's parameters, as its inputs.schema describes them"}

@@ -175,7 +175,7 @@ impl Server {
                     "approval_required": true,
                     "approve_with": format!("glovebox approve {}", c.name),
                 });
-                Ok(reply::builtin(&answer, answer.clone()))
+                Ok(reply::meta_answer(&answer, answer.clone()))
             }
             Err(e) => Ok(reply::create_failure(&e)),
         }
@@ -275,7 +275,7 @@ impl ServerHandler for Server {
         let result = match request.name.as_ref() {
             GLEE_TOOLS_LIST => {
                 let list = json!({"tools": catalog::summaries(self.live.engine().project())});
-                Ok(reply::builtin(&list, list.clone()))
+                Ok(reply::meta_answer(&list, list.clone()))
             }
             GLEE_TOOL => match (args.get("name"), args.get("params")) {
                 (

@@ -80,7 +80,7 @@ pub fn checked_outcome(o: &Outcome, declares_output_schema: bool) -> CallToolRes
 
 /// A successful JSON answer of a `glee_*` tool: `text` as the text block
 /// (what the seed documents) and `structured` as `structuredContent`.
-pub fn builtin(text: &Value, structured: Value) -> CallToolResult {
+pub fn meta_answer(text: &Value, structured: Value) -> CallToolResult {
     let mut r = CallToolResult::success(vec![Content::text(json_text(text))]);
     r.structured_content = Some(structured);
     r
