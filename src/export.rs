@@ -7,7 +7,7 @@
 //! | `openai` | `{"type":"function","function":{name, description, parameters}}` | array |
 //! | `openai-responses` | `{"type":"function", name, description, parameters, strict: false}` | array |
 //! | `anthropic` | `{name, description, input_schema[, input_examples]}` | array |
-//! | `mcp` | the tool of [`crate::serve::catalog::tool`] (what `tools/list` serves) | `{"tools": [...]}` |
+//! | `mcp` | the tool of [`crate::serve::mcp::catalog::tool`] (what `tools/list` serves) | `{"tools": [...]}` |
 //!
 //! `parameters` / `input_schema` / `inputSchema` is the manifest's
 //! `inputs.schema` unchanged; `input_examples` are the `examples[].params`.
@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use crate::manifest::model::Manifest;
 use crate::manifest::project::Project;
-use crate::serve::catalog;
+use crate::serve::mcp::catalog;
 
 /// A client format `glovebox export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,10 +11,10 @@
 //! | `POST /api/v1/tools/discover` | rescan `.glee/tools/` |
 //! | `GET /api/v1/tools/usage` | recent calls, from the audit log |
 //! | `GET /healthz` | liveness |
-//! | `GET /openapi.json` | [`super::openapi::document`] |
+//! | `GET /openapi.json` | [`openapi::document`] |
 //!
 //! Every call goes through [`crate::engine::Engine::call`] on a thread of
-//! its own ([`super::call::Calls::run`]), as MCP's do: validation,
+//! its own ([`crate::serve::call::Calls::run`]), as MCP's do: validation,
 //! approval, secrets, the jail and the audit log are decided there. An
 //! HTTP caller never approves anything (like MCP). `X-Agent-ID` and
 //! `X-Project-ID` land in the call's audit entry, made safe by
@@ -30,6 +30,8 @@
 //! (`internal` with `details.cancelled`). The body is the Outcome in every
 //! case.
 
+pub mod openapi;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -44,9 +46,9 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::live::Live;
-use super::problem::{json_response, Problem};
-use super::{limits, openapi};
+use crate::serve::live::Live;
+use crate::serve::problem::{json_response, Problem};
+use crate::serve::limits;
 use crate::audit;
 use crate::create::{self, CreateError};
 use crate::engine::Caller;
@@ -248,7 +250,7 @@ pub fn create_problem(e: &CreateError) -> Problem {
 }
 
 /// The API's routes over `live` (the guard and limits are added by
-/// [`super::http::router`]). `/healthz` and `/openapi.json` come
+/// [`crate::serve::http::router`]). `/healthz` and `/openapi.json` come
 /// separately from [`open_routes`], outside the concurrency limit.
 pub fn routes(live: Arc<Live>, usage_scan_bytes: u64) -> Router {
     // At most this many usage reads at once, each of at most
@@ -472,7 +474,7 @@ async fn invoke(
         )
         .await;
     match outcome {
-        Ok(o) if super::call::is_busy(&o) => {
+        Ok(o) if crate::serve::call::is_busy(&o) => {
             let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &o);
             r.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
