@@ -1,15 +1,15 @@
 //! The MCP tool catalog: each manifest of the project as its own MCP tool
 //! (name, description, `inputSchema` = `inputs.schema`, `outputSchema` when
 //! `outputs.schema` is an object schema, hints derived from the
-//! permissions), plus the three `glee_*` tools of the Glee seed, paginated
-//! with opaque cursors.
+//! permissions; [`crate::export::mcp_tool`], shared with `glovebox export`),
+//! plus the three `glee_*` tools of the Glee seed, paginated with opaque
+//! cursors.
 
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
-use crate::manifest::model::Manifest;
 use crate::manifest::project::Project;
 
 /// `glee_tool {name, params}`: runs any tool of the project by name.
@@ -50,7 +50,7 @@ pub fn tools(project: &Project) -> Vec<Tool> {
             .tools
             .iter()
             .filter(|t| !is_meta_tool(&t.name))
-            .map(|t| tool(&t.manifest)),
+            .map(|t| crate::export::mcp_tool(&t.manifest)),
     );
     all
 }
@@ -84,34 +84,6 @@ fn decode_cursor(cursor: &str) -> Option<usize> {
     let bytes = hex::decode(cursor).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     text.strip_prefix(CURSOR_PREFIX)?.parse().ok()
-}
-
-/// A manifest as an MCP tool.
-pub fn tool(m: &Manifest) -> Tool {
-    let input = match &m.inputs.schema {
-        Value::Object(o) => o.clone(),
-        _ => object_schema(json!({})),
-    };
-    let mut t = Tool::new(m.name.clone(), m.description.clone(), Arc::new(input))
-        .with_annotations(annotations(m));
-    if let Some(Value::Object(o)) = &m.outputs.schema {
-        if o.get("type") == Some(&json!("object")) {
-            t = t.with_raw_output_schema(Arc::new(o.clone()));
-        }
-    }
-    t
-}
-
-/// Hints from the permissions: read-only when nothing is writable and the
-/// network is off, open-world with the network, destructive when anything
-/// is writable. Hints only: the jail enforces the permissions themselves.
-pub fn annotations(m: &Manifest) -> ToolAnnotations {
-    let p = &m.permissions;
-    let writes = !p.fs.write.is_empty();
-    ToolAnnotations::new()
-        .read_only(!writes && !p.network.enabled())
-        .destructive(writes)
-        .open_world(p.network.enabled())
 }
 
 fn object_schema(properties: Value) -> JsonObject {

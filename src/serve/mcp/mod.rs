@@ -50,10 +50,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, Service, ServiceExt};
 use serde_json::{json, Value};
 
 use super::call::Progress;
-use catalog::{GLEE_TOOL, GLEE_TOOLS_LIST, GLEE_TOOL_CREATE};
 use super::live::Live;
 use crate::engine::Caller;
 use crate::run::SecretSource;
+use catalog::{GLEE_TOOL, GLEE_TOOLS_LIST, GLEE_TOOL_CREATE};
 
 /// Errors running the stdio server.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +126,7 @@ impl Server {
                 .tools
                 .iter()
                 .find(|t| t.name == name)
-                .is_some_and(|t| catalog::tool(&t.manifest).output_schema.is_some());
+                .is_some_and(|t| crate::export::mcp_tool(&t.manifest).output_schema.is_some());
         let progress = ctx.meta.get_progress_token().map(|token| Progress {
             peer: ctx.peer.clone(),
             token,
