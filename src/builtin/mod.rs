@@ -42,8 +42,9 @@ use crate::manifest::project::{Origin, Tool};
 use crate::manifest::yaml::Position;
 use crate::run::{ErrorKind, Outcome};
 
-/// The names of every built-in, sorted.
-pub const NAMES: [&str; 3] = [list_files::NAME, read_file::NAME, write_file::NAME];
+/// The names of every built-in, sorted: the names `.glee/config.yml`'s
+/// `builtins:` accepts.
+pub const NAMES: [&str; 3] = crate::manifest::config::BUILTINS;
 
 /// What a built-in call needs from the engine.
 #[derive(Debug, Clone, Copy)]
