@@ -113,9 +113,7 @@ impl Project {
 /// all of `.glee/`), stays detected after more calls, until a reseal.
 #[test]
 fn a_cut_log_fails_verify_even_after_further_calls_until_resealed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     type Damage = fn(&Project);
     let cases: [(&str, Damage); 4] = [
         ("trimmed", |p| {
@@ -171,9 +169,7 @@ fn a_cut_log_fails_verify_even_after_further_calls_until_resealed() {
 /// as long as those lines do not change again.
 #[test]
 fn a_reseal_acknowledges_only_the_damage_it_saw() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     for w in ["a", "b", "c"] {
         p.mark(w).assert_ok();
@@ -202,9 +198,7 @@ fn a_reseal_acknowledges_only_the_damage_it_saw() {
 /// not run; `audit: best_effort` runs it with a warning.
 #[test]
 fn an_unwritable_log_or_head_refuses_the_call() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("first").assert_ok();
     // The log.
@@ -245,9 +239,7 @@ fn an_unwritable_log_or_head_refuses_the_call() {
 /// `--verify` lists it as unfinished (not as tampering).
 #[test]
 fn a_call_killed_mid_way_leaves_its_intent_unfinished() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("before").assert_ok();
     let mut child = Command::new(bin())
@@ -284,9 +276,7 @@ fn a_call_killed_mid_way_leaves_its_intent_unfinished() {
 /// interrupted, never as tampering, and the next call repairs them.
 #[test]
 fn interrupted_writes_are_not_tampering() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("a").assert_ok();
     // A crash after the line was written, before the head moved.
@@ -330,9 +320,7 @@ fn interrupted_writes_are_not_tampering() {
 /// progress for tampering.
 #[test]
 fn verify_during_calls_sees_no_tampering() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("first").assert_ok();
     std::thread::scope(|s| {
@@ -359,9 +347,7 @@ fn verify_during_calls_sees_no_tampering() {
 /// run, and no half line is left behind; the log still verifies.
 #[test]
 fn a_full_disk_refuses_the_call_and_leaves_no_half_line() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("a").assert_ok();
     let before = std::fs::read(p.log_path()).unwrap();

@@ -201,20 +201,6 @@ fn zombie_children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Polls `check` until it returns true or `limit` passes.
-fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn no_inputs() -> Value {
     schema(json!({}))
 }
@@ -235,9 +221,7 @@ fn calls_wanted() -> usize {
 
 #[test]
 fn many_parallel_calls_leak_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     const IN_FLIGHT: usize = 8;
     let total = calls_wanted();
     let warmup = 200.min(total / 4);
@@ -331,9 +315,7 @@ fn many_parallel_calls_leak_nothing() {
 
 #[test]
 fn killing_the_server_mid_call_leaves_no_jailed_process() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("server-kill");
     let f = Fixture::new();
     // The tool and a setsid'd grandchild both sleep with the marker in
@@ -381,9 +363,7 @@ fn fault_project() -> Fixture {
 
 #[test]
 fn a_tool_killed_by_a_signal_is_an_exit_code_error() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("signal");
     let f = fault_project();
     // A real fault (not kill(2): the jail's first process is the init of
@@ -429,9 +409,7 @@ fn a_tool_killed_by_a_signal_is_an_exit_code_error() {
 
 #[test]
 fn a_tool_closing_stdout_early_gives_a_clean_result() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("close-stdout");
     let f = fault_project();
     // Writes, closes stdout, keeps running a while, then exits 0.
@@ -470,9 +448,7 @@ fn a_tool_closing_stdout_early_gives_a_clean_result() {
 
 #[test]
 fn a_tool_that_never_reads_its_stdin_gives_a_clean_result() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fault_project();
     // A python tool gets its request on stdin. This "venv" interpreter
     // never reads it: it says it ran, then either exits or sleeps, while
@@ -509,9 +485,7 @@ fn a_tool_that_never_reads_its_stdin_gives_a_clean_result() {
 
 #[test]
 fn deleting_the_tool_dir_mid_call_gives_a_clean_result() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fault_project();
     f.tool(&command_tool(
         "vanish",

@@ -352,9 +352,7 @@ fn stdio_lists_tools_in_pages() {
 
 #[test]
 fn stdio_calls_tools() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     scenario(&py, &stdio(&f), "call", None);
@@ -362,9 +360,7 @@ fn stdio_calls_tools() {
 
 #[test]
 fn stdio_create_notifies_list_changed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     scenario(&py, &stdio(&f), "create", None);
@@ -372,9 +368,7 @@ fn stdio_create_notifies_list_changed() {
 
 #[test]
 fn stdio_cancel_kills_the_call() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     let m = marker("mcp-cancel");
@@ -384,9 +378,7 @@ fn stdio_cancel_kills_the_call() {
 
 #[test]
 fn http_lists_and_calls_tools() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     let s = Served::start(&f, "127.0.0.1:0", None);
@@ -396,9 +388,7 @@ fn http_lists_and_calls_tools() {
 
 #[test]
 fn http_create_and_cancel() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     let s = Served::start(&f, "127.0.0.1:0", None);
@@ -465,9 +455,7 @@ fn serve_refuses_a_public_address_without_a_token() {
 /// glee_tool_create and after a manifest written to disk (on 2026-07-28
 /// through `subscriptions/listen`).
 fn changes_with_mcp2(mode: &str, http: bool) {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python2() else { return };
     let f = project();
     let served = http.then(|| Served::start(&f, "127.0.0.1:0", None));
@@ -510,9 +498,7 @@ fn mcp2_legacy_mode_http_gets_list_changes_ping_and_caller() {
 /// transport shares one bound, so all 40 run (24 wait for a slot, none is
 /// refused below the queue's default of 64) and no more than 16 at once.
 fn forty_calls_under_a_bound_of_16(mode: &str, http: bool) {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python2() else { return };
     let f = project();
     let bound = ["--max-concurrent", "16"];

@@ -195,9 +195,7 @@ fn mcp_http_bad_tool_names_are_refused_and_the_server_goes_on() {
 /// once as busy. The same flags over HTTP give the same answers.
 #[test]
 fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let st = state_env(&f);
     let limits = ["--max-concurrent", "1", "--max-queued", "1"];
@@ -288,9 +286,7 @@ fn mcp_sessions_are_capped_oldest_first() {
 /// message said once; the output limit's message states the limit.
 #[test]
 fn an_overlong_argument_is_input_invalid_and_the_output_limit_is_stated() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     f.tool(&command_tool(
         "loud",
@@ -330,9 +326,7 @@ fn an_overlong_argument_is_input_invalid_and_the_output_limit_is_stated() {
 /// one whose client went away as `cancelled`; neither as `internal`.
 #[test]
 fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let st = state_env(&f);
     let s = Served::start(&f.root, &envs(&st), &["--request-timeout", "1"]);
