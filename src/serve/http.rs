@@ -46,10 +46,10 @@ use sha2::{Digest, Sha256};
 
 use super::limits::{self, Limits};
 use super::live::Live;
+use super::mcp::compat;
 use super::mcp::sessions::BoundedSessions;
 use super::mcp::Server;
 use super::problem::Problem;
-use super::mcp::compat;
 use super::{api, shutdown};
 use crate::run::ErrorKind;
 

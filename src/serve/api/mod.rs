@@ -46,15 +46,15 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::live::Live;
-use crate::serve::problem::{json_response, Problem};
-use crate::serve::limits;
 use crate::audit;
 use crate::create::{self, CreateError};
 use crate::engine::Caller;
 use crate::manifest::model::{Format, Kind, Manifest};
 use crate::manifest::project::{Origin, Tool};
 use crate::run::{ErrorKind, Outcome, SecretSource};
+use crate::serve::limits;
+use crate::serve::live::Live;
+use crate::serve::problem::{json_response, Problem};
 
 /// The header naming the calling agent.
 pub const AGENT_HEADER: &str = "x-agent-id";

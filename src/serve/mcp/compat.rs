@@ -28,10 +28,10 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::{json, Value};
 
 use super::sessions::BoundedSessions;
+use crate::run::ErrorKind;
 use crate::serve::http::is_loopback_origin;
 use crate::serve::limits;
 use crate::serve::problem::Problem;
-use crate::run::ErrorKind;
 
 /// The session header of the Streamable HTTP transport.
 const SESSION_HEADER: &str = "mcp-session-id";
