@@ -706,7 +706,7 @@ pub fn load(
                 },
                 secrets: IndexMap::new(),
             };
-            let excess = crate::create::excess(root, &asked, ceiling);
+            let excess = super::ceiling::excess(root, &asked, ceiling);
             if !excess.is_empty() {
                 loaded.diagnostics.push(diagnostic(
                     Rule::ExceedsCeiling,
