@@ -180,10 +180,11 @@ impl Engine {
         }
     }
 
-    /// An engine over an already loaded project.
+    /// An engine over an already loaded project, with the built-ins its
+    /// config enables ([`crate::builtin::add_to`]).
     pub fn new(project: Project) -> Engine {
         Engine {
-            project,
+            project: crate::builtin::add_to(project),
             schemas: Mutex::new(HashMap::new()),
         }
     }
@@ -583,8 +584,8 @@ impl Engine {
             .security
             .max_permissions
             .clone()
-            .unwrap_or_else(crate::create::default_ceiling);
-        let excess = crate::create::excess(root, &tool.manifest, &ceiling);
+            .unwrap_or_else(crate::manifest::ceiling::default_ceiling);
+        let excess = crate::manifest::ceiling::excess(root, &tool.manifest, &ceiling);
         if excess.is_empty() {
             return Ok(());
         }

@@ -145,7 +145,7 @@ struct Plan {
 /// Migrates the v1 tools `opts` selects under `root` (see the module doc).
 /// Every check passes for every selected tool before anything is written.
 pub fn migrate(root: &Path, opts: &Options) -> Result<Vec<Migrated>, MigrateError> {
-    let project = Project::load(root)?;
+    let project = crate::builtin::add_to(Project::load(root)?);
     let root = project.root.clone();
     let entries: Vec<ToolEntry> = discover::tool_entries(&root)
         .map_err(ProjectError::from)?

@@ -170,7 +170,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     if let Ok(project) = glovebox::manifest::project::Project::discover_with(
         cli.root.as_deref(),
         cli.tools_json.as_deref(),
-    ) {
+    )
+    .map(glovebox::builtin::add_to)
+    {
         spec.protect = glovebox::surface::paths(&project, &spec.fs.write);
         absent = glovebox::surface::absent(&project.root, &spec.fs.write);
     }
