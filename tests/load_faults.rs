@@ -25,81 +25,33 @@ mod common;
 mod runkit;
 mod servekit;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::*;
 use runkit::*;
 use serde_json::{json, Value};
 
-/// How long any single reply may take before the test calls it a hang.
-const REPLY_WAIT: Duration = Duration::from_secs(60);
-
-/// `glovebox mcp` with a line-based JSON-RPC client.
+/// `glovebox mcp` (tests/servekit's stdio driver) with numbered requests.
 struct Server {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
+    mcp: servekit::StdioMcp,
     next_id: u64,
 }
 
 impl Server {
     fn start(f: &Fixture) -> Server {
-        let mut child = Command::new(bin())
-            .arg("--root")
-            .arg(&f.root)
-            .arg("mcp")
-            .current_dir(&f.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start glovebox mcp");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut s = Server {
-            child,
-            stdin,
-            lines,
+        Server {
+            mcp: servekit::StdioMcp::start_in(&f.root, &f.cwd, &[], &[]),
             next_id: 1,
-        };
-        let id = s.send(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "load_faults", "version": "0"},
-            }),
-        );
-        let reply = s.reply();
-        assert_eq!(reply["id"], json!(id), "{reply}");
-        assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
-        s.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
+        }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.mcp.child.id()
     }
 
     fn write(&mut self, msg: &Value) {
-        let mut line = msg.to_string();
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .expect("write to server");
-        self.stdin.flush().expect("flush to server");
+        self.mcp.send(msg);
     }
 
     /// Sends a request; returns its id.
@@ -117,19 +69,7 @@ impl Server {
 
     /// The next reply to a request (notifications are skipped).
     fn reply(&mut self) -> Value {
-        let deadline = Instant::now() + REPLY_WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no reply from the server within {REPLY_WAIT:?}: {e}"));
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("server wrote a non-JSON line ({e}): {line:?}"));
-            if v.get("id").is_some() && v.get("method").is_none() {
-                return v;
-            }
-        }
+        self.mcp.reply()
     }
 
     /// One call, waited for: its `result`.
@@ -138,13 +78,6 @@ impl Server {
         let reply = self.reply();
         assert_eq!(reply["id"], json!(id), "{reply}");
         reply["result"].clone()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -336,8 +269,8 @@ fn killing_the_server_mid_call_leaves_no_jailed_process() {
         pids_with(&m)
     );
     let before = pids_with(&m);
-    s.child.kill().expect("SIGKILL the server");
-    s.child.wait().expect("reap the server");
+    s.mcp.child.kill().expect("SIGKILL the server");
+    s.mcp.child.wait().expect("reap the server");
     assert!(
         wait_until(Duration::from_secs(10), || pids_with(&m).is_empty()),
         "jailed processes outlived the server: {:?} (were {before:?})",
