@@ -23,33 +23,21 @@ struct Project {
 impl Project {
     fn new() -> Project {
         let f = Fixture::new();
-        let state = f.base.join("state");
+        let state = f.state();
         Project { f, state }
-    }
-
-    fn env(&self) -> [(&str, &str); 1] {
-        [("GLOVEBOX_STATE_DIR", self.state.to_str().unwrap())]
     }
 
     /// `glovebox --root ROOT ARGS…` with this project's state dir.
     fn gb(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .arg("--root")
-            .arg(&self.f.root)
-            .args(args)
-            .env("GLOVEBOX_STATE_DIR", &self.state)
-            .current_dir(&self.f.cwd)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        self.f.glovebox(args)
     }
 
     fn run(&self, name: &str, args: &[&str]) -> Called {
-        self.f.run_env(name, args, &self.env())
+        self.f.run_audited(name, args)
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.f.root.join(".glee/audit/tools.log")).unwrap_or_default()
+        self.f.audit_log()
     }
 
     fn verify(&self) -> bool {

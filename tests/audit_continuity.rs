@@ -27,7 +27,7 @@ impl Project {
     /// A project with `mark`: a tool that creates `out/<w>` and echoes it.
     fn new() -> Project {
         let f = Fixture::new();
-        let state = f.base.join("state");
+        let state = f.state();
         f.script(
             "scripts/mark.sh",
             "#!/bin/sh\ntouch \"out/$1\"\necho \"$1\"\n",
@@ -49,24 +49,11 @@ impl Project {
     }
 
     fn gb(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .arg("--root")
-            .arg(&self.f.root)
-            .args(args)
-            .env("GLOVEBOX_STATE_DIR", &self.state)
-            .current_dir(&self.f.cwd)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        self.f.glovebox(args)
     }
 
     fn mark(&self, w: &str) -> Called {
-        let state = self.state.to_str().unwrap().to_string();
-        self.f.run_env(
-            "mark",
-            &[&format!("w={w}")],
-            &[("GLOVEBOX_STATE_DIR", &state)],
-        )
+        self.f.run_audited("mark", &[&format!("w={w}")])
     }
 
     fn marked(&self, w: &str) -> bool {
@@ -78,7 +65,7 @@ impl Project {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+        self.f.audit_log()
     }
 
     /// `audit --verify --json`: (intact, the verification).

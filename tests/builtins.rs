@@ -43,13 +43,12 @@ fn project(safety_mode: &str) -> Fixture {
 /// without a writable state), whoever runs the tests (`nobody` in CI has
 /// no home).
 fn state(f: &Fixture) -> String {
-    f.base.join("state").to_str().unwrap().to_string()
+    f.state().to_str().unwrap().to_string()
 }
 
 /// `glovebox run` with the fixture's state directory.
 fn run(f: &Fixture, name: &str, args: &[&str]) -> Called {
-    let state = state(f);
-    f.run_env(name, args, &[("GLOVEBOX_STATE_DIR", state.as_str())])
+    f.run_audited(name, args)
 }
 
 fn read(f: &Fixture, path: &str) -> Called {
@@ -62,12 +61,7 @@ fn write(f: &Fixture, path: &str, content: &str, extra: &[&str]) -> Called {
     args.extend_from_slice(extra);
     // A state directory of the test's own, so the audit log is written
     // whoever runs the tests.
-    let state = f.base.join("state");
-    f.run_env(
-        "write_file",
-        &args,
-        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
-    )
+    f.run_audited("write_file", &args)
 }
 
 fn list(f: &Fixture, dir: &str, recursive: bool) -> Called {
