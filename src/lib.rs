@@ -99,6 +99,7 @@ pub mod engine;
 pub mod export;
 pub mod footprint;
 pub mod import;
+pub mod interpreter;
 pub mod jail;
 pub mod kind;
 pub mod manifest;

@@ -16,11 +16,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::footprint;
+use crate::interpreter::Interpreter;
 use crate::jail::{self, FsAccess, Limits};
 use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{Exec, Manifest};
-use crate::run::python::Interpreter;
 
 /// Errors while working out a tool's policy.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +38,7 @@ pub enum PolicyError {
     },
     /// The python interpreter or venv could not be found.
     #[error(transparent)]
-    Python(#[from] crate::run::python::PythonError),
+    Python(#[from] crate::interpreter::PythonError),
     /// `permissions.network.allow` holds a pattern that does not parse.
     #[error("permissions.network")]
     Network(#[from] crate::egress::PatternError),
