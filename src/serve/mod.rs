@@ -14,8 +14,9 @@
 //!   sessions of `/mcp`; [`mcp::compat`], CORS for loopback origins,
 //!   `ping` without a session, `DELETE` answers: what clients expect
 //!   beyond `rmcp`'s transport.
-//! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`),
-//!   described by [`api::openapi`].
+//! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`):
+//!   its routes; [`api::tools`], the HDN tool view; [`api::usage`], recent
+//!   calls from the audit log; described by [`api::openapi`].
 //! - [`call`]: one call on its own thread, with cancellation and progress.
 //! - [`live`]: the project being served, reloaded when `.glee/tools/`
 //!   changes, and the connected clients told so.
