@@ -122,6 +122,15 @@ pub enum EngineError {
     Project(#[from] ProjectError),
 }
 
+impl EngineError {
+    /// The Outcome's error kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::Project(e) => e.kind(),
+        }
+    }
+}
+
 /// A loaded project, ready to run its tools.
 #[derive(Debug)]
 pub struct Engine {

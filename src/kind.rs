@@ -155,6 +155,13 @@ mod tests {
             ),
             (ProjectError::ConfigInvalid.kind(), K::ManifestInvalid),
             (
+                ProjectError::from(crate::manifest::discover::DiscoverError::NoRoot {
+                    start: PathBuf::from("/x"),
+                })
+                .kind(),
+                K::ManifestInvalid,
+            ),
+            (
                 PolicyError::OutsideAllowed {
                     what: "cwd",
                     path: PathBuf::from("/x"),

@@ -206,7 +206,7 @@ fn usage_error(args: &Args, kind: ErrorKind, message: String) -> anyhow::Result<
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let engine = match super::engine_for(cli, &args.name) {
         Ok(e) => e,
-        Err(e) => return usage_error(args, ErrorKind::ManifestInvalid, format!("{e:#}")),
+        Err(e) => return usage_error(args, e.kind(), format!("{e:#}")),
     };
     let params = match read_params(&engine, args) {
         Ok(p) => p,

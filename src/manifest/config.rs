@@ -218,6 +218,13 @@ pub enum ConfigError {
     Schema(#[from] SchemaError),
 }
 
+impl ConfigError {
+    /// The Outcome's error kind: `.glee/config.yml` is unusable.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
+}
+
 /// Loads `.glee/config.yml` under `root`; a missing file gives the defaults.
 pub fn load(root: &Path) -> Result<Config, ConfigError> {
     let path = root.join(CONFIG_FILE);

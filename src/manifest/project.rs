@@ -111,7 +111,12 @@ impl ProjectError {
     pub fn kind(&self) -> crate::kind::ErrorKind {
         match self {
             ProjectError::ToolNotFound { .. } => crate::kind::ErrorKind::ToolNotFound,
-            _ => crate::kind::ErrorKind::ManifestInvalid,
+            ProjectError::Discover(e) => e.kind(),
+            ProjectError::Config(e) => e.kind(),
+            ProjectError::AgentCli(e) => e.kind(),
+            ProjectError::ToolsJsonMissing { .. }
+            | ProjectError::ConfigInvalid
+            | ProjectError::ToolInvalid { .. } => crate::kind::ErrorKind::ManifestInvalid,
         }
     }
 }
