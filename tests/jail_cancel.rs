@@ -25,11 +25,10 @@ fn cancel_kills_the_whole_tree() {
     let watcher = {
         let m = m.clone();
         std::thread::spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while pids_with(&m).len() < 2 {
-                assert!(Instant::now() < deadline, "the tree never started");
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            assert!(
+                wait_until(Duration::from_secs(20), || pids_with(&m).len() >= 2),
+                "the tree never started"
+            );
             cancel.cancel();
             Instant::now()
         })
