@@ -73,11 +73,12 @@ impl Setup {
     }
 
     fn run(&self, name: &str) -> runkit::Called {
-        self.f.run_env(name, &[], &[("TOKEN", SECRET)])
-    }
-
-    fn audit_log(&self) -> String {
-        std::fs::read_to_string(self.f.root.join(".glee/audit/tools.log")).unwrap_or_default()
+        let state = self.f.state();
+        self.f.run_env(
+            name,
+            &[],
+            &[("TOKEN", SECRET), ("GLOVEBOX_STATE_DIR", path_str(&state))],
+        )
     }
 }
 
@@ -182,7 +183,7 @@ echo TOKEN=$TOKEN
     assert!(!leaks(&r.json.to_string()), "{r:#?}");
     // Elsewhere went through an untouched tunnel: nothing was swapped there.
     // The audit line records the uses per host, names and counts only.
-    let log = s.audit_log();
+    let log = s.f.audit_log();
     let line = log
         .lines()
         .rev()
@@ -203,10 +204,7 @@ echo TOKEN=$TOKEN
     assert_eq!(count("swapped"), named, "{line}");
     assert_eq!(count("hidden"), named, "{line}");
     assert!(!leaks(line) && !line.contains(shown), "{line}");
-    let verify = std::process::Command::new(bin())
-        .args(["--root", path_str(&s.f.root), "audit", "--verify"])
-        .output()
-        .unwrap();
+    let verify = s.f.glovebox(&["audit", "--verify"]);
     assert!(verify.status.success(), "{verify:?}");
 }
 
@@ -298,8 +296,16 @@ curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" {}/c >/dev/null"#,
         .map(|_| {
             let root = s.f.root.clone();
             let cwd = s.f.cwd.clone();
+            let state = s.f.state();
             std::thread::spawn(move || {
-                call_glovebox(&root, &cwd, "twice", &[], &[("TOKEN", SECRET)])
+                let state = path_str(&state).to_string();
+                call_glovebox(
+                    &root,
+                    &cwd,
+                    "twice",
+                    &[],
+                    &[("TOKEN", SECRET), ("GLOVEBOX_STATE_DIR", &state)],
+                )
             })
         })
         .collect();
@@ -329,9 +335,7 @@ curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" {}/c >/dev/null"#,
 
 #[test]
 fn plain_http_gets_the_injected_header_and_opted_in_bodies() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let named = Server::start(echo);
     let other = Server::start(echo);
     let f = Fixture::new();
@@ -385,7 +389,12 @@ fn a_secret_without_hosts_is_still_the_value_and_short_values_are_refused() {
     // Redacted on the way back, as before.
     assert!(r.text().contains("[REDACTED:TOKEN]"), "{r:#?}");
     s.tool("short", "echo ran", s.secret());
-    let r = s.f.run_env("short", &[], &[("TOKEN", "ab-12")]);
+    let state = s.f.state();
+    let r = s.f.run_env(
+        "short",
+        &[],
+        &[("TOKEN", "ab-12"), ("GLOVEBOX_STATE_DIR", path_str(&state))],
+    );
     r.assert_failed("secret_missing", 1);
     assert!(r.message().contains("too few for a placeholder"), "{r:#?}");
 }
