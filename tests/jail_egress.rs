@@ -217,6 +217,63 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
     assert_eq!(srv.accepted(), before + 2);
 }
 
+/// Where no network namespace can be made — here a user namespace whose
+/// `max_net_namespaces` is 0 — `network: true` is refused before the tool
+/// runs, in degraded mode too, naming the reason, and the listener gets
+/// nothing; the same call in the same kind of user namespace without
+/// that limit goes through (the control: the refusal is the namespace's).
+#[test]
+fn refused_where_no_network_namespace_can_be_made_even_degraded() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let srv = Server::start("127.0.0.1:0", None);
+    let url = srv.url("/canary");
+    let run = |limit: &str| -> Option<(Value, String)> {
+        let script = format!(
+            "echo {limit} > /proc/sys/user/max_net_namespaces && \
+             exec \"$0\" sandbox --json --degraded --net --allow-private -- \
+             curl -sS --max-time 10 \"$1\""
+        );
+        let out = Command::new("unshare")
+            .args(["-U", "-r", "sh", "-c", &script])
+            .arg(bin())
+            .arg(&url)
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let json = serde_json::from_str(text.trim()).ok()?;
+        Some((json, String::from_utf8_lossy(&out.stderr).to_string()))
+    };
+    let Some((limited, stderr)) = run("0") else {
+        let why = "util-linux `unshare -U -r` did not run glovebox";
+        if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+            panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
+        }
+        eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
+        return;
+    };
+    assert_eq!(
+        limited["error"]["kind"], "sandbox_unavailable",
+        "{limited:#} {stderr}"
+    );
+    let message = limited["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("network namespaces"), "{message}");
+    assert!(message.contains("direct_network"), "{message}");
+    assert_eq!(srv.accepted(), 0, "the listener got a connection");
+    let (control, stderr) = run("100").expect("the control ran");
+    assert!(
+        control["stdout"].as_str().unwrap_or("").contains(CANARY),
+        "{control:#} {stderr}"
+    );
+    assert_eq!(srv.accepted(), 1);
+}
+
 /// Megabytes each way arrive whole through the relay (splice), by plain
 /// HTTP and through a CONNECT tunnel, and the log counts them.
 #[test]
