@@ -110,6 +110,18 @@ fn runtime() -> std::io::Result<tokio::runtime::Handle> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("glovebox-egress")
+        // `splice(2)` into a socket the peer closed raises SIGPIPE (it has
+        // no MSG_NOSIGNAL): blocked on these threads, the call just fails
+        // with EPIPE, even in a host program that does not ignore SIGPIPE.
+        .on_thread_start(|| {
+            let mut pipe = nix::sys::signal::SigSet::empty();
+            pipe.add(nix::sys::signal::Signal::SIGPIPE);
+            let _ = nix::sys::signal::pthread_sigmask(
+                nix::sys::signal::SigmaskHow::SIG_BLOCK,
+                Some(&pipe),
+                None,
+            );
+        })
         .enable_all()
         .build()?;
     // Kept until the process exits (a failed start is tried again by the
@@ -136,6 +148,10 @@ impl jail::Gateway for Gateway {
         let log = self.log.clone();
         handle.spawn(async move {
             let _finished = finished;
+            // Read glovebox's own listeners now, while the tool starts, so
+            // the first connection finds them cached (see
+            // `listeners::Registry::current`).
+            let _ = listeners::Registry::current();
             let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
             let mut tasks = tokio::task::JoinSet::new();
             loop {
