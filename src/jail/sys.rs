@@ -616,16 +616,8 @@ pub fn loopback_up() -> SysResult<()> {
     rc.map(drop)
 }
 
-/// How long a connection to the proxy's listener may wait for its first
-/// bytes before it is handed to `accept` anyway (seconds).
-const DEFER_ACCEPT_SECS: libc::c_int = 30;
-
-/// A close-on-exec TCP socket listening on `addr`:`port` (IPv4), whose
-/// connections are handed to `accept` only once the client has sent its
-/// first bytes (`TCP_DEFER_ACCEPT`: every protocol the egress proxy speaks
-/// starts with the client, so the proxy wakes once per connection instead
-/// of once to accept and again for the request). Child-side: no
-/// allocation.
+/// A close-on-exec TCP socket listening on `addr`:`port` (IPv4).
+/// Child-side: no allocation.
 pub fn listen_tcp4(addr: [u8; 4], port: u16) -> SysResult<RawFd> {
     // SAFETY: socket(2) with integer arguments.
     let fd = check_int(unsafe {
@@ -647,22 +639,8 @@ pub fn listen_tcp4(addr: [u8; 4], port: u16) -> SysResult<RawFd> {
             std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
         )
     })
-    .and_then(|_| {
-        let wait: libc::c_int = DEFER_ACCEPT_SECS;
-        // SAFETY: setsockopt(2) reads one c_int of the given size; an
-        // optimisation only, so its failure is ignored.
-        let _ = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_TCP,
-                libc::TCP_DEFER_ACCEPT,
-                &wait as *const libc::c_int as *const libc::c_void,
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        // SAFETY: listen(2) with integer arguments.
-        check_int(unsafe { libc::listen(fd, 1024) })
-    });
+    // SAFETY: listen(2) with integer arguments.
+    .and_then(|_| check_int(unsafe { libc::listen(fd, 1024) }));
     match r {
         Ok(_) => Ok(fd),
         Err(e) => {
