@@ -41,6 +41,7 @@ pub mod cancel;
 pub mod cgroup;
 pub mod doctor;
 pub mod fs;
+pub mod metadata;
 pub mod network;
 pub mod probe;
 pub mod profile;
@@ -120,6 +121,9 @@ pub enum JailError {
     /// Seccomp filter.
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    /// The metadata supervisor (namespace-free jail).
+    #[error(transparent)]
+    Metadata(#[from] metadata::MetadataError),
     /// Cgroups.
     #[error(transparent)]
     Cgroup(#[from] cgroup::CgroupError),

@@ -16,9 +16,13 @@
 //! - terminal injection: `ioctl` with `TIOCSTI` or `TIOCLINUX` (only the low
 //!   32 bits of the request are compared, as the kernel does).
 //!
-//! Without a mount namespace (no read-only tree), also the metadata
-//! family ([`metadata_calls`]: chmod, chown, utimes, xattrs, inotify,
-//! fanotify), for every path.
+//! Without a mount namespace (no read-only tree), also the watches
+//! (`inotify`, `fanotify`) and `setxattrat`/`removexattrat` for every path,
+//! and the host's IPC ([`host_ipc_calls`]); the rest of the metadata family
+//! (chmod, chown, utimes, xattrs: [`super::metadata::notified_calls`]) goes
+//! to the supervisor instead, through a second filter ([`notify_program`])
+//! whose calls are answered by [`super::metadata`] (a refusal from the
+//! deny list takes precedence over a notification).
 //!
 //! With the network off, also: `socket` for every family, and `socketpair`
 //! except `AF_UNIX` stream/seqpacket pairs (a datagram pair could `sendto`
@@ -68,6 +72,9 @@ pub struct Programs {
     /// The deny list (EPERM) with the architecture and x32 guards and the
     /// ENOSYS answers (clone3, io_uring).
     pub deny: BpfProgram,
+    /// Without a mount namespace: the filter that hands the metadata family
+    /// to the supervisor (installed with a notification listener).
+    pub notify: Option<&'static BpfProgram>,
 }
 
 /// Which sockets a call may create.
@@ -239,7 +246,8 @@ pub fn host_ipc_calls() -> Vec<libc::c_long> {
 /// The metadata family: every call that changes a file's mode, owner,
 /// times or extended attributes, or watches it. Without a mount namespace
 /// nothing else keeps them off paths the jail may not change (Landlock does
-/// not govern them), so they are refused for every path.
+/// not govern them): the deny list refuses those the supervisor does not
+/// decide ([`refused_metadata_calls`]), the others go to the supervisor.
 pub fn metadata_calls() -> Vec<libc::c_long> {
     let mut v = vec![
         libc::SYS_fchmod,
@@ -270,6 +278,65 @@ pub fn metadata_calls() -> Vec<libc::c_long> {
         libc::SYS_futimesat,
     ]);
     v
+}
+
+/// The metadata calls refused for every path without a mount namespace:
+/// [`metadata_calls`] less those the supervisor decides
+/// ([`super::metadata::notified_calls`]).
+pub fn refused_metadata_calls() -> Vec<libc::c_long> {
+    let notified = super::metadata::notified_calls();
+    metadata_calls()
+        .into_iter()
+        .filter(|nr| !notified.contains(nr))
+        .collect()
+}
+
+/// A `SECCOMP_RET_TRACE` data value no rule of glovebox uses: the notify
+/// program is compiled by seccompiler with it as the match action, then
+/// every such return becomes `SECCOMP_RET_USER_NOTIF` (seccompiler has no
+/// action for it).
+const NOTIFY_MARK: u32 = 0x6b17;
+
+/// The filter that hands the metadata family to the supervisor
+/// (`SECCOMP_RET_USER_NOTIF`; every other call allowed — the deny list is
+/// a separate filter), compiled once per process.
+pub fn notify_program() -> Result<&'static BpfProgram, SeccompError> {
+    static CELL: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    CELL.get_or_init(|| build_notify().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|message| SeccompError::Compile {
+            message: message.clone(),
+        })
+}
+
+fn build_notify() -> Result<BpfProgram, SeccompError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = super::metadata::notified_calls()
+        .into_iter()
+        .map(|nr| (nr, Vec::new()))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Trace(NOTIFY_MARK),
+        arch()?,
+    )
+    .map_err(compile_err)?;
+    let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
+    const BPF_RET_K: u16 = 0x06;
+    let mark = libc::SECCOMP_RET_TRACE | NOTIFY_MARK;
+    let mut rewritten = 0;
+    for insn in prog.iter_mut() {
+        if insn.code == BPF_RET_K && insn.k == mark {
+            insn.k = libc::SECCOMP_RET_USER_NOTIF;
+            rewritten += 1;
+        }
+    }
+    if rewritten == 0 {
+        return Err(SeccompError::Compile {
+            message: "the notify program has no notifying return".into(),
+        });
+    }
+    Ok(prog)
 }
 
 fn cond(
@@ -309,7 +376,7 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Programs, SeccompError
     if deny_metadata {
         // No mount namespace means no namespaces at all here: no IPC
         // namespace to hide the host's IPC objects either.
-        for nr in metadata_calls().into_iter().chain(host_ipc_calls()) {
+        for nr in refused_metadata_calls().into_iter().chain(host_ipc_calls()) {
             deny.insert(nr, Vec::new());
         }
     }
@@ -375,7 +442,15 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Programs, SeccompError
     .map_err(compile_err)?;
     let mut deny_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
     insert_guard(&mut deny_prog);
-    Ok(Programs { deny: deny_prog })
+    let notify = if deny_metadata {
+        Some(notify_program()?)
+    } else {
+        None
+    };
+    Ok(Programs {
+        deny: deny_prog,
+        notify,
+    })
 }
 
 /// System calls answered with `ENOSYS`.
@@ -427,9 +502,10 @@ fn insert_guard(prog: &mut BpfProgram) {
     prog.splice(at..at, guard);
 }
 
-/// Installs `programs` on the calling thread. Runs in the child between
-/// clone and exec: `apply_filter` only builds a `sock_fprog` on the stack
-/// and calls `prctl`/`seccomp`.
+/// Installs `programs.deny` on the calling thread. Runs in the child
+/// between clone and exec: `apply_filter` only builds a `sock_fprog` on the
+/// stack and calls `prctl`/`seccomp`. The notify program is installed
+/// separately ([`install_notify`]), after this one.
 pub fn install(programs: &Programs) -> Result<(), i32> {
     seccompiler::apply_filter(&programs.deny).map_err(|e| match e {
         seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
@@ -439,12 +515,21 @@ pub fn install(programs: &Programs) -> Result<(), i32> {
     })
 }
 
+/// Installs `programs.notify` (when there is one) with a notification
+/// listener and returns the listener's fd. Child-side, like [`install`].
+pub fn install_notify(programs: &Programs) -> Result<Option<std::os::fd::RawFd>, i32> {
+    match programs.notify {
+        Some(prog) => super::sys::seccomp_listener(prog).map(Some),
+        None => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn without_a_tree_chmod_is_refused_with_eperm_for_every_path() {
+    fn without_a_tree_chmod_goes_to_the_supervisor_and_nowhere_else() {
         use crate::jail::sys;
         fn attempt(deny: bool) -> i32 {
             // The test's own file (the path is fixed: this runs in a child).
@@ -458,7 +543,14 @@ mod tests {
             if install(p).is_err() {
                 return 102;
             }
-            sys::try_chmod(path, 0o600)
+            match install_notify(p) {
+                // Nobody answers: the kernel fails the call (ENOSYS) once
+                // the listener is gone; it never runs unchecked.
+                Ok(Some(fd)) => sys::close(fd),
+                Ok(None) => {}
+                Err(_) => return 103,
+            }
+            sys::try_chmod(path, if deny { 0o640 } else { 0o600 })
         }
         let file = std::path::Path::new("/tmp/glovebox-seccomp-metadata-test");
         std::fs::write(file, "x").unwrap();
@@ -468,7 +560,7 @@ mod tests {
         assert!(programs(false, false).is_ok() && programs(false, true).is_ok());
         // The probe: without the metadata rules the same chmod works.
         assert_eq!(sys::in_child(|| attempt(false)), 0);
-        assert_eq!(sys::in_child(|| attempt(true)), libc::EPERM);
+        assert_eq!(sys::in_child(|| attempt(true)), libc::ENOSYS);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(file).unwrap().permissions().mode() & 0o777,

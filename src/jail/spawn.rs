@@ -49,6 +49,7 @@ use std::time::Instant;
 
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
+use super::metadata::{Grants, Watch};
 use super::network::{self as net, NetPlan};
 use super::probe::{self, Mode};
 use super::pump::{self, Sink};
@@ -190,6 +191,9 @@ struct Prepared {
     /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
     reaper: bool,
     net: Option<NetHandoff>,
+    /// The socketpair the seccomp notification listener travels over
+    /// (namespace-free jail: the metadata family goes to the supervisor).
+    notify: Option<NetHandoff>,
 }
 
 /// The child's end of the socketpair the proxy listener travels over.
@@ -651,6 +655,19 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         rlimits,
         drop_caps,
         reaper,
+        notify: if kernel.seccomp {
+            let (parent_end, child_end) =
+                sys::socketpair().map_err(|source| JailError::Prepare {
+                    what: "creating the metadata supervisor's hand-off socket",
+                    source,
+                })?;
+            Some(NetHandoff {
+                child_end,
+                parent_end,
+            })
+        } else {
+            None
+        },
         net: match net_plan {
             NetPlan::Proxied(_) => {
                 let (parent_end, child_end) =
@@ -733,9 +750,34 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         stderr,
         landlock,
         net,
+        notify,
+        seccomp: used_seccomp,
         ..
     } = prepared;
     drop((stdin, stdout, stderr, landlock));
+    // Without a mount namespace the metadata family is answered by the
+    // supervisor (see `super::metadata`) until the call ends.
+    let watch = match (used_seccomp.and_then(|p| p.notify), notify) {
+        (Some(_), Some(h)) => {
+            drop(h.child_end);
+            let grants = Grants::new(&access.write, &spec.protect);
+            let started = sys::recv_fd(h.parent_end.as_raw_fd())
+                .map_err(|source| JailError::Prepare {
+                    what: "receiving the seccomp notification listener",
+                    source,
+                })
+                .and_then(|fd| Watch::start(fd, grants).map_err(JailError::from));
+            match started {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+                    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
+                    return Err(e);
+                }
+            }
+        }
+        _ => None,
+    };
     // The proxy runs until the call's tree is gone; dropping `egress`
     // closes its listener and connections, which frees the namespace.
     let egress = match (&net_plan, net) {
@@ -793,6 +835,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     }
     let exit = sys::pidfd_wait(pidfd.as_raw_fd()).map_err(|source| JailError::Wait { source })?;
     drop(egress);
+    drop(watch);
     let pumped = pumped.map_err(|source| JailError::Wait { source })?;
 
     let mut limits_hit = Vec::new();
@@ -1014,10 +1057,24 @@ fn child_main(p: &mut Prepared) -> ! {
             fail(report, Step::Landlock, e);
         }
     }
-    // 11.
+    // 11. (then, without a mount namespace, the metadata filter, whose
+    // listener goes to the supervisor)
     if let Some(progs) = p.seccomp {
         if let Err(e) = seccomp::install(progs) {
             fail(report, Step::Seccomp, e);
+        }
+        if let (Some(_), Some(h)) = (progs.notify, &p.notify) {
+            let sent = seccomp::install_notify(progs).and_then(|fd| match fd {
+                Some(fd) => {
+                    let r = sys::send_fd(h.child_end.as_raw_fd(), fd);
+                    sys::close(fd);
+                    r
+                }
+                None => Ok(()),
+            });
+            if let Err(e) = sent {
+                fail(report, Step::Seccomp, e);
+            }
         }
     }
     // 12.
