@@ -14,7 +14,10 @@
 //!   `open_by_handle_at`, `name_to_handle_at`, clock setting, host names,
 //!   `iopl`/`ioperm`;
 //! - terminal injection: `ioctl` with `TIOCSTI` or `TIOCLINUX` (only the low
-//!   32 bits of the request are compared, as the kernel does).
+//!   32 bits of the request are compared, as the kernel does);
+//! - set-id programs: a mode with the setuid or setgid bit in `chmod` and
+//!   its variants, and in the creating calls that take a mode (`open`,
+//!   `openat` with `O_CREAT`/`O_TMPFILE`, `creat`, `mknod`).
 //!
 //! Without a mount namespace (no read-only tree), also the watches
 //! (`inotify`, `fanotify`) and `setxattrat`/`removexattrat` for every path,
@@ -352,6 +355,56 @@ fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> {
     SeccompRule::new(conds).map_err(compile_err)
 }
 
+/// `__O_TMPFILE` (`O_TMPFILE` without `O_DIRECTORY`).
+const O_TMPFILE_BIT: u64 = 0o20000000;
+
+/// Rules refusing a setuid or setgid bit in a mode: `chmod` and its
+/// variants, and the creating calls that take a mode (`open`/`openat` with
+/// `O_CREAT` or `O_TMPFILE`, `creat`, `mknod`). A tool must never leave a
+/// set-id program behind (a root supervisor's would be setuid root).
+fn set_id_mode_rules() -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, SeccompError> {
+    let bits = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+    let mode_in = |arg: u8| -> Result<Vec<SeccompRule>, SeccompError> {
+        bits.iter()
+            .map(|&b| {
+                rule(vec![cond(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(b),
+                    b,
+                )?])
+            })
+            .collect()
+    };
+    let creating = |flags: u8, mode: u8| -> Result<Vec<SeccompRule>, SeccompError> {
+        let mut v = Vec::new();
+        for f in [libc::O_CREAT as u64, O_TMPFILE_BIT] {
+            for &b in &bits {
+                v.push(rule(vec![
+                    cond(flags, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(f), f)?,
+                    cond(mode, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(b), b)?,
+                ])?);
+            }
+        }
+        Ok(v)
+    };
+    let mut v = vec![
+        (libc::SYS_fchmod, mode_in(1)?),
+        (libc::SYS_fchmodat, mode_in(2)?),
+        (libc::SYS_fchmodat2, mode_in(2)?),
+        (libc::SYS_mknodat, mode_in(2)?),
+        (libc::SYS_openat, creating(2, 3)?),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        (libc::SYS_chmod, mode_in(1)?),
+        (libc::SYS_creat, mode_in(1)?),
+        (libc::SYS_mknod, mode_in(1)?),
+        (libc::SYS_open, creating(1, 2)?),
+    ]);
+    Ok(v)
+}
+
 /// One rule per flag: the call matches if any namespace flag is set in `arg`.
 fn namespace_rules(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
     NAMESPACE_FLAGS
@@ -385,6 +438,16 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Programs, SeccompError
     #[cfg(target_arch = "aarch64")]
     deny.insert(libc::SYS_clone, namespace_rules(0)?);
     deny.insert(libc::SYS_unshare, namespace_rules(0)?);
+    for (nr, rules) in set_id_mode_rules()? {
+        match deny.get_mut(&nr) {
+            // Refused outright already (an empty rule list matches always).
+            Some(existing) if existing.is_empty() => {}
+            Some(existing) => existing.extend(rules),
+            None => {
+                deny.insert(nr, rules);
+            }
+        }
+    }
     deny.insert(
         libc::SYS_ioctl,
         vec![

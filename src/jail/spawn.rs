@@ -369,6 +369,19 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     access.exec.extend(spec.fs.exec.iter().cloned());
     access.read_only.extend(spec.fs.read_only.iter().cloned());
     access.write.push(home.path().to_path_buf());
+    // The write grants as given (the metadata supervisor's and the tree's).
+    let write_grants = access.write.clone();
+    // Without a mount tree nothing can bind the control surface read-only
+    // again inside a write grant: the Landlock rules are split around it
+    // instead (see `fs::split_write`).
+    let no_tree = !(kernel.mode == Mode::Namespaces && kernel.pid_ns && kernel.mount_proc);
+    let mut split_applied = false;
+    if no_tree && !spec.protect.is_empty() {
+        let split = jfs::split_write_on_disk(&access.write, &spec.protect);
+        split_applied = !split.read_only.is_empty();
+        access.write = split.write;
+        access.read_only.extend(split.read_only);
+    }
 
     let landlock_ok = kernel.landlock_abi >= jfs::MIN_ABI;
     require(
@@ -439,7 +452,14 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     // seccomp refuses the metadata family for every path.
     let guard = tree::metadata_guard(private_proc);
     let cwd_dir = [spec.cwd.clone()];
-    let fs_tree = Tree::build(&access, &spec.protect, &cwd_dir)?;
+    let fs_tree = Tree::build(
+        &FsAccess {
+            write: write_grants.clone(),
+            ..access.clone()
+        },
+        &spec.protect,
+        &cwd_dir,
+    )?;
     let mut plan = None;
     match guard {
         MetadataGuard::Tree => {
@@ -455,20 +475,10 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
                 "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are refused by seccomp instead",
                 &mut warnings,
             )?;
-            if fs_tree.protected().next().is_some() {
-                let protected: Vec<String> = fs_tree
-                    .protected()
-                    .map(|p| p.display().to_string())
-                    .collect();
-                require(
-                    false,
-                    &format!(
-                        "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants need a mount namespace, which this process cannot create ({}); the write grants cover {}: narrow fs.write to directories below them (src/, target/…), allow user namespaces or run as root, or opt into degraded mode",
-                        kernel.namespaces_error.as_deref().unwrap_or("no mount namespace"),
-                        protected.join(", ")
-                    ),
-                    &mut warnings,
-                )?;
+            if split_applied {
+                warnings.push(
+                    "no mount namespace: the write grants are split around the protected paths (.glee/, tools.json, .git/, tool files), so no entry can be created or removed directly in a directory that holds one (the project root); write below it (src/, out/…) or allow user namespaces".into(),
+                );
             }
         }
     }
@@ -760,7 +770,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let watch = match (used_seccomp.and_then(|p| p.notify), notify) {
         (Some(_), Some(h)) => {
             drop(h.child_end);
-            let grants = Grants::new(&access.write, &spec.protect);
+            let grants = Grants::new(&write_grants, &spec.protect);
             let started = sys::recv_fd(h.parent_end.as_raw_fd())
                 .map_err(|source| JailError::Prepare {
                     what: "receiving the seccomp notification listener",
