@@ -27,8 +27,10 @@
 //! That is the `namespaces` mode. Where this process cannot create
 //! namespaces (a container, a runner that forbids user namespaces), the
 //! [`probe`] picks the namespace-free mode instead: no tree and no private
-//! `/proc` (Landlock keeps the host's closed), seccomp refuses the metadata
-//! family for every path, and the jail's first process is a subreaper that
+//! `/proc` (Landlock keeps the host's closed), the metadata family decided
+//! call by call by the supervisor ([`metadata`], seccomp user
+//! notification), write grants split around the control surface
+//! ([`fs::split_write`]), and the jail's first process is a subreaper that
 //! kills every descendant, so a call still ends whole.
 //!
 //! The order in which the child applies them is documented in [`spawn`];

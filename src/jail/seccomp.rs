@@ -578,6 +578,44 @@ pub fn install(programs: &Programs) -> Result<(), i32> {
     })
 }
 
+/// A filter like Docker's default seccomp profile for a process without
+/// `CAP_SYS_ADMIN`: creating or joining namespaces (`unshare`, `setns`,
+/// `clone` with a `CLONE_NEW*` flag) and mounting are refused with EPERM,
+/// `clone3` is ENOSYS, foreign architectures are killed; everything else
+/// is allowed. `glovebox __container` runs a command under it, so CI can
+/// test the namespace-free jail the way a container gets it (also as
+/// root).
+pub fn container_program() -> Result<BpfProgram, SeccompError> {
+    let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in [
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+    ] {
+        deny.insert(nr, Vec::new());
+    }
+    deny.insert(libc::SYS_clone, namespace_rules(0)?);
+    let filter = SeccompFilter::new(
+        deny,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch()?,
+    )
+    .map_err(compile_err)?;
+    let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
+    insert_guard(&mut prog);
+    Ok(prog)
+}
+
 /// Installs `programs.notify` (when there is one) with a notification
 /// listener and returns the listener's fd. Child-side, like [`install`].
 pub fn install_notify(programs: &Programs) -> Result<Option<std::os::fd::RawFd>, i32> {
