@@ -469,13 +469,15 @@ impl Drop for Watch {
 fn serve(listener: &OwnedFd, stop: &OwnedFd, grants: &Grants) {
     let l = listener.as_raw_fd();
     loop {
-        let Ok((ready, stopped)) = sys::poll_two(l, stop.as_raw_fd()) else {
+        let Ok((events, stopped)) = sys::poll_two(l, stop.as_raw_fd()) else {
             return;
         };
-        if stopped {
+        // Hung up: every process of the call is gone (a receive would
+        // wait for a notification that can never come).
+        if stopped || events & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
             return;
         }
-        if !ready {
+        if events & libc::POLLIN == 0 {
             continue;
         }
         let notice = match sys::notif_recv(l) {
@@ -663,6 +665,16 @@ fn answer(listener: RawFd, n: &sys::Notice, grants: &Grants) -> Result<(), i32> 
         gid: st.st_gid,
         kind: Kind::of(st.st_mode),
     };
+    // Values read from the caller's memory after the check above were
+    // the caller's only if it is still waiting: checked again before
+    // acting.
+    let still = || {
+        if sys::notif_id_valid(listener, n.id) {
+            Ok(())
+        } else {
+            Err(libc::ESRCH)
+        }
+    };
     let proc_path =
         || CString::new(format!("/proc/self/fd/{}", handle.as_raw_fd())).map_err(|_| libc::EINVAL);
     match call.request {
@@ -685,6 +697,7 @@ fn answer(listener: RawFd, n: &sys::Notice, grants: &Grants) -> Result<(), i32> 
                     .any(|x| x.tv_nsec != libc::UTIME_NOW && x.tv_nsec != libc::UTIME_OMIT)
             });
             decide(grants, &found, &Change::Times { explicit })?;
+            still()?;
             sys::utimens_handle(handle.as_raw_fd(), times.as_ref())
         }
         Request::SetXattr {
@@ -706,6 +719,7 @@ fn answer(listener: RawFd, n: &sys::Notice, grants: &Grants) -> Result<(), i32> 
                 return Err(libc::E2BIG);
             }
             let value = read_bytes(n.pid, value, size)?;
+            still()?;
             sys::setxattr(&proc_path()?, &name, &value, flags)
         }
         Request::RemoveXattr { name } => {
@@ -717,6 +731,7 @@ fn answer(listener: RawFd, n: &sys::Notice, grants: &Grants) -> Result<(), i32> 
                     name: name.as_bytes(),
                 },
             )?;
+            still()?;
             sys::removexattr(&proc_path()?, &name)
         }
     }

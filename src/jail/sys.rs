@@ -1097,9 +1097,9 @@ pub fn notif_send(listener: RawFd, id: u64, errno: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// Waits until `a` or `b` is readable or hung up; returns which
-/// (`(a_ready, b_ready)`), retrying on `EINTR`.
-pub fn poll_two(a: RawFd, b: RawFd) -> io::Result<(bool, bool)> {
+/// Waits until `a` or `b` is readable or hung up; returns `a`'s
+/// `revents` and whether `b` is ready, retrying on `EINTR`.
+pub fn poll_two(a: RawFd, b: RawFd) -> io::Result<(libc::c_short, bool)> {
     let mut fds = [
         libc::pollfd {
             fd: a,
@@ -1116,7 +1116,7 @@ pub fn poll_two(a: RawFd, b: RawFd) -> io::Result<(bool, bool)> {
         // SAFETY: poll(2) on two valid pollfd entries.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
         if rc >= 0 {
-            return Ok((fds[0].revents != 0, fds[1].revents != 0));
+            return Ok((fds[0].revents, fds[1].revents != 0));
         }
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EINTR) {
