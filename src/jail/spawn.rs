@@ -25,7 +25,10 @@
 //! 8. `chdir`, resource limits;
 //! 9. drop every capability, bounding set included (root supervisor);
 //! 10. `no_new_privs`, then Landlock (adding the new `/proc`);
-//! 11. seccomp, last, because it forbids some of the steps above;
+//! 11. seccomp, last, because it forbids some of the steps above; without a
+//!     mount namespace then the metadata filter, whose notification
+//!     listener goes to the supervisor over a socketpair (`SCM_RIGHTS`) and
+//!     is answered there by [`super::metadata`] until the call ends;
 //! 12. `execve`.
 //!
 //! A failure at any step is written (step, errno) to a close-on-exec pipe
@@ -449,7 +452,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     enforcement.subreaper = reaper;
 
     // --- the filesystem view: the tree in the mount namespace, else
-    // seccomp refuses the metadata family for every path.
+    // seccomp hands the metadata family to the supervisor (`metadata`).
     let guard = tree::metadata_guard(private_proc);
     let cwd_dir = [spec.cwd.clone()];
     let fs_tree = Tree::build(
@@ -472,7 +475,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             // missing tree is a gap.
             require(
                 mode == Mode::NamespaceFree,
-                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are refused by seccomp instead",
+                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are decided by the supervisor instead (seccomp user notification)",
                 &mut warnings,
             )?;
             if split_applied {
