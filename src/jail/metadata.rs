@@ -12,7 +12,9 @@
 //!    caller's memory (once: the caller cannot change what was decided);
 //! 2. opens the target itself with `O_PATH` (no following of a final link
 //!    where the call says so), relative to the caller's working directory
-//!    or directory fd (`/proc/PID/cwd`, `/proc/PID/fd/N`), then checks the
+//!    or directory fd (`/proc/PID/cwd`, `/proc/PID/fd/N`; the path itself
+//!    resolved with `RESOLVE_NO_MAGICLINKS`, so no `/proc` link takes the
+//!    supervisor's walk where the caller's could not go), then checks the
 //!    notification is still valid (`SECCOMP_IOCTL_NOTIF_ID_VALID`: the pid
 //!    still names the caller);
 //! 3. finds where that very file lies (its path through
@@ -543,25 +545,26 @@ fn read_i64s<const N: usize>(pid: u32, addr: u64) -> Result<[i64; N], i32> {
     Ok(out)
 }
 
-/// The caller's view of `/proc/self` and `/dev/fd` is its own: a path
-/// through them is rewritten to `/proc/PID` (the supervisor's would be its
-/// own).
-fn callers_path(pid: u32, path: &[u8]) -> Vec<u8> {
-    for (prefix, with) in [
-        (&b"/proc/self/"[..], format!("/proc/{pid}/")),
-        (
-            &b"/proc/thread-self/"[..],
-            format!("/proc/{pid}/task/{pid}/"),
-        ),
-        (&b"/dev/fd/"[..], format!("/proc/{pid}/fd/")),
-    ] {
-        if let Some(rest) = path.strip_prefix(prefix) {
-            let mut v = with.into_bytes();
-            v.extend_from_slice(rest);
-            return v;
-        }
+/// The descriptor a path names when it is one of the caller's own
+/// `/proc/self/fd/N`, `/proc/thread-self/fd/N`, `/dev/fd/N` or
+/// `/proc/PID/fd/N` (its pid): those are the caller's, not the
+/// supervisor's, and are opened as that descriptor. Any other magic link
+/// (another `/proc` entry's `fd`, `cwd`, `root`) is refused when the path
+/// is resolved.
+fn callers_fd(pid: u32, path: &[u8]) -> Option<i32> {
+    let own = format!("/proc/{pid}/fd/");
+    let rest = [
+        &b"/proc/self/fd/"[..],
+        b"/proc/thread-self/fd/",
+        b"/dev/fd/",
+        own.as_bytes(),
+    ]
+    .iter()
+    .find_map(|prefix| path.strip_prefix(*prefix))?;
+    if rest.is_empty() || !rest.iter().all(u8::is_ascii_digit) {
+        return None;
     }
-    path.to_vec()
+    std::str::from_utf8(rest).ok()?.parse().ok()
 }
 
 /// Opens a handle on the file `call` names, from the supervisor's side.
@@ -601,9 +604,21 @@ fn open_target(pid: u32, target: &Target) -> Result<OwnedFd, i32> {
                     Err(libc::ENOENT)
                 };
             }
-            let path = CString::new(callers_path(pid, raw.as_bytes())).map_err(|_| libc::EINVAL)?;
-            let extra = if *follow { 0 } else { libc::O_NOFOLLOW };
-            sys::open_path(base.as_raw_fd(), &path, extra)
+            if let Some(n) = callers_fd(pid, raw.as_bytes()) {
+                return proc_fd(n);
+            }
+            // The supervisor resolves the path with its own view: no magic
+            // link (another process's /proc entries, its own /proc/self)
+            // may take it anywhere the caller's own walk could not.
+            use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+            let mut flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+            if !*follow {
+                flags |= OFlag::O_NOFOLLOW;
+            }
+            let how = OpenHow::new()
+                .flags(flags)
+                .resolve(ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            nix::fcntl::openat2(&base, raw.as_c_str(), how).map_err(|e| e as i32)
         }
     }
 }
@@ -961,9 +976,13 @@ mod tests {
     }
 
     #[test]
-    fn the_callers_proc_self_is_its_own() {
-        assert_eq!(callers_path(42, b"/proc/self/fd/3"), b"/proc/42/fd/3");
-        assert_eq!(callers_path(42, b"/dev/fd/3"), b"/proc/42/fd/3");
-        assert_eq!(callers_path(42, b"rel/x"), b"rel/x");
+    fn the_callers_own_descriptor_paths_name_its_descriptors() {
+        assert_eq!(callers_fd(42, b"/proc/self/fd/3"), Some(3));
+        assert_eq!(callers_fd(42, b"/dev/fd/17"), Some(17));
+        assert_eq!(callers_fd(42, b"/proc/42/fd/5"), Some(5));
+        assert_eq!(callers_fd(42, b"/proc/43/fd/5"), None);
+        assert_eq!(callers_fd(42, b"/proc/self/fd/3/x"), None);
+        assert_eq!(callers_fd(42, b"/proc/self/cwd"), None);
+        assert_eq!(callers_fd(42, b"rel/x"), None);
     }
 }
