@@ -436,8 +436,15 @@ pub fn decide(grants: &Grants, file: &Found<'_>, change: &Change<'_>) -> Result<
 /// the thread.
 pub struct Watch {
     stop: Option<OwnedFd>,
+    /// Closed (disconnected) when the thread ends.
+    ended: Option<std::sync::mpsc::Receiver<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
+
+/// How long the end of a call waits for the thread to finish an answer in
+/// progress before leaving it behind (an answer waits on nothing the jail
+/// controls, but a hung filesystem could hold an `open`).
+const JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Watch {
     /// Starts answering the notifications of `listener` under `grants`.
@@ -447,12 +454,17 @@ impl Watch {
         }
         let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| MetadataError::Start { source: e.into() })?;
+        let (done, ended) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("glovebox-metadata".into())
-            .spawn(move || serve(&listener, &stop_r, &grants))
+            .spawn(move || {
+                serve(&listener, &stop_r, &grants);
+                drop(done);
+            })
             .map_err(|source| MetadataError::Start { source })?;
         Ok(Watch {
             stop: Some(stop_w),
+            ended: Some(ended),
             thread: Some(thread),
         })
     }
@@ -462,8 +474,18 @@ impl Drop for Watch {
     fn drop(&mut self) {
         // Closing the write end wakes the thread's poll.
         drop(self.stop.take());
+        let finished = self.ended.take().is_none_or(|rx| {
+            matches!(
+                rx.recv_timeout(JOIN_WAIT),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) | Ok(())
+            )
+        });
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            if finished {
+                let _ = t.join();
+            }
+            // Otherwise the thread is left to finish on its own: the call
+            // never waits on it for ever.
         }
     }
 }
