@@ -88,9 +88,7 @@ impl Setup {
 
 #[test]
 fn chmod_touch_cp_p_and_tar_work_inside_a_write_grant() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let s = Setup::new();
     let w = s.work.path();
     let r = s.run(
@@ -127,9 +125,7 @@ fn chmod_touch_cp_p_and_tar_work_inside_a_write_grant() {
 
 #[test]
 fn metadata_outside_the_write_grants_is_refused_and_changes_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let s = Setup::new();
     let v = s.victim();
     let v = path_str(&v);
@@ -174,9 +170,7 @@ fn metadata_outside_the_write_grants_is_refused_and_changes_nothing() {
 
 #[test]
 fn no_setuid_or_setgid_file_is_ever_left_behind() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let s = Setup::new();
     let w = s.work.path();
     fs::write(
@@ -212,9 +206,7 @@ fn no_setuid_or_setgid_file_is_ever_left_behind() {
 
 #[test]
 fn a_symlink_race_cannot_redirect_a_change_outside() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let s = Setup::new();
     let v = s.victim();
     // One process flips `x` between a file of the grant and a link to the

@@ -15,7 +15,7 @@ mod runkit;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use common::{jail_available, namespace_free};
+use common::namespace_free;
 use runkit::*;
 use serde_json::json;
 
@@ -120,9 +120,7 @@ fn collect(root: &std::path::Path, p: &std::path::Path, out: &mut Vec<(String, V
 
 #[test]
 fn a_write_grant_cannot_change_the_control_surface() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     // The probe: the writer works inside its grant.
     let ok = sh(
@@ -192,9 +190,7 @@ fn a_write_grant_cannot_change_the_control_surface() {
 
 #[test]
 fn a_package_planted_beside_a_module_never_runs() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let marker = f.root.join("out/PLANTED-RAN");
     // The writer may create pkg/ (the name is new), but its code must
@@ -227,9 +223,7 @@ fn a_package_planted_beside_a_module_never_runs() {
 
 #[test]
 fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     fs::remove_file(f.root.join("tools.json")).unwrap();
     fs::remove_dir_all(f.root.join(".git")).unwrap();
@@ -258,9 +252,7 @@ fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
 
 #[test]
 fn git_works_when_the_manifest_names_git() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if std::process::Command::new("git")
         .arg("--version")
         .output()
@@ -296,9 +288,7 @@ fn git_works_when_the_manifest_names_git() {
 
 #[test]
 fn pip_install_target_into_a_writable_dir_works() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let has_pip = std::process::Command::new("python3")
         .args(["-m", "pip", "--version"])
         .output()
@@ -352,9 +342,7 @@ with zipfile.ZipFile({w:?}, "w") as z:
 
 #[test]
 fn sandbox_inside_a_project_keeps_its_surface_read_only() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let root = f.root.to_str().unwrap();
     let before = snapshot(&f);
@@ -406,9 +394,7 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
 
 #[test]
 fn a_planted_bytecode_cache_never_runs() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     // The writer plants __pycache__/pkg.cpython-*.pyc compiled from other
     // code with pkg.py's own size and mtime, which Python's cache check
@@ -448,9 +434,7 @@ PY"##;
 
 #[test]
 fn explain_shows_the_tree_and_the_protected_paths() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let out = std::process::Command::new(common::bin())
         .args(["explain", "writer", "--root"])
