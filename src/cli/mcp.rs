@@ -23,6 +23,8 @@ pub struct Args {
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let live = super::live(cli)?;
+    // Python tools fork warm workers (the CLI `run` stays cold).
+    glovebox::run::warm::enable();
     live.calls().set_limits(CallLimits {
         max_concurrent: args.max_concurrent,
         max_queued: args.max_queued,

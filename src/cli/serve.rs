@@ -102,6 +102,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     };
     options.check()?;
     let live = super::live(cli)?;
+    // Python tools fork warm workers (the CLI `run` stays cold).
+    glovebox::run::warm::enable();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

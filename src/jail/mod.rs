@@ -55,7 +55,7 @@ pub use cancel::Cancel;
 pub use fs::FsAccess;
 pub use spawn::run;
 pub use spec::{
-    Attached, Enforcement, Gateway, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin,
+    Attached, Channel, Enforcement, Gateway, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin,
     PROXY_URL,
 };
 

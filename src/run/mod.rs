@@ -14,6 +14,7 @@ pub mod outcome;
 pub mod python;
 pub mod secrets;
 pub mod select;
+pub mod warm;
 
 use std::path::Path;
 
