@@ -149,6 +149,34 @@ def warm():
     if os.getpid() != 1 or libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
         send(b"F")
         os._exit(0)
+    # A POSIX message queue would outlive its call in the worker's IPC
+    # namespace, and nothing can list the queues to remove them: each call
+    # gets a filter refusing to create one (EPERM); opening one that exists
+    # cannot happen, as none ever does. (System V objects are listed in
+    # /proc/sysvipc and removed after every call, see `end_all`.)
+    mq_open = {"x86_64": 240, "aarch64": 180}.get(os.uname().machine)
+    if mq_open is None:
+        send(b"F")
+        os._exit(0)
+    insns = [
+        (0x20, 0, 0, 0),  # ld [nr]
+        (0x15, 0, 3, mq_open),  # jeq mq_open
+        (0x20, 0, 0, 24),  # ld [args[1]] (low word: flags)
+        (0x45, 0, 1, 0o100),  # jset O_CREAT
+        (0x06, 0, 0, 0x00050000 | 1),  # ret ERRNO(EPERM)
+        (0x06, 0, 0, 0x7FFF0000),  # ret ALLOW
+    ]
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in insns))
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Prog(len(insns), ctypes.cast(code, ctypes.c_void_p))
+
+    def confine():
+        if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+            raise OSError(ctypes.get_errno(), "seccomp")
+
     # pid 1 of a namespace gets no signal from inside it unless it has a
     # handler: none at all.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -197,7 +225,7 @@ def warm():
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            child(fds, calldir, base_env, module, init["cwd"])
+            child(fds, calldir, base_env, module, init["cwd"], confine)
         for fd in fds:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
@@ -211,19 +239,20 @@ def warm():
                 m = b""
             if not m:
                 # glovebox is gone: end everything.
-                end_all(signal)
+                end_all(signal, libc)
                 os._exit(0)
             if m == b"K":
                 os.kill(-1, signal.SIGKILL)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
-        end_all(signal)
+        end_all(signal, libc)
         wipe(home)
         send(b"S" + struct.pack(">i", status))
 
 
-def end_all(signal):
-    """Kills and reaps every process of the namespace but this one."""
+def end_all(signal, libc):
+    """Kills and reaps every process of the namespace but this one, then
+    removes every System V object of its IPC namespace."""
     while True:
         try:
             os.kill(-1, signal.SIGKILL)
@@ -232,7 +261,21 @@ def end_all(signal):
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
-            return
+            break
+    for kind, remove in (
+        ("shm", lambda i: libc.shmctl(i, 0, None)),
+        ("sem", lambda i: libc.semctl(i, 0, 0)),
+        ("msg", lambda i: libc.msgctl(i, 0, None)),
+    ):
+        try:
+            with open("/proc/sysvipc/" + kind) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 1:
+                remove(int(fields[1]))  # IPC_RMID
 
 
 def wipe(home):
@@ -270,7 +313,7 @@ def wipe(home):
                 pass
 
 
-def child(fds, calldir, base_env, module, cwd):
+def child(fds, calldir, base_env, module, cwd, confine):
     """One call, in the zygote's fresh fork. Never returns."""
     code = 0
     try:
@@ -282,6 +325,7 @@ def child(fds, calldir, base_env, module, cwd):
         for g in groups:
             os.write(g, b"0")
             os.close(g)
+        confine()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
