@@ -40,5 +40,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     })?;
     // Calls still running belong to a client that is gone: do not wait.
     runtime.shutdown_background();
+    // Idle warm workers end with their jails (and private HOMEs) removed.
+    glovebox::run::warm::shutdown();
     Ok(ExitCode::SUCCESS)
 }

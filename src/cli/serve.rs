@@ -125,6 +125,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         .await
     })?;
     runtime.shutdown_background();
+    // Idle warm workers end with their jails (and private HOMEs) removed.
+    glovebox::run::warm::shutdown();
     eprintln!("glovebox: stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -127,10 +127,15 @@ def cold():
 
 
 def warm():
+    # Everything the zygote will ever import, before the tool's directory
+    # goes first on sys.path: a module a call plants there (through a write
+    # grant) can never run in the zygote.
     import ctypes
     import select
+    import shutil
     import signal
     import socket
+    import stat
     import struct
 
     ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=0)
@@ -186,6 +191,14 @@ def warm():
     try:
         module = load(init)
     except BaseException:  # noqa: BLE001 - the call runs cold and reports it
+        send(b"F")
+        os._exit(0)
+    # Tool code runs in the zygote only during the import: a thread or a
+    # process it left running would go on beside every call, so such a
+    # module is served cold.
+    others = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
+    if len(os.listdir("/proc/self/task")) != 1 or others:
+        end_all(signal, libc)
         send(b"F")
         os._exit(0)
     idle = float(init.get("idle_s", 300))
@@ -246,7 +259,7 @@ def warm():
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
         end_all(signal, libc)
-        wipe(home)
+        wipe(home, shutil, stat)
         send(b"S" + struct.pack(">i", status))
 
 
@@ -278,10 +291,8 @@ def end_all(signal, libc):
                 remove(int(fields[1]))  # IPC_RMID
 
 
-def wipe(home):
+def wipe(home, shutil, stat):
     """Empties HOME (every call's directory and anything else a call left)."""
-    import shutil
-    import stat
 
     def fix(func, path, _exc):
         try:

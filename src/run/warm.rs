@@ -122,6 +122,26 @@ pub fn enable() {
     POOL.get_or_init(|| Pool::new(MAX_WORKERS));
 }
 
+/// Ends every idle worker and waits until its jail is gone (its private
+/// `HOME` removed); for a server that is about to exit.
+pub fn shutdown() {
+    let Some(pool) = POOL.get() else { return };
+    let idle = match pool.state.lock() {
+        Ok(mut st) => {
+            st.live -= st.idle.len();
+            std::mem::take(&mut st.idle)
+        }
+        Err(_) => return,
+    };
+    let threads: Vec<JoinHandle<()>> = idle
+        .into_iter()
+        .filter_map(|mut w| w.thread.take())
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
 /// The process's pool, when [`enable`]d.
 pub fn pool() -> Option<&'static Pool> {
     POOL.get()
@@ -336,7 +356,7 @@ struct Worker {
     /// The files whose change voids the worker, as they were at start.
     files: Vec<(PathBuf, Option<Stamp>)>,
     last: Instant,
-    _thread: JoinHandle<()>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for Worker {
@@ -403,7 +423,7 @@ impl Worker {
             cancel,
             files,
             last: Instant::now(),
-            _thread: thread,
+            thread: Some(thread),
         })
     }
 
@@ -437,6 +457,13 @@ impl Worker {
         let (req_r, req_w) = pipe()?;
         let (res_r, res_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
+        // Everything that can fail is done before the call is sent: once
+        // it is, the call has run (never twice, cold after warm).
+        let cap = spec.limits.output_bytes;
+        let mut out = Capture::new(res_r, cap)?;
+        let mut err = Capture::new(err_r, cap)?;
+        let req_w = std::fs::File::from(req_w);
+        nonblocking(&req_w)?;
         let mut fds: Vec<RawFd> = vec![req_r.as_raw_fd(), res_w.as_raw_fd(), err_w.as_raw_fd()];
         if let Some(g) = &group {
             fds.extend(g.procs.iter().map(AsRawFd::as_raw_fd));
@@ -453,14 +480,7 @@ impl Worker {
             source: e.into(),
         })?;
         drop((req_r, res_w, err_w));
-
-        let cap = spec.limits.output_bytes;
-        let mut out = Capture::new(res_r, cap)?;
-        let mut err = Capture::new(err_r, cap)?;
-        let mut feed = Some((std::fs::File::from(req_w), body, 0usize));
-        if let Some((f, _, _)) = &feed {
-            nonblocking(f)?;
-        }
+        let mut feed = Some((req_w, body, 0usize));
         let deadline = started + spec.limits.wall;
         let cancel = spec.cancel.as_ref();
         let mut report: Vec<u8> = Vec::new();
@@ -512,13 +532,11 @@ impl Worker {
                     slots[2] = pfds.len();
                     pfds.push(PollFd::new(f.as_fd(), PollFlags::POLLOUT));
                 }
-                match poll(&mut pfds, timeout) {
-                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                    Err(e) => {
-                        return Err(WarmError::Io {
-                            what: "waiting for the call",
-                            source: e.into(),
-                        })
+                if let Err(e) = poll(&mut pfds, timeout) {
+                    if e != nix::errno::Errno::EINTR {
+                        // Cannot watch the call: end it with its worker.
+                        dead = true;
+                        break;
                     }
                 }
                 let ready = |i: usize| {
@@ -714,5 +732,69 @@ impl Capture {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> Spec {
+        let mut s = Spec::new(["python3", "-c", "pass"]);
+        s.stdin = Stdin::Bytes(b"{}".to_vec());
+        s
+    }
+
+    fn key(spec: &Spec, fingerprint: &str) -> Option<[u8; 32]> {
+        Plan::new(spec, fingerprint, &json!({"module": "m"}), Vec::new()).map(|p| p.key)
+    }
+
+    #[test]
+    fn a_worker_is_keyed_by_fingerprint_and_jail_not_by_secrets() {
+        let base = spec();
+        if !eligible(&base) {
+            // No PID namespace here: nothing is ever warm.
+            assert_eq!(key(&base, "f"), None);
+            return;
+        }
+        let k = key(&base, "f").unwrap();
+        assert_eq!(key(&base, "f"), Some(k), "stable");
+        assert_ne!(key(&base, "g"), Some(k), "another fingerprint");
+        let mut limits = base.clone();
+        limits.limits.memory_bytes /= 2;
+        assert_ne!(key(&limits, "f"), Some(k), "other limits");
+        let mut fs = base.clone();
+        fs.fs.write.push("/tmp/x".into());
+        assert_ne!(key(&fs, "f"), Some(k), "other grants");
+        let mut secrets = base.clone();
+        secrets.env.push(("TOKEN".into(), "v".into()));
+        assert_eq!(key(&secrets, "f"), Some(k), "secrets travel per call");
+    }
+
+    #[test]
+    fn networked_degraded_and_streamed_calls_are_never_warm() {
+        let mut s = spec();
+        s.network = true;
+        assert!(!eligible(&s));
+        let mut s = spec();
+        s.degraded = true;
+        assert!(!eligible(&s));
+        let mut s = spec();
+        s.output = Output::Stream;
+        assert!(!eligible(&s));
+        let mut s = spec();
+        s.stdin = Stdin::Null;
+        assert!(!eligible(&s));
+    }
+
+    #[test]
+    fn a_channel_goes_to_one_process_only() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let c = Channel::new(OwnedFd::from(a));
+        let copy = c.clone();
+        assert!(copy.take().is_some());
+        assert!(c.take().is_none());
     }
 }
