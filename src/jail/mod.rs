@@ -55,8 +55,8 @@ pub use cancel::Cancel;
 pub use fs::FsAccess;
 pub use spawn::run;
 pub use spec::{
-    Attached, Channel, Enforcement, Gateway, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin,
-    PROXY_URL,
+    Attached, Channel, Enforcement, Gateway, JailResult, LimitHit, Limits, Output, Spec, Status,
+    Stdin, PROXY_URL,
 };
 
 use spawn::Step;

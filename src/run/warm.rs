@@ -98,7 +98,9 @@ pub enum WarmError {
     },
     /// The zygote cannot serve warm here (the module failed to import, or
     /// it is not pid 1 of a namespace).
-    #[error("warm worker refused: the module cannot be imported once for every call; calls run cold")]
+    #[error(
+        "warm worker refused: the module cannot be imported once for every call; calls run cold"
+    )]
     Refused,
     /// The worker's jail could not start.
     #[error("warm worker: {0}")]
@@ -266,8 +268,8 @@ impl Pool {
                 )
             })
             .collect();
-        let mut body = format!("{{\"env\":{},\"request\":", serde_json::Value::Object(env))
-            .into_bytes();
+        let mut body =
+            format!("{{\"env\":{},\"request\":", serde_json::Value::Object(env)).into_bytes();
         body.extend_from_slice(request);
         body.push(b'}');
         let mut worker = self.checkout(plan, spec)?;
@@ -539,9 +541,8 @@ impl Worker {
                         break;
                     }
                 }
-                let ready = |i: usize| {
-                    i != usize::MAX && pfds[i].revents().is_some_and(|r| !r.is_empty())
-                };
+                let ready =
+                    |i: usize| i != usize::MAX && pfds[i].revents().is_some_and(|r| !r.is_empty());
                 (ready(0), ready(slots[0]), ready(slots[1]), ready(slots[2]))
             };
             if r_out {
