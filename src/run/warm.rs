@@ -130,7 +130,7 @@ pub fn shutdown() {
     let Some(pool) = POOL.get() else { return };
     let idle = match pool.state.lock() {
         Ok(mut st) => {
-            st.live -= st.idle.len();
+            st.live = st.live.saturating_sub(st.idle.len());
             std::mem::take(&mut st.idle)
         }
         Err(_) => return,
@@ -232,7 +232,7 @@ impl State {
         let before = self.idle.len();
         self.idle
             .retain(|w| w.alive() && w.fresh() && w.last.elapsed() < IDLE);
-        self.live -= before - self.idle.len();
+        self.live = self.live.saturating_sub(before - self.idle.len());
         self.cold.retain(|_, t| t.elapsed() < COLD_RETRY);
     }
 }
@@ -303,7 +303,7 @@ impl Pool {
                     .min_by_key(|(_, w)| w.last)
                     .map(|(i, _)| i)?;
                 drop(st.idle.swap_remove(oldest));
-                st.live -= 1;
+                st.live = st.live.saturating_sub(1);
             }
             st.live += 1;
         }
@@ -311,7 +311,7 @@ impl Pool {
             Ok(w) => Some(w),
             Err(_) => {
                 if let Ok(mut st) = self.state.lock() {
-                    st.live -= 1;
+                    st.live = st.live.saturating_sub(1);
                     st.cold.insert(plan.key, Instant::now());
                 }
                 None
@@ -327,7 +327,7 @@ impl Pool {
             worker.last = Instant::now();
             st.idle.push(worker);
         } else {
-            st.live -= 1;
+            st.live = st.live.saturating_sub(1);
             drop(worker);
         }
     }
