@@ -131,6 +131,7 @@ def warm():
     # goes first on sys.path: a module a call plants there (through a write
     # grant) can never run in the zygote.
     import ctypes
+    import gc
     import select
     import shutil
     import signal
@@ -214,6 +215,9 @@ def warm():
         }
     )
     loaded = json.dumps(files).encode()
+    # Objects that exist now are never collected in a call: the collector
+    # does not touch (and so copy) the zygote's pages in every fork.
+    gc.freeze()
     sys.stdout.flush()
     sys.stderr.flush()
     send(b"R" + struct.pack(">I", len(loaded)) + loaded)
