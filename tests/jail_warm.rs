@@ -230,19 +230,17 @@ fn zygotes(root: &Path) -> Vec<u32> {
         .collect()
 }
 
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(15);
-    while !ok() {
-        assert!(Instant::now() < until, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits (15 s at most) until `ok`, failing with `what`.
+fn settle(what: &str, ok: impl FnMut() -> bool) {
+    assert!(
+        wait_until(Duration::from_secs(15), ok),
+        "timed out waiting until {what}"
+    );
 }
 
 #[test]
 fn cold_and_warm_calls_give_the_same_outcomes() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     f.config(&json!({"limits": {"memory_mb": 64}}));
     module(
@@ -324,7 +322,7 @@ def hog():
             "sleeps" => {
                 assert_eq!(warm["error"]["kind"], json!("timeout"), "{warm}");
                 // The call's own child is gone with it, warm or cold.
-                wait_until("the timed-out call's processes are gone", || {
+                settle("the timed-out call's processes are gone", || {
                     pids_with(&marker).is_empty()
                 });
             }
@@ -362,9 +360,7 @@ def hog():
 
 #[test]
 fn a_call_sees_nothing_of_the_calls_before() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     module(
         &f,
@@ -436,7 +432,7 @@ def probe():
             "the plant ran (round {round})"
         );
         // The daemon the call left is gone once the call is over.
-        wait_until("the planted daemon is gone", || {
+        settle("the planted daemon is gone", || {
             pids_with(&marker).is_empty()
         });
         let seen = mcp.call("leak", json!({"stage": "probe"}));
@@ -477,9 +473,7 @@ def probe():
 
 #[test]
 fn module_level_state_is_not_shared_between_calls() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     module(
         &f,
@@ -501,9 +495,7 @@ fn module_level_state_is_not_shared_between_calls() {
 
 #[test]
 fn editing_the_module_voids_the_worker() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     let state = f.base.join("state");
     let write = |v: &str| {
@@ -570,7 +562,10 @@ fn editing_the_module_voids_the_worker() {
 
 #[test]
 fn killing_the_worker_mid_call_leaves_no_process() {
-    if !jail_available() || !warm_here() {
+    require_jail!();
+    if !warm_here() {
+        // The namespace-free jail: no worker to kill (every call is cold,
+        // as the other tests check).
         return;
     }
     let f = fixture();
@@ -591,7 +586,7 @@ def ok():
     let mut mcp = Mcp::start(&f.root, &[]);
     let marker = marker("stuck");
     let id = mcp.post("stuck", json!({"marker": marker}));
-    wait_until("the call's child runs", || !pids_with(&marker).is_empty());
+    settle("the call's child runs", || !pids_with(&marker).is_empty());
     let workers = zygotes(&f.root);
     assert_eq!(workers.len(), 1, "one worker: {workers:?}");
     let killed = Command::new("kill")
@@ -601,31 +596,29 @@ def ok():
     assert!(killed.success());
     let reply = outcome(&mcp.wait(&[id])[0]);
     assert_eq!(reply["error"]["kind"], json!("exit_code"), "{reply}");
-    wait_until("nothing of the call is left", || {
+    settle("nothing of the call is left", || {
         pids_with(&marker).is_empty()
     });
     // The tool's next call gets a new worker.
     assert_eq!(mcp.call("fine", json!({})), json!({"ok": {"fine": true}}));
     let id = mcp.post("stuck", json!({"marker": marker}));
-    wait_until("the next call's child runs", || {
+    settle("the next call's child runs", || {
         !pids_with(&marker).is_empty()
     });
     assert_eq!(zygotes(&f.root).len(), 2, "a new worker for stuck");
     drop(mcp);
-    wait_until("nothing is left once the server ends", || {
+    settle("nothing is left once the server ends", || {
         pids_with(&marker).is_empty()
     });
     let _ = id;
-    wait_until("the workers end with the server", || {
+    settle("the workers end with the server", || {
         zygotes(&f.root).is_empty()
     });
 }
 
 #[test]
 fn eight_concurrent_calls_of_one_tool_and_of_eight_tools() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     module(
         &f,
@@ -664,9 +657,7 @@ fn eight_concurrent_calls_of_one_tool_and_of_eight_tools() {
 
 #[test]
 fn a_module_whose_import_leaves_a_thread_or_a_process_runs_cold() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     module(
         &f,
@@ -686,7 +677,7 @@ fn a_module_whose_import_leaves_a_thread_or_a_process_runs_cold() {
         assert_eq!(mcp.call("threaded", json!({})), json!({"ok": {"ok": 1}}));
         assert_eq!(mcp.call("forking", json!({})), json!({"ok": {"ok": 2}}));
     }
-    wait_until("no process of an import is left", || {
+    settle("no process of an import is left", || {
         pids_with(&marker).is_empty()
     });
     drop(mcp);

@@ -52,7 +52,7 @@ use super::fs::{self as jfs, FsAccess};
 use super::network::{self as net, NetPlan};
 use super::probe::{self, Mode};
 use super::pump::{self, Sink};
-use super::seccomp::{self, Programs};
+use super::seccomp::{self, Filter};
 use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
 use super::sys::{self, Forked};
 use super::tree::{self, MetadataGuard, Op, Plan, Tree};
@@ -175,10 +175,10 @@ struct Prepared {
     report: RawFd,
     report_read_end: RawFd,
     landlock: Option<OwnedFd>,
-    seccomp: Option<&'static Programs>,
+    seccomp: Option<&'static Filter>,
     /// The filter to use instead when the namespaces fail in degraded mode
     /// (no tree: the metadata family is refused by seccomp).
-    seccomp_without_tree: Option<&'static Programs>,
+    seccomp_without_tree: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
     tree: Option<Plan>,
     cgroup_procs: Vec<RawFd>,
@@ -478,11 +478,11 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let (seccomp, seccomp_without_tree) = if kernel.seccomp {
         enforcement.seccomp = true;
         (
-            Some(seccomp::programs_for(
+            Some(seccomp::filter_for(
                 net::sockets(spec),
                 guard == MetadataGuard::Seccomp,
             )?),
-            Some(seccomp::programs_for(net::sockets(spec), true)?),
+            Some(seccomp::filter_for(net::sockets(spec), true)?),
         )
     } else {
         None.unzip()

@@ -3,7 +3,8 @@
 //! starting one.
 //!
 //! A **worker** is the tool's jail exactly as a cold call gets it (same
-//! [`Spec`]: policy, mount tree, Landlock, seccomp, limits) running the
+//! [`Spec`]: policy, mount tree, Landlock, seccomp, limits; started by
+//! [`crate::run::start`] like every jailed run) running the
 //! shim in zygote mode (see `shim.py`): the interpreter starts, the module
 //! is imported once, then the zygote waits on its control channel (a unix
 //! socket as its stdin, [`Stdin::Channel`]). It runs as pid 1 of the jail's
@@ -62,9 +63,9 @@ use sha2::{Digest, Sha256};
 use crate::jail::cgroup::{self, CallGroup};
 use crate::jail::probe::{self, Mode};
 use crate::jail::{
-    self, Cancel, Channel, Enforcement, JailError, JailResult, LimitHit, Output, Spec, Status,
-    Stdin,
+    Cancel, Channel, Enforcement, JailResult, LimitHit, Output, Spec, Status, Stdin,
 };
+use crate::run::StartError;
 
 /// How long a worker waits for a call before it exits.
 pub const IDLE: Duration = Duration::from_secs(300);
@@ -104,7 +105,7 @@ pub enum WarmError {
     Refused,
     /// The worker's jail could not start.
     #[error("warm worker: {0}")]
-    Jail(#[from] JailError),
+    Start(#[from] StartError),
     /// The worker ended before it was ready.
     #[error("warm worker ended before it was ready")]
     Died,
@@ -254,7 +255,7 @@ impl Pool {
     /// Runs the call `spec` (the cold call's spec: its request on stdin,
     /// its secrets in `env`) in a worker of `plan`. `None` when it did not
     /// run: the caller runs it cold.
-    pub fn run(&self, plan: &Plan, spec: &Spec) -> Option<Result<JailResult, JailError>> {
+    pub fn run(&self, plan: &Plan, spec: &Spec) -> Option<Result<JailResult, StartError>> {
         let Stdin::Bytes(request) = &spec.stdin else {
             return None;
         };
@@ -389,7 +390,8 @@ impl Worker {
         let thread = std::thread::Builder::new()
             .name("glovebox-warm".into())
             .spawn(move || {
-                let _ = tx.send(jail::run(&w));
+                // Through the one door every jailed run takes.
+                let _ = tx.send(crate::run::start(&w));
             })
             .map_err(io("starting its thread"))?;
         let ready = ours
@@ -404,7 +406,7 @@ impl Worker {
             Err(_) => {
                 cancel.cancel();
                 return match rx.recv_timeout(Duration::from_secs(1)) {
-                    Ok(Err(e)) => Err(WarmError::Jail(e)),
+                    Ok(Err(e)) => Err(WarmError::Start(e)),
                     _ => Err(WarmError::Died),
                 };
             }
