@@ -496,7 +496,9 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         flags |= libc::CLONE_NEWIPC as libc::c_ulong;
         enforcement.ipc_namespace = true;
     }
-    let net_plan = net::plan(spec, ns_usable && probe::net_ns())?;
+    // Whether a network namespace can be made is found out by the launch
+    // (a probe clone here would cost every one-shot call a namespace).
+    let net_plan = net::plan(spec, ns_usable)?;
     match &net_plan {
         NetPlan::Proxied(_) => {
             flags |= libc::CLONE_NEWNET as libc::c_ulong;
@@ -710,6 +712,12 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
                 Ok(pidfd) => (pidfd, 0),
                 Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
             }
+        }
+        // The network namespace was the one this kernel refuses: say so.
+        Err((step, errno))
+            if prepared.net.is_some() && step_is_namespace(step, errno) && !probe::net_ns() =>
+        {
+            return Err(net::no_namespace())
         }
         Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
     };
