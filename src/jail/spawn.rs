@@ -628,6 +628,12 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             Some(fd) => (fd, None),
             None => (open_null()?, None),
         },
+        Stdin::Channel(channel) => (
+            high(channel.take().ok_or_else(|| JailError::InvalidSpec {
+                message: "the control channel was already given to another process".into(),
+            })?)?,
+            None,
+        ),
     };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
