@@ -741,10 +741,43 @@ impl Engine {
             .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
         spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
+        let warm = self.warm_plan(name, exec, &spec, &cwd, chain.as_deref());
         let returns = exec.returns;
-        job.execute(spec, &interpreter.program, |r, redact| {
-            python::read(name, returns, r, redact)
-        })
+        job.execute_with(
+            spec,
+            &interpreter.program,
+            |spec| {
+                warm.as_ref()
+                    .and_then(|(pool, plan)| pool.run(plan, spec))
+                    .unwrap_or_else(|| run::start(spec))
+            },
+            |r, redact| python::read(name, returns, r, redact),
+        )
+    }
+}
+
+impl Engine {
+    /// The warm worker a python call may run in (`serve` and `mcp` only,
+    /// see [`run::warm`]): keyed by the tool's approval fingerprint, so
+    /// an edited manifest, module or venv never reaches an old worker.
+    fn warm_plan(
+        &self,
+        name: &str,
+        exec: &PythonExec,
+        spec: &Spec,
+        cwd: &std::path::Path,
+        chain: Option<&[python::Found]>,
+    ) -> Option<(&'static run::warm::Pool, run::warm::Plan)> {
+        let pool = run::warm::pool().filter(|_| exec.warm)?;
+        if !run::warm::eligible(spec) {
+            return None;
+        }
+        let tool = self.tool(name).ok()?;
+        let fingerprint = crate::approval::fingerprint(&self.project.root, tool).ok()?;
+        let watch = crate::footprint::of(&self.project.root, tool).files;
+        let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
+        let plan = run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?;
+        Some((pool, plan))
     }
 }
 
@@ -886,8 +919,20 @@ impl Job<'_> {
     /// refusals into the warnings.
     fn execute(
         &self,
+        spec: Spec,
+        program: &std::path::Path,
+        read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
+    ) -> Result<Outcome, Box<Outcome>> {
+        self.execute_with(spec, program, run::start, read)
+    }
+
+    /// [`Job::execute`] with `start` running the spec (a warm worker or
+    /// [`run::start`]).
+    fn execute_with(
+        &self,
         mut spec: Spec,
         program: &std::path::Path,
+        start: impl FnOnce(&Spec) -> Result<jail::JailResult, run::StartError>,
         read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
     ) -> Result<Outcome, Box<Outcome>> {
         let gateway = match self.network(&mut spec) {
@@ -902,7 +947,7 @@ impl Job<'_> {
             }
         };
         let absent = crate::surface::absent(self.root, &self.policy.write);
-        let started = run::start(&spec);
+        let started = start(&spec);
         let planted = crate::surface::undo_planted(&absent);
         let mut outcome = match started {
             Err(e) => run::jail_error(self.name, &e, program),

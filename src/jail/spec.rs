@@ -52,6 +52,27 @@ pub enum Stdin {
     /// The supervisor's own stdin, passed through only when it is a pipe or
     /// a regular file (never a terminal or a socket); otherwise `/dev/null`.
     InheritIfSafe,
+    /// This descriptor (one end of a socket pair: a warm worker's control
+    /// channel, see `crate::run::warm`). Taken by the first run that uses
+    /// it, so the jailed process holds the only copy: its end closes when
+    /// the process ends.
+    Channel(Channel),
+}
+
+/// A descriptor handed to exactly one jailed process as its stdin.
+#[derive(Debug, Clone, Default)]
+pub struct Channel(std::sync::Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
+
+impl Channel {
+    /// Wraps `fd`.
+    pub fn new(fd: std::os::fd::OwnedFd) -> Channel {
+        Channel(std::sync::Arc::new(std::sync::Mutex::new(Some(fd))))
+    }
+
+    /// The descriptor, once.
+    pub fn take(&self) -> Option<std::os::fd::OwnedFd> {
+        self.0.lock().ok().and_then(|mut fd| fd.take())
+    }
 }
 
 /// What happens to the child's stdout and stderr.
@@ -221,7 +242,8 @@ pub struct Enforcement {
     pub mount_tree: bool,
     /// What keeps metadata calls (chmod, chown, utimes, xattrs, inotify)
     /// off what the jail may not change: "tree" (read-only binds, absent
-    /// paths) or "seccomp" (refused for every path); empty when neither.
+    /// paths) or "seccomp" (decided by the supervisor through seccomp user
+    /// notification: only inside write grants); empty when neither.
     pub metadata_guard: String,
     /// New network namespace.
     pub net_namespace: bool,

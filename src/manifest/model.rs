@@ -453,6 +453,16 @@ pub struct PythonExec {
     /// Wall-clock limit in milliseconds.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+    /// Under `serve` and `mcp`, calls fork a warm worker that has already
+    /// imported the module (module-level code runs once per worker, not
+    /// per call; see `crate::run::warm`). `false`: every call starts its
+    /// own interpreter, as `run` always does.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub warm: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// `permissions`: everything a call may touch. The default allows nothing.
