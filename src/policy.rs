@@ -65,6 +65,10 @@ pub struct Policy {
     /// Only these hosts (normalized patterns), when the manifest narrows
     /// the network to an allowlist.
     pub network_allow: Option<Vec<String>>,
+    /// The same allowlist, parsed once here: the egress proxy's rules are
+    /// this value, never a re-parse that could fall back to "any host".
+    #[serde(skip)]
+    pub allowlist: Option<crate::egress::Allowlist>,
     /// `security.http.allow_private`: the proxy may reach loopback and
     /// private addresses.
     pub allow_private: bool,
@@ -207,13 +211,14 @@ impl Policy {
             }
             _ => Vec::new(),
         };
+        let allowlist = p.network.allowlist()?;
         Ok(Policy {
             tool: manifest.name.clone(),
             network: p.network.enabled(),
-            network_allow: p
-                .network
-                .allowlist()?
+            network_allow: allowlist
+                .as_ref()
                 .map(|l| l.patterns().iter().map(ToString::to_string).collect()),
+            allowlist,
             allow_private: config.security.http.allow_private,
             direct_network: config.sandbox.direct_network,
             read,
@@ -322,10 +327,7 @@ impl Policy {
     /// The rules of this policy's egress proxy.
     pub fn egress_rules(&self) -> crate::egress::Rules {
         crate::egress::Rules {
-            allow: self
-                .network_allow
-                .as_ref()
-                .and_then(|l| crate::egress::Allowlist::parse(l).ok()),
+            allow: self.allowlist.clone(),
             allow_private: self.allow_private,
             intercept: None,
         }
