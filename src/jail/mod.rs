@@ -42,6 +42,7 @@ pub mod cgroup;
 pub mod doctor;
 pub mod fs;
 pub mod network;
+pub mod plan;
 pub mod probe;
 pub mod profile;
 mod pump;

@@ -50,12 +50,14 @@ use std::time::Instant;
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
 use super::network::{self as net, NetPlan};
-use super::probe::{self, Mode};
+use super::plan::{self, Cgroups, Host, Plan};
+use super::probe::{self, Kernel, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Programs};
-use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
+use super::spec::{JailResult, LimitHit, Spec, Status, Stdin};
 use super::sys::{self, Forked};
-use super::tree::{self, MetadataGuard, Op, Plan, Tree};
+use super::tree::Plan as TreePlan;
+use super::tree::{MetadataGuard, Op, Tree};
 use super::{profile, JailError};
 
 /// The `PATH` inside every jail.
@@ -180,7 +182,7 @@ struct Prepared {
     /// (no tree: the metadata family is refused by seccomp).
     seccomp_without_tree: Option<&'static Programs>,
     /// The jail's root, built in its mount namespace.
-    tree: Option<Plan>,
+    tree: Option<TreePlan>,
     cgroup_procs: Vec<RawFd>,
     id_maps: Option<IdMaps>,
     private_proc: bool,
@@ -324,33 +326,67 @@ fn environment(spec: &Spec, home: &Path) -> Vec<(OsString, OsString)> {
 }
 
 /// Runs `spec` in a jail and waits for it.
+///
+/// Until this process has probed the kernel ([`probe::kernel`]), a call is
+/// planned with [`probe::assumed`] facts (namespaces creatable): its own
+/// clone is the test, so no namespace is created and destroyed first just
+/// to find out. When that clone fails to make them, the probe runs and the
+/// call is planned again with what it found. Nothing is taken on trust:
+/// a call that ran had every namespace of its plan.
 pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let started = Instant::now();
-    let kernel = probe::kernel();
-    let mut warnings = Vec::new();
-    let mut enforcement = Enforcement::default();
-    let require = |ok: bool, feature: &str, warnings: &mut Vec<String>| -> Result<(), JailError> {
-        if ok {
-            return Ok(());
+    if let Some(kernel) = probe::known() {
+        return attempt(spec, kernel, false, started).map_err(Attempt::into_error);
+    }
+    match attempt(spec, probe::assumed(), true, started) {
+        Err(Attempt::Probe) => {
+            attempt(spec, probe::kernel(), false, started).map_err(Attempt::into_error)
         }
-        if spec.degraded {
-            warnings.push(format!(
-                "degraded: {feature} is not enforced on this machine"
-            ));
-            Ok(())
-        } else {
-            Err(JailError::Unavailable {
-                feature: feature.to_string(),
-            })
-        }
-    };
+        other => other.map_err(Attempt::into_error),
+    }
+}
 
+/// Why one attempt at a call did not produce a result.
+enum Attempt {
+    /// The call failed.
+    Error(JailError),
+    /// Planned with assumed facts, the namespaces could not be made:
+    /// probe, then plan again.
+    Probe,
+}
+
+impl Attempt {
+    fn into_error(self) -> JailError {
+        match self {
+            Attempt::Error(e) => e,
+            Attempt::Probe => JailError::Unavailable {
+                feature: "the jail's namespaces (they failed after the kernel probe found them)"
+                    .into(),
+            },
+        }
+    }
+}
+
+impl<E: Into<JailError>> From<E> for Attempt {
+    fn from(e: E) -> Attempt {
+        Attempt::Error(e.into())
+    }
+}
+
+/// Plans `spec` with `kernel` and carries the plan out (see the module
+/// docs for the child's steps).
+fn attempt(
+    spec: &Spec,
+    kernel: &Kernel,
+    assumed: bool,
+    started: Instant,
+) -> Result<JailResult, Attempt> {
     if spec.argv.is_empty() {
         return Err(JailError::InvalidSpec {
             message: "no command given".into(),
-        });
+        }
+        .into());
     }
-
     // --- filesystem: baseline profile + the caller's paths + private HOME.
     let home = tempfile::Builder::new()
         .prefix("glovebox-home-")
@@ -365,205 +401,49 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     access.exec.extend(spec.fs.exec.iter().cloned());
     access.read_only.extend(spec.fs.read_only.iter().cloned());
     access.write.push(home.path().to_path_buf());
-
-    let landlock_ok = kernel.landlock_abi >= jfs::MIN_ABI;
-    require(
-        landlock_ok,
-        &format!(
-            "filesystem confinement (landlock abi {} found, {} needed)",
-            kernel.landlock_abi,
-            jfs::MIN_ABI
-        ),
-        &mut warnings,
-    )?;
-    let landlock = if landlock_ok {
-        let rs = jfs::ruleset(kernel.landlock_abi, &access, spec.network)?;
-        enforcement.landlock_abi = kernel.landlock_abi;
-        Option::<OwnedFd>::from(rs)
-    } else {
-        None
-    };
-
-    // --- namespaces, or the namespace-free jail (see `probe::Mode`).
-    let root = kernel.euid == 0;
-    let mode = kernel.mode;
-    let mut flags: libc::c_ulong = 0;
-    let ns_usable = mode == Mode::Namespaces;
-    let userns = ns_usable && !root;
-    enforcement.mode = mode.label().into();
-    if !ns_usable {
-        require(
-            mode == Mode::NamespaceFree,
-            &format!(
-                "process isolation: no namespaces can be created here ({}) and the namespace-free jail needs landlock abi {} and seccomp (found abi {}, seccomp {}); run on a kernel with landlock 6, as root, or where user namespaces are allowed",
-                kernel.namespaces_error.as_deref().unwrap_or("unknown"),
-                probe::NAMESPACE_FREE_ABI,
-                kernel.landlock_abi,
-                if kernel.seccomp { "yes" } else { "no" }
-            ),
-            &mut warnings,
-        )?;
-    }
-    if userns {
-        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
-        enforcement.user_namespace = true;
-    }
-    let pid_ns = ns_usable && kernel.pid_ns;
-    if pid_ns {
-        flags |= libc::CLONE_NEWPID as libc::c_ulong;
-        enforcement.pid_namespace = true;
-    }
-    let private_proc = pid_ns && kernel.mount_proc;
-    if private_proc {
-        flags |= libc::CLONE_NEWNS as libc::c_ulong;
-        enforcement.private_proc = true;
-    }
-    // Without a PID namespace a subreaper ends the call whole; it finds
-    // what it inherited in /proc/thread-self/children.
-    let reaper_ok = probe::subreaper_available();
-    if !pid_ns {
-        require(
-            reaper_ok,
-            "a call ending whole (no pid namespace, and no /proc/thread-self/children for a subreaper: a kernel without CONFIG_PROC_CHILDREN)",
-            &mut warnings,
-        )?;
-    }
-    let reaper = !pid_ns && reaper_ok;
-    enforcement.subreaper = reaper;
-
-    // --- the filesystem view: the tree in the mount namespace, else
-    // seccomp refuses the metadata family for every path.
-    let guard = tree::metadata_guard(private_proc);
     let cwd_dir = [spec.cwd.clone()];
     let fs_tree = Tree::build(&access, &spec.protect, &cwd_dir)?;
-    let mut plan = None;
-    match guard {
-        MetadataGuard::Tree => {
-            plan = Some(fs_tree.plan()?);
-            enforcement.mount_tree = true;
-        }
-        MetadataGuard::Seccomp => {
-            // The namespace-free jail's own mechanism (Landlock hides the
-            // contents, seccomp refuses the metadata family); elsewhere a
-            // missing tree is a gap.
-            require(
-                mode == Mode::NamespaceFree,
-                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are refused by seccomp instead",
-                &mut warnings,
-            )?;
-            if fs_tree.protected().next().is_some() {
-                let protected: Vec<String> = fs_tree
-                    .protected()
-                    .map(|p| p.display().to_string())
-                    .collect();
-                require(
-                    false,
-                    &format!(
-                        "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants need a mount namespace, which this process cannot create ({}); the write grants cover {}: narrow fs.write to directories below them (src/, target/…), allow user namespaces or run as root, or opt into degraded mode",
-                        kernel.namespaces_error.as_deref().unwrap_or("no mount namespace"),
-                        protected.join(", ")
-                    ),
-                    &mut warnings,
-                )?;
-            }
-        }
-    }
+    let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();
 
-    // --- seccomp.
-    require(
-        kernel.seccomp,
-        "system call filtering (seccomp)",
-        &mut warnings,
-    )?;
-    let (seccomp, seccomp_without_tree) = if kernel.seccomp {
-        enforcement.seccomp = true;
-        (
+    // --- what is enforced by which mechanism, or the refusal.
+    let subreaper = probe::subreaper_available();
+    let host = Host {
+        kernel,
+        net_ns: plan::wants_net_ns(spec) && kernel.mode == Mode::Namespaces && probe::net_ns(),
+        subreaper,
+    };
+    let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected)?;
+    let landlock = match plan.landlock_abi {
+        Some(abi) => Option::<OwnedFd>::from(jfs::ruleset(abi, &access, spec.network)?),
+        None => None,
+    };
+    let tree_plan = match plan.guard {
+        MetadataGuard::Tree => Some(fs_tree.plan()?),
+        MetadataGuard::Seccomp => None,
+    };
+    let (seccomp, seccomp_without_tree) = match plan.seccomp {
+        Some(sockets) => (
             Some(seccomp::programs_for(
-                net::sockets(spec),
-                guard == MetadataGuard::Seccomp,
+                sockets,
+                plan.guard == MetadataGuard::Seccomp,
             )?),
-            Some(seccomp::programs_for(net::sockets(spec), true)?),
-        )
-    } else {
-        None.unzip()
-    };
-    enforcement.metadata_guard = match guard {
-        MetadataGuard::Tree => "tree".into(),
-        MetadataGuard::Seccomp if kernel.seccomp => "seccomp".into(),
-        MetadataGuard::Seccomp => String::new(),
-    };
-    if ns_usable && kernel.ipc_ns {
-        flags |= libc::CLONE_NEWIPC as libc::c_ulong;
-        enforcement.ipc_namespace = true;
-    }
-    let net_plan = net::plan(spec, ns_usable && probe::net_ns())?;
-    match &net_plan {
-        NetPlan::Proxied(_) => {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
-            enforcement.net_namespace = true;
-            enforcement.egress_proxy = true;
-        }
-        NetPlan::Direct => warnings.push(
-            "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
-                .into(),
+            Some(seccomp::programs_for(sockets, true)?),
         ),
-        NetPlan::Off => {}
-    }
-    if !spec.network && spec.netns && mode != Mode::NamespaceFree {
-        require(
-            ns_usable && probe::net_ns(),
-            "network namespaces",
-            &mut warnings,
-        )?;
-        if ns_usable && probe::net_ns() {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
-            enforcement.net_namespace = true;
-        }
-    }
-
-    // --- limits: cgroups where possible, rlimits otherwise.
-    let avail = super::cgroup::available();
-    let want_mem = avail.memory.is_some().then_some(spec.limits.memory_bytes);
-    let want_pids = avail.pids.is_some().then_some(spec.limits.pids);
-    let group = if want_mem.is_some() || want_pids.is_some() {
-        Some(CallGroup::create(want_mem, want_pids)?)
+        None => (None, None),
+    };
+    let group = if plan.memory_cgroup || plan.pids_cgroup {
+        Some(CallGroup::create(
+            plan.memory_cgroup.then_some(spec.limits.memory_bytes),
+            plan.pids_cgroup.then_some(spec.limits.pids),
+        )?)
     } else {
         None
     };
-    let mut rlimits = vec![
-        (libc::RLIMIT_CORE, 0),
-        (libc::RLIMIT_FSIZE, spec.limits.file_size_bytes),
-        (libc::RLIMIT_NOFILE, spec.limits.open_files),
-    ];
-    match group.as_ref().and_then(CallGroup::memory_version) {
-        Some(v) => enforcement.memory_limit = v.label().into(),
-        None => {
-            rlimits.push((libc::RLIMIT_DATA, spec.limits.memory_bytes));
-            enforcement.memory_limit = "rlimit-data".into();
-        }
-    }
-    match group.as_ref().and_then(CallGroup::pids_version) {
-        Some(v) => enforcement.pids_limit = v.label().into(),
-        None if !root => {
-            // RLIMIT_NPROC binds every uid but root.
-            rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
-            enforcement.pids_limit = "rlimit-nproc".into();
-        }
-        None => {
-            require(
-                false,
-                "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
-                &mut warnings,
-            )?;
-            enforcement.pids_limit = "none".into();
-        }
-    }
-    let drop_caps = root.then(sys::last_cap);
-    enforcement.capabilities_dropped = root;
+    let drop_caps = plan.drop_caps.then(sys::last_cap);
 
     // --- program, argv, env.
     let mut env = environment(spec, home.path());
-    if matches!(net_plan, NetPlan::Proxied(_)) {
+    if matches!(plan.net, NetPlan::Proxied(_)) {
         net::proxy_environment(&mut env);
     }
     let path_var = env
@@ -613,7 +493,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
 
-    let id_maps = if userns {
+    let id_maps = if plan.id_maps {
         let (uid, gid) = (kernel.euid, kernel.egid);
         Some(IdMaps {
             setgroups: c"/proc/self/setgroups".into(),
@@ -641,17 +521,17 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         landlock,
         seccomp,
         seccomp_without_tree,
-        tree: plan,
+        tree: tree_plan,
         cgroup_procs: group
             .as_ref()
             .map(|g| g.procs.iter().map(AsRawFd::as_raw_fd).collect())
             .unwrap_or_default(),
         id_maps,
-        private_proc,
-        rlimits,
+        private_proc: plan.private_proc,
+        rlimits: plan.rlimits.clone(),
         drop_caps,
-        reaper,
-        net: match net_plan {
+        reaper: plan.reaper,
+        net: match plan.net {
             NetPlan::Proxied(_) => {
                 let (parent_end, child_end) =
                     sys::socketpair().map_err(|source| JailError::Prepare {
@@ -666,66 +546,43 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             _ => None,
         },
     };
-    // Namespaces the probe could create may still fail in the child (a
-    // container that masks /proc refuses a fresh one): fall back to the
-    // namespace-free jail when it keeps every invariant of this call, or
-    // to a degraded run when the caller opted in.
-    let free_fallback = landlock_ok
-        && kernel.landlock_abi >= probe::NAMESPACE_FREE_ABI
-        && kernel.seccomp
-        && reaper_ok
-        && fs_tree.protected().next().is_none();
-    let (pidfd, flags_used) = match launch(&mut prepared, flags) {
-        Ok(pidfd) => (pidfd, flags),
+    // Namespaces may still fail in the child (a container that masks /proc
+    // refuses a fresh one): planned with assumed facts, probe and plan
+    // again; else fall back to the namespace-free jail when it keeps every
+    // invariant of this call, or to a degraded run when the caller opted in.
+    let flags = plan.flags;
+    let pidfd = match launch(&mut prepared, flags) {
+        Ok(pidfd) => pidfd,
+        Err((step, errno)) if flags != 0 && step_is_namespace(step, errno) && assumed => {
+            return Err(Attempt::Probe)
+        }
         Err((step, errno))
-            if (spec.degraded || free_fallback)
-                && prepared.net.is_none()
-                && step_is_namespace(step, errno) =>
+            if plan.may_fall_back(spec.degraded) && step_is_namespace(step, errno) =>
         {
-            if spec.degraded {
-                warnings.push(format!(
-                    "degraded: namespaces are not available here ({}: {}: {})",
-                    step.describe(),
-                    sys::errno_name(errno),
-                    std::io::Error::from_raw_os_error(errno)
-                ));
-            }
+            let why = format!(
+                "{}: {}: {}",
+                step.describe(),
+                sys::errno_name(errno),
+                std::io::Error::from_raw_os_error(errno)
+            );
+            plan.without_namespaces(spec.degraded, &why, !protected.is_empty(), subreaper);
             prepared.private_proc = false;
             prepared.id_maps = None;
             prepared.tree = None;
-            prepared.reaper = reaper_ok;
+            prepared.reaper = plan.reaper;
             prepared.seccomp = prepared.seccomp_without_tree;
-            if fs_tree.protected().next().is_some() {
-                warnings.push(
-                    "degraded: protected paths (.glee/, tools.json, .git/, tool files) are writable inside write grants (no mount namespace)".into(),
-                );
-            }
-            match launch(&mut prepared, 0) {
-                Ok(pidfd) => (pidfd, 0),
-                Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
-            }
+            launch(&mut prepared, 0)
+                .map_err(|(step, errno)| JailError::child_failed(step, errno, &program))?
         }
-        Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
+        Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program).into()),
     };
-    if flags_used == 0 {
-        enforcement.mode = if free_fallback {
-            Mode::NamespaceFree.label().into()
-        } else {
-            Mode::None.label().into()
-        };
-        enforcement.pid_namespace = false;
-        enforcement.private_proc = false;
-        enforcement.mount_tree = false;
-        enforcement.metadata_guard = if enforcement.seccomp {
-            "seccomp".into()
-        } else {
-            String::new()
-        };
-        enforcement.ipc_namespace = false;
-        enforcement.net_namespace = false;
-        enforcement.user_namespace = false;
-        enforcement.subreaper = reaper_ok;
-    }
+    let flags_used = plan.flags;
+    let Plan {
+        enforcement,
+        warnings,
+        net: net_plan,
+        ..
+    } = plan;
     // The child has exec'd: its copies of these are its own now.
     let Prepared {
         stdin,
@@ -752,7 +609,8 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
                     return Err(JailError::Prepare {
                         what: "starting the egress proxy",
                         source,
-                    });
+                    }
+                    .into());
                 }
             }
         }
@@ -1090,7 +948,7 @@ fn mount_proc(at: &CStr) -> sys::SysResult<()> {
 
 /// Builds the jail's root from `plan` and enters it (see [`super::tree`]
 /// for the sequence). Child side: single system calls on prepared strings.
-fn enter_tree(plan: &Plan) -> sys::SysResult<()> {
+fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
     sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     sys::mount(
         Some(TMPFS),
@@ -1130,6 +988,7 @@ fn enter_tree(plan: &Plan) -> sys::SysResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jail::tree;
 
     #[test]
     fn set_up_errors_name_the_step_errno_cause_and_fix() {
