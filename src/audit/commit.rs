@@ -37,9 +37,12 @@ pub(super) struct Commit {
     turn: Condvar,
 }
 
+/// The commits of this process, by log file (device, inode).
+type Commits = Mutex<HashMap<(u64, u64), Arc<Commit>>>;
+
 /// The commit of the log file `(dev, ino)` in this process.
 pub(super) fn of(dev: u64, ino: u64) -> Arc<Commit> {
-    static ALL: OnceLock<Mutex<HashMap<(u64, u64), Arc<Commit>>>> = OnceLock::new();
+    static ALL: OnceLock<Commits> = OnceLock::new();
     let mut all = ALL
         .get_or_init(Default::default)
         .lock()
