@@ -1,10 +1,15 @@
 //! Starting, supervising and ending one jailed process.
 //!
-//! [`run`] prepares everything in the supervisor (argv/env as C strings,
-//! the Landlock ruleset fd, the seccomp programs, the call's cgroups, the
-//! pipes), then clones the child into new namespaces. Between clone and
-//! exec the child only makes system calls on that prepared data, in this
-//! order:
+//! [`run`] builds the call's [`Plan`] ([`super::plan`]: what is enforced
+//! by which mechanism, or the refusal), prepares everything it needs in
+//! the supervisor (argv/env as C strings, the Landlock ruleset fd, the
+//! seccomp programs, the call's cgroups, the pipes), then clones the
+//! child into new namespaces. The clone is vfork-style (`CLONE_VM |
+//! CLONE_VFORK`: no page table copied, the supervisor's thread suspended
+//! until exec) except for the namespace-free jail's reaper, which never
+//! execs. Between clone and exec the child only makes system calls on
+//! that prepared data, allocating and writing nothing of the
+//! supervisor's, in this order:
 //!
 //! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;
 //! 2. default signal dispositions, empty signal mask;
@@ -706,19 +711,28 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     let (report_r, report_w) = pipe().map_err(|_| (Step::Parent, libc::EMFILE))?;
     p.report = report_w.as_raw_fd();
     p.report_read_end = report_r.as_raw_fd();
-    // SAFETY: the child branch calls only `child_main`, which performs
-    // async-signal-safe system calls on prepared data and never returns.
-    let forked = unsafe { sys::clone_process(flags) }.map_err(|e| {
+    let clone_failed = |e: std::io::Error| {
         let step = if flags == 0 {
             Step::Parent
         } else {
             Step::Namespaces
         };
         (step, e.raw_os_error().unwrap_or(libc::EINVAL))
-    })?;
-    let pidfd = match forked {
-        Forked::Child => child_main(p),
-        Forked::Parent { pidfd, .. } => pidfd,
+    };
+    let pidfd = if p.reaper {
+        // The reaper never execs (it waits for the tool): a fork-style
+        // clone, so that the supervisor is not suspended for the call.
+        // SAFETY: the child branch calls only `child_main`, which performs
+        // async-signal-safe system calls on prepared data and never returns.
+        match unsafe { sys::clone_process(flags) }.map_err(clone_failed)? {
+            Forked::Child => child_main(p),
+            Forked::Parent { pidfd, .. } => pidfd,
+        }
+    } else {
+        // SAFETY: `child_main` only makes async-signal-safe system calls on
+        // the prepared data, allocates nothing, writes no memory of the
+        // supervisor's, and ends in `execve` or `_exit`.
+        unsafe { sys::clone_vfork(flags, &mut || child_main(p)) }.map_err(clone_failed)?
     };
     drop(report_w);
     let mut report_file = std::fs::File::from(report_r);
