@@ -412,9 +412,15 @@ fn attempt(
 
     // --- what is enforced by which mechanism, or the refusal.
     let subreaper = probe::subreaper_available();
+    let net_ns = plan::wants_net_ns(spec) && kernel.mode == Mode::Namespaces && probe::net_ns();
+    if assumed && plan::wants_net_ns(spec) && !net_ns {
+        // No network namespace where namespaces were only assumed: maybe
+        // none can be made at all; the probe says which.
+        return Err(Attempt::Probe);
+    }
     let host = Host {
         kernel,
-        net_ns: plan::wants_net_ns(spec) && kernel.mode == Mode::Namespaces && probe::net_ns(),
+        net_ns,
         subreaper,
     };
     let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected)?;
