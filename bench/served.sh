@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Served throughput, side by side in one run: `glovebox serve` before and
-# after a change, and a bare fork+exec server (bench/bare_server.py: the
+# Served throughput, side by side in one run: `glovebox serve` of each
+# binary given (before and after a change, or lever by lever), and a bare
+# fork+exec server (bench/bare_server.py: the
 # same invoke endpoint, `true` run by a plain fork+exec per call, no jail,
 # no audit), each driven by bench/load_client.py with 1 and 8 clients
 # calling a trivial command tool (`true`) over the HTTP API. The servers
@@ -8,10 +9,9 @@
 # this shared machine hits them alike; the medians of the passes are
 # reported with ×bare. Prints a markdown table; nothing is rewritten.
 #
-#   GB_BEFORE=path/to/before [GB_AFTER=path/to/after] bash bench/served.sh
+#   BINS="before:/tmp/gb-main after:target/release/glovebox" bash bench/served.sh
 source "$(dirname "$0")/lib.sh"
-GB=${GB_AFTER:-$GB}
-: "${GB_BEFORE:?set GB_BEFORE to the glovebox binary to compare with}"
+: "${BINS:?set BINS to NAME:PATH pairs}"
 SECS=${SECS:-4}
 ROUNDS=${ROUNDS:-3}
 OUT=$(mktemp -d)
@@ -22,7 +22,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for who in before after; do
+NAMES=""
+for b in $BINS; do NAMES="$NAMES ${b%%:*}"; done
+for who in $NAMES; do
   mkdir -p "$OUT/$who/.glee/tools/noop"
   cat > "$OUT/$who/.glee/tools/noop/tool.yml" <<'YML'
 name: noop
@@ -38,8 +40,9 @@ permissions: {network: false, fs: {read: ["."], write: []}}
 YML
 done
 
-start_gb() { # BIN WHO
-  "$1" --root "$OUT/$2" serve --listen 127.0.0.1:0 --max-concurrent 64 2> "$OUT/$2.log" &
+start_gb() { # BIN WHO: starts the server (not in a subshell: its pid is
+  # kept for the cleanup) and leaves its URL in $OUT/WHO.url
+  "$1" --root "$OUT/$2" serve --listen 127.0.0.1:0 --max-concurrent 64 > /dev/null 2> "$OUT/$2.log" &
   pids+=($!)
   local url=""
   for _ in $(seq 100); do
@@ -48,28 +51,31 @@ start_gb() { # BIN WHO
     sleep 0.1
   done
   [ -n "$url" ] || { echo "glovebox serve ($2) did not start:" >&2; cat "$OUT/$2.log" >&2; exit 1; }
-  echo "$url"
+  echo "$url" > "$OUT/$2.url"
 }
-URL_BEFORE=$(start_gb "$GB_BEFORE" before)
-URL_AFTER=$(start_gb "$GB" after)
-$PY bench/bare_server.py true > "$OUT/bare.port" &
+declare -A URL
+for b in $BINS; do
+  start_gb "${b#*:}" "${b%%:*}"
+  URL[${b%%:*}]=$(cat "$OUT/${b%%:*}.url")
+done
+$PY bench/bare_server.py true > "$OUT/bare.port" 2> "$OUT/bare.log" &
 pids+=($!)
 for _ in $(seq 50); do [ -s "$OUT/bare.port" ] && break; sleep 0.1; done
-URL_BARE="http://127.0.0.1:$(cat "$OUT/bare.port")"
+URL[bare]="http://127.0.0.1:$(cat "$OUT/bare.port")"
 
 for r in $(seq "$ROUNDS"); do
   for c in 1 8; do
-    for who in bare before after; do
-      case $who in bare) url=$URL_BARE ;; before) url=$URL_BEFORE ;; after) url=$URL_AFTER ;; esac
+    for who in bare $NAMES; do
+      url=${URL[$who]}
       echo "== round $r, $who, $c client(s), ${SECS}s" >&2
       $PY bench/load_client.py "$url" noop "$c" "$SECS" > "$OUT/$who.c$c.r$r.json"
     done
   done
 done
 
-$PY - "$OUT" "$ROUNDS" <<'PY'
+$PY - "$OUT" "$ROUNDS" $NAMES <<'PY'
 import json, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def med(who, c, k):
     return statistics.median(json.load(open(f"{out}/{who}.c{c}.r{r}.json"))[k] for r in range(1, rounds + 1))
 def errs(who, c):
@@ -78,7 +84,7 @@ print(f"| server | clients | calls/s | ×bare calls/s | p50 ms | p99 ms | errors
 print("|---|--:|--:|--:|--:|--:|--:|")
 for c in (1, 8):
     bare = med("bare", c, "calls_per_s")
-    for who, name in (("bare", "bare fork+exec (bare_server.py)"), ("before", "glovebox serve, before"), ("after", "glovebox serve, after")):
+    for who, name in [("bare", "bare fork+exec (bare_server.py)")] + [(n, f"glovebox serve, {n}") for n in names]:
         cps = med(who, c, "calls_per_s")
         print(f"| {name} | {c} | {cps:.0f} | {cps / bare:.2f} | {med(who, c, 'p50_ms'):.2f} | {med(who, c, 'p99_ms'):.2f} | {errs(who, c)} |")
 PY
