@@ -39,6 +39,13 @@ pub enum ApprovalError {
     },
 }
 
+impl ApprovalError {
+    /// The Outcome's error kind: the approval store failed.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::Internal
+    }
+}
+
 /// What an approval is bound to: everything the call runs or is granted
 /// (see [`crate::footprint`] for the exact list).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

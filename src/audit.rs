@@ -51,6 +51,7 @@ use hmac::{Hmac, Mac};
 use serde::Serialize;
 use sha2::Sha256;
 
+use crate::kind::ErrorKind;
 use crate::state::{self, StateError};
 
 mod commit;
@@ -85,6 +86,11 @@ impl AuditError {
     pub fn written(&self) -> bool {
         matches!(self, AuditError::NotDurable { .. })
     }
+
+    /// The Outcome's error kind: the call cannot be recorded.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::AuditUnavailable
+    }
 }
 
 /// The current time, RFC 3339 UTC with seconds.
@@ -118,14 +124,148 @@ fn rfc3339(secs: u64) -> String {
     )
 }
 
+/// The names of the audit log's events (a line's type). Everything that
+/// writes or reads a line names its event through these.
+pub mod event {
+    /// A call's intent, written and synced before it starts anything.
+    pub const TOOL_STARTED: &str = "TOOL_STARTED";
+    /// A call's result.
+    pub const TOOL_EXECUTED: &str = "TOOL_EXECUTED";
+    /// A call, creation or deletion refused (`reason=`).
+    pub const TOOL_DENIED: &str = "TOOL_DENIED";
+    /// An agent created a tool.
+    pub const TOOL_CREATED: &str = "TOOL_CREATED";
+    /// An agent deleted a tool it created.
+    pub const TOOL_DELETED: &str = "TOOL_DELETED";
+    /// A person approved a tool.
+    pub const TOOL_APPROVED: &str = "TOOL_APPROVED";
+    /// A write to the log was interrupted before its end.
+    pub const AUDIT_INTERRUPTED: &str = "AUDIT_INTERRUPTED";
+    /// The log's end no longer matched its head when a line was added.
+    pub const AUDIT_BREAK: &str = "AUDIT_BREAK";
+    /// A person acknowledged the damage (`audit --reseal`).
+    pub const AUDIT_RESEALED: &str = "AUDIT_RESEALED";
+}
+
 /// One event to log: its type and `key=value` fields, in order.
 #[derive(Debug, Clone)]
 pub struct Event {
-    /// `TOOL_CREATED`, `TOOL_APPROVED`, `TOOL_EXECUTED`, `TOOL_DENIED`, …
+    /// One of [`event`]'s names.
     pub kind: &'static str,
     /// Fields; values are written as they are (callers keep them on one
     /// line and redacted).
     pub fields: Vec<(&'static str, String)>,
+}
+
+/// Who made a call, as its lines name it: the caller's id and, when the
+/// client said, its agent and project (`agent_id=`, `project_id=`, each
+/// through [`client_label`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Who<'a> {
+    /// Free-form identity (`cli`, an MCP client name, …).
+    pub caller: &'a str,
+    /// HTTP `X-Agent-ID`.
+    pub agent_id: Option<&'a str>,
+    /// HTTP `X-Project-ID`.
+    pub project_id: Option<&'a str>,
+}
+
+/// A call's end, as its [`event::TOOL_EXECUTED`] line records it.
+#[derive(Debug, Clone)]
+pub struct CallResult<'a> {
+    /// The tool's name (as the caller gave it).
+    pub name: &'a str,
+    /// The call's id, when its intent was written.
+    pub call: Option<&'a str>,
+    /// The parameters as the log keeps them (redacted, abbreviated).
+    pub params: String,
+    /// Whether the call succeeded.
+    pub ok: bool,
+    /// Its error kind, if it failed.
+    pub kind: Option<ErrorKind>,
+    /// Its wall time.
+    pub duration_ms: u64,
+    /// An agentcli tool's passed-through variable names, as a JSON array.
+    pub env_keys: Option<String>,
+    /// Fields the run added (`egress=[…]`, `network=direct`, …).
+    pub extra: Vec<(&'static str, String)>,
+}
+
+impl Event {
+    /// [`event::TOOL_STARTED`]: a call's intent, written before it
+    /// starts anything.
+    pub fn call_started(name: &str, call: &str, params: &str, who: Who<'_>) -> Event {
+        Event {
+            kind: event::TOOL_STARTED,
+            fields: vec![
+                ("name", client_label(name)),
+                ("call", call.to_string()),
+                ("params", params.to_string()),
+                ("caller", who.caller.to_string()),
+            ],
+        }
+        .with_client(who)
+    }
+
+    /// [`event::TOOL_DENIED`] `reason=approval_required`: a call refused
+    /// for want of an approval.
+    pub fn call_unapproved(name: &str, call: Option<&str>, params: String, who: Who<'_>) -> Event {
+        let mut fields = vec![("name", client_label(name))];
+        if let Some(id) = call {
+            fields.push(("call", id.to_string()));
+        }
+        fields.extend([
+            ("params", params),
+            ("reason", "approval_required".into()),
+            ("caller", who.caller.to_string()),
+        ]);
+        Event {
+            kind: event::TOOL_DENIED,
+            fields,
+        }
+        .with_client(who)
+    }
+
+    /// [`event::TOOL_EXECUTED`]: a call's result.
+    pub fn call_result(r: CallResult<'_>, who: Who<'_>) -> Event {
+        let mut fields = vec![("name", client_label(r.name))];
+        if let Some(id) = r.call {
+            fields.push(("call", id.to_string()));
+        }
+        fields.push(("params", r.params));
+        fields.push(("status", if r.ok { "success" } else { "error" }.to_string()));
+        if let Some(k) = r.kind {
+            fields.push((
+                "kind",
+                serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
+            ));
+        }
+        fields.push(("duration_ms", r.duration_ms.to_string()));
+        if let Some(keys) = r.env_keys {
+            fields.push(("envKeys", keys));
+        }
+        fields.extend(r.extra);
+        fields.push(("caller", who.caller.to_string()));
+        Event {
+            kind: event::TOOL_EXECUTED,
+            fields,
+        }
+        .with_client(who)
+    }
+
+    /// The event with the client's `agent_id` / `project_id`, when given.
+    fn with_client(mut self, who: Who<'_>) -> Self {
+        if let Some(a) = who.agent_id {
+            self.fields.push(("agent_id", client_label(a)));
+        }
+        if let Some(p) = who.project_id {
+            self.fields.push(("project_id", client_label(p)));
+        }
+        self
+    }
 }
 
 /// One line read back.
@@ -137,6 +277,29 @@ pub struct Entry {
     pub event: String,
     /// Fields in order (without `mac`).
     pub fields: Vec<(String, String)>,
+}
+
+impl Entry {
+    /// The value of field `key`, if the line has it.
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the line records a call's end: its result
+    /// ([`event::TOOL_EXECUTED`]), or its refusal for want of an
+    /// approval ([`event::TOOL_DENIED`] `reason=approval_required`), not
+    /// a refused creation or deletion.
+    pub fn is_call_result(&self) -> bool {
+        self.event == event::TOOL_EXECUTED
+            || (self.event == event::TOOL_DENIED
+                && self
+                    .fields
+                    .iter()
+                    .any(|(k, v)| k == "reason" && v == "approval_required"))
+    }
 }
 
 /// What `verify` found.
@@ -461,7 +624,7 @@ impl Log {
                     file.set_len(keep).map_err(|e| self.io(e))?;
                     use sha2::Digest;
                     events.push(Event {
-                        kind: "AUDIT_INTERRUPTED",
+                        kind: event::AUDIT_INTERRUPTED,
                         fields: vec![
                             ("bytes", bytes.len().to_string()),
                             ("sha256", hex::encode(Sha256::digest(&bytes))),
@@ -480,7 +643,7 @@ impl Log {
                 let lines = count_lines(&mut file).map_err(|e| self.io(e))?;
                 let close = !text.is_empty() && !text.ends_with('\n');
                 events.push(Event {
-                    kind: "AUDIT_BREAK",
+                    kind: event::AUDIT_BREAK,
                     fields: vec![
                         (
                             "expected_lines",
@@ -761,7 +924,7 @@ impl Log {
         let chain = walk(&key, &key_id(&key), &text).problems;
         let chain_text: Vec<String> = chain.iter().map(|(_, p)| p.clone()).collect();
         let event = Event {
-            kind: "AUDIT_RESEALED",
+            kind: event::AUDIT_RESEALED,
             fields: vec![
                 ("by", client_label(by)),
                 ("problems", before.problems.len().to_string()),
@@ -982,15 +1145,12 @@ fn unfinished_calls(text: &str) -> Vec<String> {
     let mut finished = std::collections::HashSet::new();
     for (i, line) in text.lines().enumerate() {
         let Some(e) = parse(line) else { continue };
-        let field = |k: &str| {
-            e.fields
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.clone())
+        let Some(id) = e.field("call").map(String::from) else {
+            continue;
         };
-        let Some(id) = field("call") else { continue };
-        if e.event == "TOOL_STARTED" {
-            started.push((i + 1, id, field("name").unwrap_or_default(), e.ts.clone()));
+        if e.event == event::TOOL_STARTED {
+            let name = e.field("name").unwrap_or_default().to_string();
+            started.push((i + 1, id, name, e.ts.clone()));
         } else {
             finished.insert(id);
         }

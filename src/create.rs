@@ -21,11 +21,9 @@ use serde_json::{json, Value};
 
 use crate::approval;
 use crate::audit::{self, Event};
-use crate::footprint::resolved as real;
-use crate::manifest::config::MaxPermissions;
+use crate::manifest::ceiling::{default_ceiling, excess};
 use crate::manifest::diagnostic::Diagnostic;
-use crate::manifest::discover::{resolve, ToolEntry, TOOL_FILE};
-use crate::manifest::model::{Exec, FsPermissions, Manifest};
+use crate::manifest::discover::{ToolEntry, TOOL_FILE};
 use crate::manifest::project::Project;
 use crate::manifest::{lint, yaml};
 use crate::state::{self, StateError};
@@ -75,73 +73,38 @@ pub enum CreateError {
     Approval(#[from] approval::ApprovalError),
 }
 
-/// The ceiling used when the config names none: no network, read the
-/// project, write nothing, no secrets.
-pub fn default_ceiling() -> MaxPermissions {
-    MaxPermissions {
-        network: false.into(),
-        fs: FsPermissions {
-            read: vec![".".into()],
-            write: Vec::new(),
-        },
-        secrets: Vec::new(),
-    }
-}
-
-fn within(path: &Path, allowed: &[PathBuf]) -> bool {
-    allowed.iter().any(|a| path.starts_with(a))
-}
-
-/// Everything `m` asks for beyond `ceiling`.
-pub fn excess(root: &Path, m: &Manifest, ceiling: &MaxPermissions) -> Vec<String> {
-    let mut out = Vec::new();
-    let p = &m.permissions;
-    out.extend(network_excess(&p.network, &ceiling.network));
-    let real_all = |v: &[String]| {
-        v.iter()
-            .map(|s| real(&resolve(root, s)))
-            .collect::<Vec<_>>()
-    };
-    let c_read = real_all(&ceiling.fs.read);
-    let c_write = real_all(&ceiling.fs.write);
-    let readable: Vec<PathBuf> = c_read.iter().chain(&c_write).cloned().collect();
-    for r in &p.fs.read {
-        if !within(&real(&resolve(root, r)), &readable) {
-            out.push(format!("fs.read {r:?} is outside the ceiling's paths"));
-        }
-    }
-    for w in &p.fs.write {
-        if !within(&real(&resolve(root, w)), &c_write) {
-            out.push(format!(
-                "fs.write {w:?} is outside the ceiling's writable paths"
-            ));
-        }
-    }
-    // The working directory and a venv are granted too (read + execute).
-    let mut granted: Vec<(&str, &str)> = Vec::new();
-    match &m.exec {
-        Exec::Command(c) => granted.push(("exec.command.cwd", &c.cwd)),
-        Exec::Python(py) => {
-            granted.push(("exec.python.cwd", &py.cwd));
-            if let Some(v) = &py.venv {
-                granted.push(("exec.python.venv", v));
+impl CreateError {
+    /// The Outcome's error kind, the same on MCP (`glee_tool_create`)
+    /// and HTTP (`POST`/`DELETE /api/v1/tools`).
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        match self {
+            CreateError::ExceedsCeiling { .. } | CreateError::NotCreated { .. } => {
+                crate::kind::ErrorKind::PermissionExceedsCeiling
             }
-        }
-        // An agentcli entry runs in the directory of its tools.json,
-        // which the user chose, not an agent.
-        Exec::AgentCli(_) | Exec::Http(_) => {}
-    }
-    for (what, path) in granted {
-        if !within(&real(&resolve(root, path)), &readable) {
-            out.push(format!("{what} {path:?} is outside the ceiling's paths"));
-        }
-    }
-    for s in p.secrets.keys() {
-        if !ceiling.secrets.contains(s) {
-            out.push(format!("secret {s} is not in the ceiling's secrets"));
+            CreateError::NotFound { .. } => crate::kind::ErrorKind::ToolNotFound,
+            CreateError::InvalidName { .. }
+            | CreateError::InvalidDefinition { .. }
+            | CreateError::Lint { .. }
+            | CreateError::Exists { .. }
+            | CreateError::Config => crate::kind::ErrorKind::ManifestInvalid,
+            CreateError::Io { .. }
+            | CreateError::State(_)
+            | CreateError::Audit(_)
+            | CreateError::Approval(_) => crate::kind::ErrorKind::Internal,
         }
     }
-    out
+
+    /// Structured details for the failure's `details`: what exceeds the
+    /// ceiling, or the lint diagnostics.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            CreateError::ExceedsCeiling { excess } => serde_json::json!({"excess": excess}),
+            CreateError::Lint { diagnostics } => {
+                serde_json::json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
+            }
+            _ => serde_json::json!({}),
+        }
+    }
 }
 
 fn valid_name(name: &str) -> bool {
@@ -189,7 +152,7 @@ pub fn create(
     let log = audit::Log::for_project(root)?;
     let deny = |reason: &str, detail: String| {
         let _ = log.append(&Event {
-            kind: "TOOL_DENIED",
+            kind: audit::event::TOOL_DENIED,
             fields: vec![
                 ("name", audit::client_label(name)),
                 ("creator", creator.to_string()),
@@ -329,7 +292,7 @@ pub fn create(
     approval::Store::open(root)?.revoke(name)?;
     let perms = serde_json::to_string(&manifest.permissions).unwrap_or_default();
     log.append(&Event {
-        kind: "TOOL_CREATED",
+        kind: audit::event::TOOL_CREATED,
         fields: vec![
             ("name", name.to_string()),
             ("creator", creator.to_string()),
@@ -376,7 +339,7 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
             return Err(CreateError::NotFound { name: name.into() });
         }
         log.append(&Event {
-            kind: "TOOL_DENIED",
+            kind: audit::event::TOOL_DENIED,
             fields: vec![
                 ("name", audit::client_label(name)),
                 ("caller", deleter.to_string()),
@@ -401,85 +364,8 @@ pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), Create
     save_registry(root, &registry)?;
     approval::Store::open(root)?.revoke(name)?;
     log.append(&Event {
-        kind: "TOOL_DELETED",
+        kind: audit::event::TOOL_DELETED,
         fields: vec![("name", name.to_string()), ("caller", deleter.to_string())],
     })?;
     Ok(())
-}
-
-/// What a tool's `permissions.network` asks beyond the ceiling's: any
-/// network under a ceiling of none; any host under a ceiling list; hosts
-/// outside the ceiling list.
-pub fn network_excess(
-    asked: &crate::manifest::model::Network,
-    ceiling: &crate::manifest::model::Network,
-) -> Vec<String> {
-    if !asked.enabled() {
-        return Vec::new();
-    }
-    if !ceiling.enabled() {
-        return vec!["network: the ceiling allows no network".into()];
-    }
-    let Ok(Some(max)) = ceiling.allowlist() else {
-        return match ceiling.allowlist() {
-            Err(e) => vec![format!("network: the ceiling's allowlist is invalid: {e}")],
-            _ => Vec::new(),
-        };
-    };
-    match asked.allowlist() {
-        Err(e) => vec![format!("network: {e}")],
-        Ok(None) => vec![format!(
-            "network: any host asked, the ceiling allows only {}",
-            max.patterns()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )],
-        Ok(Some(list)) => max
-            .uncovered(&list)
-            .into_iter()
-            .map(|p| format!("network: {p} is outside the ceiling's allowlist"))
-            .collect(),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::network_excess;
-    use crate::manifest::model::Network;
-
-    fn net(yaml: &str) -> Network {
-        serde_json::from_str(yaml).unwrap()
-    }
-
-    #[test]
-    fn a_created_allowlist_must_lie_inside_the_ceiling() {
-        let ceiling = net(r#"["*.example.com", "pypi.org:443"]"#);
-        assert!(network_excess(&net("false"), &ceiling).is_empty());
-        assert!(network_excess(
-            &net(r#"{"allow": ["api.example.com", "pypi.org:443"]}"#),
-            &ceiling
-        )
-        .is_empty());
-        assert_eq!(
-            network_excess(&net(r#"{"allow": ["evil.com", "pypi.org"]}"#), &ceiling),
-            [
-                "network: evil.com is outside the ceiling's allowlist",
-                "network: pypi.org is outside the ceiling's allowlist"
-            ]
-        );
-        assert!(network_excess(&net("true"), &ceiling)[0].contains("any host asked"));
-        assert!(network_excess(&net("true"), &net("true")).is_empty());
-        assert!(network_excess(
-            &net(r#"{"allow": ["x.org"]}"#),
-            &net(r#"{"allow": ["x.org"]}"#)
-        )
-        .is_empty());
-        assert_eq!(
-            network_excess(&net(r#"{"allow": ["x.org"]}"#), &net("false")),
-            ["network: the ceiling allows no network"]
-        );
-    }
 }

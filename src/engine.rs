@@ -36,6 +36,14 @@ pub struct Caller {
     pub id: String,
     /// The caller approved this call now (`--yes`, or a y/N prompt).
     pub approved: bool,
+    /// The caller can approve one call itself (`glovebox run --yes`, or
+    /// its y/N prompt): the CLI, on the user's own terminal. A refusal
+    /// for want of approval then names that way too.
+    pub approves_once: bool,
+    /// The caller prints the Outcome, warnings included, on glovebox's
+    /// own stderr (`glovebox run` without `--json`), so the engine does
+    /// not say its audit failures there a second time.
+    pub prints_to_stderr: bool,
     /// Where declared secrets are read from.
     pub secrets: SecretSource,
     /// Stops the call's jailed process tree when cancelled (an MCP client's
@@ -95,16 +103,14 @@ fn cancelled_outcome(outcome: &mut Outcome, why: Cancelled) {
     }
 }
 
-impl audit::Event {
-    /// The event with the caller's `agent_id` / `project_id`, when given.
-    fn with_client(mut self, caller: &Caller) -> Self {
-        if let Some(a) = &caller.agent_id {
-            self.fields.push(("agent_id", audit::client_label(a)));
+impl Caller {
+    /// Who the call's audit lines name.
+    fn who(&self) -> audit::Who<'_> {
+        audit::Who {
+            caller: &self.id,
+            agent_id: self.agent_id.as_deref(),
+            project_id: self.project_id.as_deref(),
         }
-        if let Some(p) = &caller.project_id {
-            self.fields.push(("project_id", audit::client_label(p)));
-        }
-        self
     }
 }
 
@@ -116,6 +122,15 @@ pub enum EngineError {
     Project(#[from] ProjectError),
 }
 
+impl EngineError {
+    /// The Outcome's error kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::Project(e) => e.kind(),
+        }
+    }
+}
+
 /// A loaded project, ready to run its tools.
 #[derive(Debug)]
 pub struct Engine {
@@ -124,15 +139,18 @@ pub struct Engine {
 }
 
 fn project_failure(name: &str, e: &ProjectError) -> Box<Outcome> {
-    let (kind, details) = match e {
-        ProjectError::ToolNotFound { .. } => (ErrorKind::ToolNotFound, json!({})),
-        ProjectError::ToolInvalid { diagnostics, .. } => (
-            ErrorKind::ManifestInvalid,
-            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()}),
-        ),
-        _ => (ErrorKind::ManifestInvalid, json!({})),
+    let details = match e {
+        ProjectError::ToolInvalid { diagnostics, .. } => {
+            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
+        }
+        _ => json!({}),
     };
-    Box::new(Outcome::failure(name, kind, run::error_chain(e), details))
+    Box::new(Outcome::failure(
+        name,
+        e.kind(),
+        run::error_chain(e),
+        details,
+    ))
 }
 
 impl Engine {
@@ -171,10 +189,11 @@ impl Engine {
         }
     }
 
-    /// An engine over an already loaded project.
+    /// An engine over an already loaded project, with the built-ins its
+    /// config enables ([`crate::builtin::add_to`]).
     pub fn new(project: Project) -> Engine {
         Engine {
-            project,
+            project: crate::builtin::add_to(project),
             schemas: Mutex::new(HashMap::new()),
         }
     }
@@ -216,14 +235,8 @@ impl Engine {
         if let Some(s) = cache.get(&m.name) {
             return Ok(s.clone());
         }
-        let s = Schemas::compile(&m.inputs.schema, m.outputs.schema.as_ref()).map_err(|e| {
-            Outcome::failure(
-                &m.name,
-                ErrorKind::ManifestInvalid,
-                e.to_string(),
-                json!({}),
-            )
-        })?;
+        let s = Schemas::compile(&m.inputs.schema, m.outputs.schema.as_ref())
+            .map_err(|e| Outcome::failure(&m.name, e.kind(), e.to_string(), json!({})))?;
         let s = Arc::new(s);
         cache.insert(m.name.clone(), s.clone());
         Ok(s)
@@ -308,6 +321,10 @@ impl Engine {
     ) {
         outcome.duration_ms = started.elapsed().as_millis() as u64;
         if let Err(e) = self.log_call(name, params, caller, outcome, record.call_id, record.extra) {
+            if outcome.kind() == Some(ErrorKind::AuditUnavailable) {
+                // The Outcome already says the call has no record.
+                return;
+            }
             let message = if e.written() {
                 format!(
                     "the call was written to the audit log but not made durable: {}",
@@ -319,7 +336,9 @@ impl Engine {
                     run::error_chain(&e)
                 )
             };
-            eprintln!("glovebox: {}: {message}", audit::client_label(name));
+            if !caller.prints_to_stderr {
+                eprintln!("glovebox: {}: {message}", audit::client_label(name));
+            }
             outcome.warnings.push(message);
         }
     }
@@ -380,51 +399,23 @@ impl Engine {
         let log = audit::Log::for_project(&self.project.root)?;
         let params = params.to_string();
         let event = match outcome.kind() {
-            Some(ErrorKind::ApprovalRequired) => audit::Event {
-                kind: "TOOL_DENIED",
-                fields: vec![
-                    ("name", audit::client_label(name)),
-                    ("params", params),
-                    ("reason", "approval_required".into()),
-                    ("caller", caller.id.clone()),
-                ],
+            Some(ErrorKind::ApprovalRequired) => {
+                audit::Event::call_unapproved(name, call_id, params, caller.who())
             }
-            .with_client(caller),
-            kind => {
-                let mut fields = vec![
-                    ("name", audit::client_label(name)),
-                    ("params", params),
-                    (
-                        "status",
-                        if outcome.ok { "success" } else { "error" }.to_string(),
-                    ),
-                ];
-                if let Some(k) = kind {
-                    fields.push((
-                        "kind",
-                        serde_json::to_value(k)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default(),
-                    ));
-                }
-                fields.push(("duration_ms", outcome.duration_ms.to_string()));
-                if let Some(keys) = self.env_keys(name, caller) {
-                    fields.push(("envKeys", keys));
-                }
-                fields.extend(extra);
-                fields.push(("caller", caller.id.clone()));
-                audit::Event {
-                    kind: "TOOL_EXECUTED",
-                    fields,
-                }
-                .with_client(caller)
-            }
+            kind => audit::Event::call_result(
+                audit::CallResult {
+                    name,
+                    call: call_id,
+                    params,
+                    ok: outcome.ok,
+                    kind,
+                    duration_ms: outcome.duration_ms,
+                    env_keys: self.env_keys(name, caller),
+                    extra,
+                },
+                caller.who(),
+            ),
         };
-        let mut event = event;
-        if let Some(id) = call_id {
-            event.fields.insert(1, ("call", id.to_string()));
-        }
         log.append(&event)
     }
 
@@ -516,7 +507,7 @@ impl Engine {
                 format!(
                     "tool `{name}` requires approval ({}){voided}; approve it with `glovebox approve {name}`{} (approvals of {})",
                     m.approval.reason.as_deref().unwrap_or("no reason given"),
-                    if caller.id == "cli" {
+                    if caller.approves_once {
                         format!(", or this one call with `glovebox run {name} --yes`")
                     } else {
                         String::new()
@@ -555,14 +546,6 @@ impl Engine {
         let policy = Policy::for_tool(&self.project.root, m, config)
             .map(|p| p.with_surface(&self.project))
             .map_err(|e| policy_failure(name, &e))?;
-        crate::state::ensure_not_exposed(&policy.fs_access()).map_err(|e| {
-            Box::new(Outcome::failure(
-                name,
-                ErrorKind::ManifestInvalid,
-                run::error_chain(&e),
-                json!({}),
-            ))
-        })?;
         let inputs: Vec<String> = m.input_names().map(String::from).collect();
         let bindings = Bindings {
             params: &params,
@@ -610,8 +593,8 @@ impl Engine {
             .security
             .max_permissions
             .clone()
-            .unwrap_or_else(crate::create::default_ceiling);
-        let excess = crate::create::excess(root, &tool.manifest, &ceiling);
+            .unwrap_or_else(crate::manifest::ceiling::default_ceiling);
+        let excess = crate::manifest::ceiling::excess(root, &tool.manifest, &ceiling);
         if excess.is_empty() {
             return Ok(());
         }
@@ -738,47 +721,9 @@ impl Engine {
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
         spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
         let returns = exec.returns;
-        job.execute(
-            spec,
-            &interpreter.program,
-            |r, redact| match python::reply(&r.stdout) {
-                Some(python::Reply::Returned(v)) => {
-                    Finished::Output(redact.value(match (returns, v) {
-                        (crate::manifest::model::Format::Text, Value::String(s)) => {
-                            Value::String(s)
-                        }
-                        (crate::manifest::model::Format::Text, other) => {
-                            Value::String(other.to_string())
-                        }
-                        (_, v) => v,
-                    }))
-                }
-                Some(python::Reply::Raised {
-                    kind,
-                    message,
-                    traceback,
-                }) => Finished::Failed(Outcome::failure(
-                    name,
-                    ErrorKind::PythonException,
-                    format!("{kind}: {message}"),
-                    json!({"type": kind, "message": message, "traceback": traceback}),
-                )),
-                None => match r.status {
-                    jail::Status::Exited(0) => Finished::Failed(Outcome::failure(
-                        name,
-                        ErrorKind::Internal,
-                        "the python shim returned no result",
-                        json!({}),
-                    )),
-                    status => Finished::Failed(run::exit_failure(
-                        name,
-                        status,
-                        &redact.text(&String::from_utf8_lossy(&r.stderr)),
-                        &[0],
-                    )),
-                },
-            },
-        )
+        job.execute(spec, &interpreter.program, |r, redact| {
+            python::read(name, returns, r, redact)
+        })
     }
 }
 
@@ -826,16 +771,12 @@ impl Intent<'_> {
     /// (`audit_unavailable`), unless `config.audit` is `best_effort`, in
     /// which case it goes on with a warning.
     fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
-        let event = audit::Event {
-            kind: "TOOL_STARTED",
-            fields: vec![
-                ("name", audit::client_label(self.name)),
-                ("call", self.id.to_string()),
-                ("params", self.params.to_string()),
-                ("caller", self.caller.id.clone()),
-            ],
-        }
-        .with_client(self.caller);
+        let event = audit::Event::call_started(
+            self.name,
+            self.id,
+            &self.params.to_string(),
+            self.caller.who(),
+        );
         let result = audit::Log::for_project(&self.engine.project.root)
             .and_then(|log| log.append_durable(&event));
         let Err(e) = result else {
@@ -848,14 +789,18 @@ impl Intent<'_> {
         let why = run::error_chain(&e);
         if config.audit == AuditMode::BestEffort {
             let w = format!("the call's intent could not be recorded in the audit log (audit: best_effort, so it ran): {why}");
-            eprintln!("glovebox: {}: {w}", self.name);
+            if !self.caller.prints_to_stderr {
+                eprintln!("glovebox: {}: {w}", self.name);
+            }
             self.warnings.borrow_mut().push(w);
             return Ok(());
         }
-        eprintln!(
-            "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
-            self.name
-        );
+        if !self.caller.prints_to_stderr {
+            eprintln!(
+                "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
+                self.name
+            );
+        }
         Err(Box::new(Outcome::failure(
             self.name,
             ErrorKind::AuditUnavailable,
@@ -983,19 +928,14 @@ impl Job<'_> {
 fn policy_failure(name: &str, e: &PolicyError) -> Box<Outcome> {
     Box::new(Outcome::failure(
         name,
-        ErrorKind::ManifestInvalid,
+        e.kind(),
         run::error_chain(e),
         json!({}),
     ))
 }
 
 fn template_failure(name: &str, e: &TemplateError) -> Box<Outcome> {
-    Box::new(Outcome::failure(
-        name,
-        ErrorKind::ManifestInvalid,
-        e.to_string(),
-        json!({}),
-    ))
+    Box::new(Outcome::failure(name, e.kind(), e.to_string(), json!({})))
 }
 
 /// Longest string parameter the audit log records verbatim.

@@ -7,7 +7,7 @@
 //! | `openai` | `{"type":"function","function":{name, description, parameters}}` | array |
 //! | `openai-responses` | `{"type":"function", name, description, parameters, strict: false}` | array |
 //! | `anthropic` | `{name, description, input_schema[, input_examples]}` | array |
-//! | `mcp` | the tool of [`crate::serve::catalog::tool`] (what `tools/list` serves) | `{"tools": [...]}` |
+//! | `mcp` | the tool of [`mcp_tool`] (what `tools/list` serves) | `{"tools": [...]}` |
 //!
 //! `parameters` / `input_schema` / `inputSchema` is the manifest's
 //! `inputs.schema` unchanged; `input_examples` are the `examples[].params`.
@@ -24,7 +24,10 @@ use serde_json::{json, Value};
 
 use crate::manifest::model::Manifest;
 use crate::manifest::project::Project;
-use crate::serve::catalog;
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 
 /// A client format `glovebox export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,12 +144,13 @@ pub enum ExportError {
         source: serde_json::Error,
     },
     /// `--out` could not be written.
-    #[error("cannot write {path:?}: {source}; check that its directory exists and is writable")]
+    #[error("cannot write {path:?}: {error}; check that its directory exists and is writable")]
     Write {
         /// The file.
         path: std::path::PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, before the advice, so not a
+        /// `source()` too).
+        error: std::io::Error,
     },
 }
 
@@ -264,12 +268,46 @@ fn one(m: &Manifest, target: Target) -> Result<Value, ExportError> {
             t
         }
         Target::Mcp => {
-            serde_json::to_value(catalog::tool(m)).map_err(|source| ExportError::Serialize {
+            serde_json::to_value(mcp_tool(m)).map_err(|source| ExportError::Serialize {
                 tool: m.name.clone(),
                 source,
             })?
         }
     })
+}
+
+/// A manifest as an MCP tool: what `tools/list` serves and
+/// `export --target mcp` writes.
+pub fn mcp_tool(m: &Manifest) -> Tool {
+    let input = match &m.inputs.schema {
+        Value::Object(o) => o.clone(),
+        _ => {
+            let mut o = JsonObject::new();
+            o.insert("type".into(), json!("object"));
+            o.insert("properties".into(), json!({}));
+            o
+        }
+    };
+    let mut t = Tool::new(m.name.clone(), m.description.clone(), Arc::new(input))
+        .with_annotations(mcp_annotations(m));
+    if let Some(Value::Object(o)) = &m.outputs.schema {
+        if o.get("type") == Some(&json!("object")) {
+            t = t.with_raw_output_schema(Arc::new(o.clone()));
+        }
+    }
+    t
+}
+
+/// Hints from the permissions: read-only when nothing is writable and the
+/// network is off, open-world with the network, destructive when anything
+/// is writable. Hints only: the jail enforces the permissions themselves.
+pub fn mcp_annotations(m: &Manifest) -> ToolAnnotations {
+    let p = &m.permissions;
+    let writes = !p.fs.write.is_empty();
+    ToolAnnotations::new()
+        .read_only(!writes && !p.network.enabled())
+        .destructive(writes)
+        .open_world(p.network.enabled())
 }
 
 /// The document as written: pretty JSON and a final newline.
@@ -286,9 +324,9 @@ pub fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), ExportErro
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
     };
-    let err = |source| ExportError::Write {
+    let err = |error| ExportError::Write {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(err)?;
     tmp.write_all(text.as_bytes()).map_err(err)?;
@@ -304,6 +342,7 @@ pub fn write_atomic(path: &std::path::Path, text: &str) -> Result<(), ExportErro
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::serve::mcp::catalog;
 
     fn examples() -> Project {
         Project::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")).unwrap()
@@ -315,7 +354,7 @@ mod tests {
         let doc = export(&project, Target::Mcp).unwrap();
         let served: Vec<Value> = catalog::tools(&project)
             .into_iter()
-            .filter(|t| !catalog::is_builtin(&t.name))
+            .filter(|t| !catalog::is_meta_tool(&t.name))
             .map(|t| serde_json::to_value(t).unwrap())
             .collect();
         assert_eq!(doc["tools"], Value::Array(served));

@@ -91,10 +91,10 @@ pub enum MigrateError {
         reason: String,
     },
     /// YAML rendering failed.
-    #[error("cannot render the v2 manifest: {0}")]
+    #[error("cannot render the v2 manifest")]
     Emit(#[from] YamlError),
     /// A filesystem operation failed.
-    #[error("failed to {action} {path:?}: {source}")]
+    #[error("failed to {action} {path:?}")]
     Io {
         /// What was being done.
         action: &'static str,
@@ -145,7 +145,7 @@ struct Plan {
 /// Migrates the v1 tools `opts` selects under `root` (see the module doc).
 /// Every check passes for every selected tool before anything is written.
 pub fn migrate(root: &Path, opts: &Options) -> Result<Vec<Migrated>, MigrateError> {
-    let project = Project::load(root)?;
+    let project = crate::builtin::add_to(Project::load(root)?);
     let root = project.root.clone();
     let entries: Vec<ToolEntry> = discover::tool_entries(&root)
         .map_err(ProjectError::from)?

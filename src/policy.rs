@@ -16,11 +16,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::footprint;
+use crate::interpreter::Interpreter;
 use crate::jail::{self, FsAccess, Limits};
 use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{Exec, Manifest};
-use crate::run::python::Interpreter;
 
 /// Errors while working out a tool's policy.
 #[derive(Debug, thiserror::Error)]
@@ -38,13 +38,21 @@ pub enum PolicyError {
     },
     /// The python interpreter or venv could not be found.
     #[error(transparent)]
-    Python(#[from] crate::run::python::PythonError),
+    Python(#[from] crate::interpreter::PythonError),
     /// `permissions.network.allow` holds a pattern that does not parse.
-    #[error("permissions.network: {0}")]
+    #[error("permissions.network")]
     Network(#[from] crate::egress::PatternError),
     /// The sandbox profiles are broken.
     #[error(transparent)]
     Profile(#[from] jail::profile::ProfileError),
+}
+
+impl PolicyError {
+    /// The Outcome's error kind: the manifest asks for what cannot be
+    /// granted.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
 }
 
 /// What one tool's jail allows.

@@ -36,6 +36,7 @@ use std::sync::OnceLock;
 use sha2::{Digest, Sha256};
 
 use crate::jail::FsAccess;
+use crate::kind::ErrorKind;
 
 /// Errors about the state directory.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,19 @@ pub enum StateError {
     /// A jail would be able to reach the state.
     #[error("{path:?} would expose glovebox's state directory {state:?} to the jail; narrow the path (or move the state with --state-dir)")]
     Exposed { path: PathBuf, state: PathBuf },
+}
+
+impl StateError {
+    /// The Outcome's error kind: a grant reaching the state is beyond
+    /// what any tool may ever have, whoever asks for it.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StateError::Exposed { .. } => ErrorKind::PermissionExceedsCeiling,
+            StateError::NoLocation | StateError::Config { .. } | StateError::Io { .. } => {
+                ErrorKind::Internal
+            }
+        }
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StateError + '_ {

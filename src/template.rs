@@ -57,6 +57,15 @@ impl TemplateError {
             TemplateError::DotSegment { .. } | TemplateError::HeaderControl { .. }
         )
     }
+
+    /// The Outcome's error kind: the call's values or the manifest.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        if self.is_input_error() {
+            crate::kind::ErrorKind::InputInvalid
+        } else {
+            crate::kind::ErrorKind::ManifestInvalid
+        }
+    }
 }
 
 /// What placeholders expand to.

@@ -21,6 +21,13 @@ pub enum ValidateError {
     },
 }
 
+impl ValidateError {
+    /// The Outcome's error kind: the manifest's schemas are broken.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
+}
+
 /// One way an instance breaks its schema.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {

@@ -17,7 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use common::{bin, jail_available, tempdir};
+use common::{bin, tempdir};
 use serde_json::{json, Value};
 
 /// The seed's minimal example, verbatim.
@@ -235,9 +235,7 @@ fn lint_messages(p: &Project) -> (Option<i32>, Vec<(String, String)>) {
 
 #[test]
 fn the_seed_example_loads_and_runs() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::with_text(SEED_EXAMPLE);
     let (code, found) = lint_messages(&p);
     assert_eq!(code, Some(0), "{found:?}");
@@ -345,9 +343,7 @@ fn unknown_keys_warn_and_bad_json_is_one_clear_error() {
 
 #[test]
 fn stdin_is_the_arguments_verbatim_and_never_blocks() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new(&probe_tool(json!({})));
     // Key order and text as sent (no defaults added, nothing re-encoded).
     let params = json!({"act": "stdin", "z": 1, "a": "x y \u{e9}", "n": [true, null]});
@@ -367,9 +363,7 @@ fn stdin_is_the_arguments_verbatim_and_never_blocks() {
 
 #[test]
 fn output_must_be_one_json_value() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new(&probe_tool(json!({})));
     let o = p.run("probe", &json!({"act": "nothing"}));
     assert_eq!(o["ok"], false, "{o}");
@@ -399,9 +393,7 @@ fn output_must_be_one_json_value() {
 
 #[test]
 fn timeout_sec_is_enforced() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new(&probe_tool(json!({"timeoutSec": 1})));
     let o = p.run("probe", &json!({"act": "sleep"}));
     assert_eq!(o["error"]["kind"], "timeout", "{o}");
@@ -410,9 +402,7 @@ fn timeout_sec_is_enforced() {
 
 #[test]
 fn env_passthrough_passes_only_listed_names_and_logs_no_values() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new(&probe_tool(
         json!({"envPassthrough": ["gbx_pass", "GBX_ABSENT"]}),
     ));
@@ -457,9 +447,7 @@ fn got_connection(l: &TcpListener) -> bool {
 
 #[test]
 fn the_default_jail_reads_only_its_directory() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new(&probe_tool(json!({})));
     let canary = p.canary();
     // Control: its own directory is readable.
@@ -491,9 +479,7 @@ fn the_default_jail_reads_only_its_directory() {
 
 #[test]
 fn permissions_widen_the_jail() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new(&probe_tool(json!({"permissions": {
         "network": true,
         "fs": {"read": ["../outside"], "write": ["out"]}
@@ -580,9 +566,7 @@ fn a_name_in_both_formats_is_an_error() {
 
 #[test]
 fn tools_json_is_found_in_the_root_and_the_working_directory() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new(&probe_tool(json!({})));
     // --root DIR without .glee/: its tools.json is the project.
     let out = p.gb(
@@ -650,9 +634,7 @@ fn show_prints_the_mapped_manifest() {
 
 #[test]
 fn mcp_serves_a_tools_json() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::with_text(SEED_EXAMPLE);
     let file = p.tools_json();
     let mut child = Command::new(bin())

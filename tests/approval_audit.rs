@@ -23,33 +23,21 @@ struct Project {
 impl Project {
     fn new() -> Project {
         let f = Fixture::new();
-        let state = f.base.join("state");
+        let state = f.state();
         Project { f, state }
-    }
-
-    fn env(&self) -> [(&str, &str); 1] {
-        [("GLOVEBOX_STATE_DIR", self.state.to_str().unwrap())]
     }
 
     /// `glovebox --root ROOT ARGS…` with this project's state dir.
     fn gb(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .arg("--root")
-            .arg(&self.f.root)
-            .args(args)
-            .env("GLOVEBOX_STATE_DIR", &self.state)
-            .current_dir(&self.f.cwd)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        self.f.glovebox(args)
     }
 
     fn run(&self, name: &str, args: &[&str]) -> Called {
-        self.f.run_env(name, args, &self.env())
+        self.f.run_audited(name, args)
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.f.root.join(".glee/audit/tools.log")).unwrap_or_default()
+        self.f.audit_log()
     }
 
     fn verify(&self) -> bool {
@@ -75,9 +63,7 @@ fn marker_tool(p: &Project, name: &str) -> PathBuf {
 
 #[test]
 fn unapproved_tool_does_not_run_without_a_terminal() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     let ran = marker_tool(&p, "marked");
     let r = p.run("marked", &[]);
@@ -91,9 +77,7 @@ fn unapproved_tool_does_not_run_without_a_terminal() {
 
 #[test]
 fn approval_is_voided_by_editing_the_manifest_or_the_script() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     let ran = marker_tool(&p, "marked");
     assert!(p.gb(&["approve", "marked", "--yes"]).status.success());
@@ -124,9 +108,7 @@ fn approval_is_voided_by_editing_the_manifest_or_the_script() {
 
 #[test]
 fn a_jailed_tool_cannot_approve_a_tool_or_touch_glovebox_state() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     let ran = marker_tool(&p, "victim");
     // Create the state (key, audit head) first.
@@ -176,15 +158,13 @@ fn a_jailed_tool_cannot_approve_a_tool_or_touch_glovebox_state() {
         json!({"fs": {"read": [p.state.parent().unwrap().to_str().unwrap()]}}),
     ));
     let r = p.run("greedy", &[]);
-    r.assert_failed("manifest_invalid", 2);
+    r.assert_failed("permission_exceeds_ceiling", 1);
     assert!(r.message().contains("state directory"), "{r:#?}");
 }
 
 #[test]
 fn edited_or_truncated_audit_log_fails_verify() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.f.tool(&command_tool(
         "echo",
@@ -398,9 +378,7 @@ fn each_kind_of_excess_is_refused_and_nothing_is_written() {
 
 #[test]
 fn concurrent_runs_leave_a_well_formed_log_with_every_line() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.f.tool(&command_tool(
         "echo",
@@ -435,9 +413,7 @@ fn concurrent_runs_leave_a_well_formed_log_with_every_line() {
 
 #[test]
 fn secret_values_never_reach_the_log() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     let secret = "sk-live-0123456789abcdef";
     p.f.tool(&command_tool(
@@ -478,9 +454,7 @@ fn dir_contains(dir: &Path, needle: &str) -> bool {
 
 #[test]
 fn a_long_log_still_chains_when_appends_read_only_its_tail() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     // The log keeps strings up to 1 KiB verbatim: many such parameters make
     // long lines.
@@ -522,9 +496,7 @@ fn a_long_log_still_chains_when_appends_read_only_its_tail() {
 /// must not run, and the refusal names what appeared.
 #[test]
 fn a_shadowing_package_voids_a_python_approval() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     let out = p.f.root.join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -615,9 +587,7 @@ fn a_shadowing_package_voids_a_python_approval() {
 /// unrelated project file does not.
 #[test]
 fn a_script_named_by_an_argument_is_covered_and_other_files_are_not() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     let out = p.f.root.join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -683,9 +653,7 @@ impl Drop for StateCleanup {
 
 #[test]
 fn an_approval_holds_when_the_mcp_server_starts_with_an_empty_environment() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     let ran = marker_tool(&p, "victim");
     let state = passwd_state_dir();
@@ -837,9 +805,7 @@ const LINK_CANARY: &str = "LINKED-GRANT-CANARY-5e1f";
 /// by hand (`--yes`), and not for a hand-written tool either.
 #[test]
 fn a_symlink_made_after_approval_does_not_widen_a_grant() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     std::fs::write(p.f.outside.join("canary.txt"), LINK_CANARY).unwrap();
     std::fs::create_dir_all(p.f.root.join("data")).unwrap();
@@ -957,9 +923,7 @@ fn mcp_calls(p: &Project, name: &str, version: &str, calls: &[(&str, Value)]) ->
 /// stays intact; a record with a duplicated field fails `--verify`.
 #[test]
 fn caller_supplied_strings_cannot_forge_audit_fields() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.f.tool(&command_tool(
         "failing",

@@ -27,7 +27,7 @@ impl Project {
     /// A project with `mark`: a tool that creates `out/<w>` and echoes it.
     fn new() -> Project {
         let f = Fixture::new();
-        let state = f.base.join("state");
+        let state = f.state();
         f.script(
             "scripts/mark.sh",
             "#!/bin/sh\ntouch \"out/$1\"\necho \"$1\"\n",
@@ -49,24 +49,11 @@ impl Project {
     }
 
     fn gb(&self, args: &[&str]) -> Output {
-        Command::new(bin())
-            .arg("--root")
-            .arg(&self.f.root)
-            .args(args)
-            .env("GLOVEBOX_STATE_DIR", &self.state)
-            .current_dir(&self.f.cwd)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+        self.f.glovebox(args)
     }
 
     fn mark(&self, w: &str) -> Called {
-        let state = self.state.to_str().unwrap().to_string();
-        self.f.run_env(
-            "mark",
-            &[&format!("w={w}")],
-            &[("GLOVEBOX_STATE_DIR", &state)],
-        )
+        self.f.run_audited("mark", &[&format!("w={w}")])
     }
 
     fn marked(&self, w: &str) -> bool {
@@ -78,7 +65,7 @@ impl Project {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+        self.f.audit_log()
     }
 
     /// `audit --verify --json`: (intact, the verification).
@@ -113,9 +100,7 @@ impl Project {
 /// all of `.glee/`), stays detected after more calls, until a reseal.
 #[test]
 fn a_cut_log_fails_verify_even_after_further_calls_until_resealed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     type Damage = fn(&Project);
     let cases: [(&str, Damage); 4] = [
         ("trimmed", |p| {
@@ -171,9 +156,7 @@ fn a_cut_log_fails_verify_even_after_further_calls_until_resealed() {
 /// as long as those lines do not change again.
 #[test]
 fn a_reseal_acknowledges_only_the_damage_it_saw() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     for w in ["a", "b", "c"] {
         p.mark(w).assert_ok();
@@ -202,9 +185,7 @@ fn a_reseal_acknowledges_only_the_damage_it_saw() {
 /// not run; `audit: best_effort` runs it with a warning.
 #[test]
 fn an_unwritable_log_or_head_refuses_the_call() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("first").assert_ok();
     // The log.
@@ -245,9 +226,7 @@ fn an_unwritable_log_or_head_refuses_the_call() {
 /// `--verify` lists it as unfinished (not as tampering).
 #[test]
 fn a_call_killed_mid_way_leaves_its_intent_unfinished() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("before").assert_ok();
     let mut child = Command::new(bin())
@@ -284,9 +263,7 @@ fn a_call_killed_mid_way_leaves_its_intent_unfinished() {
 /// interrupted, never as tampering, and the next call repairs them.
 #[test]
 fn interrupted_writes_are_not_tampering() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("a").assert_ok();
     // A crash after the line was written, before the head moved.
@@ -330,9 +307,7 @@ fn interrupted_writes_are_not_tampering() {
 /// progress for tampering.
 #[test]
 fn verify_during_calls_sees_no_tampering() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("first").assert_ok();
     std::thread::scope(|s| {
@@ -359,9 +334,7 @@ fn verify_during_calls_sees_no_tampering() {
 /// run, and no half line is left behind; the log still verifies.
 #[test]
 fn a_full_disk_refuses_the_call_and_leaves_no_half_line() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = Project::new();
     p.mark("a").assert_ok();
     let before = std::fs::read(p.log_path()).unwrap();

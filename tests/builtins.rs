@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{bin, jail_available, namespace_free};
+use common::{bin, namespace_free};
 use runkit::*;
 use serde_json::{json, Value};
 
@@ -43,13 +43,12 @@ fn project(safety_mode: &str) -> Fixture {
 /// without a writable state), whoever runs the tests (`nobody` in CI has
 /// no home).
 fn state(f: &Fixture) -> String {
-    f.base.join("state").to_str().unwrap().to_string()
+    f.state().to_str().unwrap().to_string()
 }
 
 /// `glovebox run` with the fixture's state directory.
 fn run(f: &Fixture, name: &str, args: &[&str]) -> Called {
-    let state = state(f);
-    f.run_env(name, args, &[("GLOVEBOX_STATE_DIR", state.as_str())])
+    f.run_audited(name, args)
 }
 
 fn read(f: &Fixture, path: &str) -> Called {
@@ -62,12 +61,7 @@ fn write(f: &Fixture, path: &str, content: &str, extra: &[&str]) -> Called {
     args.extend_from_slice(extra);
     // A state directory of the test's own, so the audit log is written
     // whoever runs the tests.
-    let state = f.base.join("state");
-    f.run_env(
-        "write_file",
-        &args,
-        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
-    )
+    f.run_audited("write_file", &args)
 }
 
 fn list(f: &Fixture, dir: &str, recursive: bool) -> Called {
@@ -166,9 +160,7 @@ fn unknown_builtin_in_config_is_a_lint_error() {
 
 #[test]
 fn read_file_wording() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     assert_tools_work(&f);
     let r = read(&f, "src/missing.groovy");
@@ -182,9 +174,7 @@ fn read_file_wording() {
 
 #[test]
 fn list_files_flat_and_recursive() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     f.file("commands/GlmCli.groovy", "");
     f.file("commands/AgentCommand.groovy", "");
@@ -219,9 +209,7 @@ fn list_files_flat_and_recursive() {
 
 #[test]
 fn always_allow_writes_atomically_and_keeps_the_mode() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("always_allow");
     let r = write(&f, "src/new.txt", "one\ntwo\nthree\n", &[]);
     r.assert_ok();
@@ -255,9 +243,7 @@ fn always_allow_writes_atomically_and_keeps_the_mode() {
 
 #[test]
 fn strict_denies_and_changes_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("strict");
     assert_tools_work(&f);
     let r = write(&f, "src/a.txt", "overwritten\n", &["--yes"]);
@@ -273,9 +259,7 @@ fn strict_denies_and_changes_nothing() {
 
 #[test]
 fn ask_without_a_terminal_denies_and_yes_consents() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     let r = write(&f, "src/a.txt", "hello\nthere\n", &[]);
     r.assert_failed("approval_required", 1);
@@ -364,9 +348,7 @@ fn on_terminal(f: &Fixture, params: &Value, answer: &str, between: impl FnOnce()
 
 #[test]
 fn ask_on_a_terminal_writes_only_on_yes() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     let shown = on_terminal(
         &f,
@@ -420,9 +402,7 @@ fn ask_on_a_terminal_writes_only_on_yes() {
 
 #[test]
 fn directory_swapped_for_a_symlink_during_the_call_is_not_followed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     f.file("sub/x.txt", "old\n");
     let root = f.root.clone();
@@ -455,9 +435,7 @@ fn directory_swapped_for_a_symlink_during_the_call_is_not_followed() {
 
 #[test]
 fn dotdot_and_absolute_paths_are_refused() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("always_allow");
     assert_tools_work(&f);
     let secret = f.outside.join("secret.txt");
@@ -481,9 +459,7 @@ fn dotdot_and_absolute_paths_are_refused() {
 
 #[test]
 fn symlinks_out_of_the_root_are_not_followed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("always_allow");
     assert_tools_work(&f);
     fs::create_dir_all(f.root.join("a/b/c")).unwrap();
@@ -539,9 +515,7 @@ fn symlinks_out_of_the_root_are_not_followed() {
 
 #[test]
 fn system_files_the_jail_baseline_can_read_are_out_of_reach_too() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let target = Path::new("/etc/ld.so.cache");
     if !target.exists() {
         eprintln!("SKIPPED: no /etc/ld.so.cache on this machine");
@@ -556,9 +530,7 @@ fn system_files_the_jail_baseline_can_read_are_out_of_reach_too() {
 
 #[test]
 fn the_control_surface_is_never_written_in_always_allow() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("always_allow");
     f.script("scripts/run.sh", "#!/bin/sh\necho RUN-ORIGINAL\n");
     f.tool(&command_tool(
@@ -621,9 +593,7 @@ fn the_control_surface_is_never_written_in_always_allow() {
 
 #[test]
 fn glee_is_never_written() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("always_allow");
     f.tool(&command_tool(
         "echo",
@@ -673,9 +643,7 @@ fn glee_is_never_written() {
 /// through a link out of what its request names.
 #[test]
 fn the_jailed_helper_holds_without_the_supervisor_checks() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     fs::create_dir_all(f.root.join("real")).unwrap();
     symlink(&f.outside, f.root.join("out")).unwrap();
@@ -742,9 +710,7 @@ fn the_jailed_helper_holds_without_the_supervisor_checks() {
 #[test]
 fn mcp_callers_never_consent_to_a_write() {
     use std::io::BufRead;
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     let mut child = Command::new(bin())
         .env("GLOVEBOX_STATE_DIR", state(&f))
@@ -824,9 +790,7 @@ fn builtins_are_shown_and_explained_like_any_tool() {
 
 #[test]
 fn a_state_dir_inside_the_root_is_never_exposed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("always_allow");
     let state = f.root.join("state");
     fs::create_dir_all(&state).unwrap();
@@ -849,9 +813,7 @@ fn a_state_dir_inside_the_root_is_never_exposed() {
 
 #[test]
 fn reads_beyond_the_output_limit_are_refused() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project("ask");
     f.config(&json!({"builtins": ALL, "limits": {"output_bytes": 100}}));
     f.file("big.txt", &"x".repeat(101));

@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{bin, jail_available, tempdir};
+use common::{bin, tempdir};
 use saphyr::LoadableYamlNode;
 
 fn repo() -> PathBuf {
@@ -98,9 +98,7 @@ fn install_step_puts_the_given_binary_on_the_job_path() {
 
 #[test]
 fn run_step_writes_only_what_it_was_granted_and_keeps_the_exit_status() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let tmp = tempdir();
     let work = tmp.path().join("work");
     std::fs::create_dir_all(work.join("out")).unwrap();
@@ -161,9 +159,7 @@ fn run_step_writes_only_what_it_was_granted_and_keeps_the_exit_status() {
 
 #[test]
 fn run_step_has_no_network_unless_asked() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();

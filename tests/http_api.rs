@@ -21,7 +21,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use runkit::*;
@@ -106,12 +106,11 @@ fn audit_verifies(f: &Fixture) {
     );
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        wait_until(Duration::from_secs(60), cond),
+        "timed out waiting for {what}"
+    );
 }
 
 fn started(f: &Fixture, marker: &str) -> bool {
@@ -120,9 +119,7 @@ fn started(f: &Fixture, marker: &str) -> bool {
 
 #[test]
 fn every_endpoint_without_a_token() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let s = Served::start(&f.root, &[], &[]);
 
@@ -437,9 +434,7 @@ fn a_body_over_the_limit_is_413() {
 
 #[test]
 fn the_concurrency_limit_answers_503() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let mut s = Served::start(
         &f.root,
@@ -489,9 +484,7 @@ fn the_concurrency_limit_answers_503() {
 
 #[test]
 fn shutdown_lets_a_call_finish_within_the_grace_period() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let mut s = Served::start(&f.root, &[], &["--grace", "30"]);
     let m = marker("finish");
@@ -517,9 +510,7 @@ fn shutdown_lets_a_call_finish_within_the_grace_period() {
 
 #[test]
 fn shutdown_kills_a_call_past_the_grace_period() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let mut s = Served::start(&f.root, &[], &["--grace", "1"]);
     let m = marker("killed");
@@ -561,9 +552,7 @@ fn shutdown_kills_a_call_past_the_grace_period() {
 
 #[test]
 fn a_request_past_its_timeout_is_504_and_its_call_is_killed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let s = Served::start(&f.root, &[], &["--request-timeout", "2"]);
     let m = marker("timeout");
@@ -654,9 +643,7 @@ fn shutdown_ends_open_mcp_sessions() {
 
 #[test]
 fn an_invoked_tool_is_still_jailed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let s = Served::start(&f.root, &[], &[]);
     let a = s.post("/api/v1/tools/escaper/invoke", &json!({}));
@@ -751,9 +738,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_off_the_spec() {
     let Some(st) = schemathesis() else {
         return;
     };
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     // No sleeper: generated parameters must not hold the server for long.
     let f = Fixture::new();
     f.tool(&echo_tool());
@@ -794,9 +779,7 @@ fn schemathesis_finds_no_server_error_and_no_answer_off_the_spec() {
 /// tool data, and `invoke` runs nothing. Loopback names still work.
 #[test]
 fn a_foreign_host_gets_no_route() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     f.tool(&command_tool(
         "marker",

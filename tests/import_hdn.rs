@@ -225,9 +225,7 @@ fn the_catalog_imports_lints_clean_and_reports_what_it_cannot() {
 
 #[test]
 fn an_imported_cmd_tool_runs_jailed_with_the_last_json_line() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let file = f.base.join("tools_bootstrap.json");
     fs::write(&file, json!({"tools": catalog()}).to_string()).unwrap();

@@ -17,9 +17,7 @@ time.sleep(60)\n";
 
 #[test]
 fn cancel_kills_the_whole_tree() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("jail-cancel");
     let mut spec = Spec::new(["python3", "-c", TREE, m.as_str()]);
     let cancel = Cancel::new();
@@ -27,11 +25,10 @@ fn cancel_kills_the_whole_tree() {
     let watcher = {
         let m = m.clone();
         std::thread::spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while pids_with(&m).len() < 2 {
-                assert!(Instant::now() < deadline, "the tree never started");
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            assert!(
+                wait_until(Duration::from_secs(20), || pids_with(&m).len() >= 2),
+                "the tree never started"
+            );
             cancel.cancel();
             Instant::now()
         })
@@ -50,9 +47,7 @@ fn cancel_kills_the_whole_tree() {
 
 #[test]
 fn a_token_cancelled_before_the_start_stops_the_call_at_once() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let mut spec = Spec::new(["sleep", "30"]);
     let cancel = Cancel::new();
     cancel.cancel();
@@ -65,9 +60,7 @@ fn a_token_cancelled_before_the_start_stops_the_call_at_once() {
 
 #[test]
 fn an_uncancelled_token_changes_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let mut spec = Spec::new(["true"]);
     spec.cancel = Some(Cancel::new());
     let result = jail::run(&spec).unwrap();

@@ -142,9 +142,7 @@ fn refused_without_a_network_namespace() {
 
 #[test]
 fn curl_reaches_an_allowed_server_through_the_proxy() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -191,9 +189,7 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
 
 #[test]
 fn loopback_listeners_get_nothing_without_allow_private() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -224,9 +220,7 @@ fn loopback_listeners_get_nothing_without_allow_private() {
 
 #[test]
 fn the_allowlist_admits_only_its_hosts() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -270,9 +264,7 @@ fn the_allowlist_admits_only_its_hosts() {
 
 #[test]
 fn abstract_unix_sockets_of_the_host_are_out_of_reach() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -288,9 +280,7 @@ fn abstract_unix_sockets_of_the_host_are_out_of_reach() {
 
 #[test]
 fn python_urllib_goes_through_the_proxy_and_dns_fails_fast() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -338,9 +328,7 @@ open(os.path.join(d, "simple", "gbxdemo", "index.html"), "w").write('<a href="/f
 
 #[test]
 fn pip_downloads_from_a_local_index_through_the_proxy() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -410,9 +398,7 @@ fn pip_downloads_from_a_local_index_through_the_proxy() {
 
 #[test]
 fn git_clones_over_http_through_the_proxy() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -521,9 +507,7 @@ fn start_serve() -> Serve {
 
 #[test]
 fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -559,9 +543,7 @@ fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
 
 #[test]
 fn refused_connections_are_in_the_audit_line() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;
@@ -605,9 +587,7 @@ const ALONE: &str = "GLOVEBOX_EGRESS_TEST_ALONE";
 
 #[test]
 fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         refused_without_a_network_namespace();
         return;

@@ -33,9 +33,7 @@ fn dirs() -> Dirs {
 
 #[test]
 fn canary_outside_the_read_set_is_not_returned() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let d = dirs();
     let canary = d.outside.join("canary.txt");
     let r = attack(
@@ -55,9 +53,7 @@ fn canary_outside_the_read_set_is_not_returned() {
 
 #[test]
 fn system_secrets_and_other_homes_are_not_readable() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     for path in ["/etc/passwd", "/etc/shadow", "/root/.bashrc"] {
         attack(&[], &["read", path]).assert_blocked();
     }
@@ -68,9 +64,7 @@ fn system_secrets_and_other_homes_are_not_readable() {
 
 #[test]
 fn file_outside_the_write_set_is_not_created() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let d = dirs();
     let target = d.outside.join("created.txt");
     attack(
@@ -100,9 +94,7 @@ fn file_outside_the_write_set_is_not_created() {
 
 #[test]
 fn read_only_file_cannot_be_truncated() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let d = dirs();
     let f = d.allowed.join("ok.txt");
     attack(
@@ -115,9 +107,7 @@ fn read_only_file_cannot_be_truncated() {
 
 #[test]
 fn symlink_inside_pointing_outside_does_not_widen_access() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let d = dirs();
     let link = d.allowed.join("link");
     std::os::unix::fs::symlink(d.outside.join("canary.txt"), &link).unwrap();
@@ -139,9 +129,7 @@ fn symlink_inside_pointing_outside_does_not_widen_access() {
 
 #[test]
 fn link_and_rename_out_of_the_allowed_set_fail() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let d = dirs();
     let src = d.allowed.join("ok.txt");
     let dst = d.outside.join("moved.txt");
@@ -174,9 +162,7 @@ fn link_and_rename_out_of_the_allowed_set_fail() {
 
 #[test]
 fn proc_shows_only_the_jails_own_processes() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         // No private /proc: Landlock keeps the host's closed (no listing,
         // no other process's entry) and opens only the tool's own.

@@ -29,9 +29,7 @@ fn project() -> tempfile::TempDir {
 
 #[test]
 fn sh_script_find_and_grep_run_on_readable_files() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = project();
     let root = path_str(p.path());
     let r = sandbox(&["--read", root, "--cwd", root], &["./run.sh", "x y"]);
@@ -50,9 +48,7 @@ fn sh_script_find_and_grep_run_on_readable_files() {
 
 #[test]
 fn python_runs_with_its_stdlib() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = project();
     let root = path_str(p.path());
     let code = "import json, os, subprocess, tempfile, pathlib\n\
@@ -69,9 +65,7 @@ fn python_runs_with_its_stdlib() {
 
 #[test]
 fn node_runs() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if which("node").is_none() {
         if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
             panic!("node is not installed (CI installs nodejs)");
@@ -91,9 +85,7 @@ fn node_runs() {
 
 #[test]
 fn git_works_in_a_writable_repository() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = project();
     let root = path_str(p.path());
     if namespace_free() {
@@ -157,9 +149,7 @@ fn git_works_in_a_writable_repository() {
 
 #[test]
 fn written_files_land_in_the_write_set() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = project();
     let out = p.path().join("out");
     fs::create_dir(&out).unwrap();
@@ -180,9 +170,7 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
 
 #[test]
 fn relative_paths_are_relative_to_the_invocation_directory() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let p = project();
     let out = std::process::Command::new(bin())
         .current_dir(p.path())

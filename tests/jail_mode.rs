@@ -35,9 +35,7 @@ fn can_unshare_user() -> bool {
 
 #[test]
 fn doctor_tells_the_truth_about_namespaces() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (code, v) = doctor();
     assert_eq!(code, Some(0), "{v:#}");
     let k = &v["kernel"];
@@ -81,9 +79,7 @@ fn doctor_tells_the_truth_about_namespaces() {
 
 #[test]
 fn a_run_reports_the_mode_it_ran_in() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = sandbox(&[], &["sh", "-c", "echo RAN"]);
     assert!(r.stdout.contains("RAN"), "{r:#?}");
     assert_eq!(r.json["enforcement"]["mode"], jail_mode(), "{r:#?}");
@@ -96,9 +92,7 @@ fn a_run_reports_the_mode_it_ran_in() {
 
 #[test]
 fn a_timed_out_call_leaves_no_process() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     // A setsid daemon started before the timeout must not outlive the call
     // (in the namespace-free jail the reaper kills it on SIGTERM).
     let m = marker("timeout-daemon");
@@ -119,9 +113,7 @@ fn a_timed_out_call_leaves_no_process() {
 
 #[test]
 fn network_true_is_refused_without_a_network_namespace() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = sandbox(&["--net"], &["sh", "-c", "echo RAN"]);
     if namespace_free() {
         // The egress proxy needs the call's own network namespace: refused,

@@ -31,9 +31,7 @@ fn assert_no_connection(l: &TcpListener) {
 
 #[test]
 fn tcp_ipv4_listener_receives_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port().to_string();
     attack(&[], &["tcp", "127.0.0.1", &port]).assert_blocked();
@@ -42,9 +40,7 @@ fn tcp_ipv4_listener_receives_nothing() {
 
 #[test]
 fn tcp_ipv6_listener_receives_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let l = TcpListener::bind("[::1]:0").expect("::1 loopback is needed for this test");
     let port = l.local_addr().unwrap().port().to_string();
     attack(&[], &["tcp", "::1", &port]).assert_blocked();
@@ -53,9 +49,7 @@ fn tcp_ipv6_listener_receives_nothing() {
 
 #[test]
 fn udp_listener_receives_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     for host in ["127.0.0.1", "::1"] {
         let s = UdpSocket::bind((host, 0)).unwrap();
         let port = s.local_addr().unwrap().port().to_string();
@@ -71,9 +65,7 @@ fn udp_listener_receives_nothing() {
 
 #[test]
 fn pathname_unix_listener_receives_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let dir = tempdir();
     let path = dir.path().join("sock");
     let l = UnixListener::bind(&path).unwrap();
@@ -101,9 +93,7 @@ fn pathname_unix_listener_receives_nothing() {
 
 #[test]
 fn abstract_unix_listener_receives_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     use std::os::linux::net::SocketAddrExt;
     let name = marker("abstract");
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
@@ -115,9 +105,7 @@ fn abstract_unix_listener_receives_nothing() {
 
 #[test]
 fn netlink_packet_and_io_uring_are_refused() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     attack(&[], &["netlink"]).assert_blocked();
     attack(&[], &["packet"]).assert_blocked();
     attack(&[], &["io_uring"]).assert_blocked();
@@ -130,9 +118,7 @@ fn netlink_packet_and_io_uring_are_refused() {
 
 #[test]
 fn socketpairs_and_pipes_inside_the_jail_work() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = attack(&[], &["socketpair_ok"]);
     r.assert_probe_ran();
     assert!(
@@ -143,9 +129,7 @@ fn socketpairs_and_pipes_inside_the_jail_work() {
 
 #[test]
 fn with_the_direct_network_the_same_probe_connects() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     // Proves the probe can reach a listener when it is allowed to, so the
     // blocked results above (and those of `--net`, its own namespace) mean
     // the jail, not a broken probe. `--net=direct` is the explicit way
@@ -167,9 +151,7 @@ fn with_the_direct_network_the_same_probe_connects() {
 
 #[test]
 fn with_network_through_glovebox_host_listeners_get_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         // No network namespace for the proxy: `--net` is refused and the
         // listener gets nothing.
@@ -232,9 +214,7 @@ fn with_network_through_glovebox_host_listeners_get_nothing() {
 
 #[test]
 fn network_namespace_layer_also_blocks() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port().to_string();
     let r = attack(&["--netns"], &["tcp", "127.0.0.1", &port]);

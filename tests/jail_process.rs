@@ -43,9 +43,7 @@ impl Drop for Neighbour {
 
 #[test]
 fn neighbour_cannot_be_read_traced_or_killed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let mut n = Neighbour::start();
     let pid = n.pid();
     let r = attack(&[], &["environ", &pid]);
@@ -62,9 +60,7 @@ fn neighbour_cannot_be_read_traced_or_killed() {
 
 #[test]
 fn supervisor_secrets_are_out_of_reach() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     // The supervisor's environment holds every secret the user exported.
     let secret = marker("supervisor-secret");
     let probes = probes();
@@ -107,9 +103,7 @@ fn supervisor_secrets_are_out_of_reach() {
 
 #[test]
 fn environment_starts_empty() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let secret = marker("inherited");
     let r = sandbox_env(
         &[],
@@ -139,9 +133,7 @@ fn environment_starts_empty() {
 
 #[test]
 fn home_is_private_writable_and_removed_afterwards() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = sandbox(
         &[],
         &[
@@ -162,9 +154,7 @@ fn home_is_private_writable_and_removed_afterwards() {
 
 #[test]
 fn double_forked_daemon_is_gone_after_the_call() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let dir = tempdir();
     let m = marker("daemon");
     let r = attack(
@@ -185,9 +175,7 @@ fn double_forked_daemon_is_gone_after_the_call() {
 
 #[test]
 fn supervisor_death_takes_the_jail_down() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("orphan");
     let mut gb = Command::new(bin())
         .args([
@@ -261,9 +249,7 @@ fn supervisor_death_takes_the_jail_down() {
 
 #[test]
 fn timeout_kills_the_whole_tree() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("timeout");
     let started = Instant::now();
     let r = sandbox(
@@ -282,9 +268,7 @@ fn timeout_kills_the_whole_tree() {
 
 #[test]
 fn fork_bomb_is_contained() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let dir = tempdir();
     let r = attack(
         &[
@@ -317,9 +301,7 @@ fn fork_bomb_is_contained() {
 
 #[test]
 fn memory_bomb_is_contained() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = attack(&["--memory", "64M"], &["membomb", "1024"]);
     r.assert_probe_ran();
     assert!(
@@ -357,9 +339,7 @@ fn peak_rss_kib_of(mut cmd: Command) -> (u64, std::process::ExitStatus) {
 
 #[test]
 fn huge_output_leaves_the_supervisor_small() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let probes = probes();
     let probe = probe();
     let mut cmd = Command::new(bin());
@@ -392,9 +372,7 @@ fn huge_output_leaves_the_supervisor_small() {
 
 #[test]
 fn tiocsti_under_a_pty_injects_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     use nix::pty::openpty;
     use nix::sys::termios;
     use std::io::Read;
@@ -471,9 +449,7 @@ libc.shmctl(ctypes.c_int(int(sys.argv[1])), ctypes.c_int(0), None)";
 
 #[test]
 fn host_ipc_is_out_of_reach() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     // A System V segment of the host, same uid, holding a canary.
     let canary = marker("shm");
     let key = (0x4742_0000 | (std::process::id() & 0xffff)).to_string();
@@ -501,9 +477,7 @@ fn host_ipc_is_out_of_reach() {
 
 #[test]
 fn foreign_architecture_syscalls_kill_the_process() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = attack(&[], &["i386"]);
     r.assert_probe_ran();
     assert!(r.stdout.contains("CALLING-INT80"), "{r:#?}");
@@ -513,9 +487,7 @@ fn foreign_architecture_syscalls_kill_the_process() {
 
 #[test]
 fn clone3_is_answered_enosys_and_fork_still_works() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     // clone3(NULL, 0) is EINVAL on any kernel that has it; the jail answers
     // ENOSYS so libc falls back to clone, whose flags the filter checks.
     let code = "import ctypes, os\n\
@@ -538,9 +510,7 @@ fn clone3_is_answered_enosys_and_fork_still_works() {
 
 #[test]
 fn namespaces_and_mounts_are_refused() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     attack(&[], &["unshare", "0x10000000"]).assert_blocked(); // CLONE_NEWUSER
     attack(&[], &["unshare", "0x40000000"]).assert_blocked(); // CLONE_NEWNET
     attack(&[], &["mount"]).assert_blocked();
@@ -548,9 +518,7 @@ fn namespaces_and_mounts_are_refused() {
 
 #[test]
 fn exit_status_and_streams_come_back() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = sandbox(&[], &["sh", "-c", "echo out; echo err >&2; exit 7"]);
     assert_eq!(r.code, Some(7));
     assert_eq!(r.stdout, "out\n");
@@ -593,9 +561,7 @@ fn unknown_command_is_a_clear_error() {
 
 #[test]
 fn file_size_limit_stops_a_disk_filler() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let dir = tempdir();
     let r = sandbox(
         &["--write", path_str(dir.path()), "--file-size", "1M"],
@@ -616,9 +582,7 @@ fn file_size_limit_stops_a_disk_filler() {
 
 #[test]
 fn no_capabilities_and_no_new_privs_inside() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = sandbox(&[], &["cat", "/proc/self/status"]);
     assert_eq!(r.code, Some(0), "{r:#?}");
     for field in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {

@@ -15,7 +15,7 @@ mod runkit;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 
-use common::{jail_available, namespace_free};
+use common::namespace_free;
 use runkit::*;
 use serde_json::json;
 
@@ -126,9 +126,7 @@ fn collect(root: &std::path::Path, p: &std::path::Path, out: &mut Vec<(String, V
 
 #[test]
 fn a_write_grant_cannot_change_the_control_surface() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         assert_refused_without_a_tree();
         return;
@@ -202,9 +200,7 @@ fn a_write_grant_cannot_change_the_control_surface() {
 
 #[test]
 fn a_package_planted_beside_a_module_never_runs() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         assert_refused_without_a_tree();
         return;
@@ -233,9 +229,7 @@ fn a_package_planted_beside_a_module_never_runs() {
 
 #[test]
 fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         assert_refused_without_a_tree();
         return;
@@ -262,9 +256,7 @@ fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
 
 #[test]
 fn git_works_when_the_manifest_names_git() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         assert_refused_without_a_tree();
         return;
@@ -300,9 +292,7 @@ fn git_works_when_the_manifest_names_git() {
 
 #[test]
 fn pip_install_target_into_a_writable_dir_works() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         assert_refused_without_a_tree();
         return;
@@ -360,9 +350,7 @@ with zipfile.ZipFile({w:?}, "w") as z:
 
 #[test]
 fn sandbox_inside_a_project_keeps_its_surface_read_only() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let root = f.root.to_str().unwrap();
     let before = snapshot(&f);
@@ -418,9 +406,7 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
 
 #[test]
 fn a_planted_bytecode_cache_never_runs() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         assert_refused_without_a_tree();
         return;
@@ -457,9 +443,7 @@ PY"##;
 
 #[test]
 fn explain_shows_the_tree_and_the_protected_paths() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let out = std::process::Command::new(common::bin())
         .args(["explain", "writer", "--root"])

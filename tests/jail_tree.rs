@@ -88,9 +88,7 @@ const METADATA: [&[&str]; 6] = [
 
 #[test]
 fn ungranted_files_do_not_exist_for_metadata_calls() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (_t, dir, f) = victim();
     let before = facts(&f);
     for attack in METADATA {
@@ -117,9 +115,7 @@ fn attack_run(extra: &[&str], args: &[&str]) -> Run {
 
 #[test]
 fn read_only_grants_refuse_every_metadata_change() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (_t, dir, f) = victim();
     let before = facts(&f);
     let grant = ["--read", path_str(&dir)];
@@ -141,9 +137,7 @@ fn read_only_grants_refuse_every_metadata_change() {
 
 #[test]
 fn system_files_refuse_metadata_changes_whatever_the_uid() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     // A root-owned file of the baseline. Each attempt would change nothing
     // even if it succeeded (same mode, owner, times; a missing attribute),
     // so the real file is safe; the kernel must still refuse each one.
@@ -160,9 +154,7 @@ fn system_files_refuse_metadata_changes_whatever_the_uid() {
 
 #[test]
 fn write_grants_allow_ordinary_file_work() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let t = tempdir();
     let out = t.path().join("out");
     fs::create_dir(&out).unwrap();
@@ -203,9 +195,7 @@ fn write_grants_allow_ordinary_file_work() {
 
 #[test]
 fn the_jail_has_a_minimal_dev_and_no_host_devices() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let script = "for d in null zero full random urandom; do test -e /dev/$d || echo MISSING $d; done; \
                   for d in kmsg mem port sda tty0 console shm; do test -e /dev/$d && echo PRESENT $d; done; \
                   echo x > /dev/null; head -c 8 /dev/urandom | wc -c; echo DONE";
@@ -233,9 +223,7 @@ fn the_jail_has_a_minimal_dev_and_no_host_devices() {
 
 #[test]
 fn an_ungranted_working_directory_is_empty_not_the_host() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (_t, dir, _f) = victim();
     let r = sandbox(
         &["--cwd", path_str(&dir)],
@@ -248,9 +236,7 @@ fn an_ungranted_working_directory_is_empty_not_the_host() {
 
 #[test]
 fn the_tree_is_reported_in_the_result() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let r = sandbox(&[], &["true"]);
     if namespace_free() {
         assert_eq!(r.json["enforcement"]["mode"], "namespace-free", "{r:#?}");
@@ -266,9 +252,7 @@ fn the_tree_is_reported_in_the_result() {
 
 #[test]
 fn the_state_directory_is_not_in_the_jail() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let t = tempdir();
     let state = t.path().join("state");
     fs::create_dir(&state).unwrap();

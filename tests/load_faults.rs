@@ -25,81 +25,33 @@ mod common;
 mod runkit;
 mod servekit;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::*;
 use runkit::*;
 use serde_json::{json, Value};
 
-/// How long any single reply may take before the test calls it a hang.
-const REPLY_WAIT: Duration = Duration::from_secs(60);
-
-/// `glovebox mcp` with a line-based JSON-RPC client.
+/// `glovebox mcp` (tests/servekit's stdio driver) with numbered requests.
 struct Server {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
+    mcp: servekit::StdioMcp,
     next_id: u64,
 }
 
 impl Server {
     fn start(f: &Fixture) -> Server {
-        let mut child = Command::new(bin())
-            .arg("--root")
-            .arg(&f.root)
-            .arg("mcp")
-            .current_dir(&f.cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start glovebox mcp");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut s = Server {
-            child,
-            stdin,
-            lines,
+        Server {
+            mcp: servekit::StdioMcp::start_in(&f.root, &f.cwd, &[], &[]),
             next_id: 1,
-        };
-        let id = s.send(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "load_faults", "version": "0"},
-            }),
-        );
-        let reply = s.reply();
-        assert_eq!(reply["id"], json!(id), "{reply}");
-        assert!(reply["result"]["serverInfo"].is_object(), "{reply}");
-        s.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
+        }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.mcp.child.id()
     }
 
     fn write(&mut self, msg: &Value) {
-        let mut line = msg.to_string();
-        line.push('\n');
-        self.stdin
-            .write_all(line.as_bytes())
-            .expect("write to server");
-        self.stdin.flush().expect("flush to server");
+        self.mcp.send(msg);
     }
 
     /// Sends a request; returns its id.
@@ -117,19 +69,7 @@ impl Server {
 
     /// The next reply to a request (notifications are skipped).
     fn reply(&mut self) -> Value {
-        let deadline = Instant::now() + REPLY_WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no reply from the server within {REPLY_WAIT:?}: {e}"));
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("server wrote a non-JSON line ({e}): {line:?}"));
-            if v.get("id").is_some() && v.get("method").is_none() {
-                return v;
-            }
-        }
+        self.mcp.reply()
     }
 
     /// One call, waited for: its `result`.
@@ -138,13 +78,6 @@ impl Server {
         let reply = self.reply();
         assert_eq!(reply["id"], json!(id), "{reply}");
         reply["result"].clone()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -201,20 +134,6 @@ fn zombie_children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Polls `check` until it returns true or `limit` passes.
-fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn no_inputs() -> Value {
     schema(json!({}))
 }
@@ -235,9 +154,7 @@ fn calls_wanted() -> usize {
 
 #[test]
 fn many_parallel_calls_leak_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     const IN_FLIGHT: usize = 8;
     let total = calls_wanted();
     let warmup = 200.min(total / 4);
@@ -331,9 +248,7 @@ fn many_parallel_calls_leak_nothing() {
 
 #[test]
 fn killing_the_server_mid_call_leaves_no_jailed_process() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("server-kill");
     let f = Fixture::new();
     // The tool and a setsid'd grandchild both sleep with the marker in
@@ -354,8 +269,8 @@ fn killing_the_server_mid_call_leaves_no_jailed_process() {
         pids_with(&m)
     );
     let before = pids_with(&m);
-    s.child.kill().expect("SIGKILL the server");
-    s.child.wait().expect("reap the server");
+    s.mcp.child.kill().expect("SIGKILL the server");
+    s.mcp.child.wait().expect("reap the server");
     assert!(
         wait_until(Duration::from_secs(10), || pids_with(&m).is_empty()),
         "jailed processes outlived the server: {:?} (were {before:?})",
@@ -381,9 +296,7 @@ fn fault_project() -> Fixture {
 
 #[test]
 fn a_tool_killed_by_a_signal_is_an_exit_code_error() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("signal");
     let f = fault_project();
     // A real fault (not kill(2): the jail's first process is the init of
@@ -429,9 +342,7 @@ fn a_tool_killed_by_a_signal_is_an_exit_code_error() {
 
 #[test]
 fn a_tool_closing_stdout_early_gives_a_clean_result() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let m = marker("close-stdout");
     let f = fault_project();
     // Writes, closes stdout, keeps running a while, then exits 0.
@@ -470,9 +381,7 @@ fn a_tool_closing_stdout_early_gives_a_clean_result() {
 
 #[test]
 fn a_tool_that_never_reads_its_stdin_gives_a_clean_result() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fault_project();
     // A python tool gets its request on stdin. This "venv" interpreter
     // never reads it: it says it ran, then either exits or sleeps, while
@@ -509,9 +418,7 @@ fn a_tool_that_never_reads_its_stdin_gives_a_clean_result() {
 
 #[test]
 fn deleting_the_tool_dir_mid_call_gives_a_clean_result() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fault_project();
     f.tool(&command_tool(
         "vanish",

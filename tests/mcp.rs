@@ -15,12 +15,11 @@
 
 mod common;
 mod runkit;
+mod servekit;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::{Command, Stdio};
 
 use common::*;
 use runkit::*;
@@ -204,56 +203,29 @@ fn stdio(f: &Fixture) -> Vec<String> {
 
 /// A running `glovebox serve`, killed on drop.
 struct Served {
-    child: Child,
-    addr: String,
+    http: servekit::Served,
     root: PathBuf,
 }
 
 impl Served {
-    fn start(f: &Fixture, listen: &str, token: Option<&str>) -> Served {
-        Served::start_with(f, listen, token, &[])
+    fn start(f: &Fixture, token: Option<&str>) -> Served {
+        Served::start_with(f, token, &[])
     }
 
     /// [`Served::start`] with more `serve` flags.
-    fn start_with(f: &Fixture, listen: &str, token: Option<&str>, extra: &[&str]) -> Served {
-        let mut c = Command::new(bin());
-        c.args([
-            "--root",
-            f.root.to_str().unwrap(),
-            "serve",
-            "--listen",
-            listen,
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .env_remove("GLOVEBOX_API_TOKEN");
-        if let Some(t) = token {
-            c.env("GLOVEBOX_API_TOKEN", t);
-        }
-        let mut child = c.spawn().expect("start glovebox serve");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("glovebox serve exited before listening")
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("glovebox: serving MCP at http://") {
-                break rest.trim_end_matches("/mcp").to_string();
-            }
-        };
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || for _ in lines {});
+    fn start_with(f: &Fixture, token: Option<&str>, extra: &[&str]) -> Served {
+        let envs: Vec<(&str, &str)> = token
+            .map(|t| ("GLOVEBOX_API_TOKEN", t))
+            .into_iter()
+            .collect();
         Served {
-            child,
-            addr,
+            http: servekit::Served::start(&f.root, &envs, extra),
             root: f.root.clone(),
         }
     }
 
     fn url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        format!("http://{}/mcp", self.http.addr)
     }
 
     fn transport(&self, token: Option<&str>) -> Vec<String> {
@@ -277,30 +249,15 @@ impl Served {
             "protocolVersion": "2025-11-25", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"}}})
         .to_string();
-        let mut req = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(&body);
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(req.as_bytes()).unwrap();
-        let mut buf = vec![0u8; 512];
-        let n = s.read(&mut buf).unwrap();
-        String::from_utf8_lossy(&buf[..n])
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_string()
+        let mut all = vec![
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        all.extend_from_slice(headers);
+        let (head, _) = self.request("POST", "/mcp", &all, &body);
+        head.lines().next().unwrap_or("").to_string()
     }
-}
 
-impl Served {
     /// One raw HTTP/1.1 request: the response head (status line and
     /// headers) and body.
     fn request(
@@ -310,31 +267,8 @@ impl Served {
         headers: &[(&str, &str)],
         body: &str,
     ) -> (String, String) {
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(req.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        let _ = s.read_to_end(&mut raw);
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        (head.to_string(), body.to_string())
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let a = self.http.request(method, path, headers, body.as_bytes());
+        (a.head, a.body)
     }
 }
 
@@ -352,9 +286,7 @@ fn stdio_lists_tools_in_pages() {
 
 #[test]
 fn stdio_calls_tools() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     scenario(&py, &stdio(&f), "call", None);
@@ -362,9 +294,7 @@ fn stdio_calls_tools() {
 
 #[test]
 fn stdio_create_notifies_list_changed() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     scenario(&py, &stdio(&f), "create", None);
@@ -372,9 +302,7 @@ fn stdio_create_notifies_list_changed() {
 
 #[test]
 fn stdio_cancel_kills_the_call() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
     let m = marker("mcp-cancel");
@@ -384,24 +312,20 @@ fn stdio_cancel_kills_the_call() {
 
 #[test]
 fn http_lists_and_calls_tools() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
-    let s = Served::start(&f, "127.0.0.1:0", None);
+    let s = Served::start(&f, None);
     scenario(&py, &s.transport(None), "list", Some(&total_tools()));
     scenario(&py, &s.transport(None), "call", None);
 }
 
 #[test]
 fn http_create_and_cancel() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python() else { return };
     let f = project();
-    let s = Served::start(&f, "127.0.0.1:0", None);
+    let s = Served::start(&f, None);
     scenario(&py, &s.transport(None), "create", None);
     let m = marker("mcp-http-cancel");
     scenario(&py, &s.transport(None), "cancel", Some(&m));
@@ -411,7 +335,7 @@ fn http_create_and_cancel() {
 #[test]
 fn http_refuses_cross_origin_requests() {
     let f = project();
-    let s = Served::start(&f, "127.0.0.1:0", None);
+    let s = Served::start(&f, None);
     let refused = s.post_status(&[("Origin", "https://evil.example")]);
     assert!(refused.contains(" 403 "), "{refused}");
     let ok = s.post_status(&[("Origin", "http://localhost:5173")]);
@@ -423,7 +347,7 @@ fn http_refuses_cross_origin_requests() {
 #[test]
 fn http_requires_the_token_when_set() {
     let f = project();
-    let s = Served::start(&f, "127.0.0.1:0", Some("tok-123"));
+    let s = Served::start(&f, Some("tok-123"));
     let missing = s.post_status(&[]);
     assert!(missing.contains(" 401 "), "{missing}");
     let wrong = s.post_status(&[("Authorization", "Bearer tok-124")]);
@@ -465,12 +389,10 @@ fn serve_refuses_a_public_address_without_a_token() {
 /// glee_tool_create and after a manifest written to disk (on 2026-07-28
 /// through `subscriptions/listen`).
 fn changes_with_mcp2(mode: &str, http: bool) {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python2() else { return };
     let f = project();
-    let served = http.then(|| Served::start(&f, "127.0.0.1:0", None));
+    let served = http.then(|| Served::start(&f, None));
     let mut transport = vec!["--mode".to_string(), mode.to_string()];
     match &served {
         Some(s) => transport.extend(s.transport(None)),
@@ -510,13 +432,11 @@ fn mcp2_legacy_mode_http_gets_list_changes_ping_and_caller() {
 /// transport shares one bound, so all 40 run (24 wait for a slot, none is
 /// refused below the queue's default of 64) and no more than 16 at once.
 fn forty_calls_under_a_bound_of_16(mode: &str, http: bool) {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(py) = python2() else { return };
     let f = project();
     let bound = ["--max-concurrent", "16"];
-    let served = http.then(|| Served::start_with(&f, "127.0.0.1:0", None, &bound));
+    let served = http.then(|| Served::start_with(&f, None, &bound));
     let mut transport = vec!["--mode".to_string(), mode.to_string()];
     match &served {
         Some(s) => transport.extend(s.transport(None)),
@@ -657,7 +577,7 @@ fn ping_and_unknown_methods_on_2026_07_28() {
         "{out}"
     );
     // HTTP: ping without a session.
-    let s = Served::start(&f, "127.0.0.1:0", None);
+    let s = Served::start(&f, None);
     let (head, body) = s.request(
         "POST",
         "/mcp",
@@ -676,7 +596,7 @@ fn ping_and_unknown_methods_on_2026_07_28() {
 #[test]
 fn http_delete_cors_and_token_mode() {
     let f = project();
-    let s = Served::start(&f, "127.0.0.1:0", None);
+    let s = Served::start(&f, None);
     // DELETE: 404 for a session that does not exist, 204 for one that does.
     let (head, _) = s.request(
         "DELETE",
@@ -766,7 +686,7 @@ fn http_delete_cors_and_token_mode() {
 
     // Token mode: OAuth discovery answers 404, /healthz is open, the rest
     // needs the token and says so with its own kind.
-    let s = Served::start(&f, "127.0.0.1:0", Some("tok-9"));
+    let s = Served::start(&f, Some("tok-9"));
     for path in [
         "/.well-known/oauth-protected-resource",
         "/.well-known/oauth-protected-resource/mcp",
@@ -813,7 +733,7 @@ fn http_delete_cors_and_token_mode() {
 fn stopping_the_server_ends_listen_streams_gracefully() {
     let Some(py) = python2() else { return };
     let f = project();
-    let mut s = Served::start(&f, "127.0.0.1:0", None);
+    let mut s = Served::start(&f, None);
     let mut transport = vec!["--mode".to_string(), "auto".to_string()];
     transport.extend(s.transport(None));
     let mut client = Command::new(&py)
@@ -829,7 +749,7 @@ fn stopping_the_server_ends_listen_streams_gracefully() {
     let first = lines.next().expect("the client said nothing").unwrap();
     assert_eq!(first, "LISTENING");
     let term = Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
+        .args(["-TERM", &s.http.child.id().to_string()])
         .status()
         .unwrap();
     assert!(term.success());
@@ -840,6 +760,6 @@ fn stopping_the_server_ends_listen_streams_gracefully() {
         "{rest:?} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let status = s.child.wait().unwrap();
+    let status = s.http.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }

@@ -108,9 +108,7 @@ fn fixture() -> (Fixture, std::path::PathBuf) {
 
 #[test]
 fn file_outside_fs_read_is_not_returned() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (f, canary) = fixture();
     let canary = path_str(&canary).to_string();
     f.tool(&probe_tool("cmd_read", &["read", "${a}"], false));
@@ -165,9 +163,7 @@ fn listener() -> (TcpListener, String) {
 
 #[test]
 fn local_listener_gets_nothing_with_network_false() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (f, _) = fixture();
     let (l, port) = listener();
     f.tool(&probe_tool("cmd_tcp", &["tcp", "127.0.0.1", "${a}"], false));
@@ -229,9 +225,7 @@ const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "TMPDIR", "LANG", "TZ"];
 
 #[test]
 fn undeclared_secret_is_not_in_the_environment() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (f, _) = fixture();
     f.tool(&command_tool(
         "cmd_env",
@@ -278,9 +272,7 @@ fn token_perms() -> Value {
 
 #[test]
 fn declared_secret_reaches_its_tool_but_comes_back_redacted() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (f, _) = fixture();
     f.tool(&command_tool(
         "cmd_token",
@@ -350,9 +342,7 @@ fn venv(f: &Fixture, home: &str) {
 /// from the interpreter the venv's link resolves to.
 #[test]
 fn an_edited_pyvenv_cfg_does_not_widen_the_jail() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (f, canary) = fixture();
     let canary = path_str(&canary).to_string();
     venv(&f, "/usr/bin");
@@ -386,9 +376,7 @@ fn an_edited_pyvenv_cfg_does_not_widen_the_jail() {
 /// refused, and the fake interpreter never runs.
 #[test]
 fn a_venv_whose_interpreter_is_not_python_is_refused() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (f, _) = fixture();
     let fake = f.outside.join("fake/bin/python3");
     std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
@@ -415,9 +403,7 @@ fn a_venv_whose_interpreter_is_not_python_is_refused() {
 /// token. No 8-character run of it comes back.
 #[test]
 fn an_output_cap_never_cuts_a_secret_into_a_readable_piece() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (f, _) = fixture();
     const CAP: usize = 256;
     f.config(&json!({"limits": {"output_bytes": CAP}}));

@@ -28,9 +28,7 @@ fn marking_tool(f: &Fixture, name: &str, inputs: serde_json::Value) -> serde_jso
 
 #[test]
 fn invalid_input_names_each_pointer_and_runs_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     let mut inputs = schema(json!({
         "count": {"type": "integer", "minimum": 1},
@@ -89,9 +87,7 @@ fn missing_project_root_is_one_outcome_with_exit_2() {
 
 #[test]
 fn missing_required_secret_runs_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     let mut m = marking_tool(
         &f,
@@ -120,9 +116,7 @@ fn missing_required_secret_runs_nothing() {
 
 #[test]
 fn approval_required_blocks_without_yes_and_runs_with_it() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     let mut m = marking_tool(&f, "guarded", schema(json!({"count": {"type": "integer"}})));
     m["approval"] = json!({"required": true, "reason": "writes a marker"});
@@ -143,9 +137,7 @@ fn approval_required_blocks_without_yes_and_runs_with_it() {
 
 #[test]
 fn timeout_kills_the_whole_tree() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     let m = marker("run-timeout");
     // The tool starts a setsid'd grandchild, says it started, then both
@@ -176,9 +168,7 @@ fn timeout_kills_the_whole_tree() {
 
 #[test]
 fn exit_code_outside_exit_codes_ok_is_an_error_with_the_code() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.script(
         "exit.sh",
@@ -204,9 +194,7 @@ fn exit_code_outside_exit_codes_ok_is_an_error_with_the_code() {
 
 #[test]
 fn python_exception_returns_type_message_and_traceback() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.file(
         "pkg/failing.py",
@@ -236,9 +224,7 @@ fn python_exception_returns_type_message_and_traceback() {
 
 #[test]
 fn python_prints_go_to_stderr_not_output() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.file(
         "noisy.py",
@@ -259,9 +245,7 @@ fn python_prints_go_to_stderr_not_output() {
 
 #[test]
 fn output_schema_violation_is_a_warning_and_ok_stays_true() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.file("out.json", "{\"n\": \"seven\"}\n");
     let mut m = command_tool(
@@ -285,9 +269,7 @@ fn output_schema_violation_is_a_warning_and_ok_stays_true() {
 
 #[test]
 fn invalid_json_output_is_an_error_naming_the_byte() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     // A missing comma: the first bad byte is the `"` opening "b".
     let bad = "{\n  \"a\": 1\n  \"b\": 2\n}\n";
@@ -317,9 +299,7 @@ fn limited() -> Fixture {
 
 #[test]
 fn memory_bomb_is_resource_limit() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = limited();
     // Touches up to 1 GiB, 8 MiB at a time; says how far it got.
     let code = "import sys\nchunks = []\n\
@@ -341,9 +321,7 @@ fn memory_bomb_is_resource_limit() {
 
 #[test]
 fn fork_bomb_is_resource_limit_and_leaves_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = limited();
     let m = marker("run-forkbomb");
     // Forks sleeping children until a fork is refused, then fails.
@@ -380,9 +358,7 @@ fn fork_bomb_is_resource_limit_and_leaves_nothing() {
 
 #[test]
 fn a_refused_fork_fails_the_call_even_when_the_tool_copes() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = limited();
     // Swallows the refused fork and exits 0: still resource_limit.
     let code = "import os, time\nfor _ in range(40):\n    try:\n        \
@@ -401,9 +377,7 @@ fn a_refused_fork_fails_the_call_even_when_the_tool_copes() {
 
 #[test]
 fn output_flood_is_resource_limit() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = limited();
     let code = "import sys\nsys.stdout.write('y' * (4 << 20))\n";
     f.tool(&command_tool(

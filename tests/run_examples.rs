@@ -71,9 +71,7 @@ fn expected_stats(dir: &Path, files: &mut u64, loc: &mut u64) {
 
 #[test]
 fn repo_scan_reports_the_two_matches() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (tmp, root) = examples_copy();
     let r = call_glovebox(&root, &tmp.path().join("cwd"), "repo_scan", &[], &[]);
     r.assert_ok();
@@ -84,9 +82,7 @@ fn repo_scan_reports_the_two_matches() {
 
 #[test]
 fn repo_scan_skips_the_venv_the_readme_creates() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (tmp, root) = examples_copy();
     make_venv(&root);
     // What a venv with pip holds: packages full of to-do markers.
@@ -104,9 +100,7 @@ fn repo_scan_skips_the_venv_the_readme_creates() {
 
 #[test]
 fn repo_stats_runs_in_a_real_venv() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let (tmp, root) = examples_copy();
     make_venv(&root);
     let cwd = tmp.path().join("cwd");

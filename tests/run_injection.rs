@@ -9,7 +9,6 @@
 mod common;
 mod runkit;
 
-use common::*;
 use runkit::*;
 use serde_json::json;
 
@@ -45,9 +44,7 @@ fn assert_no_x(f: &Fixture) {
 
 #[test]
 fn command_tool_echoes_hostile_values_literally() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.tool(&command_tool(
         "echo",
@@ -90,9 +87,7 @@ fn command_tool_echoes_hostile_values_literally() {
 
 #[test]
 fn python_tool_receives_hostile_values_literally() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.file("echo_mod.py", "def echo(v):\n    return v\n");
     f.tool(&python_tool(
@@ -124,9 +119,7 @@ fn python_tool_receives_hostile_values_literally() {
 
 #[test]
 fn a_value_naming_another_parameter_is_not_expanded() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.tool(&command_tool(
         "two",
@@ -145,9 +138,7 @@ const ARGV_JSON: &str = "import json, sys; print(json.dumps(sys.argv[1:]), end='
 
 #[test]
 fn unset_optional_parameter_drops_its_argument() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     let mut inputs = schema(json!({
         "a": {"type": "string"},

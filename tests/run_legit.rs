@@ -23,9 +23,7 @@ fn no_files() -> Value {
 
 #[test]
 fn a_tool_without_fs_read_starts_in_its_cwd_and_runs() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.file("secret.txt", "do not read me\n");
     f.tool(&command_tool(
@@ -67,9 +65,7 @@ fn a_tool_without_fs_read_starts_in_its_cwd_and_runs() {
 
 #[test]
 fn stdout_format_defaults_to_outputs_format() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     let mut tool = command_tool(
         "emit",
@@ -88,9 +84,7 @@ fn stdout_format_defaults_to_outputs_format() {
 
 #[test]
 fn a_python_tool_without_args_gets_keyword_arguments() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = Fixture::new();
     f.file(
         "calc.py",

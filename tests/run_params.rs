@@ -38,9 +38,7 @@ fn fixture() -> Fixture {
 
 #[test]
 fn key_value_pairs_are_typed_by_the_schema() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     let r = f.run("show", &["count=5", "name=123"]);
     r.assert_ok();
@@ -76,9 +74,7 @@ fn key_value_pairs_are_typed_by_the_schema() {
 
 #[test]
 fn a_nullable_string_stays_a_string() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     let r = f.run("show", &["label=123"]);
     r.assert_ok();
@@ -97,9 +93,7 @@ fn a_non_integer_for_an_integer_is_input_invalid() {
 
 #[test]
 fn params_json_file_and_stdin_agree_with_key_value() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = fixture();
     let want = json!([5, "123", ["a"]]);
     let body = r#"{"count": 5, "name": "123", "tags": ["a"]}"#;

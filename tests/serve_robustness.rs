@@ -195,9 +195,7 @@ fn mcp_http_bad_tool_names_are_refused_and_the_server_goes_on() {
 /// once as busy. The same flags over HTTP give the same answers.
 #[test]
 fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let st = state_env(&f);
     let limits = ["--max-concurrent", "1", "--max-queued", "1"];
@@ -288,9 +286,7 @@ fn mcp_sessions_are_capped_oldest_first() {
 /// message said once; the output limit's message states the limit.
 #[test]
 fn an_overlong_argument_is_input_invalid_and_the_output_limit_is_stated() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     f.tool(&command_tool(
         "loud",
@@ -330,15 +326,12 @@ fn an_overlong_argument_is_input_invalid_and_the_output_limit_is_stated() {
 /// one whose client went away as `cancelled`; neither as `internal`.
 #[test]
 fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let f = project();
     let st = state_env(&f);
     let s = Served::start(&f.root, &envs(&st), &["--request-timeout", "1"]);
     let a = s.post("/api/v1/tools/nap/invoke", &json!({"secs": "20"}));
     assert_eq!((a.status, a.kind()), (504, "timeout"), "{a:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let result_line = |f: &Fixture, secs: &str| {
         audit_log(f)
             .lines()
@@ -347,13 +340,16 @@ fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
             })
             .map(String::from)
     };
-    let line = loop {
-        if let Some(l) = result_line(&f, "20") {
-            break l;
-        }
-        assert!(std::time::Instant::now() < deadline, "{}", audit_log(&f));
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut line = None;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            line = result_line(&f, "20");
+            line.is_some()
+        }),
+        "{}",
+        audit_log(&f)
+    );
+    let line = line.unwrap();
     assert!(line.contains("kind=timeout"), "{line}");
     // A client that goes away mid-call.
     let s = Served::start(&f.root, &envs(&st), &[]);
@@ -369,20 +365,19 @@ fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
         )
         .unwrap();
         c.write_all(body).unwrap();
-        let started = std::time::Instant::now() + Duration::from_secs(30);
-        while !audit_log(&f).contains("\"secs\":\"21\"") {
-            assert!(std::time::Instant::now() < started);
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        assert!(wait_until(Duration::from_secs(30), || audit_log(&f)
+            .contains("\"secs\":\"21\"")));
     }
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let line = loop {
-        if let Some(l) = result_line(&f, "21") {
-            break l;
-        }
-        assert!(std::time::Instant::now() < deadline, "{}", audit_log(&f));
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut line = None;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            line = result_line(&f, "21");
+            line.is_some()
+        }),
+        "{}",
+        audit_log(&f)
+    );
+    let line = line.unwrap();
     assert!(line.contains("kind=cancelled"), "{line}");
     s.assert_alive();
 }
@@ -492,15 +487,11 @@ fn deleting_and_restoring_glee_is_noticed() {
     let saved = f.base.join("tools-saved");
     copy_tree(&f.root.join(".glee/tools"), &saved);
     let wait = |want: bool, what: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while has_echo(&s) != want {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{what}: {}",
-                s.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        assert!(
+            wait_until(Duration::from_secs(30), || has_echo(&s) == want),
+            "{what}: {}",
+            s.stderr()
+        );
     };
     std::fs::remove_dir_all(f.root.join(".glee")).unwrap();
     wait(false, "the deletion was not noticed");

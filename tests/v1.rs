@@ -137,7 +137,7 @@ fn approval_covers_the_v1_file() {
     let files = glovebox::approval::covered_files(&project.root, tool);
     assert_eq!(files, [project.root.join(".glee/tools/web-search.yml")]);
     // The MCP catalog lists v1 tools like any other, with their schema.
-    let catalog = glovebox::serve::catalog::tools(&project);
+    let catalog = glovebox::serve::mcp::catalog::tools(&project);
     let github = catalog
         .iter()
         .find(|t| t.name == "github_issues")

@@ -43,6 +43,17 @@ pub enum ConfineError {
     },
 }
 
+impl ConfineError {
+    /// The Outcome's error kind: an empty path is a bad parameter, any
+    /// other refusal a reach beyond what the built-in may touch.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        match self {
+            ConfineError::Empty { .. } => crate::kind::ErrorKind::InputInvalid,
+            _ => crate::kind::ErrorKind::PermissionExceedsCeiling,
+        }
+    }
+}
+
 /// `given` relative to `root`, normalised lexically (`.` dropped, `..`
 /// applied). `"."` for the root itself.
 pub fn relative(root: &Path, given: &str, param: &'static str) -> Result<PathBuf, ConfineError> {

@@ -54,14 +54,6 @@ pub fn exchange(
         read_only: Vec::new(),
     };
     spec.protect = protect.to_vec();
-    crate::state::ensure_not_exposed(&spec.fs).map_err(|e| {
-        Box::new(Outcome::failure(
-            tool,
-            ErrorKind::PermissionExceedsCeiling,
-            run::error_chain(&e),
-            json!({}),
-        ))
-    })?;
     let mib = |n: u64| n.saturating_mul(1 << 20);
     spec.limits = Limits {
         wall: Duration::from_millis(config.limits.timeout_ms),

@@ -34,16 +34,18 @@ use serde_json::{json, Map, Value};
 use crate::engine::Caller;
 use crate::manifest::config::Config;
 use crate::manifest::diagnostic::{Diagnostic, Rule};
+use crate::manifest::discover;
 use crate::manifest::model::{
     Approval, CommandExec, Example, Exec, Format, FsPermissions, Inputs, Kind, Manifest, Outputs,
     Permissions, Stdout, DEFAULT_TIMEOUT_MS,
 };
-use crate::manifest::project::{Origin, Tool};
+use crate::manifest::project::{Origin, Project, Tool};
 use crate::manifest::yaml::Position;
 use crate::run::{ErrorKind, Outcome};
 
-/// The names of every built-in, sorted.
-pub const NAMES: [&str; 3] = [list_files::NAME, read_file::NAME, write_file::NAME];
+/// The names of every built-in, sorted: the names `.glee/config.yml`'s
+/// `builtins:` accepts.
+pub const NAMES: [&str; 3] = crate::manifest::config::BUILTINS;
 
 /// What a built-in call needs from the engine.
 #[derive(Debug, Clone, Copy)]
@@ -100,10 +102,36 @@ pub fn manifest(name: &str) -> Option<Manifest> {
     }
 }
 
+/// `project` with the built-ins its config enables, when it was loaded
+/// whole and is a Glee project (a bare tools.json drop-in lists exactly
+/// its own tools, as agentcli does; a project loaded for one tool
+/// directory holds that tool only). Built-ins come from glovebox, not
+/// from the project's files, so they are added here, above the manifest
+/// layer, by whoever loads a project to use it (the engine, the CLI).
+/// Adding them twice changes nothing.
+pub fn add_to(mut project: Project) -> Project {
+    let root = &project.root;
+    let glee_project =
+        root.join(discover::TOOLS_DIR).is_dir() || root.join(discover::CONFIG_FILE).is_file();
+    let added = project.tools.iter().any(|t| t.origin == Origin::Builtin);
+    if let (Some(config), true, false) = (&project.config, project.whole && glee_project, added) {
+        add_enabled(
+            &project.root,
+            config,
+            &mut project.tools,
+            &project.rejected,
+            &mut project.diagnostics,
+        );
+        // Stable: each file's findings stay in line order.
+        project.diagnostics.sort_by(|a, b| a.file.cmp(&b.file));
+    }
+    project
+}
+
 /// Adds the built-ins `config` enables to `tools` (kept sorted by name).
 /// A project tool of the same name, valid or `rejected`, wins; each such
 /// clash is a warning.
-pub fn add_enabled(
+fn add_enabled(
     root: &Path,
     config: &Config,
     tools: &mut Vec<Tool>,
@@ -172,11 +200,7 @@ fn text<'p>(params: &'p Map<String, Value>, key: &str) -> &'p str {
 
 /// The Outcome for a refused path.
 fn refused(tool: &str, e: &confine::ConfineError) -> Outcome {
-    let kind = match e {
-        confine::ConfineError::Empty { .. } => ErrorKind::InputInvalid,
-        _ => ErrorKind::PermissionExceedsCeiling,
-    };
-    Outcome::failure(tool, kind, e.to_string(), json!({}))
+    Outcome::failure(tool, e.kind(), e.to_string(), json!({}))
 }
 
 /// The manifest shared by the built-ins: a command run in the jail (the

@@ -30,10 +30,9 @@ use nix::sys::stat::Mode;
 use serde_json::{json, Map, Value};
 use similar::TextDiff;
 
-use crate::jail::FsAccess;
 use crate::manifest::config::SafetyMode;
 use crate::manifest::model::Manifest;
-use crate::run::{self, ErrorKind, Outcome};
+use crate::run::{ErrorKind, Outcome};
 
 use super::confine::{self, ConfineError};
 use super::protocol::{Reply, Request};
@@ -282,18 +281,6 @@ fn open_dir(ctx: &Context<'_>, plan: &Plan) -> Result<Target, Box<Outcome>> {
     let file = inside.join(plan.rel.file_name().unwrap_or_default());
     confine::unprotected(&root, &file, &canonical_surface, given)
         .map_err(|e| Box::new(super::refused(NAME, &e)))?;
-    crate::state::ensure_not_exposed(&FsAccess {
-        write: vec![real.clone()],
-        ..FsAccess::default()
-    })
-    .map_err(|e| {
-        Box::new(Outcome::failure(
-            NAME,
-            ErrorKind::PermissionExceedsCeiling,
-            run::error_chain(&e),
-            json!({}),
-        ))
-    })?;
     Ok(Target { dir, real })
 }
 

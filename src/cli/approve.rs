@@ -68,7 +68,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let approver = std::env::var("USER").unwrap_or_else(|_| "user".into());
     Store::open(root)?.approve(root, tool, &approver)?;
     Log::for_project(root)?.append(&Event {
-        kind: "TOOL_APPROVED",
+        kind: glovebox::audit::event::TOOL_APPROVED,
         fields: vec![("name", args.name.clone()), ("approver", approver)],
     })?;
     println!("approved {} ({})", args.name, glovebox::state::describe());

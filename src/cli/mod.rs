@@ -97,12 +97,11 @@ pub enum Command {
 }
 
 /// The project named by `--root` / `--tools-json` (or found from the
-/// working directory).
+/// working directory), with the built-ins its config enables.
 fn project(cli: &Cli) -> anyhow::Result<glovebox::manifest::Project> {
-    Ok(glovebox::manifest::Project::discover_with(
-        cli.root.as_deref(),
-        cli.tools_json.as_deref(),
-    )?)
+    Ok(glovebox::builtin::add_to(
+        glovebox::manifest::Project::discover_with(cli.root.as_deref(), cli.tools_json.as_deref())?,
+    ))
 }
 
 /// The engine with only tool `name` loaded when that is enough (see

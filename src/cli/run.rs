@@ -168,6 +168,7 @@ fn confirm_write(engine: &Engine, name: &str, params: &Value) -> bool {
     };
     let caller = Caller {
         id: "cli".into(),
+        approves_once: true,
         ..Caller::default()
     };
     let surface = glovebox::surface::for_writes(engine.project());
@@ -205,7 +206,7 @@ fn usage_error(args: &Args, kind: ErrorKind, message: String) -> anyhow::Result<
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let engine = match super::engine_for(cli, &args.name) {
         Ok(e) => e,
-        Err(e) => return usage_error(args, ErrorKind::ManifestInvalid, format!("{e:#}")),
+        Err(e) => return usage_error(args, e.kind(), format!("{e:#}")),
     };
     let params = match read_params(&engine, args) {
         Ok(p) => p,
@@ -216,6 +217,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         approved: args.yes
             || (!engine.is_approved(&args.name) && ask_approval(&engine, &args.name))
             || confirm_write(&engine, &args.name, &params),
+        approves_once: true,
+        prints_to_stderr: !args.json,
         secrets: SecretSource::Environment,
         cancel: None,
         ..Caller::default()

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use glovebox::egress::{Allowlist, Gateway, Rules};
 use glovebox::jail::{self, JailError, Limits, Output, Spec, Stdin};
+use glovebox::run::StartError;
 
 use super::{Cli, EXIT_SANDBOX_UNAVAILABLE, EXIT_USAGE};
 
@@ -169,7 +170,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     if let Ok(project) = glovebox::manifest::project::Project::discover_with(
         cli.root.as_deref(),
         cli.tools_json.as_deref(),
-    ) {
+    )
+    .map(glovebox::builtin::add_to)
+    {
         spec.protect = glovebox::surface::paths(&project, &spec.fs.write);
         absent = glovebox::surface::absent(&project.root, &spec.fs.write);
     }
@@ -180,15 +183,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         Output::Stream
     };
 
-    if let Err(e) = glovebox::state::ensure_not_exposed(&spec.fs) {
-        eprintln!("glovebox: {e}");
-        return Ok(ExitCode::from(EXIT_USAGE));
-    }
-    let result = jail::run(&spec);
+    let result = glovebox::run::start(&spec);
     let planted = glovebox::surface::undo_planted(&absent);
     let mut result = match result {
         Ok(r) => r,
-        Err(e) => return Ok(report_error(&e, args.json)),
+        Err(StartError::State(e)) => {
+            eprintln!("glovebox: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+        Err(StartError::Jail(e)) => return Ok(report_error(&e, args.json)),
     };
     let (egress, refusals) = match &gateway {
         Some(g) => (Some(g.log().connections().0), g.log().refusals()),

@@ -29,13 +29,13 @@ pub const DIRS: [&str; 2] = ["/run/glovebox/listeners", "/tmp/glovebox-listeners
 #[derive(Debug, thiserror::Error)]
 pub enum ListenersError {
     /// No shared directory could be used.
-    #[error("cannot record glovebox's listener {addr} in {} or {}: {source}; network tools could reach this server through the egress proxy — fix the directory's permissions (mode 1777)", DIRS[0], DIRS[1])]
+    #[error("cannot record glovebox's listener {addr} in {} or {}: {error}; network tools could reach this server through the egress proxy — fix the directory's permissions (mode 1777)", DIRS[0], DIRS[1])]
     Record {
         /// The listener.
         addr: SocketAddr,
-        /// The last failure.
-        #[source]
-        source: std::io::Error,
+        /// The last failure (in the message, before the advice, so not a
+        /// `source()` too).
+        error: std::io::Error,
     },
 }
 
@@ -107,7 +107,7 @@ pub fn register(addr: SocketAddr) -> Result<Registration, ListenersError> {
             Err(e) => last = e,
         }
     }
-    Err(ListenersError::Record { addr, source: last })
+    Err(ListenersError::Record { addr, error: last })
 }
 
 fn rand_bytes() -> [u8; 8] {

@@ -83,7 +83,7 @@ pub struct Report {
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// The input file cannot be read.
-    #[error("cannot read {path:?}: {source}")]
+    #[error("cannot read {path:?}")]
     Read {
         /// The file.
         path: PathBuf,

@@ -62,6 +62,7 @@ pub use spec::{
     PROXY_URL,
 };
 
+use crate::kind::ErrorKind;
 use spawn::Step;
 
 /// Why a jailed run could not happen.
@@ -77,26 +78,27 @@ pub enum JailError {
     #[error("command not found: {program}")]
     NotFound { program: String },
     /// The jail refused to execute the program.
-    #[error("{program}: execution denied by the jail (not in a read or exec path): {source}")]
+    #[error("{program}: execution denied by the jail (not in a read or exec path)")]
     ExecDenied {
         program: String,
         #[source]
         source: std::io::Error,
     },
     /// The program could not be executed.
-    #[error("{program}: cannot execute: {source}")]
+    #[error("{program}: cannot execute")]
     Exec {
         program: String,
         #[source]
         source: std::io::Error,
     },
     /// A step in the child before exec failed.
-    #[error("failed while {} ({}: {source}); {}", step.describe(), sys::errno_name(*errno), step.advice(*errno))]
+    /// The OS error is part of the message (before the advice), so it is
+    /// not also a `source()`.
+    #[error("failed while {} ({}: {error}); {}", step.describe(), sys::errno_name(*errno), step.advice(*errno))]
     Child {
         step: Step,
         errno: i32,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Creating the child failed.
     #[error("failed to create the jailed process")]
@@ -173,7 +175,7 @@ impl JailError {
             _ => JailError::Child {
                 step,
                 errno,
-                source,
+                error: source,
             },
         }
     }
@@ -185,5 +187,23 @@ impl JailError {
             self,
             JailError::Unavailable { .. } | JailError::Fs(fs::FsError::Unsupported { .. })
         )
+    }
+
+    /// The Outcome's error kind for this failure: the parameters when
+    /// they make the command line too long for the kernel, the kernel
+    /// when it cannot enforce the jail, the manifest when its program
+    /// cannot run, else glovebox itself.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            JailError::Exec { source, .. } if source.raw_os_error() == Some(libc::E2BIG) => {
+                ErrorKind::InputInvalid
+            }
+            _ if self.is_unavailable() => ErrorKind::SandboxUnavailable,
+            JailError::NotFound { .. } | JailError::ExecDenied { .. } | JailError::Exec { .. } => {
+                ErrorKind::ManifestInvalid
+            }
+            JailError::InvalidSpec { .. } => ErrorKind::InputInvalid,
+            _ => ErrorKind::Internal,
+        }
     }
 }

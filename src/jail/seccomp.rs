@@ -62,9 +62,9 @@ fn compile_err(e: impl std::fmt::Display) -> SeccompError {
     }
 }
 
-/// The compiled filter for one network setting.
+/// The compiled filter for one network setting: one BPF program.
 #[derive(Debug)]
-pub struct Programs {
+pub struct Filter {
     /// The deny list (EPERM) with the architecture and x32 guards and the
     /// ENOSYS answers (clone3, io_uring).
     pub deny: BpfProgram,
@@ -82,25 +82,22 @@ pub enum Sockets {
     All,
 }
 
-/// Returns the programs for `network` (`true`: [`Sockets::All`]),
+/// Returns the filter for `network` (`true`: [`Sockets::All`]),
 /// compiled once per process. `deny_metadata` adds the metadata family
 /// ([`metadata_calls`]), for a jail without a mount namespace (no
 /// read-only tree to refuse them), and the host IPC calls
 /// ([`host_ipc_calls`]: no IPC namespace there either).
-pub fn programs(network: bool, deny_metadata: bool) -> Result<&'static Programs, SeccompError> {
-    programs_for(
+pub fn filter(network: bool, deny_metadata: bool) -> Result<&'static Filter, SeccompError> {
+    filter_for(
         if network { Sockets::All } else { Sockets::None },
         deny_metadata,
     )
 }
 
-/// Returns the programs for `sockets` (and `deny_metadata`, as in
-/// [`programs`]), compiled once per process.
-pub fn programs_for(
-    sockets: Sockets,
-    deny_metadata: bool,
-) -> Result<&'static Programs, SeccompError> {
-    static CELLS: [OnceLock<Result<Programs, String>>; 6] = [
+/// Returns the filter for `sockets` (and `deny_metadata`, as in
+/// [`filter`]), compiled once per process.
+pub fn filter_for(sockets: Sockets, deny_metadata: bool) -> Result<&'static Filter, SeccompError> {
+    static CELLS: [OnceLock<Result<Filter, String>>; 6] = [
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
@@ -300,7 +297,7 @@ fn namespace_rules(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
         .collect()
 }
 
-fn build(sockets: Sockets, deny_metadata: bool) -> Result<Programs, SeccompError> {
+fn build(sockets: Sockets, deny_metadata: bool) -> Result<Filter, SeccompError> {
     let arch = arch()?;
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in always_denied() {
@@ -375,7 +372,7 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Programs, SeccompError
     .map_err(compile_err)?;
     let mut deny_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
     insert_guard(&mut deny_prog);
-    Ok(Programs { deny: deny_prog })
+    Ok(Filter { deny: deny_prog })
 }
 
 /// System calls answered with `ENOSYS`.
@@ -427,11 +424,11 @@ fn insert_guard(prog: &mut BpfProgram) {
     prog.splice(at..at, guard);
 }
 
-/// Installs `programs` on the calling thread. Runs in the child between
+/// Installs `filter` on the calling thread. Runs in the child between
 /// clone and exec: `apply_filter` only builds a `sock_fprog` on the stack
 /// and calls `prctl`/`seccomp`.
-pub fn install(programs: &Programs) -> Result<(), i32> {
-    seccompiler::apply_filter(&programs.deny).map_err(|e| match e {
+pub fn install(filter: &Filter) -> Result<(), i32> {
+    seccompiler::apply_filter(&filter.deny).map_err(|e| match e {
         seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
             io.raw_os_error().unwrap_or(libc::EINVAL)
         }
@@ -452,7 +449,7 @@ mod tests {
             if sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).is_err() {
                 return 100;
             }
-            let Ok(p) = programs(false, deny) else {
+            let Ok(p) = filter(false, deny) else {
                 return 101;
             };
             if install(p).is_err() {
@@ -462,10 +459,10 @@ mod tests {
         }
         let file = std::path::Path::new("/tmp/glovebox-seccomp-metadata-test");
         std::fs::write(file, "x").unwrap();
-        // Build both programs here, not in the child: a fork taken while
+        // Build both filters here, not in the child: a fork taken while
         // another test thread is filling the same cache would leave the
         // child waiting on that thread forever.
-        assert!(programs(false, false).is_ok() && programs(false, true).is_ok());
+        assert!(filter(false, false).is_ok() && filter(false, true).is_ok());
         // The probe: without the metadata rules the same chmod works.
         assert_eq!(sys::in_child(|| attempt(false)), 0);
         assert_eq!(sys::in_child(|| attempt(true)), libc::EPERM);
@@ -480,15 +477,15 @@ mod tests {
 
     #[test]
     fn compiles_for_both_network_settings() {
-        let off = programs(false, false).unwrap();
-        let on = programs(true, false).unwrap();
+        let off = filter(false, false).unwrap();
+        let on = filter(true, false).unwrap();
         assert!(off.deny.len() > on.deny.len(), "network off denies more");
-        let proxied = programs_for(Sockets::NoUnix, false).unwrap();
+        let proxied = filter_for(Sockets::NoUnix, false).unwrap();
         assert!(
             proxied.deny.len() > on.deny.len(),
             "no unix sockets behind the proxy"
         );
-        let meta = programs(true, true).unwrap();
+        let meta = filter(true, true).unwrap();
         assert!(
             meta.deny.len() > on.deny.len(),
             "the metadata family adds rules"

@@ -58,7 +58,7 @@ use super::network::{self as net, NetPlan};
 use super::plan::{self, Cgroups, Host, Plan};
 use super::probe::{self, Kernel, Mode};
 use super::pump::{self, Sink};
-use super::seccomp::{self, Programs};
+use super::seccomp::{self, Filter};
 use super::spec::{JailResult, LimitHit, Spec, Status, Stdin};
 use super::sys::{self, Forked};
 use super::tree::Plan as TreePlan;
@@ -182,10 +182,10 @@ struct Prepared {
     report: RawFd,
     report_read_end: RawFd,
     landlock: Option<OwnedFd>,
-    seccomp: Option<&'static Programs>,
+    seccomp: Option<&'static Filter>,
     /// The filter to use instead when the namespaces fail in degraded mode
     /// (no tree: the metadata family is refused by seccomp).
-    seccomp_without_tree: Option<&'static Programs>,
+    seccomp_without_tree: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
     tree: Option<TreePlan>,
     cgroup_procs: Vec<RawFd>,
@@ -434,11 +434,11 @@ fn attempt(
     };
     let (seccomp, seccomp_without_tree) = match plan.seccomp {
         Some(sockets) => (
-            Some(seccomp::programs_for(
+            Some(seccomp::filter_for(
                 sockets,
                 plan.guard == MetadataGuard::Seccomp,
             )?),
-            Some(seccomp::programs_for(sockets, true)?),
+            Some(seccomp::filter_for(sockets, true)?),
         ),
         None => (None, None),
     };

@@ -71,6 +71,13 @@ pub enum AgentCliError {
     },
 }
 
+impl AgentCliError {
+    /// The Outcome's error kind: the `tools.json` is unusable.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
+}
+
 /// A `tools.json` entry that passed validation, normalised.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -706,7 +713,7 @@ pub fn load(
                 },
                 secrets: IndexMap::new(),
             };
-            let excess = crate::create::excess(root, &asked, ceiling);
+            let excess = super::ceiling::excess(root, &asked, ceiling);
             if !excess.is_empty() {
                 loaded.diagnostics.push(diagnostic(
                     Rule::ExceedsCeiling,

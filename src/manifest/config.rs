@@ -56,12 +56,13 @@ impl Default for Config {
     }
 }
 
+/// The names `builtins:` accepts: every built-in file tool, sorted (the
+/// tools themselves live above the manifest layer, in [`crate::builtin`]).
+pub const BUILTINS: [&str; 3] = ["list_files", "read_file", "write_file"];
+
 /// Every built-in, in the order `glovebox list` shows them.
 fn all_builtins() -> Vec<String> {
-    crate::builtin::NAMES
-        .iter()
-        .map(|n| (*n).to_owned())
-        .collect()
+    BUILTINS.iter().map(|n| (*n).to_owned()).collect()
 }
 
 /// `security`.
@@ -215,6 +216,13 @@ pub enum ConfigError {
     /// An embedded schema is broken.
     #[error(transparent)]
     Schema(#[from] SchemaError),
+}
+
+impl ConfigError {
+    /// The Outcome's error kind: `.glee/config.yml` is unusable.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
 }
 
 /// Loads `.glee/config.yml` under `root`; a missing file gives the defaults.

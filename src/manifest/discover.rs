@@ -58,6 +58,13 @@ pub enum DiscoverError {
     },
 }
 
+impl DiscoverError {
+    /// The Outcome's error kind: no usable project.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::ManifestInvalid
+    }
+}
+
 /// The root for `explicit` (`--root`), else the nearest ancestor of the
 /// working directory holding `.glee/`. The result is absolute.
 pub fn find_root(explicit: Option<&Path>) -> Result<PathBuf, DiscoverError> {

@@ -34,6 +34,7 @@
 //! - [`name`] is the tool name grammar every entry point checks first.
 
 pub mod agentcli;
+pub mod ceiling;
 pub mod config;
 pub mod diagnostic;
 pub mod discover;

@@ -58,6 +58,11 @@ pub struct Project {
     pub diagnostics: Vec<Diagnostic>,
     /// The agentcli `tools.json` loaded beside `.glee/tools/`, if any.
     pub tools_json: Option<PathBuf>,
+    /// Every tool of the project was loaded ([`Project::load`]), not one
+    /// tool directory ([`Project::load_one`]). The built-in file tools
+    /// are added above this layer, to a project loaded whole
+    /// (`crate::builtin::add_to`).
+    pub whole: bool,
 }
 
 /// Why a project or a tool is unavailable.
@@ -99,6 +104,21 @@ pub enum ProjectError {
         /// The errors.
         diagnostics: Vec<Diagnostic>,
     },
+}
+
+impl ProjectError {
+    /// The Outcome's error kind: no such tool, or an unusable project.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        match self {
+            ProjectError::ToolNotFound { .. } => crate::kind::ErrorKind::ToolNotFound,
+            ProjectError::Discover(e) => e.kind(),
+            ProjectError::Config(e) => e.kind(),
+            ProjectError::AgentCli(e) => e.kind(),
+            ProjectError::ToolsJsonMissing { .. }
+            | ProjectError::ConfigInvalid
+            | ProjectError::ToolInvalid { .. } => crate::kind::ErrorKind::ManifestInvalid,
+        }
+    }
 }
 
 impl Project {
@@ -224,13 +244,6 @@ impl Project {
             }
             tools.sort_by(|a, b| a.name.cmp(&b.name));
         }
-        // Built-ins belong to Glee projects; a bare tools.json drop-in lists
-        // exactly its own tools, as agentcli does.
-        let glee_project =
-            root.join(discover::TOOLS_DIR).is_dir() || root.join(discover::CONFIG_FILE).is_file();
-        if let (Some(config), true) = (&config, glee_project) {
-            crate::builtin::add_enabled(&root, config, &mut tools, &rejected, &mut diagnostics);
-        }
         // Stable: each file's findings stay in line order.
         diagnostics.sort_by(|a, b| a.file.cmp(&b.file));
         tools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -241,6 +254,7 @@ impl Project {
             rejected,
             diagnostics,
             tools_json,
+            whole: true,
         })
     }
 
@@ -294,6 +308,7 @@ impl Project {
             rejected,
             diagnostics,
             tools_json: None,
+            whole: false,
         })
     }
 
@@ -540,6 +555,7 @@ mod tests {
             .filter(|t| t.origin == Origin::Dir)
             .collect();
         assert_eq!(own.len(), 1);
+        let project = crate::builtin::add_to(project);
         assert_eq!(project.tools.len(), 1 + crate::builtin::NAMES.len());
         let err = project.tool("ecko").unwrap_err();
         assert!(err.to_string().contains("did you mean `echo`"), "{err}");

@@ -165,7 +165,7 @@ pub enum ProxyError {
         addr: SocketAddr,
     },
     /// The guard refused every address of the host.
-    #[error("{host}: {source}")]
+    #[error("{host}")]
     Guard {
         /// The host.
         host: String,
@@ -245,6 +245,18 @@ pub enum ProxyError {
         /// The last Location.
         location: String,
     },
+}
+
+impl ProxyError {
+    /// The Outcome's error kind: a limit, glovebox itself, or the request.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        match self {
+            ProxyError::Timeout { .. } => crate::kind::ErrorKind::Timeout,
+            ProxyError::TooLarge { .. } => crate::kind::ErrorKind::ResourceLimit,
+            ProxyError::Runtime(_) => crate::kind::ErrorKind::Internal,
+            _ => crate::kind::ErrorKind::HttpError,
+        }
+    }
 }
 
 /// Sends `req` and reads the final response (see the module doc).

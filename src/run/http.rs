@@ -83,7 +83,7 @@ pub enum HttpError {
         verb: &'static str,
     },
     /// The expanded URL does not parse.
-    #[error("the expanded URL is not valid: {source}")]
+    #[error("the expanded URL is not valid")]
     BadUrl {
         /// Why.
         source: url::ParseError,
@@ -115,7 +115,7 @@ pub enum HttpError {
         name: String,
     },
     /// The body could not be encoded.
-    #[error("cannot encode the request body: {0}")]
+    #[error("cannot encode the request body")]
     Body(#[from] serde_json::Error),
     /// The TLS configuration failed.
     #[error(transparent)]
@@ -129,9 +129,11 @@ pub enum HttpError {
 }
 
 impl HttpError {
-    fn kind(&self) -> ErrorKind {
+    /// The Outcome's error kind: the call's values, the manifest, or
+    /// glovebox.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            HttpError::Template(t) if t.is_input_error() => ErrorKind::InputInvalid,
+            HttpError::Template(t) => t.kind(),
             HttpError::UrlUnset { .. }
             | HttpError::BadUrl { .. }
             | HttpError::OriginChanged { .. }
@@ -373,38 +375,28 @@ fn excerpt(redact: &Redactor, body: &[u8]) -> String {
 
 fn proxy_failure(tool: &str, e: &ProxyError, timeout_ms: u64) -> Outcome {
     let message = crate::run::error_chain(e);
-    let (kind, details) = match e {
-        ProxyError::Timeout { ms } => (
-            ErrorKind::Timeout,
-            json!({"limit": "timeout", "timeout_ms": ms}),
-        ),
-        ProxyError::TooLarge { limit } => (
-            ErrorKind::ResourceLimit,
-            json!({"limit": "response_bytes", "max_response_bytes": limit}),
-        ),
+    let details = match e {
+        ProxyError::Timeout { ms } => json!({"limit": "timeout", "timeout_ms": ms}),
+        ProxyError::TooLarge { limit } => {
+            json!({"limit": "response_bytes", "max_response_bytes": limit})
+        }
         ProxyError::CrossOriginRedirect {
             status, location, ..
         }
         | ProxyError::SecretRedirect {
             status, location, ..
-        } => (
-            ErrorKind::HttpError,
-            json!({"status": status, "location": location, "redirect": "cross_origin"}),
-        ),
+        } => json!({"status": status, "location": location, "redirect": "cross_origin"}),
         ProxyError::Guard { host, source } => {
             let addr = match source {
                 proxy::GuardError::Forbidden { addr, .. }
                 | proxy::GuardError::Private { addr, .. } => addr.to_string(),
             };
-            (
-                ErrorKind::HttpError,
-                json!({"guard": "ssrf", "host": host, "address": addr}),
-            )
+            json!({"guard": "ssrf", "host": host, "address": addr})
         }
-        ProxyError::Runtime(_) => (ErrorKind::Internal, json!({})),
-        _ => (ErrorKind::HttpError, json!({"timeout_ms": timeout_ms})),
+        ProxyError::Runtime(_) => json!({}),
+        _ => json!({"timeout_ms": timeout_ms}),
     };
-    Outcome::failure(tool, kind, message, details)
+    Outcome::failure(tool, e.kind(), message, details)
 }
 
 /// Runs one call of http tool `m` (see the module doc). Never panics;
@@ -441,7 +433,8 @@ fn call(
     redact: &Redactor,
 ) -> Outcome {
     let name = &m.name;
-    let fail = |e: HttpError| Outcome::failure(name, e.kind(), e.to_string(), json!({}));
+    let fail =
+        |e: HttpError| Outcome::failure(name, e.kind(), crate::run::error_chain(&e), json!({}));
     let (req, secret_query_keys) = match request(m, exec, b) {
         Ok(r) => r,
         Err(e) => return fail(e),

@@ -21,34 +21,54 @@ use serde_json::{json, Value};
 
 use crate::jail::{self, JailError, JailResult, LimitHit, Status};
 use crate::manifest::model::Format;
+use crate::state::StateError;
 use crate::validate::Schemas;
 
 pub use outcome::{CallError, ErrorKind, Outcome};
 pub use secrets::{Redactor, SecretSource};
 
-/// Maps a jail failure (nothing ran, or it could not start) to an outcome.
-pub fn jail_error(tool: &str, err: &JailError, program: &Path) -> Outcome {
-    if let JailError::Exec { source, .. } = err {
+/// Why a jailed run did not happen ([`start`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The grants would bring glovebox's state directory into the jail:
+    /// refused before anything starts, whoever asked (a manifest, a
+    /// built-in, `glovebox sandbox`).
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The jail failed.
+    #[error(transparent)]
+    Jail(#[from] JailError),
+}
+
+impl StartError {
+    /// The Outcome's error kind for this failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StartError::State(e) => e.kind(),
+            StartError::Jail(e) => e.kind(),
+        }
+    }
+}
+
+/// Maps a failed start (nothing ran, or it could not start) to an outcome.
+pub fn jail_error(tool: &str, err: &StartError, program: &Path) -> Outcome {
+    if let StartError::Jail(JailError::Exec { source, .. }) = err {
         if source.raw_os_error() == Some(libc::E2BIG) {
             // The parameters, not the manifest: a value too long for argv.
             return Outcome::failure(
                 tool,
-                ErrorKind::InputInvalid,
+                err.kind(),
                 "the parameters make the command line longer than the kernel accepts (at most 128 KiB per argument, about 2 MiB in all); send shorter values, or give the tool large ones another way (a file it reads)",
                 json!({"program": program, "limit": "argument_length"}),
             );
         }
     }
-    let message = error_chain(err);
-    let kind = match err {
-        _ if err.is_unavailable() => ErrorKind::SandboxUnavailable,
-        JailError::NotFound { .. } | JailError::ExecDenied { .. } | JailError::Exec { .. } => {
-            ErrorKind::ManifestInvalid
-        }
-        JailError::InvalidSpec { .. } => ErrorKind::InputInvalid,
-        _ => ErrorKind::Internal,
-    };
-    Outcome::failure(tool, kind, message, json!({"program": program}))
+    Outcome::failure(
+        tool,
+        err.kind(),
+        error_chain(err),
+        json!({"program": program}),
+    )
 }
 
 /// The error and its sources, joined (a source whose text the message
@@ -253,7 +273,10 @@ pub fn exit_failure(tool: &str, status: Status, stderr: &str, allowed: &[i32]) -
     }
 }
 
-/// Starts `spec` in the jail.
-pub fn start(spec: &jail::Spec) -> Result<JailResult, JailError> {
-    jail::run(spec)
+/// Starts `spec` in the jail: the one door every jailed run goes
+/// through. Grants that would cover glovebox's state directory are
+/// refused here, before anything starts (invariant 9).
+pub fn start(spec: &jail::Spec) -> Result<JailResult, StartError> {
+    crate::state::ensure_not_exposed(&spec.fs)?;
+    Ok(jail::run(spec)?)
 }

@@ -65,6 +65,13 @@ pub enum CallError {
     Lost,
 }
 
+impl CallError {
+    /// The Outcome's error kind: the server failed, not the call.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::Internal
+    }
+}
+
 /// Where progress notifications go.
 #[derive(Debug, Clone)]
 pub struct Progress {

@@ -24,7 +24,7 @@
 //!   `/register`), which answer 404 so that OAuth-aware MCP clients learn
 //!   at once that there is no authorization server and send the token
 //!   they were given;
-//! - [`super::compat`] adds what clients expect of the transport beyond
+//! - [`super::mcp::compat`] adds what clients expect of the transport beyond
 //!   `rmcp`: CORS for loopback origins, `ping` on 2026-07-28, `DELETE`
 //!   answers.
 //!
@@ -46,10 +46,11 @@ use sha2::{Digest, Sha256};
 
 use super::limits::{self, Limits};
 use super::live::Live;
+use super::mcp::compat;
+use super::mcp::sessions::BoundedSessions;
 use super::mcp::Server;
 use super::problem::Problem;
-use super::sessions::BoundedSessions;
-use super::{api, compat, shutdown};
+use super::{api, shutdown};
 use crate::run::ErrorKind;
 
 /// Where `glovebox serve` listens unless told otherwise.

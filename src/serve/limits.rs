@@ -19,7 +19,7 @@
 //!   `request_timeout`; past it the answer is 504 (`timeout`) and a tool
 //!   call it started is killed (its jail with it, see
 //!   [`super::call::Calls::run`]).
-//! - MCP sessions ([`super::sessions`]): at most `max_sessions`, the
+//! - MCP sessions ([`super::mcp::sessions`]): at most `max_sessions`, the
 //!   oldest closed to make room; one idle for `session_idle_timeout` is
 //!   closed.
 //! - `GET /api/v1/tools/usage` reads at most `usage_scan_bytes` from the

@@ -8,7 +8,7 @@ use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
 use super::call::Calls;
-use super::catalog;
+use super::mcp::catalog;
 use crate::engine::{Engine, EngineError};
 use crate::manifest::project::Project;
 

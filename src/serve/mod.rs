@@ -5,40 +5,36 @@
 //! approval, secrets, policy, the jail and the audit log are all decided
 //! there. What lives here is protocol work only:
 //!
-//! - [`catalog`]: the MCP tool list: every manifest as a native tool, plus
-//!   `glee_tool`, `glee_tools_list` and `glee_tool_create`; pagination.
-//! - [`reply`]: an [`crate::run::Outcome`] as an MCP tool result (the one
-//!   place where glovebox errors become MCP errors).
+//! - [`mcp`]: MCP itself — the `rmcp` server handler and the stdio
+//!   server; [`mcp::catalog`], the tool list (every manifest as a native
+//!   tool, plus the `glee_*` meta-tools; pagination); [`mcp::reply`], an
+//!   [`crate::run::Outcome`] as an MCP tool result (the one place where
+//!   glovebox errors become MCP errors); [`mcp::stdio`], the screened
+//!   stdio transport of `glovebox mcp`; [`mcp::sessions`], the bounded
+//!   sessions of `/mcp`; [`mcp::compat`], CORS for loopback origins,
+//!   `ping` without a session, `DELETE` answers: what clients expect
+//!   beyond `rmcp`'s transport.
+//! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`):
+//!   its routes; [`api::tools`], the HDN tool view; [`api::usage`], recent
+//!   calls from the audit log; described by [`api::openapi`].
 //! - [`call`]: one call on its own thread, with cancellation and progress.
 //! - [`live`]: the project being served, reloaded when `.glee/tools/`
 //!   changes, and the connected clients told so.
 //! - [`watch`]: the file watcher behind that reload.
-//! - [`mcp`]: the `rmcp` server handler, and the stdio server.
 //! - [`http`]: the HTTP server: a router with `/mcp` and the API mounted
-//!   behind an `Origin` check and an optional bearer token.
-//! - [`compat`]: CORS for loopback origins, `ping` without a session,
-//!   `DELETE` answers: what clients expect beyond `rmcp`'s transport.
-//! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`),
-//!   described by [`openapi`]; its errors are [`problem`]s.
-//! - [`limits`]: body size, connection, concurrency and time limits;
-//!   [`sessions`]: the bounded MCP sessions of `/mcp`.
-//! - [`stdio`]: the screened stdio transport of `glovebox mcp`.
+//!   behind an `Origin` check and an optional bearer token; its refusals
+//!   are [`problem`]s.
+//! - [`limits`]: body size, connection, concurrency and time limits.
 //! - [`wire`]: hyper's own 400/414/431 answers given JSON bodies.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 
 pub mod api;
 pub mod call;
-pub mod catalog;
-pub mod compat;
 pub mod http;
 pub mod limits;
 pub mod live;
 pub mod mcp;
-pub mod openapi;
 pub mod problem;
-pub mod reply;
-pub mod sessions;
 pub mod shutdown;
-pub mod stdio;
 pub mod watch;
 pub mod wire;

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -290,4 +291,32 @@ pub fn venv_program(setup: &str, venv_var: &str, venv: &str, program: &str) -> O
             None
         }
     }
+}
+
+/// Polls `check` every 20 ms until it returns true (then true) or `limit`
+/// passes (then false): the one way the tests wait for something to
+/// happen.
+pub fn wait_until(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Ends the calling test early when the jail does not work here, after
+/// saying why; under `GLOVEBOX_REQUIRE_KERNEL=1` fails it instead (see
+/// [`jail_available`]). The one way a jail test skips.
+#[macro_export]
+macro_rules! require_jail {
+    () => {
+        if !$crate::common::jail_available() {
+            return;
+        }
+    };
 }

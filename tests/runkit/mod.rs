@@ -8,7 +8,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::{json, Value};
 
@@ -82,6 +82,42 @@ impl Fixture {
         let p = self.file(rel, text);
         fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
         p
+    }
+
+    /// The fixture's own glovebox state directory (`BASE/state`): every
+    /// call is audited, and refused without a writable state, whoever runs
+    /// the tests (`nobody` in CI has no home).
+    pub fn state(&self) -> PathBuf {
+        self.base.join("state")
+    }
+
+    /// `glovebox --root ROOT ARGS…` from the fixture's cwd, with its state
+    /// directory and no stdin.
+    pub fn glovebox(&self, args: &[&str]) -> Output {
+        Command::new(bin())
+            .arg("--root")
+            .arg(&self.root)
+            .args(args)
+            .env("GLOVEBOX_STATE_DIR", self.state())
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// [`Fixture::run`] with the fixture's state directory.
+    pub fn run_audited(&self, name: &str, args: &[&str]) -> Called {
+        let state = self.state();
+        self.run_env(
+            name,
+            args,
+            &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        )
+    }
+
+    /// The project's audit log (empty when there is none).
+    pub fn audit_log(&self) -> String {
+        fs::read_to_string(self.root.join(".glee/audit/tools.log")).unwrap_or_default()
     }
 
     /// `glovebox run NAME ARGS… --json --root ROOT` with no extra env.

@@ -307,8 +307,14 @@ pub struct StdioMcp {
 
 impl StdioMcp {
     pub fn start(root: &Path, envs: &[(&str, &str)], extra: &[&str]) -> StdioMcp {
+        StdioMcp::start_in(root, Path::new("."), envs, extra)
+    }
+
+    /// [`StdioMcp::start`] with the server's working directory `cwd`.
+    pub fn start_in(root: &Path, cwd: &Path, envs: &[(&str, &str)], extra: &[&str]) -> StdioMcp {
         let mut c = Command::new(bin());
-        c.arg("--root")
+        c.current_dir(cwd)
+            .arg("--root")
             .arg(root)
             .arg("mcp")
             .args(extra)

@@ -7,7 +7,7 @@
 //!   send none on a preflight); answers to loopback origins carry
 //!   `Access-Control-Allow-Origin` (that origin, never `*`) and expose
 //!   `Mcp-Session-Id`. Any other origin gets nothing from here and is
-//!   refused 403 by the guard of [`super::http`].
+//!   refused 403 by the guard of [`crate::serve::http`].
 //! - [`mcp`] (`/mcp` only): `ping` without a session (MCP 2026-07-28, which
 //!   has no sessions, dropped `ping`; `rmcp` answers -32601, but clients
 //!   and proxies still send it) answers `{}`; `DELETE` of a session
@@ -27,11 +27,11 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::{json, Value};
 
-use super::http::is_loopback_origin;
-use super::limits;
-use super::problem::Problem;
 use super::sessions::BoundedSessions;
 use crate::run::ErrorKind;
+use crate::serve::http::is_loopback_origin;
+use crate::serve::limits;
+use crate::serve::problem::Problem;
 
 /// The session header of the Streamable HTTP transport.
 const SESSION_HEADER: &str = "mcp-session-id";

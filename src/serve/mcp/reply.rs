@@ -80,7 +80,7 @@ pub fn checked_outcome(o: &Outcome, declares_output_schema: bool) -> CallToolRes
 
 /// A successful JSON answer of a `glee_*` tool: `text` as the text block
 /// (what the seed documents) and `structured` as `structuredContent`.
-pub fn builtin(text: &Value, structured: Value) -> CallToolResult {
+pub fn meta_answer(text: &Value, structured: Value) -> CallToolResult {
     let mut r = CallToolResult::success(vec![Content::text(json_text(text))]);
     r.structured_content = Some(structured);
     r
@@ -97,23 +97,7 @@ pub fn failure(kind: ErrorKind, message: impl Into<String>, details: Value) -> C
 
 /// A failed `glee_tool_create`.
 pub fn create_failure(e: &CreateError) -> CallToolResult {
-    let kind = match e {
-        CreateError::ExceedsCeiling { .. } => ErrorKind::PermissionExceedsCeiling,
-        CreateError::InvalidName { .. }
-        | CreateError::InvalidDefinition { .. }
-        | CreateError::Lint { .. }
-        | CreateError::Exists { .. }
-        | CreateError::Config => ErrorKind::ManifestInvalid,
-        _ => ErrorKind::Internal,
-    };
-    let details = match e {
-        CreateError::ExceedsCeiling { excess } => json!({"excess": excess}),
-        CreateError::Lint { diagnostics } => {
-            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
-        }
-        _ => json!({}),
-    };
-    failure(kind, crate::run::error_chain(e), details)
+    failure(e.kind(), crate::run::error_chain(e), e.details())
 }
 
 /// A call to a tool this server does not offer: a protocol error (invalid

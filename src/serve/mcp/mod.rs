@@ -26,6 +26,12 @@
 //! - A stdio client that only discovers or pings and closes stdin ends the
 //!   session cleanly (exit 0).
 
+pub mod catalog;
+pub mod compat;
+pub mod reply;
+pub mod sessions;
+pub mod stdio;
+
 use std::sync::Arc;
 
 use std::borrow::Cow;
@@ -44,11 +50,10 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, Service, ServiceExt};
 use serde_json::{json, Value};
 
 use super::call::Progress;
-use super::catalog::{self, GLEE_TOOL, GLEE_TOOLS_LIST, GLEE_TOOL_CREATE};
 use super::live::Live;
-use super::reply;
 use crate::engine::Caller;
 use crate::run::SecretSource;
+use catalog::{GLEE_TOOL, GLEE_TOOLS_LIST, GLEE_TOOL_CREATE};
 
 /// Errors running the stdio server.
 #[derive(Debug, thiserror::Error)]
@@ -121,7 +126,7 @@ impl Server {
                 .tools
                 .iter()
                 .find(|t| t.name == name)
-                .is_some_and(|t| catalog::tool(&t.manifest).output_schema.is_some());
+                .is_some_and(|t| crate::export::mcp_tool(&t.manifest).output_schema.is_some());
         let progress = ctx.meta.get_progress_token().map(|token| Progress {
             peer: ctx.peer.clone(),
             token,
@@ -175,7 +180,7 @@ impl Server {
                     "approval_required": true,
                     "approve_with": format!("glovebox approve {}", c.name),
                 });
-                Ok(reply::builtin(&answer, answer.clone()))
+                Ok(reply::meta_answer(&answer, answer.clone()))
             }
             Err(e) => Ok(reply::create_failure(&e)),
         }
@@ -275,7 +280,7 @@ impl ServerHandler for Server {
         let result = match request.name.as_ref() {
             GLEE_TOOLS_LIST => {
                 let list = json!({"tools": catalog::summaries(self.live.engine().project())});
-                Ok(reply::builtin(&list, list.clone()))
+                Ok(reply::meta_answer(&list, list.clone()))
             }
             GLEE_TOOL => match (args.get("name"), args.get("params")) {
                 (
@@ -372,13 +377,13 @@ fn method_not_found(mut e: ErrorData) -> ErrorData {
 /// closes stdin before starting a session (it only discovered the server
 /// or pinged it) ends it cleanly.
 ///
-/// Every line passes [`super::stdio::pump`] first, so malformed, oversized,
+/// Every line passes [`stdio::pump`] first, so malformed, oversized,
 /// batched and duplicate-id messages get an answer and nothing reaches
 /// `rmcp` that could lose one.
 pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
     let (server_end, client_end) = tokio::io::duplex(256 * 1024);
     let (from_server, to_server) = tokio::io::split(client_end);
-    let pump = tokio::spawn(super::stdio::pump(
+    let pump = tokio::spawn(stdio::pump(
         tokio::io::stdin(),
         tokio::io::stdout(),
         to_server,

@@ -11,10 +11,10 @@
 //! | `POST /api/v1/tools/discover` | rescan `.glee/tools/` |
 //! | `GET /api/v1/tools/usage` | recent calls, from the audit log |
 //! | `GET /healthz` | liveness |
-//! | `GET /openapi.json` | [`super::openapi::document`] |
+//! | `GET /openapi.json` | [`openapi::document`] |
 //!
 //! Every call goes through [`crate::engine::Engine::call`] on a thread of
-//! its own ([`super::call::Calls::run`]), as MCP's do: validation,
+//! its own ([`crate::serve::call::Calls::run`]), as MCP's do: validation,
 //! approval, secrets, the jail and the audit log are decided there. An
 //! HTTP caller never approves anything (like MCP). `X-Agent-ID` and
 //! `X-Project-ID` land in the call's audit entry, made safe by
@@ -30,7 +30,10 @@
 //! (`internal` with `details.cancelled`). The body is the Outcome in every
 //! case.
 
-use std::collections::BTreeMap;
+pub mod openapi;
+pub mod tools;
+pub mod usage;
+
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -40,19 +43,19 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::live::Live;
-use super::problem::{json_response, Problem};
-use super::{limits, openapi};
 use crate::audit;
 use crate::create::{self, CreateError};
 use crate::engine::Caller;
-use crate::manifest::model::{Format, Kind, Manifest};
-use crate::manifest::project::{Origin, Tool};
 use crate::run::{ErrorKind, Outcome, SecretSource};
+use crate::serve::limits;
+use crate::serve::live::Live;
+use crate::serve::problem::{json_response, Problem};
+
+pub use tools::{api_tool, hdn_permissions, safety_level, ApiTool, GloveboxInfo};
+pub use usage::{usage_query, usage_records, UsageQuery, DEFAULT_USAGE_LIMIT, MAX_USAGE_LIMIT};
 
 /// The header naming the calling agent.
 pub const AGENT_HEADER: &str = "x-agent-id";
@@ -60,134 +63,8 @@ pub const AGENT_HEADER: &str = "x-agent-id";
 pub const PROJECT_HEADER: &str = "x-project-id";
 /// The `caller` of calls made over this API, in the audit log.
 pub const CALLER: &str = "http";
-/// Usage entries answered when `limit` is not given.
-pub const DEFAULT_USAGE_LIMIT: usize = 50;
-/// Most usage entries answered.
-pub const MAX_USAGE_LIMIT: usize = 1000;
 /// Usage requests reading the audit log at once.
 pub const USAGE_READERS: usize = 4;
-
-/// A tool in HDN's registry shape, plus what glovebox knows about it
-/// under `glovebox`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ApiTool {
-    /// The tool's name (HDN keeps a separate id; here they are the same).
-    pub id: String,
-    /// The tool's name.
-    pub name: String,
-    /// What it does.
-    pub description: String,
-    /// `inputs.schema`: a JSON Schema (HDN's is a flat `{param: type}`).
-    pub input_schema: Value,
-    /// `outputs.schema`, or `{}` when the manifest has none.
-    pub output_schema: Value,
-    /// HDN permission strings: `fs:read`, `fs:write`, `net:read`,
-    /// `proc:exec`, where the manifest maps onto them.
-    pub permissions: Vec<String>,
-    /// `low` | `medium` | `high`, from the permissions.
-    pub safety_level: &'static str,
-    /// `agent` for agent-created tools, else `system`.
-    pub created_by: &'static str,
-    /// glovebox's own view of the tool.
-    pub glovebox: GloveboxInfo,
-}
-
-/// glovebox's fields of an [`ApiTool`].
-#[derive(Debug, Clone, Serialize)]
-pub struct GloveboxInfo {
-    /// `http`, `command` or `python`.
-    pub kind: &'static str,
-    /// The manifest's version.
-    pub version: u64,
-    /// `json` or `text`: how `output` of an Outcome comes back.
-    pub output_format: &'static str,
-    /// The format the tool was written in: `dir`, `v1`, `agentcli`,
-    /// `builtin`.
-    pub origin: &'static str,
-    /// Whether a person must approve the tool before it runs.
-    pub approval_required: bool,
-    /// Whether it has an approval matching its current content.
-    pub approved: bool,
-    /// Who created it, for agent-created tools (`mcp`, `http:AGENT`, …).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub creator: Option<String>,
-    /// The manifest's `permissions`, as enforced by the jail.
-    pub permissions: Value,
-}
-
-/// HDN permission strings for a manifest.
-pub fn hdn_permissions(m: &Manifest) -> Vec<String> {
-    let p = &m.permissions;
-    let mut out = Vec::new();
-    if !p.fs.read.is_empty() || !p.fs.write.is_empty() {
-        out.push("fs:read".to_string());
-    }
-    if !p.fs.write.is_empty() {
-        out.push("fs:write".to_string());
-    }
-    if p.network.enabled() || m.kind == Kind::Http {
-        out.push("net:read".to_string());
-    }
-    if m.kind != Kind::Http {
-        out.push("proc:exec".to_string());
-    }
-    out
-}
-
-/// `low`: reads at most, no network, no secrets; `high`: writes files or
-/// holds secrets, and reaches the network; `medium`: anything between.
-pub fn safety_level(m: &Manifest) -> &'static str {
-    let p = &m.permissions;
-    let net = p.network.enabled() || m.kind == Kind::Http;
-    let sensitive = !p.fs.write.is_empty() || !p.secrets.is_empty();
-    match (net, sensitive) {
-        (false, false) => "low",
-        (true, true) => "high",
-        _ => "medium",
-    }
-}
-
-fn origin_name(o: Origin) -> &'static str {
-    match o {
-        Origin::Dir => "dir",
-        Origin::V1 => "v1",
-        Origin::AgentCli => "agentcli",
-        Origin::Builtin => "builtin",
-    }
-}
-
-/// A tool as the API shows it.
-pub fn api_tool(tool: &Tool, created: &BTreeMap<String, String>, approved: bool) -> ApiTool {
-    let m = &tool.manifest;
-    let creator = created.get(&tool.name).cloned();
-    ApiTool {
-        id: tool.name.clone(),
-        name: tool.name.clone(),
-        description: m.description.clone(),
-        input_schema: m.inputs.schema.clone(),
-        output_schema: m.outputs.schema.clone().unwrap_or_else(|| json!({})),
-        permissions: hdn_permissions(m),
-        safety_level: safety_level(m),
-        created_by: if creator.is_some() { "agent" } else { "system" },
-        glovebox: GloveboxInfo {
-            kind: m.kind.as_str(),
-            version: m.version,
-            output_format: match m.outputs.format {
-                Format::Json => "json",
-                Format::Text => "text",
-            },
-            origin: origin_name(tool.origin),
-            approval_required: m.approval.required,
-            approved,
-            creator,
-            permissions: json!({
-                "network": m.permissions.network,
-                "fs": {"read": m.permissions.fs.read, "write": m.permissions.fs.write},
-                "secrets": m.permissions.secrets.keys().collect::<Vec<_>>(),
-            }),
-        },
-    }
-}
 
 /// The HTTP status of an invoke's Outcome.
 pub fn invoke_status(outcome: &Outcome) -> StatusCode {
@@ -226,37 +103,29 @@ pub fn invoke_status(outcome: &Outcome) -> StatusCode {
 
 /// A create or delete failure as a [`Problem`].
 pub fn create_problem(e: &CreateError) -> Problem {
-    let (status, kind) = match e {
-        CreateError::ExceedsCeiling { .. } => {
-            (StatusCode::FORBIDDEN, ErrorKind::PermissionExceedsCeiling)
+    // The kind and details are the error's own (as on MCP); the status
+    // tells HTTP clients apart the cases that share a kind.
+    let status = match e {
+        CreateError::ExceedsCeiling { .. } | CreateError::NotCreated { .. } => {
+            StatusCode::FORBIDDEN
         }
-        CreateError::NotCreated { .. } => {
-            (StatusCode::FORBIDDEN, ErrorKind::PermissionExceedsCeiling)
-        }
-        CreateError::NotFound { .. } => (StatusCode::NOT_FOUND, ErrorKind::ToolNotFound),
+        CreateError::NotFound { .. } => StatusCode::NOT_FOUND,
         CreateError::InvalidName { .. } | CreateError::InvalidDefinition { .. } => {
-            (StatusCode::BAD_REQUEST, ErrorKind::ManifestInvalid)
+            StatusCode::BAD_REQUEST
         }
-        CreateError::Lint { .. } => (StatusCode::UNPROCESSABLE_ENTITY, ErrorKind::ManifestInvalid),
-        CreateError::Exists { .. } => (StatusCode::CONFLICT, ErrorKind::ManifestInvalid),
-        CreateError::Config => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorKind::ManifestInvalid,
-        ),
-        _ => (StatusCode::INTERNAL_SERVER_ERROR, ErrorKind::Internal),
+        CreateError::Lint { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        CreateError::Exists { .. } => StatusCode::CONFLICT,
+        CreateError::Config
+        | CreateError::Io { .. }
+        | CreateError::State(_)
+        | CreateError::Audit(_)
+        | CreateError::Approval(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    let details = match e {
-        CreateError::ExceedsCeiling { excess } => json!({"excess": excess}),
-        CreateError::Lint { diagnostics } => {
-            json!({"diagnostics": diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>()})
-        }
-        _ => json!({}),
-    };
-    Problem::new(status, kind, crate::run::error_chain(e)).details(details)
+    Problem::new(status, e.kind(), crate::run::error_chain(e)).details(e.details())
 }
 
 /// The API's routes over `live` (the guard and limits are added by
-/// [`super::http::router`]). `/healthz` and `/openapi.json` come
+/// [`crate::serve::http::router`]). `/healthz` and `/openapi.json` come
 /// separately from [`open_routes`], outside the concurrency limit.
 pub fn routes(live: Arc<Live>, usage_scan_bytes: u64) -> Router {
     // At most this many usage reads at once, each of at most
@@ -480,7 +349,7 @@ async fn invoke(
         )
         .await;
     match outcome {
-        Ok(o) if super::call::is_busy(&o) => {
+        Ok(o) if crate::serve::call::is_busy(&o) => {
             let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &o);
             r.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
@@ -630,97 +499,6 @@ async fn discover(State(live): State<Arc<Live>>) -> Response {
         )
         .into_response(),
     }
-}
-
-/// The query of `GET /api/v1/tools/usage`: `limit`, `tool`, `agent_id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageQuery {
-    /// Most entries answered.
-    pub limit: usize,
-    /// Only calls of this tool.
-    pub tool: Option<String>,
-    /// Only calls of this agent (as logged, i.e. after
-    /// [`audit::client_label`]).
-    pub agent_id: Option<String>,
-}
-
-/// Reads the usage query string.
-pub fn usage_query(query: Option<&str>) -> Result<UsageQuery, Problem> {
-    let mut q = UsageQuery {
-        limit: DEFAULT_USAGE_LIMIT,
-        tool: None,
-        agent_id: None,
-    };
-    for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        match k.as_ref() {
-            "limit" => {
-                q.limit = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=MAX_USAGE_LIMIT).contains(n))
-                    .ok_or_else(|| {
-                        Problem::bad_request(format!(
-                            "`limit` must be a whole number from 1 to {MAX_USAGE_LIMIT}, not {v:?}"
-                        ))
-                    })?
-            }
-            "tool" => q.tool = Some(v.into_owned()),
-            "agent_id" => q.agent_id = Some(audit::client_label(&v)),
-            _ => {}
-        }
-    }
-    Ok(q)
-}
-
-/// Recent calls from the end of the audit log (its last
-/// `--usage-scan-bytes`), newest first: `{ts, type, tool, …}`
-/// with every field the log line has (`status`, `kind`, `duration_ms`,
-/// `caller`, `agent_id`, `project_id`, `reason`); parameters are left out.
-/// Calls are `TOOL_EXECUTED` entries and `TOOL_DENIED` ones for want of an
-/// approval (not refused creations or deletions).
-pub fn usage_records(entries: Vec<audit::Entry>, q: &UsageQuery) -> Vec<Value> {
-    entries
-        .into_iter()
-        .rev()
-        .filter(|e| {
-            e.event == "TOOL_EXECUTED"
-                || (e.event == "TOOL_DENIED"
-                    && e.fields
-                        .iter()
-                        .any(|(k, v)| k == "reason" && v == "approval_required"))
-        })
-        .filter_map(|e| {
-            let mut rec = Map::new();
-            rec.insert("ts".into(), json!(audit::display(&e.ts)));
-            rec.insert("type".into(), json!(audit::display(&e.event)));
-            for (k, v) in e.fields {
-                // Control characters a foreign line may hold are escaped.
-                let v = audit::display(&v);
-                match k.as_str() {
-                    "name" => {
-                        rec.insert("tool".into(), json!(v));
-                    }
-                    "duration_ms" => {
-                        rec.insert(k, v.parse::<u64>().map_or(json!(v), |n| json!(n)));
-                    }
-                    "params" | "detail" | "permissions" => {}
-                    _ => {
-                        rec.insert(k, json!(v));
-                    }
-                }
-            }
-            let tool = rec.get("tool").and_then(Value::as_str)?;
-            if q.tool.as_deref().is_some_and(|t| t != tool) {
-                return None;
-            }
-            let agent = rec.get("agent_id").and_then(Value::as_str);
-            if q.agent_id.is_some() && q.agent_id.as_deref() != agent {
-                return None;
-            }
-            Some(Value::Object(rec))
-        })
-        .take(q.limit)
-        .collect()
 }
 
 async fn usage(

@@ -1,15 +1,15 @@
 //! The MCP tool catalog: each manifest of the project as its own MCP tool
 //! (name, description, `inputSchema` = `inputs.schema`, `outputSchema` when
 //! `outputs.schema` is an object schema, hints derived from the
-//! permissions), plus the three `glee_*` tools of the Glee seed, paginated
-//! with opaque cursors.
+//! permissions; [`crate::export::mcp_tool`], shared with `glovebox export`),
+//! plus the three `glee_*` tools of the Glee seed, paginated with opaque
+//! cursors.
 
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 
-use crate::manifest::model::Manifest;
 use crate::manifest::project::Project;
 
 /// `glee_tool {name, params}`: runs any tool of the project by name.
@@ -37,20 +37,20 @@ pub enum CatalogError {
 
 /// Whether `name` is one of the `glee_*` tools (a project tool of that
 /// name is reachable through `glee_tool` only).
-pub fn is_builtin(name: &str) -> bool {
+pub fn is_meta_tool(name: &str) -> bool {
     matches!(name, GLEE_TOOL | GLEE_TOOLS_LIST | GLEE_TOOL_CREATE)
 }
 
 /// Every tool the server offers: the `glee_*` tools first, then the
 /// project's tools by name.
 pub fn tools(project: &Project) -> Vec<Tool> {
-    let mut all = builtins();
+    let mut all = meta_tools();
     all.extend(
         project
             .tools
             .iter()
-            .filter(|t| !is_builtin(&t.name))
-            .map(|t| tool(&t.manifest)),
+            .filter(|t| !is_meta_tool(&t.name))
+            .map(|t| crate::export::mcp_tool(&t.manifest)),
     );
     all
 }
@@ -86,34 +86,6 @@ fn decode_cursor(cursor: &str) -> Option<usize> {
     text.strip_prefix(CURSOR_PREFIX)?.parse().ok()
 }
 
-/// A manifest as an MCP tool.
-pub fn tool(m: &Manifest) -> Tool {
-    let input = match &m.inputs.schema {
-        Value::Object(o) => o.clone(),
-        _ => object_schema(json!({})),
-    };
-    let mut t = Tool::new(m.name.clone(), m.description.clone(), Arc::new(input))
-        .with_annotations(annotations(m));
-    if let Some(Value::Object(o)) = &m.outputs.schema {
-        if o.get("type") == Some(&json!("object")) {
-            t = t.with_raw_output_schema(Arc::new(o.clone()));
-        }
-    }
-    t
-}
-
-/// Hints from the permissions: read-only when nothing is writable and the
-/// network is off, open-world with the network, destructive when anything
-/// is writable. Hints only: the jail enforces the permissions themselves.
-pub fn annotations(m: &Manifest) -> ToolAnnotations {
-    let p = &m.permissions;
-    let writes = !p.fs.write.is_empty();
-    ToolAnnotations::new()
-        .read_only(!writes && !p.network.enabled())
-        .destructive(writes)
-        .open_world(p.network.enabled())
-}
-
 fn object_schema(properties: Value) -> JsonObject {
     let mut o = JsonObject::new();
     o.insert("type".into(), json!("object"));
@@ -128,7 +100,11 @@ fn closed(mut schema: JsonObject) -> JsonObject {
     schema
 }
 
-fn builtins() -> Vec<Tool> {
+/// The meta-tools (`glee_tool`, `glee_tools_list`, `glee_tool_create`):
+/// glovebox's own MCP tools about the project's tools. Not to be confused
+/// with the built-in file tools of [`crate::builtin`], which are project
+/// tools like any other.
+fn meta_tools() -> Vec<Tool> {
     let mut run = object_schema(json!({
         "name": {"type": "string", "description": "The tool's name (its directory under .glee/tools/)"},
         "params": {"type": "object", "description": "The tool's parameters, as its inputs.schema describes them"}
