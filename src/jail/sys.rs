@@ -593,10 +593,14 @@ pub fn is_tty(fd: RawFd) -> bool {
 
 /// The number of the highest capability this kernel knows.
 pub fn last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40)
+    // The kernel's, fixed while it runs: read once per process.
+    static LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(40)
+    })
 }
 
 /// The Landlock ABI version the kernel offers (0 when Landlock is absent or
