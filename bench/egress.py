@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Egress overhead: a networked curl to a local server, bare vs glovebox.
 
-Four ways to run the same `curl` against an HTTP server on 127.0.0.1:
+Three ways to run the same `curl` against an HTTP server on 127.0.0.1:
 
   bare        curl on the host
   direct      glovebox sandbox --net=direct (the jail, host network)
@@ -9,22 +9,29 @@ Four ways to run the same `curl` against an HTTP server on 127.0.0.1:
               namespace + the supervisor's egress proxy)
 
 Per call: the wall time of fetching a 100-byte file (median of RUNS,
-modes interleaved so load changes hit them alike); "added" is
-proxied - direct, the cost of the namespace and the proxy path alone.
+modes interleaved so load changes hit them alike) and the CPU time it
+took (user + system of glovebox and curl: less swayed by a loaded
+machine than wall time); "added" is proxied - direct, the cost of the
+namespace and the proxy path alone.
 Throughput on a 1 MiB file, from curl's own timings so process start-up
 does not count: 1 MiB / time_total (connect, the proxy's decision and its
 own connect, the server's answer, the body), and the time to the first
 byte, medians. The cost of the namespace + proxy path is proxied vs direct
 (both jailed); bare is shown for reference.
 
-    python3 bench/egress.py [GLOVEBOX] [--runs N] [--write bench/RESULTS.md]
+A 32 MiB file shows the relay's own rate, where set-up no longer counts.
+With `--before OLD_GLOVEBOX`, the same direct and proxied runs of an older
+build are interleaved with this one's (side by side in one run).
+
+    python3 bench/egress.py [GLOVEBOX] [--before OLD] [--runs N] [--write bench/RESULTS.md]
 """
 
 import argparse
-import http.server
 import os
 import re
-import socketserver
+import shutil
+import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -35,6 +42,7 @@ import time
 ap = argparse.ArgumentParser()
 ap.add_argument("glovebox", nargs="?", default="target/release/glovebox")
 ap.add_argument("--runs", type=int, default=200)
+ap.add_argument("--before", default=None, help="an older glovebox to run side by side")
 ap.add_argument("--write", default=None)
 args = ap.parse_args()
 
@@ -43,25 +51,39 @@ with open(os.path.join(root, "small"), "wb") as f:
     f.write(b"x" * 100)
 with open(os.path.join(root, "big"), "wb") as f:
     f.write(os.urandom(1 << 20))
+with open(os.path.join(root, "huge"), "wb") as f:
+    f.write(os.urandom(32 << 20))
 
 
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
+def answer(conn):
+    """One HTTP/1.0 request: the file named by the path's last segment,
+    sent with sendfile(2) (the server costs little, so the client and the
+    proxy are what is measured)."""
+    with conn:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            head += chunk
+        name = head.split(b" ")[1].decode().rsplit("/", 1)[-1]
+        with open(os.path.join(root, name), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            conn.sendall(f"HTTP/1.0 200 OK\r\nContent-Length: {size}\r\n\r\n".encode())
+            conn.sendfile(f)
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, directory=root, **kw)
 
-    def log_message(self, *a):
-        pass
-
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
+def serve(listener):
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=answer, args=(conn,), daemon=True).start()
 
 
-srv = Server(("127.0.0.1", 0), Quiet)
-port = srv.server_address[1]
-threading.Thread(target=srv.serve_forever, daemon=True).start()
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(128)
+port = listener.getsockname()[1]
+threading.Thread(target=serve, args=(listener,), daemon=True).start()
 
 GB = args.glovebox
 MODES = {
@@ -69,18 +91,27 @@ MODES = {
     "direct": [GB, "sandbox", "--net=direct", "--"],
     "proxied": [GB, "sandbox", "--net", "--allow-private", "--"],
 }
+if args.before:
+    MODES["direct (before)"] = [args.before, "sandbox", "--net=direct", "--"]
+    MODES["proxied (before)"] = [args.before, "sandbox", "--net", "--allow-private", "--"]
 
 
 def curl(path, fmt):
     return ["curl", "-sS", "-o", "/dev/null", "-w", fmt, f"http://127.0.0.1:{port}/{path}"]
 
 
-def run(cmd):
+def run(cmd, cpu_ms=None):
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=True)
-    return time.perf_counter() - t, out.stdout.decode()
+    dt = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cpu_ms is not None:
+        cpu_ms.append((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000)
+    return dt, out.stdout.decode()
 
 
+load_before = open("/proc/loadavg").read().split()[0]
 for m in MODES:  # warm-up
     for _ in range(5):
         run(MODES[m] + curl("small", "%{http_code}"))
@@ -88,9 +119,11 @@ for m in MODES:  # warm-up
 wall = {m: [] for m in MODES}
 speed = {m: [] for m in MODES}
 first = {m: [] for m in MODES}
+bulk = {m: [] for m in MODES}
+cpu = {m: [] for m in MODES}
 for i in range(args.runs):
     for m in MODES:
-        dt, out = run(MODES[m] + curl("small", "%{http_code}"))
+        dt, out = run(MODES[m] + curl("small", "%{http_code}"), cpu[m])
         assert out.strip() == "200", (m, out)
         wall[m].append(dt * 1000)
     if i % 4 == 0:
@@ -99,31 +132,43 @@ for i in range(args.runs):
             ttfb, total = (float(x) for x in out.split())
             speed[m].append((1 << 20) / max(total, 1e-6))
             first[m].append(ttfb * 1000)
+    if i % 12 == 0:
+        for m in MODES:
+            _, out = run(MODES[m] + curl("huge", "%{time_starttransfer} %{time_total}"))
+            ttfb, total = (float(x) for x in out.split())
+            bulk[m].append((32 << 20) / max(total - ttfb, 1e-6))
 
 med = {m: statistics.median(v) for m, v in wall.items()}
 spd = {m: statistics.median(v) / (1 << 20) for m, v in speed.items()}
 ttfb = {m: statistics.median(v) for m, v in first.items()}
-added = med["proxied"] - med["direct"]
-loss = (1 - spd["proxied"] / spd["direct"]) * 100
-loss_bare = (1 - spd["proxied"] / spd["bare"]) * 100
+blk = {m: statistics.median(v) / (1 << 20) for m, v in bulk.items()}
+cpum = {m: statistics.median(v) for m, v in cpu.items()}
 lines = [
     "## Egress (network: true through the proxy)",
     "",
-    f"`python3 bench/egress.py` — {args.runs} runs per mode, interleaved; a 100-byte and a 1 MiB file "
-    f"from an HTTP server on 127.0.0.1; load before: {open('/proc/loadavg').read().split()[0]}.",
+    f"`python3 bench/egress.py` — {args.runs} runs per mode, interleaved; a 100-byte, a 1 MiB and a 32 MiB "
+    f"file from an HTTP server on 127.0.0.1 (sendfile); CPU = user + system of glovebox and curl; "
+    f"load before: {load_before}, after: {open('/proc/loadavg').read().split()[0]}.",
     "",
-    "| mode | wall per call (100 B) | 1 MiB: first byte | 1 MiB: rate (size / curl time_total) |",
-    "| --- | ---: | ---: | ---: |",
+    "| mode | wall per call (100 B) | CPU per call (100 B) | 1 MiB: first byte | 1 MiB: rate (size / curl time_total) | 32 MiB: body rate |",
+    "| --- | ---: | ---: | ---: | ---: | ---: |",
 ]
 for m in MODES:
-    lines.append(f"| {m} | {med[m]:.2f} ms | {ttfb[m]:.2f} ms | {spd[m]:.0f} MiB/s |")
-lines += [
-    "",
-    f"Namespace + proxy path (proxied - direct): **{added:+.2f} ms per call** (target < 2 ms); "
-    f"throughput on 1 MiB: **{loss:.1f} % below direct** (target < 10 %; {loss_bare:.1f} % below bare); "
-    f"first byte {ttfb['proxied'] - ttfb['direct']:+.2f} ms vs direct (the proxy's decision and second connect).",
-    "",
-]
+    lines.append(
+        f"| {m} | {med[m]:.2f} ms | {cpum[m]:.2f} ms | {ttfb[m]:.2f} ms | {spd[m]:.0f} MiB/s | {blk[m]:.0f} MiB/s |"
+    )
+lines.append("")
+for tag in ["", " (before)"] if args.before else [""]:
+    d, p = "direct" + tag, "proxied" + tag
+    added = med[p] - med[d]
+    loss = (1 - spd[p] / spd[d]) * 100
+    lines += [
+        f"Namespace + proxy path{tag} (proxied - direct): **{added:+.2f} ms per call** (target < 2 ms), "
+        f"CPU {cpum[p] - cpum[d]:+.2f} ms; "
+        f"1 MiB rate (size / time_total) **{loss:.1f} % below direct** (target < 10 %); "
+        f"first byte {ttfb[p] - ttfb[d]:+.2f} ms vs direct; 32 MiB body rate {(blk[p] / blk[d] - 1) * 100:+.1f} % vs direct.",
+        "",
+    ]
 text = "\n".join(lines)
 print(text)
 if args.write:
@@ -135,4 +180,4 @@ if args.write:
         old = old[:start] + (old[end + 1:] if end >= 0 else "")
     with open(args.write, "w") as f:
         f.write(old.rstrip("\n") + "\n\n" + text)
-srv.shutdown()
+shutil.rmtree(root, ignore_errors=True)

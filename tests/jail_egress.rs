@@ -76,6 +76,7 @@ fn answer(mut s: TcpStream, root: Option<&Path>) {
     if reader.read_line(&mut line).is_err() {
         return;
     }
+    let mut length = 0usize;
     loop {
         let mut h = String::new();
         match reader.read_line(&mut h) {
@@ -83,11 +84,25 @@ fn answer(mut s: TcpStream, root: Option<&Path>) {
             Ok(_) if h == "\r\n" => break,
             Ok(_) => {}
         }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
     }
     let path = line.split_whitespace().nth(1).unwrap_or("/");
     let path = path.split('?').next().unwrap_or("/");
     let body = if path == "/canary" {
         Some(CANARY.as_bytes().to_vec())
+    } else if path == "/big" {
+        Some(pattern(BIG, 251))
+    } else if path == "/sha" {
+        // The SHA-256 of the request body, in hex.
+        let mut body = vec![0u8; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        Some(sha256_hex(&body).into_bytes())
     } else if let Some(r) = root {
         let mut p = r.join(path.trim_start_matches('/'));
         if path.ends_with('/') {
@@ -108,6 +123,19 @@ fn answer(mut s: TcpStream, root: Option<&Path>) {
     if let Some(b) = body {
         let _ = s.write_all(&b);
     }
+}
+
+/// Size of `/big`.
+const BIG: usize = 8 << 20;
+
+/// `len` bytes counting up modulo `m` (the same in the test and the tool).
+fn pattern(len: usize, m: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % m) as u8).collect()
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(b))
 }
 
 /// The egress log of a `sandbox --json` run.
@@ -185,6 +213,104 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
     assert!(r.stdout.contains(CANARY), "{r:#?}");
     assert_eq!(egress(&r)[0]["via"], "socks5", "{r:#?}");
     assert_eq!(srv.accepted(), before + 2);
+}
+
+/// Where no network namespace can be made — here a user namespace whose
+/// `max_net_namespaces` is 0 — `network: true` is refused before the tool
+/// runs, in degraded mode too, naming the reason, and the listener gets
+/// nothing; the same call in the same kind of user namespace without
+/// that limit goes through (the control: the refusal is the namespace's).
+#[test]
+fn refused_where_no_network_namespace_can_be_made_even_degraded() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let srv = Server::start("127.0.0.1:0", None);
+    let url = srv.url("/canary");
+    let run = |limit: &str| -> Option<(Value, String)> {
+        let script = format!(
+            "echo {limit} > /proc/sys/user/max_net_namespaces && \
+             exec \"$0\" sandbox --json --degraded --net --allow-private -- \
+             curl -sS --max-time 10 \"$1\""
+        );
+        let out = Command::new("unshare")
+            .args(["-U", "-r", "sh", "-c", &script])
+            .arg(bin())
+            .arg(&url)
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let json = serde_json::from_str(text.trim()).ok()?;
+        Some((json, String::from_utf8_lossy(&out.stderr).to_string()))
+    };
+    let Some((limited, stderr)) = run("0") else {
+        let why = "util-linux `unshare -U -r` did not run glovebox";
+        if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+            panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
+        }
+        eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
+        return;
+    };
+    assert_eq!(
+        limited["error"]["kind"], "sandbox_unavailable",
+        "{limited:#} {stderr}"
+    );
+    let message = limited["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("network namespaces"), "{message}");
+    assert!(message.contains("direct_network"), "{message}");
+    assert_eq!(srv.accepted(), 0, "the listener got a connection");
+    let (control, stderr) = run("100").expect("the control ran");
+    assert!(
+        control["stdout"].as_str().unwrap_or("").contains(CANARY),
+        "{control:#} {stderr}"
+    );
+    assert_eq!(srv.accepted(), 1);
+}
+
+/// Megabytes each way arrive whole through the relay (splice), by plain
+/// HTTP and through a CONNECT tunnel, and the log counts them.
+#[test]
+fn large_transfers_arrive_whole_both_ways() {
+    if !jail_available() {
+        return;
+    }
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    const UP: usize = 6_000_000;
+    let srv = Server::start("127.0.0.1:0", None);
+    let hash = "import sys, hashlib; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())";
+    let gen = format!("import sys; sys.stdout.buffer.write(bytes(i % 239 for i in range({UP})))");
+    for tunnel in ["", "-p"] {
+        let script = format!(
+            "curl -sS {tunnel} --max-time 30 {big} | python3 -c '{hash}' && \
+             python3 -c '{gen}' | curl -sS {tunnel} --max-time 30 --data-binary @- {sha}",
+            big = srv.url("/big"),
+            sha = srv.url("/sha"),
+        );
+        let r = sandbox(&["--net", "--allow-private"], &["sh", "-c", &script]);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(
+            lines.first(),
+            Some(&sha256_hex(&pattern(BIG, 251)).as_str()),
+            "{r:#?}"
+        );
+        assert_eq!(
+            lines.get(1),
+            Some(&sha256_hex(&pattern(UP, 239)).as_str()),
+            "{r:#?}"
+        );
+        let log = egress(&r);
+        assert_eq!(log.len(), 2, "{r:#?}");
+        assert!(log[0]["received"].as_u64().unwrap() > BIG as u64, "{r:#?}");
+        assert!(log[1]["sent"].as_u64().unwrap() > UP as u64, "{r:#?}");
+    }
 }
 
 #[test]

@@ -108,7 +108,7 @@ pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Re
     if found.is_empty() {
         return Err(Refusal::Resolve("no address found".into()));
     }
-    let registry = Registry::load();
+    let registry = Registry::current();
     let mut first_refusal = None;
     let mut last_error = None;
     for addr in found {

@@ -1,6 +1,7 @@
 //! One connection from the tool to the proxy: HTTP `CONNECT`, plain HTTP
 //! with an absolute URL, or SOCKS5 (told apart by the first byte), then
-//! bytes relayed both ways and counted in the call's log.
+//! bytes relayed both ways ([`super::relay`]) and counted in the call's
+//! log.
 //!
 //! - `CONNECT host:port` answers `200` and relays (TLS stays end to end);
 //! - `GET http://host[:port]/path` (any method) is sent to the host in
@@ -14,19 +15,18 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::allow::Host;
 use super::decide::{self, Refusal, Rules};
 use super::log::{Entry, Log};
+use super::relay::relay;
 
 /// Largest request head read from the tool.
 const MAX_HEAD: usize = 64 * 1024;
 /// How long the tool may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-/// Relay buffer per direction.
-const BUF: usize = 256 * 1024;
 
 /// Serves one connection from the tool until either side is done.
 pub async fn serve(client: TcpStream, rules: &Rules, log: &Log) {
@@ -317,35 +317,6 @@ async fn socks5(mut client: TcpStream, rules: &Rules, log: &Log) {
                 .await;
         }
     }
-}
-
-/// Copies both ways until both directions ended, counting bytes.
-async fn relay(client: TcpStream, upstream: TcpStream, entry: &Entry) {
-    let (cr, cw) = client.into_split();
-    let (ur, uw) = upstream.into_split();
-    tokio::join!(
-        pipe(cr, uw, |n| entry.add_sent(n)),
-        pipe(ur, cw, |n| entry.add_received(n)),
-    );
-}
-
-async fn pipe<R, W>(mut from: R, mut to: W, count: impl Fn(u64))
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; BUF];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-        count(n as u64);
-    }
-    let _ = to.shutdown().await;
 }
 
 #[cfg(test)]

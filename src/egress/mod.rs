@@ -5,8 +5,9 @@
 //! ([`crate::jail::spawn`]). Before it is confined, the child opens a
 //! listening socket on `127.0.0.1:3128` inside that namespace and hands it
 //! to the supervisor over a socketpair (`SCM_RIGHTS`); the supervisor
-//! serves it ([`Gateway`], on a current-thread tokio runtime on a helper
-//! thread) and connects out from the host side. The tool finds the proxy
+//! serves it ([`Gateway`], on a runtime shared by every call of the
+//! process and started with the first) and connects out from the host
+//! side. The tool finds the proxy
 //! through `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` (and lowercase forms;
 //! `NO_PROXY` empty): no extra process, no route out otherwise — a program
 //! that ignores those variables gets "network unreachable" and a lookup of
@@ -20,6 +21,7 @@
 //!   listeners → connect to exactly a checked address;
 //! - [`listeners`]: where `serve` records its addresses machine-wide;
 //! - [`forward`]: HTTP `CONNECT`, absolute-form HTTP and SOCKS5;
+//! - [`relay`]: the bytes of an open connection, both ways (`splice(2)`);
 //! - [`log`]: each call's connections (host, port, allowed or refused and
 //!   why, bytes each way), for the audit line and the Outcome's warnings.
 //!
@@ -32,9 +34,9 @@ pub mod decide;
 pub mod forward;
 pub mod listeners;
 pub mod log;
+pub mod relay;
 
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 
 pub use allow::{Allowlist, Pattern, PatternError};
 pub use decide::Rules;
@@ -71,7 +73,9 @@ impl Gateway {
 /// connection, which is what lets the call's namespace go.
 struct Running {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// Disconnected once the proxy's task has ended and dropped
+    /// everything it held.
+    done: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 impl jail::Attached for Running {}
@@ -81,53 +85,98 @@ impl Drop for Running {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(done) = self.done.take() {
+            // Returns when the task's sender is dropped: after its
+            // listener and connections were closed.
+            let _ = done.recv();
         }
     }
 }
 
+/// The runtime every call's proxy runs on, started with the first
+/// networked call and kept for the life of the process: a call attaches
+/// its listener to threads that are already running (no thread and no
+/// runtime made per call). A few worker threads, so that one call's slow
+/// step (a TLS handshake, a lookup) does not hold up the others.
+fn runtime() -> std::io::Result<tokio::runtime::Handle> {
+    static RUNTIME: Mutex<Option<tokio::runtime::Handle>> = Mutex::new(None);
+    let mut slot = RUNTIME.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = slot.as_ref() {
+        return Ok(h.clone());
+    }
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get().clamp(1, MAX_WORKERS))
+        .unwrap_or(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("glovebox-egress")
+        // `splice(2)` into a socket the peer closed raises SIGPIPE (it has
+        // no MSG_NOSIGNAL): blocked on these threads, the call just fails
+        // with EPIPE, even in a host program that does not ignore SIGPIPE.
+        .on_thread_start(|| {
+            let mut pipe = nix::sys::signal::SigSet::empty();
+            pipe.add(nix::sys::signal::Signal::SIGPIPE);
+            let _ = nix::sys::signal::pthread_sigmask(
+                nix::sys::signal::SigmaskHow::SIG_BLOCK,
+                Some(&pipe),
+                None,
+            );
+        })
+        .enable_all()
+        .build()?;
+    // Kept until the process exits (a failed start is tried again by the
+    // next call).
+    let handle = Box::leak(Box::new(runtime)).handle().clone();
+    *slot = Some(handle.clone());
+    Ok(handle)
+}
+
+/// Worker threads of the egress runtime, at most.
+const MAX_WORKERS: usize = 4;
+
 impl jail::Gateway for Gateway {
     fn attach(&self, listener: std::net::TcpListener) -> std::io::Result<Box<dyn jail::Attached>> {
         listener.set_nonblocking(true)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let handle = runtime()?;
+        let listener = {
+            let _entered = handle.enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (finished, done) = std::sync::mpsc::channel::<()>();
         let rules = self.rules.clone();
         let log = self.log.clone();
-        let thread = std::thread::Builder::new()
-            .name("glovebox-egress".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-                    let mut tasks = tokio::task::JoinSet::new();
-                    loop {
-                        tokio::select! {
-                            _ = &mut stopped => break,
-                            accepted = listener.accept() => {
-                                let Ok((stream, _)) = accepted else { continue };
-                                // Over the bound the connection is closed at once.
-                                let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
-                                let (rules, log) = (rules.clone(), log.clone());
-                                tasks.spawn(async move {
-                                    forward::serve(stream, &rules, &log).await;
-                                    drop(permit);
-                                });
-                            }
-                            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-                        }
+        handle.spawn(async move {
+            let _finished = finished;
+            // Read glovebox's own listeners now, while the tool starts, so
+            // the first connection finds them cached (see
+            // `listeners::Registry::current`).
+            let _ = listeners::Registry::current();
+            let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+            let mut tasks = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        // Over the bound the connection is closed at once.
+                        let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+                        let (rules, log) = (rules.clone(), log.clone());
+                        tasks.spawn(async move {
+                            forward::serve(stream, &rules, &log).await;
+                            drop(permit);
+                        });
                     }
-                    tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
-                });
-            })?;
+                    Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                }
+            }
+            drop(listener);
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+        });
         Ok(Box::new(Running {
             stop: Some(stop),
-            thread: Some(thread),
+            done: Some(done),
         }))
     }
 }

@@ -30,6 +30,12 @@ pub enum NetPlan {
 /// Decides the network of a call: refuses `network` without a gateway
 /// unless `direct_network`, and a gateway where no network namespace can
 /// be made (never degraded: a direct network is only ever explicit).
+///
+/// `netns_possible` is whether this jail makes namespaces at all; whether
+/// a network namespace in particular can be made is found out by the
+/// launch itself (no probe clone on every call): when that launch fails
+/// at a namespace step and [`super::probe::net_ns`] then says no, the call
+/// is refused with [`no_namespace`].
 pub fn plan(spec: &Spec, netns_possible: bool) -> Result<NetPlan, JailError> {
     if !spec.network {
         return Ok(NetPlan::Off);
@@ -37,15 +43,21 @@ pub fn plan(spec: &Spec, netns_possible: bool) -> Result<NetPlan, JailError> {
     match (&spec.gateway, spec.direct_network) {
         (_, true) => Ok(NetPlan::Direct),
         (Some(g), false) if netns_possible => Ok(NetPlan::Proxied(g.clone())),
-        (Some(_), false) => Err(JailError::Unavailable {
-            feature: "network namespaces (network: true runs in its own namespace behind glovebox's egress proxy); \
-                      enable user and network namespaces, or opt into the host network explicitly \
-                      (`sandbox.direct_network: true` in .glee/config.yml, `glovebox sandbox --net=direct`)"
+        (Some(_), false) => Err(no_namespace()),
+        (None, false) => Err(JailError::InvalidSpec {
+            message: "network access needs the egress gateway, or an explicit direct network"
                 .into(),
         }),
-        (None, false) => Err(JailError::InvalidSpec {
-            message: "network access needs the egress gateway, or an explicit direct network".into(),
-        }),
+    }
+}
+
+/// The refusal of a proxied call where no network namespace can be made.
+pub fn no_namespace() -> JailError {
+    JailError::Unavailable {
+        feature: "network namespaces (network: true runs in its own namespace behind glovebox's egress proxy); \
+                  enable user and network namespaces, or opt into the host network explicitly \
+                  (`sandbox.direct_network: true` in .glee/config.yml, `glovebox sandbox --net=direct`)"
+            .into(),
     }
 }
 

@@ -24,8 +24,9 @@ use super::JailError;
 pub struct Host<'a> {
     /// What the kernel and this process can do.
     pub kernel: &'a Kernel,
-    /// A jail may also have its own network namespace (only asked when
-    /// the call needs one, see [`wants_net_ns`]).
+    /// A jail may also have its own network namespace: probed for an
+    /// empty one (`Spec::netns`); for a call behind the egress proxy the
+    /// launch itself finds out (see [`super::spawn::run`]).
     pub net_ns: bool,
     /// A subreaper can find what it inherited
     /// ([`probe::subreaper_available`]).

@@ -412,8 +412,12 @@ fn attempt(
 
     // --- what is enforced by which mechanism, or the refusal.
     let subreaper = probe::subreaper_available();
-    let net_ns = plan::wants_net_ns(spec) && kernel.mode == Mode::Namespaces && probe::net_ns();
-    if assumed && plan::wants_net_ns(spec) && !net_ns {
+    // A call behind the proxy finds out by its own launch whether a network
+    // namespace can be made (a probe clone here would cost every one-shot
+    // call a namespace); an empty one (`netns`) is probed.
+    let empty_netns = plan::wants_net_ns(spec) && !spec.network;
+    let net_ns = kernel.mode == Mode::Namespaces && (!empty_netns || probe::net_ns());
+    if assumed && empty_netns && !net_ns {
         // No network namespace where namespaces were only assumed: maybe
         // none can be made at all; the probe says which.
         return Err(Attempt::Probe);
@@ -584,6 +588,12 @@ fn attempt(
             prepared.seccomp = prepared.seccomp_without_tree;
             launch(&mut prepared, 0)
                 .map_err(|(step, errno)| JailError::child_failed(step, errno, &program))?
+        }
+        // The network namespace was the one this kernel refuses: say so.
+        Err((step, errno))
+            if prepared.net.is_some() && step_is_namespace(step, errno) && !probe::net_ns() =>
+        {
+            return Err(net::no_namespace().into())
         }
         Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program).into()),
     };

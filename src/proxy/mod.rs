@@ -424,7 +424,7 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
     let mut refused = None;
     let mut own = None;
     let mut allowed = Vec::with_capacity(found.len());
-    let registry = crate::egress::listeners::Registry::load();
+    let registry = crate::egress::listeners::Registry::current();
     for addr in found {
         if registry.is_own(addr) {
             own.get_or_insert(addr);
