@@ -388,12 +388,12 @@ impl Policy {
                 );
                 let _ = writeln!(
                     s,
-                    "metadata  chmod, chown, utimes, xattrs, inotify, fanotify: refused for every path by seccomp (EPERM)"
+                    "metadata  chmod, chown, utimes, xattrs: only inside writable paths, decided call by call by the supervisor (seccomp user notification); no setuid/setgid bits; inotify, fanotify refused"
                 );
                 if tree.protected().next().is_some() {
                     let _ = writeln!(
                         s,
-                        "protected NOT ENFORCEABLE here ({}): calls are refused unless degraded mode is on",
+                        "protected {} (read-only by landlock: the write grants are split around them, so no entry can be created or removed directly in a directory holding one, such as the project root)",
                         list(&tree.protected().map(Path::to_path_buf).collect::<Vec<_>>())
                     );
                 }

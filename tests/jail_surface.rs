@@ -56,6 +56,9 @@ fn project() -> Fixture {
         read_root(),
     ));
     f.file("tools.json", "[]\n");
+    // Where the writer puts its work (without a mount namespace no entry
+    // can be created at the root itself, which holds the surface).
+    fs::create_dir_all(f.root.join("out")).unwrap();
     f.file(".git/config", "[core]\n\tbare = false\n");
     fs::create_dir_all(f.root.join(".git/hooks")).unwrap();
     // Paths the unprivileged CI stage can use.
@@ -70,28 +73,19 @@ fn sh(f: &Fixture, tool: &str, script: &str) -> Called {
     f.run(tool, &["--params", &params])
 }
 
-/// The namespace-free jail's guarantee for this file's attacks: without a
-/// mount namespace the control surface cannot be kept read-only inside a
-/// write grant, so a call whose grant covers it is refused
-/// (`sandbox_unavailable`, naming the protected paths) before anything
-/// runs, and the surface is unchanged. Tests that rely on the mount tree
-/// assert this instead in that mode.
-fn assert_refused_without_a_tree() {
-    let f = project();
-    let before = snapshot(&f);
-    let r = sh(
-        &f,
-        "writer",
-        "echo PLANTED > .glee/tools/writer/tool.yml; echo x > tools.json; echo x > .git/config; echo RAN > ran",
+/// Without a mount namespace the write grant on the root is split around
+/// the surface (Landlock rules per entry): nothing can be created or
+/// removed at the root itself. Asserts `r` ran and was refused (EACCES)
+/// and `name` was not created there.
+fn assert_root_entry_refused(f: &Fixture, r: &Called, name: &str) {
+    assert!(
+        r.mentions("Permission denied") || r.mentions("PermissionError"),
+        "{r:#?}"
     );
-    r.assert_failed("sandbox_unavailable", 3);
-    assert!(r.message().contains("protected paths"), "{r:#?}");
-    assert!(!f.root.join("ran").exists(), "the tool ran: {r:#?}");
-    assert_eq!(snapshot(&f), before, "the control surface changed");
-    // A tool that only reads the project still runs.
-    let ok = f.run("other", &[]);
-    ok.assert_ok();
-    assert!(ok.text().contains("OTHER-ORIGINAL"), "{ok:#?}");
+    assert!(
+        !f.root.join(name).exists(),
+        "{name} was created at the root: {r:#?}"
+    );
 }
 
 /// Snapshot of every file under the control surface.
@@ -127,10 +121,6 @@ fn collect(root: &std::path::Path, p: &std::path::Path, out: &mut Vec<(String, V
 #[test]
 fn a_write_grant_cannot_change_the_control_surface() {
     require_jail!();
-    if namespace_free() {
-        assert_refused_without_a_tree();
-        return;
-    }
     let f = project();
     // The probe: the writer works inside its grant.
     let ok = sh(
@@ -201,10 +191,6 @@ fn a_write_grant_cannot_change_the_control_surface() {
 #[test]
 fn a_package_planted_beside_a_module_never_runs() {
     require_jail!();
-    if namespace_free() {
-        assert_refused_without_a_tree();
-        return;
-    }
     let f = project();
     let marker = f.root.join("out/PLANTED-RAN");
     // The writer may create pkg/ (the name is new), but its code must
@@ -214,6 +200,14 @@ fn a_package_planted_beside_a_module_never_runs() {
         marker.display()
     );
     let r = sh(&f, "writer", &plant);
+    if namespace_free() {
+        // The root cannot gain an entry: the package is never written.
+        assert_root_entry_refused(&f, &r, "pkg");
+        let py = f.run("py", &[]);
+        py.assert_ok();
+        assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
+        return;
+    }
     assert!(r.text().contains("PLANTED-WRITTEN"), "{r:#?}");
     assert!(f.root.join("pkg/__init__.py").exists());
     let py = f.run("py", &[]);
@@ -230,10 +224,6 @@ fn a_package_planted_beside_a_module_never_runs() {
 #[test]
 fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
     require_jail!();
-    if namespace_free() {
-        assert_refused_without_a_tree();
-        return;
-    }
     let f = project();
     fs::remove_file(f.root.join("tools.json")).unwrap();
     fs::remove_dir_all(f.root.join(".git")).unwrap();
@@ -245,8 +235,14 @@ fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
         "writer",
         &format!("printf '%s' '{tools_json}' > tools.json; mkdir -p .git/hooks; echo DONE"),
     );
-    r.assert_failed("permission_exceeds_ceiling", 1);
-    assert!(r.message().contains("tools.json"), "{r:#?}");
+    if namespace_free() {
+        // Refused at once: the root cannot gain an entry.
+        assert!(r.text().contains("DONE"), "{r:#?}");
+        assert_root_entry_refused(&f, &r, "tools.json");
+    } else {
+        r.assert_failed("permission_exceeds_ceiling", 1);
+        assert!(r.message().contains("tools.json"), "{r:#?}");
+    }
     assert!(!f.root.join("tools.json").exists());
     assert!(!f.root.join(".git").exists());
     let planted = f.run("planted", &[]);
@@ -257,10 +253,6 @@ fn a_planted_tools_json_or_git_is_removed_and_the_call_fails() {
 #[test]
 fn git_works_when_the_manifest_names_git() {
     require_jail!();
-    if namespace_free() {
-        assert_refused_without_a_tree();
-        return;
-    }
     if std::process::Command::new("git")
         .arg("--version")
         .output()
@@ -269,7 +261,11 @@ fn git_works_when_the_manifest_names_git() {
         panic!("git is needed for this test");
     }
     let f = project();
-    fs::remove_dir_all(f.root.join(".git")).unwrap();
+    if !namespace_free() {
+        // Without a mount namespace `.git` cannot be created at the root
+        // (no entry can be): the manifest's `.git` must exist already.
+        fs::remove_dir_all(f.root.join(".git")).unwrap();
+    }
     f.tool(&shell_tool(
         "gitter",
         json!({"network": false, "fs": {"read": ["."], "write": [".", ".git"]}}),
@@ -293,10 +289,6 @@ fn git_works_when_the_manifest_names_git() {
 #[test]
 fn pip_install_target_into_a_writable_dir_works() {
     require_jail!();
-    if namespace_free() {
-        assert_refused_without_a_tree();
-        return;
-    }
     let has_pip = std::process::Command::new("python3")
         .args(["-m", "pip", "--version"])
         .output()
@@ -369,17 +361,8 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
     let out = run(
         &[],
         "echo RAN; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED; \
-         (echo x >> .git/config) && echo ESCAPED; echo ok > notes.txt && echo WROTE",
+         (echo x >> .git/config) && echo ESCAPED; echo ok > out/notes.txt && echo WROTE",
     );
-    if namespace_free() {
-        // No mount tree: the write grant covers the surface, so the call
-        // is refused before anything runs.
-        assert!(out.contains("sandbox_unavailable"), "{out}");
-        assert!(!out.contains("RAN") && !out.contains("ESCAPED"), "{out}");
-        assert!(!f.root.join("notes.txt").exists());
-        assert_eq!(snapshot(&f), before);
-        return;
-    }
     assert!(out.contains("RAN") && out.contains("WROTE"), "{out}");
     assert!(!out.contains("ESCAPED"), "{out}");
     assert_eq!(snapshot(&f), before);
@@ -395,22 +378,23 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
     );
     // A root tools.json the command creates is removed, and the run fails.
     fs::remove_file(f.root.join("tools.json")).unwrap();
-    let out = run(&[], "echo '[]' > tools.json && echo PLANTED");
-    assert!(out.contains("PLANTED"), "{out}");
-    assert!(
-        out.contains("\"ok\":false") && out.contains("removed it"),
-        "{out}"
-    );
+    let out = run(&[], "echo RAN; echo '[]' > tools.json && echo PLANTED");
+    if namespace_free() {
+        // Without a mount namespace the root cannot gain an entry at all.
+        assert!(out.contains("RAN") && !out.contains("PLANTED"), "{out}");
+    } else {
+        assert!(out.contains("PLANTED"), "{out}");
+        assert!(
+            out.contains("\"ok\":false") && out.contains("removed it"),
+            "{out}"
+        );
+    }
     assert!(!f.root.join("tools.json").exists());
 }
 
 #[test]
 fn a_planted_bytecode_cache_never_runs() {
     require_jail!();
-    if namespace_free() {
-        assert_refused_without_a_tree();
-        return;
-    }
     let f = project();
     // The writer plants __pycache__/pkg.cpython-*.pyc compiled from other
     // code with pkg.py's own size and mtime, which Python's cache check
@@ -428,6 +412,13 @@ py_compile.compile("out/evil_src.py", cfile=cache, dfile="pkg.py")
 print("PYC-PLANTED", cache)
 PY"##;
     let r = sh(&f, "writer", plant);
+    if namespace_free() {
+        assert_root_entry_refused(&f, &r, "__pycache__");
+        let py = f.run("py", &[]);
+        py.assert_ok();
+        assert_eq!(py.output(), &json!("PKG-ORIGINAL"), "{py:#?}");
+        return;
+    }
     r.assert_ok();
     assert!(r.text().contains("PYC-PLANTED"), "{r:#?}");
     let pyc: Vec<_> = fs::read_dir(f.root.join("__pycache__")).unwrap().collect();
@@ -460,11 +451,12 @@ fn explain_shows_the_tree_and_the_protected_paths() {
     };
     if namespace_free() {
         assert!(line("tree").contains("NONE"), "{text}");
-        assert!(line("protected").contains("NOT ENFORCEABLE"), "{text}");
-        assert!(
-            line("metadata").contains("refused for every path"),
-            "{text}"
-        );
+        let protected = line("protected");
+        assert!(protected.contains("landlock"), "{text}");
+        for p in [".glee", ".git", "tools.json", "scripts/other.sh", "pkg.py"] {
+            assert!(protected.contains(p), "{p} not protected: {text}");
+        }
+        assert!(line("metadata").contains("supervisor"), "{text}");
         return;
     }
     assert!(

@@ -182,10 +182,16 @@ pub fn diff(path: &str, old: Option<&str>, new: &str) -> String {
 }
 
 fn denied(given: &str, detail: &str) -> Box<Outcome> {
+    let free = crate::jail::probe::kernel().mode == crate::jail::probe::Mode::NamespaceFree;
+    let why = if free {
+        "; without a mount namespace (this machine) no new file can be created directly in the project root or another directory holding .glee/, tools.json or .git/: write below it (src/, out/…)"
+    } else {
+        ""
+    };
     Box::new(Outcome::failure(
         NAME,
         ErrorKind::PermissionExceedsCeiling,
-        format!("Error: access to {given} was denied by the sandbox ({detail}); write_file reaches only files inside the project root, and a symbolic link cannot lead out of it"),
+        format!("Error: access to {given} was denied by the sandbox ({detail}); write_file reaches only files inside the project root, and a symbolic link cannot lead out of it{why}"),
         json!({"path": given}),
     ))
 }

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod approve;
 mod audit;
 mod builtin_helper;
+mod container;
 mod create;
 mod doctor;
 mod explain;
@@ -87,6 +88,10 @@ pub enum Command {
     /// Internal: the built-in tools' helper, run inside the jail.
     #[command(name = "__builtin", hide = true)]
     BuiltinHelper,
+    /// Internal (CI): run a command the way a container with Docker's
+    /// default seccomp profile would (no namespace can be created).
+    #[command(name = "__container", hide = true)]
+    Container(container::Args),
     /// Print the tools as an OpenAI, Anthropic or MCP tool list.
     Export(export::Args),
     /// Turn another runner's tool file into tool directories.
@@ -162,6 +167,7 @@ pub fn main() -> ExitCode {
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),
         Command::BuiltinHelper => return builtin_helper::run(),
+        Command::Container(a) => container::run(a),
         Command::Export(a) => export::run(&cli, a),
         Command::Import(a) => import::run(&cli, a),
         Command::Migrate(a) => migrate::run(&cli, a),

@@ -87,7 +87,7 @@ pub fn examine() -> Report {
             !e.metadata_guard.is_empty(),
             match e.metadata_guard.as_str() {
                 "tree" => "the jail's own root (mount namespace): ungranted paths do not exist, read-only binds refuse chmod/chown/utimes/xattrs (EROFS) whatever the uid".into(),
-                "seccomp" => "no mount namespace: seccomp refuses chmod/chown/utimes/xattrs/inotify/fanotify for every path (EPERM)".into(),
+                "seccomp" => "no mount namespace: chmod/chown/utimes/xattrs go to the supervisor (seccomp user notification), which performs them only inside write grants and outside protected paths; inotify/fanotify refused".into(),
                 _ => "nothing keeps metadata calls off files the jail may not change".into(),
             },
         ),
@@ -97,7 +97,7 @@ pub fn examine() -> Report {
             if e.mount_tree {
                 "protected paths (.glee/, tools.json, .git/, what tools run) bound read-only inside write grants; planted root names removed after the call".into()
             } else {
-                "no mount namespace: a call whose write grants cover protected paths (.glee/, tools.json, .git/, what tools run) is refused (sandbox_unavailable), or warned in degraded mode".into()
+                "no mount namespace: landlock write rules split around the protected paths (.glee/, tools.json, .git/, what tools run), whose directories stay read-only; metadata calls on them refused by the supervisor".into()
             },
         ),
         inv(

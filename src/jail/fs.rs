@@ -117,3 +117,161 @@ pub const HOST_PROC_FILES: [&std::ffi::CStr; 8] = [
 pub fn covered(path: &Path, list: &[PathBuf]) -> bool {
     list.iter().any(|p| path.starts_with(p))
 }
+
+/// Write grants reshaped for a jail without a mount namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Split {
+    /// Paths that keep the write rule (none of them holds a protected path).
+    pub write: Vec<PathBuf>,
+    /// Directories that hold a protected path somewhere below: readable
+    /// (no execute, as a write grant), not writable — no entry can be
+    /// created, removed or renamed directly in them.
+    pub read_only: Vec<PathBuf>,
+}
+
+/// One entry of a directory, as [`split_write`] needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Child {
+    /// Its path.
+    pub path: PathBuf,
+    /// A symbolic link (never given a rule: Landlock would follow it out
+    /// of the grant).
+    pub link: bool,
+}
+
+/// Splits `write` (real paths) around `protected` (real paths) so that no
+/// Landlock write rule covers a protected path: Landlock rules only add
+/// access beneath a directory, so a grant holding a protected path is
+/// replaced by a read rule on it and a write rule on each of its entries
+/// (`children`) that holds none, recursively along the way to each
+/// protected path. A grant inside a protected path becomes read-only.
+/// The cost: no entry can be created or removed directly in a directory
+/// on the way to a protected path (the project root when `.glee/` is
+/// protected); everything below its other entries stays writable.
+pub fn split_write(
+    write: &[PathBuf],
+    protected: &[PathBuf],
+    children: &dyn Fn(&Path) -> Vec<Child>,
+) -> Split {
+    fn walk(
+        dir: &Path,
+        protected: &[&PathBuf],
+        children: &dyn Fn(&Path) -> Vec<Child>,
+        out: &mut Split,
+        depth: u8,
+    ) {
+        out.read_only.push(dir.to_path_buf());
+        if depth > 64 {
+            return;
+        }
+        for c in children(dir) {
+            if c.link || protected.iter().any(|p| **p == c.path) {
+                continue;
+            }
+            let inner: Vec<&PathBuf> = protected
+                .iter()
+                .copied()
+                .filter(|p| p.starts_with(&c.path))
+                .collect();
+            if inner.is_empty() {
+                out.write.push(c.path);
+            } else {
+                walk(&c.path, &inner, children, out, depth + 1);
+            }
+        }
+    }
+    let mut out = Split::default();
+    for w in write {
+        if covered(w, protected) {
+            out.read_only.push(w.clone());
+            continue;
+        }
+        let inner: Vec<&PathBuf> = protected.iter().filter(|p| p.starts_with(w)).collect();
+        if inner.is_empty() {
+            out.write.push(w.clone());
+        } else {
+            walk(w, &inner, children, &mut out, 0);
+        }
+    }
+    out.write.sort();
+    out.write.dedup();
+    out.read_only.sort();
+    out.read_only.dedup();
+    out
+}
+
+/// [`split_write`] on the real filesystem: grants and protected paths
+/// resolved (links followed), directories read now. A directory that
+/// cannot be read contributes no entries (nothing below it is writable).
+pub fn split_write_on_disk(write: &[PathBuf], protected: &[PathBuf]) -> Split {
+    let real = |list: &[PathBuf]| -> Vec<PathBuf> {
+        list.iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect()
+    };
+    let children = |dir: &Path| -> Vec<Child> {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        rd.filter_map(Result::ok)
+            .map(|e| Child {
+                path: e.path(),
+                link: e.file_type().map(|t| t.is_symlink()).unwrap_or(true),
+            })
+            .collect()
+    };
+    split_write(&real(write), &real(protected), &children)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(dir: &Path) -> Vec<Child> {
+        let names: &[&str] = match dir.to_str().unwrap_or("") {
+            "/p" => &[".glee", ".git", "tools.json", "src", "scripts", "link"],
+            "/p/scripts" => &["a.sh", "b.sh", "lib"],
+            "/p/src" => &["main.rs"],
+            _ => &[],
+        };
+        names
+            .iter()
+            .map(|n| Child {
+                path: dir.join(n),
+                link: *n == "link",
+            })
+            .collect()
+    }
+
+    fn paths(v: &[&str]) -> Vec<PathBuf> {
+        v.iter().map(PathBuf::from).collect()
+    }
+
+    #[test]
+    fn a_grant_holding_protected_paths_is_split_around_them() {
+        let s = split_write(
+            &paths(&["/p", "/home/x"]),
+            &paths(&["/p/.glee", "/p/.git", "/p/tools.json", "/p/scripts/a.sh"]),
+            &tree,
+        );
+        assert_eq!(
+            s.write,
+            paths(&["/home/x", "/p/scripts/b.sh", "/p/scripts/lib", "/p/src"])
+        );
+        assert_eq!(s.read_only, paths(&["/p", "/p/scripts"]));
+    }
+
+    #[test]
+    fn grants_without_protected_paths_are_kept_and_inside_ones_become_read_only() {
+        let s = split_write(
+            &paths(&["/p/src", "/p/.git/hooks"]),
+            &paths(&["/p/.git"]),
+            &tree,
+        );
+        assert_eq!(s.write, paths(&["/p/src"]));
+        assert_eq!(s.read_only, paths(&["/p/.git/hooks"]));
+        // A sibling sharing a prefix is not inside.
+        let s = split_write(&paths(&["/p/.github"]), &paths(&["/p/.git"]), &tree);
+        assert_eq!(s.write, paths(&["/p/.github"]));
+    }
+}

@@ -27,8 +27,10 @@
 //! That is the `namespaces` mode. Where this process cannot create
 //! namespaces (a container, a runner that forbids user namespaces), the
 //! [`probe`] picks the namespace-free mode instead: no tree and no private
-//! `/proc` (Landlock keeps the host's closed), seccomp refuses the metadata
-//! family for every path, and the jail's first process is a subreaper that
+//! `/proc` (Landlock keeps the host's closed), the metadata family decided
+//! call by call by the supervisor ([`metadata`], seccomp user
+//! notification), write grants split around the control surface
+//! ([`fs::split_write`]), and the jail's first process is a subreaper that
 //! kills every descendant, so a call still ends whole.
 //!
 //! What a call gets, by which mechanism, or why it is refused, is decided
@@ -43,6 +45,7 @@ pub mod cancel;
 pub mod cgroup;
 pub mod doctor;
 pub mod fs;
+pub mod metadata;
 pub mod network;
 pub mod plan;
 pub mod probe;
@@ -125,6 +128,9 @@ pub enum JailError {
     /// Seccomp filter.
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    /// The metadata supervisor (namespace-free jail).
+    #[error(transparent)]
+    Metadata(#[from] metadata::MetadataError),
     /// Cgroups.
     #[error(transparent)]
     Cgroup(#[from] cgroup::CgroupError),
@@ -185,7 +191,9 @@ impl JailError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            JailError::Unavailable { .. } | JailError::Fs(fs::FsError::Unsupported { .. })
+            JailError::Unavailable { .. }
+                | JailError::Fs(fs::FsError::Unsupported { .. })
+                | JailError::Metadata(metadata::MetadataError::Sizes)
         )
     }
 

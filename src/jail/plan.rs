@@ -125,13 +125,15 @@ impl Gaps<'_> {
 
 /// Decides the jail of `spec` on `host` with `cgroups`; `protected` are
 /// the protected paths inside its write grants (from its
-/// [`tree::Tree`]). Refuses what cannot be enforced unless
-/// `spec.degraded`.
+/// [`tree::Tree`]); `split` says that, without a tree, the write grants
+/// were split around them ([`jfs::split_write_on_disk`]). Refuses what
+/// cannot be enforced unless `spec.degraded`.
 pub fn plan(
     spec: &Spec,
     host: &Host,
     cgroups: &Cgroups,
     protected: &[PathBuf],
+    split: bool,
 ) -> Result<Plan, JailError> {
     if spec.argv.is_empty() {
         return Err(JailError::InvalidSpec {
@@ -212,22 +214,16 @@ pub fn plan(
         MetadataGuard::Tree => e.mount_tree = true,
         MetadataGuard::Seccomp => {
             // The namespace-free jail's own mechanism (Landlock hides the
-            // contents, seccomp refuses the metadata family); elsewhere a
-            // missing tree is a gap.
+            // contents, the supervisor decides the metadata family);
+            // elsewhere a missing tree is a gap.
             gaps.require(
                 mode == Mode::NamespaceFree,
-                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are refused by seccomp instead",
+                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are decided by the supervisor instead (seccomp user notification)",
             )?;
-            if !protected.is_empty() {
-                let list: Vec<String> = protected.iter().map(|p| p.display().to_string()).collect();
-                gaps.require(
-                    false,
-                    &format!(
-                        "read-only protected paths (.glee/, tools.json, .git/, tool files) inside write grants need a mount namespace, which this process cannot create ({}); the write grants cover {}: narrow fs.write to directories below them (src/, target/…), allow user namespaces or run as root, or opt into degraded mode",
-                        kernel.namespaces_error.as_deref().unwrap_or("no mount namespace"),
-                        list.join(", ")
-                    ),
-                )?;
+            if split {
+                gaps.warnings.push(
+                    "no mount namespace: the write grants are split around the protected paths (.glee/, tools.json, .git/, tool files), so no entry can be created or removed directly in a directory that holds one (the project root); write below it (src/, out/…) or allow user namespaces".into(),
+                );
             }
         }
     }
@@ -508,7 +504,7 @@ mod tests {
         ];
         for (mode, root, cg, want) in table {
             let k = kernel(*mode, *root);
-            let p = plan(&spec(), &host(&k), cg, &[]).expect("planned");
+            let p = plan(&spec(), &host(&k), cg, &[], false).expect("planned");
             let e = &p.enforcement;
             let got = (
                 flag(&p, libc::CLONE_NEWUSER),
@@ -585,11 +581,11 @@ mod tests {
                 net_ns: true,
                 subreaper,
             };
-            let m = refused(plan(&spec(), &h, &cg, &[]));
+            let m = refused(plan(&spec(), &h, &cg, &[], false));
             assert!(m.contains(words), "{what}: {m}");
             let mut s = spec();
             s.degraded = true;
-            let p = plan(&s, &h, &cg, &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let p = plan(&s, &h, &cg, &[], false).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(
                 p.warnings
                     .iter()
@@ -607,7 +603,7 @@ mod tests {
         k.seccomp = false;
         let mut s = spec();
         s.degraded = true;
-        let p = plan(&s, &host(&k), &V1, &[]).unwrap();
+        let p = plan(&s, &host(&k), &V1, &[], false).unwrap();
         assert_eq!(p.landlock_abi, None);
         assert_eq!(p.seccomp, None);
         assert_eq!(p.enforcement.landlock_abi, 0);
@@ -617,23 +613,30 @@ mod tests {
     }
 
     #[test]
-    fn protected_paths_need_the_tree() {
+    fn protected_paths_split_the_grants_without_a_tree() {
+        // Namespace-free: planned, the split write grants said in a
+        // warning (the supervisor decides the metadata family).
         let k = kernel(Mode::NamespaceFree, false);
         let prot = [PathBuf::from("/p/.glee")];
-        let m = refused(plan(&spec(), &host(&k), &NONE, &prot));
+        let p = plan(&spec(), &host(&k), &NONE, &prot, true).unwrap();
+        assert_eq!(p.guard, MetadataGuard::Seccomp);
         assert!(
-            m.contains("/p/.glee") && m.contains("narrow fs.write"),
-            "{m}"
+            p.warnings
+                .iter()
+                .any(|w| w.contains("split around the protected paths")),
+            "{:?}",
+            p.warnings
         );
         // With namespaces the tree binds them read-only: planned, and the
         // namespace-free fallback is then not allowed.
         let k = kernel(Mode::Namespaces, true);
-        let p = plan(&spec(), &host(&k), &V1, &prot).unwrap();
+        let p = plan(&spec(), &host(&k), &V1, &prot, false).unwrap();
         assert_eq!(p.guard, MetadataGuard::Tree);
+        assert!(p.warnings.is_empty());
         assert!(!p.free_fallback);
         assert!(!p.may_fall_back(false));
         assert!(p.may_fall_back(true));
-        let p = plan(&spec(), &host(&k), &V1, &[]).unwrap();
+        let p = plan(&spec(), &host(&k), &V1, &[], false).unwrap();
         assert!(p.free_fallback && p.may_fall_back(false));
     }
 
@@ -644,7 +647,7 @@ mod tests {
         s.network = true;
         s.gateway = Some(Arc::new(NoGateway));
         assert!(wants_net_ns(&s));
-        let p = plan(&s, &host(&k), &NONE, &[]).unwrap();
+        let p = plan(&s, &host(&k), &NONE, &[], false).unwrap();
         assert!(matches!(p.net, NetPlan::Proxied(_)));
         assert!(flag(&p, libc::CLONE_NEWNET) && p.enforcement.egress_proxy);
         assert_eq!(p.seccomp, Some(Sockets::NoUnix));
@@ -657,15 +660,15 @@ mod tests {
             net_ns: false,
             ..host(&k)
         };
-        refused(plan(&s, &h, &NONE, &[]));
+        refused(plan(&s, &h, &NONE, &[], false));
         s.degraded = true;
-        refused(plan(&s, &h, &NONE, &[]));
+        refused(plan(&s, &h, &NONE, &[], false));
         // Explicitly direct.
         let mut s = spec();
         s.network = true;
         s.direct_network = true;
         assert!(!wants_net_ns(&s));
-        let p = plan(&s, &h, &NONE, &[]).unwrap();
+        let p = plan(&s, &h, &NONE, &[], false).unwrap();
         assert!(matches!(p.net, NetPlan::Direct));
         assert_eq!(p.seccomp, Some(Sockets::All));
         assert!(p.warnings[0].starts_with("direct network"));
@@ -673,16 +676,16 @@ mod tests {
         let mut s = spec();
         s.network = true;
         assert!(matches!(
-            plan(&s, &host(&k), &NONE, &[]),
+            plan(&s, &host(&k), &NONE, &[], false),
             Err(JailError::InvalidSpec { .. })
         ));
         // An empty namespace on request.
         let mut s = spec();
         s.netns = true;
         assert!(wants_net_ns(&s));
-        let p = plan(&s, &host(&k), &NONE, &[]).unwrap();
+        let p = plan(&s, &host(&k), &NONE, &[], false).unwrap();
         assert!(flag(&p, libc::CLONE_NEWNET) && !p.enforcement.egress_proxy);
-        let m = refused(plan(&s, &h, &NONE, &[]));
+        let m = refused(plan(&s, &h, &NONE, &[], false));
         assert!(m.contains("network namespaces"), "{m}");
         assert!(!wants_net_ns(&spec()));
     }
@@ -693,7 +696,7 @@ mod tests {
         let mut s = spec();
         s.degraded = true;
         let prot = [PathBuf::from("/p/.git")];
-        let mut p = plan(&s, &host(&k), &NONE, &prot).unwrap();
+        let mut p = plan(&s, &host(&k), &NONE, &prot, false).unwrap();
         assert!(p.may_fall_back(true));
         p.without_namespaces(true, "clone: EPERM", true, true);
         assert_eq!(p.flags, 0);
@@ -707,7 +710,7 @@ mod tests {
         assert!(!e.pid_namespace && !e.mount_tree && !e.user_namespace && e.subreaper);
         assert_eq!(e.metadata_guard, "seccomp");
         assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
-        let mut p = plan(&spec(), &host(&k), &NONE, &[]).unwrap();
+        let mut p = plan(&spec(), &host(&k), &NONE, &[], false).unwrap();
         p.without_namespaces(false, "mount: EPERM", false, true);
         assert_eq!(p.enforcement.mode, "namespace-free");
         assert!(p.warnings.is_empty());
@@ -718,7 +721,7 @@ mod tests {
         let k = kernel(Mode::Namespaces, true);
         let s = Spec::new(Vec::<String>::new());
         assert!(matches!(
-            plan(&s, &host(&k), &V1, &[]),
+            plan(&s, &host(&k), &V1, &[], false),
             Err(JailError::InvalidSpec { .. })
         ));
     }

@@ -28,7 +28,7 @@ pub enum Mode {
     /// No namespaces can be created here (a container, a runner that
     /// forbids unprivileged user namespaces): Landlock (deny by default,
     /// signal and abstract-socket scoping, ABI 6 or later), seccomp (no
-    /// sockets, the metadata family refused), a subreaper that kills
+    /// sockets, the metadata family decided by the supervisor), a subreaper that kills
     /// every descendant, rlimits or cgroups.
     NamespaceFree,
     /// Neither: only degraded runs are possible.

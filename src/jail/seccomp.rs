@@ -14,11 +14,18 @@
 //!   `open_by_handle_at`, `name_to_handle_at`, clock setting, host names,
 //!   `iopl`/`ioperm`;
 //! - terminal injection: `ioctl` with `TIOCSTI` or `TIOCLINUX` (only the low
-//!   32 bits of the request are compared, as the kernel does).
+//!   32 bits of the request are compared, as the kernel does);
+//! - set-id programs: a mode with the setuid or setgid bit in `chmod` and
+//!   its variants, and in the creating calls that take a mode (`open`,
+//!   `openat` with `O_CREAT`/`O_TMPFILE`, `creat`, `mknod`).
 //!
-//! Without a mount namespace (no read-only tree), also the metadata
-//! family ([`metadata_calls`]: chmod, chown, utimes, xattrs, inotify,
-//! fanotify), for every path.
+//! Without a mount namespace (no read-only tree), also the watches
+//! (`inotify`, `fanotify`) and `setxattrat`/`removexattrat` for every path,
+//! and the host's IPC ([`host_ipc_calls`]); the rest of the metadata family
+//! (chmod, chown, utimes, xattrs: [`super::metadata::notified_calls`]) goes
+//! to the supervisor instead, through a second filter ([`notify_program`])
+//! whose calls are answered by [`super::metadata`] (a refusal from the
+//! deny list takes precedence over a notification).
 //!
 //! With the network off, also: `socket` for every family, and `socketpair`
 //! except `AF_UNIX` stream/seqpacket pairs (a datagram pair could `sendto`
@@ -62,12 +69,16 @@ fn compile_err(e: impl std::fmt::Display) -> SeccompError {
     }
 }
 
-/// The compiled filter for one network setting: one BPF program.
+/// The compiled filter for one network setting: the deny-list program and,
+/// without a mount namespace, the notify program installed after it.
 #[derive(Debug)]
 pub struct Filter {
     /// The deny list (EPERM) with the architecture and x32 guards and the
     /// ENOSYS answers (clone3, io_uring).
     pub deny: BpfProgram,
+    /// Without a mount namespace: the filter that hands the metadata family
+    /// to the supervisor (installed with a notification listener).
+    pub notify: Option<&'static BpfProgram>,
 }
 
 /// Which sockets a call may create.
@@ -236,7 +247,8 @@ pub fn host_ipc_calls() -> Vec<libc::c_long> {
 /// The metadata family: every call that changes a file's mode, owner,
 /// times or extended attributes, or watches it. Without a mount namespace
 /// nothing else keeps them off paths the jail may not change (Landlock does
-/// not govern them), so they are refused for every path.
+/// not govern them): the deny list refuses those the supervisor does not
+/// decide ([`refused_metadata_calls`]), the others go to the supervisor.
 pub fn metadata_calls() -> Vec<libc::c_long> {
     let mut v = vec![
         libc::SYS_fchmod,
@@ -269,6 +281,65 @@ pub fn metadata_calls() -> Vec<libc::c_long> {
     v
 }
 
+/// The metadata calls refused for every path without a mount namespace:
+/// [`metadata_calls`] less those the supervisor decides
+/// ([`super::metadata::notified_calls`]).
+pub fn refused_metadata_calls() -> Vec<libc::c_long> {
+    let notified = super::metadata::notified_calls();
+    metadata_calls()
+        .into_iter()
+        .filter(|nr| !notified.contains(nr))
+        .collect()
+}
+
+/// A `SECCOMP_RET_TRACE` data value no rule of glovebox uses: the notify
+/// program is compiled by seccompiler with it as the match action, then
+/// every such return becomes `SECCOMP_RET_USER_NOTIF` (seccompiler has no
+/// action for it).
+const NOTIFY_MARK: u32 = 0x6b17;
+
+/// The filter that hands the metadata family to the supervisor
+/// (`SECCOMP_RET_USER_NOTIF`; every other call allowed — the deny list is
+/// a separate filter), compiled once per process.
+pub fn notify_program() -> Result<&'static BpfProgram, SeccompError> {
+    static CELL: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+    CELL.get_or_init(|| build_notify().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|message| SeccompError::Compile {
+            message: message.clone(),
+        })
+}
+
+fn build_notify() -> Result<BpfProgram, SeccompError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = super::metadata::notified_calls()
+        .into_iter()
+        .map(|nr| (nr, Vec::new()))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Trace(NOTIFY_MARK),
+        arch()?,
+    )
+    .map_err(compile_err)?;
+    let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
+    const BPF_RET_K: u16 = 0x06;
+    let mark = libc::SECCOMP_RET_TRACE | NOTIFY_MARK;
+    let mut rewritten = 0;
+    for insn in prog.iter_mut() {
+        if insn.code == BPF_RET_K && insn.k == mark {
+            insn.k = libc::SECCOMP_RET_USER_NOTIF;
+            rewritten += 1;
+        }
+    }
+    if rewritten == 0 {
+        return Err(SeccompError::Compile {
+            message: "the notify program has no notifying return".into(),
+        });
+    }
+    Ok(prog)
+}
+
 fn cond(
     arg: u8,
     len: SeccompCmpArgLen,
@@ -280,6 +351,56 @@ fn cond(
 
 fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> {
     SeccompRule::new(conds).map_err(compile_err)
+}
+
+/// `__O_TMPFILE` (`O_TMPFILE` without `O_DIRECTORY`).
+const O_TMPFILE_BIT: u64 = 0o20000000;
+
+/// Rules refusing a setuid or setgid bit in a mode: `chmod` and its
+/// variants, and the creating calls that take a mode (`open`/`openat` with
+/// `O_CREAT` or `O_TMPFILE`, `creat`, `mknod`). A tool must never leave a
+/// set-id program behind (a root supervisor's would be setuid root).
+fn set_id_mode_rules() -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, SeccompError> {
+    let bits = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+    let mode_in = |arg: u8| -> Result<Vec<SeccompRule>, SeccompError> {
+        bits.iter()
+            .map(|&b| {
+                rule(vec![cond(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(b),
+                    b,
+                )?])
+            })
+            .collect()
+    };
+    let creating = |flags: u8, mode: u8| -> Result<Vec<SeccompRule>, SeccompError> {
+        let mut v = Vec::new();
+        for f in [libc::O_CREAT as u64, O_TMPFILE_BIT] {
+            for &b in &bits {
+                v.push(rule(vec![
+                    cond(flags, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(f), f)?,
+                    cond(mode, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(b), b)?,
+                ])?);
+            }
+        }
+        Ok(v)
+    };
+    let mut v = vec![
+        (libc::SYS_fchmod, mode_in(1)?),
+        (libc::SYS_fchmodat, mode_in(2)?),
+        (libc::SYS_fchmodat2, mode_in(2)?),
+        (libc::SYS_mknodat, mode_in(2)?),
+        (libc::SYS_openat, creating(2, 3)?),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        (libc::SYS_chmod, mode_in(1)?),
+        (libc::SYS_creat, mode_in(1)?),
+        (libc::SYS_mknod, mode_in(1)?),
+        (libc::SYS_open, creating(1, 2)?),
+    ]);
+    Ok(v)
 }
 
 /// One rule per flag: the call matches if any namespace flag is set in `arg`.
@@ -306,7 +427,7 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Filter, SeccompError> 
     if deny_metadata {
         // No mount namespace means no namespaces at all here: no IPC
         // namespace to hide the host's IPC objects either.
-        for nr in metadata_calls().into_iter().chain(host_ipc_calls()) {
+        for nr in refused_metadata_calls().into_iter().chain(host_ipc_calls()) {
             deny.insert(nr, Vec::new());
         }
     }
@@ -315,6 +436,16 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Filter, SeccompError> 
     #[cfg(target_arch = "aarch64")]
     deny.insert(libc::SYS_clone, namespace_rules(0)?);
     deny.insert(libc::SYS_unshare, namespace_rules(0)?);
+    for (nr, rules) in set_id_mode_rules()? {
+        match deny.get_mut(&nr) {
+            // Refused outright already (an empty rule list matches always).
+            Some(existing) if existing.is_empty() => {}
+            Some(existing) => existing.extend(rules),
+            None => {
+                deny.insert(nr, rules);
+            }
+        }
+    }
     deny.insert(
         libc::SYS_ioctl,
         vec![
@@ -372,7 +503,15 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Filter, SeccompError> 
     .map_err(compile_err)?;
     let mut deny_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
     insert_guard(&mut deny_prog);
-    Ok(Filter { deny: deny_prog })
+    let notify = if deny_metadata {
+        Some(notify_program()?)
+    } else {
+        None
+    };
+    Ok(Filter {
+        deny: deny_prog,
+        notify,
+    })
 }
 
 /// System calls answered with `ENOSYS`.
@@ -424,9 +563,10 @@ fn insert_guard(prog: &mut BpfProgram) {
     prog.splice(at..at, guard);
 }
 
-/// Installs `filter` on the calling thread. Runs in the child between
-/// clone and exec: `apply_filter` only builds a `sock_fprog` on the stack
-/// and calls `prctl`/`seccomp`.
+/// Installs `filter.deny` on the calling thread. Runs in the child
+/// between clone and exec: `apply_filter` only builds a `sock_fprog` on the
+/// stack and calls `prctl`/`seccomp`. The notify program is installed
+/// separately ([`install_notify`]), after this one.
 pub fn install(filter: &Filter) -> Result<(), i32> {
     seccompiler::apply_filter(&filter.deny).map_err(|e| match e {
         seccompiler::Error::Seccomp(io) | seccompiler::Error::Prctl(io) => {
@@ -436,12 +576,59 @@ pub fn install(filter: &Filter) -> Result<(), i32> {
     })
 }
 
+/// A filter like Docker's default seccomp profile for a process without
+/// `CAP_SYS_ADMIN`: creating or joining namespaces (`unshare`, `setns`,
+/// `clone` with a `CLONE_NEW*` flag) and mounting are refused with EPERM,
+/// `clone3` is ENOSYS, foreign architectures are killed; everything else
+/// is allowed. `glovebox __container` runs a command under it, so CI can
+/// test the namespace-free jail the way a container gets it (also as
+/// root).
+pub fn container_program() -> Result<BpfProgram, SeccompError> {
+    let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in [
+        libc::SYS_unshare,
+        libc::SYS_setns,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_move_mount,
+        libc::SYS_open_tree,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+    ] {
+        deny.insert(nr, Vec::new());
+    }
+    deny.insert(libc::SYS_clone, namespace_rules(0)?);
+    let filter = SeccompFilter::new(
+        deny,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch()?,
+    )
+    .map_err(compile_err)?;
+    let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
+    insert_guard(&mut prog);
+    Ok(prog)
+}
+
+/// Installs `filter.notify` (when there is one) with a notification
+/// listener and returns the listener's fd. Child-side, like [`install`].
+pub fn install_notify(filter: &Filter) -> Result<Option<std::os::fd::RawFd>, i32> {
+    match filter.notify {
+        Some(prog) => super::sys::seccomp_listener(prog).map(Some),
+        None => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn without_a_tree_chmod_is_refused_with_eperm_for_every_path() {
+    fn without_a_tree_chmod_goes_to_the_supervisor_and_nowhere_else() {
         use crate::jail::sys;
         fn attempt(deny: bool) -> i32 {
             // The test's own file (the path is fixed: this runs in a child).
@@ -455,7 +642,14 @@ mod tests {
             if install(p).is_err() {
                 return 102;
             }
-            sys::try_chmod(path, 0o600)
+            match install_notify(p) {
+                // Nobody answers: the kernel fails the call (ENOSYS) once
+                // the listener is gone; it never runs unchecked.
+                Ok(Some(fd)) => sys::close(fd),
+                Ok(None) => {}
+                Err(_) => return 103,
+            }
+            sys::try_chmod(path, if deny { 0o640 } else { 0o600 })
         }
         let file = std::path::Path::new("/tmp/glovebox-seccomp-metadata-test");
         std::fs::write(file, "x").unwrap();
@@ -465,7 +659,7 @@ mod tests {
         assert!(filter(false, false).is_ok() && filter(false, true).is_ok());
         // The probe: without the metadata rules the same chmod works.
         assert_eq!(sys::in_child(|| attempt(false)), 0);
-        assert_eq!(sys::in_child(|| attempt(true)), libc::EPERM);
+        assert_eq!(sys::in_child(|| attempt(true)), libc::ENOSYS);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(file).unwrap().permissions().mode() & 0o777,

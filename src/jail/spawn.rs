@@ -30,7 +30,10 @@
 //! 8. `chdir`, resource limits;
 //! 9. drop every capability, bounding set included (root supervisor);
 //! 10. `no_new_privs`, then Landlock (adding the new `/proc`);
-//! 11. seccomp, last, because it forbids some of the steps above;
+//! 11. seccomp, last, because it forbids some of the steps above; without a
+//!     mount namespace then the metadata filter, whose notification
+//!     listener goes to the supervisor over a socketpair (`SCM_RIGHTS`) and
+//!     is answered there by [`super::metadata`] until the call ends;
 //! 12. `execve`.
 //!
 //! A failure at any step is written (step, errno) to a close-on-exec pipe
@@ -54,6 +57,7 @@ use std::time::Instant;
 
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
+use super::metadata::{Grants, Watch};
 use super::network::{self as net, NetPlan};
 use super::plan::{self, Cgroups, Host, Plan};
 use super::probe::{self, Kernel, Mode};
@@ -197,6 +201,9 @@ struct Prepared {
     /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
     reaper: bool,
     net: Option<NetHandoff>,
+    /// The socketpair the seccomp notification listener travels over
+    /// (namespace-free jail: the metadata family goes to the supervisor).
+    notify: Option<NetHandoff>,
 }
 
 /// The child's end of the socketpair the proxy listener travels over.
@@ -406,8 +413,28 @@ fn attempt(
     access.exec.extend(spec.fs.exec.iter().cloned());
     access.read_only.extend(spec.fs.read_only.iter().cloned());
     access.write.push(home.path().to_path_buf());
+    // The write grants as given (the metadata supervisor's and the tree's).
+    let write_grants = access.write.clone();
+    // Without a mount tree nothing can bind the control surface read-only
+    // again inside a write grant: the Landlock rules are split around it
+    // instead (see `fs::split_write`).
+    let no_tree = !(kernel.mode == Mode::Namespaces && kernel.pid_ns && kernel.mount_proc);
+    let mut split_applied = false;
+    if no_tree && !spec.protect.is_empty() {
+        let split = jfs::split_write_on_disk(&access.write, &spec.protect);
+        split_applied = !split.read_only.is_empty();
+        access.write = split.write;
+        access.read_only.extend(split.read_only);
+    }
     let cwd_dir = [spec.cwd.clone()];
-    let fs_tree = Tree::build(&access, &spec.protect, &cwd_dir)?;
+    let fs_tree = Tree::build(
+        &FsAccess {
+            write: write_grants.clone(),
+            ..access.clone()
+        },
+        &spec.protect,
+        &cwd_dir,
+    )?;
     let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();
 
     // --- what is enforced by which mechanism, or the refusal.
@@ -427,7 +454,7 @@ fn attempt(
         net_ns,
         subreaper,
     };
-    let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected)?;
+    let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied)?;
     let landlock = match plan.landlock_abi {
         Some(abi) => Option::<OwnedFd>::from(jfs::ruleset(abi, &access, spec.network)?),
         None => None,
@@ -546,6 +573,19 @@ fn attempt(
         rlimits: plan.rlimits.clone(),
         drop_caps,
         reaper: plan.reaper,
+        notify: if kernel.seccomp {
+            let (parent_end, child_end) =
+                sys::socketpair().map_err(|source| JailError::Prepare {
+                    what: "creating the metadata supervisor's hand-off socket",
+                    source,
+                })?;
+            Some(NetHandoff {
+                child_end,
+                parent_end,
+            })
+        } else {
+            None
+        },
         net: match plan.net {
             NetPlan::Proxied(_) => {
                 let (parent_end, child_end) =
@@ -611,9 +651,34 @@ fn attempt(
         stderr,
         landlock,
         net,
+        notify,
+        seccomp: used_seccomp,
         ..
     } = prepared;
     drop((stdin, stdout, stderr, landlock));
+    // Without a mount namespace the metadata family is answered by the
+    // supervisor (see `super::metadata`) until the call ends.
+    let watch = match (used_seccomp.and_then(|p| p.notify), notify) {
+        (Some(_), Some(h)) => {
+            drop(h.child_end);
+            let grants = Grants::new(&write_grants, &spec.protect);
+            let started = sys::recv_fd(h.parent_end.as_raw_fd())
+                .map_err(|source| JailError::Prepare {
+                    what: "receiving the seccomp notification listener",
+                    source,
+                })
+                .and_then(|fd| Watch::start(fd, grants).map_err(JailError::from));
+            match started {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+                    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
+                    return Err(e.into());
+                }
+            }
+        }
+        _ => None,
+    };
     // The proxy runs until the call's tree is gone; dropping `egress`
     // closes its listener and connections, which frees the namespace.
     let egress = match (&net_plan, net) {
@@ -672,6 +737,7 @@ fn attempt(
     }
     let exit = sys::pidfd_wait(pidfd.as_raw_fd()).map_err(|source| JailError::Wait { source })?;
     drop(egress);
+    drop(watch);
     let pumped = pumped.map_err(|source| JailError::Wait { source })?;
 
     let mut limits_hit = Vec::new();
@@ -902,10 +968,24 @@ fn child_main(p: &mut Prepared) -> ! {
             fail(report, Step::Landlock, e);
         }
     }
-    // 11.
+    // 11. (then, without a mount namespace, the metadata filter, whose
+    // listener goes to the supervisor)
     if let Some(progs) = p.seccomp {
         if let Err(e) = seccomp::install(progs) {
             fail(report, Step::Seccomp, e);
+        }
+        if let (Some(_), Some(h)) = (progs.notify, &p.notify) {
+            let sent = seccomp::install_notify(progs).and_then(|fd| match fd {
+                Some(fd) => {
+                    let r = sys::send_fd(h.child_end.as_raw_fd(), fd);
+                    sys::close(fd);
+                    r
+                }
+                None => Ok(()),
+            });
+            if let Err(e) = sent {
+                fail(report, Step::Seccomp, e);
+            }
         }
     }
     // 12.

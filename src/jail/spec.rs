@@ -205,7 +205,8 @@ pub struct Enforcement {
     pub mount_tree: bool,
     /// What keeps metadata calls (chmod, chown, utimes, xattrs, inotify)
     /// off what the jail may not change: "tree" (read-only binds, absent
-    /// paths) or "seccomp" (refused for every path); empty when neither.
+    /// paths) or "seccomp" (decided by the supervisor through seccomp user
+    /// notification: only inside write grants); empty when neither.
     pub metadata_guard: String,
     /// New network namespace.
     pub net_namespace: bool,

@@ -1053,3 +1053,257 @@ pub fn close_from(first: RawFd) {
     // SAFETY: close_range(2) on a range of our own descriptors.
     unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, u32::MAX, 0u32) };
 }
+
+// --- seccomp user notification (the namespace-free jail's metadata
+// family, decided by the supervisor: see `super::metadata`).
+
+/// Installs `prog` as a seccomp filter on the calling thread with a new
+/// notification listener, and returns the listener fd (close-on-exec).
+/// Child-side: no allocation (`prog` is prepared before clone).
+pub fn seccomp_listener(prog: &[seccompiler::sock_filter]) -> SysResult<RawFd> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len()).map_err(|_| libc::EINVAL)?,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: seccomp(2) reads the `sock_fprog` and the `len` instructions
+    // it points to (seccompiler's `sock_filter` has the kernel's layout),
+    // which outlive the call.
+    let rc = check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    })?;
+    RawFd::try_from(rc).map_err(|_| libc::EBADF)
+}
+
+/// One pending notification: who asked for which system call.
+#[derive(Debug, Clone, Copy)]
+pub struct Notice {
+    /// The notification's id (for the answer and validity checks).
+    pub id: u64,
+    /// The calling thread's id (in the supervisor's PID namespace).
+    pub pid: u32,
+    /// The system call number.
+    pub nr: i32,
+    /// Its six arguments.
+    pub args: [u64; 6],
+}
+
+/// Receives the next notification from `listener` (blocks until one is
+/// pending: call after `poll` reported it readable). `Ok(None)` when the
+/// caller died before it could be received.
+pub fn notif_recv(listener: RawFd) -> io::Result<Option<Notice>> {
+    // SAFETY: seccomp_notif is plain data; zeroed is a valid value, and
+    // the kernel requires the buffer to be zeroed.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one seccomp_notif into `n`, whose size is
+    // the kernel's (checked by `notif_sizes_match`).
+    let rc = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(Notice {
+        id: n.id,
+        pid: n.pid,
+        nr: n.data.nr,
+        args: n.data.args,
+    }))
+}
+
+/// Whether the kernel's notification structures have the sizes this
+/// build was compiled with (`SECCOMP_GET_NOTIF_SIZES`).
+pub fn notif_sizes_match() -> bool {
+    // SAFETY: seccomp_notif_sizes is plain data.
+    let mut s: libc::seccomp_notif_sizes = unsafe { std::mem::zeroed() };
+    // SAFETY: seccomp(2) writes one seccomp_notif_sizes into `s`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_NOTIF_SIZES,
+            0,
+            &mut s as *mut libc::seccomp_notif_sizes,
+        )
+    };
+    rc == 0
+        && usize::from(s.seccomp_notif) == std::mem::size_of::<libc::seccomp_notif>()
+        && usize::from(s.seccomp_notif_resp) == std::mem::size_of::<libc::seccomp_notif_resp>()
+        && usize::from(s.seccomp_data) == std::mem::size_of::<libc::seccomp_data>()
+}
+
+/// True while notification `id` is still pending (its caller alive and
+/// waiting): after opening anything under `/proc/PID`, this proves the
+/// pid still names the caller.
+pub fn notif_id_valid(listener: RawFd, id: u64) -> bool {
+    // SAFETY: the ioctl reads one u64.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+}
+
+/// Answers notification `id`: `errno` 0 means the call succeeded (returns
+/// 0), otherwise it fails with that errno. A caller gone meanwhile is not
+/// an error.
+pub fn notif_send(listener: RawFd, id: u64, errno: i32) -> io::Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -errno,
+        flags: 0,
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_resp.
+    let rc = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Waits until `a` or `b` is readable or hung up; returns `a`'s
+/// `revents` and whether `b` is ready, retrying on `EINTR`.
+pub fn poll_two(a: RawFd, b: RawFd) -> io::Result<(libc::c_short, bool)> {
+    let mut fds = [
+        libc::pollfd {
+            fd: a,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: b,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: poll(2) on two valid pollfd entries.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if rc >= 0 {
+            return Ok((fds[0].revents, fds[1].revents != 0));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// Reads `buf.len()` bytes at `addr` in process `pid`'s memory
+/// (`process_vm_readv`); returns how many were read.
+pub fn read_process(pid: u32, addr: u64, buf: &mut [u8]) -> SysResult<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: the local iovec covers `buf`, writable for its length; the
+    // remote one is only an address in the other process, which the kernel
+    // checks.
+    let rc = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+    usize::try_from(rc).map_err(|_| errno())
+}
+
+/// `openat(dir, path, O_PATH | O_CLOEXEC | extra)`: a handle on a file
+/// that opens nothing for reading or writing (`dir` may be `AT_FDCWD`).
+pub fn open_path(dir: RawFd, path: &CStr, extra: libc::c_int) -> SysResult<OwnedFd> {
+    // SAFETY: path is NUL-terminated.
+    let fd = check_int(unsafe {
+        libc::openat(dir, path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | extra)
+    })?;
+    // SAFETY: a fresh fd nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstat(fd)`.
+pub fn fstat(fd: RawFd) -> SysResult<libc::stat> {
+    // SAFETY: stat is plain data.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat(2) with AT_EMPTY_PATH writes one stat for `fd`.
+    check_int(unsafe { libc::fstatat(fd, c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH) })?;
+    Ok(st)
+}
+
+/// `lstat(path)`.
+pub fn lstat(path: &CStr) -> SysResult<libc::stat> {
+    // SAFETY: stat is plain data.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated; one stat is written.
+    check_int(unsafe { libc::lstat(path.as_ptr(), &mut st) })?;
+    Ok(st)
+}
+
+/// `chmod(path, mode)` (follows a final link: used on `/proc/self/fd/N`).
+pub fn chmod(path: &CStr, mode: u32) -> SysResult<()> {
+    // SAFETY: path is NUL-terminated.
+    check_int(unsafe { libc::chmod(path.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
+/// `fchownat(fd, "", uid, gid, AT_EMPTY_PATH)`: the file `fd` is a handle
+/// on (a link itself when it is one); `u32::MAX` leaves an id unchanged.
+pub fn fchown_handle(fd: RawFd, uid: u32, gid: u32) -> SysResult<()> {
+    // SAFETY: an empty NUL-terminated path and integer ids.
+    check_int(unsafe { libc::fchownat(fd, c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH) }).map(drop)
+}
+
+/// `utimensat(fd, "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW)`: the
+/// file `fd` is a handle on; `None` sets both times to now.
+pub fn utimens_handle(fd: RawFd, times: Option<&[libc::timespec; 2]>) -> SysResult<()> {
+    let ptr = times.map_or(std::ptr::null(), |t| t.as_ptr());
+    // SAFETY: an empty NUL-terminated path; `ptr` is NULL or two timespecs.
+    check_int(unsafe {
+        libc::utimensat(
+            fd,
+            c"".as_ptr(),
+            ptr,
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+/// `setxattr(path, name, value, flags)` (follows a final link: used on
+/// `/proc/self/fd/N`).
+pub fn setxattr(path: &CStr, name: &CStr, value: &[u8], flags: i32) -> SysResult<()> {
+    // SAFETY: path and name are NUL-terminated; value is valid for its
+    // length.
+    check_int(unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    })
+    .map(drop)
+}
+
+/// `removexattr(path, name)` (follows a final link, as [`setxattr`]).
+pub fn removexattr(path: &CStr, name: &CStr) -> SysResult<()> {
+    // SAFETY: path and name are NUL-terminated.
+    check_int(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }).map(drop)
+}
+
+/// The supervisor's supplementary groups.
+pub fn groups() -> Vec<u32> {
+    // SAFETY: getgroups(0, NULL) only returns the count.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    let Ok(len) = usize::try_from(n) else {
+        return Vec::new();
+    };
+    let mut v = vec![0 as libc::gid_t; len];
+    // SAFETY: `v` has room for `len` gids.
+    let got = unsafe { libc::getgroups(n, v.as_mut_ptr()) };
+    v.truncate(usize::try_from(got).unwrap_or(0));
+    v
+}

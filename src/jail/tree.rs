@@ -117,14 +117,14 @@ pub enum MetadataGuard {
     /// The constructed tree: ungranted paths do not exist, read-only binds
     /// refuse every change (`EROFS`); write grants allow them.
     Tree,
-    /// No mount namespace: seccomp refuses the whole family with `EPERM`
-    /// for every path (write grants included), and protected paths inside
-    /// write grants cannot be enforced.
+    /// No mount namespace: seccomp hands the family to the supervisor,
+    /// which performs a change only inside write grants and outside the
+    /// protected paths (`super::metadata`); watches are refused.
     Seccomp,
 }
 
 /// Which mechanism covers metadata calls: the tree when the jail gets a
-/// mount namespace, else seccomp's blanket refusal.
+/// mount namespace, else the supervisor through seccomp user notification.
 pub fn metadata_guard(mount_namespace: bool) -> MetadataGuard {
     if mount_namespace {
         MetadataGuard::Tree

@@ -304,7 +304,7 @@ def daemon(marker, out_dir):
     print("PARENT-EXITING", flush=True)
 
 
-def chmod(path, mode="4755"):
+def chmod(path, mode="0777"):
     attempt(lambda: os.chmod(path, int(mode, 8)), f"chmod {mode} {path}")
 
 

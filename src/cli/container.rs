@@ -1,0 +1,43 @@
+//! `glovebox __container -- CMD…` (hidden, for CI): runs `CMD` under a
+//! seccomp filter like Docker's default profile for a process without
+//! `CAP_SYS_ADMIN` ([`glovebox::jail::seccomp::container_program`]): it
+//! cannot create or join namespaces, nor mount. `.ci/nouserns` runs the
+//! jail's tests under it (as root, as a container's root would be) besides
+//! bubblewrap's `--disable-userns`, so the namespace-free jail is tested
+//! the way both kinds of host refuse namespaces.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::ExitCode;
+
+/// `glovebox __container` arguments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let prog = glovebox::jail::seccomp::container_program()?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow::anyhow!("no command given; usage: glovebox __container -- CMD…"))?;
+    // Docker installs its profile without no_new_privs for root (it holds
+    // CAP_SYS_ADMIN); any other user needs it to install a filter.
+    if !nix::unistd::geteuid().is_root() {
+        nix::sys::prctl::set_no_new_privs()
+            .map_err(|e| anyhow::anyhow!("cannot set no_new_privs: {e}; run as root"))?;
+    }
+    seccompiler::apply_filter(&prog).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot install the container filter: {e}; use a kernel with seccomp filters"
+        )
+    })?;
+    let err = std::process::Command::new(program).args(rest).exec();
+    Err(anyhow::anyhow!(
+        "cannot execute {}: {err}",
+        program.to_string_lossy()
+    ))
+}
