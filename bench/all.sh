@@ -8,11 +8,12 @@
 # firejail, hyperfine, curl; only when missing), then runs each section's
 # script — jail.sh (sandbox vs bare, bwrap, firejail), run.sh (engine
 # cost), http.sh (http tool), serve.sh (server mode: calls/s, latency,
-# RSS), lint.sh (1,000 tools) — and headline.py (machine + target ratios).
+# RSS), warm.sh (warm python workers: served python call vs bare python),
+# lint.sh (1,000 tools) — and headline.py (machine + target ratios).
 # Each script also runs alone and rewrites only its own section of
 # bench/RESULTS.md. SECTIONS="jail run" limits the run to some sections.
 source "$(dirname "$0")/lib.sh"
-SECTIONS=${SECTIONS:-jail run http serve lint}
+SECTIONS=${SECTIONS:-jail run http serve warm lint}
 
 need_tools bwrap firejail hyperfine curl
 need_release

@@ -110,6 +110,15 @@ def main():
     transport = get("serve.transport") or "?"
     row(f"server calls/s at 8 clients ({transport})", "—" if v is None else f"{v:.0f}/s", "≥ 1,200/s",
         mark(v, 1200, below=False), ["serve.c8.calls_per_s"])
+    r = ratio("warm.warm.c1.p50_ms", "warm.bare_python_p50_ms")
+    row("served python call p50, warm, 1 client / bare `python3 -c pass`", fmt(r), "< 1.0×",
+        "pending" if r is None else ("met" if r < 1.0 else "**missed**"), ["warm.warm.c1.p50_ms"])
+    r = ratio("warm.cold.c1.p50_ms", "warm.bare_python_p50_ms")
+    row("served python call p50, `warm: false`, 1 client / bare `python3 -c pass`", fmt(r), "—", "",
+        ["warm.cold.c1.p50_ms"])
+    v = get("warm.warm.c8.calls_per_s")
+    row("served python calls/s at 8 clients, warm", "—" if v is None else f"{v:.0f}/s", "≥ 400/s",
+        mark(v, 400, below=False), ["warm.warm.c8.calls_per_s"])
     v = get("serve.rss_idle_mb")
     row("supervisor RSS idle", fmt(v, " MB"), "< 30 MB", mark(v, 30), ["serve.rss_idle_mb"])
     v = get("serve.rss_peak32_mb")

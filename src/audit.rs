@@ -1273,6 +1273,9 @@ pub const FIELDS: &[&str] = &[
     "acknowledged",
     "digest",
     "key_id",
+    "egress",
+    "network",
+    "placeholders",
 ];
 
 fn is_key(k: &str) -> bool {

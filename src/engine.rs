@@ -16,6 +16,7 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
+use crate::egress::placeholder::Placeholders;
 use crate::jail::{self, Output, Spec, Stdin};
 use crate::manifest::config::{AuditMode, Config};
 use crate::manifest::discover::resolve;
@@ -542,6 +543,25 @@ impl Engine {
                 )
             })?;
         let redact = Redactor::new(&secret_values);
+        // Code never sees a placeholder secret's value: command, python
+        // and agent-cli tools get its placeholder (environment and
+        // templates alike); http tools run no code and use the value.
+        let placeholders = if matches!(m.exec, Exec::Http(_)) {
+            Placeholders::default()
+        } else {
+            secrets::placeholders(&m.permissions, &secret_values).map_err(|e| {
+                Box::new(Outcome::failure(
+                    name,
+                    match e {
+                        secrets::SecretError::Hosts { .. } => ErrorKind::ManifestInvalid,
+                        secrets::SecretError::Placeholder(_) => ErrorKind::SecretMissing,
+                    },
+                    run::error_chain(&e),
+                    json!({}),
+                ))
+            })?
+        };
+        let jail_values = secrets::jail_values(&secret_values, &placeholders);
 
         let policy = Policy::for_tool(&self.project.root, m, config)
             .map(|p| p.with_surface(&self.project))
@@ -550,14 +570,15 @@ impl Engine {
         let bindings = Bindings {
             params: &params,
             inputs: &inputs,
-            secrets: &secret_values,
+            secrets: &jail_values,
         };
         intent.record(config)?;
         let job = Job {
             name,
             root: &self.project.root,
             policy: &policy,
-            secrets: &secret_values,
+            secrets: &jail_values,
+            placeholders: &placeholders,
             redact: &redact,
             schemas: &schemas,
             caller,
@@ -720,10 +741,43 @@ impl Engine {
             .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
         spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
+        let warm = self.warm_plan(name, exec, &spec, &cwd, chain.as_deref());
         let returns = exec.returns;
-        job.execute(spec, &interpreter.program, |r, redact| {
-            python::read(name, returns, r, redact)
-        })
+        job.execute_with(
+            spec,
+            &interpreter.program,
+            |spec| {
+                warm.as_ref()
+                    .and_then(|(pool, plan)| pool.run(plan, spec))
+                    .unwrap_or_else(|| run::start(spec))
+            },
+            |r, redact| python::read(name, returns, r, redact),
+        )
+    }
+}
+
+impl Engine {
+    /// The warm worker a python call may run in (`serve` and `mcp` only,
+    /// see [`run::warm`]): keyed by the tool's approval fingerprint, so
+    /// an edited manifest, module or venv never reaches an old worker.
+    fn warm_plan(
+        &self,
+        name: &str,
+        exec: &PythonExec,
+        spec: &Spec,
+        cwd: &std::path::Path,
+        chain: Option<&[python::Found]>,
+    ) -> Option<(&'static run::warm::Pool, run::warm::Plan)> {
+        let pool = run::warm::pool().filter(|_| exec.warm)?;
+        if !run::warm::eligible(spec) {
+            return None;
+        }
+        let tool = self.tool(name).ok()?;
+        let fingerprint = crate::approval::fingerprint(&self.project.root, tool).ok()?;
+        let watch = crate::footprint::of(&self.project.root, tool).files;
+        let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
+        let plan = run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?;
+        Some((pool, plan))
     }
 }
 
@@ -815,7 +869,9 @@ struct Job<'a> {
     name: &'a str,
     root: &'a std::path::Path,
     policy: &'a Policy,
+    /// The values the jail sees (placeholders for placeholder secrets).
     secrets: &'a IndexMap<String, String>,
+    placeholders: &'a Placeholders,
     redact: &'a Redactor,
     schemas: &'a Schemas,
     caller: &'a Caller,
@@ -863,13 +919,35 @@ impl Job<'_> {
     /// refusals into the warnings.
     fn execute(
         &self,
-        mut spec: Spec,
+        spec: Spec,
         program: &std::path::Path,
         read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
     ) -> Result<Outcome, Box<Outcome>> {
-        let gateway = self.network(&mut spec);
+        self.execute_with(spec, program, run::start, read)
+    }
+
+    /// [`Job::execute`] with `start` running the spec (a warm worker or
+    /// [`run::start`]).
+    fn execute_with(
+        &self,
+        mut spec: Spec,
+        program: &std::path::Path,
+        start: impl FnOnce(&Spec) -> Result<jail::JailResult, run::StartError>,
+        read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
+    ) -> Result<Outcome, Box<Outcome>> {
+        let gateway = match self.network(&mut spec) {
+            Ok(g) => g,
+            Err(e) => {
+                return Ok(Outcome::failure(
+                    self.name,
+                    ErrorKind::Internal,
+                    run::error_chain(&e),
+                    json!({}),
+                ))
+            }
+        };
         let absent = crate::surface::absent(self.root, &self.policy.write);
-        let started = run::start(&spec);
+        let started = start(&spec);
         let planted = crate::surface::undo_planted(&absent);
         let mut outcome = match started {
             Err(e) => run::jail_error(self.name, &e, program),
@@ -899,10 +977,16 @@ impl Job<'_> {
         };
         if spec.network && spec.direct_network {
             self.extra.push(("network", "direct".into()));
+            if !self.placeholders.is_empty() {
+                outcome.warnings.push(
+                    "direct network (sandbox.direct_network): no egress proxy, so placeholder secrets reached the network as placeholders only; their hosts got no real value".into(),
+                );
+            }
         }
         if let Some(g) = gateway {
-            self.extra
-                .push(run::egress::report(&mut outcome, g.log(), self.redact));
+            for field in run::egress::report(&mut outcome, g.log(), self.redact) {
+                self.extra.push(field);
+            }
         }
         Ok(outcome)
     }
@@ -910,18 +994,37 @@ impl Job<'_> {
     /// Sets up the network of `spec` under the policy: the egress proxy
     /// (returned, for its log), or the host network when the config opted
     /// into it.
-    fn network(&self, spec: &mut Spec) -> Option<Arc<crate::egress::Gateway>> {
+    ///
+    /// With placeholder secrets, the proxy intercepts their hosts with a
+    /// CA made for this call, and the jail gets the bundle that trusts it
+    /// in its private TMPDIR ([`crate::egress::intercept::CA_VARIABLES`]).
+    fn network(
+        &self,
+        spec: &mut Spec,
+    ) -> Result<Option<Arc<crate::egress::Gateway>>, crate::egress::intercept::InterceptError> {
+        use crate::egress::intercept::{Interception, CA_FILE, CA_VARIABLES};
         spec.network = self.policy.network;
         if !self.policy.network {
-            return None;
+            return Ok(None);
         }
         if self.policy.direct_network {
             spec.direct_network = true;
-            return None;
+            return Ok(None);
         }
-        let g = Arc::new(crate::egress::Gateway::new(self.policy.egress_rules()));
+        let mut rules = self.policy.egress_rules();
+        if !self.placeholders.is_empty() {
+            let i = Interception::new(self.placeholders.clone(), self.policy.extra_ca.clone())?;
+            let (bundle, _) = i.bundle();
+            spec.home_files.push(jail::HomeFile {
+                name: CA_FILE.into(),
+                contents: bundle,
+                variables: CA_VARIABLES.iter().map(|v| v.to_string()).collect(),
+            });
+            rules.intercept = Some(Arc::new(i));
+        }
+        let g = Arc::new(crate::egress::Gateway::new(rules));
         spec.gateway = Some(g.clone());
-        Some(g)
+        Ok(Some(g))
     }
 }
 

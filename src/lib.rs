@@ -34,7 +34,9 @@
 //!   own network namespace, whose only way out is the supervisor's egress
 //!   proxy (HTTP `CONNECT`, absolute-form HTTP, SOCKS5) behind the same
 //!   SSRF guard as http tools, host allowlists, never glovebox's own
-//!   servers, and a per-call log of every connection for the audit line.
+//!   servers, and a per-call log of every connection for the audit line;
+//!   placeholder secrets (the tool holds a stand-in, the proxy adds the
+//!   value for the secret's hosts only, HTTPS read with a per-call CA).
 //! - [`jail`]: the confined child process — its own root built from
 //!   read-only binds of what it is granted ([`jail::tree`]), Landlock,
 //!   seccomp, PID / mount / IPC (/ user / network) namespaces, cgroup

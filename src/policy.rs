@@ -82,6 +82,12 @@ pub struct Policy {
     pub baseline: FsAccess,
     /// Names of the secrets the tool receives.
     pub secrets: Vec<String>,
+    /// The placeholder secrets among them and their hosts: the tool gets a
+    /// stand-in, the egress proxy adds the value for these hosts only.
+    pub placeholder_hosts: Vec<(String, Vec<String>)>,
+    /// `security.http.extra_ca_file`, resolved: trusted for the proxy's
+    /// TLS to a placeholder secret's hosts too.
+    pub extra_ca: Option<PathBuf>,
     /// Resource limits.
     pub limits: Limits,
     /// Whether degraded mode is on (config `sandbox.degraded`).
@@ -216,6 +222,17 @@ impl Policy {
             profiles: jail::profile::names(p.network.enabled()).to_vec(),
             baseline: jail::profile::baseline(p.network.enabled())?,
             secrets: p.secrets.keys().cloned().collect(),
+            placeholder_hosts: p
+                .secrets
+                .iter()
+                .filter_map(|(n, s)| s.hosts.clone().map(|h| (n.clone(), h)))
+                .collect(),
+            extra_ca: config
+                .security
+                .http
+                .extra_ca_file
+                .as_ref()
+                .map(|f| resolve(root, f)),
             limits,
             degraded: config.sandbox.degraded,
             protected: Vec::new(),
@@ -310,6 +327,7 @@ impl Policy {
                 .as_ref()
                 .and_then(|l| crate::egress::Allowlist::parse(l).ok()),
             allow_private: self.allow_private,
+            intercept: None,
         }
     }
 
@@ -408,7 +426,19 @@ impl Policy {
             if self.secrets.is_empty() {
                 "(none)".to_string()
             } else {
-                self.secrets.join(", ")
+                self.secrets
+                    .iter()
+                    .map(|n| {
+                        match self.placeholder_hosts.iter().find(|(p, _)| p == n) {
+                            Some((_, hosts)) => format!(
+                                "{n} (placeholder: the tool gets a stand-in; the egress proxy adds the value only for {})",
+                                hosts.join(", ")
+                            ),
+                            None => format!("{n} (the value itself, in the environment)"),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
             }
         );
         let l = &self.limits;

@@ -746,6 +746,7 @@ fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
         let gateway = Arc::new(Gateway::new(Rules {
             allow: None,
             allow_private: true,
+            ..Rules::default()
         }));
         let mut spec = Spec::new(["curl", "-sS", "--max-time", "20", url]);
         spec.network = true;

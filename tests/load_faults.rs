@@ -386,6 +386,9 @@ fn a_tool_that_never_reads_its_stdin_gives_a_clean_result() {
     // A python tool gets its request on stdin. This "venv" interpreter
     // never reads it: it says it ran, then either exits or sleeps, while
     // the server has a request far larger than a pipe buffer to feed.
+    // (Cold, `warm: false`: a warm worker gets no request on its stdin,
+    // and one that never answers makes the call run cold — the
+    // interpreter would run twice. tests/jail_warm.rs covers warm.)
     f.script(
         "venv/bin/python3",
         "#!/bin/sh\necho ran >> ran\nif [ -e sleep-first ]; then sleep 2; fi\nexit 0\n",
@@ -395,7 +398,7 @@ fn a_tool_that_never_reads_its_stdin_gives_a_clean_result() {
     f.tool(&python_tool(
         "deaf",
         schema(json!({"blob": {"type": "string"}})),
-        json!({"module": "mod", "function": "go", "venv": "venv"}),
+        json!({"module": "mod", "function": "go", "venv": "venv", "warm": false}),
         write_root(),
     ));
     let blob = "x".repeat(1 << 20);

@@ -23,6 +23,8 @@ pub struct Args {
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let live = super::live(cli)?;
+    // Python tools fork warm workers (the CLI `run` stays cold).
+    glovebox::run::warm::enable();
     live.calls().set_limits(CallLimits {
         max_concurrent: args.max_concurrent,
         max_queued: args.max_queued,
@@ -38,5 +40,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     })?;
     // Calls still running belong to a client that is gone: do not wait.
     runtime.shutdown_background();
+    // Idle warm workers end with their jails (and private HOMEs) removed.
+    glovebox::run::warm::shutdown();
     Ok(ExitCode::SUCCESS)
 }

@@ -137,6 +137,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             Ok(Arc::new(Gateway::new(Rules {
                 allow,
                 allow_private: args.allow_private,
+                intercept: None,
             })))
         })
         .transpose()?;

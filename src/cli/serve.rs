@@ -102,6 +102,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     };
     options.check()?;
     let live = super::live(cli)?;
+    // Python tools fork warm workers (the CLI `run` stays cold).
+    glovebox::run::warm::enable();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -123,6 +125,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         .await
     })?;
     runtime.shutdown_background();
+    // Idle warm workers end with their jails (and private HOMEs) removed.
+    glovebox::run::warm::shutdown();
     eprintln!("glovebox: stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -22,6 +22,24 @@ pub struct Rules {
     /// `security.http.allow_private`: loopback and private ranges pass
     /// the guard (link-local, metadata and glovebox's own listeners never).
     pub allow_private: bool,
+    /// The call's placeholder secrets: connections to their hosts are
+    /// intercepted after this decision ([`super::intercept`]).
+    pub intercept: Option<std::sync::Arc<super::intercept::Interception>>,
+}
+
+impl Rules {
+    /// The interception for a connection to `host`:`port`, when one of
+    /// the call's placeholder secrets is meant for it.
+    pub fn interception_for(
+        &self,
+        host: &Host,
+        port: u16,
+    ) -> Option<std::sync::Arc<super::intercept::Interception>> {
+        self.intercept
+            .as_ref()
+            .filter(|i| i.placeholders().any_for(host, port))
+            .cloned()
+    }
 }
 
 /// Why a destination was refused, in the words of the egress log.
@@ -170,7 +188,7 @@ mod tests {
     fn the_allowlist_is_checked_before_any_lookup() {
         let rules = Rules {
             allow: Some(Allowlist::parse(&["pypi.org:443"]).unwrap()),
-            allow_private: false,
+            ..Rules::default()
         };
         let h = |s: &str| Host::parse(s).unwrap();
         assert!(check_host(&rules, &h("pypi.org"), 443).is_ok());

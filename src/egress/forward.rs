@@ -10,6 +10,11 @@
 //! - SOCKS5 without authentication, `CONNECT` only, by name (`socks5h`),
 //!   IPv4 or IPv6 address.
 //!
+//! A destination one of the call's placeholder secrets is meant for is
+//! handed, after the decision, to [`super::intercept`] instead of being
+//! relayed; a placeholder seen in plain HTTP to any other host is sent on
+//! as it is and logged as a refused use.
+//!
 //! A refused destination gets a `403` (SOCKS5: "not allowed by ruleset")
 //! whose body says why, so the tool's own error message carries the reason.
 
@@ -20,6 +25,7 @@ use tokio::net::TcpStream;
 
 use super::allow::Host;
 use super::decide::{self, Refusal, Rules};
+use super::intercept;
 use super::log::{Entry, Log};
 use super::relay::relay;
 
@@ -165,6 +171,16 @@ async fn http(mut client: TcpStream, rules: &Rules, log: &Log) {
                 {
                     return;
                 }
+                if let Some((h, i)) = parsed
+                    .as_ref()
+                    .and_then(|(h, _)| rules.interception_for(h, port).map(|i| (h, i)))
+                {
+                    let (host, log) = (h.clone(), log.clone());
+                    return intercept::tunnel(
+                        i, client, rest, upstream, host, shown, port, log, entry,
+                    )
+                    .await;
+                }
                 if !rest.is_empty() {
                     if upstream.write_all(&rest).await.is_err() {
                         return;
@@ -243,6 +259,18 @@ async fn http(mut client: TcpStream, rules: &Rules, log: &Log) {
         out.extend_from_slice(format!("Host: {authority}\r\n").as_bytes());
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
+    if let Some((h, i)) = host
+        .as_ref()
+        .and_then(|h| rules.interception_for(h, port).map(|i| (h.clone(), i)))
+    {
+        out.extend_from_slice(&rest);
+        let log = log.clone();
+        return intercept::forward_plain(i, client, out, upstream, h, shown, port, log, entry)
+            .await;
+    }
+    if let Some(i) = &rules.intercept {
+        intercept::watch(i, &[&out, &rest], &shown, port, log);
+    }
     out.extend_from_slice(&rest);
     if upstream.write_all(&out).await.is_err() {
         return;
@@ -307,9 +335,28 @@ async fn socks5(mut client: TcpStream, rules: &Rules, log: &Log) {
         .unwrap_or_else(|| "(invalid)".into());
     match dial(rules, log, &shown, host.as_ref(), port, "socks5").await {
         Ok((upstream, entry)) => {
-            if client.write_all(&answer(0)).await.is_ok() {
-                relay(client, upstream, &entry).await;
+            if client.write_all(&answer(0)).await.is_err() {
+                return;
             }
+            if let Some((h, i)) = host
+                .as_ref()
+                .and_then(|h| rules.interception_for(h, port).map(|i| (h, i)))
+            {
+                let (h, log) = (h.clone(), log.clone());
+                return intercept::tunnel(
+                    i,
+                    client,
+                    Vec::new(),
+                    upstream,
+                    h,
+                    shown,
+                    port,
+                    log,
+                    entry,
+                )
+                .await;
+            }
+            relay(client, upstream, &entry).await;
         }
         Err(r) => {
             let _ = client

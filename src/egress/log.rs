@@ -72,10 +72,57 @@ impl Connection {
     }
 }
 
+/// How a placeholder secret was used on one host, as reported (never a
+/// value: names and counts only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretUse {
+    /// The secret's name.
+    pub secret: String,
+    /// The host as the tool named it.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// Placeholders swapped for the real value (the secret's own hosts).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub swapped: u64,
+    /// Requests the real value was added to as a header (`inject`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub injected: u64,
+    /// Placeholders sent on unchanged (any other host, or a body when the
+    /// secret did not opt into bodies).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused: u64,
+    /// Real values turned back into the placeholder in a response.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub hidden: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What happened to a placeholder secret (see [`Log::secret_use`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Swapped for the real value.
+    Swapped,
+    /// The real value set as a header.
+    Injected,
+    /// Sent on as a placeholder.
+    Refused,
+    /// A real value in a response turned into the placeholder.
+    Hidden,
+}
+
+/// Notes kept per call (TLS interception failures); more are counted.
+pub const MAX_NOTES: usize = 32;
+
 #[derive(Debug, Default)]
 struct Inner {
     entries: Vec<Arc<Entry>>,
     unrecorded: u64,
+    uses: Vec<SecretUse>,
+    notes: Vec<String>,
 }
 
 /// The log of one call, shared by the proxy's connections.
@@ -130,6 +177,74 @@ impl Log {
         (list, inner.unrecorded)
     }
 
+    /// Counts `n` uses of placeholder secret `secret` on `host`:`port`.
+    pub fn secret_use(&self, secret: &str, host: &str, port: u16, what: Use, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let at = inner
+            .uses
+            .iter()
+            .position(|u| u.secret == secret && u.host == host && u.port == port);
+        let at = match at {
+            Some(i) => i,
+            None if inner.uses.len() < MAX_ENTRIES => {
+                inner.uses.push(SecretUse {
+                    secret: secret.into(),
+                    host: host.into(),
+                    port,
+                    swapped: 0,
+                    injected: 0,
+                    refused: 0,
+                    hidden: 0,
+                });
+                inner.uses.len() - 1
+            }
+            None => return,
+        };
+        let u = &mut inner.uses[at];
+        let counter = match what {
+            Use::Swapped => &mut u.swapped,
+            Use::Injected => &mut u.injected,
+            Use::Refused => &mut u.refused,
+            Use::Hidden => &mut u.hidden,
+        };
+        *counter = counter.saturating_add(n);
+    }
+
+    /// The uses of placeholder secrets so far, per secret and host.
+    pub fn secret_uses(&self) -> Vec<SecretUse> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.uses.clone()
+    }
+
+    /// Keeps a note for the call's warnings (the same note once).
+    pub fn note(&self, text: String) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.notes.len() < MAX_NOTES && !inner.notes.contains(&text) {
+            inner.notes.push(text);
+        }
+    }
+
+    /// The notes, then one line per placeholder sent where it is useless.
+    pub fn secret_warnings(&self) -> Vec<String> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = inner.notes.clone();
+        for u in inner.uses.iter().filter(|u| u.refused > 0) {
+            let host = if u.host.contains(':') && !u.host.starts_with('[') {
+                format!("[{}]", u.host)
+            } else {
+                u.host.clone()
+            };
+            out.push(format!(
+                "refused use of secret {} on {host}:{}: not one of its hosts (or a body it did not opt into), so only its placeholder was sent ×{}",
+                u.secret, u.port, u.refused
+            ));
+        }
+        out
+    }
+
     /// One line per refused connection (duplicates folded, with a count).
     pub fn refusals(&self) -> Vec<String> {
         let mut out: Vec<(String, usize)> = Vec::new();
@@ -175,6 +290,33 @@ mod tests {
         );
         let json = serde_json::to_string(&list[1]).unwrap();
         assert!(json.contains("\"allowed\":false") && json.contains("\"reason\":\"private\""));
+    }
+
+    #[test]
+    fn placeholder_uses_are_counted_per_secret_and_host() {
+        let log = Log::default();
+        log.secret_use("T", "api.example.com", 443, Use::Swapped, 2);
+        log.secret_use("T", "api.example.com", 443, Use::Swapped, 1);
+        log.secret_use("T", "api.example.com", 443, Use::Hidden, 1);
+        log.secret_use("T", "evil.example", 80, Use::Refused, 1);
+        log.secret_use("T", "evil.example", 80, Use::Swapped, 0);
+        log.note("a note".into());
+        log.note("a note".into());
+        let uses = log.secret_uses();
+        assert_eq!(uses.len(), 2);
+        assert_eq!(
+            (uses[0].swapped, uses[0].hidden, uses[0].refused),
+            (3, 1, 0)
+        );
+        let json = serde_json::to_string(&uses[1]).unwrap();
+        assert_eq!(
+            json,
+            r#"{"secret":"T","host":"evil.example","port":80,"refused":1}"#
+        );
+        let w = log.secret_warnings();
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0], "a note");
+        assert!(w[1].starts_with("refused use of secret T on evil.example:80"));
     }
 
     #[test]

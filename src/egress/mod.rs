@@ -25,15 +25,21 @@
 //! - [`log`]: each call's connections (host, port, allowed or refused and
 //!   why, bytes each way), for the audit line and the Outcome's warnings.
 //!
-//! Room for placeholder secrets (issue 17): a host that needs one will be
-//! answered by TLS interception in [`forward`] after [`decide`] allowed it;
-//! nothing else changes.
+//! - [`placeholder`]: placeholder secrets (the tool holds a stand-in of
+//!   the same shape, the supervisor the value) and the swapper that trades
+//!   one for the other in a stream;
+//! - [`intercept`]: the connections to a placeholder secret's hosts, read
+//!   after [`decide`] allowed them (HTTPS with a CA made for the call):
+//!   the value goes to those hosts only, every other host is tunnelled
+//!   untouched.
 
 pub mod allow;
 pub mod decide;
 pub mod forward;
+pub mod intercept;
 pub mod listeners;
 pub mod log;
+pub mod placeholder;
 pub mod relay;
 
 use std::sync::{Arc, Mutex};
@@ -43,6 +49,9 @@ pub use decide::Rules;
 pub use log::{Connection, Log};
 
 use crate::jail;
+
+/// How long connections still open when the call ends may take to finish.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Connections served at once per call; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -171,6 +180,13 @@ impl jail::Gateway for Gateway {
                 }
             }
             drop(listener);
+            // The tool is gone, so its connections are closing: let them
+            // finish what they are recording (a refused TLS handshake, the
+            // last bytes) for a moment, then cut what is left.
+            let _ = tokio::time::timeout(STOP_GRACE, async {
+                while tasks.join_next().await.is_some() {}
+            })
+            .await;
             tasks.abort_all();
             while tasks.join_next().await.is_some() {}
         });

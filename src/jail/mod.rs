@@ -61,8 +61,8 @@ pub use cancel::Cancel;
 pub use fs::FsAccess;
 pub use spawn::run;
 pub use spec::{
-    Attached, Enforcement, Gateway, JailResult, LimitHit, Limits, Output, Spec, Status, Stdin,
-    PROXY_URL,
+    Attached, Channel, Enforcement, Gateway, HomeFile, JailResult, LimitHit, Limits, Output, Spec,
+    Status, Stdin, PROXY_URL,
 };
 
 use crate::kind::ErrorKind;

@@ -337,6 +337,42 @@ fn environment(spec: &Spec, home: &Path) -> Vec<(OsString, OsString)> {
     env
 }
 
+/// Writes the spec's files into the private home (mode 0644) and sets
+/// the variables that name them.
+fn home_files(
+    spec: &Spec,
+    home: &Path,
+    env: &mut Vec<(OsString, OsString)>,
+) -> Result<(), JailError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for f in &spec.home_files {
+        if f.name.is_empty() || f.name.contains('/') || f.name == "." || f.name == ".." {
+            return Err(JailError::InvalidSpec {
+                message: format!("home file name {:?} is not a plain file name", f.name),
+            });
+        }
+        let path = home.join(&f.name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&path)
+            .and_then(|mut file| {
+                std::io::Write::write_all(&mut file, &f.contents)?;
+                file.set_permissions(std::fs::Permissions::from_mode(0o644))
+            })
+            .map_err(|source| JailError::Prepare {
+                what: "writing a file into the private home directory",
+                source,
+            })?;
+        for v in &f.variables {
+            env.retain(|(k, _)| k != v.as_str());
+            env.push((v.into(), path.as_os_str().to_owned()));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `spec` in a jail and waits for it.
 ///
 /// Until this process has probed the kernel ([`probe::kernel`]), a call is
@@ -488,6 +524,7 @@ fn attempt(
     if matches!(plan.net, NetPlan::Proxied(_)) {
         net::proxy_environment(&mut env);
     }
+    home_files(spec, home.path(), &mut env)?;
     let path_var = env
         .iter()
         .find(|(k, _)| k == "PATH")
@@ -531,6 +568,12 @@ fn attempt(
             Some(fd) => (fd, None),
             None => (open_null()?, None),
         },
+        Stdin::Channel(channel) => (
+            high(channel.take().ok_or_else(|| JailError::InvalidSpec {
+                message: "the control channel was already given to another process".into(),
+            })?)?,
+            None,
+        ),
     };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;

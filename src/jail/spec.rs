@@ -52,6 +52,27 @@ pub enum Stdin {
     /// The supervisor's own stdin, passed through only when it is a pipe or
     /// a regular file (never a terminal or a socket); otherwise `/dev/null`.
     InheritIfSafe,
+    /// This descriptor (one end of a socket pair: a warm worker's control
+    /// channel, see `crate::run::warm`). Taken by the first run that uses
+    /// it, so the jailed process holds the only copy: its end closes when
+    /// the process ends.
+    Channel(Channel),
+}
+
+/// A descriptor handed to exactly one jailed process as its stdin.
+#[derive(Debug, Clone, Default)]
+pub struct Channel(std::sync::Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
+
+impl Channel {
+    /// Wraps `fd`.
+    pub fn new(fd: std::os::fd::OwnedFd) -> Channel {
+        Channel(std::sync::Arc::new(std::sync::Mutex::new(Some(fd))))
+    }
+
+    /// The descriptor, once.
+    pub fn take(&self) -> Option<std::os::fd::OwnedFd> {
+        self.0.lock().ok().and_then(|mut fd| fd.take())
+    }
 }
 
 /// What happens to the child's stdout and stderr.
@@ -83,6 +104,19 @@ pub trait Gateway: std::fmt::Debug + Send + Sync {
 /// A running [`Gateway`]; dropping it stops the proxy.
 pub trait Attached: Send {}
 
+/// A file the jail writes into the call's private TMPDIR (its HOME)
+/// before the tool starts, and the variables set to its path (the CA
+/// bundle of a call with placeholder secrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeFile {
+    /// The file name (no `/`).
+    pub name: String,
+    /// Its contents (world-readable: the tool may run as another uid).
+    pub contents: Vec<u8>,
+    /// Variables set to the file's path, after every other one.
+    pub variables: Vec<String>,
+}
+
 /// Everything needed to start one jailed process.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -94,6 +128,8 @@ pub struct Spec {
     /// Extra environment variables (secrets, `--env`), on top of the
     /// minimal base (`PATH`, `HOME`, `TMPDIR`, `LANG`, `TZ`).
     pub env: Vec<(OsString, OsString)>,
+    /// Files written into the private TMPDIR, and the variables naming them.
+    pub home_files: Vec<HomeFile>,
     /// Filesystem access, on top of the profile baseline.
     pub fs: FsAccess,
     /// Paths kept read-only even inside `fs.write` grants (the project's
@@ -140,6 +176,7 @@ impl Spec {
             argv: argv.into_iter().map(Into::into).collect(),
             cwd: PathBuf::from("/"),
             env: Vec::new(),
+            home_files: Vec::new(),
             fs: FsAccess::default(),
             protect: Vec::new(),
             network: false,

@@ -938,12 +938,26 @@ pub fn wait_signal(sigs: &[i32]) -> i32 {
 ///
 /// The same rules as [`clone_process`] apply to the child.
 pub unsafe fn fork_plain() -> SysResult<libc::pid_t> {
-    // SAFETY: the caller upholds async-signal-safety in the child.
-    let pid = unsafe { libc::fork() };
+    // SAFETY: raw clone(2) with only SIGCHLD and a NULL stack is fork(2)
+    // without glibc's fork wrapper: this runs in a process made by a raw
+    // clone of a multi-threaded supervisor, where glibc's own locks
+    // (malloc arenas, stdio) may be copied in the held state, and its
+    // fork() takes them (atfork) and would wait forever. The caller
+    // upholds async-signal-safety in the child.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+            0 as libc::c_ulong,
+        )
+    };
     if pid < 0 {
         Err(errno())
     } else {
-        Ok(pid)
+        Ok(pid as libc::pid_t)
     }
 }
 

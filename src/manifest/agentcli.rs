@@ -567,6 +567,9 @@ pub fn manifest(dir: &Path, e: &Entry) -> Manifest {
                 Secret {
                     kind: SecretType::String,
                     required: false,
+                    hosts: None,
+                    inject: None,
+                    body: false,
                 },
             )
         })

@@ -112,6 +112,15 @@ rules! {
     HttpWithoutNetwork = "http-without-network", Warning;
     /// A `permissions.network.allow` entry that is not a host pattern.
     NetworkPatternInvalid = "network-pattern-invalid", Error;
+    /// A placeholder secret's `hosts` entry the tool's network allowlist
+    /// does not cover (the proxy would never reach it).
+    SecretHostsOutsideNetwork = "secret-hosts-outside-network", Error;
+    /// A networked command, python or agent-cli tool handed a secret's
+    /// value (no `hosts`): its code can send it anywhere it reaches.
+    SecretWithoutHosts = "secret-without-hosts", Warning;
+    /// `hosts` on an http tool's secret: http tools never give a secret
+    /// to code, so it changes nothing there.
+    SecretHostsOnHttpTool = "secret-hosts-on-http-tool", Warning;
     /// A placeholder in `exec.command.entrypoint` lets the caller pick the program.
     EntrypointPlaceholder = "entrypoint-placeholder", Warning;
     /// A relative entrypoint path that does not exist.

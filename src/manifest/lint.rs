@@ -199,6 +199,7 @@ impl Lint<'_> {
         self.paths(&doc);
         self.http_permissions(&doc);
         self.network_patterns(&doc);
+        self.secret_hosts(&doc);
         self.dispatch(&doc, &input_names);
         self.entrypoint(&doc, &input_names);
         if let Some(validator) = inputs {
@@ -581,6 +582,95 @@ impl Lint<'_> {
                     Rule::NetworkPatternInvalid,
                     doc.positions.value(&pointer),
                     format!("`permissions.network.allow[{i}]`: {e}"),
+                );
+            }
+        }
+    }
+
+    /// `secret-hosts-outside-network` (each `permissions.secrets.NAME.hosts`
+    /// entry must parse and lie inside the network allowlist),
+    /// `secret-without-hosts` (a networked tool that runs code and gets a
+    /// secret's value) and `secret-hosts-on-http-tool`.
+    fn secret_hosts(&mut self, doc: &Document) {
+        let Some(secrets) = doc
+            .value
+            .pointer("/permissions/secrets")
+            .and_then(Value::as_object)
+        else {
+            return;
+        };
+        let network = doc.value.pointer("/permissions/network");
+        // None: any host; Some(list): only those (`false` is the empty list).
+        let allow: Option<crate::egress::Allowlist> = match network {
+            None | Some(Value::Bool(false)) => Some(crate::egress::Allowlist::default()),
+            Some(Value::Bool(true)) => None,
+            Some(v) => {
+                let list = v.get("allow").unwrap_or(v);
+                let texts: Vec<&str> = list
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let parsed: Vec<&str> = texts
+                    .into_iter()
+                    .filter(|t| crate::egress::Pattern::parse(t).is_ok())
+                    .collect();
+                crate::egress::Allowlist::parse(&parsed).ok()
+            }
+        };
+        let networked = !matches!(network, None | Some(Value::Bool(false)));
+        let runs_code = doc.value.get("kind").and_then(Value::as_str) != Some("http");
+        for (name, spec) in secrets {
+            let Some(hosts) = spec.get("hosts").and_then(Value::as_array) else {
+                if networked && runs_code {
+                    self.report(
+                        Rule::SecretWithoutHosts,
+                        doc.positions
+                            .key(&yaml::pointer_of(["permissions", "secrets", name])),
+                        format!(
+                            "secret {name} reaches the tool's code as its value, which the code can send to any host it reaches; add `hosts: [the hosts it is for]` and the code gets a placeholder, the egress proxy adding the value for those hosts only"
+                        ),
+                    );
+                }
+                continue;
+            };
+            if !runs_code {
+                self.report(
+                    Rule::SecretHostsOnHttpTool,
+                    doc.positions.key(&yaml::pointer_of([
+                        "permissions",
+                        "secrets",
+                        name,
+                        "hosts",
+                    ])),
+                    format!(
+                        "`hosts` of secret {name} changes nothing on an http tool: glovebox sends the request itself and its code never holds the value; remove it"
+                    ),
+                );
+                continue;
+            }
+            for (i, item) in hosts.iter().enumerate() {
+                let Some(text) = item.as_str() else { continue };
+                let pointer =
+                    yaml::pointer_of(["permissions", "secrets", name, "hosts", &i.to_string()]);
+                let message = match crate::egress::Pattern::parse(text) {
+                    Err(e) => format!("`permissions.secrets.{name}.hosts[{i}]`: {e}"),
+                    Ok(p) => {
+                        let inside = match &allow {
+                            None => true,
+                            Some(list) => list.patterns().iter().any(|a| a.covers(&p)),
+                        };
+                        if inside {
+                            continue;
+                        }
+                        format!(
+                            "`permissions.secrets.{name}.hosts[{i}]` ({p}) is outside the tool's network allowlist, so the value could never be sent there; add it to permissions.network.allow or narrow the secret's hosts"
+                        )
+                    }
+                };
+                self.report(
+                    Rule::SecretHostsOutsideNetwork,
+                    doc.positions.value(&pointer),
+                    message,
                 );
             }
         }

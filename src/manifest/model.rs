@@ -453,6 +453,16 @@ pub struct PythonExec {
     /// Wall-clock limit in milliseconds.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+    /// Under `serve` and `mcp`, calls fork a warm worker that has already
+    /// imported the module (module-level code runs once per worker, not
+    /// per call; see `crate::run::warm`). `false`: every call starts its
+    /// own interpreter, as `run` always does.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub warm: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// `permissions`: everything a call may touch. The default allows nothing.
@@ -553,6 +563,36 @@ pub struct Secret {
     /// Whether the call fails when the variable is unset.
     #[serde(default = "yes")]
     pub required: bool,
+    /// The hosts the secret is meant for (network allowlist patterns).
+    /// With `hosts` it is a *placeholder secret*: the tool gets a random
+    /// stand-in of the same length and glovebox's egress proxy swaps in
+    /// the real value only on connections to these hosts (see
+    /// [`crate::egress::placeholder`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<String>>,
+    /// A header the proxy sets on every request to `hosts`, the real
+    /// value put in `format` (a placeholder secret only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inject: Option<Inject>,
+    /// Also swap the placeholder in request bodies sent to `hosts`
+    /// (headers only by default).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub body: bool,
+}
+
+/// `permissions.secrets.NAME.inject`: a header the egress proxy sets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inject {
+    /// The header's name (`Authorization`).
+    pub header: String,
+    /// Its value, `{}` standing for the secret (`Bearer {}`); default `{}`.
+    #[serde(default = "just_the_value")]
+    pub format: String,
+}
+
+fn just_the_value() -> String {
+    "{}".into()
 }
 
 /// Type of a secret value.

@@ -2,16 +2,33 @@
 //! the audit line (`egress=[…]`), each refusal as a warning ("refused
 //! connect to 10.0.0.5:22 (private)") and, when the call failed, in
 //! `error.details.egress_refused` too — so a user sees why instead of a
-//! bare timeout.
+//! bare timeout. A call with placeholder secrets also gets their uses per
+//! host (`placeholders=[…]`) and a warning for each placeholder sent where
+//! it is useless or for a client that refused the call's CA.
 
 use serde_json::Value;
 
 use super::{Outcome, Redactor};
 use crate::egress::Log;
 
-/// Adds `log`'s refusals to `outcome` and returns the audit field
-/// (secret values redacted).
-pub fn report(outcome: &mut Outcome, log: &Log, redact: &Redactor) -> (&'static str, String) {
+/// Adds `log`'s refusals to `outcome` and returns the audit fields
+/// (secret values redacted): `egress`, and `placeholders` (the uses of
+/// placeholder secrets per host: names and counts, never a value) when
+/// there were any.
+pub fn report(outcome: &mut Outcome, log: &Log, redact: &Redactor) -> Vec<(&'static str, String)> {
+    let mut fields = vec![connections(outcome, log, redact)];
+    let uses = log.secret_uses();
+    if !uses.is_empty() {
+        let list = redact.value(serde_json::to_value(&uses).unwrap_or(Value::Null));
+        fields.push(("placeholders", list.to_string()));
+    }
+    outcome
+        .warnings
+        .extend(log.secret_warnings().iter().map(|w| redact.text(w)));
+    fields
+}
+
+fn connections(outcome: &mut Outcome, log: &Log, redact: &Redactor) -> (&'static str, String) {
     let (connections, unrecorded) = log.connections();
     let mut list = serde_json::to_value(&connections).unwrap_or(Value::Null);
     if unrecorded > 0 {

@@ -4,7 +4,9 @@
 //! [`crate::engine::Engine::call`] decides everything before a process
 //! starts (tool, inputs, approval, secrets, policy); this module turns the
 //! decision into a [`crate::jail::Spec`] and the jail's result into an
-//! [`Outcome`].
+//! [`Outcome`]. Under the servers a python call may run in a [`warm`]
+//! worker instead of a fresh jail; it yields the same kind of result, read
+//! by the same code.
 
 pub mod agentcli;
 pub mod command;
@@ -14,6 +16,7 @@ pub mod outcome;
 pub mod python;
 pub mod secrets;
 pub mod select;
+pub mod warm;
 
 use std::path::Path;
 

@@ -103,8 +103,33 @@ pub fn request(
         Format::Json => "json",
         Format::Text => "text",
     };
+    json!({
+        "cwd": cwd,
+        "chain": chain_json(exec, chain),
+        "module": exec.module,
+        "function": exec.function,
+        "args": args,
+        "kwargs": kwargs,
+        "return": returns,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// What a warm worker's zygote imports (see `crate::run::warm`): the
+/// module as [`resolve_module`] found it, never a call's parameters.
+pub fn init_request(exec: &PythonExec, cwd: &Path, chain: Option<&[Found]>, idle_s: u64) -> Value {
+    json!({
+        "cwd": cwd,
+        "chain": chain_json(exec, chain),
+        "module": exec.module,
+        "idle_s": idle_s,
+    })
+}
+
+fn chain_json(exec: &PythonExec, chain: Option<&[Found]>) -> Option<Vec<Value>> {
     let parts: Vec<&str> = exec.module.split('.').collect();
-    let chain: Option<Vec<Value>> = chain.map(|c| {
+    chain.map(|c| {
         c.iter()
             .enumerate()
             .map(|(i, f)| {
@@ -116,18 +141,7 @@ pub fn request(
                 }
             })
             .collect()
-    });
-    json!({
-        "cwd": cwd,
-        "chain": chain,
-        "module": exec.module,
-        "function": exec.function,
-        "args": args,
-        "kwargs": kwargs,
-        "return": returns,
     })
-    .to_string()
-    .into_bytes()
 }
 
 /// What the shim reported.

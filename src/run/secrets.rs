@@ -49,6 +49,68 @@ pub fn resolve(
     }
 }
 
+/// Errors making a call's placeholder secrets.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// `permissions.secrets.NAME.hosts` holds a pattern that does not parse.
+    #[error("permissions.secrets.{name}.hosts: {source}")]
+    Hosts {
+        /// The secret.
+        name: String,
+        /// The pattern's error.
+        #[source]
+        source: crate::egress::PatternError,
+    },
+    /// The placeholder could not be made.
+    #[error(transparent)]
+    Placeholder(#[from] crate::egress::placeholder::PlaceholderError),
+}
+
+/// The placeholder secrets of a call: each set secret with `hosts` gets a
+/// fresh placeholder (see [`crate::egress::placeholder`]).
+pub fn placeholders(
+    permissions: &Permissions,
+    values: &IndexMap<String, String>,
+) -> Result<crate::egress::placeholder::Placeholders, SecretError> {
+    use crate::egress::placeholder::{Inject, Placeholders, Secret};
+    let mut out = Vec::new();
+    for (name, spec) in &permissions.secrets {
+        let (Some(hosts), Some(value)) = (&spec.hosts, values.get(name)) else {
+            continue;
+        };
+        let hosts =
+            crate::egress::Allowlist::parse(hosts).map_err(|source| SecretError::Hosts {
+                name: name.clone(),
+                source,
+            })?;
+        let inject = spec.inject.as_ref().map(|i| Inject {
+            header: i.header.clone(),
+            format: i.format.clone(),
+        });
+        out.push(Secret::new(name, value, hosts, inject, spec.body)?);
+    }
+    Ok(Placeholders::new(out))
+}
+
+/// The values the jail sees: each placeholder secret's placeholder in
+/// place of its value.
+pub fn jail_values(
+    values: &IndexMap<String, String>,
+    placeholders: &crate::egress::placeholder::Placeholders,
+) -> IndexMap<String, String> {
+    values
+        .iter()
+        .map(|(k, v)| {
+            let shown = placeholders
+                .iter()
+                .find(|s| s.name() == k)
+                .map(|s| s.placeholder().to_string())
+                .unwrap_or_else(|| v.clone());
+            (k.clone(), shown)
+        })
+        .collect()
+}
+
 /// The declared secrets that are set (for redaction when a call fails
 /// before `resolve`).
 pub fn available(permissions: &Permissions, source: &SecretSource) -> IndexMap<String, String> {
@@ -405,6 +467,37 @@ fn replace_spans(text: &str, mut spans: Vec<(usize, usize, &str)>) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn secrets_with_hosts_become_placeholders_for_the_jail_only() {
+        let permissions: Permissions = serde_json::from_value(json!({
+            "network": {"allow": ["api.example.com:443"]},
+            "secrets": {
+                "HOSTED": {"hosts": ["api.example.com:443"]},
+                "PLAIN": {},
+                "UNSET": {"required": false, "hosts": ["api.example.com"]}
+            }
+        }))
+        .unwrap_or_default();
+        let mut values = IndexMap::new();
+        values.insert("HOSTED".to_string(), "sk-abcdefgh12345678".to_string());
+        values.insert("PLAIN".to_string(), "plainvalue".to_string());
+        let p = placeholders(&permissions, &values).unwrap_or_default();
+        assert_eq!(p.iter().map(|s| s.name()).collect::<Vec<_>>(), ["HOSTED"]);
+        let jail = jail_values(&values, &p);
+        assert_eq!(jail["PLAIN"], "plainvalue");
+        assert_ne!(jail["HOSTED"], values["HOSTED"]);
+        assert_eq!(jail["HOSTED"].len(), values["HOSTED"].len());
+        assert!(jail["HOSTED"].starts_with("sk-"));
+        let bad: Permissions = serde_json::from_value(json!({
+            "secrets": {"HOSTED": {"hosts": ["http://x"]}}
+        }))
+        .unwrap_or_default();
+        assert!(matches!(
+            placeholders(&bad, &values),
+            Err(SecretError::Hosts { .. })
+        ));
+    }
 
     #[test]
     fn redacts_plain_and_json_escaped_values() {

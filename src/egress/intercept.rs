@@ -1,0 +1,763 @@
+//! Interception of the connections that carry a placeholder secret: the
+//! proxy reads each HTTP request to one of a secret's hosts, swaps the
+//! placeholder for the real value ([`super::placeholder`]), sends it on,
+//! and turns the real value back into the placeholder in the response.
+//!
+//! - HTTPS (a `CONNECT` or SOCKS5 tunnel whose first byte opens a TLS
+//!   handshake) is answered with a certificate for the host the tool
+//!   asked for, signed by a CA made for the call in memory with `rcgen`
+//!   ([`Interception::new`]); its key never leaves the supervisor. The
+//!   tool trusts that CA through a bundle (the system roots, the
+//!   project's `security.http.extra_ca_file` and the CA,
+//!   [`Interception::bundle`]) the jail writes to its private TMPDIR and
+//!   names in [`CA_VARIABLES`]. The proxy's own TLS to the host is
+//!   verified against the system roots (the Mozilla roots where the
+//!   system has no bundle) and `security.http.extra_ca_file`.
+//! - Plain HTTP (an absolute URL, or a tunnel that does not start with
+//!   TLS) goes through the same exchange without TLS.
+//! - A client that refuses the call's CA (a pinned certificate, its own
+//!   CA bundle) fails its handshake: nothing reaches the host and the
+//!   call's warnings say why ([`super::log::Log::note`]).
+//!
+//! Each request and response runs through hyper (HTTP/1.1, keep-alive;
+//! HTTP/2 is not offered), bodies streamed. Connections to every other
+//! host never come here: they are tunnelled untouched ([`super::forward`]).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{Either, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::allow::Host;
+use super::log::{Entry, Log, Use};
+use super::placeholder::{Action, Placeholders, Swapper};
+
+/// The bundle's file name in the jail's private TMPDIR.
+pub const CA_FILE: &str = "glovebox-ca-bundle.pem";
+
+/// The variables that name the bundle for the tool's clients (OpenSSL,
+/// python `requests`, curl, node, git, pip).
+pub const CA_VARIABLES: [&str; 6] = [
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+];
+
+/// Where the system's CA bundle is looked for, in order.
+pub const SYSTEM_BUNDLES: [&str; 4] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// How long a client may take over its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Errors setting up a call's interception.
+#[derive(Debug, thiserror::Error)]
+pub enum InterceptError {
+    /// rcgen could not make the call's CA.
+    #[error("cannot make the call's certificate authority for placeholder secrets: {0}; report this as a bug")]
+    Ca(#[from] rcgen::Error),
+}
+
+/// The placeholder secrets of a call and the CA that lets the proxy read
+/// the HTTPS requests to their hosts.
+pub struct Interception {
+    secrets: Placeholders,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+    leaf_key: rcgen::KeyPair,
+    leaves: Mutex<HashMap<String, Arc<ServerConfig>>>,
+    extra_ca: Option<PathBuf>,
+    upstream: OnceLock<Result<Arc<ClientConfig>, String>>,
+}
+
+impl fmt::Debug for Interception {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Interception")
+            .field("secrets", &self.secrets)
+            .field("extra_ca", &self.extra_ca)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The system's CA bundle (PEM) and its roots, read once per process.
+fn system_roots() -> &'static (Vec<u8>, Arc<RootCertStore>) {
+    static ROOTS: OnceLock<(Vec<u8>, Arc<RootCertStore>)> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let pem = SYSTEM_BUNDLES
+            .iter()
+            .find_map(|p| std::fs::read(p).ok())
+            .unwrap_or_default();
+        let mut store = RootCertStore::empty();
+        store
+            .add_parsable_certificates(CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok));
+        if store.is_empty() {
+            store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        (pem, Arc::new(store))
+    })
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl Interception {
+    /// A fresh CA for a call with `secrets`; upstream TLS will also trust
+    /// the CAs of `extra_ca` (`security.http.extra_ca_file`).
+    pub fn new(
+        secrets: Placeholders,
+        extra_ca: Option<PathBuf>,
+    ) -> Result<Interception, InterceptError> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
+        let ca_key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        let mut id = [0u8; 6];
+        let _ = getrandom::fill(&mut id);
+        params.distinguished_name.push(
+            DnType::CommonName,
+            format!("glovebox call CA {}", hex::encode(id)),
+        );
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca = params.self_signed(&ca_key)?;
+        Ok(Interception {
+            secrets,
+            ca,
+            ca_key,
+            leaf_key: KeyPair::generate()?,
+            leaves: Mutex::new(HashMap::new()),
+            extra_ca,
+            upstream: OnceLock::new(),
+        })
+    }
+
+    /// The call's placeholder secrets.
+    pub fn placeholders(&self) -> &Placeholders {
+        &self.secrets
+    }
+
+    /// The call's CA certificate (PEM).
+    pub fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    /// What the tool trusts: the system's roots, the project's
+    /// `security.http.extra_ca_file` (when it can be read) and the call's
+    /// CA (PEM); `false` when no system bundle was found.
+    pub fn bundle(&self) -> (Vec<u8>, bool) {
+        let (system, _) = system_roots();
+        let mut out = system.clone();
+        let extra = self
+            .extra_ca
+            .as_ref()
+            .and_then(|p| std::fs::read(p).ok())
+            .unwrap_or_default();
+        for part in [&extra[..], self.ca.pem().as_bytes()] {
+            if !out.is_empty() && !out.ends_with(b"\n") {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(part);
+        }
+        (out, !system.is_empty())
+    }
+
+    /// The server side for `host`: a leaf certificate for it, made once.
+    fn leaf(&self, host: &Host) -> Result<Arc<ServerConfig>, String> {
+        let name = match host {
+            Host::Name(n) => n.clone(),
+            Host::Ip(ip) => ip.to_string(),
+        };
+        let mut leaves = self.leaves.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = leaves.get(&name) {
+            return Ok(c.clone());
+        }
+        let made = (|| -> Result<ServerConfig, String> {
+            let mut params =
+                rcgen::CertificateParams::new(vec![name.clone()]).map_err(|e| e.to_string())?;
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, name.clone());
+            params.use_authority_key_identifier_extension = true;
+            params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+            params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+            let leaf = params
+                .signed_by(&self.leaf_key, &self.ca, &self.ca_key)
+                .map_err(|e| e.to_string())?;
+            let key = PrivateKeyDer::Pkcs8(self.leaf_key.serialize_der().into());
+            let mut config = ServerConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .with_no_client_auth()
+                .with_single_cert(vec![leaf.der().clone(), self.ca.der().clone()], key)
+                .map_err(|e| e.to_string())?;
+            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Ok(config)
+        })()?;
+        let made = Arc::new(made);
+        leaves.insert(name, made.clone());
+        Ok(made)
+    }
+
+    /// The proxy's own TLS to the hosts: system roots plus the extra CAs.
+    fn upstream(&self) -> Result<Arc<ClientConfig>, String> {
+        self.upstream
+            .get_or_init(|| {
+                let mut roots = RootCertStore::clone(&system_roots().1);
+                if let Some(path) = &self.extra_ca {
+                    let pem = std::fs::read(path).map_err(|e| {
+                        format!("cannot read security.http.extra_ca_file {path:?}: {e}")
+                    })?;
+                    for cert in CertificateDer::pem_slice_iter(&pem) {
+                        let cert =
+                            cert.map_err(|e| format!("security.http.extra_ca_file {path:?}: {e}"))?;
+                        roots
+                            .add(cert)
+                            .map_err(|e| format!("security.http.extra_ca_file {path:?}: {e}"))?;
+                    }
+                }
+                let mut config = ClientConfig::builder_with_provider(provider())
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| e.to_string())?
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+                config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                Ok(Arc::new(config))
+            })
+            .clone()
+    }
+}
+
+/// One intercepted connection: where it goes and where its counts go.
+struct Exchange {
+    i: Arc<Interception>,
+    log: Log,
+    host: Host,
+    shown: String,
+    port: u16,
+}
+
+impl Exchange {
+    fn tally(&self, sw: &Swapper) {
+        for (secret, action, n) in sw.counts() {
+            let what = match action {
+                Action::Swapped => Use::Swapped,
+                Action::Refused => Use::Refused,
+                Action::Hidden => Use::Hidden,
+            };
+            self.log
+                .secret_use(self.i.secrets.name(secret), &self.shown, self.port, what, n);
+        }
+    }
+}
+
+/// The placeholders seen in a request to a host none of their secrets
+/// is meant for (plain HTTP the proxy reads anyway): sent on unchanged,
+/// logged as refused uses.
+pub fn watch(i: &Interception, bytes: &[&[u8]], shown: &str, port: u16, log: &Log) {
+    for b in bytes {
+        for (name, n) in i.secrets.seen(b) {
+            log.secret_use(name, shown, port, Use::Refused, n);
+        }
+    }
+}
+
+/// A tunnel (`CONNECT`, SOCKS5) to one of a secret's hosts, after the
+/// decision: TLS is terminated with the call's CA and re-made to the
+/// host; anything else is read as plain HTTP. `prefix` holds bytes the
+/// client already sent.
+#[allow(clippy::too_many_arguments)]
+pub async fn tunnel(
+    i: Arc<Interception>,
+    mut client: TcpStream,
+    mut prefix: Vec<u8>,
+    upstream: TcpStream,
+    host: Host,
+    shown: String,
+    port: u16,
+    log: Log,
+    entry: Arc<Entry>,
+) {
+    if prefix.is_empty() {
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, client.read(&mut first)).await {
+            Ok(Ok(1)) => prefix.push(first[0]),
+            _ => return,
+        }
+    }
+    let tls = prefix[0] == 0x16;
+    let client = Prefixed::new(prefix, client);
+    let upstream = Counted {
+        inner: upstream,
+        entry,
+    };
+    let x = Exchange {
+        i,
+        log,
+        host,
+        shown,
+        port,
+    };
+    if !tls {
+        return exchange(client, upstream, x).await;
+    }
+    let where_ = format!("{}:{}", x.shown, x.port);
+    let names = names_for(&x);
+    let config = match x.i.leaf(&x.host) {
+        Ok(c) => c,
+        Err(e) => {
+            x.log.note(format!(
+                "TLS interception of {where_} could not start: {e}; {names} not sent"
+            ));
+            return;
+        }
+    };
+    let accepted = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        tokio_rustls::TlsAcceptor::from(config).accept(client),
+    )
+    .await;
+    let mut client = match accepted {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            x.log.note(format!(
+                "TLS interception of {where_} failed: {e}; the client does not trust glovebox's per-call CA (a pinned certificate, or its own CA bundle instead of $SSL_CERT_FILE), so {names} was not sent: let the client use the bundle named by SSL_CERT_FILE, or remove `hosts` from the secret"
+            ));
+            return;
+        }
+        Err(_) => return,
+    };
+    let Ok(upstream_config) = x.i.upstream().map_err(|e| {
+        x.log.note(format!(
+            "TLS to {where_} cannot be set up: {e}; {names} not sent"
+        ))
+    }) else {
+        return bad_gateway(&mut client, "glovebox: upstream TLS cannot be set up\n").await;
+    };
+    let server_name = match &x.host {
+        Host::Name(n) => ServerName::try_from(n.clone()).ok(),
+        Host::Ip(ip) => Some(ServerName::IpAddress((*ip).into())),
+    };
+    let Some(server_name) = server_name else {
+        return bad_gateway(&mut client, "glovebox: not a valid TLS server name\n").await;
+    };
+    let connected = tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        tokio_rustls::TlsConnector::from(upstream_config).connect(server_name, upstream),
+    )
+    .await;
+    match connected {
+        Ok(Ok(up)) => exchange(client, up, x).await,
+        Ok(Err(e)) => {
+            x.log.note(format!(
+                "the certificate of {where_} was not verified: {e}; {names} not sent (add its CA to security.http.extra_ca_file if it is yours)"
+            ));
+            let body = format!("glovebox: TLS to {where_} failed: {e}\n");
+            bad_gateway(&mut client, &body).await
+        }
+        Err(_) => bad_gateway(&mut client, "glovebox: TLS to the host timed out\n").await,
+    }
+}
+
+/// Plain HTTP to one of a secret's hosts, from an absolute-URL request:
+/// `head` is the request the proxy rewrote (origin form, `Connection:
+/// close`) followed by whatever body bytes came with it.
+#[allow(clippy::too_many_arguments)]
+pub async fn forward_plain(
+    i: Arc<Interception>,
+    client: TcpStream,
+    head: Vec<u8>,
+    upstream: TcpStream,
+    host: Host,
+    shown: String,
+    port: u16,
+    log: Log,
+    entry: Arc<Entry>,
+) {
+    let x = Exchange {
+        i,
+        log,
+        host,
+        shown,
+        port,
+    };
+    exchange(
+        Prefixed::new(head, client),
+        Counted {
+            inner: upstream,
+            entry,
+        },
+        x,
+    )
+    .await;
+}
+
+fn names_for(x: &Exchange) -> String {
+    let names: Vec<&str> =
+        x.i.secrets
+            .iter()
+            .filter(|s| s.for_host(&x.host, x.port))
+            .map(|s| s.name())
+            .collect();
+    format!("secret {}", names.join(", "))
+}
+
+async fn bad_gateway<S: AsyncWrite + Unpin>(client: &mut S, body: &str) {
+    let msg = format!(
+        "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = client.write_all(msg.as_bytes()).await;
+    let _ = client.shutdown().await;
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<SwapBody<Incoming>>;
+type Answer = Response<Either<SwapBody<Incoming>, Full<Bytes>>>;
+
+/// Serves the client's requests, each sent on over `upstream`.
+async fn exchange<C, U>(client: C, upstream: U, x: Exchange)
+where
+    C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    U: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok((sender, conn)) = hyper::client::conn::http1::handshake(TokioIo::new(upstream)).await
+    else {
+        return;
+    };
+    let sender = Arc::new(tokio::sync::Mutex::new(sender));
+    let x = Arc::new(x);
+    let service = hyper::service::service_fn(move |req| one(x.clone(), sender.clone(), req));
+    let server =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(client), service);
+    let mut server = std::pin::pin!(server);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        // The client is done: the upstream connection goes with it.
+        _ = server.as_mut() => {}
+        // The host closed: the request in flight finishes, then the
+        // client's connection closes too, so its next request opens a
+        // new one instead of meeting a dead host.
+        _ = conn.as_mut() => {
+            server.as_mut().graceful_shutdown();
+            let _ = server.await;
+        }
+    }
+}
+
+/// Swaps inside every header value (and the request target).
+fn swap_headers(headers: &mut hyper::HeaderMap, sw: &mut Swapper) {
+    for v in headers.values_mut() {
+        let mut b = v.as_bytes().to_vec();
+        sw.apply(&mut b);
+        if b != v.as_bytes() {
+            if let Ok(nv) = HeaderValue::from_bytes(&b) {
+                *v = nv;
+            }
+        }
+    }
+}
+
+/// One request: the head swapped, headers injected, the body streamed
+/// through its own swapper; the response's head and body hide the real
+/// values.
+async fn one(
+    x: Arc<Exchange>,
+    sender: Arc<tokio::sync::Mutex<Sender>>,
+    req: Request<Incoming>,
+) -> Result<Answer, Infallible> {
+    let (mut parts, body) = req.into_parts();
+    let secrets = &x.i.secrets;
+    let mut head = secrets.outbound(&x.host, x.port, false);
+    let mut target = parts.uri.to_string().into_bytes();
+    head.apply(&mut target);
+    if let Ok(uri) = hyper::Uri::try_from(target) {
+        parts.uri = uri;
+    }
+    swap_headers(&mut parts.headers, &mut head);
+    x.tally(&head);
+    for (name, header, value) in secrets.injections(&x.host, x.port) {
+        if let (Ok(h), Ok(v)) = (
+            HeaderName::from_bytes(header.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            parts.headers.insert(h, v);
+            x.log.secret_use(name, &x.shown, x.port, Use::Injected, 1);
+        }
+    }
+    let body = SwapBody::new(body, secrets.outbound(&x.host, x.port, true), x.clone());
+    let req = Request::from_parts(parts, body);
+    let sent = {
+        let mut s = sender.lock().await;
+        match s.ready().await {
+            Ok(()) => Ok(s.send_request(req)),
+            Err(e) => Err(e),
+        }
+    };
+    let result = match sent {
+        Ok(fut) => fut.await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            let mut back = secrets.inbound();
+            swap_headers(&mut parts.headers, &mut back);
+            x.tally(&back);
+            let body = SwapBody::new(body, secrets.inbound(), x.clone());
+            Ok(Response::from_parts(parts, Either::Left(body)))
+        }
+        Err(e) => {
+            let text = format!("glovebox: {}:{} failed: {e}\n", x.shown, x.port);
+            let mut resp = Response::new(Either::Right(Full::new(Bytes::from(text))));
+            *resp.status_mut() = hyper::StatusCode::BAD_GATEWAY;
+            Ok(resp)
+        }
+    }
+}
+
+/// A body streamed through a [`Swapper`] (equal lengths: its size is the
+/// inner body's); the counts are logged when it is dropped.
+pub struct SwapBody<B> {
+    inner: B,
+    swapper: Swapper,
+    held: Option<Frame<Bytes>>,
+    done: bool,
+    x: Arc<Exchange>,
+}
+
+impl<B> SwapBody<B> {
+    fn new(inner: B, swapper: Swapper, x: Arc<Exchange>) -> SwapBody<B> {
+        SwapBody {
+            inner,
+            swapper,
+            held: None,
+            done: false,
+            x,
+        }
+    }
+}
+
+impl<B> Drop for SwapBody<B> {
+    fn drop(&mut self) {
+        self.x.tally(&self.swapper);
+    }
+}
+
+impl<B> Body for SwapBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = &mut *self;
+        if let Some(f) = this.held.take() {
+            return Poll::Ready(Some(Ok(f)));
+        }
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let rest = this.swapper.finish();
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        let out = this.swapper.push(&data);
+                        if !out.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        }
+                    }
+                    Err(trailers) => {
+                        let rest = this.swapper.finish();
+                        if rest.is_empty() {
+                            return Poll::Ready(Some(Ok(trailers)));
+                        }
+                        this.held = Some(trailers);
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                },
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.held.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A stream that yields `prefix` before reading from `inner`.
+struct Prefixed<S> {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    fn new(prefix: Vec<u8>, inner: S) -> Prefixed<S> {
+        Prefixed {
+            prefix,
+            at: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.at < this.prefix.len() {
+            let n = buf.remaining().min(this.prefix.len() - this.at);
+            buf.put_slice(&this.prefix[this.at..this.at + n]);
+            this.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The connection to the host, its bytes counted in the egress log.
+struct Counted {
+    inner: TcpStream,
+    entry: Arc<Entry>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        self.entry.add_received(n as u64);
+        r
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.entry.add_sent(*n as u64);
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::egress::allow::Allowlist;
+    use crate::egress::placeholder::Secret;
+
+    fn interception() -> Interception {
+        let s = Secret::new(
+            "T",
+            "realTOKENvalue12345",
+            Allowlist::parse(&["api.example.com"]).unwrap(),
+            None,
+            false,
+        )
+        .unwrap();
+        Interception::new(Placeholders::new(vec![s]), None).unwrap()
+    }
+
+    #[test]
+    fn each_call_has_its_own_ca_and_the_bundle_holds_it() {
+        let (a, b) = (interception(), interception());
+        assert_ne!(a.ca_pem(), b.ca_pem());
+        let (bundle, _) = a.bundle();
+        let text = String::from_utf8(bundle).unwrap();
+        assert!(text.ends_with(&a.ca_pem()));
+        assert!(!text.contains(&b.ca_pem()));
+        assert!(!text.contains("PRIVATE KEY"));
+    }
+
+    #[test]
+    fn leaves_are_made_once_per_host() {
+        let a = interception();
+        let h = Host::parse("api.example.com").unwrap();
+        let one = a.leaf(&h).unwrap();
+        let two = a.leaf(&h).unwrap();
+        assert!(Arc::ptr_eq(&one, &two));
+        assert!(a.leaf(&Host::parse("127.0.0.1").unwrap()).is_ok());
+    }
+}

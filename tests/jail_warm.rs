@@ -1,0 +1,689 @@
+//! Warm python workers (issue 20), driven through `glovebox mcp` over
+//! stdio: every scenario calls a tool twice over, once warm and once as
+//! its `exec.python.warm: false` twin (a cold call through the same
+//! server), and compares the Outcomes. A module that appends a line to a
+//! file at import proves which way a call went: a warm tool imports once
+//! per worker, a cold one once per call. On a machine where warm workers
+//! cannot run (no PID namespace: the namespace-free jail) every call must
+//! be cold, and the same Outcomes hold.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use runkit::*;
+use serde_json::{json, Value};
+
+/// Whether this machine runs python calls warm under `mcp`.
+fn warm_here() -> bool {
+    !namespace_free()
+}
+
+/// One `glovebox mcp` session over stdio.
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    replies: mpsc::Receiver<Value>,
+    next: u64,
+}
+
+impl Mcp {
+    fn start(root: &Path, envs: &[(&str, &str)]) -> Mcp {
+        let mut cmd = Command::new(bin());
+        cmd.arg("--root")
+            .arg(root)
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start glovebox mcp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, replies) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let mut m = Mcp {
+            stdin: child.stdin.take(),
+            child,
+            replies,
+            next: 1,
+        };
+        m.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "warm-test", "version": "1"}}}),
+        );
+        m.wait(&[0]);
+        m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a call without waiting; returns its id.
+    fn post(&mut self, tool: &str, args: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}}));
+        id
+    }
+
+    /// The replies to `ids`, in that order.
+    fn wait(&mut self, ids: &[u64]) -> Vec<Value> {
+        let mut got: Vec<Option<Value>> = vec![None; ids.len()];
+        let until = Instant::now() + Duration::from_secs(120);
+        while got.iter().any(Option::is_none) {
+            let left = until.saturating_duration_since(Instant::now());
+            let v = self
+                .replies
+                .recv_timeout(left)
+                .expect("the server answered");
+            if let Some(i) = ids.iter().position(|id| v["id"] == json!(id)) {
+                got[i] = Some(v);
+            }
+        }
+        got.into_iter().map(Option::unwrap).collect()
+    }
+
+    /// One call: its Outcome as the client reads it.
+    fn call(&mut self, tool: &str, args: Value) -> Value {
+        let id = self.post(tool, args);
+        outcome(&self.wait(&[id])[0])
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A reply as `{"ok": output}` or `{"error": {kind, message, details}}`.
+fn outcome(reply: &Value) -> Value {
+    let r = &reply["result"];
+    assert!(r.is_object(), "not a tool result: {reply}");
+    let text = r["content"][0]["text"].as_str().unwrap_or("");
+    if r["isError"] == json!(true) {
+        json!({"error": serde_json::from_str::<Value>(text).unwrap()})
+    } else if let Some(s) = r.get("structuredContent") {
+        json!({"ok": s})
+    } else {
+        json!({"ok": text})
+    }
+}
+
+/// Digits replaced (run times, line numbers of the tool's own traceback
+/// are the same either way, but timings are not).
+fn normalized(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(
+            s.chars()
+                .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(normalized).collect()),
+        Value::Object(o) => {
+            Value::Object(o.iter().map(|(k, v)| (k.clone(), normalized(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// `name` (warm) and `name_cold` (warm: false) running `module.function`.
+fn twins(f: &Fixture, name: &str, module: &str, function: &str, extra: Value) {
+    for (suffix, warm) in [("", true), ("_cold", false)] {
+        let mut py = json!({"module": module, "function": function, "warm": warm});
+        if let (Some(o), Some(e)) = (py.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        let mut m = python_tool(
+            &format!("{name}{suffix}"),
+            json!({"type": "object"}),
+            py,
+            json!({"network": false, "fs": {"read": ["."], "write": ["out"]}, "secrets": {}}),
+        );
+        m["outputs"] = json!({"format": "json"});
+        f.tool(&m);
+    }
+}
+
+/// A module that records each import in out/imports-<module>.
+fn module(f: &Fixture, name: &str, body: &str) {
+    f.file(
+        &format!("{name}.py"),
+        &format!(
+            "import os\nwith open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out', 'imports-{name}'), 'a') as _f:\n    _f.write('import\\n')\n{body}"
+        ),
+    );
+}
+
+fn imports(f: &Fixture, name: &str) -> usize {
+    std::fs::read_to_string(f.root.join("out").join(format!("imports-{name}")))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+fn fixture() -> Fixture {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.root.join("out")).unwrap();
+    f
+}
+
+/// Host pids of warm workers (zygotes) serving the project at `root`:
+/// processes running the shim in warm mode whose parent is not one (a
+/// call is a fork of its zygote).
+fn zygotes(root: &Path) -> Vec<u32> {
+    let root = root.to_str().unwrap();
+    let shims: Vec<u32> = pids_with(root)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| c.windows(6).any(|w| w == b"\0warm\0"))
+                .unwrap_or(false)
+        })
+        .collect();
+    let parent = |pid: u32| -> u32 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    };
+    shims
+        .iter()
+        .copied()
+        .filter(|pid| !shims.contains(&parent(*pid)))
+        .collect()
+}
+
+/// Waits (15 s at most) until `ok`, failing with `what`.
+fn settle(what: &str, ok: impl FnMut() -> bool) {
+    assert!(
+        wait_until(Duration::from_secs(15), ok),
+        "timed out waiting until {what}"
+    );
+}
+
+#[test]
+fn cold_and_warm_calls_give_the_same_outcomes() {
+    require_jail!();
+    let f = fixture();
+    f.config(&json!({"limits": {"memory_mb": 64}}));
+    module(
+        &f,
+        "cases",
+        r#"
+import sys, time, subprocess
+def value(x=1):
+    return {"x": x, "list": [1, "two", None]}
+def prints(n=3):
+    for i in range(n):
+        print("line", i)
+    sys.stdout.write("no newline")
+    print("to stderr", file=sys.stderr)
+    subprocess.run(["echo", "from a child"])
+    return {"printed": n}
+def raises(msg="boom"):
+    raise ValueError(msg)
+def exits(code=3):
+    import os
+    sys.stdout.flush()
+    os._exit(code)
+def system_exit():
+    sys.exit(4)
+def text():
+    return 42
+def sleeps(marker="none"):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
+    time.sleep(300)
+def hog():
+    chunks = []
+    while True:
+        chunks.append(bytearray(16 << 20))
+"#,
+    );
+    let cases: &[(&str, Value, Value)] = &[
+        ("value", json!({"x": 5}), json!({})),
+        ("prints", json!({"n": 2}), json!({})),
+        ("raises", json!({"msg": "bad thing"}), json!({})),
+        ("exits", json!({"code": 3}), json!({})),
+        ("system_exit", json!({}), json!({})),
+        ("text", json!({}), json!({"return": "text"})),
+        ("sleeps", json!({}), json!({"timeout_ms": 1500})),
+        ("hog", json!({}), json!({})),
+    ];
+    for (func, _, extra) in cases {
+        twins(&f, func, "cases", func, extra.clone());
+    }
+    let mut mcp = Mcp::start(&f.root, &[]);
+    for (func, args, _) in cases {
+        let mut args = args.clone();
+        let marker = marker(func);
+        if *func == "sleeps" {
+            args = json!({"marker": marker});
+        }
+        let warm = mcp.call(func, args.clone());
+        let cold = mcp.call(&format!("{func}_cold"), args);
+        assert_eq!(
+            normalized(&warm),
+            normalized(&cold),
+            "{func}: warm and cold Outcomes differ"
+        );
+        match *func {
+            "value" => assert_eq!(warm["ok"]["x"], json!(5), "{warm}"),
+            "prints" => assert_eq!(warm["ok"], json!({"printed": 2}), "{warm}"),
+            "raises" => {
+                assert_eq!(warm["error"]["kind"], json!("python_exception"), "{warm}");
+                assert_eq!(warm["error"]["details"]["type"], json!("ValueError"));
+            }
+            "exits" => assert_eq!(warm["error"]["details"]["exit_code"], json!(3), "{warm}"),
+            "system_exit" => {
+                assert_eq!(
+                    warm["error"]["details"]["type"],
+                    json!("SystemExit"),
+                    "{warm}"
+                )
+            }
+            "text" => assert_eq!(warm["ok"], json!("42"), "{warm}"),
+            "sleeps" => {
+                assert_eq!(warm["error"]["kind"], json!("timeout"), "{warm}");
+                // The call's own child is gone with it, warm or cold.
+                settle("the timed-out call's processes are gone", || {
+                    pids_with(&marker).is_empty()
+                });
+            }
+            "hog" => assert!(
+                warm["error"]["kind"] == json!("resource_limit")
+                    || warm["error"]["details"]["type"] == json!("MemoryError"),
+                "{warm}"
+            ),
+            _ => {}
+        }
+    }
+    // After a timeout and a memory kill the worker still serves.
+    let again = mcp.call("value", json!({"x": 7}));
+    assert_eq!(again["ok"]["x"], json!(7), "{again}");
+    drop(mcp);
+    let calls = cases.len() + 1;
+    let cold = cases.len();
+    let total = imports(&f, "cases");
+    if warm_here() {
+        // One import per warm tool (its worker) and one per cold call.
+        assert_eq!(
+            total,
+            cases.len() + cold,
+            "{calls} warm calls of {} tools and {cold} cold ones: a warm tool imports once",
+            cases.len()
+        );
+    } else {
+        assert_eq!(
+            total,
+            calls + cold,
+            "without a PID namespace every call is cold"
+        );
+    }
+}
+
+#[test]
+fn a_call_sees_nothing_of_the_calls_before() {
+    require_jail!();
+    let f = fixture();
+    module(
+        &f,
+        "leaky",
+        r#"
+import os, sys, subprocess, ctypes
+STATE = []
+def leak(stage, marker=""):
+    if stage == "plant":
+        return plant(marker)
+    return probe()
+def plant(marker):
+    secret = os.environ.get("WARM_SECRET", "")
+    STATE.append(secret)
+    os.environ["PLANTED"] = secret
+    for d in (os.environ["TMPDIR"], os.path.dirname(os.environ["HOME"])):
+        try:
+            with open(os.path.join(d, "planted-" + str(os.getpid())), "w") as fh:
+                fh.write(secret)
+        except OSError:
+            pass
+    subprocess.Popen([sys.executable, "-c", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(300)\n", marker])
+    libc = ctypes.CDLL(None)
+    libc.shmget(0x5eed, 4096, 0o1600)
+    return {"secret": secret}
+def safe(f):
+    try:
+        return f()
+    except OSError as e:
+        return type(e).__name__
+def probe():
+    home = os.environ["HOME"]
+    seen = {
+        "state": STATE,
+        "planted_env": os.environ.get("PLANTED"),
+        "home_files": safe(lambda: os.listdir(home)),
+        "beside_home": safe(lambda: sorted(os.listdir(os.path.dirname(home)))),
+        "shm": safe(lambda: open("/proc/sysvipc/shm").read().splitlines()[1:]),
+        "others": safe(lambda: sorted(p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid()))),
+        "secret_now": os.environ.get("WARM_SECRET"),
+    }
+    for what in ("environ", "mem"):
+        try:
+            with open("/proc/1/" + what, "rb") as fh:
+                seen["zygote_" + what] = fh.read(4096).decode("latin-1")
+        except OSError as e:
+            seen["zygote_" + what] = type(e).__name__
+    return seen
+"#,
+    );
+    let mut m = python_tool(
+        "leak",
+        json!({"type": "object"}),
+        json!({"module": "leaky", "function": "leak"}),
+        json!({"network": false, "fs": {"read": ["."], "write": ["out"]},
+               "secrets": {"WARM_SECRET": {"required": false}}}),
+    );
+    m["outputs"] = json!({"format": "json"});
+    f.tool(&m);
+    let secret = "s3cr3t-canary-20";
+    let marker = marker("leak");
+    let mut mcp = Mcp::start(&f.root, &[("WARM_SECRET", secret)]);
+    for round in 0..2 {
+        let planted = mcp.call("leak", json!({"stage": "plant", "marker": marker}));
+        // The call saw its secret (redacted on the way out, as cold).
+        assert_eq!(
+            planted,
+            json!({"ok": {"secret": "[REDACTED:WARM_SECRET]"}}),
+            "the plant ran (round {round})"
+        );
+        // The daemon the call left is gone once the call is over.
+        settle("the planted daemon is gone", || {
+            pids_with(&marker).is_empty()
+        });
+        let seen = mcp.call("leak", json!({"stage": "probe"}));
+        let s = &seen["ok"];
+        assert!(s.is_object(), "{seen}");
+        assert_eq!(s["state"], json!([]), "{seen}");
+        assert_eq!(s["planted_env"], json!(null), "{seen}");
+        assert_eq!(s["home_files"], json!([]), "{seen}");
+        for what in ["shm", "others"] {
+            // Warm: empty. Cold in the namespace-free jail: closed to the
+            // call (the host's /proc), which hides as much.
+            assert!(
+                s[what] == json!([]) || (!warm_here() && s[what].is_string()),
+                "{what}: {seen}"
+            );
+        }
+        assert_eq!(
+            s["secret_now"],
+            json!("[REDACTED:WARM_SECRET]"),
+            "the call's own secret"
+        );
+        assert!(!seen.to_string().contains(secret), "{seen}");
+        assert!(
+            !seen.to_string().contains("planted-"),
+            "a file of an earlier call is visible: {seen}"
+        );
+        if warm_here() {
+            for what in ["zygote_environ", "zygote_mem"] {
+                assert_eq!(s[what], json!("PermissionError"), "{what}: {seen}");
+            }
+        }
+    }
+    drop(mcp);
+    if warm_here() {
+        assert_eq!(imports(&f, "leaky"), 1, "all four calls in one worker");
+    }
+}
+
+#[test]
+fn module_level_state_is_not_shared_between_calls() {
+    require_jail!();
+    let f = fixture();
+    module(
+        &f,
+        "counter",
+        "COUNT = 0\ndef bump():\n    global COUNT\n    COUNT += 1\n    return {'count': COUNT}\n",
+    );
+    twins(&f, "bump", "counter", "bump", json!({}));
+    let mut mcp = Mcp::start(&f.root, &[]);
+    for _ in 0..4 {
+        assert_eq!(mcp.call("bump", json!({})), json!({"ok": {"count": 1}}));
+    }
+    drop(mcp);
+    if warm_here() {
+        assert_eq!(imports(&f, "counter"), 1, "module-level code ran once");
+    } else {
+        assert_eq!(imports(&f, "counter"), 4);
+    }
+}
+
+#[test]
+fn editing_the_module_voids_the_worker() {
+    require_jail!();
+    let f = fixture();
+    let state = f.base.join("state");
+    let write = |v: &str| {
+        module(
+            &f,
+            "edited",
+            &format!("from helper import extra\ndef version():\n    return {{'v': '{v}', 'extra': extra()}}\n"),
+        );
+    };
+    write("one");
+    f.file("helper.py", "def extra():\n    return 'h1'\n");
+    twins(&f, "version", "edited", "version", json!({}));
+    let mut m = python_tool(
+        "guarded",
+        json!({"type": "object"}),
+        json!({"module": "edited", "function": "version"}),
+        json!({"network": false, "fs": {"read": ["."], "write": ["out"]}, "secrets": {}}),
+    );
+    m["approval"] = json!({"required": true, "reason": "test"});
+    m["outputs"] = json!({"format": "json"});
+    f.tool(&m);
+    let approve = Command::new(bin())
+        .args(["--root"])
+        .arg(&f.root)
+        .args(["approve", "guarded", "--yes"])
+        .env("GLOVEBOX_STATE_DIR", &state)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(approve.status.success(), "{approve:?}");
+    let state_env = state.to_str().unwrap().to_string();
+    let mut mcp = Mcp::start(&f.root, &[("GLOVEBOX_STATE_DIR", &state_env)]);
+    assert_eq!(
+        mcp.call("version", json!({})),
+        json!({"ok": {"v": "one", "extra": "h1"}})
+    );
+    assert_eq!(
+        mcp.call("guarded", json!({})),
+        json!({"ok": {"v": "one", "extra": "h1"}})
+    );
+    // The module changes: the next call runs the new code; the tool that
+    // needs approval is refused until approved again.
+    std::thread::sleep(Duration::from_millis(20));
+    write("two");
+    assert_eq!(
+        mcp.call("version", json!({})),
+        json!({"ok": {"v": "two", "extra": "h1"}})
+    );
+    let refused = mcp.call("guarded", json!({}));
+    assert_eq!(
+        refused["error"]["kind"],
+        json!("approval_required"),
+        "{refused}"
+    );
+    // A module it imports (not part of the approval) changes: new code too.
+    std::thread::sleep(Duration::from_millis(20));
+    f.file("helper.py", "def extra():\n    return 'h2'\n");
+    assert_eq!(
+        mcp.call("version", json!({})),
+        json!({"ok": {"v": "two", "extra": "h2"}})
+    );
+    drop(mcp);
+}
+
+#[test]
+fn killing_the_worker_mid_call_leaves_no_process() {
+    require_jail!();
+    if !warm_here() {
+        // The namespace-free jail: no worker to kill (every call is cold,
+        // as the other tests check).
+        return;
+    }
+    let f = fixture();
+    module(
+        &f,
+        "stuck",
+        r#"
+import sys, time, subprocess
+def stuck(marker):
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
+    time.sleep(300)
+def ok():
+    return {"fine": True}
+"#,
+    );
+    twins(&f, "stuck", "stuck", "stuck", json!({}));
+    twins(&f, "fine", "stuck", "ok", json!({}));
+    let mut mcp = Mcp::start(&f.root, &[]);
+    let marker = marker("stuck");
+    let id = mcp.post("stuck", json!({"marker": marker}));
+    settle("the call's child runs", || !pids_with(&marker).is_empty());
+    let workers = zygotes(&f.root);
+    assert_eq!(workers.len(), 1, "one worker: {workers:?}");
+    let killed = Command::new("kill")
+        .args(["-KILL", &workers[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let reply = outcome(&mcp.wait(&[id])[0]);
+    assert_eq!(reply["error"]["kind"], json!("exit_code"), "{reply}");
+    settle("nothing of the call is left", || {
+        pids_with(&marker).is_empty()
+    });
+    // The tool's next call gets a new worker.
+    assert_eq!(mcp.call("fine", json!({})), json!({"ok": {"fine": true}}));
+    let id = mcp.post("stuck", json!({"marker": marker}));
+    settle("the next call's child runs", || {
+        !pids_with(&marker).is_empty()
+    });
+    assert_eq!(zygotes(&f.root).len(), 2, "a new worker for stuck");
+    drop(mcp);
+    settle("nothing is left once the server ends", || {
+        pids_with(&marker).is_empty()
+    });
+    let _ = id;
+    settle("the workers end with the server", || {
+        zygotes(&f.root).is_empty()
+    });
+}
+
+#[test]
+fn eight_concurrent_calls_of_one_tool_and_of_eight_tools() {
+    require_jail!();
+    let f = fixture();
+    module(
+        &f,
+        "conc",
+        "import os, time\nSEEN = []\ndef echo(n):\n    SEEN.append(n)\n    time.sleep(0.2)\n    return {'n': n, 'seen': SEEN, 'tmp': os.listdir(os.environ['TMPDIR'])}\n",
+    );
+    for i in 0..8 {
+        let mut m = python_tool(
+            &format!("echo{i}"),
+            json!({"type": "object"}),
+            json!({"module": "conc", "function": "echo"}),
+            json!({"network": false, "fs": {"read": ["."], "write": ["out"]}, "secrets": {}}),
+        );
+        m["outputs"] = json!({"format": "json"});
+        f.tool(&m);
+    }
+    let mut mcp = Mcp::start(&f.root, &[]);
+    for round in 0..2 {
+        let ids: Vec<u64> = (0..8).map(|i| mcp.post("echo0", json!({"n": i}))).collect();
+        let one = mcp.wait(&ids);
+        let ids: Vec<u64> = (0..8)
+            .map(|i| mcp.post(&format!("echo{i}"), json!({"n": i})))
+            .collect();
+        let eight = mcp.wait(&ids);
+        for (i, r) in one.iter().chain(eight.iter()).enumerate() {
+            let n = (i % 8) as i64;
+            assert_eq!(
+                outcome(r),
+                json!({"ok": {"n": n, "seen": [n], "tmp": []}}),
+                "round {round}, call {i}"
+            );
+        }
+    }
+    drop(mcp);
+}
+
+#[test]
+fn a_module_whose_import_leaves_a_thread_or_a_process_runs_cold() {
+    require_jail!();
+    let f = fixture();
+    module(
+        &f,
+        "threaded",
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(300,), daemon=True).start()\ndef f():\n    return {'ok': 1}\n",
+    );
+    let marker = marker("import-daemon");
+    module(
+        &f,
+        "forking",
+        &format!("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{marker}'])\ndef f():\n    return {{'ok': 2}}\n"),
+    );
+    twins(&f, "threaded", "threaded", "f", json!({}));
+    twins(&f, "forking", "forking", "f", json!({}));
+    let mut mcp = Mcp::start(&f.root, &[]);
+    for _ in 0..3 {
+        assert_eq!(mcp.call("threaded", json!({})), json!({"ok": {"ok": 1}}));
+        assert_eq!(mcp.call("forking", json!({})), json!({"ok": {"ok": 2}}));
+    }
+    settle("no process of an import is left", || {
+        pids_with(&marker).is_empty()
+    });
+    drop(mcp);
+    // Every call imported the module: served cold (the refused worker's
+    // own import counts once more where workers can run).
+    let extra = usize::from(warm_here());
+    assert_eq!(imports(&f, "threaded"), 3 + extra);
+    assert_eq!(imports(&f, "forking"), 3 + extra);
+}
