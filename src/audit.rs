@@ -25,8 +25,10 @@
 //! head (a temporary file renamed over it): safe for concurrent processes.
 //! A call's intent is also synced (log, then head) before the call starts
 //! ([`Log::append_durable`]); other lines are not (a crash may lose a
-//! call's result line: the call then shows as unfinished), which keeps
-//! one `fsync` per call. A crash mid-write leaves
+//! call's result line: the call then shows as unfinished). The sync
+//! happens after the lock is released, as a group commit shared by the
+//! calls of one process that wrote in the meantime (`commit`): calls do
+//! not queue behind each other's `fsync`. A crash mid-write leaves
 //! at most an unterminated last line (reported as interrupted, never as
 //! tampering; the next writer removes it and logs `AUDIT_INTERRUPTED`) or
 //! lines past the head (they chain, and the next writer takes them in).
@@ -42,7 +44,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
@@ -52,6 +54,7 @@ use sha2::Sha256;
 use crate::kind::ErrorKind;
 use crate::state::{self, StateError};
 
+mod commit;
 mod head;
 pub use head::{Acknowledged, Head};
 
@@ -572,9 +575,12 @@ impl Log {
         self.append_with(event, false)
     }
 
-    /// Appends `event` made durable before it returns: the log synced,
-    /// then the head moved (synced too). For a call's intent, which must
-    /// be on disk before the call starts.
+    /// Appends `event` made durable before it returns: the line written
+    /// and the head moved under the writers' lock, then, the lock
+    /// released, the log synced and then the head, in one sync shared
+    /// with the lines other threads of this process wrote meanwhile
+    /// (group commit). For a call's intent, which must be on disk before
+    /// the call starts.
     pub fn append_durable(&self, event: &Event) -> Result<(), AuditError> {
         self.append_with(event, true)
     }
@@ -594,12 +600,16 @@ impl Log {
     /// disk did not confirm it, or the head could not be moved); any other
     /// error means it was not.
     fn append_with(&self, event: &Event, durable: bool) -> Result<(), AuditError> {
-        let key = state::key()?;
+        self.append_keyed(&state::key()?, event, durable)
+    }
+
+    /// [`Log::append_with`] with the state's `key`.
+    fn append_keyed(&self, key: &[u8], event: &Event, durable: bool) -> Result<(), AuditError> {
         let mut file = self.open_locked()?;
         let head = self.read_head()?;
         let len = file.metadata().map_err(|e| self.io(e))?.len();
         let end = self
-            .find_end(&mut file, len, head.as_ref(), &key)
+            .find_end(&mut file, len, head.as_ref(), key)
             .map_err(|e| self.io(e))?;
         let mut head = head.unwrap_or_default();
         let mut events = Vec::new();
@@ -659,8 +669,8 @@ impl Log {
                 lines += 1;
                 close = false;
             }
-            let line = e.render(&key_id(&key));
-            let m = mac(&key, &prev, &line);
+            let line = e.render(&key_id(key));
+            let m = mac(key, &prev, &line);
             out.push_str(&line);
             out.push_str(" mac=");
             out.push_str(&m);
@@ -674,15 +684,33 @@ impl Log {
             let _ = file.set_len(before);
             return Err(self.io(e));
         }
-        if durable {
-            file.sync_data().map_err(|e| self.not_durable(e))?;
-        }
         head.lines = Some(lines);
         head.bytes = Some(before + out.len() as u64);
         head.mac = prev;
-        self.write_head(&head, durable)
+        self.write_head(&head, false)
             .map_err(|e| self.not_durable(e))?;
-        Ok(())
+        if !durable {
+            return Ok(());
+        }
+        // Group commit (see `commit`): the lock is released before the
+        // sync, which covers every line written before it starts.
+        let log = file.try_clone().map_err(|e| self.not_durable(e))?;
+        let meta = log.metadata().map_err(|e| self.not_durable(e))?;
+        let group = commit::of(meta.dev(), meta.ino());
+        let ticket = group.ticket();
+        drop(file);
+        group
+            .wait(ticket, || self.sync(&log))
+            .map_err(|e| self.not_durable(e))
+    }
+
+    /// Makes what the log and the head say durable: the head as it is now
+    /// is opened first, so the log's sync covers every line it counts;
+    /// then the head itself.
+    fn sync(&self, log: &fs::File) -> std::io::Result<()> {
+        let head = fs::File::open(&self.head)?;
+        log.sync_data()?;
+        head.sync_all()
     }
 
     /// Where the log stands against `head` (the writers' lock held).
@@ -1417,6 +1445,49 @@ mod tests {
         assert_eq!(recent.len(), 10, "{recent:?}");
         assert_eq!(recent.last().unwrap().ts, "t0999");
         assert_eq!(log.recent_entries(1 << 30).unwrap().len(), 1000);
+    }
+
+    #[test]
+    fn concurrent_durable_appends_keep_one_intact_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::sync::Arc::new(Log {
+            path: dir.path().join("tools.log"),
+            head: dir.path().join("head"),
+        });
+        let key = vec![7u8; 32];
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let (log, key) = (log.clone(), key.clone());
+                std::thread::spawn(move || {
+                    for i in 0..25 {
+                        let e = Event {
+                            kind: if i % 2 == 0 {
+                                "TOOL_STARTED"
+                            } else {
+                                "TOOL_EXECUTED"
+                            },
+                            fields: vec![("call", format!("{t}-{i}"))],
+                        };
+                        log.append_keyed(&key, &e, i % 2 == 0).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let bytes = std::fs::read(&log.path).unwrap();
+        let v = check(
+            &key,
+            &bytes,
+            log.read_head().unwrap().as_ref(),
+            dir.path().into(),
+        );
+        assert!(v.intact(), "{v:?}");
+        assert_eq!(String::from_utf8_lossy(&bytes).lines().count(), 200);
+        let head = log.read_head().unwrap().unwrap();
+        assert_eq!(head.lines, Some(200));
+        assert_eq!(head.bytes, Some(bytes.len() as u64));
     }
 
     #[test]

@@ -90,10 +90,17 @@ pub fn set_dir(dir: PathBuf) {
 /// The home directory of the user running glovebox, from its passwd
 /// entry; `$HOME` only when the entry names no existing directory.
 pub fn home() -> Option<PathBuf> {
-    let from_passwd = nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.dir)
+    // The passwd entry is read once per process (a served call asked for
+    // it several times: state directory, key, approvals).
+    static PASSWD: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let from_passwd = PASSWD
+        .get_or_init(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.dir)
+        })
+        .clone()
         .filter(|d| d.is_absolute() && d.is_dir());
     from_passwd.or_else(|| {
         std::env::var_os("HOME")

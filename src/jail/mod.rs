@@ -33,7 +33,9 @@
 //! ([`fs::split_write`]), and the jail's first process is a subreaper that
 //! kills every descendant, so a call still ends whole.
 //!
-//! The order in which the child applies them is documented in [`spawn`];
+//! What a call gets, by which mechanism, or why it is refused, is decided
+//! by [`plan`] (pure, no system call); [`spawn`] carries it out. The
+//! order in which the child applies them is documented in [`spawn`];
 //! every raw system call is in `sys`. When a restriction cannot be
 //! enforced the call is refused with [`JailError::Unavailable`] naming the
 //! feature, unless the spec opted into degraded mode, in which case each
@@ -45,6 +47,7 @@ pub mod doctor;
 pub mod fs;
 pub mod metadata;
 pub mod network;
+pub mod plan;
 pub mod probe;
 pub mod profile;
 mod pump;

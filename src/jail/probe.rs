@@ -4,6 +4,14 @@
 //! rule can forbid what the sysctls allow. The facts ([`Kernel`]) decide
 //! the jail's [`Mode`]; `glovebox doctor` shows them and adds a real
 //! jailed run.
+//!
+//! Trying costs two clones into new namespaces (about a millisecond),
+//! which a one-shot CLI call would pay every time. A call therefore plans
+//! with [`assumed`] facts until something needs the real ones: the facts
+//! that cost no process (Landlock ABI, seccomp, ids) are read, namespaces
+//! are assumed creatable, and the call's own clone is the test (see
+//! [`super::spawn::run`]: when it fails making them, [`kernel`] runs and
+//! the call is planned again). No fact is carried across processes.
 
 use std::sync::OnceLock;
 
@@ -76,10 +84,33 @@ pub struct Kernel {
     pub release: String,
 }
 
-/// The facts, found once per process.
+static PROBED: OnceLock<Kernel> = OnceLock::new();
+
+/// The facts, found once per process (namespaces tried).
 pub fn kernel() -> &'static Kernel {
+    PROBED.get_or_init(read)
+}
+
+/// The facts, when this process has already probed ([`kernel`]).
+pub fn known() -> Option<&'static Kernel> {
+    PROBED.get()
+}
+
+/// The facts found without creating a process: Landlock ABI, seccomp,
+/// ids, release; namespaces assumed creatable ([`Mode::Namespaces`]) until
+/// a clone that needs them fails. Only for planning a call whose own
+/// clone tests the assumption; `doctor` and `explain` use [`kernel`].
+pub fn assumed() -> &'static Kernel {
     static CELL: OnceLock<Kernel> = OnceLock::new();
-    CELL.get_or_init(read)
+    CELL.get_or_init(|| {
+        let mut k = cheap();
+        k.user_ns = k.euid != 0;
+        k.pid_ns = true;
+        k.mount_proc = true;
+        k.ipc_ns = true;
+        k.mode = Mode::Namespaces;
+        k
+    })
 }
 
 /// Whether a subreaper can find the processes it inherited
@@ -102,10 +133,9 @@ fn jail_flags(root: bool) -> libc::c_ulong {
 pub fn net_ns() -> bool {
     static CELL: OnceLock<bool> = OnceLock::new();
     *CELL.get_or_init(|| {
-        let k = kernel();
-        k.mode == Mode::Namespaces
-            && sys::probe_clone(jail_flags(k.euid == 0) | libc::CLONE_NEWNET as libc::c_ulong)
-                .is_ok()
+        // Fails too where the jail's other namespaces cannot be made.
+        let root = sys::ids().0 == 0;
+        sys::probe_clone(jail_flags(root) | libc::CLONE_NEWNET as libc::c_ulong).is_ok()
     })
 }
 
@@ -147,11 +177,40 @@ pub fn namespace_failure(errno: i32, user: bool) -> String {
     format!("{name}: {cause}")
 }
 
-fn read() -> Kernel {
+/// The facts that cost no process; namespaces not tried (none).
+fn cheap() -> Kernel {
     let (euid, egid) = sys::ids();
     // PR_GET_SECCOMP answers 0 when seccomp is built in and we are not yet
     // filtered (a filtered process may still stack filters: 2).
     let seccomp = sys::seccomp_mode().is_some() && exists("/proc/sys/kernel/seccomp/actions_avail");
+    Kernel {
+        landlock_abi: sys::landlock_abi(),
+        seccomp,
+        euid,
+        egid,
+        user_ns: false,
+        user_ns_error: None,
+        pid_ns: false,
+        mount_proc: false,
+        ipc_ns: false,
+        net_ns: false,
+        namespaces_error: None,
+        mode: Mode::None,
+        release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+fn read() -> Kernel {
+    let Kernel {
+        landlock_abi,
+        seccomp,
+        euid,
+        egid,
+        release,
+        ..
+    } = cheap();
     let root = euid == 0;
     let user = libc::CLONE_NEWUSER as libc::c_ulong;
     let user_try = sys::probe_clone(user);
@@ -160,7 +219,6 @@ fn read() -> Kernel {
     } else {
         sys::probe_clone(jail_flags(root))
     };
-    let landlock_abi = sys::landlock_abi();
     let mode = if ns_try.is_ok() {
         Mode::Namespaces
     } else if landlock_abi >= NAMESPACE_FREE_ABI && seccomp && subreaper_available() {
@@ -182,9 +240,7 @@ fn read() -> Kernel {
         net_ns: false,
         namespaces_error: ns_try.err().map(|e| namespace_failure(e, !root)),
         mode,
-        release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
+        release,
     }
 }
 
@@ -198,6 +254,17 @@ mod tests {
         assert!(m.starts_with("ENOSPC: "), "{m}");
         let m = namespace_failure(libc::EPERM, false);
         assert!(m.contains("CAP_SYS_ADMIN"), "{m}");
+    }
+
+    #[test]
+    fn assumed_facts_are_the_probed_ones_but_for_namespaces() {
+        let (a, k) = (assumed(), kernel());
+        assert_eq!(a.mode, Mode::Namespaces);
+        assert_eq!(
+            (a.landlock_abi, a.seccomp, a.euid, a.egid),
+            (k.landlock_abi, k.seccomp, k.euid, k.egid)
+        );
+        assert_eq!(known().map(|k| k.mode), Some(k.mode));
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! Starting, supervising and ending one jailed process.
 //!
-//! [`run`] prepares everything in the supervisor (argv/env as C strings,
-//! the Landlock ruleset fd, the seccomp programs, the call's cgroups, the
-//! pipes), then clones the child into new namespaces. Between clone and
-//! exec the child only makes system calls on that prepared data, in this
-//! order:
+//! [`run`] builds the call's [`Plan`] ([`super::plan`]: what is enforced
+//! by which mechanism, or the refusal), prepares everything it needs in
+//! the supervisor (argv/env as C strings, the Landlock ruleset fd, the
+//! seccomp programs, the call's cgroups, the pipes), then clones the
+//! child into new namespaces. The clone is vfork-style (`CLONE_VM |
+//! CLONE_VFORK`: no page table copied, the supervisor's thread suspended
+//! until exec) except for the namespace-free jail's reaper, which never
+//! execs. Between clone and exec the child only makes system calls on
+//! that prepared data, allocating and writing nothing of the
+//! supervisor's, in this order:
 //!
 //! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;
 //! 2. default signal dispositions, empty signal mask;
@@ -54,12 +59,14 @@ use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
 use super::metadata::{Grants, Watch};
 use super::network::{self as net, NetPlan};
-use super::probe::{self, Mode};
+use super::plan::{self, Cgroups, Host, Plan};
+use super::probe::{self, Kernel, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Filter};
-use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
+use super::spec::{JailResult, LimitHit, Spec, Status, Stdin};
 use super::sys::{self, Forked};
-use super::tree::{self, MetadataGuard, Op, Plan, Tree};
+use super::tree::Plan as TreePlan;
+use super::tree::{MetadataGuard, Op, Tree};
 use super::{profile, JailError};
 
 /// The `PATH` inside every jail.
@@ -184,7 +191,7 @@ struct Prepared {
     /// (no tree: the metadata family is refused by seccomp).
     seccomp_without_tree: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
-    tree: Option<Plan>,
+    tree: Option<TreePlan>,
     cgroup_procs: Vec<RawFd>,
     id_maps: Option<IdMaps>,
     private_proc: bool,
@@ -367,33 +374,67 @@ fn home_files(
 }
 
 /// Runs `spec` in a jail and waits for it.
+///
+/// Until this process has probed the kernel ([`probe::kernel`]), a call is
+/// planned with [`probe::assumed`] facts (namespaces creatable): its own
+/// clone is the test, so no namespace is created and destroyed first just
+/// to find out. When that clone fails to make them, the probe runs and the
+/// call is planned again with what it found. Nothing is taken on trust:
+/// a call that ran had every namespace of its plan.
 pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let started = Instant::now();
-    let kernel = probe::kernel();
-    let mut warnings = Vec::new();
-    let mut enforcement = Enforcement::default();
-    let require = |ok: bool, feature: &str, warnings: &mut Vec<String>| -> Result<(), JailError> {
-        if ok {
-            return Ok(());
+    if let Some(kernel) = probe::known() {
+        return attempt(spec, kernel, false, started).map_err(Attempt::into_error);
+    }
+    match attempt(spec, probe::assumed(), true, started) {
+        Err(Attempt::Probe) => {
+            attempt(spec, probe::kernel(), false, started).map_err(Attempt::into_error)
         }
-        if spec.degraded {
-            warnings.push(format!(
-                "degraded: {feature} is not enforced on this machine"
-            ));
-            Ok(())
-        } else {
-            Err(JailError::Unavailable {
-                feature: feature.to_string(),
-            })
-        }
-    };
+        other => other.map_err(Attempt::into_error),
+    }
+}
 
+/// Why one attempt at a call did not produce a result.
+enum Attempt {
+    /// The call failed.
+    Error(JailError),
+    /// Planned with assumed facts, the namespaces could not be made:
+    /// probe, then plan again.
+    Probe,
+}
+
+impl Attempt {
+    fn into_error(self) -> JailError {
+        match self {
+            Attempt::Error(e) => e,
+            Attempt::Probe => JailError::Unavailable {
+                feature: "the jail's namespaces (they failed after the kernel probe found them)"
+                    .into(),
+            },
+        }
+    }
+}
+
+impl<E: Into<JailError>> From<E> for Attempt {
+    fn from(e: E) -> Attempt {
+        Attempt::Error(e.into())
+    }
+}
+
+/// Plans `spec` with `kernel` and carries the plan out (see the module
+/// docs for the child's steps).
+fn attempt(
+    spec: &Spec,
+    kernel: &Kernel,
+    assumed: bool,
+    started: Instant,
+) -> Result<JailResult, Attempt> {
     if spec.argv.is_empty() {
         return Err(JailError::InvalidSpec {
             message: "no command given".into(),
-        });
+        }
+        .into());
     }
-
     // --- filesystem: baseline profile + the caller's paths + private HOME.
     let home = tempfile::Builder::new()
         .prefix("glovebox-home-")
@@ -421,75 +462,6 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         access.write = split.write;
         access.read_only.extend(split.read_only);
     }
-
-    let landlock_ok = kernel.landlock_abi >= jfs::MIN_ABI;
-    require(
-        landlock_ok,
-        &format!(
-            "filesystem confinement (landlock abi {} found, {} needed)",
-            kernel.landlock_abi,
-            jfs::MIN_ABI
-        ),
-        &mut warnings,
-    )?;
-    let landlock = if landlock_ok {
-        let rs = jfs::ruleset(kernel.landlock_abi, &access, spec.network)?;
-        enforcement.landlock_abi = kernel.landlock_abi;
-        Option::<OwnedFd>::from(rs)
-    } else {
-        None
-    };
-
-    // --- namespaces, or the namespace-free jail (see `probe::Mode`).
-    let root = kernel.euid == 0;
-    let mode = kernel.mode;
-    let mut flags: libc::c_ulong = 0;
-    let ns_usable = mode == Mode::Namespaces;
-    let userns = ns_usable && !root;
-    enforcement.mode = mode.label().into();
-    if !ns_usable {
-        require(
-            mode == Mode::NamespaceFree,
-            &format!(
-                "process isolation: no namespaces can be created here ({}) and the namespace-free jail needs landlock abi {} and seccomp (found abi {}, seccomp {}); run on a kernel with landlock 6, as root, or where user namespaces are allowed",
-                kernel.namespaces_error.as_deref().unwrap_or("unknown"),
-                probe::NAMESPACE_FREE_ABI,
-                kernel.landlock_abi,
-                if kernel.seccomp { "yes" } else { "no" }
-            ),
-            &mut warnings,
-        )?;
-    }
-    if userns {
-        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
-        enforcement.user_namespace = true;
-    }
-    let pid_ns = ns_usable && kernel.pid_ns;
-    if pid_ns {
-        flags |= libc::CLONE_NEWPID as libc::c_ulong;
-        enforcement.pid_namespace = true;
-    }
-    let private_proc = pid_ns && kernel.mount_proc;
-    if private_proc {
-        flags |= libc::CLONE_NEWNS as libc::c_ulong;
-        enforcement.private_proc = true;
-    }
-    // Without a PID namespace a subreaper ends the call whole; it finds
-    // what it inherited in /proc/thread-self/children.
-    let reaper_ok = probe::subreaper_available();
-    if !pid_ns {
-        require(
-            reaper_ok,
-            "a call ending whole (no pid namespace, and no /proc/thread-self/children for a subreaper: a kernel without CONFIG_PROC_CHILDREN)",
-            &mut warnings,
-        )?;
-    }
-    let reaper = !pid_ns && reaper_ok;
-    enforcement.subreaper = reaper;
-
-    // --- the filesystem view: the tree in the mount namespace, else
-    // seccomp hands the metadata family to the supervisor (`metadata`).
-    let guard = tree::metadata_guard(private_proc);
     let cwd_dir = [spec.cwd.clone()];
     let fs_tree = Tree::build(
         &FsAccess {
@@ -499,126 +471,57 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         &spec.protect,
         &cwd_dir,
     )?;
-    let mut plan = None;
-    match guard {
-        MetadataGuard::Tree => {
-            plan = Some(fs_tree.plan()?);
-            enforcement.mount_tree = true;
-        }
-        MetadataGuard::Seccomp => {
-            // The namespace-free jail's own mechanism (Landlock hides the
-            // contents, seccomp refuses the metadata family); elsewhere a
-            // missing tree is a gap.
-            require(
-                mode == Mode::NamespaceFree,
-                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are decided by the supervisor instead (seccomp user notification)",
-                &mut warnings,
-            )?;
-            if split_applied {
-                warnings.push(
-                    "no mount namespace: the write grants are split around the protected paths (.glee/, tools.json, .git/, tool files), so no entry can be created or removed directly in a directory that holds one (the project root); write below it (src/, out/…) or allow user namespaces".into(),
-                );
-            }
-        }
-    }
+    let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();
 
-    // --- seccomp.
-    require(
-        kernel.seccomp,
-        "system call filtering (seccomp)",
-        &mut warnings,
-    )?;
-    let (seccomp, seccomp_without_tree) = if kernel.seccomp {
-        enforcement.seccomp = true;
-        (
+    // --- what is enforced by which mechanism, or the refusal.
+    let subreaper = probe::subreaper_available();
+    // A call behind the proxy finds out by its own launch whether a network
+    // namespace can be made (a probe clone here would cost every one-shot
+    // call a namespace); an empty one (`netns`) is probed.
+    let empty_netns = plan::wants_net_ns(spec) && !spec.network;
+    let net_ns = kernel.mode == Mode::Namespaces && (!empty_netns || probe::net_ns());
+    if assumed && empty_netns && !net_ns {
+        // No network namespace where namespaces were only assumed: maybe
+        // none can be made at all; the probe says which.
+        return Err(Attempt::Probe);
+    }
+    let host = Host {
+        kernel,
+        net_ns,
+        subreaper,
+    };
+    let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied)?;
+    let landlock = match plan.landlock_abi {
+        Some(abi) => Option::<OwnedFd>::from(jfs::ruleset(abi, &access, spec.network)?),
+        None => None,
+    };
+    let tree_plan = match plan.guard {
+        MetadataGuard::Tree => Some(fs_tree.plan()?),
+        MetadataGuard::Seccomp => None,
+    };
+    let (seccomp, seccomp_without_tree) = match plan.seccomp {
+        Some(sockets) => (
             Some(seccomp::filter_for(
-                net::sockets(spec),
-                guard == MetadataGuard::Seccomp,
+                sockets,
+                plan.guard == MetadataGuard::Seccomp,
             )?),
-            Some(seccomp::filter_for(net::sockets(spec), true)?),
-        )
-    } else {
-        None.unzip()
-    };
-    enforcement.metadata_guard = match guard {
-        MetadataGuard::Tree => "tree".into(),
-        MetadataGuard::Seccomp if kernel.seccomp => "seccomp".into(),
-        MetadataGuard::Seccomp => String::new(),
-    };
-    if ns_usable && kernel.ipc_ns {
-        flags |= libc::CLONE_NEWIPC as libc::c_ulong;
-        enforcement.ipc_namespace = true;
-    }
-    // Whether a network namespace can be made is found out by the launch
-    // (a probe clone here would cost every one-shot call a namespace).
-    let net_plan = net::plan(spec, ns_usable)?;
-    match &net_plan {
-        NetPlan::Proxied(_) => {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
-            enforcement.net_namespace = true;
-            enforcement.egress_proxy = true;
-        }
-        NetPlan::Direct => warnings.push(
-            "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
-                .into(),
+            Some(seccomp::filter_for(sockets, true)?),
         ),
-        NetPlan::Off => {}
-    }
-    if !spec.network && spec.netns && mode != Mode::NamespaceFree {
-        require(
-            ns_usable && probe::net_ns(),
-            "network namespaces",
-            &mut warnings,
-        )?;
-        if ns_usable && probe::net_ns() {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
-            enforcement.net_namespace = true;
-        }
-    }
-
-    // --- limits: cgroups where possible, rlimits otherwise.
-    let avail = super::cgroup::available();
-    let want_mem = avail.memory.is_some().then_some(spec.limits.memory_bytes);
-    let want_pids = avail.pids.is_some().then_some(spec.limits.pids);
-    let group = if want_mem.is_some() || want_pids.is_some() {
-        Some(CallGroup::create(want_mem, want_pids)?)
+        None => (None, None),
+    };
+    let group = if plan.memory_cgroup || plan.pids_cgroup {
+        Some(CallGroup::create(
+            plan.memory_cgroup.then_some(spec.limits.memory_bytes),
+            plan.pids_cgroup.then_some(spec.limits.pids),
+        )?)
     } else {
         None
     };
-    let mut rlimits = vec![
-        (libc::RLIMIT_CORE, 0),
-        (libc::RLIMIT_FSIZE, spec.limits.file_size_bytes),
-        (libc::RLIMIT_NOFILE, spec.limits.open_files),
-    ];
-    match group.as_ref().and_then(CallGroup::memory_version) {
-        Some(v) => enforcement.memory_limit = v.label().into(),
-        None => {
-            rlimits.push((libc::RLIMIT_DATA, spec.limits.memory_bytes));
-            enforcement.memory_limit = "rlimit-data".into();
-        }
-    }
-    match group.as_ref().and_then(CallGroup::pids_version) {
-        Some(v) => enforcement.pids_limit = v.label().into(),
-        None if !root => {
-            // RLIMIT_NPROC binds every uid but root.
-            rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
-            enforcement.pids_limit = "rlimit-nproc".into();
-        }
-        None => {
-            require(
-                false,
-                "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
-                &mut warnings,
-            )?;
-            enforcement.pids_limit = "none".into();
-        }
-    }
-    let drop_caps = root.then(sys::last_cap);
-    enforcement.capabilities_dropped = root;
+    let drop_caps = plan.drop_caps.then(sys::last_cap);
 
     // --- program, argv, env.
     let mut env = environment(spec, home.path());
-    if matches!(net_plan, NetPlan::Proxied(_)) {
+    if matches!(plan.net, NetPlan::Proxied(_)) {
         net::proxy_environment(&mut env);
     }
     home_files(spec, home.path(), &mut env)?;
@@ -675,7 +578,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
 
-    let id_maps = if userns {
+    let id_maps = if plan.id_maps {
         let (uid, gid) = (kernel.euid, kernel.egid);
         Some(IdMaps {
             setgroups: c"/proc/self/setgroups".into(),
@@ -703,16 +606,16 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         landlock,
         seccomp,
         seccomp_without_tree,
-        tree: plan,
+        tree: tree_plan,
         cgroup_procs: group
             .as_ref()
             .map(|g| g.procs.iter().map(AsRawFd::as_raw_fd).collect())
             .unwrap_or_default(),
         id_maps,
-        private_proc,
-        rlimits,
+        private_proc: plan.private_proc,
+        rlimits: plan.rlimits.clone(),
         drop_caps,
-        reaper,
+        reaper: plan.reaper,
         notify: if kernel.seccomp {
             let (parent_end, child_end) =
                 sys::socketpair().map_err(|source| JailError::Prepare {
@@ -726,7 +629,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
         } else {
             None
         },
-        net: match net_plan {
+        net: match plan.net {
             NetPlan::Proxied(_) => {
                 let (parent_end, child_end) =
                     sys::socketpair().map_err(|source| JailError::Prepare {
@@ -741,72 +644,49 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
             _ => None,
         },
     };
-    // Namespaces the probe could create may still fail in the child (a
-    // container that masks /proc refuses a fresh one): fall back to the
-    // namespace-free jail when it keeps every invariant of this call, or
-    // to a degraded run when the caller opted in.
-    let free_fallback = landlock_ok
-        && kernel.landlock_abi >= probe::NAMESPACE_FREE_ABI
-        && kernel.seccomp
-        && reaper_ok
-        && fs_tree.protected().next().is_none();
-    let (pidfd, flags_used) = match launch(&mut prepared, flags) {
-        Ok(pidfd) => (pidfd, flags),
+    // Namespaces may still fail in the child (a container that masks /proc
+    // refuses a fresh one): planned with assumed facts, probe and plan
+    // again; else fall back to the namespace-free jail when it keeps every
+    // invariant of this call, or to a degraded run when the caller opted in.
+    let flags = plan.flags;
+    let pidfd = match launch(&mut prepared, flags) {
+        Ok(pidfd) => pidfd,
+        Err((step, errno)) if flags != 0 && step_is_namespace(step, errno) && assumed => {
+            return Err(Attempt::Probe)
+        }
         Err((step, errno))
-            if (spec.degraded || free_fallback)
-                && prepared.net.is_none()
-                && step_is_namespace(step, errno) =>
+            if plan.may_fall_back(spec.degraded) && step_is_namespace(step, errno) =>
         {
-            if spec.degraded {
-                warnings.push(format!(
-                    "degraded: namespaces are not available here ({}: {}: {})",
-                    step.describe(),
-                    sys::errno_name(errno),
-                    std::io::Error::from_raw_os_error(errno)
-                ));
-            }
+            let why = format!(
+                "{}: {}: {}",
+                step.describe(),
+                sys::errno_name(errno),
+                std::io::Error::from_raw_os_error(errno)
+            );
+            plan.without_namespaces(spec.degraded, &why, !protected.is_empty(), subreaper);
             prepared.private_proc = false;
             prepared.id_maps = None;
             prepared.tree = None;
-            prepared.reaper = reaper_ok;
+            prepared.reaper = plan.reaper;
             prepared.seccomp = prepared.seccomp_without_tree;
-            if fs_tree.protected().next().is_some() {
-                warnings.push(
-                    "degraded: protected paths (.glee/, tools.json, .git/, tool files) are writable inside write grants (no mount namespace)".into(),
-                );
-            }
-            match launch(&mut prepared, 0) {
-                Ok(pidfd) => (pidfd, 0),
-                Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
-            }
+            launch(&mut prepared, 0)
+                .map_err(|(step, errno)| JailError::child_failed(step, errno, &program))?
         }
         // The network namespace was the one this kernel refuses: say so.
         Err((step, errno))
             if prepared.net.is_some() && step_is_namespace(step, errno) && !probe::net_ns() =>
         {
-            return Err(net::no_namespace())
+            return Err(net::no_namespace().into())
         }
-        Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program)),
+        Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program).into()),
     };
-    if flags_used == 0 {
-        enforcement.mode = if free_fallback {
-            Mode::NamespaceFree.label().into()
-        } else {
-            Mode::None.label().into()
-        };
-        enforcement.pid_namespace = false;
-        enforcement.private_proc = false;
-        enforcement.mount_tree = false;
-        enforcement.metadata_guard = if enforcement.seccomp {
-            "seccomp".into()
-        } else {
-            String::new()
-        };
-        enforcement.ipc_namespace = false;
-        enforcement.net_namespace = false;
-        enforcement.user_namespace = false;
-        enforcement.subreaper = reaper_ok;
-    }
+    let flags_used = plan.flags;
+    let Plan {
+        enforcement,
+        warnings,
+        net: net_plan,
+        ..
+    } = plan;
     // The child has exec'd: its copies of these are its own now.
     let Prepared {
         stdin,
@@ -836,7 +716,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
                 Err(e) => {
                     let _ = sys::pidfd_kill(pidfd.as_raw_fd());
                     let _ = sys::pidfd_wait(pidfd.as_raw_fd());
-                    return Err(e);
+                    return Err(e.into());
                 }
             }
         }
@@ -858,7 +738,8 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
                     return Err(JailError::Prepare {
                         what: "starting the egress proxy",
                         source,
-                    });
+                    }
+                    .into());
                 }
             }
         }
@@ -955,19 +836,28 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     let (report_r, report_w) = pipe().map_err(|_| (Step::Parent, libc::EMFILE))?;
     p.report = report_w.as_raw_fd();
     p.report_read_end = report_r.as_raw_fd();
-    // SAFETY: the child branch calls only `child_main`, which performs
-    // async-signal-safe system calls on prepared data and never returns.
-    let forked = unsafe { sys::clone_process(flags) }.map_err(|e| {
+    let clone_failed = |e: std::io::Error| {
         let step = if flags == 0 {
             Step::Parent
         } else {
             Step::Namespaces
         };
         (step, e.raw_os_error().unwrap_or(libc::EINVAL))
-    })?;
-    let pidfd = match forked {
-        Forked::Child => child_main(p),
-        Forked::Parent { pidfd, .. } => pidfd,
+    };
+    let pidfd = if p.reaper {
+        // The reaper never execs (it waits for the tool): a fork-style
+        // clone, so that the supervisor is not suspended for the call.
+        // SAFETY: the child branch calls only `child_main`, which performs
+        // async-signal-safe system calls on prepared data and never returns.
+        match unsafe { sys::clone_process(flags) }.map_err(clone_failed)? {
+            Forked::Child => child_main(p),
+            Forked::Parent { pidfd, .. } => pidfd,
+        }
+    } else {
+        // SAFETY: `child_main` only makes async-signal-safe system calls on
+        // the prepared data, allocates nothing, writes no memory of the
+        // supervisor's, and ends in `execve` or `_exit`.
+        unsafe { sys::clone_vfork(flags, &mut || child_main(p)) }.map_err(clone_failed)?
     };
     drop(report_w);
     let mut report_file = std::fs::File::from(report_r);
@@ -1211,7 +1101,7 @@ fn mount_proc(at: &CStr) -> sys::SysResult<()> {
 
 /// Builds the jail's root from `plan` and enters it (see [`super::tree`]
 /// for the sequence). Child side: single system calls on prepared strings.
-fn enter_tree(plan: &Plan) -> sys::SysResult<()> {
+fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
     sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     sys::mount(
         Some(TMPFS),
@@ -1251,6 +1141,7 @@ fn enter_tree(plan: &Plan) -> sys::SysResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jail::tree;
 
     #[test]
     fn set_up_errors_name_the_step_errno_cause_and_fix() {

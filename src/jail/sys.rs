@@ -79,6 +79,72 @@ pub unsafe fn clone_process(flags: libc::c_ulong) -> io::Result<Forked> {
     Ok(Forked::Parent { pidfd })
 }
 
+/// The child's stack for [`clone_vfork`]: the steps between clone and exec
+/// are flat system calls on prepared data.
+const VFORK_STACK: usize = 256 * 1024;
+
+/// Creates a child in the namespaces named by `flags` (`CLONE_NEW*`) that
+/// shares this process's memory until it calls `execve` or exits, the
+/// calling thread suspended meanwhile (`CLONE_VM | CLONE_VFORK`, as
+/// `posix_spawn` does): no page table is copied and nothing is
+/// copied-on-write afterwards, however large the supervisor. `child` runs
+/// in the child on a stack of its own and must not return (the child
+/// exits with 127 if it does). Returns a pidfd
+/// once the child has exec'd or exited.
+///
+/// # Safety
+///
+/// `child` runs with the parent's memory while the parent's other threads
+/// keep running: it may only make async-signal-safe system calls on data
+/// prepared before the call, must not allocate, lock or write memory the
+/// parent uses, and must end in `execve` or `_exit`. The child's signal
+/// handlers, fds, working directory and credentials are its own (no
+/// `CLONE_SIGHAND`, `CLONE_FILES`, `CLONE_FS`, `CLONE_THREAD`).
+pub unsafe fn clone_vfork<F>(flags: libc::c_ulong, child: &mut F) -> io::Result<OwnedFd>
+where
+    F: FnMut(),
+{
+    extern "C" fn trampoline<F: FnMut()>(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `&mut F` given to `clone_vfork`, whose frame
+        // (and so the closure) stays alive while the parent is suspended.
+        let f = unsafe { &mut *arg.cast::<F>() };
+        f();
+        // `child` must not return; should it, the child ends here.
+        exit_now(127)
+    }
+    let mut stack = vec![0u8; VFORK_STACK];
+    // The stack grows down: its top, 16-byte aligned.
+    let top = (stack.as_mut_ptr() as usize + VFORK_STACK) & !15;
+    let mut pidfd: libc::c_int = -1;
+    let all = flags
+        | (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD) as libc::c_ulong;
+    let Ok(all) = libc::c_int::try_from(all) else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    // SAFETY: `top` is the top of a writable buffer that outlives the child's
+    // use of it (the parent resumes only when the child has exec'd or
+    // exited); `child` is a valid `&mut F` for `trampoline::<F>`; with
+    // CLONE_PIDFD the kernel stores a pidfd through the parent_tid argument,
+    // a valid writable int. The caller upholds the child's restrictions.
+    let rc = unsafe {
+        libc::clone(
+            trampoline::<F>,
+            top as *mut libc::c_void,
+            all,
+            (child as *mut F).cast::<libc::c_void>(),
+            &mut pidfd as *mut libc::c_int,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    drop(stack);
+    // SAFETY: the kernel returned a fresh pidfd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
 /// Ends the calling process at once, without running destructors or atexit
 /// handlers (the only correct exit between clone and exec).
 pub fn exit_now(code: i32) -> ! {
@@ -527,10 +593,14 @@ pub fn is_tty(fd: RawFd) -> bool {
 
 /// The number of the highest capability this kernel knows.
 pub fn last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(40)
+    // The kernel's, fixed while it runs: read once per process.
+    static LAST: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(40)
+    })
 }
 
 /// The Landlock ABI version the kernel offers (0 when Landlock is absent or

@@ -1,0 +1,728 @@
+//! What a call's jail enforces and by which mechanism, or why it is
+//! refused: decided from the [`Spec`], the kernel's facts and the usable
+//! cgroups before anything is created. Pure (no system call), so every
+//! kernel and privilege combination is table-tested here;
+//! [`super::spawn`] carries the [`Plan`] out.
+//!
+//! A restriction that cannot be enforced refuses the call
+//! ([`JailError::Unavailable`], naming it), unless the spec opted into
+//! degraded mode, where each gap is a warning on the result instead.
+
+use std::path::PathBuf;
+
+use super::cgroup::Version;
+use super::fs as jfs;
+use super::network::{self as net, NetPlan};
+use super::probe::{self, Kernel, Mode};
+use super::seccomp::Sockets;
+use super::spec::{Enforcement, Spec};
+use super::tree::{self, MetadataGuard};
+use super::JailError;
+
+/// What the plan needs to know about this machine besides the [`Kernel`].
+#[derive(Debug, Clone, Copy)]
+pub struct Host<'a> {
+    /// What the kernel and this process can do.
+    pub kernel: &'a Kernel,
+    /// A jail may also have its own network namespace: probed for an
+    /// empty one (`Spec::netns`); for a call behind the egress proxy the
+    /// launch itself finds out (see [`super::spawn::run`]).
+    pub net_ns: bool,
+    /// A subreaper can find what it inherited
+    /// ([`probe::subreaper_available`]).
+    pub subreaper: bool,
+}
+
+/// The cgroup controllers this process can use for a call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cgroups {
+    /// The memory controller, through this version.
+    pub memory: Option<Version>,
+    /// The pids controller, through this version.
+    pub pids: Option<Version>,
+}
+
+impl Cgroups {
+    /// What [`super::cgroup::available`] found.
+    pub fn found() -> Cgroups {
+        let a = super::cgroup::available();
+        Cgroups {
+            memory: a.memory.as_ref().map(|c| c.version),
+            pids: a.pids.as_ref().map(|c| c.version),
+        }
+    }
+}
+
+/// What the jail of one call is made of.
+pub struct Plan {
+    /// Namespaces to clone into (`CLONE_NEW*`).
+    pub flags: libc::c_ulong,
+    /// Landlock with this ABI (`None`: degraded, no Landlock).
+    pub landlock_abi: Option<i32>,
+    /// Which mechanism keeps metadata calls off what the jail may not
+    /// change (the tree is built only with [`MetadataGuard::Tree`]).
+    pub guard: MetadataGuard,
+    /// The seccomp filter's sockets (`None`: degraded, no seccomp).
+    pub seccomp: Option<Sockets>,
+    /// How the call reaches the network.
+    pub net: NetPlan,
+    /// Use the memory cgroup (else `RLIMIT_DATA`, in `rlimits`).
+    pub memory_cgroup: bool,
+    /// Use the pids cgroup (else `RLIMIT_NPROC`, in `rlimits`).
+    pub pids_cgroup: bool,
+    /// Resource limits set in the child.
+    pub rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    /// Drop every capability (a root supervisor).
+    pub drop_caps: bool,
+    /// Write the user namespace's id maps (an unprivileged supervisor).
+    pub id_maps: bool,
+    /// Mount a private `/proc` (PID + mount namespaces).
+    pub private_proc: bool,
+    /// No PID namespace: the first process is the call's subreaper.
+    pub reaper: bool,
+    /// When the namespaces fail in the child, the namespace-free jail
+    /// keeps every invariant of this call (see [`Plan::without_namespaces`]).
+    pub free_fallback: bool,
+    /// What the result reports as enforced.
+    pub enforcement: Enforcement,
+    /// Gaps accepted in degraded mode, and notes.
+    pub warnings: Vec<String>,
+}
+
+/// Whether planning `spec` needs to know if network namespaces can be
+/// made (trying costs a clone: asked only then).
+pub fn wants_net_ns(spec: &Spec) -> bool {
+    if spec.network {
+        spec.gateway.is_some() && !spec.direct_network
+    } else {
+        spec.netns
+    }
+}
+
+/// Refuses a missing restriction, or records it in degraded mode.
+struct Gaps<'a> {
+    degraded: bool,
+    warnings: &'a mut Vec<String>,
+}
+
+impl Gaps<'_> {
+    fn require(&mut self, ok: bool, feature: &str) -> Result<(), JailError> {
+        if ok {
+            return Ok(());
+        }
+        if self.degraded {
+            self.warnings.push(format!(
+                "degraded: {feature} is not enforced on this machine"
+            ));
+            Ok(())
+        } else {
+            Err(JailError::Unavailable {
+                feature: feature.to_string(),
+            })
+        }
+    }
+}
+
+/// Decides the jail of `spec` on `host` with `cgroups`; `protected` are
+/// the protected paths inside its write grants (from its
+/// [`tree::Tree`]); `split` says that, without a tree, the write grants
+/// were split around them ([`jfs::split_write_on_disk`]). Refuses what
+/// cannot be enforced unless `spec.degraded`.
+pub fn plan(
+    spec: &Spec,
+    host: &Host,
+    cgroups: &Cgroups,
+    protected: &[PathBuf],
+    split: bool,
+) -> Result<Plan, JailError> {
+    if spec.argv.is_empty() {
+        return Err(JailError::InvalidSpec {
+            message: "no command given".into(),
+        });
+    }
+    let kernel = host.kernel;
+    let mut warnings = Vec::new();
+    let mut gaps = Gaps {
+        degraded: spec.degraded,
+        warnings: &mut warnings,
+    };
+    let mut e = Enforcement::default();
+    let mut flags: libc::c_ulong = 0;
+
+    // --- Landlock.
+    let landlock_ok = kernel.landlock_abi >= jfs::MIN_ABI;
+    gaps.require(
+        landlock_ok,
+        &format!(
+            "filesystem confinement (landlock abi {} found, {} needed)",
+            kernel.landlock_abi,
+            jfs::MIN_ABI
+        ),
+    )?;
+    let landlock_abi = landlock_ok.then_some(kernel.landlock_abi);
+    if landlock_ok {
+        e.landlock_abi = kernel.landlock_abi;
+    }
+
+    // --- namespaces, or the namespace-free jail (see `probe::Mode`).
+    let root = kernel.euid == 0;
+    let mode = kernel.mode;
+    let ns_usable = mode == Mode::Namespaces;
+    let userns = ns_usable && !root;
+    e.mode = mode.label().into();
+    if !ns_usable {
+        gaps.require(
+            mode == Mode::NamespaceFree,
+            &format!(
+                "process isolation: no namespaces can be created here ({}) and the namespace-free jail needs landlock abi {} and seccomp (found abi {}, seccomp {}); run on a kernel with landlock 6, as root, or where user namespaces are allowed",
+                kernel.namespaces_error.as_deref().unwrap_or("unknown"),
+                probe::NAMESPACE_FREE_ABI,
+                kernel.landlock_abi,
+                if kernel.seccomp { "yes" } else { "no" }
+            ),
+        )?;
+    }
+    if userns {
+        flags |= libc::CLONE_NEWUSER as libc::c_ulong;
+        e.user_namespace = true;
+    }
+    let pid_ns = ns_usable && kernel.pid_ns;
+    if pid_ns {
+        flags |= libc::CLONE_NEWPID as libc::c_ulong;
+        e.pid_namespace = true;
+    }
+    let private_proc = pid_ns && kernel.mount_proc;
+    if private_proc {
+        flags |= libc::CLONE_NEWNS as libc::c_ulong;
+        e.private_proc = true;
+    }
+    // Without a PID namespace a subreaper ends the call whole; it finds
+    // what it inherited in /proc/thread-self/children.
+    if !pid_ns {
+        gaps.require(
+            host.subreaper,
+            "a call ending whole (no pid namespace, and no /proc/thread-self/children for a subreaper: a kernel without CONFIG_PROC_CHILDREN)",
+        )?;
+    }
+    let reaper = !pid_ns && host.subreaper;
+    e.subreaper = reaper;
+
+    // --- the filesystem view: the tree in the mount namespace, else
+    // seccomp refuses the metadata family for every path.
+    let guard = tree::metadata_guard(private_proc);
+    match guard {
+        MetadataGuard::Tree => e.mount_tree = true,
+        MetadataGuard::Seccomp => {
+            // The namespace-free jail's own mechanism (Landlock hides the
+            // contents, the supervisor decides the metadata family);
+            // elsewhere a missing tree is a gap.
+            gaps.require(
+                mode == Mode::NamespaceFree,
+                "a constructed filesystem (mount namespace): ungranted paths stay visible to stat; metadata calls are decided by the supervisor instead (seccomp user notification)",
+            )?;
+            if split {
+                gaps.warnings.push(
+                    "no mount namespace: the write grants are split around the protected paths (.glee/, tools.json, .git/, tool files), so no entry can be created or removed directly in a directory that holds one (the project root); write below it (src/, out/…) or allow user namespaces".into(),
+                );
+            }
+        }
+    }
+
+    // --- seccomp.
+    gaps.require(kernel.seccomp, "system call filtering (seccomp)")?;
+    let seccomp = kernel.seccomp.then(|| net::sockets(spec));
+    e.seccomp = kernel.seccomp;
+    e.metadata_guard = match guard {
+        MetadataGuard::Tree => "tree".into(),
+        MetadataGuard::Seccomp if kernel.seccomp => "seccomp".into(),
+        MetadataGuard::Seccomp => String::new(),
+    };
+    if ns_usable && kernel.ipc_ns {
+        flags |= libc::CLONE_NEWIPC as libc::c_ulong;
+        e.ipc_namespace = true;
+    }
+
+    // --- network.
+    let net_ns = ns_usable && host.net_ns;
+    let net_plan = net::plan(spec, net_ns)?;
+    match &net_plan {
+        NetPlan::Proxied(_) => {
+            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            e.net_namespace = true;
+            e.egress_proxy = true;
+        }
+        NetPlan::Direct => gaps.warnings.push(
+            "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
+                .into(),
+        ),
+        NetPlan::Off => {}
+    }
+    if !spec.network && spec.netns && mode != Mode::NamespaceFree {
+        gaps.require(net_ns, "network namespaces")?;
+        if net_ns {
+            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            e.net_namespace = true;
+        }
+    }
+
+    // --- limits: cgroups where possible, rlimits otherwise.
+    let mut rlimits = vec![
+        (libc::RLIMIT_CORE, 0),
+        (libc::RLIMIT_FSIZE, spec.limits.file_size_bytes),
+        (libc::RLIMIT_NOFILE, spec.limits.open_files),
+    ];
+    match cgroups.memory {
+        Some(v) => e.memory_limit = v.label().into(),
+        None => {
+            rlimits.push((libc::RLIMIT_DATA, spec.limits.memory_bytes));
+            e.memory_limit = "rlimit-data".into();
+        }
+    }
+    match cgroups.pids {
+        Some(v) => e.pids_limit = v.label().into(),
+        None if !root => {
+            // RLIMIT_NPROC binds every uid but root.
+            rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
+            e.pids_limit = "rlimit-nproc".into();
+        }
+        None => {
+            gaps.require(
+                false,
+                "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
+            )?;
+            e.pids_limit = "none".into();
+        }
+    }
+    e.capabilities_dropped = root;
+
+    // Namespaces the probe could create may still fail in the child (a
+    // container that masks /proc refuses a fresh one): the namespace-free
+    // jail then keeps every invariant of this call only when Landlock is
+    // recent enough, seccomp and a subreaper are there, and nothing needs
+    // the tree's protected rebinds.
+    let free_fallback = landlock_ok
+        && kernel.landlock_abi >= probe::NAMESPACE_FREE_ABI
+        && kernel.seccomp
+        && host.subreaper
+        && protected.is_empty();
+    Ok(Plan {
+        flags,
+        landlock_abi,
+        guard,
+        seccomp,
+        memory_cgroup: cgroups.memory.is_some(),
+        pids_cgroup: cgroups.pids.is_some(),
+        rlimits,
+        drop_caps: root,
+        id_maps: userns,
+        private_proc,
+        reaper,
+        free_fallback,
+        net: net_plan,
+        enforcement: e,
+        warnings,
+    })
+}
+
+impl Plan {
+    /// Whether the jail may go on without namespaces after the child
+    /// failed to make them: the namespace-free jail keeps every invariant
+    /// ([`Plan::free_fallback`]) or the caller opted into degraded mode;
+    /// never for a call behind the egress proxy (its own network
+    /// namespace is the only way out).
+    pub fn may_fall_back(&self, degraded: bool) -> bool {
+        (degraded || self.free_fallback) && !matches!(self.net, NetPlan::Proxied(_))
+    }
+
+    /// The same call without namespaces (see [`Plan::may_fall_back`]):
+    /// no tree, no private `/proc`, the subreaper ends the call, seccomp
+    /// refuses the metadata family. `why` says what failed (a warning in
+    /// degraded mode); `protected` whether the call's write grants hold
+    /// protected paths (writable now: a warning, only reachable in
+    /// degraded mode).
+    pub fn without_namespaces(
+        &mut self,
+        degraded: bool,
+        why: &str,
+        protected: bool,
+        subreaper: bool,
+    ) {
+        if degraded {
+            self.warnings.push(format!(
+                "degraded: namespaces are not available here ({why})"
+            ));
+        }
+        if protected {
+            self.warnings.push(
+                "degraded: protected paths (.glee/, tools.json, .git/, tool files) are writable inside write grants (no mount namespace)".into(),
+            );
+        }
+        self.flags = 0;
+        self.private_proc = false;
+        self.id_maps = false;
+        self.guard = MetadataGuard::Seccomp;
+        self.reaper = subreaper;
+        let e = &mut self.enforcement;
+        e.mode = if self.free_fallback {
+            Mode::NamespaceFree.label().into()
+        } else {
+            Mode::None.label().into()
+        };
+        e.pid_namespace = false;
+        e.private_proc = false;
+        e.mount_tree = false;
+        e.metadata_guard = if e.seccomp {
+            "seccomp".into()
+        } else {
+            String::new()
+        };
+        e.ipc_namespace = false;
+        e.net_namespace = false;
+        e.user_namespace = false;
+        e.subreaper = subreaper;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::jail::spec::Gateway;
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct NoGateway;
+    impl Gateway for NoGateway {
+        fn attach(
+            &self,
+            _: std::net::TcpListener,
+        ) -> std::io::Result<Box<dyn crate::jail::Attached>> {
+            Err(std::io::Error::other("test gateway"))
+        }
+    }
+
+    /// A kernel with `mode`, everything else present (a root or
+    /// unprivileged supervisor).
+    fn kernel(mode: Mode, root: bool) -> Kernel {
+        let ns = mode == Mode::Namespaces;
+        Kernel {
+            landlock_abi: 7,
+            seccomp: true,
+            euid: if root { 0 } else { 1000 },
+            egid: if root { 0 } else { 1000 },
+            user_ns: ns,
+            user_ns_error: None,
+            pid_ns: ns,
+            mount_proc: ns,
+            ipc_ns: ns,
+            net_ns: false,
+            namespaces_error: (!ns).then(|| "EPERM: test".to_string()),
+            mode,
+            release: "test".into(),
+        }
+    }
+
+    const V1: Cgroups = Cgroups {
+        memory: Some(Version::V1),
+        pids: Some(Version::V1),
+    };
+    const NONE: Cgroups = Cgroups {
+        memory: None,
+        pids: None,
+    };
+
+    fn spec() -> Spec {
+        Spec::new(["/bin/true"])
+    }
+
+    fn host(k: &Kernel) -> Host<'_> {
+        Host {
+            kernel: k,
+            net_ns: true,
+            subreaper: true,
+        }
+    }
+
+    fn flag(p: &Plan, f: libc::c_int) -> bool {
+        p.flags & f as libc::c_ulong != 0
+    }
+
+    fn refused(r: Result<Plan, JailError>) -> String {
+        match r {
+            Err(e @ JailError::Unavailable { .. }) => e.to_string(),
+            Err(e) => panic!("refused for another reason: {e}"),
+            Ok(_) => panic!("planned, expected a refusal"),
+        }
+    }
+
+    #[test]
+    fn each_kernel_and_privilege_gets_its_mechanisms() {
+        // (mode, root, cgroups) -> (userns, pidns, tree, reaper, caps
+        // dropped, memory label, pids label)
+        type Want = (bool, bool, bool, bool, bool, &'static str, &'static str);
+        let table: &[(Mode, bool, Cgroups, Want)] = &[
+            (
+                Mode::Namespaces,
+                true,
+                V1,
+                (false, true, true, false, true, "cgroup-v1", "cgroup-v1"),
+            ),
+            (
+                Mode::Namespaces,
+                false,
+                NONE,
+                (
+                    true,
+                    true,
+                    true,
+                    false,
+                    false,
+                    "rlimit-data",
+                    "rlimit-nproc",
+                ),
+            ),
+            (
+                Mode::NamespaceFree,
+                false,
+                NONE,
+                (
+                    false,
+                    false,
+                    false,
+                    true,
+                    false,
+                    "rlimit-data",
+                    "rlimit-nproc",
+                ),
+            ),
+            (
+                Mode::NamespaceFree,
+                true,
+                V1,
+                (false, false, false, true, true, "cgroup-v1", "cgroup-v1"),
+            ),
+        ];
+        for (mode, root, cg, want) in table {
+            let k = kernel(*mode, *root);
+            let p = plan(&spec(), &host(&k), cg, &[], false).expect("planned");
+            let e = &p.enforcement;
+            let got = (
+                flag(&p, libc::CLONE_NEWUSER),
+                flag(&p, libc::CLONE_NEWPID),
+                p.guard == MetadataGuard::Tree,
+                p.reaper,
+                p.drop_caps,
+                e.memory_limit.as_str(),
+                e.pids_limit.as_str(),
+            );
+            assert_eq!(&got, want, "{mode:?} root={root}");
+            assert_eq!(e.user_namespace, got.0);
+            assert_eq!(e.pid_namespace, got.1);
+            assert_eq!(e.mount_tree, got.2);
+            assert_eq!(p.id_maps, got.0);
+            assert_eq!(e.mode, mode.label());
+            assert_eq!(p.seccomp, Some(Sockets::None));
+            assert_eq!(e.landlock_abi, 7);
+            assert_eq!(
+                e.metadata_guard,
+                if got.2 { "tree" } else { "seccomp" },
+                "{mode:?}"
+            );
+            assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+            assert!(!flag(&p, libc::CLONE_NEWNET), "no network: no netns");
+            // rlimits only for what no cgroup covers.
+            let has = |r| p.rlimits.iter().any(|(x, _)| *x == r);
+            assert_eq!(has(libc::RLIMIT_DATA), cg.memory.is_none());
+            assert_eq!(has(libc::RLIMIT_NPROC), cg.pids.is_none());
+            assert!(has(libc::RLIMIT_CORE) && has(libc::RLIMIT_FSIZE) && has(libc::RLIMIT_NOFILE));
+        }
+    }
+
+    #[test]
+    fn missing_mechanisms_refuse_unless_degraded() {
+        // Each row: a machine lacking something, the words the refusal
+        // names.
+        let mut no_landlock = kernel(Mode::Namespaces, true);
+        no_landlock.landlock_abi = 0;
+        let mut no_seccomp = kernel(Mode::Namespaces, true);
+        no_seccomp.seccomp = false;
+        let none = kernel(Mode::None, false);
+        let rows: Vec<(&str, Kernel, Cgroups, bool, &str)> = vec![
+            ("no landlock", no_landlock, V1, true, "landlock abi 0 found"),
+            ("no seccomp", no_seccomp, V1, true, "seccomp"),
+            (
+                "no namespaces, no ns-free",
+                none,
+                NONE,
+                true,
+                "process isolation",
+            ),
+            (
+                "root without a pids cgroup",
+                kernel(Mode::Namespaces, true),
+                Cgroups {
+                    memory: Some(Version::V1),
+                    pids: None,
+                },
+                true,
+                "a process limit",
+            ),
+            (
+                "no subreaper without a pid namespace",
+                kernel(Mode::NamespaceFree, false),
+                NONE,
+                false,
+                "a call ending whole",
+            ),
+        ];
+        for (what, k, cg, subreaper, words) in rows {
+            let h = Host {
+                kernel: &k,
+                net_ns: true,
+                subreaper,
+            };
+            let m = refused(plan(&spec(), &h, &cg, &[], false));
+            assert!(m.contains(words), "{what}: {m}");
+            let mut s = spec();
+            s.degraded = true;
+            let p = plan(&s, &h, &cg, &[], false).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(
+                p.warnings
+                    .iter()
+                    .any(|w| w.starts_with("degraded: ") && w.contains(words)),
+                "{what}: {:?}",
+                p.warnings
+            );
+        }
+    }
+
+    #[test]
+    fn degraded_records_what_is_missing_in_the_enforcement() {
+        let mut k = kernel(Mode::Namespaces, true);
+        k.landlock_abi = 0;
+        k.seccomp = false;
+        let mut s = spec();
+        s.degraded = true;
+        let p = plan(&s, &host(&k), &V1, &[], false).unwrap();
+        assert_eq!(p.landlock_abi, None);
+        assert_eq!(p.seccomp, None);
+        assert_eq!(p.enforcement.landlock_abi, 0);
+        assert!(!p.enforcement.seccomp);
+        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        assert!(!p.free_fallback, "no namespace-free jail without landlock");
+    }
+
+    #[test]
+    fn protected_paths_split_the_grants_without_a_tree() {
+        // Namespace-free: planned, the split write grants said in a
+        // warning (the supervisor decides the metadata family).
+        let k = kernel(Mode::NamespaceFree, false);
+        let prot = [PathBuf::from("/p/.glee")];
+        let p = plan(&spec(), &host(&k), &NONE, &prot, true).unwrap();
+        assert_eq!(p.guard, MetadataGuard::Seccomp);
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("split around the protected paths")),
+            "{:?}",
+            p.warnings
+        );
+        // With namespaces the tree binds them read-only: planned, and the
+        // namespace-free fallback is then not allowed.
+        let k = kernel(Mode::Namespaces, true);
+        let p = plan(&spec(), &host(&k), &V1, &prot, false).unwrap();
+        assert_eq!(p.guard, MetadataGuard::Tree);
+        assert!(p.warnings.is_empty());
+        assert!(!p.free_fallback);
+        assert!(!p.may_fall_back(false));
+        assert!(p.may_fall_back(true));
+        let p = plan(&spec(), &host(&k), &V1, &[], false).unwrap();
+        assert!(p.free_fallback && p.may_fall_back(false));
+    }
+
+    #[test]
+    fn the_network_is_proxied_direct_or_refused() {
+        let k = kernel(Mode::Namespaces, false);
+        let mut s = spec();
+        s.network = true;
+        s.gateway = Some(Arc::new(NoGateway));
+        assert!(wants_net_ns(&s));
+        let p = plan(&s, &host(&k), &NONE, &[], false).unwrap();
+        assert!(matches!(p.net, NetPlan::Proxied(_)));
+        assert!(flag(&p, libc::CLONE_NEWNET) && p.enforcement.egress_proxy);
+        assert_eq!(p.seccomp, Some(Sockets::NoUnix));
+        assert!(
+            !p.may_fall_back(true),
+            "never without the proxy's namespace"
+        );
+        // No network namespace here: refused, degraded or not.
+        let h = Host {
+            net_ns: false,
+            ..host(&k)
+        };
+        refused(plan(&s, &h, &NONE, &[], false));
+        s.degraded = true;
+        refused(plan(&s, &h, &NONE, &[], false));
+        // Explicitly direct.
+        let mut s = spec();
+        s.network = true;
+        s.direct_network = true;
+        assert!(!wants_net_ns(&s));
+        let p = plan(&s, &h, &NONE, &[], false).unwrap();
+        assert!(matches!(p.net, NetPlan::Direct));
+        assert_eq!(p.seccomp, Some(Sockets::All));
+        assert!(p.warnings[0].starts_with("direct network"));
+        // Network without a gateway or direct: invalid.
+        let mut s = spec();
+        s.network = true;
+        assert!(matches!(
+            plan(&s, &host(&k), &NONE, &[], false),
+            Err(JailError::InvalidSpec { .. })
+        ));
+        // An empty namespace on request.
+        let mut s = spec();
+        s.netns = true;
+        assert!(wants_net_ns(&s));
+        let p = plan(&s, &host(&k), &NONE, &[], false).unwrap();
+        assert!(flag(&p, libc::CLONE_NEWNET) && !p.enforcement.egress_proxy);
+        let m = refused(plan(&s, &h, &NONE, &[], false));
+        assert!(m.contains("network namespaces"), "{m}");
+        assert!(!wants_net_ns(&spec()));
+    }
+
+    #[test]
+    fn falling_back_drops_every_namespace_and_says_so() {
+        let k = kernel(Mode::Namespaces, false);
+        let mut s = spec();
+        s.degraded = true;
+        let prot = [PathBuf::from("/p/.git")];
+        let mut p = plan(&s, &host(&k), &NONE, &prot, false).unwrap();
+        assert!(p.may_fall_back(true));
+        p.without_namespaces(true, "clone: EPERM", true, true);
+        assert_eq!(p.flags, 0);
+        assert!(!p.private_proc && !p.id_maps && p.reaper);
+        assert_eq!(p.guard, MetadataGuard::Seccomp);
+        let e = &p.enforcement;
+        assert_eq!(
+            e.mode, "none",
+            "protected paths: not the namespace-free jail"
+        );
+        assert!(!e.pid_namespace && !e.mount_tree && !e.user_namespace && e.subreaper);
+        assert_eq!(e.metadata_guard, "seccomp");
+        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        let mut p = plan(&spec(), &host(&k), &NONE, &[], false).unwrap();
+        p.without_namespaces(false, "mount: EPERM", false, true);
+        assert_eq!(p.enforcement.mode, "namespace-free");
+        assert!(p.warnings.is_empty());
+    }
+
+    #[test]
+    fn no_command_is_invalid() {
+        let k = kernel(Mode::Namespaces, true);
+        let s = Spec::new(Vec::<String>::new());
+        assert!(matches!(
+            plan(&s, &host(&k), &V1, &[], false),
+            Err(JailError::InvalidSpec { .. })
+        ));
+    }
+}
