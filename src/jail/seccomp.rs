@@ -250,34 +250,8 @@ pub fn host_ipc_calls() -> Vec<libc::c_long> {
 /// not govern them): the deny list refuses those the supervisor does not
 /// decide ([`refused_metadata_calls`]), the others go to the supervisor.
 pub fn metadata_calls() -> Vec<libc::c_long> {
-    let mut v = vec![
-        libc::SYS_fchmod,
-        libc::SYS_fchmodat,
-        libc::SYS_fchmodat2,
-        libc::SYS_fchown,
-        libc::SYS_fchownat,
-        libc::SYS_utimensat,
-        libc::SYS_setxattr,
-        libc::SYS_lsetxattr,
-        libc::SYS_fsetxattr,
-        libc::SYS_removexattr,
-        libc::SYS_lremovexattr,
-        libc::SYS_fremovexattr,
-        SYS_SETXATTRAT,
-        SYS_REMOVEXATTRAT,
-        libc::SYS_inotify_add_watch,
-        libc::SYS_fanotify_init,
-        libc::SYS_fanotify_mark,
-    ];
-    #[cfg(target_arch = "x86_64")]
-    v.extend([
-        libc::SYS_chmod,
-        libc::SYS_chown,
-        libc::SYS_lchown,
-        libc::SYS_utime,
-        libc::SYS_utimes,
-        libc::SYS_futimesat,
-    ]);
+    let mut v = super::metadata::notified_calls();
+    v.extend(refused_metadata_calls());
     v
 }
 
@@ -285,11 +259,13 @@ pub fn metadata_calls() -> Vec<libc::c_long> {
 /// [`metadata_calls`] less those the supervisor decides
 /// ([`super::metadata::notified_calls`]).
 pub fn refused_metadata_calls() -> Vec<libc::c_long> {
-    let notified = super::metadata::notified_calls();
-    metadata_calls()
-        .into_iter()
-        .filter(|nr| !notified.contains(nr))
-        .collect()
+    vec![
+        SYS_SETXATTRAT,
+        SYS_REMOVEXATTRAT,
+        libc::SYS_inotify_add_watch,
+        libc::SYS_fanotify_init,
+        libc::SYS_fanotify_mark,
+    ]
 }
 
 /// A `SECCOMP_RET_TRACE` data value no rule of glovebox uses: the notify
