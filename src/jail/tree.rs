@@ -26,7 +26,9 @@
 //!    on the source — nosuid, nodev, noexec — are kept);
 //! 4. the jail's own `/proc`, a minimal `/dev` (the device nodes of the
 //!    baseline: null, zero, full, random, urandom — bound one by one, no
-//!    other host device), links `/dev/fd`, `/dev/std{in,out,err}`;
+//!    other host device, each read-only: writing to a device needs no
+//!    writable mount, and a root jail must not chmod, chown or touch the
+//!    host's `/dev/null`), links `/dev/fd`, `/dev/std{in,out,err}`;
 //! 5. the host's root detached, the staging root made read-only.
 //!
 //! The tree is decided per call, before `clone`: which grants and
@@ -417,7 +419,11 @@ impl Tree {
                 src: c(&src)?,
                 dst: c(&e.path)?,
             });
-            if !e.writable {
+            // A device node is bound read-only even when written to (a
+            // write to a device needs no writable mount): its mode, owner
+            // and times are the host's, shared by every process there.
+            let device = DEVICES.iter().any(|d| Path::new(d) == e.path);
+            if !e.writable || device {
                 ops.push(Op::ReadOnly(c(&e.path)?));
             }
             mounted.push(&e.path);
@@ -742,6 +748,10 @@ mod tests {
             })
             .collect();
         assert_eq!(binds, ["/dev/null"]);
+        // Written to, yet bound read-only: a chmod or utime through it
+        // would change the host's /dev/null.
+        let null = CString::new("/dev/null").unwrap();
+        assert!(plan.ops.contains(&Op::ReadOnly(null)), "{plan:#?}");
     }
 
     #[test]
