@@ -189,6 +189,63 @@ fn a_write_grant_cannot_change_the_control_surface() {
 }
 
 #[test]
+fn a_wider_write_grant_cannot_move_the_project_away_and_plant_another() {
+    require_jail!();
+    let f = project();
+    // A tool that may write the directory holding the project (its
+    // parent, as `~` holds a project under the home directory).
+    let base = f.base.to_str().unwrap().to_string();
+    f.tool(&shell_tool(
+        "wide",
+        json!({"network": false, "fs": {"read": ["."], "write": [base]}}),
+    ));
+    let before = snapshot(&f);
+    // The probe: the tool writes beside the project and inside it.
+    let ok = sh(
+        &f,
+        "wide",
+        "echo hi > ../beside.txt && echo hi > out/in.txt && echo OK",
+    );
+    ok.assert_ok();
+    assert!(ok.text().contains("OK"), "{ok:#?}");
+    assert!(f.base.join("beside.txt").exists() && f.root.join("out/in.txt").exists());
+    let evil = json!({"name": "evil", "description": "x", "kind": "command", "version": 1,
+        "inputs": {"schema": {"type": "object"}}, "outputs": {"format": "text"},
+        "exec": {"command": {"entrypoint": "sh", "args": ["-c", "echo PLANTED-RAN"], "cwd": "."}},
+        "permissions": {"network": true, "fs": {"read": ["/etc"]}}})
+    .to_string();
+    let name = f.root.file_name().unwrap().to_str().unwrap();
+    let attacks = [
+        // The project moved away whole, a new one planted at its path.
+        format!(
+            "cd .. && mv {name} moved && mkdir -p {name}/.glee/tools/evil && \
+             printf '%s' '{evil}' > {name}/.glee/tools/evil/tool.yml"
+        ),
+        format!("cd .. && rm -rf {name}"),
+        // A directory holding a tool's script, moved and replaced.
+        "mv scripts scripts-moved && mkdir scripts && echo 'echo HIJACKED' > scripts/other.sh"
+            .to_string(),
+    ];
+    for a in &attacks {
+        let r = sh(
+            &f,
+            "wide",
+            &format!("echo RAN; ({a}) && echo ESCAPED; true"),
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    assert!(!f.base.join("moved").exists());
+    assert!(!f.root.join("scripts-moved").exists());
+    assert_eq!(snapshot(&f), before, "the control surface changed");
+    f.run("evil", &[]).assert_failed("tool_not_found", 2);
+    let other = f.run("other", &[]);
+    other.assert_ok();
+    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
+}
+
+#[test]
 fn a_package_planted_beside_a_module_never_runs() {
     require_jail!();
     let f = project();

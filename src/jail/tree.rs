@@ -7,7 +7,10 @@
 //! as links, the *protected* paths (the project's control surface: `.glee/`,
 //! `tools.json`, `.git/`, the files tools run) bound again read-only where
 //! a write grant would otherwise cover them, and empty directories where
-//! the working directory needs one. Nothing else exists: an ungranted path
+//! the working directory needs one; inside a write grant, every directory
+//! between the grant and a protected path is bound onto itself (pinned: a
+//! mountpoint cannot be renamed or removed, so a project under a writable
+//! home cannot be moved away and replaced). Nothing else exists: an ungranted path
 //! is `ENOENT` for `stat`, `open`, `chmod`, `inotify_add_watch` alike, and
 //! a read-only bind refuses every change, metadata included (`EROFS`),
 //! whatever the uid. [`Tree::plan`] turns it into a [`Plan`]: C strings and
@@ -85,6 +88,11 @@ pub enum Node {
     /// An empty directory of the tree itself (a working directory that
     /// is not granted).
     Empty,
+    /// A directory of a write grant that holds a protected path, bound
+    /// onto itself (writable, as the grant): a mountpoint cannot be renamed
+    /// or removed, so the protected path cannot be moved away with it and
+    /// replaced by a planted one at the same path.
+    Pin,
 }
 
 /// One entry of the tree, at the same path as on the host.
@@ -258,6 +266,7 @@ impl Tree {
         }
         prot.sort();
         prot.dedup();
+        let granted = entries.len();
         for p in prot {
             let Ok(meta) = std::fs::symlink_metadata(&p) else {
                 continue;
@@ -273,6 +282,8 @@ impl Tree {
             }
             push_protected(&mut entries, p, meta.is_dir());
         }
+        let pins = pins(&entries[..granted], &entries[granted..]);
+        entries.splice(granted..granted, pins);
         for d in empty_dirs {
             let Some(d) = clean(d) else { continue };
             if d == Path::new("/") {
@@ -298,7 +309,16 @@ impl Tree {
     pub fn writable(&self) -> impl Iterator<Item = &Path> {
         self.entries
             .iter()
-            .filter(|e| e.writable)
+            .filter(|e| e.writable && e.node != Node::Pin)
+            .map(|e| e.path.as_path())
+    }
+
+    /// Directories inside write grants that cannot be renamed or removed
+    /// (they hold protected paths).
+    pub fn pinned(&self) -> impl Iterator<Item = &Path> {
+        self.entries
+            .iter()
+            .filter(|e| e.node == Node::Pin)
             .map(|e| e.path.as_path())
     }
 
@@ -405,7 +425,7 @@ impl Tree {
                     mkdirs(&mut ops, &e.path, &mounted)?;
                     continue;
                 }
-                Node::Dir => mkdirs(&mut ops, &e.path, &mounted)?,
+                Node::Dir | Node::Pin => mkdirs(&mut ops, &e.path, &mounted)?,
                 Node::File => {
                     let host = mounted.iter().any(|m| covers(m, &e.path));
                     mkdirs(&mut ops, parent, &mounted)?;
@@ -454,6 +474,52 @@ fn push_protected(entries: &mut Vec<Entry>, p: PathBuf, is_dir: bool) {
         writable: false,
         protected: true,
     });
+}
+
+/// The directories to pin ([`Node::Pin`]) for `protected` rebinds over
+/// the `granted` entries: every directory strictly between a protected
+/// path and the writable bind that covers it (the bind itself is a
+/// mountpoint already), parents first. Renaming one of them would move
+/// the protected path away and leave its name free for a planted one.
+fn pins(granted: &[Entry], protected: &[Entry]) -> Vec<Entry> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in protected {
+        let Some(bind) = granted
+            .iter()
+            .filter(|e| e.node == Node::Dir && e.writable && covers(&e.path, &p.path))
+            .max_by_key(|e| e.path.components().count())
+        else {
+            continue;
+        };
+        let mut dir = p.path.parent();
+        while let Some(d) = dir {
+            if d == bind.path
+                || !d.starts_with(&bind.path)
+                || protected.iter().any(|q| covers(&q.path, d))
+            {
+                // Up to the bind, never inside a protected path (read-only
+                // whole already).
+                break;
+            }
+            // Only a real directory (a mount on a link would land on its
+            // target).
+            let real_dir = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+            if real_dir && !out.iter().any(|o| o == d) {
+                out.push(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+    }
+    out.sort();
+    out.into_iter()
+        .map(|d| Entry {
+            path: d.clone(),
+            source: d,
+            node: Node::Pin,
+            writable: true,
+            protected: false,
+        })
+        .collect()
 }
 
 /// Adds `path` (granted `write` or read-only) to `grants`, following a
@@ -615,6 +681,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn directories_holding_protected_paths_under_a_wider_grant_are_pinned() {
+        let (t, root) = project();
+        let base = t.path();
+        let protect = [root.join(".glee"), root.join("src/deep")];
+        fs::create_dir_all(root.join("src/deep")).unwrap();
+        let tree = Tree::build(&access(&[], &[base]), &protect, &[]).unwrap();
+        let pinned: Vec<_> = tree.pinned().collect();
+        assert_eq!(
+            pinned,
+            [root.as_path(), root.join("src").as_path()],
+            "{tree:#?}"
+        );
+        // Still writable, and not listed as grants of their own.
+        assert!(tree.is_writable(&root.join("new")));
+        assert_eq!(tree.writable().collect::<Vec<_>>(), [base]);
+        // Bound after the grant, before the protected rebinds.
+        let binds: Vec<_> = tree
+            .plan()
+            .unwrap()
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::Bind { dst, .. } => Some(PathBuf::from(dst.to_str().unwrap())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                base.to_path_buf(),
+                root.clone(),
+                root.join("src"),
+                root.join(".glee"),
+                root.join("src/deep")
+            ]
+        );
+        // The grant on the root itself needs no pin (it is a mountpoint).
+        let tree = Tree::build(&access(&[], &[&root]), &protect, &[]).unwrap();
+        assert_eq!(
+            tree.pinned().collect::<Vec<_>>(),
+            [root.join("src").as_path()]
+        );
     }
 
     #[test]
