@@ -9,7 +9,8 @@
 //! - a root `tools.json`, and the agentcli file given with `--tools-json`;
 //! - `.git/`, unless the call's own `fs.write` names `.git` or a path
 //!   inside it (a tool whose job is git);
-//! - what each tool runs: its [`crate::footprint`] (manifest, entrypoint,
+//! - what each tool of the project runs (every tool, whichever one is
+//!   called): its [`crate::footprint`] (manifest, entrypoint,
 //!   script arguments, the python module with its package chain and every
 //!   name that could shadow it, venv links and start-up files), plus the
 //!   whole of a venv inside the root.
@@ -47,9 +48,25 @@ pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     surface_of(project, write)
 }
 
-/// [`paths`] without the early return.
+/// [`paths`] without the early return. The surface is every tool's: a
+/// project loaded for one tool ([`Project::load_one`], as `glovebox run`
+/// does) is loaded whole here; if that fails, the whole root is protected
+/// (fail closed: a call that could change an unknown tool's script gets
+/// no write access to the project).
 fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     let root = &project.root;
+    let whole;
+    let project = if project.whole {
+        project
+    } else {
+        match Project::load(root) {
+            Ok(p) => {
+                whole = p;
+                &whole
+            }
+            Err(_) => return vec![root.clone()],
+        }
+    };
     let mut out = vec![root.join(".glee"), root.join("tools.json")];
     out.extend(project.tools_json.iter().cloned());
     let git = root.join(".git");
@@ -215,6 +232,17 @@ mod tests {
         assert_eq!(undo_planted(&a), a);
         assert!(!root.join("tools.json").exists() && !root.join(".git").exists());
         assert!(for_writes(&p).contains(&root.join("tools.json")));
+    }
+
+    #[test]
+    fn a_project_loaded_for_one_tool_protects_every_tools_files() {
+        let (_t, p) = project(&[("c", CMD), ("p", PY)]);
+        let one = Project::load_one(&p.root, "p").unwrap();
+        assert!(!one.whole && one.tools.len() == 1);
+        let s = paths(&one, std::slice::from_ref(&one.root));
+        for want in ["run.sh", "helper.py", "pkg/sub/mod.py"] {
+            assert!(s.contains(&p.root.join(want)), "{want} not in {s:?}");
+        }
     }
 
     #[test]

@@ -189,6 +189,41 @@ fn a_write_grant_cannot_change_the_control_surface() {
 }
 
 #[test]
+fn other_tools_files_are_protected_when_run_loads_one_tool() {
+    require_jail!();
+    let f = project();
+    // Without a root tools.json, `glovebox run writer` loads only the
+    // writer's directory; the surface must still hold every tool's files.
+    fs::remove_file(f.root.join("tools.json")).unwrap();
+    let before = snapshot(&f);
+    let ok = sh(&f, "writer", "echo made > out/ok && echo OK");
+    ok.assert_ok();
+    assert!(ok.text().contains("OK"), "{ok:#?}");
+    for a in [
+        "echo 'echo HIJACKED' > scripts/other.sh",
+        "echo 'echo HIJACKED' >> scripts/other.sh",
+        "chmod 777 scripts/other.sh",
+        "echo 'def run(): return \"HIJACKED\"' > pkg.py",
+    ] {
+        let r = sh(
+            &f,
+            "writer",
+            &format!("echo RAN; ({a}) && echo ESCAPED; true"),
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    assert_eq!(snapshot(&f), before, "another tool's file changed");
+    let other = f.run("other", &[]);
+    other.assert_ok();
+    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
+    let py = f.run("py", &[]);
+    py.assert_ok();
+    assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
+}
+
+#[test]
 fn a_wider_write_grant_cannot_move_the_project_away_and_plant_another() {
     require_jail!();
     let f = project();
