@@ -235,15 +235,17 @@ fn a_wider_write_grant_cannot_move_the_project_away_and_plant_another() {
         json!({"network": false, "fs": {"read": ["."], "write": [base]}}),
     ));
     let before = snapshot(&f);
-    // The probe: the tool writes beside the project and inside it.
+    // The probe: the tool writes beside the project (in a sibling
+    // directory: without a mount namespace the directory holding the
+    // project gains no entry) and inside it.
     let ok = sh(
         &f,
         "wide",
-        "echo hi > ../beside.txt && echo hi > out/in.txt && echo OK",
+        "echo hi > ../cwd/beside.txt && echo hi > out/in.txt && echo OK",
     );
     ok.assert_ok();
     assert!(ok.text().contains("OK"), "{ok:#?}");
-    assert!(f.base.join("beside.txt").exists() && f.root.join("out/in.txt").exists());
+    assert!(f.cwd.join("beside.txt").exists() && f.root.join("out/in.txt").exists());
     let evil = json!({"name": "evil", "description": "x", "kind": "command", "version": 1,
         "inputs": {"schema": {"type": "object"}}, "outputs": {"format": "text"},
         "exec": {"command": {"entrypoint": "sh", "args": ["-c", "echo PLANTED-RAN"], "cwd": "."}},
