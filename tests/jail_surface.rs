@@ -224,6 +224,50 @@ fn other_tools_files_are_protected_when_run_loads_one_tool() {
 }
 
 #[test]
+fn a_tool_run_through_a_link_cannot_be_redirected() {
+    require_jail!();
+    let f = project();
+    // A tool whose entrypoint is a link to the real script.
+    f.script("scripts/impl.sh", "#!/bin/sh\necho IMPL-ORIGINAL\n");
+    std::os::unix::fs::symlink("impl.sh", f.root.join("scripts/run.sh")).unwrap();
+    f.tool(&command_tool(
+        "linked",
+        schema(json!({})),
+        json!({"entrypoint": "./scripts/run.sh", "cwd": "."}),
+        read_root(),
+    ));
+    f.script("out/evil.sh", "#!/bin/sh\necho HIJACKED\n");
+    let first = f.run("linked", &[]);
+    first.assert_ok();
+    assert!(first.text().contains("IMPL-ORIGINAL"), "{first:#?}");
+    let before = snapshot(&f);
+    for a in [
+        "ln -sfn ../out/evil.sh scripts/run.sh",
+        "rm scripts/run.sh && cp out/evil.sh scripts/run.sh",
+        "mv out/evil.sh scripts/run.sh",
+        "echo 'echo HIJACKED' > scripts/run.sh",
+        "echo 'echo HIJACKED' > scripts/impl.sh",
+    ] {
+        let r = sh(
+            &f,
+            "writer",
+            &format!("echo RAN; ({a}) && echo ESCAPED; true"),
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    assert_eq!(snapshot(&f), before, "the control surface changed");
+    assert_eq!(
+        fs::read_link(f.root.join("scripts/run.sh")).unwrap(),
+        std::path::Path::new("impl.sh")
+    );
+    let after = f.run("linked", &[]);
+    after.assert_ok();
+    assert!(after.text().contains("IMPL-ORIGINAL"), "{after:#?}");
+}
+
+#[test]
 fn a_wider_write_grant_cannot_move_the_project_away_and_plant_another() {
     require_jail!();
     let f = project();

@@ -1123,6 +1123,7 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
                 sys::mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None)?
             }
             Op::ReadOnly(p) => sys::make_read_only(p)?,
+            Op::BindLink { src, dst } => sys::bind_link(src, dst)?,
         }
     }
     sys::mkdir(PROC)?;

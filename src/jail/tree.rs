@@ -6,7 +6,8 @@
 //! `fs.write` grant covers it), symbolic links among the grants recreated
 //! as links, the *protected* paths (the project's control surface: `.glee/`,
 //! `tools.json`, `.git/`, the files tools run) bound again read-only where
-//! a write grant would otherwise cover them, and empty directories where
+//! a write grant would otherwise cover them (a protected link is bound
+//! onto itself, as a link, and its target protected), and empty directories where
 //! the working directory needs one; inside a write grant, every directory
 //! between the grant and a protected path is bound onto itself (pinned: a
 //! mountpoint cannot be renamed or removed, so a project under a writable
@@ -272,11 +273,14 @@ impl Tree {
                 continue;
             };
             if meta.file_type().is_symlink() {
-                // A mount cannot be placed on a link; the link itself sits
-                // in a directory the tool can write. Its target is
-                // protected instead.
+                // The link itself is bound onto itself (a mountpoint cannot
+                // be removed or replaced), and its target is protected too.
+                if let Ok(target) = std::fs::read_link(&p) {
+                    push_protected_link(&mut entries, p.clone(), target);
+                }
                 if let Ok(real) = std::fs::canonicalize(&p) {
-                    push_protected(&mut entries, real, meta.is_dir());
+                    let is_dir = real.is_dir();
+                    push_protected(&mut entries, real, is_dir);
                 }
                 continue;
             }
@@ -412,6 +416,16 @@ impl Tree {
                 }
             }
             let parent = e.path.parent().unwrap_or(Path::new("/"));
+            if let (Node::Link { .. }, true) = (&e.node, e.protected) {
+                // The host's link, inside a writable bind: bound onto
+                // itself.
+                let src = old.join(e.source.strip_prefix("/").unwrap_or(&e.source));
+                ops.push(Op::BindLink {
+                    src: c(&src)?,
+                    dst: c(&e.path)?,
+                });
+                continue;
+            }
             match &e.node {
                 Node::Link { target } => {
                     mkdirs(&mut ops, parent, &mounted)?;
@@ -471,6 +485,26 @@ fn push_protected(entries: &mut Vec<Entry>, p: PathBuf, is_dir: bool) {
         path: p.clone(),
         source: p,
         node: if is_dir { Node::Dir } else { Node::File },
+        writable: false,
+        protected: true,
+    });
+}
+
+/// Adds the protected link `p` (bound onto itself) when a writable entry
+/// covers it.
+fn push_protected_link(entries: &mut Vec<Entry>, p: PathBuf, target: PathBuf) {
+    let inside_writable = entries
+        .iter()
+        .filter(|e| matches!(e.node, Node::Dir) && covers(&e.path, &p))
+        .max_by_key(|e| e.path.components().count())
+        .is_some_and(|e| e.writable);
+    if !inside_writable || entries.iter().any(|e| e.protected && covers(&e.path, &p)) {
+        return;
+    }
+    entries.push(Entry {
+        path: p.clone(),
+        source: p,
+        node: Node::Link { target },
         writable: false,
         protected: true,
     });
@@ -609,6 +643,9 @@ pub enum Op {
     Bind { src: CString, dst: CString },
     /// Makes the mount at this path, and every mount under it, read-only.
     ReadOnly(CString),
+    /// Binds a symbolic link itself (not its target) onto the same link:
+    /// a protected link cannot be removed or replaced.
+    BindLink { src: CString, dst: CString },
 }
 
 /// The prepared operations of one tree.
@@ -726,6 +763,35 @@ mod tests {
             tree.pinned().collect::<Vec<_>>(),
             [root.join("src").as_path()]
         );
+    }
+
+    #[test]
+    fn a_protected_link_is_bound_onto_itself_and_its_target_protected() {
+        let (_t, root) = project();
+        std::os::unix::fs::symlink("run.sh", root.join("go")).unwrap();
+        let tree = Tree::build(&access(&[], &[&root]), &[root.join("go")], &[]).unwrap();
+        let prot: Vec<_> = tree.protected().collect();
+        assert_eq!(
+            prot,
+            [root.join("go").as_path(), root.join("run.sh").as_path()]
+        );
+        let plan = tree.plan().unwrap();
+        let go = CString::new(root.join("go").as_os_str().as_bytes()).unwrap();
+        let at = plan
+            .ops
+            .iter()
+            .position(|o| matches!(o, Op::BindLink { dst, .. } if *dst == go))
+            .unwrap_or_else(|| panic!("no BindLink: {plan:#?}"));
+        let root_bind = plan
+            .ops
+            .iter()
+            .position(|o| matches!(o, Op::Bind { dst, .. } if dst.as_bytes() == root.as_os_str().as_bytes()))
+            .unwrap();
+        assert!(root_bind < at, "{plan:#?}");
+        assert!(!plan
+            .ops
+            .iter()
+            .any(|o| matches!(o, Op::Symlink { at, .. } if *at == go)));
     }
 
     #[test]
