@@ -7,7 +7,8 @@
 //! The surface of a project is:
 //! - `.glee/` (manifests, config, everything under it);
 //! - a root `tools.json`, and the agentcli file given with `--tools-json`;
-//! - `.git/`, unless the call's own `fs.write` names `.git` or a path
+//! - `.git/` (a `.git` file: also the git directory and common directory
+//!   it names), unless the call's own `fs.write` names `.git` or a path
 //!   inside it (a tool whose job is git);
 //! - what each tool of the project runs (every tool, whichever one is
 //!   called): its [`crate::footprint`] (manifest, entrypoint,
@@ -71,6 +72,7 @@ fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     out.extend(project.tools_json.iter().cloned());
     let git = root.join(".git");
     if !write.iter().any(|w| w.starts_with(&git)) {
+        out.extend(git_dirs(&git));
         out.push(git);
     }
     for tool in &project.tools {
@@ -80,6 +82,27 @@ fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// Where a `.git` *file* (a worktree, a submodule) points: the `gitdir:`
+/// it names and that directory's `commondir` (where hooks and config
+/// live), which git uses as the repository's own.
+fn git_dirs(git: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(git) else {
+        return Vec::new();
+    };
+    let Some(dir) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let base = git.parent().unwrap_or(Path::new("/"));
+    let dir = resolve(base, dir.trim());
+    let mut out = vec![dir.clone()];
+    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
+        out.push(resolve(&dir, common.trim()));
+    }
+    out.into_iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect()
 }
 
 /// What `tool` runs, inside `root`: its footprint ([`crate::footprint`])
@@ -243,6 +266,25 @@ mod tests {
         for want in ["run.sh", "helper.py", "pkg/sub/mod.py"] {
             assert!(s.contains(&p.root.join(want)), "{want} not in {s:?}");
         }
+    }
+
+    #[test]
+    fn a_git_file_protects_the_directories_it_names() {
+        let (t, p) = project(&[]);
+        let root = p.root.clone();
+        fs::remove_dir_all(root.join(".git")).unwrap();
+        let main = fs::canonicalize(t.path()).unwrap().join("main.git");
+        fs::create_dir_all(main.join("worktrees/w")).unwrap();
+        fs::write(main.join("worktrees/w/commondir"), "../..\n").unwrap();
+        fs::write(
+            root.join(".git"),
+            format!("gitdir: {}\n", main.join("worktrees/w").display()),
+        )
+        .unwrap();
+        let s = paths(&p, std::slice::from_ref(&root));
+        assert!(s.contains(&root.join(".git")), "{s:?}");
+        assert!(s.contains(&main.join("worktrees/w")), "{s:?}");
+        assert!(s.contains(&main), "{s:?}");
     }
 
     #[test]
