@@ -115,6 +115,16 @@ fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
             files.push(resolve(root, v));
         }
     }
+    // A file run through a link: the file it leads to is what runs.
+    let targets: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| {
+            f.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+        })
+        .filter_map(|f| std::fs::canonicalize(f).ok())
+        .collect();
+    files.extend(targets);
     files.retain(|f| f.starts_with(root) && f != root);
     files
 }
@@ -230,6 +240,18 @@ mod tests {
         ] {
             assert!(s.contains(&want), "{want:?} not in {s:?}");
         }
+        // A script run through a link: the link and its target.
+        fs::write(root.join("real.sh"), "echo\n").unwrap();
+        std::os::unix::fs::symlink("real.sh", root.join("linked.sh")).unwrap();
+        let yml = CMD
+            .replace("./run.sh", "./linked.sh")
+            .replace("name: c", "name: l");
+        fs::create_dir_all(root.join(".glee/tools/l")).unwrap();
+        fs::write(root.join(".glee/tools/l/tool.yml"), yml).unwrap();
+        let p2 = Project::load(root).unwrap();
+        let s2 = paths(&p2, std::slice::from_ref(root));
+        assert!(s2.contains(&root.join("linked.sh")), "{s2:?}");
+        assert!(s2.contains(&root.join("real.sh")), "{s2:?}");
         // tools.json does not exist: nothing to cover.
         assert!(!s.contains(&root.join("tools.json")));
         assert!(is_protected(&root.join(".glee/tools/new/tool.yml"), &s));
