@@ -129,6 +129,37 @@ fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
     files
 }
 
+/// For a command run outside any project (`glovebox sandbox`): the
+/// projects at or above each of the write grants `write` (other than
+/// `skip`, the one already protected), each protected as [`paths`] and
+/// [`absent`] say. Returns the protected paths and the absent root names.
+/// A project that cannot be loaded keeps at least its root control names
+/// (fail closed).
+pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for w in write {
+        if let Ok(root) = crate::manifest::discover::find_root_from(w) {
+            if Some(root.as_path()) != skip && !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+    }
+    let (mut protect, mut planted) = (Vec::new(), Vec::new());
+    for root in roots {
+        match Project::load(&root) {
+            Ok(p) => protect.extend(paths(&p, write)),
+            Err(_) => protect.extend(
+                ROOT_NAMES
+                    .iter()
+                    .map(|n| root.join(n))
+                    .filter(|p| p.symlink_metadata().is_ok()),
+            ),
+        }
+        planted.extend(absent(&root, write));
+    }
+    (protect, planted)
+}
+
 /// The control names at the root of a project (`.glee`, `tools.json`,
 /// `.git`).
 const ROOT_NAMES: [&str; 3] = [".glee", "tools.json", ".git"];
@@ -307,6 +338,26 @@ mod tests {
         assert!(s.contains(&root.join(".git")), "{s:?}");
         assert!(s.contains(&main.join("worktrees/w")), "{s:?}");
         assert!(s.contains(&main), "{s:?}");
+    }
+
+    #[test]
+    fn a_write_grant_inside_a_project_finds_it() {
+        let (_t, p) = project(&[("c", CMD)]);
+        let root = p.root.clone();
+        fs::create_dir_all(root.join("out")).unwrap();
+        let (protect, planted) = of_write_grants(&[root.join("out")], None);
+        // Only the out/ grant: nothing of the surface lies under it, but
+        // the surface is what it is.
+        assert!(protect.contains(&root.join(".glee")), "{protect:?}");
+        assert!(planted.is_empty());
+        let (protect, planted) = of_write_grants(std::slice::from_ref(&root), None);
+        assert!(protect.contains(&root.join("run.sh")), "{protect:?}");
+        assert_eq!(planted, [root.join("tools.json")]);
+        // Already protected by the caller: skipped.
+        assert_eq!(
+            of_write_grants(std::slice::from_ref(&root), Some(&root)).0,
+            Vec::<PathBuf>::new()
+        );
     }
 
     #[test]

@@ -531,6 +531,33 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
 }
 
 #[test]
+fn sandbox_typed_outside_the_project_still_protects_it() {
+    require_jail!();
+    let f = project();
+    let before = snapshot(&f);
+    let root = f.root.to_str().unwrap();
+    // From a directory outside the project, no --root: the write grant
+    // names the project.
+    let out = std::process::Command::new(common::bin())
+        .args(["sandbox", "--json", "--write", root, "--cwd", root, "--"])
+        .args([
+            "sh",
+            "-c",
+            "echo RAN; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED; \
+             (echo x >> scripts/other.sh) && echo ESCAPED; \
+             (echo x >> .git/config) && echo ESCAPED; echo ok > out/notes.txt && echo WROTE",
+        ])
+        .current_dir(&f.cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("RAN") && out.contains("WROTE"), "{out}");
+    assert!(!out.contains("ESCAPED"), "{out}");
+    assert_eq!(snapshot(&f), before);
+}
+
+#[test]
 fn a_planted_bytecode_cache_never_runs() {
     require_jail!();
     let f = project();
