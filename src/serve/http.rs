@@ -449,8 +449,14 @@ async fn check_request(State(guard): State<Guard>, request: Request, next: Next)
 enum Refusal {
     /// `Origin` present and not a loopback origin.
     CrossOrigin,
-    /// A token is set and the request did not carry it.
+    /// A token is set and the request did not carry one.
     Unauthorized,
+    /// A token is set and the request carried another one.
+    WrongToken,
+    /// An OAuth discovery, registration or authorization path: there is
+    /// no authorization server to find (token mode is a static bearer
+    /// token), so 404, with or without a token.
+    NoOAuth,
     /// `Host` names another server (DNS rebinding) or is missing.
     Misdirected,
 }
@@ -475,16 +481,41 @@ impl IntoResponse for Refusal {
             )
             .details(serde_json::json!({"header": "Authorization", "scheme": "Bearer"}))
             .header(header::WWW_AUTHENTICATE, "Bearer"),
+            Refusal::WrongToken => Problem::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorKind::Unauthorized,
+                "the bearer token is not the one glovebox serve was given: send the header `Authorization: Bearer <token>` with the value of its GLOVEBOX_API_TOKEN",
+            )
+            .details(serde_json::json!({"header": "Authorization", "scheme": "Bearer"}))
+            .header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\""),
+            Refusal::NoOAuth => Problem::new(
+                StatusCode::NOT_FOUND,
+                ErrorKind::InputInvalid,
+                "glovebox has no OAuth authorization server: when it was started with GLOVEBOX_API_TOKEN, send the header `Authorization: Bearer <token>` instead",
+            ),
         }
         .into_response()
     }
 }
 
-/// Paths served without the token: the liveness probe, and the OAuth
-/// discovery and registration paths (which answer 404: there is no
-/// authorization server to find).
-fn needs_no_token(path: &str) -> bool {
-    path == "/healthz" || path.starts_with("/.well-known/") || path == "/register"
+/// The paths an OAuth-aware client probes: discovery documents
+/// (`/.well-known/…`, also appended to a path as OpenID Connect
+/// discovery does) and the default registration, authorization and token
+/// endpoints. The guard answers them 404 itself, before the token check,
+/// so a client configured with the token never starts an OAuth flow.
+fn is_oauth_path(path: &str) -> bool {
+    path.starts_with("/.well-known/")
+        || path.contains("/.well-known/")
+        || matches!(path, "/register" | "/authorize" | "/token")
+}
+
+/// The token of an `Authorization` header of the Bearer scheme (the
+/// scheme's name is case-insensitive, RFC 7235), if it is one.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
@@ -493,17 +524,23 @@ fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> 
             return Err(Refusal::CrossOrigin);
         }
     }
-    if needs_no_token(path) {
+    if is_oauth_path(path) {
+        return Err(Refusal::NoOAuth);
+    }
+    // The liveness probe is open.
+    if path == "/healthz" {
         return Ok(());
     }
     if let Some(want) = &guard.token_digest {
-        let given = headers
+        let Some(given) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| Sha256::digest(t.trim().as_bytes()));
-        if !given.is_some_and(|g| same_digest(g.as_slice(), want)) {
+            .and_then(bearer)
+        else {
             return Err(Refusal::Unauthorized);
+        };
+        if !same_digest(Sha256::digest(given.as_bytes()).as_slice(), want) {
+            return Err(Refusal::WrongToken);
         }
     }
     Ok(())
@@ -653,20 +690,33 @@ mod tests {
         };
         let mut h = HeaderMap::new();
         assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::Unauthorized));
-        for open in [
-            "/healthz",
+        assert!(admit(&guard, "/healthz", &h).is_ok());
+        for oauth in [
             "/.well-known/oauth-protected-resource",
             "/.well-known/oauth-protected-resource/mcp",
             "/.well-known/oauth-authorization-server",
+            "/.well-known/oauth-authorization-server/mcp",
+            "/.well-known/openid-configuration",
+            "/mcp/.well-known/openid-configuration",
             "/register",
+            "/authorize",
+            "/token",
         ] {
-            assert!(admit(&guard, open, &h).is_ok(), "{open}");
+            assert_eq!(admit(&guard, oauth, &h), Err(Refusal::NoOAuth), "{oauth}");
         }
-        assert!(admit(&guard, "/registers", &h).is_err());
+        assert_eq!(admit(&guard, "/registers", &h), Err(Refusal::Unauthorized));
+        for wrong in ["Bearer wrong", "Bearer s3cret2", "Basic czNjcmV0"] {
+            h.insert(header::AUTHORIZATION, wrong.parse().unwrap());
+            assert!(admit(&guard, "/mcp", &h).is_err(), "{wrong}");
+        }
         h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
-        assert!(admit(&guard, "/mcp", &h).is_err());
-        h.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
-        assert!(admit(&guard, "/mcp", &h).is_ok());
+        assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::WrongToken));
+        h.insert(header::AUTHORIZATION, "Basic czNjcmV0".parse().unwrap());
+        assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::Unauthorized));
+        for right in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret "] {
+            h.insert(header::AUTHORIZATION, right.parse().unwrap());
+            assert!(admit(&guard, "/mcp", &h).is_ok(), "{right}");
+        }
         h.insert(header::ORIGIN, "https://evil.example".parse().unwrap());
         assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::CrossOrigin));
         assert_eq!(admit(&guard, "/healthz", &h), Err(Refusal::CrossOrigin));
