@@ -797,6 +797,95 @@ fn verify_tells_another_state_key_from_tampering() {
     assert!(text.contains("line 1: mac does not match"), "{text}");
 }
 
+/// The `key_id` a log line claims.
+fn key_id_of(line: &str) -> &str {
+    line.split(" key_id=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+}
+
+/// A line this state's key signed, edited and made to claim the other
+/// state's key, must not pass for a foreign line: `--verify` calls it
+/// tampering (the head counts the lines each key signed), whichever line
+/// it is and whichever state checks.
+#[test]
+fn a_line_made_to_claim_another_key_is_tampering() {
+    let p = Project::new();
+    let other = p.f.base.join("other-state");
+    let with = |state: &Path, args: &[&str]| {
+        Command::new(bin())
+            .arg("--root")
+            .arg(&p.f.root)
+            .arg("--state-dir")
+            .arg(state)
+            .args(args)
+            .env_remove("GLOVEBOX_STATE_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    p.f.tool(&command_tool(
+        "hi",
+        schema(json!({})),
+        json!({"entrypoint": "true", "args": []}),
+        json!({"fs": {"read": ["."]}}),
+    ));
+    // Lines 1, 2 and 4 by this state, line 3 by the other.
+    for state in [&p.state, &p.state, &other, &p.state] {
+        let out = with(state, &["approve", "hi", "--yes"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let log = p.f.root.join(".glee/audit/tools.log");
+    let pristine = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = pristine.lines().collect();
+    assert_eq!(lines.len(), 4, "{pristine}");
+    let (mine, theirs) = (key_id_of(lines[0]), key_id_of(lines[2]));
+    assert_ne!(mine, theirs);
+    let verify = |state: &Path| {
+        let out = with(state, &["audit", "--verify", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.success(), v)
+    };
+    // The probe: untouched, neither state sees tampering.
+    for state in [&p.state, &other] {
+        let (_, v) = verify(state);
+        assert_eq!(v["problems"], json!([]), "{v}");
+    }
+    // (line, from, to, the state whose line it is)
+    for (n, from, to, state) in [
+        (1, mine, theirs, &p.state),
+        (3, theirs, mine, &other),
+        (3, theirs, "0123456789abcdef", &other),
+        (4, mine, "0123456789abcdef", &p.state),
+    ] {
+        let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        edited[n - 1] = edited[n - 1]
+            // Same length: the head's byte count cannot tell.
+            .replacen("[20", "[19", 1)
+            .replacen(&format!("key_id={from}"), &format!("key_id={to}"), 1);
+        assert_ne!(edited[n - 1], lines[n - 1]);
+        std::fs::write(&log, edited.join("\n") + "\n").unwrap();
+        let (ok, v) = verify(state);
+        assert!(!ok, "line {n}: {v}");
+        let problems = v["problems"].to_string();
+        assert!(
+            problems.contains("claim another key"),
+            "line {n} relabelled {from} -> {to}: {v}"
+        );
+        let out = with(state, &["audit", "--verify"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("TAMPERED"), "{text}");
+    }
+    // Restored, it verifies again, and calls go on chaining.
+    std::fs::write(&log, &pristine).unwrap();
+    let (_, v) = verify(&p.state);
+    assert_eq!(v["problems"], json!([]), "{v}");
+    assert!(with(&p.state, &["approve", "hi", "--yes"]).status.success());
+    let (_, v) = verify(&p.state);
+    assert_eq!(v["problems"], json!([]), "{v}");
+}
+
 const LINK_CANARY: &str = "LINKED-GRANT-CANARY-5e1f";
 
 /// Attack 3: an agent-created, approved tool reads `data/cache` (not yet
