@@ -858,8 +858,8 @@ impl Intent<'_> {
         Err(Box::new(Outcome::failure(
             self.name,
             ErrorKind::AuditUnavailable,
-            format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory, or set `audit: best_effort` in .glee/config.yml to run calls without a record"),
-            json!({"audit": "required"}),
+            format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory ({}), or set `audit: best_effort` in .glee/config.yml to run calls without a record", crate::state::describe()),
+            json!({"audit": "required", "state_dir": crate::state::dir().ok()}),
         )))
     }
 }
