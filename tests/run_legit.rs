@@ -157,3 +157,27 @@ fn a_closed_stdout_ends_glovebox_quietly() {
         assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
     }
 }
+
+#[test]
+fn a_missing_cwd_is_named_as_missing_not_as_ungranted() {
+    require_jail!();
+    let f = Fixture::new();
+    for (name, perms) in [("bare", no_files()), ("granted", read_root())] {
+        f.tool(&command_tool(
+            name,
+            schema(json!({})),
+            json!({"entrypoint": "/bin/echo", "args": ["hello"], "cwd": "build"}),
+            perms,
+        ));
+        let r = f.run(name, &[]);
+        r.assert_failed("manifest_invalid", 2);
+        assert!(r.message().contains("is not a directory"), "{r:#?}");
+    }
+    // Once it exists, both run.
+    f.file("build/.keep", "");
+    for name in ["bare", "granted"] {
+        let r = f.run(name, &[]);
+        r.assert_ok();
+        assert_eq!(r.text(), "hello\n");
+    }
+}
