@@ -69,6 +69,17 @@ fn unapproved_tool_does_not_run_without_a_terminal() {
     let r = p.run("marked", &[]);
     r.assert_failed("approval_required", 1);
     assert!(r.message().contains("glovebox approve marked"), "{r:#?}");
+    // It names the state directory whose approvals were looked up.
+    let state = p.state.display().to_string();
+    assert!(
+        r.message().contains(&format!("approvals of state {state}")),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r.json["error"]["details"]["state_dir"],
+        json!(state),
+        "{r:#?}"
+    );
     assert!(!ran.exists(), "the tool ran without approval");
     // --yes approves this one call.
     p.run("marked", &["--yes"]).assert_ok();
