@@ -142,9 +142,26 @@ fn lint_warns_about_an_input_no_template_uses() {
 
 #[test]
 fn a_closed_stdout_ends_glovebox_quietly() {
-    for args in [&["doctor"][..], &["doctor", "--json"]] {
+    let f = Fixture::new();
+    f.tool(&command_tool(
+        "echo_only",
+        schema(json!({})),
+        json!({"entrypoint": "/bin/echo", "args": ["hello"]}),
+        no_files(),
+    ));
+    let root = f.root.to_str().unwrap();
+    for args in [
+        &["doctor"][..],
+        &["doctor", "--json"],
+        &["--root", root, "list"],
+        &["--root", root, "show", "echo_only"],
+        &["--root", root, "export", "--format", "openai"],
+        &["--root", root, "export", "--format", "anthropic"],
+        &["--root", root, "export", "--format", "mcp"],
+    ] {
         let mut child = Command::new(bin())
             .args(args)
+            .env("GLOVEBOX_STATE_DIR", f.state())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
