@@ -22,7 +22,11 @@
 //!   without a `${…}` placeholder that names an existing file inside the
 //!   root, relative to `cwd` or the root (also the value part of
 //!   `--opt=value`), and one that looks like a path and names nothing yet;
-//!   for a `python…` entrypoint, the module after `-m` as for `python`;
+//!   for a `python…` entrypoint, the module after `-m` (or `-mNAME`) as
+//!   for `python`, and a package's `__main__`, and the `__main__` of a
+//!   directory given as the script; for a `node…` entrypoint, a directory
+//!   given as the script: its `package.json`, the `main` it names and its
+//!   `index.*` files;
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
 //!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
@@ -33,7 +37,9 @@
 //!   `sitecustomize.py` / `usercustomize.py` of its `site-packages`, which
 //!   Python runs at start-up;
 //! - `agentcli`: `command[0]` and every other argument naming an existing
-//!   file inside the root (relative to the directory of `tools.json`).
+//!   file inside the root (relative to the directory of `tools.json`),
+//!   and for a `python…` or `node…` program what it runs as for
+//!   `command`.
 //!
 //! What is *not* covered: files the code itself opens or imports (a
 //! module's own imports of other project files, data, configuration) —
@@ -43,7 +49,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::manifest::discover::resolve;
+use crate::manifest::discover::{normalize, resolve};
 pub use crate::manifest::discover::{resolved, resolved_under};
 use crate::manifest::model::{Exec, PythonExec};
 use crate::manifest::project::{Origin, Tool};
@@ -79,16 +85,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             for a in &c.args {
                 b.argument(&cwd, a);
             }
-            // `python3 -m pkg.mod`: the module is code, found from cwd.
-            let python = Path::new(&c.entrypoint)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("python"));
-            if let (true, Some(i)) = (python, c.args.iter().position(|a| a == "-m")) {
-                if let Some(m) = c.args.get(i + 1).filter(|m| !m.contains("${")) {
-                    b.module(cwd.clone(), m);
-                }
-            }
+            b.interpreted(&cwd, &c.entrypoint, &c.args);
         }
         Exec::AgentCli(a) => {
             let dir = PathBuf::from(&a.dir);
@@ -97,6 +94,9 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             }
             for arg in a.command.iter().skip(1) {
                 b.argument(&dir, arg);
+            }
+            if let Some((first, rest)) = a.command.split_first() {
+                b.interpreted(&dir, first, rest);
             }
         }
         Exec::Python(p) => b.python(p),
@@ -187,6 +187,69 @@ impl Builder<'_> {
         }
     }
 
+    /// What an interpreter `program` runs from `args` beyond the files
+    /// they name: for `python…`, the module after `-m` (`-m pkg.mod` or
+    /// `-mpkg.mod`) and, for a package, its `__main__`; a directory given
+    /// as the script runs its `__main__` too. For `node…`, a directory
+    /// given as the script runs its `package.json` `main`, or `index.js`.
+    fn interpreted(&mut self, cwd: &Path, program: &str, args: &[String]) {
+        let name = Path::new(program)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("");
+        let literal = |a: &str| !a.contains("${") && !a.is_empty();
+        if name.starts_with("python") {
+            match python_target(args) {
+                Some(PythonTarget::Module(m)) if literal(m) => {
+                    self.module(cwd.to_path_buf(), m);
+                    // `-m pkg` runs `pkg/__main__.py`.
+                    let package = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
+                    self.module_names(&package, "__main__");
+                }
+                Some(PythonTarget::Script(s)) if literal(s) => {
+                    for base in [cwd, self.root] {
+                        let dir = resolve(base, s);
+                        if dir.is_dir() {
+                            self.module_names(&dir, "__main__");
+                        }
+                    }
+                }
+                _ => {}
+            }
+        } else if name.starts_with("node") {
+            let script = args.iter().find(|a| !a.starts_with('-'));
+            if let Some(s) = script.filter(|s| literal(s)) {
+                for base in [cwd, self.root] {
+                    let dir = resolve(base, s);
+                    if dir.is_dir() {
+                        self.node_directory(&dir);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What `node DIR` runs: `package.json` (its `main`) or `index.*`.
+    fn node_directory(&mut self, dir: &Path) {
+        let manifest = dir.join("package.json");
+        self.file(&manifest);
+        let main = std::fs::read(&manifest)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("main").and_then(|m| m.as_str()).map(String::from));
+        if let Some(main) = main {
+            let target = normalize(&dir.join(&main));
+            self.file(&target);
+            for ext in ["js", "mjs", "cjs", "json", "node"] {
+                self.file(&PathBuf::from(format!("{}.{ext}", target.display())));
+                self.file(&target.join(format!("index.{ext}")));
+            }
+        }
+        for ext in ["js", "mjs", "cjs", "json", "node"] {
+            self.file(&dir.join(format!("index.{ext}")));
+        }
+    }
+
     /// Every name under which Python may find module `name` in `dir`.
     fn module_names(&mut self, dir: &Path, name: &str) {
         let package = dir.join(name);
@@ -250,6 +313,34 @@ impl Builder<'_> {
             }
         }
     }
+}
+
+/// What a Python command line runs besides its options.
+enum PythonTarget<'a> {
+    /// `-m NAME`.
+    Module(&'a str),
+    /// The script: a file, or a directory (or zip) with a `__main__`.
+    Script(&'a str),
+}
+
+/// The module after `-m` or the script argument of a Python command line
+/// (`None` for `-c` or when there is neither).
+fn python_target(args: &[String]) -> Option<PythonTarget<'_>> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-c" => return None,
+            "-m" => return it.next().map(|m| PythonTarget::Module(m)),
+            // Options that take the next argument as their value.
+            "-W" | "-X" => {
+                it.next();
+            }
+            _ if a.starts_with("-m") => return Some(PythonTarget::Module(&a[2..])),
+            _ if a.starts_with('-') => {}
+            _ => return Some(PythonTarget::Script(a)),
+        }
+    }
+    None
 }
 
 /// The interpreter a `#!` line names, if `path` starts with one.
@@ -338,6 +429,49 @@ mod tests {
             f.paths.contains(&root.join("tool_main/__init__.py")),
             "{f:?}"
         );
+    }
+
+    #[test]
+    fn a_package_or_directory_run_as_a_program_covers_its_main() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("pkg")).unwrap();
+        fs::write(root.join("pkg/__init__.py"), "").unwrap();
+        fs::write(root.join("pkg/__main__.py"), "print(1)").unwrap();
+        fs::create_dir_all(root.join("app")).unwrap();
+        fs::write(root.join("app/__main__.py"), "print(1)").unwrap();
+        fs::create_dir_all(root.join("web/lib")).unwrap();
+        fs::write(root.join("web/package.json"), r#"{"main": "lib/start"}"#).unwrap();
+        fs::write(root.join("web/lib/start.js"), "1").unwrap();
+        for (args, main) in [
+            ("[\"-m\", \"pkg\"]", "pkg/__main__.py"),
+            ("[\"-I\", \"-mpkg\"]", "pkg/__main__.py"),
+            ("[\"-X\", \"dev\", \"app\"]", "app/__main__.py"),
+        ] {
+            let tool = project(
+                &root,
+                &format!("  command:\n    entrypoint: python3\n    args: {args}\n"),
+            );
+            let f = of(&root, &tool);
+            assert!(f.files.contains(&root.join(main)), "{args}: {f:?}");
+        }
+        // `-c` code names no script; a directory after it is data.
+        let tool = project(
+            &root,
+            "  command:\n    entrypoint: python3\n    args: [\"-c\", \"pass\", \"app\"]\n",
+        );
+        assert!(!of(&root, &tool)
+            .files
+            .contains(&root.join("app/__main__.py")));
+        let tool = project(
+            &root,
+            "  command:\n    entrypoint: node\n    args: [\"web\"]\n",
+        );
+        let f = of(&root, &tool);
+        for p in ["web/package.json", "web/lib/start.js"] {
+            assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
+        }
+        assert!(f.paths.contains(&root.join("web/index.js")), "{f:?}");
     }
 
     #[test]

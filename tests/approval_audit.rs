@@ -622,6 +622,104 @@ fn a_script_named_by_an_argument_is_covered_and_other_files_are_not() {
     assert!(!out.join("evil").exists(), "the edited script ran");
 }
 
+/// Attack 1 (a package or directory run as a program): `python3 -m pkg`
+/// runs `pkg/__main__.py`, `python3 app` runs `app/__main__.py` and
+/// `node web` runs `web/package.json`'s `main`. Editing what runs voids
+/// the approval, and the edited code does not run.
+#[test]
+fn a_package_or_directory_run_as_a_program_is_covered() {
+    require_jail!();
+    let p = Project::new();
+    let out = p.f.root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    p.f.file("pkg/__init__.py", "");
+    p.f.file("app/helper.txt", "data");
+    p.f.file("web/package.json", r#"{"main": "lib/start.js"}"#);
+    let cases: [(&str, Value, &str); 4] = [
+        (
+            "dash_m",
+            json!({"entrypoint": "python3", "args": ["-m", "pkg"]}),
+            "pkg/__main__.py",
+        ),
+        (
+            "dash_m_joined",
+            json!({"entrypoint": "python3", "args": ["-mpkg"]}),
+            "pkg/__main__.py",
+        ),
+        (
+            "dir",
+            json!({"entrypoint": "python3", "args": ["app"]}),
+            "app/__main__.py",
+        ),
+        (
+            "node_dir",
+            json!({"entrypoint": "node", "args": ["web"]}),
+            "web/lib/start.js",
+        ),
+    ];
+    let approved = |file: &str, name: &str| {
+        if file.ends_with(".js") {
+            format!("require('fs').writeFileSync('out/{name}.approved', 'x'); console.log('approved')\n")
+        } else {
+            format!("open('out/{name}.approved', 'w').write('x'); print('approved')\n")
+        }
+    };
+    let evil = |file: &str, name: &str| {
+        if file.ends_with(".js") {
+            format!("require('fs').writeFileSync('out/{name}.evil', 'x'); console.log('evil')\n")
+        } else {
+            format!("open('out/{name}.evil', 'w').write('x'); print('evil')\n")
+        }
+    };
+    for (name, exec, file) in &cases {
+        if *name == "node_dir" && which("node").is_none() {
+            // node is part of the machine's toolchain; without it the case
+            // cannot run, and that must not read as a pass.
+            panic!("node is not installed: the node case of this test cannot run");
+        }
+        p.f.file(file, &approved(file, name));
+        let mut tool = command_tool(
+            name,
+            schema(json!({})),
+            exec.clone(),
+            json!({"fs": {"read": ["."], "write": ["out"]}}),
+        );
+        tool["approval"] = json!({"required": true, "reason": "r"});
+        p.f.tool(&tool);
+        assert!(p.gb(&["approve", name, "--yes"]).status.success());
+        let r = p.run(name, &[]);
+        r.assert_ok();
+        assert_eq!(r.text().trim(), "approved", "{name}: {r:#?}");
+        assert!(out.join(format!("{name}.approved")).exists(), "{name}");
+
+        // The attacker edits the code the program runs.
+        p.f.file(file, &evil(file, name));
+        let r = p.run(name, &[]);
+        r.assert_failed("approval_required", 1);
+        assert!(
+            r.message().contains(&format!("{file} changed")),
+            "{name}: {r:#?}"
+        );
+        assert!(
+            !out.join(format!("{name}.evil")).exists(),
+            "{name}: the edited code ran"
+        );
+    }
+    // Legitimate: a data file beside the code changes; the approval holds.
+    p.f.file("app/__main__.py", &approved("app/__main__.py", "dir"));
+    assert!(p.gb(&["approve", "dir", "--yes"]).status.success());
+    p.f.file("app/helper.txt", "other data");
+    p.run("dir", &[]).assert_ok();
+}
+
+/// A program in the jail's PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.exists())
+}
+
 /// The state directory glovebox finds with no environment at all: the
 /// passwd entry's home.
 fn passwd_state_dir() -> PathBuf {
