@@ -35,7 +35,10 @@
 //!   prefix that cannot exist, see [`crate::run::python::NO_PYCACHE`]); the
 //!   venv's `pyvenv.cfg`, its `bin/python*` links and the `.pth` files and
 //!   `sitecustomize.py` / `usercustomize.py` of its `site-packages`, which
-//!   Python runs at start-up;
+//!   Python runs at start-up, and the module's names in that
+//!   `site-packages` and in the directories its `.pth` files add (an
+//!   installed or editable module, when the venv is inside the root); the
+//!   same for a `command` whose entrypoint is a venv's `bin/python…`;
 //! - `agentcli`: `command[0]` and every other argument naming an existing
 //!   file inside the root (relative to the directory of `tools.json`),
 //!   and for a `python…` or `node…` program what it runs as for
@@ -199,7 +202,17 @@ impl Builder<'_> {
             .unwrap_or("");
         let literal = |a: &str| !a.contains("${") && !a.is_empty();
         if name.starts_with("python") {
-            match python_target(args) {
+            let target = python_target(args);
+            // A venv's interpreter runs the venv's start-up files, and
+            // finds a module in its site-packages.
+            if let Some(venv) = self.venv_of(program) {
+                let module = match target {
+                    Some(PythonTarget::Module(m)) if literal(m) => Some(m),
+                    _ => None,
+                };
+                self.venv(&venv, module);
+            }
+            match target {
                 Some(PythonTarget::Module(m)) if literal(m) => {
                     self.module(cwd.to_path_buf(), m);
                     // `-m pkg` runs `pkg/__main__.py`.
@@ -284,38 +297,89 @@ impl Builder<'_> {
     fn python(&mut self, p: &PythonExec) {
         self.module(resolve(self.root, &p.cwd), &p.module);
         if let Some(venv) = &p.venv {
-            let v = resolve(self.root, venv);
-            self.file(&v.join("pyvenv.cfg"));
-            for link in ["python", "python3"] {
-                self.path(&v.join("bin").join(link));
+            self.venv(&resolve(self.root, venv), Some(&p.module));
+        }
+    }
+
+    /// A venv's start-up: `pyvenv.cfg`, its `bin/python*` links, and the
+    /// `.pth` files and `sitecustomize.py` / `usercustomize.py` of its
+    /// `site-packages`, which Python runs at start-up; and `module` (when
+    /// given) as Python finds it there: in `site-packages` and in the
+    /// directories its `.pth` files add (an editable install).
+    fn venv(&mut self, v: &Path, module: Option<&str>) {
+        self.file(&v.join("pyvenv.cfg"));
+        for link in ["python", "python3"] {
+            self.path(&v.join("bin").join(link));
+        }
+        for entry in list(&v.join("bin")) {
+            if entry
+                .file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| f.starts_with("python"))
+            {
+                self.path(&entry);
             }
-            for entry in list(&v.join("bin")) {
-                if entry
-                    .file_name()
-                    .and_then(|f| f.to_str())
-                    .is_some_and(|f| f.starts_with("python"))
-                {
-                    self.path(&entry);
+        }
+        for lib in ["lib", "lib64"] {
+            // `lib64` is usually a link to `lib`: one name for each file.
+            let same = |a: &str, b: &str| {
+                let real = |n: &str| std::fs::canonicalize(v.join(n)).ok();
+                real(a).is_some() && real(a) == real(b)
+            };
+            if lib == "lib64" && same("lib", "lib64") {
+                continue;
+            }
+            for py in list(&v.join(lib)) {
+                let site = py.join("site-packages");
+                for name in ["sitecustomize.py", "usercustomize.py"] {
+                    self.file(&site.join(name));
                 }
-            }
-            for lib in ["lib", "lib64"] {
-                for py in list(&v.join(lib)) {
-                    let site = py.join("site-packages");
-                    for name in ["sitecustomize.py", "usercustomize.py"] {
-                        self.file(&site.join(name));
+                let mut search = vec![site.clone()];
+                for entry in list(&site) {
+                    if entry.extension().is_some_and(|x| x == "pth") {
+                        self.file(&entry);
+                        search.extend(pth_directories(&site, &entry));
                     }
-                    for entry in list(&site) {
-                        if entry.extension().is_some_and(|x| x == "pth") {
-                            self.file(&entry);
-                        }
+                }
+                if let Some(m) = module {
+                    let root = self.root;
+                    for dir in search.into_iter().filter(|d| d.starts_with(root)) {
+                        self.module(dir, m);
                     }
                 }
             }
         }
     }
+
+    /// The venv a program path lies in (`VENV/bin/python…` beside a
+    /// `VENV/pyvenv.cfg`), when inside the root.
+    fn venv_of(&self, program: &str) -> Option<PathBuf> {
+        if !program.contains('/') {
+            return None;
+        }
+        let bin = resolve(self.root, program).parent()?.to_path_buf();
+        let venv = bin.parent()?;
+        (bin.file_name().is_some_and(|n| n == "bin")
+            && self.inside(venv)
+            && venv.join("pyvenv.cfg").is_file())
+        .then(|| venv.to_path_buf())
+    }
+}
+
+/// The directories a `.pth` file adds to `sys.path` (its lines that are
+/// neither comments nor `import` statements), relative to `site`.
+fn pth_directories(site: &Path, pth: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string(pth)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("import"))
+        .map(|l| normalize(&site.join(l)))
+        .collect()
 }
 
 /// What a Python command line runs besides its options.
+#[derive(Clone, Copy)]
 enum PythonTarget<'a> {
     /// `-m NAME`.
     Module(&'a str),
@@ -472,6 +536,39 @@ mod tests {
             assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
         }
         assert!(f.paths.contains(&root.join("web/index.js")), "{f:?}");
+    }
+
+    #[test]
+    fn a_module_installed_in_a_venv_is_covered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let site = root.join("venv/lib/python3.11/site-packages");
+        fs::create_dir_all(&site).unwrap();
+        fs::create_dir_all(root.join("venv/bin")).unwrap();
+        fs::write(root.join("venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        fs::write(site.join("inst.py"), "def f(): pass").unwrap();
+        fs::write(
+            site.join("dev.pth"),
+            format!("# editable\nimport sys\n{}\n", root.join("src").display()),
+        )
+        .unwrap();
+        fs::create_dir_all(root.join("src")).unwrap();
+        fs::write(root.join("src/inst.py"), "def f(): pass").unwrap();
+        for exec in [
+            "  python:\n    module: inst\n    function: f\n    venv: venv\n",
+            "  command:\n    entrypoint: venv/bin/python3\n    args: [\"-m\", \"inst\"]\n",
+        ] {
+            let f = of(&root, &project(&root, exec));
+            for p in [
+                "venv/lib/python3.11/site-packages/inst.py",
+                "venv/lib/python3.11/site-packages/dev.pth",
+                "src/inst.py",
+                "venv/pyvenv.cfg",
+            ] {
+                assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
+            }
+            assert!(f.paths.contains(&site.join("inst/__init__.py")), "{f:?}");
+        }
     }
 
     #[test]
