@@ -1,5 +1,5 @@
 //! Approvals bound to content, agent-created tools under the ceiling, and
-//! the tamper-evident audit log (invariant 9: glovebox's own state is out
+//! the tamper-evident audit log (invariant 11: glovebox's own state is out
 //! of every jail's reach). Each test keeps its own state directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
