@@ -1457,6 +1457,21 @@ mod tests {
     }
 
     #[test]
+    fn verify_accepts_only_records_glovebox_writes() {
+        let ok = "[t] TOOL_EXECUTED name=x status=error kind=exit_code caller=cli key_id=ab";
+        assert!(strict(ok).is_ok(), "{:?}", strict(ok));
+        let twice = "[t] TOOL_EXECUTED name=x status=error status=success caller=cli";
+        assert!(strict(twice)
+            .unwrap_err()
+            .contains("`status` appears twice"));
+        let unknown = "[t] TOOL_EXECUTED name=x status=error admin=yes caller=cli";
+        assert!(strict(unknown)
+            .unwrap_err()
+            .contains("unknown field `admin`"));
+        assert!(strict("TOOL_EXECUTED name=x").is_err());
+    }
+
+    #[test]
     fn client_labels_stay_one_field() {
         assert_eq!(client_label("agent-7/a.b"), "agent-7/a.b");
         assert_eq!(

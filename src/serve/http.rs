@@ -7,7 +7,10 @@
 //!   non-loopback address unless a bearer token is set
 //!   (`GLOVEBOX_API_TOKEN`);
 //! - a request whose `Host` is not a name this server answers to is
-//!   refused with 421, on every route (MCP and the API alike), so a DNS
+//!   refused with 421, on every route (MCP and the API alike, CORS
+//!   preflights too: this check is the outermost layer); the authority of
+//!   an absolute-form target must pass as well, and two `Host` headers are
+//!   refused; so a DNS
 //!   name an attacker rebinds to this address reaches nothing: on a
 //!   loopback bind only `localhost`, `127.0.0.1` and `[::1]` with the
 //!   bound port; otherwise also the bound address itself (any address of
@@ -253,8 +256,11 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
             options.limits.clone(),
             limits::limit_body,
         ))
-        .layer(middleware::from_fn_with_state(guard, check_request))
+        .layer(middleware::from_fn_with_state(guard.clone(), check_request))
         .layer(middleware::from_fn(compat::cors))
+        // Outermost: a request for another name gets nothing, not even a
+        // CORS preflight answer.
+        .layer(middleware::from_fn_with_state(guard, check_host))
 }
 
 /// Binds `options.listen` and serves `router` until `stop` resolves, then
@@ -428,16 +434,35 @@ async fn check_mcp_message(request: Request, next: Next) -> Response {
         .await
 }
 
-async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    // HTTP/2 carries the host in the URI's authority instead.
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| request.uri().authority().map(|a| a.as_str()));
-    if !host.is_some_and(|h| guard.hosts.allows(h)) {
+/// The names a request is for: every `Host` header and the authority of
+/// an absolute-form target (or HTTP/2's `:authority`). Empty when there is
+/// none.
+fn request_hosts<'a>(headers: &'a HeaderMap, uri: &'a axum::http::Uri) -> Vec<Option<&'a str>> {
+    headers
+        .get_all(header::HOST)
+        .iter()
+        .map(|h| h.to_str().ok())
+        .chain(uri.authority().map(|a| Some(a.as_str())))
+        .collect()
+}
+
+/// Whether every name the request is for is one this server answers to
+/// (one at least; two `Host` headers are refused, as HTTP/1.1 requires).
+fn for_this_server(hosts: &Hosts, headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
+    let names = request_hosts(headers, uri);
+    headers.get_all(header::HOST).iter().count() <= 1
+        && !names.is_empty()
+        && names.iter().all(|h| h.is_some_and(|h| hosts.allows(h)))
+}
+
+async fn check_host(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if !for_this_server(&guard.hosts, request.headers(), request.uri()) {
         return Refusal::Misdirected.into_response();
     }
+    next.run(request).await
+}
+
+async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     match admit(&guard, request.uri().path(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal.into_response(),
@@ -680,6 +705,34 @@ mod tests {
         zero.bound.set("127.0.0.1:4321".parse().unwrap()).unwrap();
         assert!(zero.allows("localhost:4321"));
         assert!(!zero.allows("localhost:0"));
+    }
+
+    #[test]
+    fn every_name_a_request_gives_must_be_this_server_s() {
+        let lo = hosts("127.0.0.1:7878", &[]);
+        let check = |host: &[&str], target: &str| {
+            let mut h = HeaderMap::new();
+            for v in host {
+                h.append(header::HOST, v.parse().unwrap());
+            }
+            for_this_server(&lo, &h, &target.parse().unwrap())
+        };
+        assert!(check(&["localhost:7878"], "/api/v1/tools"));
+        assert!(check(&[], "http://localhost:7878/api/v1/tools"));
+        assert!(!check(&[], "/api/v1/tools"), "no name at all");
+        // An absolute-form target names the host HTTP/1.1 says counts.
+        assert!(!check(
+            &["localhost:7878"],
+            "http://attacker.example:7878/api/v1/tools"
+        ));
+        assert!(!check(
+            &["attacker.example:7878"],
+            "http://localhost:7878/api/v1/tools"
+        ));
+        // Two Host headers, in either order.
+        assert!(!check(&["localhost:7878", "attacker.example:7878"], "/"));
+        assert!(!check(&["attacker.example:7878", "localhost:7878"], "/"));
+        assert!(!check(&["localhost:7878", "localhost:7878"], "/"));
     }
 
     #[test]
