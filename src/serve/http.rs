@@ -384,7 +384,10 @@ fn rpc_error(status: StatusCode, code: i64, message: String) -> Response {
 
 /// A `POST /mcp` must be JSON: a body that does not parse is answered
 /// with a JSON-RPC parse error (-32700, 400), a wrong `Content-Type` with
-/// an invalid-request error (-32600, 415), both as JSON.
+/// an invalid-request error (-32600, 415), a batch, a non-object or a
+/// message [`super::mcp::stdio::refusal`] refuses (bad envelope,
+/// non-object `params`) with its JSON-RPC error (400): all as JSON, with
+/// the request's id where it has one.
 async fn check_mcp_message(request: Request, next: Next) -> Response {
     if request.method() != axum::http::Method::POST {
         return next.run(request).await;
@@ -417,12 +420,39 @@ async fn check_mcp_message(request: Request, next: Next) -> Response {
             )
         }
     };
-    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            -32700,
-            format!("parse error: the message is not valid JSON ({e})"),
-        );
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                format!("parse error: the message is not valid JSON ({e})"),
+            )
+        }
+        // An envelope rmcp would refuse with a bare 415 and no id.
+        Ok(serde_json::Value::Object(m)) => {
+            if let Some(answer) = super::mcp::stdio::refusal(&m) {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    answer.to_string(),
+                )
+                    .into_response();
+            }
+        }
+        Ok(serde_json::Value::Array(_)) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "batches are not supported: send one message per request".into(),
+            )
+        }
+        Ok(_) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "invalid request: a message is a JSON object".into(),
+            )
+        }
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
