@@ -618,6 +618,41 @@ fn hypers_own_refusals_are_json() {
         );
         s.assert_alive();
     }
+    // rmcp's own plain-text refusals on /mcp are JSON too, status and
+    // headers kept.
+    let mcp_json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let no_session = [("Mcp-Session-Id", "no-such-session")];
+    let only_json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+    ];
+    for (method, headers, body, status) in [
+        ("DELETE", &[][..], &b""[..], 400),
+        ("GET", &[("Accept", "text/event-stream")][..], &b""[..], 400),
+        ("POST", &mcp_json[..], &list[..], 400),
+        (
+            "POST",
+            &[mcp_json[0], mcp_json[1], no_session[0]][..],
+            &list[..],
+            404,
+        ),
+        ("POST", &only_json[..], &list[..], 406),
+        ("PUT", &[][..], &b""[..], 405),
+    ] {
+        let a = s.request(method, "/mcp", headers, body);
+        assert_eq!(a.status, status, "{method} {headers:?}: {a:?}");
+        assert_eq!(a.kind(), "input_invalid", "{method} {headers:?}: {a:?}");
+        assert!(
+            a.header("content-type")
+                .is_some_and(|t| t.starts_with("application/json")),
+            "{a:?}"
+        );
+    }
+    s.assert_alive();
 }
 
 /// MCP 2026-07-28 (no `initialize`; each request carries its revision in

@@ -225,7 +225,8 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
     let mcp = Router::new()
         .route_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(sessions, compat::mcp))
-        .layer(middleware::from_fn(check_mcp_message));
+        .layer(middleware::from_fn(check_mcp_message))
+        .layer(middleware::from_fn(compat::json_refusals));
     let guard = Guard {
         hosts: Hosts {
             listen: options.listen,
