@@ -275,6 +275,29 @@ fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
 }
 
 /// `--max-sessions 2`: a third session closes the oldest; the newest work.
+/// A client that sends its next call as soon as the last one is answered
+/// never meets the slot of the call that answered: with one slot and no
+/// queue, none of these back-to-back calls is refused as busy.
+#[test]
+fn back_to_back_calls_never_find_the_last_one_holding_its_slot() {
+    let f = project();
+    let st = state_env(&f);
+    let limits = ["--max-concurrent", "1", "--max-queued", "0"];
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &limits);
+    let mut busy = 0;
+    for id in 1..=300 {
+        // A call refused by the engine (not a tool name) ends at once.
+        let r = m.call(id, "glee_tool", json!({"name": "a\u{0}b", "params": {}}));
+        let e = tool_error(&r["result"]);
+        if e["details"]["busy"] == json!(true) {
+            busy += 1;
+        } else {
+            assert_eq!(e["kind"], "tool_not_found", "{r}");
+        }
+    }
+    assert_eq!(busy, 0, "{busy} of 300 back-to-back calls were told busy");
+}
+
 #[test]
 fn mcp_sessions_are_capped_oldest_first() {
     let f = project();
@@ -708,8 +731,12 @@ fn the_2026_revision_gets_the_same_checks_and_bound() {
     if jail_available() {
         send(2, "nap", json!({"secs": "3"}));
         // The intent is written once the call holds its slot.
-        assert!(wait_until(Duration::from_secs(20), || audit_log(&f)
-            .contains("TOOL_STARTED name=nap")));
+        if !wait_until(Duration::from_secs(20), || {
+            audit_log(&f).contains("TOOL_STARTED name=nap")
+        }) {
+            let early: Vec<Value> = rx.try_iter().collect();
+            panic!("nap never started: {early:?}\n{}", audit_log(&f));
+        }
         send(3, "echo", json!({"w": "x"}));
         let r = reply(3);
         let e = tool_error(&r["result"]);

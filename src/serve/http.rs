@@ -299,6 +299,34 @@ pub async fn serve(
         .map_err(|source| HttpError::Serve { source })
 }
 
+/// The connection cap for this process: `--max-connections`, lowered
+/// (and said on stderr) when the open-file limit could not hold that many
+/// besides the calls' descriptors ([`limits::connection_cap`]). The soft
+/// limit is first raised to the hard one.
+fn fitting_connection_cap(limits: &Limits) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let open_files = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => hard,
+            Err(_) => soft,
+        },
+        Ok((soft, _)) => soft,
+        Err(_) => return limits.max_connections.max(1),
+    };
+    let cap = limits::connection_cap(
+        limits.max_connections,
+        open_files,
+        limits.calls.max_concurrent,
+    );
+    if cap < limits.max_connections {
+        eprintln!(
+            "glovebox: at most {cap} connections at once, not {} (--max-connections): the open-file limit is {open_files} and {} calls need theirs; raise it (ulimit -n) for more",
+            limits.max_connections, limits.calls.max_concurrent
+        );
+    }
+    cap
+}
+
 /// Accepts connections until `stopping`, at most `limits.max_connections`
 /// open at once, each closed when its headers take longer than
 /// `limits.header_timeout` or it sits idle that long; then waits for the
@@ -309,12 +337,14 @@ async fn accept(
     limits: Limits,
     stopping: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let max_connections = fitting_connection_cap(&limits);
+    let open = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let mut said: Option<std::time::Instant> = None;
+    let mut said_accept: Option<std::time::Instant> = None;
     loop {
         let permit = match open.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -323,8 +353,7 @@ async fn accept(
                 if said.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
                     said = Some(std::time::Instant::now());
                     eprintln!(
-                        "glovebox: {} connections are open (glovebox serve --max-connections): new ones wait until one closes",
-                        limits.max_connections
+                        "glovebox: {max_connections} connections are open (glovebox serve --max-connections): new ones wait until one closes"
                     );
                 }
                 tokio::select! {
@@ -341,8 +370,12 @@ async fn accept(
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
                     // Out of fds, or a connection reset before it was
-                    // accepted: say so, breathe, go on.
-                    eprintln!("glovebox: cannot accept a connection: {e}");
+                    // accepted: say so (once a minute at most), breathe,
+                    // go on.
+                    if said_accept.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
+                        said_accept = Some(std::time::Instant::now());
+                        eprintln!("glovebox: cannot accept a connection: {e} (said once a minute at most)");
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
