@@ -228,7 +228,8 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
     let mcp = Router::new()
         .route_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(sessions, compat::mcp))
-        .layer(middleware::from_fn(check_mcp_message));
+        .layer(middleware::from_fn(check_mcp_message))
+        .layer(middleware::from_fn(compat::json_refusals));
     let guard = Guard {
         hosts: Hosts {
             listen: options.listen,
@@ -304,6 +305,34 @@ pub async fn serve(
         .map_err(|source| HttpError::Serve { source })
 }
 
+/// The connection cap for this process: `--max-connections`, lowered
+/// (and said on stderr) when the open-file limit could not hold that many
+/// besides the calls' descriptors ([`limits::connection_cap`]). The soft
+/// limit is first raised to the hard one.
+fn fitting_connection_cap(limits: &Limits) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let open_files = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => hard,
+            Err(_) => soft,
+        },
+        Ok((soft, _)) => soft,
+        Err(_) => return limits.max_connections.max(1),
+    };
+    let cap = limits::connection_cap(
+        limits.max_connections,
+        open_files,
+        limits.calls.max_concurrent,
+    );
+    if cap < limits.max_connections {
+        eprintln!(
+            "glovebox: at most {cap} connections at once, not {} (--max-connections): the open-file limit is {open_files} and {} calls need theirs; raise it (ulimit -n) for more",
+            limits.max_connections, limits.calls.max_concurrent
+        );
+    }
+    cap
+}
+
 /// Accepts connections until `stopping`, at most `limits.max_connections`
 /// open at once, each closed when its headers take longer than
 /// `limits.header_timeout` or it sits idle that long; then waits for the
@@ -314,12 +343,14 @@ async fn accept(
     limits: Limits,
     stopping: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let max_connections = fitting_connection_cap(&limits);
+    let open = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let mut said: Option<std::time::Instant> = None;
+    let mut said_accept: Option<std::time::Instant> = None;
     loop {
         let permit = match open.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -328,8 +359,7 @@ async fn accept(
                 if said.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
                     said = Some(std::time::Instant::now());
                     eprintln!(
-                        "glovebox: {} connections are open (glovebox serve --max-connections): new ones wait until one closes",
-                        limits.max_connections
+                        "glovebox: {max_connections} connections are open (glovebox serve --max-connections): new ones wait until one closes"
                     );
                 }
                 tokio::select! {
@@ -346,8 +376,12 @@ async fn accept(
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
                     // Out of fds, or a connection reset before it was
-                    // accepted: say so, breathe, go on.
-                    eprintln!("glovebox: cannot accept a connection: {e}");
+                    // accepted: say so (once a minute at most), breathe,
+                    // go on.
+                    if said_accept.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
+                        said_accept = Some(std::time::Instant::now());
+                        eprintln!("glovebox: cannot accept a connection: {e} (said once a minute at most)");
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -390,7 +424,10 @@ fn rpc_error(status: StatusCode, code: i64, message: String) -> Response {
 
 /// A `POST /mcp` must be JSON: a body that does not parse is answered
 /// with a JSON-RPC parse error (-32700, 400), a wrong `Content-Type` with
-/// an invalid-request error (-32600, 415), both as JSON.
+/// an invalid-request error (-32600, 415), a batch, a non-object or a
+/// message [`super::mcp::stdio::refusal`] refuses (bad envelope,
+/// non-object `params`) with its JSON-RPC error (400): all as JSON, with
+/// the request's id where it has one.
 async fn check_mcp_message(request: Request, next: Next) -> Response {
     if request.method() != axum::http::Method::POST {
         return next.run(request).await;
@@ -423,12 +460,39 @@ async fn check_mcp_message(request: Request, next: Next) -> Response {
             )
         }
     };
-    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            -32700,
-            format!("parse error: the message is not valid JSON ({e})"),
-        );
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                format!("parse error: the message is not valid JSON ({e})"),
+            )
+        }
+        // An envelope rmcp would refuse with a bare 415 and no id.
+        Ok(serde_json::Value::Object(m)) => {
+            if let Some(answer) = super::mcp::stdio::refusal(&m) {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    answer.to_string(),
+                )
+                    .into_response();
+            }
+        }
+        Ok(serde_json::Value::Array(_)) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "batches are not supported: send one message per request".into(),
+            )
+        }
+        Ok(_) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "invalid request: a message is a JSON object".into(),
+            )
+        }
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
