@@ -141,3 +141,73 @@ fn relative_paths_are_relative_to_the_invocation_directory() {
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("print('a')"));
 }
+
+#[test]
+fn awk_runs_through_debians_alternatives_link() {
+    require_jail!();
+    // /usr/bin/awk leads through /etc/alternatives on Debian and Ubuntu
+    // (so do editor, pager, nc…): the link must resolve in every mode.
+    let awk = std::path::Path::new("/usr/bin/awk");
+    let via_alternatives = fs::read_link(awk)
+        .map(|t| t.starts_with("/etc/alternatives"))
+        .unwrap_or(false);
+    let p = project();
+    let root = path_str(p.path());
+    let r = sandbox(
+        &["--read", root, "--cwd", root],
+        &["/bin/sh", "-c", "echo '2 3' | awk '{print $1 * $2}'"],
+    );
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    assert_eq!(r.stdout.trim(), "6", "{r:#?}");
+    if !via_alternatives {
+        eprintln!("note: /usr/bin/awk is not an alternatives link here");
+    }
+}
+
+#[test]
+fn python_multiprocessing_gets_a_private_dev_shm() {
+    require_jail!();
+    let p = project();
+    let root = path_str(p.path());
+    // A marker in the host's /dev/shm that the jail must not see.
+    let host_marker = std::path::Path::new("/dev/shm").join(marker("shm-host"));
+    let _ = fs::write(&host_marker, "host");
+    let code = "import multiprocessing as m, os, sys\n\
+        print('ran')\n\
+        with m.Pool(2) as p: print(sum(p.map(abs, [-1, -2, -3])))\n\
+        q = m.Queue(); q.put(7); print(q.get())\n\
+        from multiprocessing import shared_memory\n\
+        s = shared_memory.SharedMemory(create=True, size=16); s.buf[0] = 9; print(s.buf[0]); s.close(); s.unlink()\n\
+        print('host' if os.path.exists(sys.argv[1]) else 'private')";
+    let r = sandbox(
+        &["--read", root, "--cwd", root],
+        &["python3", "-c", code, host_marker.to_str().unwrap()],
+    );
+    let _ = fs::remove_file(&host_marker);
+    assert!(
+        r.stdout.starts_with("ran\n"),
+        "the probe did not run: {r:#?}"
+    );
+    if namespace_free() {
+        // No mount tree: /dev/shm would be the host's, shared with every
+        // process there; it stays out (invariant 1), so sem_open fails.
+        assert_ne!(r.code, Some(0), "{r:#?}");
+        assert!(!r.stdout.contains("host"), "{r:#?}");
+        return;
+    }
+    assert_eq!(r.code, Some(0), "{r:#?}");
+    assert_eq!(r.stdout, "ran\n6\n7\n9\nprivate\n", "{r:#?}");
+    // Nothing the jail made is left in the host's /dev/shm.
+    let leaked: Vec<_> = fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("psm_"))
+        .filter(|e| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .map(|t| t.elapsed().map(|d| d.as_secs() < 5).unwrap_or(true))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(leaked.is_empty(), "{leaked:?}");
+}

@@ -443,12 +443,22 @@ fn attempt(
             what: "creating the private home directory",
             source,
         })?;
+    // The call's private /dev/shm (bound there when a mount tree is
+    // built; see `Tree::with_private_shm`).
+    let shm = tempfile::Builder::new()
+        .prefix("glovebox-shm-")
+        .tempdir()
+        .map_err(|source| JailError::Prepare {
+            what: "creating the private /dev/shm directory",
+            source,
+        })?;
     let mut access: FsAccess = profile::baseline(spec.network)?;
     access.read.extend(spec.fs.read.iter().cloned());
     access.write.extend(spec.fs.write.iter().cloned());
     access.exec.extend(spec.fs.exec.iter().cloned());
     access.read_only.extend(spec.fs.read_only.iter().cloned());
     access.write.push(home.path().to_path_buf());
+    access.write.push(shm.path().to_path_buf());
     // The write grants as given (the metadata supervisor's and the tree's).
     let write_grants = access.write.clone();
     // Without a mount tree nothing can bind the control surface read-only
@@ -463,7 +473,7 @@ fn attempt(
         access.read_only.extend(split.read_only);
     }
     let cwd_dir = [spec.cwd.clone()];
-    let fs_tree = Tree::build(
+    let mut fs_tree = Tree::build(
         &FsAccess {
             write: write_grants.clone(),
             ..access.clone()
@@ -471,6 +481,7 @@ fn attempt(
         &spec.protect,
         &cwd_dir,
     )?;
+    fs_tree.with_private_shm(shm.path());
     let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();
 
     // --- what is enforced by which mechanism, or the refusal.
@@ -800,6 +811,7 @@ fn attempt(
     }
     drop(group);
     drop(home);
+    drop(shm);
     Ok(JailResult {
         status: match exit {
             sys::Exit::Code(c) => Status::Exited(c),

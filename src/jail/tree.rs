@@ -68,6 +68,11 @@ pub const DEVICES: [&str; 5] = [
     "/dev/urandom",
 ];
 
+/// Where POSIX shared memory and named semaphores live (`shm_open`,
+/// `sem_open`: glibc names files there). A jail gets a private, empty one
+/// per call (see [`Tree::with_private_shm`]), never the host's.
+pub const SHM: &str = "/dev/shm";
+
 /// Errors deciding the tree.
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {
@@ -353,6 +358,21 @@ impl Tree {
             .is_some_and(|e| e.writable)
     }
 
+    /// Adds the call's private `/dev/shm`: `source`, an empty directory of
+    /// the call (writable, like its private TMPDIR), bound there. Python's
+    /// `multiprocessing` locks, queues and pools and `shared_memory` need
+    /// it; the host's `/dev/shm` (shared with every process) stays out.
+    pub fn with_private_shm(&mut self, source: &Path) {
+        self.entries.retain(|e| !covers(Path::new(SHM), &e.path));
+        self.entries.push(Entry {
+            path: PathBuf::from(SHM),
+            source: source.to_path_buf(),
+            node: Node::Dir,
+            writable: true,
+            protected: false,
+        });
+    }
+
     /// Compiles the tree into operations on prepared C strings.
     pub fn plan(&self) -> Result<Plan, TreeError> {
         let c = |p: &Path| {
@@ -411,7 +431,7 @@ impl Tree {
                         });
                     }
                 }
-                if !DEVICES.iter().any(|d| Path::new(d) == e.path) {
+                if !DEVICES.iter().any(|d| Path::new(d) == e.path) && e.path != Path::new(SHM) {
                     continue;
                 }
             }
@@ -678,6 +698,43 @@ mod tests {
         fs::write(root.join("tools.json"), "[]").unwrap();
         fs::write(root.join("run.sh"), "").unwrap();
         (t, root)
+    }
+
+    #[test]
+    fn private_shm_is_bound_from_the_calls_directory_writable() {
+        let (t, root) = project();
+        let shm = t.path().join("shm");
+        fs::create_dir_all(&shm).unwrap();
+        // A grant naming the host's /dev/shm is replaced by the private one.
+        let mut tree = Tree::build(
+            &FsAccess {
+                write: vec!["/dev/null".into(), "/dev/shm".into()],
+                ..access(&[&root], &[])
+            },
+            &[],
+            &[],
+        )
+        .unwrap();
+        tree.with_private_shm(&shm);
+        assert!(tree.is_writable(Path::new("/dev/shm/sem.x")));
+        let plan = tree.plan().unwrap();
+        let old = Path::new(OLD_ROOT).join(shm.strip_prefix("/").unwrap());
+        let src = CString::new(old.as_os_str().as_bytes()).unwrap();
+        let dst = CString::new("/dev/shm").unwrap();
+        let binds: Vec<_> = plan
+            .ops
+            .iter()
+            .filter(|o| matches!(o, Op::Bind { dst: d, .. } if *d == dst))
+            .collect();
+        assert_eq!(
+            binds,
+            [&Op::Bind {
+                src,
+                dst: dst.clone()
+            }],
+            "{plan:#?}"
+        );
+        assert!(!plan.ops.contains(&Op::ReadOnly(dst)));
     }
 
     #[test]
