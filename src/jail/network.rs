@@ -73,7 +73,9 @@ pub fn sockets(spec: &Spec) -> Sockets {
 }
 
 /// The proxy variables a networked tool gets (set last: nothing overrides
-/// them).
+/// them). `NODE_USE_ENV_PROXY=1` makes Node's built-in `fetch` and `http`
+/// use them (Node 22.21 and 24.5 on; older Node ignores it, and its `fetch`
+/// has no route out).
 pub fn proxy_environment(env: &mut Vec<(OsString, OsString)>) {
     let socks = PROXY_URL.replacen("http://", "socks5h://", 1);
     for (k, v) in [
@@ -85,6 +87,7 @@ pub fn proxy_environment(env: &mut Vec<(OsString, OsString)>) {
         ("all_proxy", socks.as_str()),
         ("NO_PROXY", ""),
         ("no_proxy", ""),
+        ("NODE_USE_ENV_PROXY", "1"),
     ] {
         env.retain(|(ek, _)| ek != k);
         env.push((k.into(), v.into()));
@@ -155,6 +158,7 @@ mod tests {
         assert_eq!(get("http_proxy").unwrap(), PROXY_URL);
         assert_eq!(get("ALL_PROXY").unwrap(), "socks5h://127.0.0.1:3128");
         assert_eq!(get("no_proxy").unwrap(), "");
+        assert_eq!(get("NODE_USE_ENV_PROXY").unwrap(), "1");
         assert_eq!(env.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);
     }
 }
