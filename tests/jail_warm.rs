@@ -376,7 +376,7 @@ def plant(marker):
     secret = os.environ.get("WARM_SECRET", "")
     STATE.append(secret)
     os.environ["PLANTED"] = secret
-    for d in (os.environ["TMPDIR"], os.path.dirname(os.environ["HOME"])):
+    for d in (os.environ["TMPDIR"], os.path.dirname(os.environ["HOME"]), "/dev/shm"):
         try:
             with open(os.path.join(d, "planted-" + str(os.getpid())), "w") as fh:
                 fh.write(secret)
@@ -399,6 +399,7 @@ def probe():
         "home_files": safe(lambda: os.listdir(home)),
         "beside_home": safe(lambda: sorted(os.listdir(os.path.dirname(home)))),
         "shm": safe(lambda: open("/proc/sysvipc/shm").read().splitlines()[1:]),
+        "dev_shm": safe(lambda: os.listdir("/dev/shm")),
         "others": safe(lambda: sorted(p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid()))),
         "secret_now": os.environ.get("WARM_SECRET"),
     }
@@ -441,7 +442,7 @@ def probe():
         assert_eq!(s["state"], json!([]), "{seen}");
         assert_eq!(s["planted_env"], json!(null), "{seen}");
         assert_eq!(s["home_files"], json!([]), "{seen}");
-        for what in ["shm", "others"] {
+        for what in ["shm", "others", "dev_shm"] {
             // Warm: empty. Cold in the namespace-free jail: closed to the
             // call (the host's /proc), which hides as much.
             assert!(

@@ -32,7 +32,8 @@
 //!    baseline: null, zero, full, random, urandom — bound one by one, no
 //!    other host device, each read-only: writing to a device needs no
 //!    writable mount, and a root jail must not chmod, chown or touch the
-//!    host's `/dev/null`), links `/dev/fd`, `/dev/std{in,out,err}`;
+//!    host's `/dev/null`), links `/dev/fd`, `/dev/std{in,out,err}`, and
+//!    the call's private `/dev/shm` ([`Tree::with_private_shm`]);
 //! 5. the host's root detached, the staging root made read-only.
 //!
 //! The tree is decided per call, before `clone`: which grants and

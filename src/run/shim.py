@@ -264,6 +264,8 @@ def warm():
         _, status = os.waitpid(pid, 0)
         end_all(signal, libc)
         wipe(home, shutil, stat)
+        # The worker's private /dev/shm (POSIX semaphores, shared memory).
+        wipe("/dev/shm", shutil, stat)
         send(b"S" + struct.pack(">i", status))
 
 
