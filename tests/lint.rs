@@ -63,6 +63,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("dispatch-invalid", "routes", 23, 1),
     ("unused-input", "forgetful", 11, 0),
     ("write-on-control-surface", "selfedit", 20, 0),
+    ("database-file-grant", "ledger", 20, 0),
 ];
 
 /// Rules about Glee v1 files: (fixture = rule id, file, tool, line,

@@ -109,6 +109,10 @@ rules! {
     /// An `fs.write` entry on `.glee/` or a root `tools.json`, which stay
     /// read-only in every jail (invariant 3): the grant gives nothing there.
     WriteOnControlSurface = "write-on-control-surface", Warning;
+    /// An `fs.write` entry naming a SQLite database file alone: SQLite
+    /// creates and removes its journal (`-journal`, `-wal`, `-shm`) beside
+    /// it, which only a grant of the directory allows.
+    DatabaseFileGrant = "database-file-grant", Warning;
     /// An http tool with filesystem permissions (http tools run no code).
     HttpWithFs = "http-with-fs", Warning;
     /// An http tool with `network: false` cannot reach anything.

@@ -198,6 +198,7 @@ impl Lint<'_> {
         self.url_authority(&doc, &secret_names);
         self.paths(&doc);
         self.control_surface_writes(&doc);
+        self.database_file_writes(&doc);
         self.http_permissions(&doc);
         self.network_patterns(&doc);
         self.secret_hosts(&doc);
@@ -532,6 +533,46 @@ impl Lint<'_> {
         }
     }
 
+    /// `database-file-grant`: a write grant of a SQLite database file alone
+    /// lets SQLite open it but not create its journal beside it, so every
+    /// write fails with "unable to open database file". Said here, with the
+    /// grant that works (the directory), instead of widening the grant.
+    fn database_file_writes(&mut self, doc: &Document) {
+        let Some(items) = doc
+            .value
+            .pointer("/permissions/fs/write")
+            .and_then(Value::as_array)
+        else {
+            return;
+        };
+        for (i, item) in items.iter().enumerate() {
+            let Some(path) = item.as_str() else { continue };
+            let resolved = discover::resolve(self.root, path);
+            if !is_sqlite_database(&resolved) {
+                continue;
+            }
+            let name = resolved
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let dir = Path::new(path)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| format!("{}/", p.display()))
+                .unwrap_or_else(|| ".".into());
+            let pointer = format!("/permissions/fs/write/{i}");
+            let message = format!(
+                "`{}` is `{path}`, a SQLite database: SQLite also creates `{name}-journal` (or `-wal` and `-shm`) beside it, which a grant of the file alone does not allow (writes fail with 'unable to open database file'); grant its directory (`{dir}`) instead",
+                display_path(&pointer)
+            );
+            self.report(
+                Rule::DatabaseFileGrant,
+                doc.positions.value(&pointer),
+                message,
+            );
+        }
+    }
+
     /// `write-on-control-surface`: `.glee/` and a root `tools.json` decide
     /// which tools exist and what they may do, so no jail can change them,
     /// write grant or not ([`crate::surface`]). A manifest asking for it
@@ -833,6 +874,26 @@ impl Lint<'_> {
 }
 
 /// Keys of the object at `pointer`, or none.
+/// A SQLite database: an existing file starting with SQLite's header, or a
+/// name with one of its usual extensions.
+fn is_sqlite_database(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    let header = std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .map(|()| &head == b"SQLite format 3\0")
+        .unwrap_or(false);
+    if header {
+        return true;
+    }
+    if path.is_dir() {
+        return false;
+    }
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e, "db" | "sqlite" | "sqlite3" | "db3"))
+}
+
 fn keys_at(value: &Value, pointer: &str) -> Vec<String> {
     value
         .pointer(pointer)
