@@ -285,7 +285,7 @@ fn write_grants_allow_ordinary_file_work() {
 fn the_jail_has_a_minimal_dev_and_no_host_devices() {
     require_jail!();
     let script = "for d in null zero full random urandom; do test -e /dev/$d || echo MISSING $d; done; \
-                  for d in kmsg mem port sda tty0 console shm; do test -e /dev/$d && echo PRESENT $d; done; \
+                  for d in kmsg mem port sda tty0 console; do test -e /dev/$d && echo PRESENT $d; done; \
                   echo x > /dev/null; head -c 8 /dev/urandom | wc -c; echo DONE";
     if namespace_free() {
         // The host's /dev (no mount tree): its devices are there to stat,
@@ -307,6 +307,22 @@ fn the_jail_has_a_minimal_dev_and_no_host_devices() {
     assert!(!r.stdout.contains("MISSING"), "{r:#?}");
     assert!(!r.stdout.contains("PRESENT"), "{r:#?}");
     assert!(r.stdout.contains("8\n"), "{r:#?}");
+    // /dev/shm is the call's own: empty (the host's files are not there)
+    // and what the call writes there never reaches the host's.
+    let host = Path::new("/dev/shm").join(marker("host"));
+    let planted = marker("planted");
+    let _ = std::fs::write(&host, "host");
+    let r = sandbox(
+        &[],
+        &[
+            "sh",
+            "-c",
+            &format!("ls -A /dev/shm; echo x > /dev/shm/{planted} && echo WROTE"),
+        ],
+    );
+    let _ = std::fs::remove_file(&host);
+    assert_eq!(r.stdout, "WROTE\n", "{r:#?}");
+    assert!(!Path::new("/dev/shm").join(&planted).exists());
 }
 
 #[test]
