@@ -283,6 +283,17 @@ pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> SysResult<(
     check_int(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
 }
 
+/// The hard value of one resource limit.
+pub fn hard_rlimit(resource: libc::__rlimit_resource_t) -> SysResult<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid, writable rlimit struct for the call.
+    check_int(unsafe { libc::getrlimit(resource, &mut lim) })?;
+    Ok(lim.rlim_max)
+}
+
 /// Opens `path` write-only (close-on-exec) and writes `data` to it.
 pub fn write_file(path: &CStr, data: &[u8]) -> SysResult<()> {
     // SAFETY: path is a valid NUL-terminated string.
@@ -393,6 +404,41 @@ pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> SysResult<()> {
 pub fn detach(target: &CStr) -> SysResult<()> {
     // SAFETY: target is a valid NUL-terminated string.
     check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
+}
+
+/// Binds the symbolic link `src` (not what it points to) onto the link
+/// `dst`: `open_tree(OPEN_TREE_CLONE | AT_SYMLINK_NOFOLLOW)` then
+/// `move_mount` without following the target (Linux 5.2). The link at
+/// `dst` becomes a mountpoint, which cannot be removed, renamed or
+/// replaced (`EBUSY`), while it still reads as the same link.
+pub fn bind_link(src: &CStr, dst: &CStr) -> SysResult<()> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    // SAFETY: src is a valid NUL-terminated string; the call returns a new
+    // descriptor or an error and touches no memory of ours otherwise.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            src.as_ptr(),
+            OPEN_TREE_CLONE | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+        )
+    })?;
+    let fd = fd as RawFd;
+    // SAFETY: fd is the descriptor open_tree just returned; "" and dst are
+    // valid NUL-terminated strings, read during the call only.
+    let moved = check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    });
+    close(fd);
+    moved.map(drop)
 }
 
 /// Makes the mount at `path` and every mount under it read-only with
