@@ -465,6 +465,9 @@ enum End {
     Continues {
         mac: String,
         lines: u64,
+        /// Lines up to `keep` this key signed, when known without
+        /// reading the whole log.
+        own: Option<u64>,
         keep: u64,
         fragment: Option<Vec<u8>>,
     },
@@ -613,10 +616,11 @@ impl Log {
             .map_err(|e| self.io(e))?;
         let mut head = head.unwrap_or_default();
         let mut events = Vec::new();
-        let (mut prev, mut lines, mut close) = match end {
+        let (mut prev, mut lines, mut close, own) = match end {
             End::Continues {
                 mac,
                 lines,
+                own,
                 keep,
                 fragment,
             } => {
@@ -636,7 +640,7 @@ impl Log {
                         ],
                     });
                 }
-                (mac, lines, false)
+                (mac, lines, false, own)
             }
             End::Broken(reason) => {
                 let text = tail(&mut file).map_err(|e| self.io(e))?;
@@ -658,8 +662,13 @@ impl Log {
                     "glovebox: the audit log {} was changed outside glovebox: {reason}; `glovebox audit --verify` fails until `glovebox audit --reseal`",
                     self.path.display()
                 );
-                (last_mac(&text), lines, close)
+                (last_mac(&text), lines, close, None)
             }
+        };
+        // Unknown (a head of an older glovebox, or a break): counted once.
+        let own = match own {
+            Some(n) => n,
+            None => count_own(&mut file, key).map_err(|e| self.io(e))?,
         };
         events.push(event.clone());
         let mut out = String::new();
@@ -686,6 +695,7 @@ impl Log {
         }
         head.lines = Some(lines);
         head.bytes = Some(before + out.len() as u64);
+        head.own = Some(own + events.len() as u64);
         head.mac = prev;
         self.write_head(&head, false)
             .map_err(|e| self.not_durable(e))?;
@@ -726,6 +736,7 @@ impl Log {
                 return Ok(End::Continues {
                     mac: String::new(),
                     lines: 0,
+                    own: Some(0),
                     keep: 0,
                     fragment: None,
                 });
@@ -757,6 +768,7 @@ impl Log {
                     .map(|(_, m, _)| m.clone())
                     .unwrap_or_default(),
                 lines: chain.ends.len() as u64,
+                own: Some(0),
                 keep,
                 fragment: (!fragment.is_empty()).then_some(fragment),
             });
@@ -779,6 +791,7 @@ impl Log {
             return Ok(End::Continues {
                 mac: last,
                 lines,
+                own: None,
                 keep: fragment_at,
                 fragment: (!fragment.is_empty()).then_some(fragment),
             });
@@ -797,6 +810,7 @@ impl Log {
             return Ok(End::Continues {
                 mac: head.mac.clone(),
                 lines,
+                own: head.own,
                 keep: len,
                 fragment: None,
             });
@@ -812,12 +826,14 @@ impl Log {
         file.read_to_end(&mut extra)?;
         let mut prev = head.mac.clone();
         let mut lines = lines;
+        let mut own = head.own;
         let mut keep = bytes;
         for raw in extra.split_inclusive(|b| *b == b'\n') {
             if !raw.ends_with(b"\n") {
                 return Ok(End::Continues {
                     mac: prev,
                     lines,
+                    own,
                     keep,
                     fragment: Some(raw.to_vec()),
                 });
@@ -827,6 +843,7 @@ impl Log {
                 Some((body, m)) if mac(key, &prev, body) == m => {
                     prev = m.to_string();
                     lines += 1;
+                    own = own.map(|n| n + 1);
                     keep += raw.len() as u64;
                 }
                 // A line of another state's key (a glovebox started with
@@ -847,6 +864,7 @@ impl Log {
         Ok(End::Continues {
             mac: prev,
             lines,
+            own,
             keep,
             fragment: None,
         })
@@ -921,7 +939,9 @@ impl Log {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let close = !text.is_empty() && !text.ends_with('\n');
         let mut lines = text.matches('\n').count() as u64 + u64::from(close);
-        let chain = walk(&key, &key_id(&key), &text).problems;
+        let walked = walk(&key, &key_id(&key), &text);
+        let own = walked.ends.iter().filter(|(_, _, own)| *own).count() as u64;
+        let chain = walked.problems;
         let chain_text: Vec<String> = chain.iter().map(|(_, p)| p.clone()).collect();
         let event = Event {
             kind: event::AUDIT_RESEALED,
@@ -947,6 +967,7 @@ impl Log {
             lines: Some(lines),
             bytes: Some(len + out.len() as u64),
             mac: m,
+            own: Some(own + 1),
             broken: Vec::new(),
             acknowledged: Some(head::Acknowledged {
                 line: lines,
@@ -1098,6 +1119,22 @@ fn check(key: &[u8], bytes: &[u8], head: Option<&Head>, state_dir: PathBuf) -> V
                             "the log has {found} lines where glovebox left {lines}"
                         ));
                     } else {
+                        // Every line this key signed up to the head still
+                        // claims it: a line of this key edited to name
+                        // another key is tampering, not a foreign line.
+                        let foreign = other_lines
+                            .iter()
+                            .filter(|n| ends.get(*n - 1).is_some_and(|(end, _, _)| *end <= b))
+                            .count() as u64;
+                        if let Some(own) = h.own {
+                            let claimed = found.saturating_sub(foreign);
+                            if claimed < own {
+                                problems.push(format!(
+                                    "{} line(s) this state's key signed now claim another key (their key_id was changed): the log was edited",
+                                    own - claimed
+                                ));
+                            }
+                        }
                         // Lines of this key past the head (lines of other
                         // states' keys are reported as theirs).
                         let past = ends.iter().filter(|(end, _, own)| *end > b && *own).count();
@@ -1220,6 +1257,15 @@ fn mac_of(line: &[u8]) -> String {
         .rsplit_once(" mac=")
         .map(|(_, m)| m.to_string())
         .unwrap_or_default()
+}
+
+/// Complete lines in `file` signed with `key` (the whole log is read).
+fn count_own(file: &mut std::fs::File, key: &[u8]) -> std::io::Result<u64> {
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_end(&mut bytes)?;
+    let chain = walk(key, &key_id(key), &String::from_utf8_lossy(&bytes));
+    Ok(chain.ends.iter().filter(|(_, _, own)| *own).count() as u64)
 }
 
 /// Complete lines in `file`, read in blocks.
@@ -1408,6 +1454,21 @@ mod tests {
         let e = parse("[t] TOOL_DENIED name=x detail={oops status=y").unwrap();
         assert_eq!(e.fields[1], ("detail".into(), "{oops".into()));
         assert_eq!(e.fields[2], ("status".into(), "y".into()));
+    }
+
+    #[test]
+    fn verify_accepts_only_records_glovebox_writes() {
+        let ok = "[t] TOOL_EXECUTED name=x status=error kind=exit_code caller=cli key_id=ab";
+        assert!(strict(ok).is_ok(), "{:?}", strict(ok));
+        let twice = "[t] TOOL_EXECUTED name=x status=error status=success caller=cli";
+        assert!(strict(twice)
+            .unwrap_err()
+            .contains("`status` appears twice"));
+        let unknown = "[t] TOOL_EXECUTED name=x status=error admin=yes caller=cli";
+        assert!(strict(unknown)
+            .unwrap_err()
+            .contains("unknown field `admin`"));
+        assert!(strict("TOOL_EXECUTED name=x").is_err());
     }
 
     #[test]

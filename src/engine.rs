@@ -635,21 +635,21 @@ impl Engine {
     /// permissions do not let it read it (`fs.read: []` and the default
     /// `cwd: .`): the jail enters it before Landlock applies, and the
     /// kernel then refuses to list or read it, so a tool that needs no
-    /// files runs without being granted any. Only a cwd that neither is a
-    /// directory nor is readable under the policy is refused.
+    /// files runs without being granted any. A cwd that is not a
+    /// directory is refused, saying so (never as a missing grant).
     ///
     /// Its symlinks are resolved, like the grants': the jail holds the
     /// real paths it was granted, not the links that led to them.
     fn cwd(&self, job: &Job<'_>, rel: &str) -> Result<PathBuf, Box<Outcome>> {
         let root = &self.project.root;
         let cwd = crate::footprint::resolved_under(root, &resolve(root, rel));
-        if job.policy.can_read(&cwd) || cwd.is_dir() {
+        if cwd.is_dir() {
             return Ok(cwd);
         }
-        job.policy
-            .require_readable("cwd", &cwd)
-            .map_err(|e| policy_failure(job.name, &e))?;
-        Ok(cwd)
+        Err(policy_failure(
+            job.name,
+            &crate::policy::PolicyError::NoSuchCwd { path: cwd },
+        ))
     }
 
     fn run_command(
@@ -858,8 +858,8 @@ impl Intent<'_> {
         Err(Box::new(Outcome::failure(
             self.name,
             ErrorKind::AuditUnavailable,
-            format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory, or set `audit: best_effort` in .glee/config.yml to run calls without a record"),
-            json!({"audit": "required"}),
+            format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory ({}), or set `audit: best_effort` in .glee/config.yml to run calls without a record", crate::state::describe()),
+            json!({"audit": "required", "state_dir": crate::state::dir().ok()}),
         )))
     }
 }

@@ -22,7 +22,11 @@
 //!   without a `${…}` placeholder that names an existing file inside the
 //!   root, relative to `cwd` or the root (also the value part of
 //!   `--opt=value`), and one that looks like a path and names nothing yet;
-//!   for a `python…` entrypoint, the module after `-m` as for `python`;
+//!   for a `python…` entrypoint, the module after `-m` (or `-mNAME`) as
+//!   for `python`, and a package's `__main__`, and the `__main__` of a
+//!   directory given as the script; for a `node…` entrypoint, a directory
+//!   given as the script: its `package.json`, the `main` it names and its
+//!   `index.*` files;
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
 //!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
@@ -31,9 +35,14 @@
 //!   prefix that cannot exist, see [`crate::run::python::NO_PYCACHE`]); the
 //!   venv's `pyvenv.cfg`, its `bin/python*` links and the `.pth` files and
 //!   `sitecustomize.py` / `usercustomize.py` of its `site-packages`, which
-//!   Python runs at start-up;
+//!   Python runs at start-up, and the module's names in that
+//!   `site-packages` and in the directories its `.pth` files add (an
+//!   installed or editable module, when the venv is inside the root); the
+//!   same for a `command` whose entrypoint is a venv's `bin/python…`;
 //! - `agentcli`: `command[0]` and every other argument naming an existing
-//!   file inside the root (relative to the directory of `tools.json`).
+//!   file inside the root (relative to the directory of `tools.json`),
+//!   and for a `python…` or `node…` program what it runs as for
+//!   `command`.
 //!
 //! What is *not* covered: files the code itself opens or imports (a
 //! module's own imports of other project files, data, configuration) —
@@ -43,7 +52,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::manifest::discover::resolve;
+use crate::manifest::discover::{normalize, resolve};
 pub use crate::manifest::discover::{resolved, resolved_under};
 use crate::manifest::model::{Exec, PythonExec};
 use crate::manifest::project::{Origin, Tool};
@@ -79,16 +88,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             for a in &c.args {
                 b.argument(&cwd, a);
             }
-            // `python3 -m pkg.mod`: the module is code, found from cwd.
-            let python = Path::new(&c.entrypoint)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("python"));
-            if let (true, Some(i)) = (python, c.args.iter().position(|a| a == "-m")) {
-                if let Some(m) = c.args.get(i + 1).filter(|m| !m.contains("${")) {
-                    b.module(cwd.clone(), m);
-                }
-            }
+            b.interpreted(&cwd, &c.entrypoint, &c.args);
         }
         Exec::AgentCli(a) => {
             let dir = PathBuf::from(&a.dir);
@@ -97,6 +97,9 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             }
             for arg in a.command.iter().skip(1) {
                 b.argument(&dir, arg);
+            }
+            if let Some((first, rest)) = a.command.split_first() {
+                b.interpreted(&dir, first, rest);
             }
         }
         Exec::Python(p) => b.python(p),
@@ -187,6 +190,79 @@ impl Builder<'_> {
         }
     }
 
+    /// What an interpreter `program` runs from `args` beyond the files
+    /// they name: for `python…`, the module after `-m` (`-m pkg.mod` or
+    /// `-mpkg.mod`) and, for a package, its `__main__`; a directory given
+    /// as the script runs its `__main__` too. For `node…`, a directory
+    /// given as the script runs its `package.json` `main`, or `index.js`.
+    fn interpreted(&mut self, cwd: &Path, program: &str, args: &[String]) {
+        let name = Path::new(program)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("");
+        let literal = |a: &str| !a.contains("${") && !a.is_empty();
+        if name.starts_with("python") {
+            let target = python_target(args);
+            // A venv's interpreter runs the venv's start-up files, and
+            // finds a module in its site-packages.
+            if let Some(venv) = self.venv_of(program) {
+                let module = match target {
+                    Some(PythonTarget::Module(m)) if literal(m) => Some(m),
+                    _ => None,
+                };
+                self.venv(&venv, module);
+            }
+            match target {
+                Some(PythonTarget::Module(m)) if literal(m) => {
+                    self.module(cwd.to_path_buf(), m);
+                    // `-m pkg` runs `pkg/__main__.py`.
+                    let package = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
+                    self.module_names(&package, "__main__");
+                }
+                Some(PythonTarget::Script(s)) if literal(s) => {
+                    for base in [cwd, self.root] {
+                        let dir = resolve(base, s);
+                        if dir.is_dir() {
+                            self.module_names(&dir, "__main__");
+                        }
+                    }
+                }
+                _ => {}
+            }
+        } else if name.starts_with("node") {
+            let script = args.iter().find(|a| !a.starts_with('-'));
+            if let Some(s) = script.filter(|s| literal(s)) {
+                for base in [cwd, self.root] {
+                    let dir = resolve(base, s);
+                    if dir.is_dir() {
+                        self.node_directory(&dir);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What `node DIR` runs: `package.json` (its `main`) or `index.*`.
+    fn node_directory(&mut self, dir: &Path) {
+        let manifest = dir.join("package.json");
+        self.file(&manifest);
+        let main = std::fs::read(&manifest)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("main").and_then(|m| m.as_str()).map(String::from));
+        if let Some(main) = main {
+            let target = normalize(&dir.join(&main));
+            self.file(&target);
+            for ext in ["js", "mjs", "cjs", "json", "node"] {
+                self.file(&PathBuf::from(format!("{}.{ext}", target.display())));
+                self.file(&target.join(format!("index.{ext}")));
+            }
+        }
+        for ext in ["js", "mjs", "cjs", "json", "node"] {
+            self.file(&dir.join(format!("index.{ext}")));
+        }
+    }
+
     /// Every name under which Python may find module `name` in `dir`.
     fn module_names(&mut self, dir: &Path, name: &str) {
         let package = dir.join(name);
@@ -221,35 +297,114 @@ impl Builder<'_> {
     fn python(&mut self, p: &PythonExec) {
         self.module(resolve(self.root, &p.cwd), &p.module);
         if let Some(venv) = &p.venv {
-            let v = resolve(self.root, venv);
-            self.file(&v.join("pyvenv.cfg"));
-            for link in ["python", "python3"] {
-                self.path(&v.join("bin").join(link));
+            self.venv(&resolve(self.root, venv), Some(&p.module));
+        }
+    }
+
+    /// A venv's start-up: `pyvenv.cfg`, its `bin/python*` links, and the
+    /// `.pth` files and `sitecustomize.py` / `usercustomize.py` of its
+    /// `site-packages`, which Python runs at start-up; and `module` (when
+    /// given) as Python finds it there: in `site-packages` and in the
+    /// directories its `.pth` files add (an editable install).
+    fn venv(&mut self, v: &Path, module: Option<&str>) {
+        self.file(&v.join("pyvenv.cfg"));
+        for link in ["python", "python3"] {
+            self.path(&v.join("bin").join(link));
+        }
+        for entry in list(&v.join("bin")) {
+            if entry
+                .file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| f.starts_with("python"))
+            {
+                self.path(&entry);
             }
-            for entry in list(&v.join("bin")) {
-                if entry
-                    .file_name()
-                    .and_then(|f| f.to_str())
-                    .is_some_and(|f| f.starts_with("python"))
-                {
-                    self.path(&entry);
+        }
+        for lib in ["lib", "lib64"] {
+            // `lib64` is usually a link to `lib`: one name for each file.
+            let same = |a: &str, b: &str| {
+                let real = |n: &str| std::fs::canonicalize(v.join(n)).ok();
+                real(a).is_some() && real(a) == real(b)
+            };
+            if lib == "lib64" && same("lib", "lib64") {
+                continue;
+            }
+            for py in list(&v.join(lib)) {
+                let site = py.join("site-packages");
+                for name in ["sitecustomize.py", "usercustomize.py"] {
+                    self.file(&site.join(name));
                 }
-            }
-            for lib in ["lib", "lib64"] {
-                for py in list(&v.join(lib)) {
-                    let site = py.join("site-packages");
-                    for name in ["sitecustomize.py", "usercustomize.py"] {
-                        self.file(&site.join(name));
+                let mut search = vec![site.clone()];
+                for entry in list(&site) {
+                    if entry.extension().is_some_and(|x| x == "pth") {
+                        self.file(&entry);
+                        search.extend(pth_directories(&site, &entry));
                     }
-                    for entry in list(&site) {
-                        if entry.extension().is_some_and(|x| x == "pth") {
-                            self.file(&entry);
-                        }
+                }
+                if let Some(m) = module {
+                    let root = self.root;
+                    for dir in search.into_iter().filter(|d| d.starts_with(root)) {
+                        self.module(dir, m);
                     }
                 }
             }
         }
     }
+
+    /// The venv a program path lies in (`VENV/bin/python…` beside a
+    /// `VENV/pyvenv.cfg`), when inside the root.
+    fn venv_of(&self, program: &str) -> Option<PathBuf> {
+        if !program.contains('/') {
+            return None;
+        }
+        let bin = resolve(self.root, program).parent()?.to_path_buf();
+        let venv = bin.parent()?;
+        (bin.file_name().is_some_and(|n| n == "bin")
+            && self.inside(venv)
+            && venv.join("pyvenv.cfg").is_file())
+        .then(|| venv.to_path_buf())
+    }
+}
+
+/// The directories a `.pth` file adds to `sys.path` (its lines that are
+/// neither comments nor `import` statements), relative to `site`.
+fn pth_directories(site: &Path, pth: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string(pth)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("import"))
+        .map(|l| normalize(&site.join(l)))
+        .collect()
+}
+
+/// What a Python command line runs besides its options.
+#[derive(Clone, Copy)]
+enum PythonTarget<'a> {
+    /// `-m NAME`.
+    Module(&'a str),
+    /// The script: a file, or a directory (or zip) with a `__main__`.
+    Script(&'a str),
+}
+
+/// The module after `-m` or the script argument of a Python command line
+/// (`None` for `-c` or when there is neither).
+fn python_target(args: &[String]) -> Option<PythonTarget<'_>> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "-c" => return None,
+            "-m" => return it.next().map(|m| PythonTarget::Module(m)),
+            // Options that take the next argument as their value.
+            "-W" | "-X" => {
+                it.next();
+            }
+            _ if a.starts_with("-m") => return Some(PythonTarget::Module(&a[2..])),
+            _ if a.starts_with('-') => {}
+            _ => return Some(PythonTarget::Script(a)),
+        }
+    }
+    None
 }
 
 /// The interpreter a `#!` line names, if `path` starts with one.
@@ -338,6 +493,82 @@ mod tests {
             f.paths.contains(&root.join("tool_main/__init__.py")),
             "{f:?}"
         );
+    }
+
+    #[test]
+    fn a_package_or_directory_run_as_a_program_covers_its_main() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("pkg")).unwrap();
+        fs::write(root.join("pkg/__init__.py"), "").unwrap();
+        fs::write(root.join("pkg/__main__.py"), "print(1)").unwrap();
+        fs::create_dir_all(root.join("app")).unwrap();
+        fs::write(root.join("app/__main__.py"), "print(1)").unwrap();
+        fs::create_dir_all(root.join("web/lib")).unwrap();
+        fs::write(root.join("web/package.json"), r#"{"main": "lib/start"}"#).unwrap();
+        fs::write(root.join("web/lib/start.js"), "1").unwrap();
+        for (args, main) in [
+            ("[\"-m\", \"pkg\"]", "pkg/__main__.py"),
+            ("[\"-I\", \"-mpkg\"]", "pkg/__main__.py"),
+            ("[\"-X\", \"dev\", \"app\"]", "app/__main__.py"),
+        ] {
+            let tool = project(
+                &root,
+                &format!("  command:\n    entrypoint: python3\n    args: {args}\n"),
+            );
+            let f = of(&root, &tool);
+            assert!(f.files.contains(&root.join(main)), "{args}: {f:?}");
+        }
+        // `-c` code names no script; a directory after it is data.
+        let tool = project(
+            &root,
+            "  command:\n    entrypoint: python3\n    args: [\"-c\", \"pass\", \"app\"]\n",
+        );
+        assert!(!of(&root, &tool)
+            .files
+            .contains(&root.join("app/__main__.py")));
+        let tool = project(
+            &root,
+            "  command:\n    entrypoint: node\n    args: [\"web\"]\n",
+        );
+        let f = of(&root, &tool);
+        for p in ["web/package.json", "web/lib/start.js"] {
+            assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
+        }
+        assert!(f.paths.contains(&root.join("web/index.js")), "{f:?}");
+    }
+
+    #[test]
+    fn a_module_installed_in_a_venv_is_covered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        let site = root.join("venv/lib/python3.11/site-packages");
+        fs::create_dir_all(&site).unwrap();
+        fs::create_dir_all(root.join("venv/bin")).unwrap();
+        fs::write(root.join("venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        fs::write(site.join("inst.py"), "def f(): pass").unwrap();
+        fs::write(
+            site.join("dev.pth"),
+            format!("# editable\nimport sys\n{}\n", root.join("src").display()),
+        )
+        .unwrap();
+        fs::create_dir_all(root.join("src")).unwrap();
+        fs::write(root.join("src/inst.py"), "def f(): pass").unwrap();
+        for exec in [
+            "  python:\n    module: inst\n    function: f\n    venv: venv\n",
+            "  command:\n    entrypoint: venv/bin/python3\n    args: [\"-m\", \"inst\"]\n",
+        ] {
+            let f = of(&root, &project(&root, exec));
+            for p in [
+                "venv/lib/python3.11/site-packages/inst.py",
+                "venv/lib/python3.11/site-packages/dev.pth",
+                "src/inst.py",
+                "venv/pyvenv.cfg",
+            ] {
+                assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
+            }
+            assert!(f.paths.contains(&site.join("inst/__init__.py")), "{f:?}");
+        }
     }
 
     #[test]

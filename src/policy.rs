@@ -28,6 +28,9 @@ pub enum PolicyError {
     /// The entrypoint or cwd is not reachable under the tool's own policy.
     #[error("{what} {path:?} is outside the tool's allowed paths; add it (or a parent) to permissions.fs.read")]
     OutsideAllowed { what: &'static str, path: PathBuf },
+    /// The working directory does not exist (or is not a directory).
+    #[error("cwd {path:?} is not a directory; create it, or change the tool's cwd")]
+    NoSuchCwd { path: PathBuf },
     /// A granted path inside the root resolves through a symlink to a
     /// place outside it that the manifest does not name.
     #[error("{what} {path:?} resolves through a symlink to {target:?}, outside the project root; remove the link, or name {target:?} itself in the manifest if that is intended")]

@@ -151,7 +151,10 @@ pub fn dir() -> Result<PathBuf, StateError> {
         return Ok(p.clone());
     }
     if let Some(p) = std::env::var_os("GLOVEBOX_STATE_DIR").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(p));
+        // Made absolute, like --state-dir: the exposure check compares it
+        // with the jail's absolute grants.
+        let p = PathBuf::from(p);
+        return Ok(std::path::absolute(&p).unwrap_or(p));
     }
     if let Some(file) = user_config_file() {
         if let Some(p) = configured(&file)? {

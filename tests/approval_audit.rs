@@ -1,5 +1,5 @@
 //! Approvals bound to content, agent-created tools under the ceiling, and
-//! the tamper-evident audit log (invariant 9: glovebox's own state is out
+//! the tamper-evident audit log (invariant 11: glovebox's own state is out
 //! of every jail's reach). Each test keeps its own state directory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -69,6 +69,17 @@ fn unapproved_tool_does_not_run_without_a_terminal() {
     let r = p.run("marked", &[]);
     r.assert_failed("approval_required", 1);
     assert!(r.message().contains("glovebox approve marked"), "{r:#?}");
+    // It names the state directory whose approvals were looked up.
+    let state = p.state.display().to_string();
+    assert!(
+        r.message().contains(&format!("approvals of state {state}")),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r.json["error"]["details"]["state_dir"],
+        json!(state),
+        "{r:#?}"
+    );
     assert!(!ran.exists(), "the tool ran without approval");
     // --yes approves this one call.
     p.run("marked", &["--yes"]).assert_ok();
@@ -622,6 +633,206 @@ fn a_script_named_by_an_argument_is_covered_and_other_files_are_not() {
     assert!(!out.join("evil").exists(), "the edited script ran");
 }
 
+/// Attack 1 (a package or directory run as a program): `python3 -m pkg`
+/// runs `pkg/__main__.py`, `python3 app` runs `app/__main__.py` and
+/// `node web` runs `web/package.json`'s `main`. Editing what runs voids
+/// the approval, and the edited code does not run.
+#[test]
+fn a_package_or_directory_run_as_a_program_is_covered() {
+    require_jail!();
+    let p = Project::new();
+    let out = p.f.root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    p.f.file("pkg/__init__.py", "");
+    p.f.file("app/helper.txt", "data");
+    p.f.file("web/package.json", r#"{"main": "lib/start.js"}"#);
+    let cases: [(&str, Value, &str); 4] = [
+        (
+            "dash_m",
+            json!({"entrypoint": "python3", "args": ["-m", "pkg"]}),
+            "pkg/__main__.py",
+        ),
+        (
+            "dash_m_joined",
+            json!({"entrypoint": "python3", "args": ["-mpkg"]}),
+            "pkg/__main__.py",
+        ),
+        (
+            "dir",
+            json!({"entrypoint": "python3", "args": ["app"]}),
+            "app/__main__.py",
+        ),
+        (
+            "node_dir",
+            json!({"entrypoint": "node", "args": ["web"]}),
+            "web/lib/start.js",
+        ),
+    ];
+    let approved = |file: &str, name: &str| {
+        if file.ends_with(".js") {
+            format!("require('fs').writeFileSync('out/{name}.approved', 'x'); console.log('approved')\n")
+        } else {
+            format!("open('out/{name}.approved', 'w').write('x'); print('approved')\n")
+        }
+    };
+    let evil = |file: &str, name: &str| {
+        if file.ends_with(".js") {
+            format!("require('fs').writeFileSync('out/{name}.evil', 'x'); console.log('evil')\n")
+        } else {
+            format!("open('out/{name}.evil', 'w').write('x'); print('evil')\n")
+        }
+    };
+    for (name, exec, file) in &cases {
+        if *name == "node_dir" && which("node").is_none() {
+            // node is part of the machine's toolchain; without it the case
+            // cannot run, and that must not read as a pass.
+            panic!("node is not installed: the node case of this test cannot run");
+        }
+        p.f.file(file, &approved(file, name));
+        let mut tool = command_tool(
+            name,
+            schema(json!({})),
+            exec.clone(),
+            json!({"fs": {"read": ["."], "write": ["out"]}}),
+        );
+        tool["approval"] = json!({"required": true, "reason": "r"});
+        p.f.tool(&tool);
+        assert!(p.gb(&["approve", name, "--yes"]).status.success());
+        let r = p.run(name, &[]);
+        r.assert_ok();
+        assert_eq!(r.text().trim(), "approved", "{name}: {r:#?}");
+        assert!(out.join(format!("{name}.approved")).exists(), "{name}");
+
+        // The attacker edits the code the program runs.
+        p.f.file(file, &evil(file, name));
+        let r = p.run(name, &[]);
+        r.assert_failed("approval_required", 1);
+        assert!(
+            r.message().contains(&format!("{file} changed")),
+            "{name}: {r:#?}"
+        );
+        assert!(
+            !out.join(format!("{name}.evil")).exists(),
+            "{name}: the edited code ran"
+        );
+    }
+    // Legitimate: a data file beside the code changes; the approval holds.
+    p.f.file("app/__main__.py", &approved("app/__main__.py", "dir"));
+    assert!(p.gb(&["approve", "dir", "--yes"]).status.success());
+    p.f.file("app/helper.txt", "other data");
+    p.run("dir", &[]).assert_ok();
+}
+
+/// Attack 1 (a module installed in a venv inside the project): the tool's
+/// module found in the venv's site-packages, or in a directory an
+/// editable install's `.pth` adds, is what runs: editing it voids the
+/// approval, for a python tool and for `VENV/bin/python3 -m MOD` alike; a
+/// `.pth` that appears runs code at start-up, so it voids it too.
+#[test]
+fn a_module_installed_in_the_venv_is_covered() {
+    require_jail!();
+    let p = Project::new();
+    let out = p.f.root.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let made = Command::new("/usr/bin/python3")
+        .args(["-m", "venv", "--without-pip", "venv"])
+        .current_dir(&p.f.root)
+        .status()
+        .unwrap();
+    assert!(made.success(), "python3 -m venv failed");
+    let lib = p.f.root.join("venv/lib");
+    let site = std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("site-packages"))
+        .find(|s| s.is_dir())
+        .expect("the venv's site-packages");
+    let site_rel = site
+        .strip_prefix(&p.f.root)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        site.join("editable.pth"),
+        format!("{}\n", p.f.root.join("src").display()),
+    )
+    .unwrap();
+    let code = |name: &str, what: &str| {
+        format!("def f():\n    open('out/{name}.{what}', 'w').write('x')\n    return '{what}'\n\nif __name__ == '__main__':\n    print(f())\n")
+    };
+    let cases = [
+        (
+            "installed",
+            format!("{site_rel}/installed.py"),
+            json!({"python": {"module": "installed", "function": "f", "venv": "venv"}}),
+        ),
+        (
+            "editable",
+            "src/editable.py".to_string(),
+            json!({"python": {"module": "editable", "function": "f", "venv": "venv"}}),
+        ),
+        (
+            "venv_dash_m",
+            format!("{site_rel}/venv_dash_m.py"),
+            json!({"command": {"entrypoint": "venv/bin/python3", "args": ["-m", "venv_dash_m"]}}),
+        ),
+    ];
+    for (name, file, exec) in &cases {
+        p.f.file(file, &code(name, "approved"));
+        let perms = json!({"fs": {"read": ["."], "write": ["out"]}});
+        let mut tool = match exec.get("python") {
+            Some(py) => python_tool(name, schema(json!({})), py.clone(), perms),
+            None => command_tool(name, schema(json!({})), exec["command"].clone(), perms),
+        };
+        tool["approval"] = json!({"required": true, "reason": "r"});
+        p.f.tool(&tool);
+        assert!(p.gb(&["approve", name, "--yes"]).status.success());
+        let r = p.run(name, &[]);
+        r.assert_ok();
+        assert!(
+            out.join(format!("{name}.approved")).exists(),
+            "{name}: {r:#?}"
+        );
+
+        p.f.file(file, &code(name, "evil"));
+        let r = p.run(name, &[]);
+        r.assert_failed("approval_required", 1);
+        assert!(
+            r.message().contains(&format!("{file} changed")),
+            "{name}: {r:#?}"
+        );
+        assert!(
+            !out.join(format!("{name}.evil")).exists(),
+            "{name}: the edited module ran"
+        );
+        p.f.file(file, &code(name, "approved"));
+        assert!(p.gb(&["approve", name, "--yes"]).status.success());
+    }
+    // A start-up file planted in site-packages runs before any tool code.
+    std::fs::write(
+        site.join("zz_planted.pth"),
+        "import os; open('out/planted', 'w').write('x')\n",
+    )
+    .unwrap();
+    for (name, _, _) in &cases {
+        let r = p.run(name, &[]);
+        r.assert_failed("approval_required", 1);
+        assert!(
+            r.message().contains("zz_planted.pth appeared"),
+            "{name}: {r:#?}"
+        );
+    }
+    assert!(!out.join("planted").exists(), "the planted .pth ran");
+}
+
+/// A program in the jail's PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.exists())
+}
+
 /// The state directory glovebox finds with no environment at all: the
 /// passwd entry's home.
 fn passwd_state_dir() -> PathBuf {
@@ -795,6 +1006,95 @@ fn verify_tells_another_state_key_from_tampering() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success() && text.contains("TAMPERED"), "{text}");
     assert!(text.contains("line 1: mac does not match"), "{text}");
+}
+
+/// The `key_id` a log line claims.
+fn key_id_of(line: &str) -> &str {
+    line.split(" key_id=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+}
+
+/// A line this state's key signed, edited and made to claim the other
+/// state's key, must not pass for a foreign line: `--verify` calls it
+/// tampering (the head counts the lines each key signed), whichever line
+/// it is and whichever state checks.
+#[test]
+fn a_line_made_to_claim_another_key_is_tampering() {
+    let p = Project::new();
+    let other = p.f.base.join("other-state");
+    let with = |state: &Path, args: &[&str]| {
+        Command::new(bin())
+            .arg("--root")
+            .arg(&p.f.root)
+            .arg("--state-dir")
+            .arg(state)
+            .args(args)
+            .env_remove("GLOVEBOX_STATE_DIR")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    p.f.tool(&command_tool(
+        "hi",
+        schema(json!({})),
+        json!({"entrypoint": "true", "args": []}),
+        json!({"fs": {"read": ["."]}}),
+    ));
+    // Lines 1, 2 and 4 by this state, line 3 by the other.
+    for state in [&p.state, &p.state, &other, &p.state] {
+        let out = with(state, &["approve", "hi", "--yes"]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let log = p.f.root.join(".glee/audit/tools.log");
+    let pristine = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = pristine.lines().collect();
+    assert_eq!(lines.len(), 4, "{pristine}");
+    let (mine, theirs) = (key_id_of(lines[0]), key_id_of(lines[2]));
+    assert_ne!(mine, theirs);
+    let verify = |state: &Path| {
+        let out = with(state, &["audit", "--verify", "--json"]);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.success(), v)
+    };
+    // The probe: untouched, neither state sees tampering.
+    for state in [&p.state, &other] {
+        let (_, v) = verify(state);
+        assert_eq!(v["problems"], json!([]), "{v}");
+    }
+    // (line, from, to, the state whose line it is)
+    for (n, from, to, state) in [
+        (1, mine, theirs, &p.state),
+        (3, theirs, mine, &other),
+        (3, theirs, "0123456789abcdef", &other),
+        (4, mine, "0123456789abcdef", &p.state),
+    ] {
+        let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        edited[n - 1] = edited[n - 1]
+            // Same length: the head's byte count cannot tell.
+            .replacen("[20", "[19", 1)
+            .replacen(&format!("key_id={from}"), &format!("key_id={to}"), 1);
+        assert_ne!(edited[n - 1], lines[n - 1]);
+        std::fs::write(&log, edited.join("\n") + "\n").unwrap();
+        let (ok, v) = verify(state);
+        assert!(!ok, "line {n}: {v}");
+        let problems = v["problems"].to_string();
+        assert!(
+            problems.contains("claim another key"),
+            "line {n} relabelled {from} -> {to}: {v}"
+        );
+        let out = with(state, &["audit", "--verify"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("TAMPERED"), "{text}");
+    }
+    // Restored, it verifies again, and calls go on chaining.
+    std::fs::write(&log, &pristine).unwrap();
+    let (_, v) = verify(&p.state);
+    assert_eq!(v["problems"], json!([]), "{v}");
+    assert!(with(&p.state, &["approve", "hi", "--yes"]).status.success());
+    let (_, v) = verify(&p.state);
+    assert_eq!(v["problems"], json!([]), "{v}");
 }
 
 const LINK_CANARY: &str = "LINKED-GRANT-CANARY-5e1f";

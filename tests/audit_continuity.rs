@@ -213,6 +213,14 @@ fn an_unwritable_log_or_head_refuses_the_call() {
     let r = p.mark("blocked");
     r.assert_failed("audit_unavailable", 1);
     assert!(!p.marked("blocked"), "the tool ran without a head: {r:#?}");
+    // The refusal names the state directory in use.
+    let state = p.state.display().to_string();
+    assert!(r.message().contains(&format!("state {state}")), "{r:#?}");
+    assert_eq!(
+        r.json["error"]["details"]["state_dir"],
+        json!(state),
+        "{r:#?}"
+    );
 
     // best_effort: the call runs, with a warning.
     p.f.config(&json!({"audit": "best_effort"}));

@@ -26,7 +26,7 @@ use std::time::Duration;
 use common::*;
 use runkit::*;
 use serde_json::{json, Value};
-use servekit::{request, request_to, Served};
+use servekit::{raw_request, request, request_to, Served};
 
 const TOKEN: &str = "s3cret-token";
 
@@ -831,6 +831,54 @@ fn a_foreign_host_gets_no_route() {
         }
     }
     assert!(!f.root.join("started/host-marker").exists(), "invoke ran");
+
+    // A CORS preflight for another name gets no answer of its own.
+    let a = request_to(
+        &s.addr,
+        &format!("attacker.example:{port}"),
+        "OPTIONS",
+        "/api/v1/tools",
+        &[
+            ("Origin", &format!("http://localhost:{port}")),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+        b"",
+    );
+    assert_eq!(a.status, 421, "{a:?}");
+    assert!(
+        !a.head.to_ascii_lowercase().contains("access-control-"),
+        "{a:?}"
+    );
+    // An absolute-form target names the host HTTP/1.1 says counts, and
+    // two Host headers are one too many: neither reaches a route.
+    let lo = format!("localhost:{port}");
+    let foreign = format!("attacker.example:{port}");
+    for (host, target, extra) in [
+        (&lo, format!("http://{foreign}/api/v1/tools"), None),
+        (&foreign, format!("http://{lo}/api/v1/tools"), None),
+        (&lo, "/api/v1/tools".to_string(), Some(&foreign)),
+        (&foreign, "/api/v1/tools".to_string(), Some(&lo)),
+    ] {
+        let mut req = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+        if let Some(second) = extra {
+            req.push_str(&format!("Host: {second}\r\n"));
+        }
+        req.push_str("\r\n");
+        let a = raw_request(&s.addr, req.as_bytes());
+        assert_ne!(a.status, 200, "{req:?}: {a:?}");
+        assert!(
+            !a.body.contains("echo_json"),
+            "{req:?} leaked the tools: {a:?}"
+        );
+    }
+    // Probe: the same absolute-form request for this server is served.
+    let a = raw_request(
+        &s.addr,
+        format!("GET http://{lo}/api/v1/tools HTTP/1.1\r\nHost: {lo}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert_eq!(a.status, 200, "{a:?}");
+    assert!(a.body.contains("echo_json"), "{a:?}");
 
     // Loopback names with the port are served.
     for host in [

@@ -1,5 +1,5 @@
 //! The jail's cancellation hook (`Spec::cancel`): cancelling a running call
-//! from another thread kills its whole tree promptly (invariant 6 holds for
+//! from another thread kills its whole tree promptly (invariant 8 holds for
 //! a cancelled call too), and the result says it was cancelled.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

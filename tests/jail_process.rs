@@ -1,5 +1,5 @@
-//! Invariants 3-8: other processes, the environment, ending whole, limits
-//! and the terminal. Each attack is real and judged by its effect.
+//! Invariants 5, 6, 8, 9 and 10: other processes, the environment, ending
+//! whole, limits and the terminal. Each attack is real and judged by its effect.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

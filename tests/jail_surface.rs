@@ -188,6 +188,65 @@ fn a_write_grant_cannot_change_the_control_surface() {
     assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
 }
 
+/// Issue 23, break 2: a lint-clean tool with `fs.write: ["."]` cuts the
+/// audit log back to its first line (`head -n 1 … > t && cat t > log`),
+/// empties, removes, renames, or appends a forged line to it, from its
+/// jail. Judged by effect: every line glovebox wrote is still there, in
+/// order, nothing foreign was added, and `audit --verify` is intact.
+#[test]
+fn a_write_grant_cannot_cut_or_forge_the_audit_log() {
+    require_jail!();
+    let f = project();
+    let log_path = f.root.join(".glee/audit/tools.log");
+    for i in 0..3 {
+        let r = f.run_audited("other", &[]);
+        r.assert_ok();
+        assert!(r.text().contains("OTHER-ORIGINAL"), "call {i}: {r:#?}");
+    }
+    let before = fs::read_to_string(&log_path).unwrap();
+    assert!(before.lines().count() >= 6, "{before}");
+    let attacks = [
+        "head -n 1 .glee/audit/tools.log > out/t && cat out/t > .glee/audit/tools.log",
+        ": > .glee/audit/tools.log",
+        "truncate -s 10 .glee/audit/tools.log",
+        "python3 -c 'import os; os.truncate(\".glee/audit/tools.log\", 1)'",
+        "rm -f .glee/audit/tools.log",
+        "mv .glee/audit/tools.log out/moved.log",
+        "mv .glee/audit out/audit",
+        "rm -rf .glee/audit",
+        "echo '[2026-01-01T00:00:00Z] TOOL_EXECUTED name=x status=success' >> .glee/audit/tools.log",
+        "ln -sf /dev/null .glee/audit/tools.log",
+        "chmod 000 .glee/audit/tools.log",
+    ];
+    for a in attacks {
+        let params =
+            json!({ "script": format!("echo RAN; ({a}) && echo ESCAPED; true") }).to_string();
+        let r = f.run_audited("writer", &["--params", &params]);
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+        let now = fs::read_to_string(&log_path).unwrap_or_default();
+        assert!(
+            now.starts_with(&before),
+            "{a}: the log lost lines glovebox wrote:\nbefore:\n{before}\nnow:\n{now}"
+        );
+        assert!(
+            !now.lines().any(|l| l.starts_with("[2026-01-01")),
+            "{a}: a forged line: {now}"
+        );
+    }
+    // (`mv` across the read-only mount falls back to copy and unlink: the
+    // copy in out/ is only what the tool may read; the unlink fails.)
+    let out = f.glovebox(&["audit", "--verify"]);
+    assert!(
+        out.status.success(),
+        "verify after the attacks: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("intact"));
+}
+
 #[test]
 fn a_package_planted_beside_a_module_never_runs() {
     require_jail!();

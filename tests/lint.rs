@@ -62,6 +62,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("builtin-shadowed", "read_file", 1, 0),
     ("dispatch-invalid", "routes", 23, 1),
     ("unused-input", "forgetful", 11, 0),
+    ("write-on-control-surface", "selfedit", 20, 0),
 ];
 
 /// Rules about Glee v1 files: (fixture = rule id, file, tool, line,

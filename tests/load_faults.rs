@@ -620,3 +620,77 @@ fn the_connection_cap_is_logged_and_connections_wait() {
     );
     drop(idle);
 }
+
+/// Under a low open-file limit (256) the connection cap is lowered to fit
+/// it (said on stderr): 300 idle connections never take the descriptors
+/// the server needs, it never fails to accept for want of one, and once
+/// the idle connections are closed a call runs (its jail needs
+/// descriptors too).
+#[test]
+fn the_connection_cap_fits_a_low_open_file_limit() {
+    use std::io::{BufRead, BufReader};
+    let f = fault_project();
+    let mut child = std::process::Command::new("prlimit")
+        .arg("--nofile=256:256")
+        .arg("--")
+        .arg(bin())
+        .args(["--root", f.root.to_str().unwrap(), "serve"])
+        .args(["--listen", "127.0.0.1:0", "--header-timeout", "2"])
+        .env("GLOVEBOX_STATE_DIR", f.state())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("prlimit (util-linux) runs glovebox serve");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let log = log.clone();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                if let Some(rest) = l.strip_prefix("glovebox: serving the HTTP API at http://") {
+                    let _ = tx.send(rest.split('/').next().unwrap().to_string());
+                }
+                log.lock().unwrap().push(l);
+            }
+        });
+    }
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the server listens");
+    let stderr = || log.lock().unwrap().join("\n");
+    let pid = child.id();
+    // The probe: the limit binds the server.
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max open files") && l.contains(" 256 ")),
+        "{limits}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || stderr()
+            .contains("at most 64 connections")),
+        "{}",
+        stderr()
+    );
+    let idle: Vec<_> = (0..300)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(fd_count(pid) < 200, "fds: {}", fd_count(pid));
+    drop(idle);
+    let ok = servekit::request(&addr, "POST", "/api/v1/tools/hello/invoke", &[], b"{}");
+    if jail_available() {
+        assert_eq!(ok.status, 200, "{ok:?}\n{}", stderr());
+        assert_eq!(ok.json["output"], "hello\n", "{ok:?}");
+    }
+    assert!(
+        !stderr().contains("cannot accept"),
+        "the server ran out of descriptors: {}",
+        stderr()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

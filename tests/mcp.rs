@@ -687,21 +687,25 @@ fn http_delete_cors_and_token_mode() {
     // Token mode: OAuth discovery answers 404, /healthz is open, the rest
     // needs the token and says so with its own kind.
     let s = Served::start(&f, Some("tok-9"));
+    // Every path an OAuth client probes, RFC 8414 and OpenID Connect
+    // discovery (path inserted or appended) and the default endpoints.
     for path in [
         "/.well-known/oauth-protected-resource",
         "/.well-known/oauth-protected-resource/mcp",
         "/.well-known/oauth-authorization-server",
+        "/.well-known/oauth-authorization-server/mcp",
+        "/.well-known/openid-configuration",
+        "/.well-known/openid-configuration/mcp",
+        "/mcp/.well-known/openid-configuration",
+        "/authorize",
     ] {
         let (head, _) = s.request("GET", path, &[], "");
         assert!(head.starts_with("HTTP/1.1 404"), "{path}: {head}");
     }
-    let (head, _) = s.request(
-        "POST",
-        "/register",
-        &[("Content-Type", "application/json")],
-        "{}",
-    );
-    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    for path in ["/register", "/token"] {
+        let (head, _) = s.request("POST", path, &[("Content-Type", "application/json")], "{}");
+        assert!(head.starts_with("HTTP/1.1 404"), "{path}: {head}");
+    }
     let (head, _) = s.request("GET", "/healthz", &[], "");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let (head, body) = s.request("GET", "/api/v1/tools", &[], "");
@@ -720,13 +724,28 @@ fn http_delete_cors_and_token_mode() {
             .contains("Authorization: Bearer"),
         "{v}"
     );
-    let (head, _) = s.request(
+    // A wrong token says so, with the same kind and header.
+    let (head, body) = s.request(
         "GET",
         "/api/v1/tools",
-        &[("Authorization", "Bearer tok-9")],
+        &[("Authorization", "Bearer tok-8")],
         "",
     );
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["kind"], json!("unauthorized"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not the one"),
+        "{v}"
+    );
+    // The scheme's name is case-insensitive (RFC 7235).
+    for auth in ["Bearer tok-9", "bearer tok-9"] {
+        let (head, _) = s.request("GET", "/api/v1/tools", &[("Authorization", auth)], "");
+        assert!(head.starts_with("HTTP/1.1 200"), "{auth}: {head}");
+    }
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Invariants 1, 2 and 4 through `glovebox run`: a command tool and a
+//! Invariants 1, 4 and 7 through `glovebox run`: a command tool and a
 //! python tool try to read outside their `fs.read`, reach a local listener
 //! with `network: false`, and read a secret they did not declare. The
 //! effect is what is judged: the canary never comes back, the listener

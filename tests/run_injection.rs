@@ -1,4 +1,4 @@
-//! Invariant 5 through `glovebox run`: a parameter value is never expanded
+//! Invariant 7 through `glovebox run`: a parameter value is never expanded
 //! again and never reaches a shell. Hostile values come back byte for byte
 //! from a command tool (`printf %s`) and a python tool (returns its
 //! argument), both allowed to write the project, and no file `x` appears

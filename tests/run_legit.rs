@@ -142,9 +142,26 @@ fn lint_warns_about_an_input_no_template_uses() {
 
 #[test]
 fn a_closed_stdout_ends_glovebox_quietly() {
-    for args in [&["doctor"][..], &["doctor", "--json"]] {
+    let f = Fixture::new();
+    f.tool(&command_tool(
+        "echo_only",
+        schema(json!({})),
+        json!({"entrypoint": "/bin/echo", "args": ["hello"]}),
+        no_files(),
+    ));
+    let root = f.root.to_str().unwrap();
+    for args in [
+        &["doctor"][..],
+        &["doctor", "--json"],
+        &["--root", root, "list"],
+        &["--root", root, "show", "echo_only"],
+        &["--root", root, "export", "--format", "openai"],
+        &["--root", root, "export", "--format", "anthropic"],
+        &["--root", root, "export", "--format", "mcp"],
+    ] {
         let mut child = Command::new(bin())
             .args(args)
+            .env("GLOVEBOX_STATE_DIR", f.state())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -155,5 +172,29 @@ fn a_closed_stdout_ends_glovebox_quietly() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+    }
+}
+
+#[test]
+fn a_missing_cwd_is_named_as_missing_not_as_ungranted() {
+    require_jail!();
+    let f = Fixture::new();
+    for (name, perms) in [("bare", no_files()), ("granted", read_root())] {
+        f.tool(&command_tool(
+            name,
+            schema(json!({})),
+            json!({"entrypoint": "/bin/echo", "args": ["hello"], "cwd": "build"}),
+            perms,
+        ));
+        let r = f.run(name, &[]);
+        r.assert_failed("manifest_invalid", 2);
+        assert!(r.message().contains("is not a directory"), "{r:#?}");
+    }
+    // Once it exists, both run.
+    f.file("build/.keep", "");
+    for name in ["bare", "granted"] {
+        let r = f.run(name, &[]);
+        r.assert_ok();
+        assert_eq!(r.text(), "hello\n");
     }
 }

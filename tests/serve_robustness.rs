@@ -51,6 +51,11 @@ fn audit_log(f: &Fixture) -> String {
     std::fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap_or_default()
 }
 
+/// How many `nap` calls have written their intent (each holds a slot).
+fn naps_started(f: &Fixture) -> usize {
+    audit_log(f).matches("TOOL_STARTED name=nap").count()
+}
+
 /// Names no tool can have, as JSON strings (for MCP).
 fn bad_names() -> Vec<String> {
     vec![
@@ -202,8 +207,13 @@ fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
     let mut m = StdioMcp::start(&f.root, &envs(&st), &limits);
     // In order: the slow call takes the slot, then one waits in the queue.
     for (id, secs) in [(1, "3"), (2, "0")] {
+        let naps_before = naps_started(&f);
         m.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "nap", "arguments": {"secs": secs}}}));
+        if id == 1 {
+            // The intent is written once the call holds its slot.
+            assert!(wait_until(Duration::from_secs(20), || naps_started(&f) > naps_before));
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
     let busy = m.call(3, "echo", json!({"w": "x"}));
@@ -222,6 +232,7 @@ fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
     // HTTP (the API and /mcp share the bound).
     let s = Served::start(&f.root, &envs(&st), &limits);
     let addr = s.addr.clone();
+    let naps_before = naps_started(&f);
     let slow = std::thread::spawn(move || {
         request(
             &addr,
@@ -231,7 +242,8 @@ fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
             br#"{"secs":"3"}"#,
         )
     });
-    std::thread::sleep(Duration::from_millis(500));
+    // The intent is written once the call holds its slot.
+    assert!(wait_until(Duration::from_secs(20), || naps_started(&f) > naps_before));
     let addr = s.addr.clone();
     let queued = std::thread::spawn(move || {
         request(
@@ -263,6 +275,29 @@ fn one_call_bound_queues_then_refuses_on_stdio_and_http() {
 }
 
 /// `--max-sessions 2`: a third session closes the oldest; the newest work.
+/// A client that sends its next call as soon as the last one is answered
+/// never meets the slot of the call that answered: with one slot and no
+/// queue, none of these back-to-back calls is refused as busy.
+#[test]
+fn back_to_back_calls_never_find_the_last_one_holding_its_slot() {
+    let f = project();
+    let st = state_env(&f);
+    let limits = ["--max-concurrent", "1", "--max-queued", "0"];
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &limits);
+    let mut busy = 0;
+    for id in 1..=300 {
+        // A call refused by the engine (not a tool name) ends at once.
+        let r = m.call(id, "glee_tool", json!({"name": "a\u{0}b", "params": {}}));
+        let e = tool_error(&r["result"]);
+        if e["details"]["busy"] == json!(true) {
+            busy += 1;
+        } else {
+            assert_eq!(e["kind"], "tool_not_found", "{r}");
+        }
+    }
+    assert_eq!(busy, 0, "{busy} of 300 back-to-back calls were told busy");
+}
+
 #[test]
 fn mcp_sessions_are_capped_oldest_first() {
     let f = project();
@@ -416,6 +451,36 @@ fn stdio_answers_every_bad_line_and_keeps_ids() {
         (json!(41), json!(-32602)),
         "{r}"
     );
+    // Envelopes rmcp would refuse without the id, and params of the wrong
+    // shape: each answered with its id, and the id is free again at once.
+    for (line, id, code) in [
+        (&br#"{"jsonrpc":"2.0","id":43,"method":"tools/call","params":[1]}"#[..], json!(43), -32602),
+        (br#"{"jsonrpc":"1.0","id":44,"method":"ping"}"#, json!(44), -32600),
+        (br#"{"id":"c","method":"ping"}"#, json!("c"), -32600),
+        (br#"{"jsonrpc":"2.0","id":45,"method":7}"#, json!(45), -32600),
+        (br#"{"jsonrpc":"2.0","id":46,"method":"tools/call","params":{"name":5}}"#, json!(46), -32602),
+        (br#"{"jsonrpc":"2.0","id":47,"method":"tools/call","params":{"name":"echo","arguments":[1]}}"#, json!(47), -32602),
+        (br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#, Value::Null, -32600),
+    ] {
+        m.write_raw(line);
+        m.write_raw(b"\n");
+        let r = m.reply();
+        assert_eq!(
+            (r["id"].clone(), r["error"]["code"].clone()),
+            (id.clone(), json!(code)),
+            "{}: {r}",
+            String::from_utf8_lossy(line)
+        );
+        if !id.is_null() {
+            m.send(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+            let again = m.reply();
+            assert_eq!(
+                (again["id"].clone(), again.get("error")),
+                (id, None),
+                "{again}"
+            );
+        }
+    }
     m.write_raw(br#"[{"jsonrpc":"2.0","id":42,"method":"ping"},{"jsonrpc":"2.0","id":"b","method":"ping"}]"#);
     m.write_raw(b"\n");
     let mut ids = vec![m.reply()["id"].clone(), m.reply()["id"].clone()];
@@ -463,6 +528,52 @@ fn mcp_http_answers_bad_json_with_a_parse_error() {
         assert_eq!(a.json["error"]["code"], -32700, "{a:?}");
         s.assert_alive();
     }
+    // Envelopes rmcp refuses with a bare 415: JSON, with the id.
+    for (body, id, code) in [
+        (
+            &br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":[1]}"#[..],
+            json!(7),
+            -32602,
+        ),
+        (
+            br#"{"jsonrpc":"1.0","id":"r","method":"ping"}"#,
+            json!("r"),
+            -32600,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+            Value::Null,
+            -32600,
+        ),
+        (
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            Value::Null,
+            -32600,
+        ),
+        (b"5", Value::Null, -32600),
+        (b"{}", Value::Null, -32600),
+    ] {
+        let a = s.mcp_raw(Some(&session), body);
+        assert_eq!(
+            (
+                a.status,
+                a.json["id"].clone(),
+                a.json["error"]["code"].clone()
+            ),
+            (400, id, json!(code)),
+            "{}: {a:?}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    // Known methods with params of the wrong shape are invalid params,
+    // not unknown methods.
+    let bad = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": 5}});
+    let a = s.mcp(Some(&session), &bad).rpc();
+    assert_eq!(
+        (a["id"].clone(), a["error"]["code"].clone()),
+        (json!(8), json!(-32602)),
+        "{a:?}"
+    );
     let a = s.request("POST", "/mcp", &[("Content-Type", "text/plain")], b"{}");
     assert_eq!(a.status, 415, "{a:?}");
     assert_eq!(a.json["error"]["code"], -32600, "{a:?}");
@@ -530,6 +641,41 @@ fn hypers_own_refusals_are_json() {
         );
         s.assert_alive();
     }
+    // rmcp's own plain-text refusals on /mcp are JSON too, status and
+    // headers kept.
+    let mcp_json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let no_session = [("Mcp-Session-Id", "no-such-session")];
+    let only_json = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+    ];
+    for (method, headers, body, status) in [
+        ("DELETE", &[][..], &b""[..], 400),
+        ("GET", &[("Accept", "text/event-stream")][..], &b""[..], 400),
+        ("POST", &mcp_json[..], &list[..], 400),
+        (
+            "POST",
+            &[mcp_json[0], mcp_json[1], no_session[0]][..],
+            &list[..],
+            404,
+        ),
+        ("POST", &only_json[..], &list[..], 406),
+        ("PUT", &[][..], &b""[..], 405),
+    ] {
+        let a = s.request(method, "/mcp", headers, body);
+        assert_eq!(a.status, status, "{method} {headers:?}: {a:?}");
+        assert_eq!(a.kind(), "input_invalid", "{method} {headers:?}: {a:?}");
+        assert!(
+            a.header("content-type")
+                .is_some_and(|t| t.starts_with("application/json")),
+            "{a:?}"
+        );
+    }
+    s.assert_alive();
 }
 
 /// MCP 2026-07-28 (no `initialize`; each request carries its revision in
@@ -584,7 +730,13 @@ fn the_2026_revision_gets_the_same_checks_and_bound() {
     assert_eq!(tool_error(&r["result"])["kind"], "tool_not_found", "{r}");
     if jail_available() {
         send(2, "nap", json!({"secs": "3"}));
-        std::thread::sleep(Duration::from_millis(700));
+        // The intent is written once the call holds its slot.
+        if !wait_until(Duration::from_secs(20), || {
+            audit_log(&f).contains("TOOL_STARTED name=nap")
+        }) {
+            let early: Vec<Value> = rx.try_iter().collect();
+            panic!("nap never started: {early:?}\n{}", audit_log(&f));
+        }
         send(3, "echo", json!({"w": "x"}));
         let r = reply(3);
         let e = tool_error(&r["result"]);

@@ -3,13 +3,17 @@
 //! JSON object:
 //!
 //! ```json
-//! {"lines": 12, "bytes": 2048, "mac": "…", "broken": [], "acknowledged": null}
+//! {"lines": 12, "bytes": 2048, "mac": "…", "own": 10, "broken": [], "acknowledged": null}
 //! ```
 //!
 //! `lines` and `bytes` say how long the log was after the last write and
 //! `mac` what its last line's mac was. A log shorter than that, or whose
 //! line ending at `bytes` does not carry `mac`, was cut, emptied, deleted
-//! or replaced. `broken` holds every such break an append found (the
+//! or replaced. `own` counts the lines up to `bytes` this state's key
+//! signed (the others came from gloveboxes with another state
+//! directory): fewer of them than that means lines of this key were made
+//! to claim another key's id, an edit that must not pass for a foreign
+//! line. `broken` holds every such break an append found (the
 //! append records it in the log as an `AUDIT_BREAK` event too); `--verify`
 //! fails while it is not empty, until a person runs `glovebox audit
 //! --reseal`, which clears it and acknowledges the damage then present
@@ -41,6 +45,10 @@ pub struct Head {
     pub bytes: Option<u64>,
     /// The mac of the last line (empty for an empty log).
     pub mac: String,
+    /// Lines up to `bytes` signed with this state's key; `None` in a head
+    /// of an older glovebox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<u64>,
     /// Breaks of continuity found by appends, not yet resealed.
     #[serde(default)]
     pub broken: Vec<String>,
@@ -80,6 +88,7 @@ mod tests {
             lines: Some(3),
             bytes: Some(300),
             mac: "ab".into(),
+            own: Some(2),
             broken: vec!["x".into()],
             acknowledged: None,
         };

@@ -25,7 +25,10 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             k.euid,
             if k.euid == 0 { " (root)" } else { "" }
         );
-        println!("state         {}", glovebox::state::describe());
+        match glovebox::state::dir() {
+            Ok(d) => println!("state dir     {}", d.display()),
+            Err(e) => println!("state dir     none: {e}"),
+        }
         println!("landlock      abi {}", k.landlock_abi);
         println!("seccomp       {}", if k.seccomp { "yes" } else { "no" });
         println!(

@@ -174,9 +174,33 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // A reader that stopped reading (`glovebox export | head`) ends
+        // the output quietly, as a closed stdout under `println!` does.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("glovebox: {err:#}");
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+/// Whether `err` comes from writing to a stdout whose reader has gone: a
+/// broken pipe in its chain, and stdout itself a pipe with no reader (an
+/// `EPIPE` from anything else is still reported).
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let epipe = err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    if !epipe {
+        return false;
+    }
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::POLLOUT)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok()
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLERR))
 }

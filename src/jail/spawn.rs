@@ -1113,7 +1113,16 @@ fn child_main(p: &mut Prepared) -> ! {
         fail(report, Step::Cwd, e);
     }
     for &(res, value) in &p.rlimits {
-        if let Err(e) = sys::setrlimit(res, value) {
+        let set = sys::setrlimit(res, value).or_else(|e| {
+            // A hard limit below the one asked for cannot be raised
+            // without privilege: the lower one binds (stricter, never
+            // looser than asked).
+            match sys::hard_rlimit(res).map(|hard| below_hard(value, hard, e)) {
+                Ok(Some(hard)) => sys::setrlimit(res, hard),
+                _ => Err(e),
+            }
+        });
+        if let Err(e) = set {
             fail(report, Step::Rlimit, e);
         }
     }
@@ -1288,10 +1297,26 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
     )
 }
 
+/// The limit to set instead of `asked` when setting it failed with
+/// `errno`: the current `hard` limit when that is lower (raising a hard
+/// limit needs a privilege the jail may not have), else none (the
+/// failure stands).
+fn below_hard(asked: u64, hard: u64, errno: i32) -> Option<u64> {
+    (errno == libc::EPERM && hard < asked).then_some(hard)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::jail::tree;
+
+    #[test]
+    fn a_lower_hard_limit_binds_instead_of_failing() {
+        assert_eq!(below_hard(4096, 1024, libc::EPERM), Some(1024));
+        // Never looser than asked, and other failures stand.
+        assert_eq!(below_hard(4096, 8192, libc::EPERM), None);
+        assert_eq!(below_hard(4096, 1024, libc::EINVAL), None);
+    }
 
     #[test]
     fn set_up_errors_name_the_step_errno_cause_and_fix() {

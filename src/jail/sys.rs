@@ -283,6 +283,17 @@ pub fn setrlimit(resource: libc::__rlimit_resource_t, value: u64) -> SysResult<(
     check_int(unsafe { libc::setrlimit(resource, &lim) }).map(drop)
 }
 
+/// The hard value of one resource limit.
+pub fn hard_rlimit(resource: libc::__rlimit_resource_t) -> SysResult<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid, writable rlimit struct for the call.
+    check_int(unsafe { libc::getrlimit(resource, &mut lim) })?;
+    Ok(lim.rlim_max)
+}
+
 /// Opens `path` write-only (close-on-exec) and writes `data` to it.
 pub fn write_file(path: &CStr, data: &[u8]) -> SysResult<()> {
     // SAFETY: path is a valid NUL-terminated string.

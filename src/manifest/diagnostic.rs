@@ -106,6 +106,9 @@ rules! {
     PathLeavesRoot = "path-leaves-root", Warning;
     /// A granted path (`fs.*`, `cwd`, `venv`) that goes through a symlink.
     GrantThroughLink = "grant-through-link", Warning;
+    /// An `fs.write` entry on `.glee/` or a root `tools.json`, which stay
+    /// read-only in every jail (invariant 3): the grant gives nothing there.
+    WriteOnControlSurface = "write-on-control-surface", Warning;
     /// An http tool with filesystem permissions (http tools run no code).
     HttpWithFs = "http-with-fs", Warning;
     /// An http tool with `network: false` cannot reach anything.

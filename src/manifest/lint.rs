@@ -197,6 +197,7 @@ impl Lint<'_> {
         self.placeholders(&doc, &input_names, &secret_names);
         self.url_authority(&doc, &secret_names);
         self.paths(&doc);
+        self.control_surface_writes(&doc);
         self.http_permissions(&doc);
         self.network_patterns(&doc);
         self.secret_hosts(&doc);
@@ -524,6 +525,47 @@ impl Lint<'_> {
                 );
                 self.report(
                     Rule::GrantThroughLink,
+                    doc.positions.value(&pointer),
+                    message,
+                );
+            }
+        }
+    }
+
+    /// `write-on-control-surface`: `.glee/` and a root `tools.json` decide
+    /// which tools exist and what they may do, so no jail can change them,
+    /// write grant or not ([`crate::surface`]). A manifest asking for it
+    /// is told so instead of finding out from a failed write.
+    fn control_surface_writes(&mut self, doc: &Document) {
+        let Some(items) = doc
+            .value
+            .pointer("/permissions/fs/write")
+            .and_then(Value::as_array)
+        else {
+            return;
+        };
+        for (i, item) in items.iter().enumerate() {
+            let Some(path) = item.as_str() else { continue };
+            let lexical = discover::resolve(self.root, path);
+            let Ok(rel) = lexical.strip_prefix(self.root) else {
+                continue;
+            };
+            let first = rel.components().next().map(|c| c.as_os_str().to_owned());
+            let protected = match first.as_deref().and_then(|c| c.to_str()) {
+                Some(".glee") => Some("`.glee/`"),
+                Some("tools.json") if rel.components().count() == 1 => {
+                    Some("the root `tools.json`")
+                }
+                _ => None,
+            };
+            if let Some(what) = protected {
+                let pointer = format!("/permissions/fs/write/{i}");
+                let message = format!(
+                    "`{}` is `{path}`, but {what} is glovebox's control surface and stays read-only in every jail, write grant or not; write elsewhere (for instance a directory of the project's own)",
+                    display_path(&pointer)
+                );
+                self.report(
+                    Rule::WriteOnControlSurface,
                     doc.positions.value(&pointer),
                     message,
                 );

@@ -157,7 +157,7 @@ pub fn finish(
         ))
     } else if hit(LimitHit::Pids) {
         // Exceeding a limit fails the call even when the tool coped with
-        // the refused fork (invariant 7).
+        // the refused fork (invariant 9).
         Some((
             ErrorKind::ResourceLimit,
             "the tool tried to run more processes than its limit allows; a fork was refused"
@@ -278,7 +278,7 @@ pub fn exit_failure(tool: &str, status: Status, stderr: &str, allowed: &[i32]) -
 
 /// Starts `spec` in the jail: the one door every jailed run goes
 /// through. Grants that would cover glovebox's state directory are
-/// refused here, before anything starts (invariant 9).
+/// refused here, before anything starts (invariant 11).
 pub fn start(spec: &jail::Spec) -> Result<JailResult, StartError> {
     crate::state::ensure_not_exposed(&spec.fs)?;
     Ok(jail::run(spec)?)

@@ -290,7 +290,7 @@ impl Calls {
                 let _running = running;
                 // The slot is the thread's: freed when the call has ended,
                 // even if its caller stopped waiting.
-                let _slot = slot;
+                let slot = slot;
                 // A bug in one call must not take the server down: its
                 // panic becomes an `internal` Outcome for that call alone.
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -304,6 +304,10 @@ impl Calls {
                         serde_json::json!({"panic": true}),
                     )
                 });
+                // Freed before the answer goes out: a client that sends its
+                // next call on this answer finds the slot free (else, with
+                // no queue, it could be told "busy" by this ended call).
+                drop(slot);
                 let _ = tx.send(outcome);
             })
             .map_err(|source| CallError::SpawnThread { source })?;

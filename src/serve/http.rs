@@ -7,7 +7,10 @@
 //!   non-loopback address unless a bearer token is set
 //!   (`GLOVEBOX_API_TOKEN`);
 //! - a request whose `Host` is not a name this server answers to is
-//!   refused with 421, on every route (MCP and the API alike), so a DNS
+//!   refused with 421, on every route (MCP and the API alike, CORS
+//!   preflights too: this check is the outermost layer); the authority of
+//!   an absolute-form target must pass as well, and two `Host` headers are
+//!   refused; so a DNS
 //!   name an attacker rebinds to this address reaches nothing: on a
 //!   loopback bind only `localhost`, `127.0.0.1` and `[::1]` with the
 //!   bound port; otherwise also the bound address itself (any address of
@@ -225,7 +228,8 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
     let mcp = Router::new()
         .route_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(sessions, compat::mcp))
-        .layer(middleware::from_fn(check_mcp_message));
+        .layer(middleware::from_fn(check_mcp_message))
+        .layer(middleware::from_fn(compat::json_refusals));
     let guard = Guard {
         hosts: Hosts {
             listen: options.listen,
@@ -253,8 +257,11 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
             options.limits.clone(),
             limits::limit_body,
         ))
-        .layer(middleware::from_fn_with_state(guard, check_request))
+        .layer(middleware::from_fn_with_state(guard.clone(), check_request))
         .layer(middleware::from_fn(compat::cors))
+        // Outermost: a request for another name gets nothing, not even a
+        // CORS preflight answer.
+        .layer(middleware::from_fn_with_state(guard, check_host))
 }
 
 /// Binds `options.listen` and serves `router` until `stop` resolves, then
@@ -298,6 +305,34 @@ pub async fn serve(
         .map_err(|source| HttpError::Serve { source })
 }
 
+/// The connection cap for this process: `--max-connections`, lowered
+/// (and said on stderr) when the open-file limit could not hold that many
+/// besides the calls' descriptors ([`limits::connection_cap`]). The soft
+/// limit is first raised to the hard one.
+fn fitting_connection_cap(limits: &Limits) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let open_files = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => hard,
+            Err(_) => soft,
+        },
+        Ok((soft, _)) => soft,
+        Err(_) => return limits.max_connections.max(1),
+    };
+    let cap = limits::connection_cap(
+        limits.max_connections,
+        open_files,
+        limits.calls.max_concurrent,
+    );
+    if cap < limits.max_connections {
+        eprintln!(
+            "glovebox: at most {cap} connections at once, not {} (--max-connections): the open-file limit is {open_files} and {} calls need theirs; raise it (ulimit -n) for more",
+            limits.max_connections, limits.calls.max_concurrent
+        );
+    }
+    cap
+}
+
 /// Accepts connections until `stopping`, at most `limits.max_connections`
 /// open at once, each closed when its headers take longer than
 /// `limits.header_timeout` or it sits idle that long; then waits for the
@@ -308,12 +343,14 @@ async fn accept(
     limits: Limits,
     stopping: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let max_connections = fitting_connection_cap(&limits);
+    let open = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let mut said: Option<std::time::Instant> = None;
+    let mut said_accept: Option<std::time::Instant> = None;
     loop {
         let permit = match open.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -322,8 +359,7 @@ async fn accept(
                 if said.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
                     said = Some(std::time::Instant::now());
                     eprintln!(
-                        "glovebox: {} connections are open (glovebox serve --max-connections): new ones wait until one closes",
-                        limits.max_connections
+                        "glovebox: {max_connections} connections are open (glovebox serve --max-connections): new ones wait until one closes"
                     );
                 }
                 tokio::select! {
@@ -340,8 +376,12 @@ async fn accept(
                 Ok((tcp, _)) => tcp,
                 Err(e) => {
                     // Out of fds, or a connection reset before it was
-                    // accepted: say so, breathe, go on.
-                    eprintln!("glovebox: cannot accept a connection: {e}");
+                    // accepted: say so (once a minute at most), breathe,
+                    // go on.
+                    if said_accept.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
+                        said_accept = Some(std::time::Instant::now());
+                        eprintln!("glovebox: cannot accept a connection: {e} (said once a minute at most)");
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -384,7 +424,10 @@ fn rpc_error(status: StatusCode, code: i64, message: String) -> Response {
 
 /// A `POST /mcp` must be JSON: a body that does not parse is answered
 /// with a JSON-RPC parse error (-32700, 400), a wrong `Content-Type` with
-/// an invalid-request error (-32600, 415), both as JSON.
+/// an invalid-request error (-32600, 415), a batch, a non-object or a
+/// message [`super::mcp::stdio::refusal`] refuses (bad envelope,
+/// non-object `params`) with its JSON-RPC error (400): all as JSON, with
+/// the request's id where it has one.
 async fn check_mcp_message(request: Request, next: Next) -> Response {
     if request.method() != axum::http::Method::POST {
         return next.run(request).await;
@@ -417,27 +460,73 @@ async fn check_mcp_message(request: Request, next: Next) -> Response {
             )
         }
     };
-    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            -32700,
-            format!("parse error: the message is not valid JSON ({e})"),
-        );
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                format!("parse error: the message is not valid JSON ({e})"),
+            )
+        }
+        // An envelope rmcp would refuse with a bare 415 and no id.
+        Ok(serde_json::Value::Object(m)) => {
+            if let Some(answer) = super::mcp::stdio::refusal(&m) {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    answer.to_string(),
+                )
+                    .into_response();
+            }
+        }
+        Ok(serde_json::Value::Array(_)) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "batches are not supported: send one message per request".into(),
+            )
+        }
+        Ok(_) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "invalid request: a message is a JSON object".into(),
+            )
+        }
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
 }
 
-async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    // HTTP/2 carries the host in the URI's authority instead.
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| request.uri().authority().map(|a| a.as_str()));
-    if !host.is_some_and(|h| guard.hosts.allows(h)) {
+/// The names a request is for: every `Host` header and the authority of
+/// an absolute-form target (or HTTP/2's `:authority`). Empty when there is
+/// none.
+fn request_hosts<'a>(headers: &'a HeaderMap, uri: &'a axum::http::Uri) -> Vec<Option<&'a str>> {
+    headers
+        .get_all(header::HOST)
+        .iter()
+        .map(|h| h.to_str().ok())
+        .chain(uri.authority().map(|a| Some(a.as_str())))
+        .collect()
+}
+
+/// Whether every name the request is for is one this server answers to
+/// (one at least; two `Host` headers are refused, as HTTP/1.1 requires).
+fn for_this_server(hosts: &Hosts, headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
+    let names = request_hosts(headers, uri);
+    headers.get_all(header::HOST).iter().count() <= 1
+        && !names.is_empty()
+        && names.iter().all(|h| h.is_some_and(|h| hosts.allows(h)))
+}
+
+async fn check_host(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    if !for_this_server(&guard.hosts, request.headers(), request.uri()) {
         return Refusal::Misdirected.into_response();
     }
+    next.run(request).await
+}
+
+async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     match admit(&guard, request.uri().path(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal.into_response(),
@@ -449,8 +538,14 @@ async fn check_request(State(guard): State<Guard>, request: Request, next: Next)
 enum Refusal {
     /// `Origin` present and not a loopback origin.
     CrossOrigin,
-    /// A token is set and the request did not carry it.
+    /// A token is set and the request did not carry one.
     Unauthorized,
+    /// A token is set and the request carried another one.
+    WrongToken,
+    /// An OAuth discovery, registration or authorization path: there is
+    /// no authorization server to find (token mode is a static bearer
+    /// token), so 404, with or without a token.
+    NoOAuth,
     /// `Host` names another server (DNS rebinding) or is missing.
     Misdirected,
 }
@@ -475,16 +570,41 @@ impl IntoResponse for Refusal {
             )
             .details(serde_json::json!({"header": "Authorization", "scheme": "Bearer"}))
             .header(header::WWW_AUTHENTICATE, "Bearer"),
+            Refusal::WrongToken => Problem::new(
+                StatusCode::UNAUTHORIZED,
+                ErrorKind::Unauthorized,
+                "the bearer token is not the one glovebox serve was given: send the header `Authorization: Bearer <token>` with the value of its GLOVEBOX_API_TOKEN",
+            )
+            .details(serde_json::json!({"header": "Authorization", "scheme": "Bearer"}))
+            .header(header::WWW_AUTHENTICATE, "Bearer error=\"invalid_token\""),
+            Refusal::NoOAuth => Problem::new(
+                StatusCode::NOT_FOUND,
+                ErrorKind::InputInvalid,
+                "glovebox has no OAuth authorization server: when it was started with GLOVEBOX_API_TOKEN, send the header `Authorization: Bearer <token>` instead",
+            ),
         }
         .into_response()
     }
 }
 
-/// Paths served without the token: the liveness probe, and the OAuth
-/// discovery and registration paths (which answer 404: there is no
-/// authorization server to find).
-fn needs_no_token(path: &str) -> bool {
-    path == "/healthz" || path.starts_with("/.well-known/") || path == "/register"
+/// The paths an OAuth-aware client probes: discovery documents
+/// (`/.well-known/…`, also appended to a path as OpenID Connect
+/// discovery does) and the default registration, authorization and token
+/// endpoints. The guard answers them 404 itself, before the token check,
+/// so a client configured with the token never starts an OAuth flow.
+fn is_oauth_path(path: &str) -> bool {
+    path.starts_with("/.well-known/")
+        || path.contains("/.well-known/")
+        || matches!(path, "/register" | "/authorize" | "/token")
+}
+
+/// The token of an `Authorization` header of the Bearer scheme (the
+/// scheme's name is case-insensitive, RFC 7235), if it is one.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
@@ -493,17 +613,23 @@ fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> 
             return Err(Refusal::CrossOrigin);
         }
     }
-    if needs_no_token(path) {
+    if is_oauth_path(path) {
+        return Err(Refusal::NoOAuth);
+    }
+    // The liveness probe is open.
+    if path == "/healthz" {
         return Ok(());
     }
     if let Some(want) = &guard.token_digest {
-        let given = headers
+        let Some(given) = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| Sha256::digest(t.trim().as_bytes()));
-        if !given.is_some_and(|g| same_digest(g.as_slice(), want)) {
+            .and_then(bearer)
+        else {
             return Err(Refusal::Unauthorized);
+        };
+        if !same_digest(Sha256::digest(given.as_bytes()).as_slice(), want) {
+            return Err(Refusal::WrongToken);
         }
     }
     Ok(())
@@ -646,6 +772,34 @@ mod tests {
     }
 
     #[test]
+    fn every_name_a_request_gives_must_be_this_server_s() {
+        let lo = hosts("127.0.0.1:7878", &[]);
+        let check = |host: &[&str], target: &str| {
+            let mut h = HeaderMap::new();
+            for v in host {
+                h.append(header::HOST, v.parse().unwrap());
+            }
+            for_this_server(&lo, &h, &target.parse().unwrap())
+        };
+        assert!(check(&["localhost:7878"], "/api/v1/tools"));
+        assert!(check(&[], "http://localhost:7878/api/v1/tools"));
+        assert!(!check(&[], "/api/v1/tools"), "no name at all");
+        // An absolute-form target names the host HTTP/1.1 says counts.
+        assert!(!check(
+            &["localhost:7878"],
+            "http://attacker.example:7878/api/v1/tools"
+        ));
+        assert!(!check(
+            &["attacker.example:7878"],
+            "http://localhost:7878/api/v1/tools"
+        ));
+        // Two Host headers, in either order.
+        assert!(!check(&["localhost:7878", "attacker.example:7878"], "/"));
+        assert!(!check(&["attacker.example:7878", "localhost:7878"], "/"));
+        assert!(!check(&["localhost:7878", "localhost:7878"], "/"));
+    }
+
+    #[test]
     fn token_guard() {
         let guard = Guard {
             token_digest: Some(Sha256::digest(b"s3cret").into()),
@@ -653,20 +807,33 @@ mod tests {
         };
         let mut h = HeaderMap::new();
         assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::Unauthorized));
-        for open in [
-            "/healthz",
+        assert!(admit(&guard, "/healthz", &h).is_ok());
+        for oauth in [
             "/.well-known/oauth-protected-resource",
             "/.well-known/oauth-protected-resource/mcp",
             "/.well-known/oauth-authorization-server",
+            "/.well-known/oauth-authorization-server/mcp",
+            "/.well-known/openid-configuration",
+            "/mcp/.well-known/openid-configuration",
             "/register",
+            "/authorize",
+            "/token",
         ] {
-            assert!(admit(&guard, open, &h).is_ok(), "{open}");
+            assert_eq!(admit(&guard, oauth, &h), Err(Refusal::NoOAuth), "{oauth}");
         }
-        assert!(admit(&guard, "/registers", &h).is_err());
+        assert_eq!(admit(&guard, "/registers", &h), Err(Refusal::Unauthorized));
+        for wrong in ["Bearer wrong", "Bearer s3cret2", "Basic czNjcmV0"] {
+            h.insert(header::AUTHORIZATION, wrong.parse().unwrap());
+            assert!(admit(&guard, "/mcp", &h).is_err(), "{wrong}");
+        }
         h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
-        assert!(admit(&guard, "/mcp", &h).is_err());
-        h.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
-        assert!(admit(&guard, "/mcp", &h).is_ok());
+        assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::WrongToken));
+        h.insert(header::AUTHORIZATION, "Basic czNjcmV0".parse().unwrap());
+        assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::Unauthorized));
+        for right in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret "] {
+            h.insert(header::AUTHORIZATION, right.parse().unwrap());
+            assert!(admit(&guard, "/mcp", &h).is_ok(), "{right}");
+        }
         h.insert(header::ORIGIN, "https://evil.example".parse().unwrap());
         assert_eq!(admit(&guard, "/mcp", &h), Err(Refusal::CrossOrigin));
         assert_eq!(admit(&guard, "/healthz", &h), Err(Refusal::CrossOrigin));

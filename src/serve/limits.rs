@@ -3,7 +3,10 @@
 //!
 //! - Connections ([`super::http::serve`]): at most `max_connections` open
 //!   at once; past it new ones wait in the kernel's backlog (and a line on
-//!   stderr says so) until one closes. A connection must send a request's
+//!   stderr says so) until one closes. The cap is lowered to what the
+//!   open-file limit leaves after the calls' own descriptors
+//!   ([`connection_cap`], said on stderr), so idle connections can never
+//!   take the descriptors a call or the next accept needs. A connection must send a request's
 //!   headers within `header_timeout`, which is also the longest a kept-alive
 //!   connection may sit idle; past it, it is closed.
 //! - [`limit_body`]: a body must arrive within `body_timeout` (else 408,
@@ -98,6 +101,25 @@ impl Default for Limits {
     }
 }
 
+/// Descriptors kept for the server itself (listeners, the audit log,
+/// the runtime) besides its connections and calls.
+pub const FD_RESERVE_BASE: u64 = 64;
+/// Descriptors kept per call slot (pipes, pidfd, cgroup files, the egress
+/// proxy's sockets).
+pub const FD_RESERVE_PER_CALL: u64 = 16;
+
+/// The connection cap that fits `open_files` (the soft `RLIMIT_NOFILE`):
+/// `asked`, or fewer when the descriptors left after the reserve for
+/// the server and `max_concurrent` calls are fewer — but never below a
+/// quarter of the limit, nor below 1.
+pub fn connection_cap(asked: usize, open_files: u64, max_concurrent: usize) -> usize {
+    let reserve = FD_RESERVE_BASE + FD_RESERVE_PER_CALL * max_concurrent as u64;
+    let fits = open_files.saturating_sub(reserve).max(open_files / 4);
+    asked
+        .min(usize::try_from(fits).unwrap_or(usize::MAX))
+        .max(1)
+}
+
 /// The 413 answer.
 pub fn too_large(max: usize) -> Problem {
     Problem::new(
@@ -189,4 +211,20 @@ pub fn is_too_large(e: &(dyn std::error::Error + 'static)) -> bool {
         cur = err.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_connection_cap_fits_the_open_file_limit() {
+        // Plenty of descriptors: the cap asked for.
+        assert_eq!(super::connection_cap(512, 1_048_576, 16), 512);
+        // 1024 (a common default): 704 are left after 64 + 16 × 16.
+        assert_eq!(super::connection_cap(512, 1024, 16), 512);
+        assert_eq!(super::connection_cap(512, 512, 16), 192);
+        // Fewer than the reserve: a quarter of the limit.
+        assert_eq!(super::connection_cap(512, 128, 16), 32);
+        // None at all: still one, never zero.
+        assert_eq!(super::connection_cap(512, 0, 16), 1);
+    }
 }

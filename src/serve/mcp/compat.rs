@@ -13,9 +13,13 @@
 //!   and proxies still send it) answers `{}`; `DELETE` of a session
 //!   answers 204 when it ended it and 404 when no such session exists
 //!   (`rmcp` answers 202 to both).
+//! - [`json_refusals`] (`/mcp` only): a refusal `rmcp` writes as plain text
+//!   (a missing or unknown session, a wrong `Accept`, a method `/mcp` does
+//!   not serve) is sent as the server's JSON error body instead, with the
+//!   same status and headers, so every refusal of the server is JSON.
 //!
 //! Protocol decisions are pure functions ([`is_sessionless_ping`],
-//! [`preflight_headers`]) tested without a server.
+//! [`preflight_headers`], [`refusal_message`]) tested without a server.
 
 use std::sync::Arc;
 
@@ -178,9 +182,98 @@ pub async fn mcp(
     }
 }
 
+/// The message for a refusal `rmcp` wrote as `text` with `status`: what
+/// is wrong and what to do.
+pub fn refusal_message(status: StatusCode, text: &str) -> String {
+    let text = text.trim();
+    match status {
+        StatusCode::BAD_REQUEST if text.contains("Session ID is required") => {
+            "this MCP request needs the Mcp-Session-Id header of a session: send initialize first and use the id it answers with".into()
+        }
+        StatusCode::NOT_FOUND if text.contains("Session not found") => {
+            "no such MCP session (it ended, or the server restarted): start a new one".into()
+        }
+        StatusCode::NOT_ACCEPTABLE => {
+            "the client must accept both application/json and text/event-stream (send them in Accept)".into()
+        }
+        StatusCode::METHOD_NOT_ALLOWED => {
+            "this method is not served on /mcp: use POST, GET or DELETE".into()
+        }
+        _ if text.is_empty() => format!(
+            "the MCP request was refused ({}); check it against the MCP Streamable HTTP transport",
+            status.as_u16()
+        ),
+        _ => {
+            let shown: String = text.chars().take(200).collect();
+            format!(
+                "the MCP request was refused: {}; check it against the MCP Streamable HTTP transport",
+                shown.to_lowercase()
+            )
+        }
+    }
+}
+
+/// Refusals of `/mcp` that are not JSON become the server's JSON error
+/// body (see the module documentation). Answers that are JSON, event
+/// streams and successes pass unchanged.
+pub async fn json_refusals(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    // rmcp's refusals are one short line; read at most 4 KiB of it.
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let kind =
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
+            ErrorKind::ResourceLimit
+        } else if status.is_server_error() {
+            ErrorKind::Internal
+        } else {
+            ErrorKind::InputInvalid
+        };
+    let mut answer = Problem::new(
+        status,
+        kind,
+        refusal_message(status, &String::from_utf8_lossy(&text)),
+    )
+    .into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rmcp_refusals_get_messages_that_say_what_to_do() {
+        let m = refusal_message(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: Session ID is required",
+        );
+        assert!(m.contains("initialize"), "{m}");
+        let m = refusal_message(StatusCode::NOT_FOUND, "Not Found: Session not found");
+        assert!(m.contains("start a new one"), "{m}");
+        let m = refusal_message(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: x");
+        assert!(m.contains("text/event-stream"), "{m}");
+        let m = refusal_message(StatusCode::CONFLICT, "Conflict: Something\n");
+        assert_eq!(
+            m,
+            "the MCP request was refused: conflict: something; check it against the MCP Streamable HTTP transport"
+        );
+        assert!(refusal_message(StatusCode::CONFLICT, "").contains("409"));
+    }
 
     #[test]
     fn pings_are_recognised() {

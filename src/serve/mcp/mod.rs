@@ -236,6 +236,14 @@ impl ServerHandler for Server {
         request: CustomRequest,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        // `rmcp` reads a known method whose params do not fit its type as
+        // a custom request: say so, not "method not found".
+        if let Some(method) = typed_method(&request.method) {
+            return Err(ErrorData::invalid_params(
+                format!("invalid params: the params do not match those of MCP `{method}`; check the field names and types"),
+                None,
+            ));
+        }
         Err(not_found(&request.method))
     }
 
@@ -352,6 +360,38 @@ impl Service<RoleServer> for Session {
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         ServerHandler::supported_protocol_versions(&self.0)
     }
+}
+
+/// The client requests `rmcp` reads into a type of its own: one of these
+/// arriving as a custom request had params that did not fit.
+fn typed_method(method: &str) -> Option<&'static str> {
+    use rmcp::model::{
+        CallToolRequestMethod as CallTool, CompleteRequestMethod as Complete, ConstString,
+        GetPromptRequestMethod as GetPrompt, InitializeResultMethod as Initialize,
+        ListPromptsRequestMethod as ListPrompts,
+        ListResourceTemplatesRequestMethod as ListTemplates,
+        ListResourcesRequestMethod as ListResources, ListToolsRequestMethod as ListTools,
+        ReadResourceRequestMethod as ReadResource, SetLevelRequestMethod as SetLevel,
+        SubscribeRequestMethod as Subscribe, SubscriptionsListenRequestMethod as Listen,
+        UnsubscribeRequestMethod as Unsubscribe,
+    };
+    [
+        CallTool::VALUE,
+        ListTools::VALUE,
+        Initialize::VALUE,
+        Complete::VALUE,
+        GetPrompt::VALUE,
+        ListPrompts::VALUE,
+        ListResources::VALUE,
+        ListTemplates::VALUE,
+        ReadResource::VALUE,
+        SetLevel::VALUE,
+        Subscribe::VALUE,
+        Unsubscribe::VALUE,
+        Listen::VALUE,
+    ]
+    .into_iter()
+    .find(|m| *m == method)
 }
 
 /// -32601 `method not found: METHOD`.

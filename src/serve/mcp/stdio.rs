@@ -9,8 +9,15 @@
 //!   stays bounded whatever the client sends.
 //! - A batch (a JSON array) is answered with one invalid-request error per
 //!   element that has an id, each keeping its id (MCP has no batches).
-//! - A request whose `params` is neither an object nor an array gets an
-//!   invalid-params error (-32602) with its id.
+//! - A request whose `params` is not an object (MCP has no positional
+//!   params) gets an invalid-params error (-32602) with its id.
+//! - A message whose envelope `rmcp` would refuse without saying which
+//!   request it was (`jsonrpc` not `"2.0"`, `method` not a string, an id
+//!   neither a string nor an integer) gets an invalid-request error
+//!   (-32600) with its id when the id is valid, `null` otherwise; such a
+//!   notification is dropped (a notification is never answered). So no
+//!   error reply lacks the id it answers, and no id is left marked in
+//!   flight by a reply that could not name it.
 //! - A request reusing the id of a request still in flight is refused
 //!   (-32600, with that id); the first one's reply is not lost.
 //!
@@ -87,17 +94,15 @@ impl Screen {
             Value::Object(m) => {
                 let id = m.get("id").cloned();
                 let is_request = m.get("method").is_some();
+                if let Some(answer) = refusal(&m) {
+                    return match (id, is_request) {
+                        // A notification is never answered.
+                        (None, true) => Verdict::Skip,
+                        _ => Verdict::Answer(vec![answer]),
+                    };
+                }
                 match (id, is_request) {
                     (Some(id), true) => {
-                        if let Some(p) = m.get("params").filter(|p| !p.is_null()) {
-                            if !p.is_object() && !p.is_array() {
-                                return Verdict::Answer(vec![error(
-                                    id,
-                                    -32602,
-                                    "invalid params: `params` must be an object",
-                                )]);
-                            }
-                        }
                         if !self.in_flight.insert(id.to_string()) {
                             return Verdict::Answer(vec![error(
                                 id,
@@ -115,12 +120,6 @@ impl Screen {
                         {
                             if let Some(id) = m.get("params").and_then(|p| p.get("requestId")) {
                                 self.in_flight.remove(&id.to_string());
-                            }
-                        }
-                        if let Some(p) = m.get("params").filter(|p| !p.is_null()) {
-                            if !p.is_object() && !p.is_array() {
-                                // A notification is never answered.
-                                return Verdict::Skip;
                             }
                         }
                         Verdict::Forward
@@ -153,6 +152,59 @@ impl Screen {
             }
         }
     }
+}
+
+/// Whether `id` is one `rmcp` reads back (a string or an integer that fits
+/// an `i64`): only such an id can name the request in a reply.
+fn valid_id(id: &Value) -> bool {
+    id.is_string() || id.as_i64().is_some()
+}
+
+/// What is wrong with a message's JSON-RPC envelope, if anything: the
+/// version, the method's type, the id's type.
+fn envelope_problem(m: &serde_json::Map<String, Value>) -> Option<&'static str> {
+    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Some("`jsonrpc` must be \"2.0\"");
+    }
+    if m.get("method").is_some_and(|v| !v.is_string()) {
+        return Some("`method` must be a string");
+    }
+    if m.get("id").is_some_and(|id| !valid_id(id)) {
+        return Some("`id` must be a string or an integer");
+    }
+    if !m.contains_key("method") && !m.contains_key("id") {
+        return Some("neither a request, a notification nor a response");
+    }
+    None
+}
+
+/// The error answering a message (a JSON object) that `rmcp` would refuse
+/// without naming the request — a bad envelope (`jsonrpc`, `method` or
+/// `id` of the wrong kind: -32600) or `params` that is not an object
+/// (-32602) — or `None` for a message to pass on. The answer carries the request's id when it has a
+/// valid one (a response's id is the server's: `null`). Shared by stdio
+/// and `POST /mcp`.
+pub fn refusal(m: &serde_json::Map<String, Value>) -> Option<Value> {
+    let is_request = m.get("method").is_some();
+    let id = m
+        .get("id")
+        .filter(|id| is_request && valid_id(id))
+        .cloned()
+        .unwrap_or(Value::Null);
+    if let Some(problem) = envelope_problem(m) {
+        return Some(error(id, -32600, format!("invalid request: {problem}")));
+    }
+    if is_request
+        && m.get("params")
+            .is_some_and(|p| !p.is_null() && !p.is_object())
+    {
+        return Some(error(
+            id,
+            -32602,
+            "invalid params: `params` must be an object",
+        ));
+    }
+    None
 }
 
 /// Reads one line of at most [`MAX_LINE_BYTES`] into `buf` (without the
@@ -318,6 +370,76 @@ mod tests {
             (json!(9), json!(-32602))
         );
         assert_eq!(s.screen(b"  "), Verdict::Skip);
+    }
+
+    #[test]
+    fn a_bad_envelope_is_answered_with_its_id_and_frees_nothing() {
+        let mut s = Screen::default();
+        for (line, id, code) in [
+            (
+                &br#"{"jsonrpc":"2.0","id":7,"method":"ping","params":[1]}"#[..],
+                json!(7),
+                -32602,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":"a","method":"tools/list","params":[]}"#,
+                json!("a"),
+                -32602,
+            ),
+            (
+                br#"{"jsonrpc":"1.0","id":8,"method":"ping"}"#,
+                json!(8),
+                -32600,
+            ),
+            (br#"{"id":9,"method":"ping"}"#, json!(9), -32600),
+            (
+                br#"{"jsonrpc":"2.0","id":10,"method":5}"#,
+                json!(10),
+                -32600,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+                Value::Null,
+                -32600,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+                Value::Null,
+                -32600,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                Value::Null,
+                -32600,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#,
+                Value::Null,
+                -32600,
+            ),
+        ] {
+            let a = answer(s.screen(line));
+            assert_eq!(
+                (a.len(), a[0]["id"].clone(), a[0]["error"]["code"].clone()),
+                (1, id, json!(code)),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // None of those ids is left in flight: each can be used at once.
+        for id in ["7", "\"a\"", "8", "9", "10"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert_eq!(s.screen(line.as_bytes()), Verdict::Forward, "{line}");
+        }
+        // A notification with a bad envelope gets no answer.
+        assert_eq!(
+            s.screen(br#"{"jsonrpc":"1.0","method":"notifications/initialized"}"#),
+            Verdict::Skip
+        );
+        assert_eq!(
+            s.screen(br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[]}"#),
+            Verdict::Skip
+        );
     }
 
     #[test]
