@@ -411,7 +411,7 @@ impl Policy {
                 );
                 let _ = writeln!(
                     s,
-                    "metadata  chmod, chown, utimes, xattrs: only inside writable paths, decided call by call by the supervisor (seccomp user notification); no setuid/setgid bits; inotify, fanotify refused"
+                    "metadata  chmod, chown, utimes, xattrs: only inside writable paths, decided call by call by the supervisor (seccomp user notification); no setuid/setgid bits; inotify, fanotify, inode flags (chattr, file_setattr) refused"
                 );
                 if tree.protected().next().is_some() {
                     let _ = writeln!(

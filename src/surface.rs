@@ -7,9 +7,11 @@
 //! The surface of a project is:
 //! - `.glee/` (manifests, config, everything under it);
 //! - a root `tools.json`, and the agentcli file given with `--tools-json`;
-//! - `.git/`, unless the call's own `fs.write` names `.git` or a path
+//! - `.git/` (a `.git` file: also the git directory and common directory
+//!   it names), unless the call's own `fs.write` names `.git` or a path
 //!   inside it (a tool whose job is git);
-//! - what each tool runs: its [`crate::footprint`] (manifest, entrypoint,
+//! - what each tool of the project runs (every tool, whichever one is
+//!   called): its [`crate::footprint`] (manifest, entrypoint,
 //!   script arguments, the python module with its package chain and every
 //!   name that could shadow it, venv links and start-up files), plus the
 //!   whole of a venv inside the root.
@@ -47,13 +49,30 @@ pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     surface_of(project, write)
 }
 
-/// [`paths`] without the early return.
+/// [`paths`] without the early return. The surface is every tool's: a
+/// project loaded for one tool ([`Project::load_one`], as `glovebox run`
+/// does) is loaded whole here; if that fails, the whole root is protected
+/// (fail closed: a call that could change an unknown tool's script gets
+/// no write access to the project).
 fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     let root = &project.root;
+    let whole;
+    let project = if project.whole {
+        project
+    } else {
+        match Project::load(root) {
+            Ok(p) => {
+                whole = p;
+                &whole
+            }
+            Err(_) => return vec![root.clone()],
+        }
+    };
     let mut out = vec![root.join(".glee"), root.join("tools.json")];
     out.extend(project.tools_json.iter().cloned());
     let git = root.join(".git");
     if !write.iter().any(|w| w.starts_with(&git)) {
+        out.extend(git_dirs(&git));
         out.push(git);
     }
     for tool in &project.tools {
@@ -63,6 +82,27 @@ fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+/// Where a `.git` *file* (a worktree, a submodule) points: the `gitdir:`
+/// it names and that directory's `commondir` (where hooks and config
+/// live), which git uses as the repository's own.
+fn git_dirs(git: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(git) else {
+        return Vec::new();
+    };
+    let Some(dir) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let base = git.parent().unwrap_or(Path::new("/"));
+    let dir = resolve(base, dir.trim());
+    let mut out = vec![dir.clone()];
+    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
+        out.push(resolve(&dir, common.trim()));
+    }
+    out.into_iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect()
 }
 
 /// What `tool` runs, inside `root`: its footprint ([`crate::footprint`])
@@ -75,8 +115,49 @@ fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
             files.push(resolve(root, v));
         }
     }
+    // A file run through a link: the file it leads to is what runs.
+    let targets: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| {
+            f.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+        })
+        .filter_map(|f| std::fs::canonicalize(f).ok())
+        .collect();
+    files.extend(targets);
     files.retain(|f| f.starts_with(root) && f != root);
     files
+}
+
+/// For a command run outside any project (`glovebox sandbox`): the
+/// projects at or above each of the write grants `write` (other than
+/// `skip`, the one already protected), each protected as [`paths`] and
+/// [`absent`] say. Returns the protected paths and the absent root names.
+/// A project that cannot be loaded keeps at least its root control names
+/// (fail closed).
+pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for w in write {
+        if let Ok(root) = crate::manifest::discover::find_root_from(w) {
+            if Some(root.as_path()) != skip && !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+    }
+    let (mut protect, mut planted) = (Vec::new(), Vec::new());
+    for root in roots {
+        match Project::load(&root) {
+            Ok(p) => protect.extend(paths(&p, write)),
+            Err(_) => protect.extend(
+                ROOT_NAMES
+                    .iter()
+                    .map(|n| root.join(n))
+                    .filter(|p| p.symlink_metadata().is_ok()),
+            ),
+        }
+        planted.extend(absent(&root, write));
+    }
+    (protect, planted)
 }
 
 /// The control names at the root of a project (`.glee`, `tools.json`,
@@ -190,6 +271,18 @@ mod tests {
         ] {
             assert!(s.contains(&want), "{want:?} not in {s:?}");
         }
+        // A script run through a link: the link and its target.
+        fs::write(root.join("real.sh"), "echo\n").unwrap();
+        std::os::unix::fs::symlink("real.sh", root.join("linked.sh")).unwrap();
+        let yml = CMD
+            .replace("./run.sh", "./linked.sh")
+            .replace("name: c", "name: l");
+        fs::create_dir_all(root.join(".glee/tools/l")).unwrap();
+        fs::write(root.join(".glee/tools/l/tool.yml"), yml).unwrap();
+        let p2 = Project::load(root).unwrap();
+        let s2 = paths(&p2, std::slice::from_ref(root));
+        assert!(s2.contains(&root.join("linked.sh")), "{s2:?}");
+        assert!(s2.contains(&root.join("real.sh")), "{s2:?}");
         // tools.json does not exist: nothing to cover.
         assert!(!s.contains(&root.join("tools.json")));
         assert!(is_protected(&root.join(".glee/tools/new/tool.yml"), &s));
@@ -215,6 +308,56 @@ mod tests {
         assert_eq!(undo_planted(&a), a);
         assert!(!root.join("tools.json").exists() && !root.join(".git").exists());
         assert!(for_writes(&p).contains(&root.join("tools.json")));
+    }
+
+    #[test]
+    fn a_project_loaded_for_one_tool_protects_every_tools_files() {
+        let (_t, p) = project(&[("c", CMD), ("p", PY)]);
+        let one = Project::load_one(&p.root, "p").unwrap();
+        assert!(!one.whole && one.tools.len() == 1);
+        let s = paths(&one, std::slice::from_ref(&one.root));
+        for want in ["run.sh", "helper.py", "pkg/sub/mod.py"] {
+            assert!(s.contains(&p.root.join(want)), "{want} not in {s:?}");
+        }
+    }
+
+    #[test]
+    fn a_git_file_protects_the_directories_it_names() {
+        let (t, p) = project(&[]);
+        let root = p.root.clone();
+        fs::remove_dir_all(root.join(".git")).unwrap();
+        let main = fs::canonicalize(t.path()).unwrap().join("main.git");
+        fs::create_dir_all(main.join("worktrees/w")).unwrap();
+        fs::write(main.join("worktrees/w/commondir"), "../..\n").unwrap();
+        fs::write(
+            root.join(".git"),
+            format!("gitdir: {}\n", main.join("worktrees/w").display()),
+        )
+        .unwrap();
+        let s = paths(&p, std::slice::from_ref(&root));
+        assert!(s.contains(&root.join(".git")), "{s:?}");
+        assert!(s.contains(&main.join("worktrees/w")), "{s:?}");
+        assert!(s.contains(&main), "{s:?}");
+    }
+
+    #[test]
+    fn a_write_grant_inside_a_project_finds_it() {
+        let (_t, p) = project(&[("c", CMD)]);
+        let root = p.root.clone();
+        fs::create_dir_all(root.join("out")).unwrap();
+        let (protect, planted) = of_write_grants(&[root.join("out")], None);
+        // Only the out/ grant: nothing of the surface lies under it, but
+        // the surface is what it is.
+        assert!(protect.contains(&root.join(".glee")), "{protect:?}");
+        assert!(planted.is_empty());
+        let (protect, planted) = of_write_grants(std::slice::from_ref(&root), None);
+        assert!(protect.contains(&root.join("run.sh")), "{protect:?}");
+        assert_eq!(planted, [root.join("tools.json")]);
+        // Already protected by the caller: skipped.
+        assert_eq!(
+            of_write_grants(std::slice::from_ref(&root), Some(&root)).0,
+            Vec::<PathBuf>::new()
+        );
     }
 
     #[test]

@@ -541,6 +541,15 @@ fn the_control_surface_is_never_written_in_always_allow() {
         json!({"entrypoint": "./scripts/run.sh"}),
         read_root(),
     ));
+    // A tool run through a link: the link and the script it leads to.
+    f.script("scripts/impl.sh", "#!/bin/sh\necho IMPL-ORIGINAL\n");
+    std::os::unix::fs::symlink("impl.sh", f.root.join("scripts/linked.sh")).unwrap();
+    f.tool(&command_tool(
+        "linked",
+        schema(json!({})),
+        json!({"entrypoint": "./scripts/linked.sh"}),
+        read_root(),
+    ));
     f.file("mod.py", "def f():\n    return 1\n");
     f.file("pkg/__init__.py", "");
     f.file("pkg/inner.py", "def f():\n    return 1\n");
@@ -568,6 +577,8 @@ fn the_control_surface_is_never_written_in_always_allow() {
         ".git/config",
         ".git/hooks/pre-commit",
         "scripts/run.sh",
+        "scripts/linked.sh",
+        "scripts/impl.sh",
         "mod.py",
         "pkg/__init__.py",
         "pkg/inner.py",

@@ -248,6 +248,144 @@ fn a_write_grant_cannot_cut_or_forge_the_audit_log() {
 }
 
 #[test]
+fn other_tools_files_are_protected_when_run_loads_one_tool() {
+    require_jail!();
+    let f = project();
+    // Without a root tools.json, `glovebox run writer` loads only the
+    // writer's directory; the surface must still hold every tool's files.
+    fs::remove_file(f.root.join("tools.json")).unwrap();
+    let before = snapshot(&f);
+    let ok = sh(&f, "writer", "echo made > out/ok && echo OK");
+    ok.assert_ok();
+    assert!(ok.text().contains("OK"), "{ok:#?}");
+    for a in [
+        "echo 'echo HIJACKED' > scripts/other.sh",
+        "echo 'echo HIJACKED' >> scripts/other.sh",
+        "chmod 777 scripts/other.sh",
+        "echo 'def run(): return \"HIJACKED\"' > pkg.py",
+    ] {
+        let r = sh(
+            &f,
+            "writer",
+            &format!("echo RAN; ({a}) && echo ESCAPED; true"),
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    assert_eq!(snapshot(&f), before, "another tool's file changed");
+    let other = f.run("other", &[]);
+    other.assert_ok();
+    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
+    let py = f.run("py", &[]);
+    py.assert_ok();
+    assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
+}
+
+#[test]
+fn a_tool_run_through_a_link_cannot_be_redirected() {
+    require_jail!();
+    let f = project();
+    // A tool whose entrypoint is a link to the real script.
+    f.script("scripts/impl.sh", "#!/bin/sh\necho IMPL-ORIGINAL\n");
+    std::os::unix::fs::symlink("impl.sh", f.root.join("scripts/run.sh")).unwrap();
+    f.tool(&command_tool(
+        "linked",
+        schema(json!({})),
+        json!({"entrypoint": "./scripts/run.sh", "cwd": "."}),
+        read_root(),
+    ));
+    f.script("out/evil.sh", "#!/bin/sh\necho HIJACKED\n");
+    let first = f.run("linked", &[]);
+    first.assert_ok();
+    assert!(first.text().contains("IMPL-ORIGINAL"), "{first:#?}");
+    let before = snapshot(&f);
+    for a in [
+        "ln -sfn ../out/evil.sh scripts/run.sh",
+        "rm scripts/run.sh && cp out/evil.sh scripts/run.sh",
+        "mv out/evil.sh scripts/run.sh",
+        "echo 'echo HIJACKED' > scripts/run.sh",
+        "echo 'echo HIJACKED' > scripts/impl.sh",
+    ] {
+        let r = sh(
+            &f,
+            "writer",
+            &format!("echo RAN; ({a}) && echo ESCAPED; true"),
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    assert_eq!(snapshot(&f), before, "the control surface changed");
+    assert_eq!(
+        fs::read_link(f.root.join("scripts/run.sh")).unwrap(),
+        std::path::Path::new("impl.sh")
+    );
+    let after = f.run("linked", &[]);
+    after.assert_ok();
+    assert!(after.text().contains("IMPL-ORIGINAL"), "{after:#?}");
+}
+
+#[test]
+fn a_wider_write_grant_cannot_move_the_project_away_and_plant_another() {
+    require_jail!();
+    let f = project();
+    // A tool that may write the directory holding the project (its
+    // parent, as `~` holds a project under the home directory).
+    let base = f.base.to_str().unwrap().to_string();
+    f.tool(&shell_tool(
+        "wide",
+        json!({"network": false, "fs": {"read": ["."], "write": [base]}}),
+    ));
+    let before = snapshot(&f);
+    // The probe: the tool writes beside the project (in a sibling
+    // directory: without a mount namespace the directory holding the
+    // project gains no entry) and inside it.
+    let ok = sh(
+        &f,
+        "wide",
+        "echo hi > ../cwd/beside.txt && echo hi > out/in.txt && echo OK",
+    );
+    ok.assert_ok();
+    assert!(ok.text().contains("OK"), "{ok:#?}");
+    assert!(f.cwd.join("beside.txt").exists() && f.root.join("out/in.txt").exists());
+    let evil = json!({"name": "evil", "description": "x", "kind": "command", "version": 1,
+        "inputs": {"schema": {"type": "object"}}, "outputs": {"format": "text"},
+        "exec": {"command": {"entrypoint": "sh", "args": ["-c", "echo PLANTED-RAN"], "cwd": "."}},
+        "permissions": {"network": true, "fs": {"read": ["/etc"]}}})
+    .to_string();
+    let name = f.root.file_name().unwrap().to_str().unwrap();
+    let attacks = [
+        // The project moved away whole, a new one planted at its path.
+        format!(
+            "cd .. && mv {name} moved && mkdir -p {name}/.glee/tools/evil && \
+             printf '%s' '{evil}' > {name}/.glee/tools/evil/tool.yml"
+        ),
+        format!("cd .. && rm -rf {name}"),
+        // A directory holding a tool's script, moved and replaced.
+        "mv scripts scripts-moved && mkdir scripts && echo 'echo HIJACKED' > scripts/other.sh"
+            .to_string(),
+    ];
+    for a in &attacks {
+        let r = sh(
+            &f,
+            "wide",
+            &format!("echo RAN; ({a}) && echo ESCAPED; true"),
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    assert!(!f.base.join("moved").exists());
+    assert!(!f.root.join("scripts-moved").exists());
+    assert_eq!(snapshot(&f), before, "the control surface changed");
+    f.run("evil", &[]).assert_failed("tool_not_found", 2);
+    let other = f.run("other", &[]);
+    other.assert_ok();
+    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
+}
+
+#[test]
 fn a_package_planted_beside_a_module_never_runs() {
     require_jail!();
     let f = project();
@@ -449,6 +587,33 @@ fn sandbox_inside_a_project_keeps_its_surface_read_only() {
         );
     }
     assert!(!f.root.join("tools.json").exists());
+}
+
+#[test]
+fn sandbox_typed_outside_the_project_still_protects_it() {
+    require_jail!();
+    let f = project();
+    let before = snapshot(&f);
+    let root = f.root.to_str().unwrap();
+    // From a directory outside the project, no --root: the write grant
+    // names the project.
+    let out = std::process::Command::new(common::bin())
+        .args(["sandbox", "--json", "--write", root, "--cwd", root, "--"])
+        .args([
+            "sh",
+            "-c",
+            "echo RAN; (echo x >> .glee/tools/other/tool.yml) && echo ESCAPED; \
+             (echo x >> scripts/other.sh) && echo ESCAPED; \
+             (echo x >> .git/config) && echo ESCAPED; echo ok > out/notes.txt && echo WROTE",
+        ])
+        .current_dir(&f.cwd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(out.contains("RAN") && out.contains("WROTE"), "{out}");
+    assert!(!out.contains("ESCAPED"), "{out}");
+    assert_eq!(snapshot(&f), before);
 }
 
 #[test]

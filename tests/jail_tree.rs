@@ -17,7 +17,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Mode, owner, times and xattrs of a file, as the host sees them.
+/// Mode, owner, times, xattrs and inode flags (`lsattr`) of a file, as the
+/// host sees them.
 #[derive(Debug, PartialEq, Eq)]
 struct Facts {
     mode: u32,
@@ -28,16 +29,29 @@ struct Facts {
     xattrs: String,
 }
 
+/// Prints a file's xattr names and its inode flags (`FS_IOC_GETFLAGS`;
+/// `-` where the file has none, as a device node).
+const FACTS_PY: &str = r#"
+import fcntl, os, struct, sys
+p = sys.argv[1]
+try:
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        flags = hex(struct.unpack("l", fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0)))[0])
+    finally:
+        os.close(fd)
+except OSError:
+    flags = "-"
+print(sorted(os.listxattr(p)), flags)
+"#;
+
 fn facts(p: &Path) -> Facts {
     let m = fs::metadata(p).unwrap();
     let xattrs = Command::new("python3")
-        .args([
-            "-c",
-            "import os,sys; print(sorted(os.listxattr(sys.argv[1])))",
-            path_str(p),
-        ])
+        .args(["-c", FACTS_PY, path_str(p)])
         .output()
         .unwrap();
+    assert!(xattrs.status.success(), "{xattrs:?}");
     Facts {
         mode: m.mode(),
         uid: m.uid(),
@@ -149,7 +163,98 @@ fn system_files_refuse_metadata_changes_whatever_the_uid() {
             metadata_errno("EROFS"),
         );
     }
+    for a in ["chattr", "file_setattr"] {
+        refused_with(
+            &attack(&[], &[a, path_str(&target), "same"]),
+            metadata_errno("EROFS"),
+        );
+    }
     assert_eq!(facts(&target), before);
+    // The jail's device nodes are the host's: every process there shares
+    // their mode, owner and times. The baseline writes to /dev/null and
+    // /dev/full, yet neither can be chmodded, chowned or touched.
+    for dev in ["/dev/null", "/dev/full"] {
+        let before = facts(Path::new(dev));
+        for a in ["chmod_same", "chown_same", "utime_same"] {
+            refused_with(&attack(&[], &[a, dev]), metadata_errno("EROFS"));
+        }
+        assert_eq!(facts(Path::new(dev)), before, "{dev} changed");
+    }
+    // Writing to them still works.
+    let r = sandbox(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "echo x > /dev/null && echo NULL-OK; echo x > /dev/full || echo FULL-ENOSPC",
+        ],
+    );
+    assert!(
+        r.stdout.contains("NULL-OK") && r.stdout.contains("FULL-ENOSPC"),
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn inode_flags_never_change_outside_the_write_grants() {
+    require_jail!();
+    let (_t, dir, f) = victim();
+    // The probe works here: outside any jail it sets the flag on a copy.
+    let copy = dir.join("copy.txt");
+    fs::write(&copy, "x").unwrap();
+    let before_copy = facts(&copy);
+    for a in ["chattr", "file_setattr"] {
+        let out = Command::new("python3")
+            .args([path_str(&probe()), a, path_str(&copy)])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert!(out.contains("ESCAPED"), "{a} does not work here: {out}");
+        assert_ne!(facts(&copy), before_copy, "{a} changed nothing");
+        fs::remove_file(&copy).unwrap();
+        fs::write(&copy, "x").unwrap();
+    }
+    let before = facts(&f);
+    // Ungranted: the file does not exist (without a mount tree: Landlock
+    // refuses the open, seccomp the path call).
+    let ungranted = [
+        ("chattr", metadata_errno_or("ENOENT", "EACCES")),
+        ("file_setattr", metadata_errno("ENOENT")),
+    ];
+    for (a, errno) in ungranted {
+        refused_with(&attack(&[], &[a, path_str(&f)]), errno);
+    }
+    // Read-only grant: the file is there, its flags cannot change.
+    let grant = ["--read", path_str(&dir)];
+    for a in ["chattr", "file_setattr"] {
+        refused_with(&attack(&grant, &[a, path_str(&f)]), metadata_errno("EROFS"));
+    }
+    assert_eq!(facts(&f), before, "the file's flags changed");
+    // A write grant: the tree lets the owner set them; without a tree they
+    // are refused for every path (no supervisor decides them).
+    let grant = ["--write", path_str(&dir)];
+    for a in ["chattr", "file_setattr"] {
+        let r = attack(&grant, &[a, path_str(&f)]);
+        if namespace_free() {
+            refused_with(&r, "EPERM");
+            assert_eq!(facts(&f), before, "{a} changed the flags: {r:#?}");
+        } else {
+            r.assert_probe_ran();
+            assert!(
+                r.stdout.contains("ESCAPED"),
+                "{a} refused in a write grant: {r:#?}"
+            );
+        }
+    }
+}
+
+/// [`metadata_errno`], with `free` as the errno without a mount tree.
+fn metadata_errno_or(tree: &'static str, free: &'static str) -> &'static str {
+    if namespace_free() {
+        free
+    } else {
+        tree
+    }
 }
 
 #[test]

@@ -168,6 +168,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     // directory), its control surface stays read-only here too, and a
     // root control name the command creates is removed afterwards.
     let mut absent = Vec::new();
+    let mut here_root = None;
     if let Ok(project) = glovebox::manifest::project::Project::discover_with(
         cli.root.as_deref(),
         cli.tools_json.as_deref(),
@@ -176,7 +177,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     {
         spec.protect = glovebox::surface::paths(&project, &spec.fs.write);
         absent = glovebox::surface::absent(&project.root, &spec.fs.write);
+        here_root = Some(project.root);
     }
+    // A write grant inside another project (typed from outside it): that
+    // project's surface too.
+    let (more, more_absent) =
+        glovebox::surface::of_write_grants(&spec.fs.write, here_root.as_deref());
+    spec.protect.extend(more);
+    spec.protect.sort();
+    spec.protect.dedup();
+    absent.extend(more_absent);
     spec.stdin = Stdin::InheritIfSafe;
     spec.output = if args.json {
         Output::Capture

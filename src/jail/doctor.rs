@@ -87,7 +87,7 @@ pub fn examine() -> Report {
             !e.metadata_guard.is_empty(),
             match e.metadata_guard.as_str() {
                 "tree" => "the jail's own root (mount namespace): ungranted paths do not exist, read-only binds refuse chmod/chown/utimes/xattrs (EROFS) whatever the uid".into(),
-                "seccomp" => "no mount namespace: chmod/chown/utimes/xattrs go to the supervisor (seccomp user notification), which performs them only inside write grants and outside protected paths; inotify/fanotify refused".into(),
+                "seccomp" => "no mount namespace: chmod/chown/utimes/xattrs go to the supervisor (seccomp user notification), which performs them only inside write grants and outside protected paths; inotify/fanotify, inode flags (chattr, file_setattr) refused".into(),
                 _ => "nothing keeps metadata calls off files the jail may not change".into(),
             },
         ),

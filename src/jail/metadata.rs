@@ -33,8 +33,9 @@
 //! A file cannot be moved into a write grant from outside, nor out of it,
 //! by the jailed process (Landlock refuses such renames and links), so a
 //! file found inside a grant stays there while it is changed. Watches
-//! (`inotify`, `fanotify`) and `setxattrat`/`removexattrat` stay refused
-//! by the filter itself.
+//! (`inotify`, `fanotify`), `setxattrat`/`removexattrat`, `file_setattr`
+//! and the inode-flag `ioctl`s (`chattr`) stay refused by the filter
+//! itself.
 //!
 //! The supervisor side is one thread per call ([`Watch`]), which ends
 //! when the call's processes are gone or the call ends; every answer is

@@ -20,7 +20,9 @@
 //!   `openat` with `O_CREAT`/`O_TMPFILE`, `creat`, `mknod`).
 //!
 //! Without a mount namespace (no read-only tree), also the watches
-//! (`inotify`, `fanotify`) and `setxattrat`/`removexattrat` for every path,
+//! (`inotify`, `fanotify`), `setxattrat`/`removexattrat`, `file_setattr`
+//! and the inode-flag `ioctl`s (`METADATA_IOCTLS`: `chattr`) for every
+//! path,
 //! and the host's IPC ([`host_ipc_calls`]); the rest of the metadata family
 //! (chmod, chown, utimes, xattrs: [`super::metadata::notified_calls`]) goes
 //! to the supervisor instead, through a second filter ([`notify_program`])
@@ -215,6 +217,25 @@ fn always_denied() -> Vec<libc::c_long> {
 /// every architecture, not yet in `libc`).
 const SYS_SETXATTRAT: libc::c_long = 463;
 const SYS_REMOVEXATTRAT: libc::c_long = 466;
+/// `file_setattr(2)` (Linux 6.17): sets a file's inode flags and `fsxattr`
+/// by path, with no open for Landlock to see.
+const SYS_FILE_SETATTR: libc::c_long = 469;
+
+/// `ioctl` requests that change a file's inode flags or version through
+/// any descriptor, a read-only one included (the kernel asks only for
+/// ownership): `FS_IOC_SETFLAGS` and its 32-bit twin (`chattr`),
+/// `FS_IOC_FSSETXATTR`, `FS_IOC_SETVERSION` and its 32-bit twin, and
+/// `FS_IOC_ENABLE_VERITY` (makes a file read-only for ever). Landlock does
+/// not govern them; a read-only bind refuses them (`EROFS`), so they are
+/// refused only where there is no tree.
+const METADATA_IOCTLS: [u64; 6] = [
+    0x4008_6602, // FS_IOC_SETFLAGS
+    0x4004_6602, // FS_IOC32_SETFLAGS
+    0x401c_5820, // FS_IOC_FSSETXATTR
+    0x4008_7602, // FS_IOC_SETVERSION
+    0x4004_7602, // FS_IOC32_SETVERSION
+    0x4080_6685, // FS_IOC_ENABLE_VERITY
+];
 
 /// System V and POSIX message-queue IPC. A jail without namespaces has no
 /// IPC namespace either (the probe makes both or neither), so these would
@@ -262,6 +283,7 @@ pub fn refused_metadata_calls() -> Vec<libc::c_long> {
     vec![
         SYS_SETXATTRAT,
         SYS_REMOVEXATTRAT,
+        SYS_FILE_SETATTR,
         libc::SYS_inotify_add_watch,
         libc::SYS_fanotify_init,
         libc::SYS_fanotify_mark,
@@ -422,22 +444,23 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Filter, SeccompError> 
             }
         }
     }
+    let mut ioctls = vec![TIOCSTI, TIOCLINUX];
+    if deny_metadata {
+        ioctls.extend(METADATA_IOCTLS);
+    }
     deny.insert(
         libc::SYS_ioctl,
-        vec![
-            rule(vec![cond(
-                1,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                TIOCSTI,
-            )?])?,
-            rule(vec![cond(
-                1,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                TIOCLINUX,
-            )?])?,
-        ],
+        ioctls
+            .into_iter()
+            .map(|request| {
+                rule(vec![cond(
+                    1,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Eq,
+                    request,
+                )?])
+            })
+            .collect::<Result<_, _>>()?,
     );
     if sockets != Sockets::All {
         deny.insert(

@@ -1282,6 +1282,7 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
                 Some(options),
             )?,
             Op::File { path, contents } => sys::create_file(path, contents)?,
+            Op::BindLink { src, dst } => sys::bind_link(src, dst)?,
         }
     }
     sys::mkdir(PROC)?;

@@ -425,6 +425,41 @@ pub fn detach(target: &CStr) -> SysResult<()> {
     check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
 }
 
+/// Binds the symbolic link `src` (not what it points to) onto the link
+/// `dst`: `open_tree(OPEN_TREE_CLONE | AT_SYMLINK_NOFOLLOW)` then
+/// `move_mount` without following the target (Linux 5.2). The link at
+/// `dst` becomes a mountpoint, which cannot be removed, renamed or
+/// replaced (`EBUSY`), while it still reads as the same link.
+pub fn bind_link(src: &CStr, dst: &CStr) -> SysResult<()> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    // SAFETY: src is a valid NUL-terminated string; the call returns a new
+    // descriptor or an error and touches no memory of ours otherwise.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            src.as_ptr(),
+            OPEN_TREE_CLONE | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+        )
+    })?;
+    let fd = fd as RawFd;
+    // SAFETY: fd is the descriptor open_tree just returned; "" and dst are
+    // valid NUL-terminated strings, read during the call only.
+    let moved = check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    });
+    close(fd);
+    moved.map(drop)
+}
+
 /// Makes the mount at `path` and every mount under it read-only with
 /// `mount_setattr(2)` (which only adds the flag, so flags a user namespace
 /// locks on the source stay as they are). Kernels before 5.12 lack it:

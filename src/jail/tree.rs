@@ -6,8 +6,12 @@
 //! `fs.write` grant covers it), symbolic links among the grants recreated
 //! as links, the *protected* paths (the project's control surface: `.glee/`,
 //! `tools.json`, `.git/`, the files tools run) bound again read-only where
-//! a write grant would otherwise cover them, and empty directories where
-//! the working directory needs one. Nothing else exists: an ungranted path
+//! a write grant would otherwise cover them (a protected link is bound
+//! onto itself, as a link, and its target protected), and empty directories where
+//! the working directory needs one; inside a write grant, every directory
+//! between the grant and a protected path is bound onto itself (pinned: a
+//! mountpoint cannot be renamed or removed, so a project under a writable
+//! home cannot be moved away and replaced). Nothing else exists: an ungranted path
 //! is `ENOENT` for `stat`, `open`, `chmod`, `inotify_add_watch` alike, and
 //! a read-only bind refuses every change, metadata included (`EROFS`),
 //! whatever the uid. [`Tree::plan`] turns it into a [`Plan`]: C strings and
@@ -28,7 +32,9 @@
 //!    ([`home_ops`]);
 //! 4. the jail's own `/proc`, a minimal `/dev` (the device nodes of the
 //!    baseline: null, zero, full, random, urandom — bound one by one, no
-//!    other host device), links `/dev/fd`, `/dev/std{in,out,err}`;
+//!    other host device, each read-only: writing to a device needs no
+//!    writable mount, and a root jail must not chmod, chown or touch the
+//!    host's `/dev/null`), links `/dev/fd`, `/dev/std{in,out,err}`;
 //! 5. the host's root detached, the staging root made read-only.
 //!
 //! The tree is decided per call, before `clone`: which grants and
@@ -94,6 +100,11 @@ pub enum Node {
     /// An empty directory of the tree itself (a working directory that
     /// is not granted).
     Empty,
+    /// A directory of a write grant that holds a protected path, bound
+    /// onto itself (writable, as the grant): a mountpoint cannot be renamed
+    /// or removed, so the protected path cannot be moved away with it and
+    /// replaced by a planted one at the same path.
+    Pin,
 }
 
 /// One entry of the tree, at the same path as on the host.
@@ -175,8 +186,8 @@ struct Grant {
 }
 
 impl Tree {
-    /// Decides the tree for `access` (baseline, grants and the private
-    /// HOME already merged), with `protected` read-only wherever a write
+    /// Decides the tree for `access` (baseline and grants already merged;
+    /// the private HOME is a tmpfs of its own, [`home_ops`]), with `protected` read-only wherever a write
     /// grant covers it and `empty_dirs` (the working directory) present
     /// even when not granted. Paths that do not exist are left out: there
     /// is nothing to grant.
@@ -267,21 +278,27 @@ impl Tree {
         }
         prot.sort();
         prot.dedup();
+        let granted = entries.len();
         for p in prot {
             let Ok(meta) = std::fs::symlink_metadata(&p) else {
                 continue;
             };
             if meta.file_type().is_symlink() {
-                // A mount cannot be placed on a link; the link itself sits
-                // in a directory the tool can write. Its target is
-                // protected instead.
+                // The link itself is bound onto itself (a mountpoint cannot
+                // be removed or replaced), and its target is protected too.
+                if let Ok(target) = std::fs::read_link(&p) {
+                    push_protected_link(&mut entries, p.clone(), target);
+                }
                 if let Ok(real) = std::fs::canonicalize(&p) {
-                    push_protected(&mut entries, real, meta.is_dir());
+                    let is_dir = real.is_dir();
+                    push_protected(&mut entries, real, is_dir);
                 }
                 continue;
             }
             push_protected(&mut entries, p, meta.is_dir());
         }
+        let pins = pins(&entries[..granted], &entries[granted..]);
+        entries.splice(granted..granted, pins);
         for d in empty_dirs {
             let Some(d) = clean(d) else { continue };
             if d == Path::new("/") {
@@ -307,7 +324,16 @@ impl Tree {
     pub fn writable(&self) -> impl Iterator<Item = &Path> {
         self.entries
             .iter()
-            .filter(|e| e.writable)
+            .filter(|e| e.writable && e.node != Node::Pin)
+            .map(|e| e.path.as_path())
+    }
+
+    /// Directories inside write grants that cannot be renamed or removed
+    /// (they hold protected paths).
+    pub fn pinned(&self) -> impl Iterator<Item = &Path> {
+        self.entries
+            .iter()
+            .filter(|e| e.node == Node::Pin)
             .map(|e| e.path.as_path())
     }
 
@@ -401,6 +427,16 @@ impl Tree {
                 }
             }
             let parent = e.path.parent().unwrap_or(Path::new("/"));
+            if let (Node::Link { .. }, true) = (&e.node, e.protected) {
+                // The host's link, inside a writable bind: bound onto
+                // itself.
+                let src = old.join(e.source.strip_prefix("/").unwrap_or(&e.source));
+                ops.push(Op::BindLink {
+                    src: c(&src)?,
+                    dst: c(&e.path)?,
+                });
+                continue;
+            }
             match &e.node {
                 Node::Link { target } => {
                     mkdirs(&mut ops, parent, &mounted)?;
@@ -414,7 +450,7 @@ impl Tree {
                     mkdirs(&mut ops, &e.path, &mounted)?;
                     continue;
                 }
-                Node::Dir => mkdirs(&mut ops, &e.path, &mounted)?,
+                Node::Dir | Node::Pin => mkdirs(&mut ops, &e.path, &mounted)?,
                 Node::File => {
                     let host = mounted.iter().any(|m| covers(m, &e.path));
                     mkdirs(&mut ops, parent, &mounted)?;
@@ -428,7 +464,11 @@ impl Tree {
                 src: c(&src)?,
                 dst: c(&e.path)?,
             });
-            if !e.writable {
+            // A device node is bound read-only even when written to (a
+            // write to a device needs no writable mount): its mode, owner
+            // and times are the host's, shared by every process there.
+            let device = DEVICES.iter().any(|d| Path::new(d) == e.path);
+            if !e.writable || device {
                 ops.push(Op::ReadOnly(c(&e.path)?));
             }
             mounted.push(&e.path);
@@ -459,6 +499,72 @@ fn push_protected(entries: &mut Vec<Entry>, p: PathBuf, is_dir: bool) {
         writable: false,
         protected: true,
     });
+}
+
+/// Adds the protected link `p` (bound onto itself) when a writable entry
+/// covers it.
+fn push_protected_link(entries: &mut Vec<Entry>, p: PathBuf, target: PathBuf) {
+    let inside_writable = entries
+        .iter()
+        .filter(|e| matches!(e.node, Node::Dir) && covers(&e.path, &p))
+        .max_by_key(|e| e.path.components().count())
+        .is_some_and(|e| e.writable);
+    if !inside_writable || entries.iter().any(|e| e.protected && covers(&e.path, &p)) {
+        return;
+    }
+    entries.push(Entry {
+        path: p.clone(),
+        source: p,
+        node: Node::Link { target },
+        writable: false,
+        protected: true,
+    });
+}
+
+/// The directories to pin ([`Node::Pin`]) for `protected` rebinds over
+/// the `granted` entries: every directory strictly between a protected
+/// path and the writable bind that covers it (the bind itself is a
+/// mountpoint already), parents first. Renaming one of them would move
+/// the protected path away and leave its name free for a planted one.
+fn pins(granted: &[Entry], protected: &[Entry]) -> Vec<Entry> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in protected {
+        let Some(bind) = granted
+            .iter()
+            .filter(|e| e.node == Node::Dir && e.writable && covers(&e.path, &p.path))
+            .max_by_key(|e| e.path.components().count())
+        else {
+            continue;
+        };
+        let mut dir = p.path.parent();
+        while let Some(d) = dir {
+            if d == bind.path
+                || !d.starts_with(&bind.path)
+                || protected.iter().any(|q| covers(&q.path, d))
+            {
+                // Up to the bind, never inside a protected path (read-only
+                // whole already).
+                break;
+            }
+            // Only a real directory (a mount on a link would land on its
+            // target).
+            let real_dir = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
+            if real_dir && !out.iter().any(|o| o == d) {
+                out.push(d.to_path_buf());
+            }
+            dir = d.parent();
+        }
+    }
+    out.sort();
+    out.into_iter()
+        .map(|d| Entry {
+            path: d.clone(),
+            source: d,
+            node: Node::Pin,
+            writable: true,
+            protected: false,
+        })
+        .collect()
 }
 
 /// Adds `path` (granted `write` or read-only) to `grants`, following a
@@ -556,6 +662,9 @@ pub enum Op {
     Tmpfs { at: CString, options: CString },
     /// Creates a new file (mode 0644) holding `contents`.
     File { path: CString, contents: Vec<u8> },
+    /// Binds a symbolic link itself (not its target) onto the same link:
+    /// a protected link cannot be removed or replaced.
+    BindLink { src: CString, dst: CString },
 }
 
 /// The operations that give a jail its private home at [`HOME`]: a tmpfs
@@ -670,6 +779,80 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn directories_holding_protected_paths_under_a_wider_grant_are_pinned() {
+        let (t, root) = project();
+        let base = t.path();
+        let protect = [root.join(".glee"), root.join("src/deep")];
+        fs::create_dir_all(root.join("src/deep")).unwrap();
+        let tree = Tree::build(&access(&[], &[base]), &protect, &[]).unwrap();
+        let pinned: Vec<_> = tree.pinned().collect();
+        assert_eq!(
+            pinned,
+            [root.as_path(), root.join("src").as_path()],
+            "{tree:#?}"
+        );
+        // Still writable, and not listed as grants of their own.
+        assert!(tree.is_writable(&root.join("new")));
+        assert_eq!(tree.writable().collect::<Vec<_>>(), [base]);
+        // Bound after the grant, before the protected rebinds.
+        let binds: Vec<_> = tree
+            .plan()
+            .unwrap()
+            .ops
+            .iter()
+            .filter_map(|o| match o {
+                Op::Bind { dst, .. } => Some(PathBuf::from(dst.to_str().unwrap())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                base.to_path_buf(),
+                root.clone(),
+                root.join("src"),
+                root.join(".glee"),
+                root.join("src/deep")
+            ]
+        );
+        // The grant on the root itself needs no pin (it is a mountpoint).
+        let tree = Tree::build(&access(&[], &[&root]), &protect, &[]).unwrap();
+        assert_eq!(
+            tree.pinned().collect::<Vec<_>>(),
+            [root.join("src").as_path()]
+        );
+    }
+
+    #[test]
+    fn a_protected_link_is_bound_onto_itself_and_its_target_protected() {
+        let (_t, root) = project();
+        std::os::unix::fs::symlink("run.sh", root.join("go")).unwrap();
+        let tree = Tree::build(&access(&[], &[&root]), &[root.join("go")], &[]).unwrap();
+        let prot: Vec<_> = tree.protected().collect();
+        assert_eq!(
+            prot,
+            [root.join("go").as_path(), root.join("run.sh").as_path()]
+        );
+        let plan = tree.plan().unwrap();
+        let go = CString::new(root.join("go").as_os_str().as_bytes()).unwrap();
+        let at = plan
+            .ops
+            .iter()
+            .position(|o| matches!(o, Op::BindLink { dst, .. } if *dst == go))
+            .unwrap_or_else(|| panic!("no BindLink: {plan:#?}"));
+        let root_bind = plan
+            .ops
+            .iter()
+            .position(|o| matches!(o, Op::Bind { dst, .. } if dst.as_bytes() == root.as_os_str().as_bytes()))
+            .unwrap();
+        assert!(root_bind < at, "{plan:#?}");
+        assert!(!plan
+            .ops
+            .iter()
+            .any(|o| matches!(o, Op::Symlink { at, .. } if *at == go)));
     }
 
     #[test]
@@ -803,6 +986,10 @@ mod tests {
             })
             .collect();
         assert_eq!(binds, ["/dev/null"]);
+        // Written to, yet bound read-only: a chmod or utime through it
+        // would change the host's /dev/null.
+        let null = CString::new("/dev/null").unwrap();
+        assert!(plan.ops.contains(&Op::ReadOnly(null)), "{plan:#?}");
     }
 
     #[test]

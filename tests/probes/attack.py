@@ -365,6 +365,46 @@ def inotify(path):
     attempt(go, f"inotify_add_watch {path}")
 
 
+def chattr(path, how="set"):
+    """Sets the nodump inode flag (`chattr +d`) through a read-only
+    descriptor; with `same`, sets the flags the file has (an escape changes
+    nothing)."""
+    import fcntl
+    import struct
+
+    def go():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            flags = struct.unpack("l", fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0)))[0]
+            new = flags if how == "same" else flags | 0x40
+            fcntl.ioctl(fd, 0x40086602, struct.pack("l", new))
+        finally:
+            os.close(fd)
+
+    attempt(go, f"chattr ({how}) {path}")
+
+
+def file_setattr(path, how="set"):
+    """Sets the nodump flag by path with file_setattr(2) (no open at all);
+    with `same`, the flags the file has."""
+
+    def go():
+        buf = ctypes.create_string_buffer(24)
+        p = ctypes.c_char_p(os.fsencode(path))
+        r = libc.syscall(ctypes.c_long(468), ctypes.c_long(-100), p, buf, ctypes.c_long(24), ctypes.c_long(0))
+        if r < 0:
+            raise OSError(ctypes.get_errno(), "file_getattr")
+        xflags = int.from_bytes(buf.raw[:8], "little")
+        if how != "same":
+            xflags |= 0x80
+        buf.raw = xflags.to_bytes(8, "little") + buf.raw[8:]
+        r = libc.syscall(ctypes.c_long(469), ctypes.c_long(-100), p, buf, ctypes.c_long(24), ctypes.c_long(0))
+        if r < 0:
+            raise OSError(ctypes.get_errno(), "file_setattr")
+
+    attempt(go, f"file_setattr ({how}) {path}")
+
+
 def mkdir(path):
     attempt(lambda: os.makedirs(path), f"mkdir {path}")
 
@@ -434,6 +474,8 @@ ATTACKS = {
     "stat": stat,
     "inotify": inotify,
     "mkdir": mkdir,
+    "chattr": chattr,
+    "file_setattr": file_setattr,
 }
 
 if __name__ == "__main__":
