@@ -67,9 +67,6 @@ pub const STAGE: &str = "/tmp";
 /// home stands there).
 pub const HOME: &str = "/.glovebox-home";
 
-/// Most inodes a jail's private home may hold.
-pub const HOME_INODES: u64 = 65_536;
-
 /// Device nodes a jail may have, bound from the host one by one.
 pub const DEVICES: [&str; 5] = [
     "/dev/null",
@@ -668,9 +665,10 @@ pub enum Op {
 }
 
 /// The operations that give a jail its private home at [`HOME`]: a tmpfs
-/// of at most `size` bytes and [`HOME_INODES`] inodes, mode 0700, owned by
-/// the jail's user, holding `files` (name, contents). Run after the grants
-/// are bound, before the root is made read-only.
+/// of at most `size` bytes (the call's memory limit: its pages are
+/// charged to the call's memory cgroup anyway), mode 0700, owned by the
+/// jail's user, holding `files` (name, contents). Run after the grants are
+/// bound, before the root is made read-only.
 pub fn home_ops(size: u64, files: &[(&str, &[u8])]) -> Result<Vec<Op>, TreeError> {
     let home = Path::new(HOME);
     let c = |p: &Path| {
@@ -679,13 +677,11 @@ pub fn home_ops(size: u64, files: &[(&str, &[u8])]) -> Result<Vec<Op>, TreeError
             why: "it contains a NUL byte",
         })
     };
-    let options = CString::new(format!(
-        "mode=0700,size={},nr_inodes={HOME_INODES}",
-        size.max(1 << 20)
-    ))
-    .map_err(|_| TreeError::Path {
-        path: home.to_path_buf(),
-        why: "its mount options contain a NUL byte",
+    let options = CString::new(format!("mode=0700,size={}", size.max(1 << 20))).map_err(|_| {
+        TreeError::Path {
+            path: home.to_path_buf(),
+            why: "its mount options contain a NUL byte",
+        }
     })?;
     let mut ops = vec![
         Op::Mkdir(c(home)?),
