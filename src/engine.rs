@@ -773,7 +773,7 @@ impl Engine {
             return None;
         }
         let tool = self.tool(name).ok()?;
-        let fingerprint = crate::approval::fingerprint(&self.project.root, tool).ok()?;
+        let fingerprint = crate::approval::fingerprint_by_stamp(&self.project.root, tool).ok()?;
         let watch = crate::footprint::of(&self.project.root, tool).files;
         let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
         let plan = run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?;
