@@ -234,6 +234,7 @@ const STAGE: &CStr = c"/tmp";
 const OLD_ROOT: &CStr = c"/.glovebox-old-root";
 const OLD_ROOT_NAME: &CStr = c".glovebox-old-root";
 const HOME: &CStr = c"/.glovebox-home";
+const SHM: &CStr = c"/dev/shm";
 
 use std::ffi::CStr;
 
@@ -570,7 +571,7 @@ fn attempt(
         access.read_only.extend(split.read_only);
     }
     let cwd_dir = [spec.cwd.clone()];
-    let mut fs_tree = Tree::build(
+    let fs_tree = Tree::build(
         &FsAccess {
             write: write_grants.clone(),
             ..access.clone()
@@ -578,16 +579,6 @@ fn attempt(
         &spec.protect,
         &cwd_dir,
     )?;
-    // The call's private /dev/shm: an empty directory of the call, bound
-    // there when the tree is built (see `Tree::with_private_shm`).
-    let shm = tempfile::Builder::new()
-        .prefix("glovebox-shm-")
-        .tempdir()
-        .map_err(|source| JailError::Prepare {
-            what: "creating the private /dev/shm directory",
-            source,
-        })?;
-    fs_tree.with_private_shm(shm.path());
     let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();
 
     // --- what is enforced by which mechanism, or the refusal.
@@ -608,10 +599,6 @@ fn attempt(
         subreaper,
     };
     let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied)?;
-    if plan.guard == MetadataGuard::Tree {
-        // Landlock grants the directory bound at /dev/shm.
-        access.write.push(shm.path().to_path_buf());
-    }
     // --- the private HOME: a tmpfs in the jail's own tree, else a host
     // directory granted like a write path.
     let mut home = match plan.guard {
@@ -641,11 +628,14 @@ fn attempt(
                 .collect();
             tp.ops
                 .extend(super::tree::home_ops(spec.limits.memory_bytes, &files)?);
+            tp.ops
+                .extend(super::tree::shm_ops(spec.limits.memory_bytes)?);
             Some(tp)
         }
         MetadataGuard::Seccomp => None,
     };
-    // The home's Landlock rule, added in the child once its tmpfs exists.
+    // The Landlock rule of the home and of /dev/shm, added in the child
+    // once their tmpfs exist.
     let home_rule = match (&home, plan.landlock_abi) {
         (Home::Jail, Some(abi)) => Some(jfs::write_access_bits(abi)),
         _ => None,
@@ -953,7 +943,6 @@ fn attempt(
     }
     drop(group);
     drop(home);
-    drop(shm);
     Ok(JailResult {
         status: match exit {
             sys::Exit::Code(c) => Status::Exited(c),
@@ -1172,6 +1161,9 @@ fn child_main(p: &mut Prepared) -> ! {
         }
         if let (Ok(()), Some(bits)) = (r, p.home_rule) {
             r = sys::landlock_allow_path(fd, HOME, bits);
+            if r.is_ok() {
+                r = sys::landlock_allow_path(fd, SHM, bits);
+            }
         }
         if let Err(e) = r.and_then(|()| sys::landlock_restrict_self(fd)) {
             fail(report, Step::Landlock, e);

@@ -35,7 +35,7 @@
 //!    other host device, each read-only: writing to a device needs no
 //!    writable mount, and a root jail must not chmod, chown or touch the
 //!    host's `/dev/null`), links `/dev/fd`, `/dev/std{in,out,err}`, and
-//!    the call's private `/dev/shm` ([`Tree::with_private_shm`]);
+//!    the call's private `/dev/shm` (a tmpfs, [`shm_ops`]);
 //! 5. the host's root detached, the staging root made read-only.
 //!
 //! The tree is decided per call, before `clone`: which grants and
@@ -79,7 +79,7 @@ pub const DEVICES: [&str; 5] = [
 
 /// Where POSIX shared memory and named semaphores live (`shm_open`,
 /// `sem_open`: glibc names files there). A jail gets a private, empty one
-/// per call (see [`Tree::with_private_shm`]), never the host's.
+/// per call ([`shm_ops`]), never the host's.
 pub const SHM: &str = "/dev/shm";
 
 /// Errors deciding the tree.
@@ -367,21 +367,6 @@ impl Tree {
             .is_some_and(|e| e.writable)
     }
 
-    /// Adds the call's private `/dev/shm`: `source`, an empty directory of
-    /// the call (writable, like its private TMPDIR), bound there. Python's
-    /// `multiprocessing` locks, queues and pools and `shared_memory` need
-    /// it; the host's `/dev/shm` (shared with every process) stays out.
-    pub fn with_private_shm(&mut self, source: &Path) {
-        self.entries.retain(|e| !covers(Path::new(SHM), &e.path));
-        self.entries.push(Entry {
-            path: PathBuf::from(SHM),
-            source: source.to_path_buf(),
-            node: Node::Dir,
-            writable: true,
-            protected: false,
-        });
-    }
-
     /// Compiles the tree into operations on prepared C strings.
     pub fn plan(&self) -> Result<Plan, TreeError> {
         let c = |p: &Path| {
@@ -440,7 +425,7 @@ impl Tree {
                         });
                     }
                 }
-                if !DEVICES.iter().any(|d| Path::new(d) == e.path) && e.path != Path::new(SHM) {
+                if !DEVICES.iter().any(|d| Path::new(d) == e.path) {
                     continue;
                 }
             }
@@ -726,6 +711,23 @@ pub fn home_ops(size: u64, files: &[(&str, &[u8])]) -> Result<Vec<Op>, TreeError
     Ok(ops)
 }
 
+/// The operations that give a jail its private [`SHM`]: a tmpfs of at most
+/// `size` bytes (charged to the call's memory cgroup, like the home), mode
+/// 0700, owned by the jail's user. Python's `multiprocessing` locks, queues
+/// and pools and `shared_memory` need it; the host's `/dev/shm`, shared
+/// with every process there, stays out. Run after the grants are bound.
+pub fn shm_ops(size: u64) -> Result<Vec<Op>, TreeError> {
+    let shm = Path::new(SHM);
+    let err = |why| TreeError::Path {
+        path: shm.to_path_buf(),
+        why,
+    };
+    let at = CString::new(SHM).map_err(|_| err("it contains a NUL byte"))?;
+    let options = CString::new(format!("mode=0700,size={}", size.max(1 << 20)))
+        .map_err(|_| err("its mount options contain a NUL byte"))?;
+    Ok(vec![Op::Mkdir(at.clone()), Op::Tmpfs { at, options }])
+}
+
 /// The prepared operations of one tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -759,40 +761,34 @@ mod tests {
     }
 
     #[test]
-    fn private_shm_is_bound_from_the_calls_directory_writable() {
-        let (t, root) = project();
-        let shm = t.path().join("shm");
-        fs::create_dir_all(&shm).unwrap();
-        // A grant naming the host's /dev/shm is replaced by the private one.
-        let mut tree = Tree::build(
+    fn private_shm_is_a_tmpfs_of_the_call() {
+        let ops = shm_ops(64 << 20).unwrap();
+        let at = CString::new("/dev/shm").unwrap();
+        assert_eq!(
+            ops,
+            [
+                Op::Mkdir(at.clone()),
+                Op::Tmpfs {
+                    at,
+                    options: CString::new(format!("mode=0700,size={}", 64u64 << 20)).unwrap(),
+                },
+            ]
+        );
+        // A host /dev/shm granted by name is never bound (only DEVICES are).
+        let tree = Tree::build(
             &FsAccess {
-                write: vec!["/dev/null".into(), "/dev/shm".into()],
-                ..access(&[&root], &[])
+                write: vec!["/dev/shm".into()],
+                ..FsAccess::default()
             },
             &[],
             &[],
         )
         .unwrap();
-        tree.with_private_shm(&shm);
-        assert!(tree.is_writable(Path::new("/dev/shm/sem.x")));
         let plan = tree.plan().unwrap();
-        let old = Path::new(OLD_ROOT).join(shm.strip_prefix("/").unwrap());
-        let src = CString::new(old.as_os_str().as_bytes()).unwrap();
-        let dst = CString::new("/dev/shm").unwrap();
-        let binds: Vec<_> = plan
+        assert!(!plan
             .ops
             .iter()
-            .filter(|o| matches!(o, Op::Bind { dst: d, .. } if *d == dst))
-            .collect();
-        assert_eq!(
-            binds,
-            [&Op::Bind {
-                src,
-                dst: dst.clone()
-            }],
-            "{plan:#?}"
-        );
-        assert!(!plan.ops.contains(&Op::ReadOnly(dst)));
+            .any(|o| matches!(o, Op::Bind { dst, .. } if dst.as_bytes().starts_with(b"/dev/shm"))));
     }
 
     #[test]
