@@ -799,3 +799,79 @@ fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
     );
     println!("HUNDRED-CALLS-CHECKED");
 }
+
+/// A `serve` started after the tool and its proxy (the proxy has read
+/// the registry of glovebox's listeners already) is out of reach too.
+#[test]
+fn a_serve_started_after_the_tool_is_out_of_reach() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let tmp = tempdir();
+    let dir = tmp.path().join("x");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let started = dir.join("started");
+    let addr_file = dir.join("addr");
+    // The tool first goes through its proxy once (so the proxy has loaded
+    // the registry), says it started, waits for the address, then tries
+    // the API every way.
+    let control = Server::start("127.0.0.1:0", None);
+    let script = format!(
+        "curl -sS --max-time 10 {ctl}; touch {started}; \
+         for i in $(seq 1 200); do [ -s {addr} ] && break; sleep 0.1; done; \
+         a=$(cat {addr}); \
+         curl -sS --max-time 10 http://$a/api/v1/tools; \
+         curl -sS -p --max-time 10 http://$a/api/v1/tools; \
+         curl -sS --max-time 10 -x socks5h://127.0.0.1:3128 http://$a/api/v1/tools; true",
+        ctl = control.url("/canary"),
+        started = started.display(),
+        addr = addr_file.display(),
+    );
+    let bin = bin();
+    let dir_s = dir.to_str().unwrap().to_string();
+    let tool = std::thread::spawn(move || {
+        let out = Command::new(bin)
+            .args([
+                "sandbox",
+                "--json",
+                "--net",
+                "--allow-private",
+                "--write",
+                &dir_s,
+                "--timeout",
+                "60",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    });
+    assert!(
+        wait_until(Duration::from_secs(30), || started.exists()),
+        "the tool did not start"
+    );
+    let serve = start_serve();
+    std::fs::write(&addr_file, &serve.addr).unwrap();
+    let r = tool.join().unwrap();
+    let stdout = r["stdout"].as_str().unwrap_or("");
+    assert!(stdout.contains(CANARY), "the control failed: {r:#}");
+    assert!(!stdout.contains("\"tools\""), "{r:#}");
+    let log = r["egress"].as_array().cloned().unwrap_or_default();
+    let own: Vec<_> = log
+        .iter()
+        .filter(|c| {
+            c["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("glovebox's own server")
+        })
+        .collect();
+    assert_eq!(own.len(), 3, "{r:#}");
+}

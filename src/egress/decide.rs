@@ -135,6 +135,12 @@ pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Re
             continue;
         }
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            // A glovebox server that started listening since the check
+            // recorded itself before it listened: seen now, before any
+            // byte is sent, and the connection dropped.
+            Ok(Ok(_)) if Registry::current().is_own(addr) => {
+                first_refusal.get_or_insert(Refusal::Own);
+            }
             Ok(Ok(s)) => {
                 let _ = s.set_nodelay(true);
                 return Ok(s);
@@ -144,6 +150,7 @@ pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Re
         }
     }
     Err(match (last_error, first_refusal) {
+        (_, Some(Refusal::Own)) => Refusal::Own,
         (Some(e), _) => Refusal::Connect(e),
         (None, Some(r)) => r,
         (None, None) => Refusal::Resolve("no address found".into()),
