@@ -58,6 +58,10 @@ pub enum Refusal {
     Resolve(String),
     /// Every address that passed refused the connection.
     Connect(String),
+    /// The request is not one the proxy serves (origin-form HTTP, another
+    /// scheme, SOCKS4, a SOCKS5 command other than `CONNECT`, bytes that
+    /// are no request at all): what to send instead.
+    Protocol(&'static str),
 }
 
 impl Refusal {
@@ -70,6 +74,7 @@ impl Refusal {
             Refusal::Own => "glovebox's own server".into(),
             Refusal::Resolve(e) => format!("cannot resolve: {e}"),
             Refusal::Connect(e) => format!("connect failed: {e}"),
+            Refusal::Protocol(what) => (*what).into(),
         }
     }
 
@@ -77,7 +82,11 @@ impl Refusal {
     pub fn by_policy(&self) -> bool {
         matches!(
             self,
-            Refusal::BadHost | Refusal::NotAllowed | Refusal::Guard(_) | Refusal::Own
+            Refusal::BadHost
+                | Refusal::NotAllowed
+                | Refusal::Guard(_)
+                | Refusal::Own
+                | Refusal::Protocol(_)
         )
     }
 }

@@ -16,6 +16,31 @@ use serde::Serialize;
 /// counted (a tool opening connections in a loop cannot grow the log).
 pub const MAX_ENTRIES: usize = 256;
 
+/// Longest host name kept in the log, in bytes (a DNS name is at most
+/// 253); a longer one is cut and says how long it was.
+pub const MAX_HOST: usize = 255;
+
+/// A host as the tool sent it, made safe to keep and to print: printable
+/// ASCII stays, anything else (line breaks, escapes, other scripts) is
+/// escaped, and the result is at most about [`MAX_HOST`] bytes — a tool
+/// cannot forge lines in the warnings nor grow the audit line with its
+/// request.
+pub fn printable_host(host: &str) -> String {
+    let mut out = String::with_capacity(host.len().min(MAX_HOST));
+    for c in host.chars() {
+        if out.len() >= MAX_HOST {
+            out.push_str(&format!("…({} bytes)", host.len()));
+            break;
+        }
+        if c.is_ascii_graphic() {
+            out.push(c);
+        } else {
+            out.extend(c.escape_default());
+        }
+    }
+    out
+}
+
 /// One connection, as the log keeps it while it runs.
 #[derive(Debug)]
 pub struct Entry {
@@ -46,7 +71,8 @@ pub struct Connection {
     pub host: String,
     /// The port.
     pub port: u16,
-    /// How the tool asked: `connect`, `http` or `socks5`.
+    /// How the tool asked: `connect`, `http`, `socks5` or `socks4` (always
+    /// refused).
     pub via: &'static str,
     /// Whether the proxy connected it.
     pub allowed: bool,
@@ -142,7 +168,7 @@ impl Log {
         refused: Option<String>,
     ) -> Arc<Entry> {
         let entry = Arc::new(Entry {
-            host: host.to_string(),
+            host: printable_host(host),
             port,
             via,
             refused,
@@ -317,6 +343,31 @@ mod tests {
         assert_eq!(w.len(), 2);
         assert_eq!(w[0], "a note");
         assert!(w[1].starts_with("refused use of secret T on evil.example:80"));
+    }
+
+    #[test]
+    fn hosts_cannot_forge_lines_or_grow_the_log() {
+        let log = Log::default();
+        log.record(
+            "evil.com\r\nrefused connect to x:1 (forged)\u{202e}\u{1b}[2J",
+            80,
+            "http",
+            Some("not a valid host name or address".into()),
+        );
+        log.record(&"a".repeat(70_000), 80, "http", Some("bad".into()));
+        let (list, _) = log.connections();
+        let h = &list[0].host;
+        assert!(!h.contains('\r') && !h.contains('\n') && !h.contains('\u{1b}'));
+        assert!(!h.contains('\u{202e}'), "{h}");
+        assert!(h.starts_with("evil.com\\r\\n"), "{h}");
+        assert!(list[1].host.len() < MAX_HOST + 32, "{}", list[1].host.len());
+        assert!(list[1].host.ends_with("…(70000 bytes)"), "{}", list[1].host);
+        for w in log.refusals() {
+            assert!(!w.contains('\n') && w.len() < 400, "{w}");
+        }
+        // An ordinary name is kept as it is.
+        assert_eq!(printable_host("api.example.com"), "api.example.com");
+        assert_eq!(printable_host("[::1]"), "[::1]");
     }
 
     #[test]
