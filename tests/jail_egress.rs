@@ -875,3 +875,98 @@ fn a_serve_started_after_the_tool_is_out_of_reach() {
         .collect();
     assert_eq!(own.len(), 3, "{r:#}");
 }
+
+/// A tool that leaves a process behind holding a connection through the
+/// proxy (a detached `curl` reading an endless response) loses that
+/// connection when its call ends: the server sees it closed.
+#[test]
+fn a_connection_does_not_outlive_its_call() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let opened = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (o, c) = (opened.clone(), closed.clone());
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let (o, c) = (o.clone(), c.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                o.fetch_add(1, Ordering::SeqCst);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n");
+                // One byte every 50 ms until the peer is gone.
+                while s.write_all(b"x").is_ok() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    let script = format!(
+        "setsid curl -s --max-time 120 http://{addr}/ >/dev/null 2>&1 & \
+         sleep 1; echo LEFT-BEHIND"
+    );
+    let r = sandbox(&["--net", "--allow-private"], &["sh", "-c", &script]);
+    assert!(r.stdout.contains("LEFT-BEHIND"), "{r:#?}");
+    assert_eq!(opened.load(Ordering::SeqCst), 1, "the probe did not connect: {r:#?}");
+    assert!(
+        wait_until(Duration::from_secs(10), || closed.load(Ordering::SeqCst) == 1),
+        "the connection outlived its call"
+    );
+}
+
+/// A tool allowed one host cannot get the proxy to reach another by what
+/// it puts after or inside its request: a second request pipelined in
+/// the same write, a chunked/Content-Length conflict, a Host header that
+/// names the other host, SOCKS5 by address. Only the allowed server ever
+/// sees a connection.
+#[test]
+fn smuggled_and_mismatched_requests_stay_with_the_allowed_host() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let allowed = Server::start("127.0.0.1:0", None);
+    let other = Server::start("127.0.0.1:0", None);
+    let (a, b) = (allowed.addr, other.addr);
+    let code = format!(
+        r#"
+import socket, struct
+def send(data):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(data)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d: break
+            out += d
+    except OSError:
+        pass
+    print(repr(out[:300]))
+send(b"GET http://{a}/canary HTTP/1.1\r\nHost: {b}\r\n\r\nGET http://{b}/canary HTTP/1.1\r\nHost: {b}\r\n\r\n")
+send(b"POST http://{a}/canary HTTP/1.1\r\nHost: {a}\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\nGET http://{b}/canary HTTP/1.1\r\n\r\n")
+send(b"CONNECT {a} HTTP/1.1\r\nHost: {b}\r\n\r\nGET /canary HTTP/1.1\r\nHost: {b}\r\n\r\n")
+send(b"CONNECT {b} HTTP/1.1\r\nHost: {a}\r\n\r\n")
+send(b"\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x01" + struct.pack(">H", {bp}))
+send(b"GET http://{a}@{b}/canary HTTP/1.1\r\n\r\n")
+"#,
+        bp = b.port(),
+    );
+    let pattern = format!("127.0.0.1:{}", a.port());
+    let r = sandbox(
+        &["--net", "--allow-private", "--allow-host", &pattern],
+        &["python3", "-c", &code],
+    );
+    assert!(r.stdout.contains(CANARY), "the allowed host was not reached: {r:#?}");
+    assert_eq!(other.accepted(), 0, "{r:#?}");
+    assert!(allowed.accepted() >= 3, "{r:#?}");
+    assert!(refused_with(&r, "allowlist"), "{r:#?}");
+}
