@@ -914,9 +914,14 @@ fn a_connection_does_not_outlive_its_call() {
     );
     let r = sandbox(&["--net", "--allow-private"], &["sh", "-c", &script]);
     assert!(r.stdout.contains("LEFT-BEHIND"), "{r:#?}");
-    assert_eq!(opened.load(Ordering::SeqCst), 1, "the probe did not connect: {r:#?}");
+    assert_eq!(
+        opened.load(Ordering::SeqCst),
+        1,
+        "the probe did not connect: {r:#?}"
+    );
     assert!(
-        wait_until(Duration::from_secs(10), || closed.load(Ordering::SeqCst) == 1),
+        wait_until(Duration::from_secs(10), || closed.load(Ordering::SeqCst)
+            == 1),
         "the connection outlived its call"
     );
 }
@@ -965,7 +970,10 @@ send(b"GET http://{a}@{b}/canary HTTP/1.1\r\n\r\n")
         &["--net", "--allow-private", "--allow-host", &pattern],
         &["python3", "-c", &code],
     );
-    assert!(r.stdout.contains(CANARY), "the allowed host was not reached: {r:#?}");
+    assert!(
+        r.stdout.contains(CANARY),
+        "the allowed host was not reached: {r:#?}"
+    );
     assert_eq!(other.accepted(), 0, "{r:#?}");
     assert!(allowed.accepted() >= 3, "{r:#?}");
     assert!(refused_with(&r, "allowlist"), "{r:#?}");

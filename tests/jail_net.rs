@@ -170,6 +170,26 @@ fn with_network_through_glovebox_host_listeners_get_nothing() {
         r.assert_blocked();
         assert_eq!(r.json["enforcement"]["net_namespace"], true, "{r:#?}");
         assert_no_connection(&l);
+        // UDP to the same address lands on the namespace's own loopback
+        // (the send itself may succeed): the host's socket gets nothing.
+        let u = UdpSocket::bind((host, 0)).unwrap();
+        let uport = u.local_addr().unwrap().port().to_string();
+        attack(&["--net"], &["udp", host, &uport]).assert_probe_ran();
+        u.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 64];
+        match u.recv_from(&mut buf) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            other => panic!("udp listener on {host} got {other:?}"),
+        }
+        // Control: the host network, explicitly, delivers the datagram.
+        attack(&["--net=direct"], &["udp", host, &uport]).assert_probe_ran();
+        u.set_nonblocking(false).unwrap();
+        u.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let (n, _) = u
+            .recv_from(&mut buf)
+            .expect("the direct control's datagram");
+        assert_eq!(&buf[..n], b"GLOVEBOX-CANARY-PAYLOAD");
     }
     // Unix sockets of the host, even in a directory the tool may write
     // (unix sockets are not per network namespace): no unix socket at all.
