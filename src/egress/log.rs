@@ -12,8 +12,11 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-/// Connections recorded one by one per call; beyond this they are only
-/// counted (a tool opening connections in a loop cannot grow the log).
+/// Allowed connections recorded one by one per call, and refused ones
+/// (each bound on its own, so that a tool opening allowed connections
+/// in a loop can neither grow the log nor push its refusals out of it);
+/// beyond this they are only counted, and the refusals' count is a
+/// warning of its own.
 pub const MAX_ENTRIES: usize = 256;
 
 /// Longest host name kept in the log, in bytes (a DNS name is at most
@@ -146,7 +149,11 @@ pub const MAX_NOTES: usize = 32;
 #[derive(Debug, Default)]
 struct Inner {
     entries: Vec<Arc<Entry>>,
+    /// Of `entries`, how many are refusals.
+    refused: usize,
     unrecorded: u64,
+    /// Of `unrecorded`, how many are refusals.
+    unrecorded_refused: u64,
     uses: Vec<SecretUse>,
     notes: Vec<String>,
 }
@@ -176,10 +183,18 @@ impl Log {
             received: AtomicU64::new(0),
         });
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if inner.entries.len() < MAX_ENTRIES {
+        let refused = entry.refused.is_some();
+        let same_kind = if refused {
+            inner.refused
+        } else {
+            inner.entries.len() - inner.refused
+        };
+        if same_kind < MAX_ENTRIES {
             inner.entries.push(entry.clone());
+            inner.refused += usize::from(refused);
         } else {
             inner.unrecorded += 1;
+            inner.unrecorded_refused += u64::from(refused);
         }
         entry
     }
@@ -282,9 +297,21 @@ impl Log {
                 }
             }
         }
-        out.into_iter()
+        let mut out: Vec<String> = out
+            .into_iter()
             .map(|(s, n)| if n > 1 { format!("{s} ×{n}") } else { s })
-            .collect()
+            .collect();
+        let more = self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unrecorded_refused;
+        if more > 0 {
+            out.push(format!(
+                "refused {more} more connections, not recorded one by one (at most {MAX_ENTRIES} refusals are kept per call)"
+            ));
+        }
+        out
     }
 }
 
@@ -379,5 +406,32 @@ mod tests {
         let (list, more) = log.connections();
         assert_eq!(list.len(), MAX_ENTRIES);
         assert_eq!(more, 5);
+        assert!(log.refusals().is_empty());
+    }
+
+    /// A flood of allowed connections does not push a refusal out, and a
+    /// flood of refusals still says how many were not kept.
+    #[test]
+    fn refusals_cannot_be_pushed_out_of_the_log() {
+        let log = Log::default();
+        for i in 0..(MAX_ENTRIES + 50) {
+            log.record("ok.example", i as u16, "connect", None);
+        }
+        log.record("10.0.0.5", 22, "connect", Some("private".into()));
+        assert_eq!(log.refusals(), ["refused connect to 10.0.0.5:22 (private)"]);
+        for i in 0..(MAX_ENTRIES + 7) {
+            log.record("10.0.0.6", i as u16, "connect", Some("private".into()));
+        }
+        let (list, more) = log.connections();
+        assert_eq!(list.len(), 2 * MAX_ENTRIES);
+        assert_eq!(more, 50 + 8);
+        let r = log.refusals();
+        assert_eq!(r.len(), MAX_ENTRIES + 1);
+        assert_eq!(r[0], "refused connect to 10.0.0.5:22 (private)");
+        assert!(
+            r[MAX_ENTRIES].starts_with("refused 8 more connections"),
+            "{}",
+            r[MAX_ENTRIES]
+        );
     }
 }
