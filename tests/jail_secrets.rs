@@ -439,7 +439,7 @@ def fetch():
     ));
     let r = s.run("pyfetch");
     r.assert_ok();
-    assert_eq!(all_real(&s.named), 3, "{r:#?}");
+    assert_eq!(all_real(&s.named), 2, "{r:#?}");
     let token = r.output()["token"].as_str().unwrap().to_string();
     assert_eq!(token.len(), SECRET.len());
     let other = s.other.only();
