@@ -22,8 +22,13 @@ byte, medians. The cost of the namespace + proxy path is proxied vs direct
 A 32 MiB file shows the relay's own rate, where set-up no longer counts.
 With `--before OLD_GLOVEBOX`, the same direct and proxied runs of an older
 build are interleaved with this one's (side by side in one run).
+With `--floor`, bench/egress_floor.c (a minimal C proxy: one thread,
+blocking calls, splice, no policy) is compiled with `cc` and a bare curl
+through it is interleaved too: "floor" vs "bare" is what any user-space
+proxy costs on this machine, the part of the proxied - direct gap that no
+proxy design avoids.
 
-    python3 bench/egress.py [GLOVEBOX] [--before OLD] [--runs N] [--write bench/RESULTS.md]
+    python3 bench/egress.py [GLOVEBOX] [--before OLD] [--floor] [--runs N] [--write bench/RESULTS.md]
 """
 
 import argparse
@@ -43,6 +48,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("glovebox", nargs="?", default="target/release/glovebox")
 ap.add_argument("--runs", type=int, default=200)
 ap.add_argument("--before", default=None, help="an older glovebox to run side by side")
+ap.add_argument("--floor", action="store_true", help="also a bare curl through bench/egress_floor.c")
 ap.add_argument("--write", default=None)
 args = ap.parse_args()
 
@@ -91,6 +97,19 @@ MODES = {
     "direct": [GB, "sandbox", "--net=direct", "--"],
     "proxied": [GB, "sandbox", "--net", "--allow-private", "--"],
 }
+if args.floor:
+    floor_bin = os.path.join(root, "egress_floor")
+    subprocess.run(
+        ["cc", "-O2", "-o", floor_bin, os.path.join(os.path.dirname(os.path.abspath(__file__)), "egress_floor.c")],
+        check=True,
+    )
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    floor_port = probe.getsockname()[1]
+    probe.close()
+    floor_proc = subprocess.Popen([floor_bin, str(floor_port)])
+    time.sleep(0.2)
+    MODES["floor"] = ["env", f"http_proxy=http://127.0.0.1:{floor_port}"]
 if args.before:
     MODES["direct (before)"] = [args.before, "sandbox", "--net=direct", "--"]
     MODES["proxied (before)"] = [args.before, "sandbox", "--net", "--allow-private", "--"]
@@ -169,6 +188,12 @@ for tag in ["", " (before)"] if args.before else [""]:
         f"first byte {ttfb[p] - ttfb[d]:+.2f} ms vs direct; 32 MiB body rate {(blk[p] / blk[d] - 1) * 100:+.1f} % vs direct.",
         "",
     ]
+if args.floor:
+    lines += [
+        f"Floor (bare curl through bench/egress_floor.c vs bare): 1 MiB rate **{(1 - spd['floor'] / spd['bare']) * 100:.1f} % below bare**; "
+        f"first byte {ttfb['floor'] - ttfb['bare']:+.2f} ms; 32 MiB body rate {(blk['floor'] / blk['bare'] - 1) * 100:+.1f} % vs bare.",
+        "",
+    ]
 text = "\n".join(lines)
 print(text)
 if args.write:
@@ -180,4 +205,7 @@ if args.write:
         old = old[:start] + (old[end + 1:] if end >= 0 else "")
     with open(args.write, "w") as f:
         f.write(old.rstrip("\n") + "\n\n" + text)
+if args.floor:
+    floor_proc.kill()
+    floor_proc.wait()
 shutil.rmtree(root, ignore_errors=True)

@@ -10,6 +10,10 @@
 # reported with ×bare. Prints a markdown table; nothing is rewritten.
 #
 #   BINS="before:/tmp/gb-main after:target/release/glovebox" bash bench/served.sh
+#
+# KIND=python serves a trivial python tool (`def f(): return {}`, warm
+# workers on) as `noop` instead, for the warm path side by side (the bare
+# row stays the fork+exec of `true`).
 source "$(dirname "$0")/lib.sh"
 : "${BINS:?set BINS to NAME:PATH pairs}"
 SECS=${SECS:-4}
@@ -24,8 +28,25 @@ trap cleanup EXIT
 
 NAMES=""
 for b in $BINS; do NAMES="$NAMES ${b%%:*}"; done
+KIND=${KIND:-command}
 for who in $NAMES; do
   mkdir -p "$OUT/$who/.glee/tools/noop"
+  if [ "$KIND" = python ]; then
+    printf 'def f():\n    return {"ok": True}\n' > "$OUT/$who/mod.py"
+    cat > "$OUT/$who/.glee/tools/noop/tool.yml" <<'YML'
+name: noop
+description: a trivial python function, jailed, warm
+kind: python
+version: 1
+inputs:
+  schema: {type: object, properties: {}}
+outputs: {format: json}
+exec:
+  python: {module: mod, function: f, warm: true}
+permissions: {network: false, fs: {read: ["."], write: []}}
+YML
+    continue
+  fi
   cat > "$OUT/$who/.glee/tools/noop/tool.yml" <<'YML'
 name: noop
 description: does nothing, jailed

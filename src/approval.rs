@@ -137,12 +137,79 @@ fn grant_paths(root: &Path, tool: &Tool) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// The tool's current fingerprint.
+/// The tool's current fingerprint (every file read and hashed now: what
+/// an approval is checked against).
 pub fn fingerprint(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalError> {
+    fingerprint_hashing(root, tool, state::file_sha256)
+}
+
+/// The tool's fingerprint with each file's hash reused while the file's
+/// stamp (device, inode, size, mtime and ctime to the nanosecond) is the
+/// one it was hashed under: for the key of a warm worker, which checks the
+/// same stamps before every call anyway. Not for approvals
+/// ([`fingerprint`] reads every file).
+pub fn fingerprint_by_stamp(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalError> {
+    fingerprint_hashing(root, tool, stamped_sha256)
+}
+
+/// What identifies a file's content without reading it.
+type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+
+fn stamp(p: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some((
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
+/// Files hashed by stamp: at most this many are remembered.
+const STAMPED_MAX: usize = 4096;
+
+/// The sha256 of `path`, reused while its stamp is unchanged. A hash is
+/// remembered only when the stamp was the same before and after reading,
+/// so a file written meanwhile is hashed again next time.
+fn stamped_sha256(path: &Path) -> Result<String, StateError> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    type Cache = Mutex<HashMap<PathBuf, (Stamp, String)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let before = stamp(path);
+    if let Some(s) = before {
+        let known = cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((was, hash)) = known.get(path) {
+            if *was == s {
+                return Ok(hash.clone());
+            }
+        }
+    }
+    let hash = state::file_sha256(path)?;
+    if let (Some(s), true) = (before, before == stamp(path)) {
+        let mut known = cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= STAMPED_MAX {
+            known.clear();
+        }
+        known.insert(path.to_path_buf(), (s, hash.clone()));
+    }
+    Ok(hash)
+}
+
+fn fingerprint_hashing(
+    root: &Path,
+    tool: &Tool,
+    hash: impl Fn(&Path) -> Result<String, StateError>,
+) -> Result<Fingerprint, ApprovalError> {
     let fp = footprint::of(root, tool);
     let mut files = BTreeMap::new();
     for f in &fp.files {
-        files.insert(rel(root, f), state::file_sha256(f)?);
+        files.insert(rel(root, f), hash(f)?);
     }
     let paths = fp
         .paths
@@ -299,5 +366,38 @@ impl Store {
         let text = serde_json::to_vec_pretty(&self.records).unwrap_or_default();
         state::write_atomic(&self.path, &text)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamped_hash_follows_every_rewrite_of_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("mod.py");
+        std::fs::write(&f, "a = 1\n").unwrap();
+        let first = stamped_sha256(&f).unwrap();
+        assert_eq!(first, state::file_sha256(&f).unwrap());
+        assert_eq!(stamped_sha256(&f).unwrap(), first, "unchanged: the same");
+        // Same size, same mtime set back: ctime still moves.
+        let mtime = std::fs::metadata(&f).unwrap().modified().unwrap();
+        std::fs::write(&f, "a = 2\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let second = stamped_sha256(&f).unwrap();
+        assert_ne!(second, first);
+        assert_eq!(second, state::file_sha256(&f).unwrap());
+        // Replaced by another file (a new inode).
+        let other = d.path().join("other.py");
+        std::fs::write(&other, "a = 3\n").unwrap();
+        std::fs::rename(&other, &f).unwrap();
+        assert_eq!(stamped_sha256(&f).unwrap(), state::file_sha256(&f).unwrap());
     }
 }

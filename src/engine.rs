@@ -576,6 +576,7 @@ impl Engine {
         let job = Job {
             name,
             root: &self.project.root,
+            project: &self.project,
             policy: &policy,
             secrets: &jail_values,
             placeholders: &placeholders,
@@ -773,7 +774,7 @@ impl Engine {
             return None;
         }
         let tool = self.tool(name).ok()?;
-        let fingerprint = crate::approval::fingerprint(&self.project.root, tool).ok()?;
+        let fingerprint = crate::approval::fingerprint_by_stamp(&self.project.root, tool).ok()?;
         let watch = crate::footprint::of(&self.project.root, tool).files;
         let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
         let plan = run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?;
@@ -868,6 +869,8 @@ impl Intent<'_> {
 struct Job<'a> {
     name: &'a str,
     root: &'a std::path::Path,
+    /// The project, for what its tools run ([`crate::surface::absent`]).
+    project: &'a Project,
     policy: &'a Policy,
     /// The values the jail sees (placeholders for placeholder secrets).
     secrets: &'a IndexMap<String, String>,
@@ -946,7 +949,7 @@ impl Job<'_> {
                 ))
             }
         };
-        let absent = crate::surface::absent(self.root, &self.policy.write);
+        let absent = crate::surface::absent(self.project, &self.policy.write);
         let started = start(&spec);
         let planted = crate::surface::undo_planted(&absent);
         let mut outcome = match started {
@@ -960,7 +963,7 @@ impl Job<'_> {
                     self.name,
                     ErrorKind::PermissionExceedsCeiling,
                     format!(
-                        "the tool created {}, part of the project's control surface (it would define tools or run code outside the jail); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
+                        "the tool created {}, part of the project's control surface (it would define tools, run code outside the jail, or be code another tool runs); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
                         names.join(", ")
                     ),
                     json!({"removed": names}),

@@ -44,6 +44,11 @@
 //!   and for a `python…` or `node…` program what it runs as for
 //!   `command`.
 //!
+//! [`Footprint::missing`] lists the code a tool would run that does not
+//! exist yet (a command's entrypoint, the script an interpreter is given,
+//! a python tool's module): no mount can cover a missing name, so a call
+//! that creates one is undone instead ([`crate::surface::absent`]).
+//!
 //! What is *not* covered: files the code itself opens or imports (a
 //! module's own imports of other project files, data, configuration) —
 //! those are data, like any file the tool reads; paths outside the root
@@ -67,6 +72,12 @@ pub struct Footprint {
     /// unchanged: `files`, shadowing names, package directories, venv
     /// links (sorted, deduplicated, absolute).
     pub paths: Vec<PathBuf>,
+    /// Code the tool would run that does not exist yet, inside the root:
+    /// a command's entrypoint, the script given to an interpreter (`sh`,
+    /// `bash`, `python…`, `node`, …), or a python tool's module file
+    /// when no file of that module exists (sorted, deduplicated,
+    /// absolute). Whoever creates one decides what the tool runs.
+    pub missing: Vec<PathBuf>,
 }
 
 /// What `tool` runs, inside `root`.
@@ -75,6 +86,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         root,
         files: Vec::new(),
         paths: Vec::new(),
+        missing: Vec::new(),
     };
     if tool.origin != Origin::Builtin {
         b.file(&tool.file);
@@ -109,9 +121,12 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
     b.files.dedup();
     b.paths.sort();
     b.paths.dedup();
+    b.missing.sort();
+    b.missing.dedup();
     Footprint {
         files: b.files,
         paths: b.paths,
+        missing: b.missing,
     }
 }
 
@@ -119,9 +134,17 @@ struct Builder<'a> {
     root: &'a Path,
     files: Vec<PathBuf>,
     paths: Vec<PathBuf>,
+    missing: Vec<PathBuf>,
 }
 
 impl Builder<'_> {
+    /// Code that would run from `p`, when nothing is there yet.
+    fn missing(&mut self, p: &Path) {
+        if self.inside(p) && std::fs::symlink_metadata(p).is_err() {
+            self.missing.push(p.to_path_buf());
+        }
+    }
+
     fn inside(&self, p: &Path) -> bool {
         p.starts_with(self.root)
     }
@@ -149,6 +172,7 @@ impl Builder<'_> {
     /// working directory, as the kernel reads it), `depth` levels deep.
     fn program(&mut self, cwd: &Path, p: &Path, depth: u8) {
         self.file(p);
+        self.missing(p);
         if depth == 0 || !self.inside(p) {
             return;
         }
@@ -201,6 +225,10 @@ impl Builder<'_> {
             .and_then(|n| n.to_str())
             .unwrap_or("");
         let literal = |a: &str| !a.contains("${") && !a.is_empty();
+        if let Some(script) = interpreter_script(name, args).filter(|s| literal(s)) {
+            let p = resolve(cwd, script);
+            self.missing(&p);
+        }
         if name.starts_with("python") {
             let target = python_target(args);
             // A venv's interpreter runs the venv's start-up files, and
@@ -295,7 +323,15 @@ impl Builder<'_> {
     }
 
     fn python(&mut self, p: &PythonExec) {
-        self.module(resolve(self.root, &p.cwd), &p.module);
+        let cwd = resolve(self.root, &p.cwd);
+        let before = self.files.len();
+        self.module(cwd.clone(), &p.module);
+        // No file of the module exists yet: the module file its name
+        // gives is code whoever writes it first would decide.
+        let file = p.module.split('.').fold(cwd, |d, part| d.join(part));
+        if self.files.len() == before && !file.exists() {
+            self.missing(&file.with_extension("py"));
+        }
         if let Some(venv) = &p.venv {
             self.venv(&resolve(self.root, venv), Some(&p.module));
         }
@@ -402,6 +438,32 @@ fn python_target(args: &[String]) -> Option<PythonTarget<'_>> {
             _ if a.starts_with("-m") => return Some(PythonTarget::Module(&a[2..])),
             _ if a.starts_with('-') => {}
             _ => return Some(PythonTarget::Script(a)),
+        }
+    }
+    None
+}
+
+/// The script `program` (an interpreter, by its file name) runs from
+/// `args`: the first argument that is not an option, for shells, `node`,
+/// `perl`, `ruby` and `python…` (not with `-c`/`-e` or `-m`).
+fn interpreter_script<'a>(program: &str, args: &'a [String]) -> Option<&'a str> {
+    const SHELLS: [&str; 7] = ["sh", "bash", "dash", "zsh", "ksh", "ash", "fish"];
+    if program.starts_with("python") {
+        return match python_target(args) {
+            Some(PythonTarget::Script(s)) => Some(s),
+            _ => None,
+        };
+    }
+    let known = SHELLS.contains(&program)
+        || ["node", "nodejs", "perl", "ruby", "deno", "bun"].contains(&program);
+    if !known {
+        return None;
+    }
+    for a in args {
+        match a.as_str() {
+            "-c" | "-e" | "--eval" | "-p" | "--print" => return None,
+            _ if a.starts_with('-') => {}
+            _ => return Some(a),
         }
     }
     None

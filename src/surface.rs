@@ -147,15 +147,20 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
     let (mut protect, mut planted) = (Vec::new(), Vec::new());
     for root in roots {
         match Project::load(&root) {
-            Ok(p) => protect.extend(paths(&p, write)),
-            Err(_) => protect.extend(
-                ROOT_NAMES
-                    .iter()
-                    .map(|n| root.join(n))
-                    .filter(|p| p.symlink_metadata().is_ok()),
-            ),
+            Ok(p) => {
+                protect.extend(paths(&p, write));
+                planted.extend(absent(&p, write));
+            }
+            Err(_) => {
+                protect.extend(
+                    ROOT_NAMES
+                        .iter()
+                        .map(|n| root.join(n))
+                        .filter(|p| p.symlink_metadata().is_ok()),
+                );
+                planted.extend(absent_root_names(&root, write));
+            }
         }
-        planted.extend(absent(&root, write));
     }
     (protect, planted)
 }
@@ -165,20 +170,42 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
 const ROOT_NAMES: [&str; 3] = [".glee", "tools.json", ".git"];
 
 /// What the built-ins may never write: [`paths`] plus the root control
-/// names whether they exist or not (a write would create them).
+/// names whether they exist or not (a write would create them), and the
+/// code a tool would run that is not there yet.
 pub fn for_writes(project: &Project) -> Vec<PathBuf> {
     let mut out = surface_of(project, &[]);
     out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
+    out.extend(missing_code(project));
     out.sort();
     out.dedup();
     out
 }
 
-/// The root control names that do not exist yet but that a call with
-/// write grants `write` could create (a mount cannot cover a name that
-/// does not exist, and glovebox does not litter the project with
-/// placeholders). The engine checks them after the call ([`undo_planted`]).
-pub fn absent(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
+/// The code some tool of `project` (loaded whole) would run that does not
+/// exist yet ([`crate::footprint::Footprint::missing`]).
+fn missing_code(project: &Project) -> Vec<PathBuf> {
+    let whole;
+    let project = if project.whole {
+        project
+    } else {
+        match Project::load(&project.root) {
+            Ok(p) => {
+                whole = p;
+                &whole
+            }
+            Err(_) => return Vec::new(),
+        }
+    };
+    project
+        .tools
+        .iter()
+        .flat_map(|t| crate::footprint::of(&project.root, t).missing)
+        .collect()
+}
+
+/// The root control names missing from `root` that a call with write
+/// grants `write` could create (`.git` not when the grants name it).
+fn absent_root_names(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
     ROOT_NAMES
         .iter()
         .map(|n| root.join(n))
@@ -186,6 +213,30 @@ pub fn absent(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
         .filter(|p| write.iter().any(|w| p.starts_with(w)))
         .filter(|p| !(p.ends_with(".git") && write.iter().any(|w| w.starts_with(p))))
         .collect()
+}
+
+/// The names that do not exist yet but that a call with write grants
+/// `write` could create and that would change what tools exist or run:
+/// the root control names, and the code a tool would run that is not
+/// there yet ([`crate::footprint::Footprint::missing`]: an entrypoint, a
+/// script given to an interpreter, a python module). A mount cannot
+/// cover a name that does not exist, and glovebox does not litter the
+/// project with placeholders: the engine checks them after the call
+/// ([`undo_planted`]).
+pub fn absent(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
+    let root = &project.root;
+    let granted = |p: &PathBuf| write.iter().any(|w| p.starts_with(w));
+    let mut out = absent_root_names(root, write);
+    if !write
+        .iter()
+        .any(|w| w.starts_with(root) || root.starts_with(w))
+    {
+        return out;
+    }
+    out.extend(missing_code(project).into_iter().filter(granted));
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Removes each of `absent` that now exists (the call created it: a
@@ -295,12 +346,12 @@ mod tests {
         let root = p.root.clone();
         fs::remove_dir_all(root.join(".git")).unwrap();
         // Only under a write grant that covers the root.
-        assert!(absent(&root, &[root.join("out")]).is_empty());
-        let a = absent(&root, std::slice::from_ref(&root));
-        assert_eq!(a, [root.join("tools.json"), root.join(".git")]);
+        assert!(absent(&p, &[root.join("out")]).is_empty());
+        let a = absent(&p, std::slice::from_ref(&root));
+        assert_eq!(a, [root.join(".git"), root.join("tools.json")]);
         // Named explicitly: .git is the tool's to create.
         assert_eq!(
-            absent(&root, &[root.clone(), root.join(".git")]),
+            absent(&p, &[root.clone(), root.join(".git")]),
             [root.join("tools.json")]
         );
         fs::write(root.join("tools.json"), "[]").unwrap();
@@ -308,6 +359,33 @@ mod tests {
         assert_eq!(undo_planted(&a), a);
         assert!(!root.join("tools.json").exists() && !root.join(".git").exists());
         assert!(for_writes(&p).contains(&root.join("tools.json")));
+    }
+
+    #[test]
+    fn code_a_tool_would_run_that_is_missing_is_watched_under_write_grants() {
+        let later = CMD
+            .replace("name: c", "name: later")
+            .replace("entrypoint: ./run.sh", "entrypoint: sh")
+            .replace(
+                "args: [helper.py, \"${x}\"]",
+                "args: [scripts/later.sh, \"${x}\"]",
+            );
+        let gone = PY
+            .replace("name: p", "name: gone")
+            .replace("module: pkg.sub.mod", "module: made");
+        let (_t, p) = project(&[("later", &later), ("gone", &gone)]);
+        let root = p.root.clone();
+        let a = absent(&p, std::slice::from_ref(&root));
+        assert!(a.contains(&root.join("scripts/later.sh")), "{a:?}");
+        assert!(a.contains(&root.join("made.py")), "{a:?}");
+        // Existing code is protected by a mount instead, and a grant
+        // elsewhere watches nothing.
+        assert!(!a.contains(&root.join("run.sh")), "{a:?}");
+        assert!(absent(&p, &[root.join("out")]).is_empty());
+        // The built-ins refuse to create them too.
+        let w = for_writes(&p);
+        assert!(is_protected(&root.join("scripts/later.sh"), &w), "{w:?}");
+        assert!(is_protected(&root.join("made.py"), &w), "{w:?}");
     }
 
     #[test]

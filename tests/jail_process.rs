@@ -152,6 +152,49 @@ fn home_is_private_writable_and_removed_afterwards() {
     );
 }
 
+/// The private HOME leaves nothing on the host, even when the supervisor is
+/// killed with SIGKILL mid-call: with a mount tree it is a tmpfs of the
+/// jail (no host path at all); without one (the namespace-free jail) the
+/// host directory a killed supervisor left is removed by the next
+/// supervisor that makes one.
+#[test]
+fn home_leaves_nothing_on_the_host_when_the_supervisor_is_killed() {
+    use std::io::BufRead;
+    require_jail!();
+    let m = marker("home-kill");
+    let mut child = Command::new(bin())
+        .args(["sandbox", "--", "sh", "-c"])
+        .arg(format!(
+            "echo \"$HOME\"; echo {m} > \"$HOME/proof\"; echo \"fs:$(grep \" $HOME \" /proc/self/mounts | cut -d' ' -f3)\"; sleep 60"
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let home = lines.next().unwrap().unwrap();
+    let fstype = lines.next().map(|l| l.unwrap()).unwrap_or_default();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let host = std::path::Path::new(&home);
+    if namespace_free() {
+        assert!(home.contains("glovebox-home-"), "a host directory: {home}");
+        // The killed supervisor left its home (unless a supervisor of a
+        // test running beside this one swept it already).
+        if let Ok(proof) = std::fs::read_to_string(host.join("proof")) {
+            assert_eq!(proof.trim(), m, "the probe wrote into its home");
+        }
+        let r = sandbox(&[], &["true"]);
+        assert_eq!(r.code, Some(0), "{r:#?}");
+        assert!(!host.exists(), "the next supervisor removed {home}");
+    } else {
+        assert_eq!(home, "/.glovebox-home");
+        assert_eq!(fstype, "fs:tmpfs", "the home is a tmpfs of the jail");
+        assert!(!host.exists(), "nothing was made on the host for the home");
+    }
+}
+
 #[test]
 fn double_forked_daemon_is_gone_after_the_call() {
     require_jail!();

@@ -696,3 +696,67 @@ fn explain_shows_the_tree_and_the_protected_paths() {
         "{text}"
     );
 }
+
+#[test]
+fn code_a_tool_would_run_cannot_be_created_by_another() {
+    require_jail!();
+    let f = project();
+    // `later` runs a script that does not exist yet; `laterpy` a module
+    // that does not exist yet. Whoever creates them first would decide
+    // what those tools run, with their permissions.
+    f.tool(&command_tool(
+        "later",
+        schema(json!({})),
+        json!({"entrypoint": "sh", "args": ["scripts/later.sh"], "cwd": "."}),
+        read_root(),
+    ));
+    fs::create_dir_all(f.root.join("work")).unwrap();
+    f.tool(&python_tool(
+        "laterpy",
+        schema(json!({})),
+        json!({"module": "made", "function": "run", "cwd": "work"}),
+        read_root(),
+    ));
+    // The module: created, then removed after the call, which fails; the
+    // writer's ordinary output in the same call stays.
+    let r = sh(
+        &f,
+        "writer",
+        "echo proof > out/proof; printf 'def run():\\n    return \"HIJACKED\"\\n' > work/made.py && echo MADE",
+    );
+    assert_eq!(
+        fs::read_to_string(f.root.join("out/proof")).unwrap(),
+        "proof\n",
+        "the writer did not run: {r:#?}"
+    );
+    r.assert_failed("permission_exceeds_ceiling", 1);
+    assert!(r.message().contains("work/made.py"), "{r:#?}");
+    assert!(!f.root.join("work/made.py").exists(), "the module stayed");
+    // The script: created and removed (or, without a mount namespace,
+    // refused at once in a directory that holds another tool's script).
+    let r = sh(
+        &f,
+        "writer",
+        "echo ran > out/proof2; echo 'echo HIJACKED' > scripts/later.sh && echo MADE; true",
+    );
+    assert_eq!(
+        fs::read_to_string(f.root.join("out/proof2")).unwrap(),
+        "ran\n",
+        "the writer did not run: {r:#?}"
+    );
+    if namespace_free() {
+        r.assert_ok();
+        assert!(!r.text().contains("MADE"), "{r:#?}");
+    } else {
+        r.assert_failed("permission_exceeds_ceiling", 1);
+        assert!(r.message().contains("scripts/later.sh"), "{r:#?}");
+    }
+    assert!(
+        !f.root.join("scripts/later.sh").exists(),
+        "the script stayed"
+    );
+    for tool in ["later", "laterpy"] {
+        let t = f.run(tool, &[]);
+        assert!(!t.mentions("HIJACKED"), "{tool}: {t:#?}");
+    }
+}

@@ -25,6 +25,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let live = super::live(cli)?;
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
+    glovebox::jail::cgroup::reuse();
     live.calls().set_limits(CallLimits {
         max_concurrent: args.max_concurrent,
         max_queued: args.max_queued,
@@ -42,5 +43,6 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     runtime.shutdown_background();
     // Idle warm workers end with their jails (and private HOMEs) removed.
     glovebox::run::warm::shutdown();
+    glovebox::jail::cgroup::release_idle();
     Ok(ExitCode::SUCCESS)
 }

@@ -104,6 +104,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let live = super::live(cli)?;
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
+    glovebox::jail::cgroup::reuse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -127,6 +128,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     runtime.shutdown_background();
     // Idle warm workers end with their jails (and private HOMEs) removed.
     glovebox::run::warm::shutdown();
+    glovebox::jail::cgroup::release_idle();
     eprintln!("glovebox: stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -31,7 +31,10 @@
 //! - [`intercept`]: the connections to a placeholder secret's hosts, read
 //!   after [`decide`] allowed them (HTTPS with a CA made for the call):
 //!   the value goes to those hosts only, every other host is tunnelled
-//!   untouched.
+//!   untouched;
+//! - [`warm`]: one request through the whole path when the egress runtime
+//!   starts, so that a tool's first connection does not pay the process's
+//!   first page faults and allocations.
 
 pub mod allow;
 pub mod decide;
@@ -41,6 +44,7 @@ pub mod listeners;
 pub mod log;
 pub mod placeholder;
 pub mod relay;
+pub mod warm;
 
 use std::sync::{Arc, Mutex};
 
@@ -99,6 +103,9 @@ impl Drop for Running {
             // listener and connections were closed.
             let _ = done.recv();
         }
+        // The first call to end: the process's warm-up too (long over by
+        // now but for a call that ended at once).
+        warm::wait();
     }
 }
 
@@ -136,6 +143,8 @@ fn runtime() -> std::io::Result<tokio::runtime::Handle> {
     // Kept until the process exits (a failed start is tried again by the
     // next call).
     let handle = Box::leak(Box::new(runtime)).handle().clone();
+    // In the background, while the first call's tool starts.
+    warm::start(&handle);
     *slot = Some(handle.clone());
     Ok(handle)
 }

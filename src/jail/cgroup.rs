@@ -19,12 +19,26 @@
 //! thread moves the whole process, and every process it later forks starts
 //! in the group. On v1 hierarchies we therefore write to `tasks`; on v2
 //! (where `cgroup.threads` cannot cross domain cgroups) to `cgroup.procs`.
+//!
+//! ## Reuse in servers
+//!
+//! Making and removing a cgroup per call costs the kernel a directory of
+//! control files each time (and a removal can wait for the last task to be
+//! released). A server ([`reuse`]: `serve`, `mcp`) keeps the groups of
+//! ended calls instead, up to [`IDLE_MAX`], and hands one to the next call
+//! that needs the same controllers: only when it holds no process any more
+//! (its `cgroup.procs` is empty), with that call's limits written again and
+//! its counters (memory kills, refused forks) read first, so that what the
+//! call reports is its own. So each call still has a group of its own for
+//! its whole life, with its own limits, and never one another call is
+//! still in. Idle groups are removed at shutdown ([`release_idle`]), and by
+//! the next process's sweep when the server was killed.
 
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Errors while setting up a call's cgroup.
 #[derive(Debug, thiserror::Error)]
@@ -234,7 +248,32 @@ fn sweep_stale(avail: &Available) {
     }
 }
 
-/// The cgroups of one call. Removed when dropped.
+/// Most idle call groups a server keeps for reuse.
+pub const IDLE_MAX: usize = 64;
+
+static REUSE: AtomicBool = AtomicBool::new(false);
+
+fn idle() -> &'static Mutex<Vec<CallGroup>> {
+    static IDLE: OnceLock<Mutex<Vec<CallGroup>>> = OnceLock::new();
+    IDLE.get_or_init(Default::default)
+}
+
+/// Keeps the groups of ended calls for the next calls of this process (a
+/// server: see [the module docs](self)) instead of removing them.
+pub fn reuse() {
+    REUSE.store(true, Ordering::Relaxed);
+}
+
+/// Stops reusing and removes every idle group (a server that is about to
+/// exit).
+pub fn release_idle() {
+    REUSE.store(false, Ordering::Relaxed);
+    let groups = std::mem::take(&mut *idle().lock().unwrap_or_else(PoisonError::into_inner));
+    drop(groups);
+}
+
+/// The cgroups of one call. Removed when dropped (kept for the next call
+/// in a server, see [`reuse`]).
 #[derive(Debug)]
 pub struct CallGroup {
     dirs: Vec<PathBuf>,
@@ -243,6 +282,13 @@ pub struct CallGroup {
     pub procs: Vec<OwnedFd>,
     memory: Option<(PathBuf, Version)>,
     pids: Option<(PathBuf, Version)>,
+    /// The limits written now.
+    memory_limit: Option<u64>,
+    pids_limit: Option<u64>,
+    /// The counters when this call got the group (a reused group's count
+    /// from earlier calls).
+    oom_kills_before: u64,
+    pids_refused_before: u64,
 }
 
 fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
@@ -252,10 +298,96 @@ fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
     })
 }
 
+/// Writes a v1 memory limit (and the memory+swap one when there is one):
+/// the swap limit may never be below the memory limit, so the order
+/// depends on whether the limit goes up.
+fn write_v1_memory(dir: &Path, limit: u64, raising: bool) -> Result<(), CgroupError> {
+    let memsw = dir.join("memory.memsw.limit_in_bytes");
+    let has_memsw = memsw.exists();
+    if raising && has_memsw {
+        write(&memsw, &limit.to_string())?;
+    }
+    write(&dir.join("memory.limit_in_bytes"), &limit.to_string())?;
+    if !raising && has_memsw {
+        write(&memsw, &limit.to_string())?;
+    }
+    Ok(())
+}
+
 impl CallGroup {
-    /// Creates the call's cgroups with these limits (`None`: that
-    /// controller is not used).
+    /// The call's cgroups with these limits (`None`: that controller is
+    /// not used): an idle group of this server when one is free and empty
+    /// ([`reuse`]), else new ones.
     pub fn create(memory_bytes: Option<u64>, pids: Option<u64>) -> Result<CallGroup, CgroupError> {
+        if REUSE.load(Ordering::Relaxed) {
+            if let Some(g) = CallGroup::take_idle(memory_bytes, pids) {
+                return Ok(g);
+            }
+        }
+        CallGroup::make(memory_bytes, pids)
+    }
+
+    /// An idle group with the same controllers that holds no process,
+    /// given these limits and its counters read; `None` when there is none.
+    fn take_idle(memory_bytes: Option<u64>, pids: Option<u64>) -> Option<CallGroup> {
+        let mut g = {
+            let mut pool = idle().lock().unwrap_or_else(PoisonError::into_inner);
+            let i = pool.iter().position(|g| {
+                g.memory.is_some() == memory_bytes.is_some()
+                    && g.pids.is_some() == pids.is_some()
+                    && g.is_empty()
+            })?;
+            pool.swap_remove(i)
+        };
+        match g.reset(memory_bytes, pids) {
+            Ok(()) => Some(g),
+            Err(_) => {
+                // Not kept: removed now, and the call gets new groups.
+                g.discard();
+                None
+            }
+        }
+    }
+
+    /// True when no process is in any of the groups.
+    fn is_empty(&self) -> bool {
+        self.dirs
+            .iter()
+            .all(|d| fs::read(d.join("cgroup.procs")).is_ok_and(|procs| procs.is_empty()))
+    }
+
+    /// Sets this call's limits on a reused group and reads its counters.
+    fn reset(&mut self, memory_bytes: Option<u64>, pids: Option<u64>) -> Result<(), CgroupError> {
+        if let (Some(limit), Some((dir, version))) = (memory_bytes, &self.memory) {
+            if self.memory_limit != Some(limit) {
+                let raising = self.memory_limit.is_none_or(|old| limit > old);
+                self.memory_limit = None;
+                match version {
+                    Version::V2 => write(&dir.join("memory.max"), &limit.to_string())?,
+                    Version::V1 => write_v1_memory(dir, limit, raising)?,
+                }
+                self.memory_limit = Some(limit);
+            }
+        }
+        if let (Some(limit), Some((dir, _))) = (pids, &self.pids) {
+            if self.pids_limit != Some(limit) {
+                self.pids_limit = None;
+                write(&dir.join("pids.max"), &limit.to_string())?;
+                self.pids_limit = Some(limit);
+            }
+        }
+        self.oom_kills_before = self.oom_kills();
+        self.pids_refused_before = self.pids_refused();
+        Ok(())
+    }
+
+    /// Removes the groups now (never kept for reuse).
+    fn discard(mut self) {
+        self.remove();
+    }
+
+    /// Creates new cgroups for a call.
+    fn make(memory_bytes: Option<u64>, pids: Option<u64>) -> Result<CallGroup, CgroupError> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         static SWEPT: OnceLock<()> = OnceLock::new();
         let avail = available();
@@ -276,6 +408,10 @@ impl CallGroup {
             procs: Vec::new(),
             memory: None,
             pids: None,
+            memory_limit: None,
+            pids_limit: None,
+            oom_kills_before: 0,
+            pids_refused_before: 0,
         };
         let mut make = |base: &Path| -> Result<PathBuf, CgroupError> {
             let dir = base.join(&name);
@@ -299,20 +435,16 @@ impl CallGroup {
                         write(&swap, "0")?;
                     }
                 }
-                Version::V1 => {
-                    write(&dir.join("memory.limit_in_bytes"), &limit.to_string())?;
-                    let memsw = dir.join("memory.memsw.limit_in_bytes");
-                    if memsw.exists() {
-                        write(&memsw, &limit.to_string())?;
-                    }
-                }
+                Version::V1 => write_v1_memory(&dir, limit, false)?,
             }
             group.memory = Some((dir, c.version));
+            group.memory_limit = Some(limit);
         }
         if let (Some(limit), Some(c)) = (pids, &avail.pids) {
             let dir = make(&c.base)?;
             write(&dir.join("pids.max"), &limit.to_string())?;
             group.pids = Some((dir, c.version));
+            group.pids_limit = Some(limit);
         }
         for dir in &group.dirs {
             let v1 = [&group.memory, &group.pids]
@@ -339,23 +471,55 @@ impl CallGroup {
         self.pids.as_ref().map(|(_, v)| *v)
     }
 
-    /// True when the kernel killed a process for memory in this group.
+    /// True when the kernel killed a process for memory in this group
+    /// during this call.
     pub fn memory_exceeded(&self) -> bool {
+        self.oom_kills() > self.oom_kills_before
+    }
+
+    /// True when the process limit refused a fork in this group during
+    /// this call.
+    pub fn pids_exceeded(&self) -> bool {
+        self.pids_refused() > self.pids_refused_before
+    }
+
+    fn oom_kills(&self) -> u64 {
         let Some((dir, version)) = &self.memory else {
-            return false;
+            return 0;
         };
         let (file, key) = match version {
             Version::V2 => ("memory.events", "oom_kill"),
             Version::V1 => ("memory.oom_control", "oom_kill"),
         };
-        counter(&dir.join(file), key) > 0
+        counter(&dir.join(file), key)
     }
 
-    /// True when the process limit refused a fork in this group.
-    pub fn pids_exceeded(&self) -> bool {
+    fn pids_refused(&self) -> u64 {
         self.pids
             .as_ref()
-            .is_some_and(|(dir, _)| counter(&dir.join("pids.events"), "max") > 0)
+            .map_or(0, |(dir, _)| counter(&dir.join("pids.events"), "max"))
+    }
+
+    /// Removes the groups (waiting briefly for the kernel to release the
+    /// last task of a call that just ended).
+    fn remove(&mut self) {
+        self.procs.clear();
+        for dir in std::mem::take(&mut self.dirs) {
+            // The tree is dead by now (its PID namespace ended); the kernel
+            // may need a moment to release the last task.
+            for attempt in 0..50 {
+                match fs::remove_dir(&dir) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                    Err(_) => {
+                        if attempt == 10 {
+                            let _ = fs::write(dir.join("cgroup.kill"), "1");
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -373,22 +537,132 @@ fn counter(path: &Path, key: &str) -> u64 {
 
 impl Drop for CallGroup {
     fn drop(&mut self) {
-        self.procs.clear();
-        for dir in &self.dirs {
-            // The tree is dead by now (its PID namespace ended); the kernel
-            // may need a moment to release the last task.
-            for attempt in 0..50 {
-                match fs::remove_dir(dir) {
-                    Ok(()) => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                    Err(_) => {
-                        if attempt == 10 {
-                            let _ = fs::write(dir.join("cgroup.kill"), "1");
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                    }
-                }
+        if self.dirs.is_empty() {
+            return;
+        }
+        if REUSE.load(Ordering::Relaxed) {
+            let mut pool = idle().lock().unwrap_or_else(PoisonError::into_inner);
+            if pool.len() < IDLE_MAX {
+                // Kept whole for the next call (whose `take_idle` checks it
+                // is empty by then).
+                let kept = CallGroup {
+                    dirs: std::mem::take(&mut self.dirs),
+                    procs: std::mem::take(&mut self.procs),
+                    memory: self.memory.take(),
+                    pids: self.pids.take(),
+                    memory_limit: self.memory_limit,
+                    pids_limit: self.pids_limit,
+                    oom_kills_before: 0,
+                    pids_refused_before: 0,
+                };
+                pool.push(kept);
+                return;
             }
+        }
+        self.remove();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Runs `script` with its shell moved into `group`'s pids cgroup first.
+    fn run_in(group: &CallGroup, script: &str) {
+        let (dir, _) = group.pids.as_ref().unwrap();
+        let tasks = dir.join("tasks");
+        let target = if tasks.exists() {
+            tasks
+        } else {
+            dir.join("cgroup.procs")
+        };
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo $$ > '{}' || exit 1; {script}",
+                target.display()
+            ))
+            .status()
+            .unwrap();
+        assert!(status.code().is_some(), "{status:?}");
+    }
+
+    #[test]
+    fn a_reused_group_is_empty_has_the_new_limits_and_counts_only_its_own_call() {
+        if available().pids.is_none() {
+            let why = "no writable pids cgroup for this user";
+            if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1")
+                && nix::unistd::geteuid().is_root()
+            {
+                panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
+            }
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+        reuse();
+        // A call that hit its process limit.
+        let first = CallGroup::create(None, Some(3)).unwrap();
+        run_in(
+            &first,
+            "for i in 1 2 3 4 5 6; do sleep 0.2 & done 2>/dev/null; wait",
+        );
+        assert!(first.pids_exceeded(), "the probe hit the limit");
+        let dir = first.dirs.clone();
+        // The shell gives up when a fork fails: its sleeps end on their
+        // own (a call's tree is dead when its group is given back).
+        for _ in 0..300 {
+            if first.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(first.is_empty());
+        drop(first);
+        // The next call gets that group, with its own limit and counters.
+        let second = CallGroup::create(None, Some(100)).unwrap();
+        assert_eq!(second.dirs, dir, "the idle group was reused");
+        let (pids_dir, _) = second.pids.as_ref().unwrap();
+        assert_eq!(
+            fs::read_to_string(pids_dir.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "100"
+        );
+        assert!(
+            !second.pids_exceeded(),
+            "the first call's refusals are not this one's"
+        );
+        // A group still holding a process is never handed out.
+        run_in(&second, "sleep 5 >/dev/null 2>&1 & echo started");
+        assert!(!second.is_empty(), "the sleeper is in the group");
+        drop(second);
+        let third = CallGroup::create(None, Some(100)).unwrap();
+        assert_ne!(
+            third.dirs, dir,
+            "a group with a process in it was not reused"
+        );
+        // End the sleeper, then every group goes away with the pool.
+        let procs = fs::read_to_string(dir[0].join("cgroup.procs")).unwrap();
+        for pid in procs.split_whitespace() {
+            let _ = Command::new("kill").args(["-9", pid]).status();
+        }
+        let third_dirs = third.dirs.clone();
+        drop(third);
+        release_idle();
+        for d in dir.iter().chain(&third_dirs) {
+            for _ in 0..100 {
+                if !d.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            if d.exists() {
+                // The sleeper's exit may lag: remove it the way the sweep would.
+                let _ = fs::remove_dir(d);
+            }
+            assert!(!d.exists(), "{d:?} removed");
         }
     }
 }

@@ -62,10 +62,7 @@ pub fn ruleset(abi: i32, access: &FsAccess, network: bool) -> Result<RulesetCrea
     let level = ABI::from(abi);
     let read_only = AccessFs::ReadFile | AccessFs::ReadDir;
     let read_exec = read_only | AccessFs::Execute;
-    // Everything a write path needs except device nodes, which no tool
-    // should create.
-    let write = (AccessFs::from_all(level) & !(AccessFs::MakeChar | AccessFs::MakeBlock))
-        & !AccessFs::Execute;
+    let write = write_access(level);
 
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -85,6 +82,18 @@ pub fn ruleset(abi: i32, access: &FsAccess, network: bool) -> Result<RulesetCrea
         ))?
         .add_rules(path_beneath_rules(&access.write, write))?;
     Ok(created)
+}
+
+/// Everything a write path needs except device nodes, which no tool
+/// should create, and execute.
+fn write_access(level: ABI) -> landlock::BitFlags<AccessFs> {
+    (AccessFs::from_all(level) & !(AccessFs::MakeChar | AccessFs::MakeBlock)) & !AccessFs::Execute
+}
+
+/// The access of a write grant on ABI `abi`, for a rule added from inside
+/// the child (the jail's private home, a tmpfs that only exists there).
+pub fn write_access_bits(abi: i32) -> u64 {
+    write_access(ABI::from(abi)).bits()
 }
 
 /// Access rights for a path-beneath rule added from inside the child (the

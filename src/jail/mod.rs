@@ -22,7 +22,8 @@
 //! - [`cgroup`]: memory and process limits for the whole tree, with rlimit
 //!   fallbacks;
 //! - capabilities dropped, `no_new_privs`, `setsid`, a scrubbed
-//!   environment with a private `HOME`.
+//!   environment with a private `HOME` (a tmpfs of the jail's own in the
+//!   tree, [`tree::HOME`]; a host directory without one).
 //!
 //! That is the `namespaces` mode. Where this process cannot create
 //! namespaces (a container, a runner that forbids user namespaces), the

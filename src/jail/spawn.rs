@@ -24,12 +24,14 @@
 //!    (`SCM_RIGHTS`) — `child_network`, decided in [`super::network`];
 //! 6. build the jail's root ([`super::tree`]): a tmpfs, `pivot_root`, the
 //!    prepared bind mounts (read-only unless writable, protected paths
-//!    read-only again), a fresh `/proc` for its PID namespace, a minimal
-//!    `/dev`; the host's root detached;
+//!    read-only again), the private home (a tmpfs holding the spec's home
+//!    files), a fresh `/proc` for its PID namespace, a minimal `/dev`; the
+//!    host's root detached;
 //! 7. stdin/stdout/stderr onto 0/1/2, every other fd close-on-exec;
 //! 8. `chdir`, resource limits;
 //! 9. drop every capability, bounding set included (root supervisor);
-//! 10. `no_new_privs`, then Landlock (adding the new `/proc`);
+//! 10. `no_new_privs`, then Landlock (adding the new `/proc` and the
+//!     private home's tmpfs);
 //! 11. seccomp, last, because it forbids some of the steps above; without a
 //!     mount namespace then the metadata filter, whose notification
 //!     listener goes to the supervisor over a socketpair (`SCM_RIGHTS`) and
@@ -186,6 +188,9 @@ struct Prepared {
     report: RawFd,
     report_read_end: RawFd,
     landlock: Option<OwnedFd>,
+    /// The Landlock access of the private home, a tmpfs made in the
+    /// child's tree (its rule is added there, once it exists).
+    home_rule: Option<u64>,
     seccomp: Option<&'static Filter>,
     /// The filter to use instead when the namespaces fail in degraded mode
     /// (no tree: the metadata family is refused by seccomp).
@@ -228,6 +233,7 @@ const TMPFS_MODE: &CStr = c"mode=0755";
 const STAGE: &CStr = c"/tmp";
 const OLD_ROOT: &CStr = c"/.glovebox-old-root";
 const OLD_ROOT_NAME: &CStr = c".glovebox-old-root";
+const HOME: &CStr = c"/.glovebox-home";
 
 use std::ffi::CStr;
 
@@ -337,26 +343,68 @@ fn environment(spec: &Spec, home: &Path) -> Vec<(OsString, OsString)> {
     env
 }
 
-/// Writes the spec's files into the private home (mode 0644) and sets
-/// the variables that name them.
-fn home_files(
-    spec: &Spec,
-    home: &Path,
-    env: &mut Vec<(OsString, OsString)>,
-) -> Result<(), JailError> {
+/// The call's environment with its private home at `home`: the minimal
+/// base, the caller's variables, the proxy's (a call behind the egress
+/// proxy), then the variables naming the spec's home files.
+fn call_env(spec: &Spec, home: &Path, proxied: bool) -> Vec<(OsString, OsString)> {
+    let mut env = environment(spec, home);
+    if proxied {
+        net::proxy_environment(&mut env);
+    }
+    for f in &spec.home_files {
+        for v in &f.variables {
+            env.retain(|(k, _)| k != v.as_str());
+            env.push((v.into(), home.join(&f.name).into_os_string()));
+        }
+    }
+    env
+}
+
+/// The environment as `KEY=value` C strings and the NULL-terminated
+/// pointer array `execve` takes (pointing into them).
+fn env_cstrings(
+    env: &[(OsString, OsString)],
+) -> Result<(Vec<CString>, Vec<*const libc::c_char>), JailError> {
+    let envp: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| {
+            if k.is_empty() || k.as_bytes().contains(&b'=') {
+                return Err(JailError::InvalidSpec {
+                    message: format!("invalid environment variable name {k:?}"),
+                });
+            }
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).map_err(|_| JailError::InvalidSpec {
+                message: format!("environment variable {k:?} contains a NUL byte"),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let mut ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    Ok((envp, ptrs))
+}
+
+fn check_home_file_name(name: &str) -> Result<(), JailError> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(JailError::InvalidSpec {
+            message: format!("home file name {name:?} is not a plain file name"),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the spec's files into a host home directory (mode 0644).
+fn write_home_files(spec: &Spec, home: &Path) -> Result<(), JailError> {
     use std::os::unix::fs::OpenOptionsExt;
     for f in &spec.home_files {
-        if f.name.is_empty() || f.name.contains('/') || f.name == "." || f.name == ".." {
-            return Err(JailError::InvalidSpec {
-                message: format!("home file name {:?} is not a plain file name", f.name),
-            });
-        }
-        let path = home.join(&f.name);
+        check_home_file_name(&f.name)?;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o644)
-            .open(&path)
+            .open(home.join(&f.name))
             .and_then(|mut file| {
                 std::io::Write::write_all(&mut file, &f.contents)?;
                 file.set_permissions(std::fs::Permissions::from_mode(0o644))
@@ -365,12 +413,78 @@ fn home_files(
                 what: "writing a file into the private home directory",
                 source,
             })?;
-        for v in &f.variables {
-            env.retain(|(k, _)| k != v.as_str());
-            env.push((v.into(), path.as_os_str().to_owned()));
-        }
     }
     Ok(())
+}
+
+/// The prefix of a host home directory's name; the supervisor's pid
+/// follows, so that [`sweep_host_homes`] knows whose it is.
+const HOST_HOME_PREFIX: &str = "glovebox-home-";
+
+/// A private home directory on the host, for a jail without a mount tree
+/// (the namespace-free jail): `$TMPDIR/glovebox-home-<pid>-<random>`,
+/// mode 0700, removed when dropped. The first one of a process first
+/// removes those that supervisors killed before their cleanup left.
+fn host_home() -> Result<tempfile::TempDir, JailError> {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| sweep_host_homes(&std::env::temp_dir()));
+    tempfile::Builder::new()
+        .prefix(&format!("{HOST_HOME_PREFIX}{}-", std::process::id()))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(|source| JailError::Prepare {
+            what: "creating the private home directory",
+            source,
+        })
+}
+
+/// Removes the host home directories in `dir` that belong to this user and
+/// to a supervisor that is gone (killed with SIGKILL: its calls ended with
+/// it, `PDEATHSIG`). Links are never followed.
+pub(crate) fn sweep_host_homes(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let euid = nix::unistd::geteuid().as_raw();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(HOST_HOME_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(meta) = e.path().symlink_metadata() else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != euid || pid == std::process::id() {
+            continue;
+        }
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// Where a call's private `HOME` (and `TMPDIR`) is.
+enum Home {
+    /// A tmpfs the child mounts in its own tree at [`super::tree::HOME`]:
+    /// nothing on the host to make, remove or leak.
+    Jail,
+    /// A directory on the host (no mount tree), removed after the call.
+    Host(tempfile::TempDir),
+}
+
+impl Home {
+    fn path(&self) -> &Path {
+        match self {
+            Home::Jail => Path::new(super::tree::HOME),
+            Home::Host(dir) => dir.path(),
+        }
+    }
 }
 
 /// Runs `spec` in a jail and waits for it.
@@ -435,22 +549,15 @@ fn attempt(
         }
         .into());
     }
-    // --- filesystem: baseline profile + the caller's paths + private HOME.
-    let home = tempfile::Builder::new()
-        .prefix("glovebox-home-")
-        .tempdir()
-        .map_err(|source| JailError::Prepare {
-            what: "creating the private home directory",
-            source,
-        })?;
+    // --- filesystem: baseline profile + the caller's paths (the private
+    // HOME is added below, once the plan says where it lives).
     let mut access: FsAccess = profile::baseline(spec.network)?;
     access.read.extend(spec.fs.read.iter().cloned());
     access.write.extend(spec.fs.write.iter().cloned());
     access.exec.extend(spec.fs.exec.iter().cloned());
     access.read_only.extend(spec.fs.read_only.iter().cloned());
-    access.write.push(home.path().to_path_buf());
     // The write grants as given (the metadata supervisor's and the tree's).
-    let write_grants = access.write.clone();
+    let mut write_grants = access.write.clone();
     // Without a mount tree nothing can bind the control surface read-only
     // again inside a write grant: the Landlock rules are split around it
     // instead (see `fs::split_write`).
@@ -491,13 +598,43 @@ fn attempt(
         subreaper,
     };
     let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied)?;
+    // --- the private HOME: a tmpfs in the jail's own tree, else a host
+    // directory granted like a write path.
+    let mut home = match plan.guard {
+        MetadataGuard::Tree => Home::Jail,
+        MetadataGuard::Seccomp => {
+            let dir = host_home()?;
+            write_home_files(spec, dir.path())?;
+            access.write.push(dir.path().to_path_buf());
+            write_grants.push(dir.path().to_path_buf());
+            Home::Host(dir)
+        }
+    };
     let landlock = match plan.landlock_abi {
         Some(abi) => Option::<OwnedFd>::from(jfs::ruleset(abi, &access, spec.network)?),
         None => None,
     };
     let tree_plan = match plan.guard {
-        MetadataGuard::Tree => Some(fs_tree.plan()?),
+        MetadataGuard::Tree => {
+            let mut tp = fs_tree.plan()?;
+            for f in &spec.home_files {
+                check_home_file_name(&f.name)?;
+            }
+            let files: Vec<(&str, &[u8])> = spec
+                .home_files
+                .iter()
+                .map(|f| (f.name.as_str(), f.contents.as_slice()))
+                .collect();
+            tp.ops
+                .extend(super::tree::home_ops(spec.limits.memory_bytes, &files)?);
+            Some(tp)
+        }
         MetadataGuard::Seccomp => None,
+    };
+    // The home's Landlock rule, added in the child once its tmpfs exists.
+    let home_rule = match (&home, plan.landlock_abi) {
+        (Home::Jail, Some(abi)) => Some(jfs::write_access_bits(abi)),
+        _ => None,
     };
     let (seccomp, seccomp_without_tree) = match plan.seccomp {
         Some(sockets) => (
@@ -520,11 +657,8 @@ fn attempt(
     let drop_caps = plan.drop_caps.then(sys::last_cap);
 
     // --- program, argv, env.
-    let mut env = environment(spec, home.path());
-    if matches!(plan.net, NetPlan::Proxied(_)) {
-        net::proxy_environment(&mut env);
-    }
-    home_files(spec, home.path(), &mut env)?;
+    let proxied = matches!(plan.net, NetPlan::Proxied(_));
+    let env = call_env(spec, home.path(), proxied);
     let path_var = env
         .iter()
         .find(|(k, _)| k == "PATH")
@@ -536,26 +670,9 @@ fn attempt(
         .iter()
         .map(|a| cstring(a, "an argument"))
         .collect::<Result<_, _>>()?;
-    let envp: Vec<CString> = env
-        .iter()
-        .map(|(k, v)| {
-            if k.is_empty() || k.as_bytes().contains(&b'=') {
-                return Err(JailError::InvalidSpec {
-                    message: format!("invalid environment variable name {k:?}"),
-                });
-            }
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            CString::new(kv).map_err(|_| JailError::InvalidSpec {
-                message: format!("environment variable {k:?} contains a NUL byte"),
-            })
-        })
-        .collect::<Result<_, _>>()?;
+    let (envp, envp_ptrs) = env_cstrings(&env)?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
-    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
-    envp_ptrs.push(std::ptr::null());
 
     // --- stdio.
     let (stdin_child, stdin_feed) = match &spec.stdin {
@@ -604,6 +721,7 @@ fn attempt(
         report: -1,
         report_read_end: -1,
         landlock,
+        home_rule,
         seccomp,
         seccomp_without_tree,
         tree: tree_plan,
@@ -664,6 +782,27 @@ fn attempt(
                 std::io::Error::from_raw_os_error(errno)
             );
             plan.without_namespaces(spec.degraded, &why, !protected.is_empty(), subreaper);
+            if matches!(home, Home::Jail) {
+                // No tree for its tmpfs: a host directory instead, granted
+                // (Landlock, the metadata supervisor) and named in the
+                // environment like the namespace-free jail's.
+                let dir = host_home()?;
+                write_home_files(spec, dir.path())?;
+                if let (Some(fd), Some(abi)) = (&prepared.landlock, plan.landlock_abi) {
+                    let path = cstring(dir.path().as_os_str(), "the home directory")?;
+                    sys::landlock_allow_path(fd.as_raw_fd(), &path, jfs::write_access_bits(abi))
+                        .map_err(|e| JailError::Prepare {
+                            what: "granting the private home directory",
+                            source: std::io::Error::from_raw_os_error(e),
+                        })?;
+                }
+                let (envp, envp_ptrs) = env_cstrings(&call_env(spec, dir.path(), proxied))?;
+                prepared._envp = envp;
+                prepared.envp_ptrs = envp_ptrs;
+                prepared.home_rule = None;
+                write_grants.push(dir.path().to_path_buf());
+                home = Home::Host(dir);
+            }
             prepared.private_proc = false;
             prepared.id_maps = None;
             prepared.tree = None;
@@ -1016,6 +1155,9 @@ fn child_main(p: &mut Prepared) -> ! {
                 };
             }
         }
+        if let (Ok(()), Some(bits)) = (r, p.home_rule) {
+            r = sys::landlock_allow_path(fd, HOME, bits);
+        }
         if let Err(e) = r.and_then(|()| sys::landlock_restrict_self(fd)) {
             fail(report, Step::Landlock, e);
         }
@@ -1132,6 +1274,14 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
                 sys::mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None)?
             }
             Op::ReadOnly(p) => sys::make_read_only(p)?,
+            Op::Tmpfs { at, options } => sys::mount(
+                Some(TMPFS),
+                at,
+                Some(TMPFS),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(options),
+            )?,
+            Op::File { path, contents } => sys::create_file(path, contents)?,
             Op::BindLink { src, dst } => sys::bind_link(src, dst)?,
         }
     }
@@ -1193,9 +1343,70 @@ mod tests {
     }
 
     #[test]
+    fn host_homes_of_dead_supervisors_are_swept_and_nothing_else() {
+        let t = tempfile::tempdir().unwrap();
+        // A pid that no process has now.
+        let dead = (100_000..4_000_000u32)
+            .rev()
+            .find(|p| !Path::new(&format!("/proc/{p}")).exists())
+            .unwrap();
+        let stale = t.path().join(format!("{HOST_HOME_PREFIX}{dead}-abc"));
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::write(stale.join("f"), "x").unwrap();
+        let live = t.path().join(format!("{HOST_HOME_PREFIX}1-abc"));
+        std::fs::create_dir(&live).unwrap();
+        let ours = t
+            .path()
+            .join(format!("{HOST_HOME_PREFIX}{}-abc", std::process::id()));
+        std::fs::create_dir(&ours).unwrap();
+        let old_style = t.path().join(format!("{HOST_HOME_PREFIX}Xy12ab"));
+        std::fs::create_dir(&old_style).unwrap();
+        // A link named like a stale home is never followed.
+        let target = t.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("keep"), "x").unwrap();
+        let link = t.path().join(format!("{HOST_HOME_PREFIX}{dead}-lnk"));
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        sweep_host_homes(t.path());
+        assert!(!stale.exists(), "the dead supervisor's home was swept");
+        for kept in [&live, &ours, &old_style, &target.join("keep")] {
+            assert!(kept.exists(), "{kept:?} was kept");
+        }
+        assert!(link.symlink_metadata().is_ok(), "the link itself stays");
+    }
+
+    #[test]
+    fn the_jail_home_is_a_bounded_tmpfs_holding_the_spec_files() {
+        let ops = tree::home_ops(64 << 20, &[("ca.pem", b"PEM")]).unwrap();
+        assert_eq!(ops[0], Op::Mkdir(HOME.into()));
+        let Op::Tmpfs { at, options } = &ops[1] else {
+            panic!("{ops:?}")
+        };
+        assert_eq!(at.as_c_str(), HOME);
+        let o = options.to_str().unwrap();
+        assert!(
+            o.contains("mode=0700")
+                && o.contains(&format!("size={}", 64 << 20))
+                && !o.contains("nr_inodes"),
+            "{o}"
+        );
+        assert_eq!(
+            ops[2],
+            Op::File {
+                path: c"/.glovebox-home/ca.pem".into(),
+                contents: b"PEM".to_vec()
+            }
+        );
+        for bad in ["", "a/b", ".", ".."] {
+            assert!(tree::home_ops(1 << 20, &[(bad, b"")]).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn child_constants_match_the_tree() {
         assert_eq!(OLD_ROOT.to_str().unwrap(), tree::OLD_ROOT);
         assert_eq!(STAGE.to_str().unwrap(), tree::STAGE);
+        assert_eq!(HOME.to_str().unwrap(), tree::HOME);
         assert_eq!(
             format!("/{}", OLD_ROOT_NAME.to_str().unwrap()),
             tree::OLD_ROOT

@@ -378,6 +378,25 @@ pub fn touch(path: &CStr) -> SysResult<()> {
     }
 }
 
+/// Creates the new file `path` (mode 0644 whatever the umask, never
+/// through a link) holding `data`.
+pub fn create_file(path: &CStr, data: &[u8]) -> SysResult<()> {
+    // SAFETY: path is a valid NUL-terminated string; the fd is closed here.
+    let fd = check_int(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o644 as libc::c_uint,
+        )
+    })?;
+    // SAFETY: fchmod on an fd we own has no memory effects.
+    let r = check_int(unsafe { libc::fchmod(fd, 0o644) })
+        .map(drop)
+        .and_then(|()| write_all(fd, data));
+    close(fd);
+    r
+}
+
 /// `symlink(target, at)`; an existing entry is not an error.
 pub fn symlink(target: &CStr, at: &CStr) -> SysResult<()> {
     // SAFETY: both are valid NUL-terminated strings.

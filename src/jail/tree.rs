@@ -27,7 +27,9 @@
 //!    links, bind mounts from `OLD_ROOT/<path>` to `<path>` (recursive),
 //!    then `mount_setattr(AT_RECURSIVE, MOUNT_ATTR_RDONLY)` on every
 //!    read-only one (only adds flags, so the flags a user namespace locks
-//!    on the source — nosuid, nodev, noexec — are kept);
+//!    on the source — nosuid, nodev, noexec — are kept); then the
+//!    private home: a tmpfs at [`HOME`] holding the spec's files
+//!    ([`home_ops`]);
 //! 4. the jail's own `/proc`, a minimal `/dev` (the device nodes of the
 //!    baseline: null, zero, full, random, urandom — bound one by one, no
 //!    other host device, each read-only: writing to a device needs no
@@ -58,6 +60,12 @@ pub const OLD_ROOT: &str = "/.glovebox-old-root";
 
 /// The staging mountpoint (a tmpfs is mounted there, then becomes `/`).
 pub const STAGE: &str = "/tmp";
+
+/// The private `HOME` (and `TMPDIR`) of a jail with a tree: a tmpfs of its
+/// own mounted there by the child ([`home_ops`]), so nothing is made or
+/// left on the host. A host path of the same name is never bound (the
+/// home stands there).
+pub const HOME: &str = "/.glovebox-home";
 
 /// Device nodes a jail may have, bound from the host one by one.
 pub const DEVICES: [&str; 5] = [
@@ -175,8 +183,8 @@ struct Grant {
 }
 
 impl Tree {
-    /// Decides the tree for `access` (baseline, grants and the private
-    /// HOME already merged), with `protected` read-only wherever a write
+    /// Decides the tree for `access` (baseline and grants already merged;
+    /// the private HOME is a tmpfs of its own, [`home_ops`]), with `protected` read-only wherever a write
     /// grant covers it and `empty_dirs` (the working directory) present
     /// even when not granted. Paths that do not exist are left out: there
     /// is nothing to grant.
@@ -391,8 +399,8 @@ impl Tree {
                     why: "it is the jail's root or its staging directory",
                 });
             }
-            if e.path.starts_with("/proc") {
-                // The jail's own /proc stands there.
+            if e.path.starts_with("/proc") || e.path.starts_with(HOME) {
+                // The jail's own /proc and private home stand there.
                 continue;
             }
             if e.path.starts_with(dev) && !e.protected {
@@ -594,7 +602,11 @@ fn collect(path: &Path, write: bool, grants: &mut Vec<Grant>, depth: u8) -> Resu
             return Ok(());
         };
         for e in dir.flatten() {
-            collect(&p.join(e.file_name()), write, grants, depth)?;
+            let entry = p.join(e.file_name());
+            if entry == Path::new(HOME) || entry == Path::new(OLD_ROOT) {
+                continue;
+            }
+            collect(&entry, write, grants, depth)?;
         }
         return Ok(());
     }
@@ -643,9 +655,54 @@ pub enum Op {
     Bind { src: CString, dst: CString },
     /// Makes the mount at this path, and every mount under it, read-only.
     ReadOnly(CString),
+    /// Mounts a fresh tmpfs (`nosuid`, `nodev`) with these options.
+    Tmpfs { at: CString, options: CString },
+    /// Creates a new file (mode 0644) holding `contents`.
+    File { path: CString, contents: Vec<u8> },
     /// Binds a symbolic link itself (not its target) onto the same link:
     /// a protected link cannot be removed or replaced.
     BindLink { src: CString, dst: CString },
+}
+
+/// The operations that give a jail its private home at [`HOME`]: a tmpfs
+/// of at most `size` bytes (the call's memory limit: its pages are
+/// charged to the call's memory cgroup anyway), mode 0700, owned by the
+/// jail's user, holding `files` (name, contents). Run after the grants are
+/// bound, before the root is made read-only.
+pub fn home_ops(size: u64, files: &[(&str, &[u8])]) -> Result<Vec<Op>, TreeError> {
+    let home = Path::new(HOME);
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes()).map_err(|_| TreeError::Path {
+            path: p.to_path_buf(),
+            why: "it contains a NUL byte",
+        })
+    };
+    let options = CString::new(format!("mode=0700,size={}", size.max(1 << 20))).map_err(|_| {
+        TreeError::Path {
+            path: home.to_path_buf(),
+            why: "its mount options contain a NUL byte",
+        }
+    })?;
+    let mut ops = vec![
+        Op::Mkdir(c(home)?),
+        Op::Tmpfs {
+            at: c(home)?,
+            options,
+        },
+    ];
+    for (name, contents) in files {
+        if name.is_empty() || name.contains('/') || *name == "." || *name == ".." {
+            return Err(TreeError::Path {
+                path: home.join(name),
+                why: "a home file needs a plain file name",
+            });
+        }
+        ops.push(Op::File {
+            path: c(&home.join(name))?,
+            contents: contents.to_vec(),
+        });
+    }
+    Ok(ops)
 }
 
 /// The prepared operations of one tree.
@@ -959,6 +1016,22 @@ mod tests {
             }],
         };
         assert!(t.plan().is_err());
+    }
+
+    #[test]
+    fn nothing_is_bound_where_the_private_home_stands() {
+        let t = Tree {
+            entries: vec![Entry {
+                path: PathBuf::from(HOME).join("x"),
+                source: PathBuf::from(HOME).join("x"),
+                node: Node::Dir,
+                writable: true,
+                protected: false,
+            }],
+        };
+        assert!(!t.plan().unwrap().ops.iter().any(
+            |o| matches!(o, Op::Bind { dst, .. } | Op::Mkdir(dst) if dst.to_bytes().starts_with(HOME.as_bytes()))
+        ));
     }
 
     #[test]
