@@ -222,7 +222,8 @@ impl Pattern {
             (Target::Suffix(s), Host::Name(h)) => h
                 .strip_suffix(s.as_str())
                 .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-            (Target::Ip(a), Host::Ip(b)) => a == b,
+            // `::ffff:a.b.c.d` is `a.b.c.d` (the kernel connects to it).
+            (Target::Ip(a), Host::Ip(b)) => a.to_canonical() == b.to_canonical(),
             _ => false,
         }
     }
@@ -387,6 +388,8 @@ mod tests {
         assert!(l.permits(&host("::1"), 8080));
         assert!(l.permits(&host("[::1]"), 8080));
         assert!(!l.permits(&host("::1"), 8081));
+        assert!(l.permits(&host("::ffff:10.0.0.5"), 22));
+        assert!(!l.permits(&host("::ffff:10.0.0.6"), 22));
         // A name pattern never admits an address, whatever it resolves to.
         let byname = list(&["localhost"]);
         assert!(!byname.permits(&host("127.0.0.1"), 80));

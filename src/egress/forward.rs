@@ -51,33 +51,41 @@ pub async fn serve(client: TcpStream, rules: &Rules, log: &Log) {
     }
 }
 
+/// Why no request head was read.
+#[derive(Debug, PartialEq, Eq)]
+enum NoHead {
+    /// The tool closed, failed or took longer than [`HEAD_TIMEOUT`].
+    Gone,
+    /// The head grew past [`MAX_HEAD`].
+    TooLong,
+}
+
 /// Reads up to the end of the head; returns the head and whatever came
 /// after it.
-async fn read_head(client: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+async fn read_head(client: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), NoHead> {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     let read = async {
         loop {
-            let n = client.read(&mut chunk).await.ok()?;
+            let n = client.read(&mut chunk).await.map_err(|_| NoHead::Gone)?;
             if n == 0 {
-                return None;
+                return Err(NoHead::Gone);
             }
             let from = buf.len().saturating_sub(3);
             buf.extend_from_slice(&chunk[..n]);
             if let Some(i) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
                 let end = from + i + 4;
                 let rest = buf.split_off(end);
-                return Some((buf, rest));
+                return Ok((buf, rest));
             }
             if buf.len() > MAX_HEAD {
-                return None;
+                return Err(NoHead::TooLong);
             }
         }
     };
     tokio::time::timeout(HEAD_TIMEOUT, read)
         .await
-        .ok()
-        .flatten()
+        .unwrap_or(Err(NoHead::Gone))
 }
 
 async fn reply(client: &mut TcpStream, status: &str, body: &str) {
@@ -154,8 +162,20 @@ fn shown_target(target: &str) -> (String, u16) {
 }
 
 async fn http(mut client: TcpStream, rules: &Rules, log: &Log) {
-    let Some((head, rest)) = read_head(&mut client).await else {
-        return;
+    let (head, rest) = match read_head(&mut client).await {
+        Ok(x) => x,
+        Err(NoHead::Gone) => return,
+        Err(NoHead::TooLong) => {
+            return unserved(
+                &mut client,
+                log,
+                "(oversized request)",
+                0,
+                "http",
+                "request head over 64 KiB",
+            )
+            .await
+        }
     };
     let mut headers = [httparse::EMPTY_HEADER; 128];
     let mut req = httparse::Request::new(&mut headers);
@@ -496,6 +516,10 @@ mod tests {
             format!("GET ftp://127.0.0.1:{port}/ HTTP/1.1\r\n\r\n"),
             "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_string(),
             "\x16\x03\x01garbage\r\n\r\n".to_string(),
+            format!(
+                "GET http://127.0.0.1:{port}/{} HTTP/1.1\r\n",
+                "a".repeat(MAX_HEAD)
+            ),
         ] {
             let got = through(&rules, &log, request.as_bytes()).await;
             assert!(got.starts_with(b"HTTP/1.1 400"), "{request:?}");
@@ -503,7 +527,11 @@ mod tests {
         assert!(target.accept().is_err(), "the target got a connection");
         let (list, _) = log.connections();
         let vias: Vec<_> = list.iter().map(|c| c.via).collect();
-        assert_eq!(vias, ["socks4", "socks5", "http", "http", "http", "http"]);
+        assert_eq!(
+            vias,
+            ["socks4", "socks5", "http", "http", "http", "http", "http"]
+        );
+        assert_eq!(list[6].host, "(oversized request)");
         assert!(list.iter().all(|c| !c.allowed), "{list:?}");
         assert_eq!(list[0].host, "127.0.0.1");
         assert_eq!(list[0].port, port);
