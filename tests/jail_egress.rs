@@ -978,3 +978,41 @@ send(b"GET http://{a}@{b}/canary HTTP/1.1\r\n\r\n")
     assert!(allowed.accepted() >= 3, "{r:#?}");
     assert!(refused_with(&r, "allowlist"), "{r:#?}");
 }
+
+/// A tool whose write grant covers the directory where `serve` records
+/// its address cannot remove that record (and so cannot then reach the
+/// server through its proxy): the directory stays read-only in the jail.
+#[test]
+fn a_tool_cannot_remove_the_record_of_a_serve() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let serve = start_serve();
+    let entry = glovebox::egress::listeners::DIRS
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| t.lines().next() == Some(serve.addr.as_str()))
+                .unwrap_or(false)
+        })
+        .expect("serve recorded its address");
+    let dir = entry.parent().unwrap().to_str().unwrap().to_string();
+    let script = format!(
+        "rm -f {dir}/* ; ls {dir} >/dev/null && echo TRIED; \
+         curl -sS --max-time 10 http://{a}/api/v1/tools",
+        a = serve.addr
+    );
+    let r = sandbox(
+        &["--net", "--allow-private", "--write", &dir],
+        &["sh", "-c", &script],
+    );
+    assert!(r.stdout.contains("TRIED"), "{r:#?}");
+    assert!(entry.exists(), "the record was removed: {r:#?}");
+    assert!(!r.stdout.contains("\"tools\""), "{r:#?}");
+    assert!(refused_with(&r, "glovebox's own server"), "{r:#?}");
+}
