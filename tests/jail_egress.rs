@@ -1016,3 +1016,56 @@ fn a_tool_cannot_remove_the_record_of_a_serve() {
     assert!(!r.stdout.contains("\"tools\""), "{r:#?}");
     assert!(refused_with(&r, "glovebox's own server"), "{r:#?}");
 }
+
+/// The manifest's allowlist, through the engine (not `sandbox`): a tool
+/// allowed one server reaches it and no other, by CONNECT, plain HTTP or
+/// SOCKS5, and the audit line and warnings name the refusal.
+#[test]
+fn a_manifest_allowlist_admits_its_host_only() {
+    require_jail!();
+    let allowed = Server::start("127.0.0.1:0", None);
+    let other = Server::start("127.0.0.1:0", None);
+    let fx = runkit::Fixture::new();
+    fx.config(&json!({"security": {"http": {"allow_private": true}}}));
+    let script = format!(
+        "curl -sS --max-time 10 {a}; curl -sS --max-time 10 {b}; \
+         curl -sS -p --max-time 10 {b}; \
+         curl -sS --max-time 10 -x socks5h://127.0.0.1:3128 {b}; true",
+        a = allowed.url("/canary"),
+        b = other.url("/canary"),
+    );
+    fx.tool(&runkit::command_tool(
+        "fetch",
+        runkit::schema(json!({})),
+        json!({"entrypoint": "/bin/sh", "args": ["-c", script]}),
+        json!({
+            "network": {"allow": [format!("127.0.0.1:{}", allowed.addr.port())]},
+            "fs": {"read": ["."]},
+        }),
+    ));
+    let state = fx.base.join("state");
+    let c = fx.run_env("fetch", &[], &[("GLOVEBOX_STATE_DIR", path_str(&state))]);
+    if namespace_free() {
+        assert_eq!(c.json["ok"], false, "{c:#?}");
+        assert!(c.json.to_string().contains("sandbox_unavailable"), "{c:#?}");
+        assert_eq!((allowed.accepted(), other.accepted()), (0, 0));
+        return;
+    }
+    assert!(c.json.to_string().contains(CANARY), "{c:#?}");
+    assert_eq!(allowed.accepted(), 1, "{c:#?}");
+    assert_eq!(other.accepted(), 0, "{c:#?}");
+    let warnings = c.json["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "refused connect to 127.0.0.1:{} (not in the tool's network allowlist) ×3",
+            other.addr.port()
+        )),
+        "{c:#?}"
+    );
+    let log = std::fs::read_to_string(fx.root.join(".glee/audit/tools.log")).unwrap();
+    assert!(log
+        .lines()
+        .last()
+        .unwrap()
+        .contains("not in the tool's network allowlist"));
+}
