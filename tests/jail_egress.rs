@@ -799,3 +799,273 @@ fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
     );
     println!("HUNDRED-CALLS-CHECKED");
 }
+
+/// A `serve` started after the tool and its proxy (the proxy has read
+/// the registry of glovebox's listeners already) is out of reach too.
+#[test]
+fn a_serve_started_after_the_tool_is_out_of_reach() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let tmp = tempdir();
+    let dir = tmp.path().join("x");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let started = dir.join("started");
+    let addr_file = dir.join("addr");
+    // The tool first goes through its proxy once (so the proxy has loaded
+    // the registry), says it started, waits for the address, then tries
+    // the API every way.
+    let control = Server::start("127.0.0.1:0", None);
+    let script = format!(
+        "curl -sS --max-time 10 {ctl}; touch {started}; \
+         for i in $(seq 1 200); do [ -s {addr} ] && break; sleep 0.1; done; \
+         a=$(cat {addr}); \
+         curl -sS --max-time 10 http://$a/api/v1/tools; \
+         curl -sS -p --max-time 10 http://$a/api/v1/tools; \
+         curl -sS --max-time 10 -x socks5h://127.0.0.1:3128 http://$a/api/v1/tools; true",
+        ctl = control.url("/canary"),
+        started = started.display(),
+        addr = addr_file.display(),
+    );
+    let bin = bin();
+    let dir_s = dir.to_str().unwrap().to_string();
+    let tool = std::thread::spawn(move || {
+        let out = Command::new(bin)
+            .args([
+                "sandbox",
+                "--json",
+                "--net",
+                "--allow-private",
+                "--write",
+                &dir_s,
+                "--timeout",
+                "60",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    });
+    assert!(
+        wait_until(Duration::from_secs(30), || started.exists()),
+        "the tool did not start"
+    );
+    let serve = start_serve();
+    std::fs::write(&addr_file, &serve.addr).unwrap();
+    let r = tool.join().unwrap();
+    let stdout = r["stdout"].as_str().unwrap_or("");
+    assert!(stdout.contains(CANARY), "the control failed: {r:#}");
+    assert!(!stdout.contains("\"tools\""), "{r:#}");
+    let log = r["egress"].as_array().cloned().unwrap_or_default();
+    let own: Vec<_> = log
+        .iter()
+        .filter(|c| {
+            c["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("glovebox's own server")
+        })
+        .collect();
+    assert_eq!(own.len(), 3, "{r:#}");
+}
+
+/// A tool that leaves a process behind holding a connection through the
+/// proxy (a detached `curl` reading an endless response) loses that
+/// connection when its call ends: the server sees it closed.
+#[test]
+fn a_connection_does_not_outlive_its_call() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let opened = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicUsize::new(0));
+    let (o, c) = (opened.clone(), closed.clone());
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let (o, c) = (o.clone(), c.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                o.fetch_add(1, Ordering::SeqCst);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000000\r\n\r\n");
+                // One byte every 50 ms until the peer is gone.
+                while s.write_all(b"x").is_ok() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                c.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    let script = format!(
+        "setsid curl -s --max-time 120 http://{addr}/ >/dev/null 2>&1 & \
+         sleep 1; echo LEFT-BEHIND"
+    );
+    let r = sandbox(&["--net", "--allow-private"], &["sh", "-c", &script]);
+    assert!(r.stdout.contains("LEFT-BEHIND"), "{r:#?}");
+    assert_eq!(
+        opened.load(Ordering::SeqCst),
+        1,
+        "the probe did not connect: {r:#?}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || closed.load(Ordering::SeqCst)
+            == 1),
+        "the connection outlived its call"
+    );
+}
+
+/// A tool allowed one host cannot get the proxy to reach another by what
+/// it puts after or inside its request: a second request pipelined in
+/// the same write, a chunked/Content-Length conflict, a Host header that
+/// names the other host, SOCKS5 by address. Only the allowed server ever
+/// sees a connection.
+#[test]
+fn smuggled_and_mismatched_requests_stay_with_the_allowed_host() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let allowed = Server::start("127.0.0.1:0", None);
+    let other = Server::start("127.0.0.1:0", None);
+    let (a, b) = (allowed.addr, other.addr);
+    let code = format!(
+        r#"
+import socket, struct
+def send(data):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(data)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d: break
+            out += d
+    except OSError:
+        pass
+    print(repr(out[:300]))
+send(b"GET http://{a}/canary HTTP/1.1\r\nHost: {b}\r\n\r\nGET http://{b}/canary HTTP/1.1\r\nHost: {b}\r\n\r\n")
+send(b"POST http://{a}/canary HTTP/1.1\r\nHost: {a}\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\nGET http://{b}/canary HTTP/1.1\r\n\r\n")
+send(b"CONNECT {a} HTTP/1.1\r\nHost: {b}\r\n\r\nGET /canary HTTP/1.1\r\nHost: {b}\r\n\r\n")
+send(b"CONNECT {b} HTTP/1.1\r\nHost: {a}\r\n\r\n")
+send(b"\x05\x01\x00\x05\x01\x00\x01\x7f\x00\x00\x01" + struct.pack(">H", {bp}))
+send(b"GET http://{a}@{b}/canary HTTP/1.1\r\n\r\n")
+"#,
+        bp = b.port(),
+    );
+    let pattern = format!("127.0.0.1:{}", a.port());
+    let r = sandbox(
+        &["--net", "--allow-private", "--allow-host", &pattern],
+        &["python3", "-c", &code],
+    );
+    assert!(
+        r.stdout.contains(CANARY),
+        "the allowed host was not reached: {r:#?}"
+    );
+    assert_eq!(other.accepted(), 0, "{r:#?}");
+    assert!(allowed.accepted() >= 3, "{r:#?}");
+    assert!(refused_with(&r, "allowlist"), "{r:#?}");
+}
+
+/// A tool whose write grant covers the directory where `serve` records
+/// its address cannot remove that record (and so cannot then reach the
+/// server through its proxy): the directory stays read-only in the jail.
+#[test]
+fn a_tool_cannot_remove_the_record_of_a_serve() {
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let serve = start_serve();
+    let entry = glovebox::egress::listeners::DIRS
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| t.lines().next() == Some(serve.addr.as_str()))
+                .unwrap_or(false)
+        })
+        .expect("serve recorded its address");
+    let dir = entry.parent().unwrap().to_str().unwrap().to_string();
+    let script = format!(
+        "rm -f {dir}/* ; ls {dir} >/dev/null && echo TRIED; \
+         curl -sS --max-time 10 http://{a}/api/v1/tools",
+        a = serve.addr
+    );
+    let r = sandbox(
+        &["--net", "--allow-private", "--write", &dir],
+        &["sh", "-c", &script],
+    );
+    assert!(r.stdout.contains("TRIED"), "{r:#?}");
+    assert!(entry.exists(), "the record was removed: {r:#?}");
+    assert!(!r.stdout.contains("\"tools\""), "{r:#?}");
+    assert!(refused_with(&r, "glovebox's own server"), "{r:#?}");
+}
+
+/// The manifest's allowlist, through the engine (not `sandbox`): a tool
+/// allowed one server reaches it and no other, by CONNECT, plain HTTP or
+/// SOCKS5, and the audit line and warnings name the refusal.
+#[test]
+fn a_manifest_allowlist_admits_its_host_only() {
+    require_jail!();
+    let allowed = Server::start("127.0.0.1:0", None);
+    let other = Server::start("127.0.0.1:0", None);
+    let fx = runkit::Fixture::new();
+    fx.config(&json!({"security": {"http": {"allow_private": true}}}));
+    let script = format!(
+        "curl -sS --max-time 10 {a}; curl -sS --max-time 10 {b}; \
+         curl -sS -p --max-time 10 {b}; \
+         curl -sS --max-time 10 -x socks5h://127.0.0.1:3128 {b}; true",
+        a = allowed.url("/canary"),
+        b = other.url("/canary"),
+    );
+    fx.tool(&runkit::command_tool(
+        "fetch",
+        runkit::schema(json!({})),
+        json!({"entrypoint": "/bin/sh", "args": ["-c", script]}),
+        json!({
+            "network": {"allow": [format!("127.0.0.1:{}", allowed.addr.port())]},
+            "fs": {"read": ["."]},
+        }),
+    ));
+    let state = fx.base.join("state");
+    let c = fx.run_env("fetch", &[], &[("GLOVEBOX_STATE_DIR", path_str(&state))]);
+    if namespace_free() {
+        assert_eq!(c.json["ok"], false, "{c:#?}");
+        assert!(c.json.to_string().contains("sandbox_unavailable"), "{c:#?}");
+        assert_eq!((allowed.accepted(), other.accepted()), (0, 0));
+        return;
+    }
+    assert!(c.json.to_string().contains(CANARY), "{c:#?}");
+    assert_eq!(allowed.accepted(), 1, "{c:#?}");
+    assert_eq!(other.accepted(), 0, "{c:#?}");
+    let warnings = c.json["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "refused connect to 127.0.0.1:{} (not in the tool's network allowlist) ×3",
+            other.addr.port()
+        )),
+        "{c:#?}"
+    );
+    let log = std::fs::read_to_string(fx.root.join(".glee/audit/tools.log")).unwrap();
+    assert!(log
+        .lines()
+        .last()
+        .unwrap()
+        .contains("not in the tool's network allowlist"));
+}

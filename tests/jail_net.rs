@@ -170,6 +170,26 @@ fn with_network_through_glovebox_host_listeners_get_nothing() {
         r.assert_blocked();
         assert_eq!(r.json["enforcement"]["net_namespace"], true, "{r:#?}");
         assert_no_connection(&l);
+        // UDP to the same address lands on the namespace's own loopback
+        // (the send itself may succeed): the host's socket gets nothing.
+        let u = UdpSocket::bind((host, 0)).unwrap();
+        let uport = u.local_addr().unwrap().port().to_string();
+        attack(&["--net"], &["udp", host, &uport]).assert_probe_ran();
+        u.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 64];
+        match u.recv_from(&mut buf) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            other => panic!("udp listener on {host} got {other:?}"),
+        }
+        // Control: the host network, explicitly, delivers the datagram.
+        attack(&["--net=direct"], &["udp", host, &uport]).assert_probe_ran();
+        u.set_nonblocking(false).unwrap();
+        u.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let (n, _) = u
+            .recv_from(&mut buf)
+            .expect("the direct control's datagram");
+        assert_eq!(&buf[..n], b"GLOVEBOX-CANARY-PAYLOAD");
     }
     // Unix sockets of the host, even in a directory the tool may write
     // (unix sockets are not per network namespace): no unix socket at all.
@@ -227,4 +247,79 @@ fn network_namespace_layer_also_blocks() {
         "{r:#?}"
     );
     assert_no_connection(&l);
+}
+
+/// Socket families a tool could use to get around its network namespace
+/// (`AF_VSOCK` reaches the hypervisor and the host whatever the
+/// namespace), or whose kernel code is attack surface with no use behind
+/// the proxy, as FAMILY:TYPE:PROTOCOL.
+const HOSTILE_FAMILIES: [&str; 14] = [
+    "40:1:0",  // AF_VSOCK stream
+    "40:2:0",  // AF_VSOCK datagram
+    "31:5:0",  // AF_BLUETOOTH
+    "30:5:0",  // AF_TIPC
+    "29:3:1",  // AF_CAN raw
+    "38:5:0",  // AF_ALG
+    "44:3:0",  // AF_XDP
+    "21:5:0",  // AF_RDS
+    "42:2:0",  // AF_QIPCRTR
+    "41:2:0",  // AF_KCM
+    "17:3:0",  // AF_PACKET
+    "1:1:0",   // AF_UNIX
+    "16:3:9",  // netlink audit
+    "16:2:15", // netlink uevents
+];
+
+/// Each FAMILY line of a `families` probe run, as (spec, outcome).
+fn family_lines(r: &Run) -> Vec<(String, String)> {
+    r.stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("FAMILY ")?.split_whitespace();
+            Some((w.next()?.to_string(), w.next()?.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn behind_the_proxy_only_inet_and_route_netlink_sockets_can_be_made() {
+    require_jail!();
+    let mut args = vec!["families"];
+    args.extend_from_slice(&HOSTILE_FAMILIES);
+    // Off: every family is refused by the filter, inet included.
+    let mut off = args.clone();
+    off.extend_from_slice(&["2:1:0", "10:1:0"]);
+    let r = attack(&[], &off);
+    r.assert_blocked();
+    let lines = family_lines(&r);
+    assert_eq!(lines.len(), off.len() - 1, "{r:#?}");
+    assert!(lines.iter().all(|(_, o)| o == "EPERM"), "{r:#?}");
+    if namespace_free() {
+        assert_network_refused(&attack(&["--net"], &args));
+        return;
+    }
+    // Behind the proxy: refused by the filter (EPERM, not the kernel's
+    // EAFNOSUPPORT: the refusal does not depend on what this kernel has).
+    let r = attack(&["--net"], &args);
+    r.assert_blocked();
+    let lines = family_lines(&r);
+    assert_eq!(lines.len(), HOSTILE_FAMILIES.len(), "{r:#?}");
+    for (spec, outcome) in &lines {
+        assert_eq!(outcome, "EPERM", "{spec}: {r:#?}");
+    }
+    // What a networked tool needs is there: inet both ways, and route
+    // netlink for its own interfaces (libc's lookups read them).
+    let r = attack(
+        &["--net"],
+        &["families", "2:1:0", "10:1:0", "2:2:0", "16:3:0"],
+    );
+    let lines = family_lines(&r);
+    assert_eq!(lines.len(), 4, "{r:#?}");
+    assert!(lines.iter().all(|(_, o)| o == "made"), "{r:#?}");
+    // Control: with the host network, explicitly, the filter lets vsock
+    // through (made, or the kernel's own refusal where it has none).
+    let r = attack(&["--net=direct"], &["families", "40:1:0"]);
+    let lines = family_lines(&r);
+    assert_eq!(lines.len(), 1, "{r:#?}");
+    assert_ne!(lines[0].1, "EPERM", "{r:#?}");
 }

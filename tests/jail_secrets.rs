@@ -494,3 +494,81 @@ EOF"#,
         (1 << 20) - 4 * SECRET.len()
     );
 }
+
+/// The secret's host answers gzip when asked (with `gzip`, here) and
+/// honours byte ranges: a reflection of the token compressed, or a range
+/// holding part of it, would pass the swapper. The proxy asks for a whole
+/// uncompressed answer, so the value is hidden even from a client that
+/// asked for compression or a range.
+#[test]
+fn a_compressed_or_partial_reflection_does_not_carry_the_value_back() {
+    if !jail_available() {
+        return;
+    }
+    let ca = TestCa::new();
+    let gz = |r: &Recorded| {
+        let mut reply = echo(r);
+        // Honours a byte range of its echo.
+        if let Some((a, b)) = r
+            .header("range")
+            .and_then(|v| v.strip_prefix("bytes="))
+            .and_then(|v| v.split_once('-'))
+        {
+            let (a, b): (usize, usize) = (a.parse().unwrap(), b.parse().unwrap());
+            let end = (b + 1).min(reply.body.len());
+            reply.body = reply.body[a.min(end)..end].to_vec();
+            reply.status = 206;
+            return reply;
+        }
+        let wants = r.header("accept-encoding").unwrap_or("").contains("gzip");
+        if wants {
+            use std::io::Write;
+            let mut c = std::process::Command::new("gzip")
+                .arg("-c")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(&reply.body).unwrap();
+            reply.body = c.wait_with_output().unwrap().stdout;
+            reply
+                .headers
+                .push(("Content-Encoding".into(), "gzip".into()));
+        }
+        reply
+    };
+    let named = Server::start_tls(&ca, gz);
+    let other = Server::start_tls(&ca, echo);
+    let f = Fixture::new();
+    ca.write_pem(&f.root.join("test-ca.pem"));
+    f.config(
+        &json!({"security": {"http": {"allow_private": true, "extra_ca_file": "test-ca.pem"}}}),
+    );
+    let s = Setup { named, other, f };
+    if refused_without_namespaces(&s) {
+        return;
+    }
+    let script = format!(
+        "curl -sS --compressed --max-time 20 -H \"Authorization: Bearer $TOKEN\" {a}/reflect > out/reflected.txt; \
+         curl -sS --max-time 20 -H 'Accept-Encoding: gzip' -H \"Authorization: Bearer $TOKEN\" {a}/raw | gzip -dc > out/raw.txt; \
+         curl -sS --max-time 20 -r 21-36 -H \"Authorization: Bearer $TOKEN\" {a}/r > out/range.txt; \
+         echo PROBE-RAN",
+        a = s.named.origin()
+    );
+    s.tool("gz", &script, s.secret());
+    let r = s.run("gz");
+    assert!(r.text().contains("PROBE-RAN"), "{r:#?}");
+    assert_eq!(all_real(&s.named), 3, "{r:#?}");
+    let reflected = std::fs::read_to_string(s.f.root.join("out/reflected.txt")).unwrap();
+    assert!(reflected.contains("\"auth\":\"Bearer "), "{reflected}");
+    assert!(!leaks(&reflected), "{reflected}");
+    let raw = std::fs::read_to_string(s.f.root.join("out/raw.txt")).unwrap_or_default();
+    assert!(!leaks(&raw), "{raw}");
+    let range = std::fs::read_to_string(s.f.root.join("out/range.txt")).unwrap_or_default();
+    assert!(!leaks(&range), "{range}");
+    assert!(range.contains("\"auth\":\"Bearer "), "{range}");
+    for req in s.named.requests() {
+        assert_eq!(req.header("range"), None, "{req:#?}");
+        assert_eq!(req.header("accept-encoding"), Some("identity"), "{req:#?}");
+    }
+}

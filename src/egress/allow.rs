@@ -75,9 +75,20 @@ impl fmt::Display for Host {
     }
 }
 
+/// True for a label that resolvers and URL parsers read as a number
+/// (`127`, `0x7f`, `0X`): a name ending in one is an IPv4 address in
+/// disguise (`0x7f000001`, `0x7f.1`, `127.0.0.1.`).
+fn numeric_label(l: &str) -> bool {
+    let hex = l.strip_prefix("0x").or_else(|| l.strip_prefix("0X"));
+    match hex {
+        Some(h) => h.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()),
+    }
+}
+
 /// True for a DNS name glovebox accepts: labels of letters, digits, `-`
-/// and `_`, 1–63 bytes each, 253 in all, and a last label that is not all
-/// digits (that would be an address in disguise).
+/// and `_`, 1–63 bytes each, 253 in all, and a last label that is not a
+/// number (decimal or `0x` hex: that would be an address in disguise).
 fn valid_name(name: &str) -> bool {
     if name.is_empty() || name.len() > 253 {
         return false;
@@ -91,10 +102,7 @@ fn valid_name(name: &str) -> bool {
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
-    labels.iter().all(label_ok)
-        && labels
-            .last()
-            .is_some_and(|l| !l.bytes().all(|b| b.is_ascii_digit()))
+    labels.iter().all(label_ok) && labels.last().is_some_and(|l| !numeric_label(l))
 }
 
 /// What one pattern names.
@@ -214,7 +222,8 @@ impl Pattern {
             (Target::Suffix(s), Host::Name(h)) => h
                 .strip_suffix(s.as_str())
                 .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-            (Target::Ip(a), Host::Ip(b)) => a == b,
+            // `::ffff:a.b.c.d` is `a.b.c.d` (the kernel connects to it).
+            (Target::Ip(a), Host::Ip(b)) => a.to_canonical() == b.to_canonical(),
             _ => false,
         }
     }
@@ -379,6 +388,8 @@ mod tests {
         assert!(l.permits(&host("::1"), 8080));
         assert!(l.permits(&host("[::1]"), 8080));
         assert!(!l.permits(&host("::1"), 8081));
+        assert!(l.permits(&host("::ffff:10.0.0.5"), 22));
+        assert!(!l.permits(&host("::ffff:10.0.0.6"), 22));
         // A name pattern never admits an address, whatever it resolves to.
         let byname = list(&["localhost"]);
         assert!(!byname.permits(&host("127.0.0.1"), 80));
@@ -388,6 +399,23 @@ mod tests {
     #[test]
     fn hosts_that_hide_addresses_do_not_parse() {
         assert_eq!(Host::parse("2130706433"), None);
+        for disguised in [
+            "0x7f000001",
+            "0X7F000001",
+            "0x7f.1",
+            "0x7f.0.0.0x1",
+            "127.0.0.1.",
+            "0177.0.0.1",
+            "127.1",
+            "foo.0x",
+        ] {
+            assert_eq!(Host::parse(disguised), None, "{disguised}");
+            assert!(Pattern::parse(disguised).is_err(), "{disguised}");
+        }
+        // Hex-looking labels that are not numbers stay names.
+        assert!(matches!(Host::parse("0xfeed.example"), Some(Host::Name(_))));
+        assert!(matches!(Host::parse("cafe"), Some(Host::Name(_))));
+        assert!(matches!(Host::parse("x0x1"), Some(Host::Name(_))));
         assert_eq!(Host::parse("evil.com/x"), None);
         assert_eq!(Host::parse("[example.com]"), None);
         assert_eq!(

@@ -58,6 +58,10 @@ pub enum Refusal {
     Resolve(String),
     /// Every address that passed refused the connection.
     Connect(String),
+    /// The request is not one the proxy serves (origin-form HTTP, another
+    /// scheme, SOCKS4, a SOCKS5 command other than `CONNECT`, bytes that
+    /// are no request at all): what to send instead.
+    Protocol(&'static str),
 }
 
 impl Refusal {
@@ -70,6 +74,7 @@ impl Refusal {
             Refusal::Own => "glovebox's own server".into(),
             Refusal::Resolve(e) => format!("cannot resolve: {e}"),
             Refusal::Connect(e) => format!("connect failed: {e}"),
+            Refusal::Protocol(what) => (*what).into(),
         }
     }
 
@@ -77,7 +82,11 @@ impl Refusal {
     pub fn by_policy(&self) -> bool {
         matches!(
             self,
-            Refusal::BadHost | Refusal::NotAllowed | Refusal::Guard(_) | Refusal::Own
+            Refusal::BadHost
+                | Refusal::NotAllowed
+                | Refusal::Guard(_)
+                | Refusal::Own
+                | Refusal::Protocol(_)
         )
     }
 }
@@ -107,6 +116,17 @@ pub fn check_host(rules: &Rules, host: &Host, port: u16) -> Result<(), Refusal> 
 
 /// Decides and connects: a stream to a checked address of `host`:`port`.
 pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Refusal> {
+    open_with(rules, host, port, Registry::current).await
+}
+
+/// [`open`], with `registry` giving glovebox's listeners as of now (read
+/// before each address is tried and again once it is connected).
+async fn open_with(
+    rules: &Rules,
+    host: &Host,
+    port: u16,
+    registry: impl Fn() -> std::sync::Arc<Registry>,
+) -> Result<TcpStream, Refusal> {
     check_host(rules, host, port)?;
     let found: Vec<SocketAddr> = match host {
         Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
@@ -126,15 +146,21 @@ pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Re
     if found.is_empty() {
         return Err(Refusal::Resolve("no address found".into()));
     }
-    let registry = Registry::current();
+    let listeners = registry();
     let mut first_refusal = None;
     let mut last_error = None;
     for addr in found {
-        if let Err(r) = check_addr(rules, &registry, addr) {
+        if let Err(r) = check_addr(rules, &listeners, addr) {
             first_refusal.get_or_insert(r);
             continue;
         }
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            // A glovebox server that started listening since the check
+            // recorded itself before it listened: seen now, before any
+            // byte is sent, and the connection dropped.
+            Ok(Ok(_)) if registry().is_own(addr) => {
+                first_refusal.get_or_insert(Refusal::Own);
+            }
             Ok(Ok(s)) => {
                 let _ = s.set_nodelay(true);
                 return Ok(s);
@@ -144,6 +170,7 @@ pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Re
         }
     }
     Err(match (last_error, first_refusal) {
+        (_, Some(Refusal::Own)) => Refusal::Own,
         (Some(e), _) => Refusal::Connect(e),
         (None, Some(r)) => r,
         (None, None) => Refusal::Resolve("no address found".into()),
@@ -182,6 +209,45 @@ mod tests {
             Err(Refusal::Guard("link-local"))
         );
         assert!(check_addr(&strict, &reg, a("1.1.1.1:443")).is_ok());
+    }
+
+    /// A glovebox server that records itself between the check and the
+    /// connect (it listens only once recorded) is refused after the
+    /// connect, before any byte: its listener sees a connection that
+    /// closes with nothing in it.
+    #[tokio::test]
+    async fn a_server_recorded_during_the_connect_gets_no_byte() {
+        use std::io::Read;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let registry = || {
+            // Not recorded at the check, recorded by the connect.
+            if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                std::sync::Arc::new(Registry::of(vec![], vec![]))
+            } else {
+                std::sync::Arc::new(Registry::of(vec![addr], vec![]))
+            }
+        };
+        let rules = Rules {
+            allow_private: true,
+            ..Rules::default()
+        };
+        let got = open_with(&rules, &Host::Ip(addr.ip()), addr.port(), registry).await;
+        assert_eq!(got.err(), Some(Refusal::Own));
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).unwrap();
+        assert!(buf.is_empty(), "the server got {buf:?}");
+        // Control: recorded at neither step, the same call connects.
+        let got = open_with(&rules, &Host::Ip(addr.ip()), addr.port(), || {
+            std::sync::Arc::new(Registry::of(vec![], vec![]))
+        })
+        .await;
+        assert!(got.is_ok());
     }
 
     #[test]

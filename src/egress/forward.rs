@@ -44,38 +44,48 @@ pub async fn serve(client: TcpStream, rules: &Rules, log: &Log) {
     }
     if first[0] == 5 {
         socks5(client, rules, log).await;
+    } else if first[0] == 4 {
+        socks4(client, log).await;
     } else {
         http(client, rules, log).await;
     }
 }
 
+/// Why no request head was read.
+#[derive(Debug, PartialEq, Eq)]
+enum NoHead {
+    /// The tool closed, failed or took longer than [`HEAD_TIMEOUT`].
+    Gone,
+    /// The head grew past [`MAX_HEAD`].
+    TooLong,
+}
+
 /// Reads up to the end of the head; returns the head and whatever came
 /// after it.
-async fn read_head(client: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
+async fn read_head(client: &mut TcpStream) -> Result<(Vec<u8>, Vec<u8>), NoHead> {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     let read = async {
         loop {
-            let n = client.read(&mut chunk).await.ok()?;
+            let n = client.read(&mut chunk).await.map_err(|_| NoHead::Gone)?;
             if n == 0 {
-                return None;
+                return Err(NoHead::Gone);
             }
             let from = buf.len().saturating_sub(3);
             buf.extend_from_slice(&chunk[..n]);
             if let Some(i) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
                 let end = from + i + 4;
                 let rest = buf.split_off(end);
-                return Some((buf, rest));
+                return Ok((buf, rest));
             }
             if buf.len() > MAX_HEAD {
-                return None;
+                return Err(NoHead::TooLong);
             }
         }
     };
     tokio::time::timeout(HEAD_TIMEOUT, read)
         .await
-        .ok()
-        .flatten()
+        .unwrap_or(Err(NoHead::Gone))
 }
 
 async fn reply(client: &mut TcpStream, status: &str, body: &str) {
@@ -126,32 +136,71 @@ async fn dial(
     }
 }
 
+/// Logs a request the proxy does not serve and answers it with `400`.
+async fn unserved(
+    client: &mut TcpStream,
+    log: &Log,
+    shown: &str,
+    port: u16,
+    via: &'static str,
+    why: &'static str,
+) {
+    log.record(shown, port, via, Some(Refusal::Protocol(why).reason()));
+    reply(client, "400 Bad Request", &format!("glovebox: {why}\n")).await
+}
+
+/// What a CONNECT target that does not parse is shown as: its host part
+/// and port when it has a numeric one, else all of it.
+fn shown_target(target: &str) -> (String, u16) {
+    match target.rsplit_once(':') {
+        Some((h, p)) => match p.parse::<u16>() {
+            Ok(port) => (h.to_string(), port),
+            Err(_) => (target.to_string(), 0),
+        },
+        None => (target.to_string(), 0),
+    }
+}
+
 async fn http(mut client: TcpStream, rules: &Rules, log: &Log) {
-    let Some((head, rest)) = read_head(&mut client).await else {
-        return;
-    };
-    let mut headers = [httparse::EMPTY_HEADER; 128];
-    let mut req = httparse::Request::new(&mut headers);
-    let (method, target, version) = match req.parse(&head) {
-        Ok(httparse::Status::Complete(_)) => (
-            req.method.unwrap_or("").to_string(),
-            req.path.unwrap_or("").to_string(),
-            req.version.unwrap_or(1),
-        ),
-        _ => {
-            return reply(
+    let (head, rest) = match read_head(&mut client).await {
+        Ok(x) => x,
+        Err(NoHead::Gone) => return,
+        Err(NoHead::TooLong) => {
+            return unserved(
                 &mut client,
-                "400 Bad Request",
-                "glovebox: malformed request\n",
+                log,
+                "(oversized request)",
+                0,
+                "http",
+                "request head over 64 KiB",
             )
             .await
         }
     };
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut req = httparse::Request::new(&mut headers);
+    let (method, target, version) =
+        match req.parse(&head) {
+            Ok(httparse::Status::Complete(_)) => (
+                req.method.unwrap_or("").to_string(),
+                req.path.unwrap_or("").to_string(),
+                req.version.unwrap_or(1),
+            ),
+            _ => return unserved(
+                &mut client,
+                log,
+                "(unreadable request)",
+                0,
+                "http",
+                "malformed request: send HTTP/1.1 with an absolute http:// URL, CONNECT, or SOCKS5",
+            )
+            .await,
+        };
     if method.eq_ignore_ascii_case("CONNECT") {
         let parsed = authority(&target);
         let (shown, port) = match &parsed {
             Some((h, p)) => (h.to_string(), *p),
-            None => (target.clone(), 0),
+            None => shown_target(&target),
         };
         match dial(
             rules,
@@ -201,18 +250,34 @@ async fn http(mut client: TcpStream, rules: &Rules, log: &Log) {
         return;
     }
     let Ok(url) = url::Url::parse(&target) else {
-        return reply(
+        // Origin-form: the destination is only in the Host header, which
+        // is never where the proxy connects to.
+        let host = req
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("host"))
+            .map(|h| String::from_utf8_lossy(h.value).into_owned())
+            .unwrap_or_else(|| "(no host)".into());
+        let (shown, port) = shown_target(&host);
+        return unserved(
             &mut client,
-            "400 Bad Request",
-            "glovebox: this is an egress proxy; send absolute http:// URLs or use CONNECT\n",
+            log,
+            &shown,
+            if port == 0 { 80 } else { port },
+            "http",
+            "not a proxy request: this is an egress proxy; send absolute http:// URLs or use CONNECT",
         )
         .await;
     };
     if url.scheme() != "http" {
-        return reply(
+        let port = url.port_or_known_default().unwrap_or(0);
+        return unserved(
             &mut client,
-            "400 Bad Request",
-            "glovebox: only http:// URLs are forwarded; use CONNECT for https\n",
+            log,
+            url.host_str().unwrap_or("(no host)"),
+            port,
+            "http",
+            "only http:// URLs are forwarded; use CONNECT for https",
         )
         .await;
     }
@@ -325,14 +390,23 @@ async fn socks5(mut client: TcpStream, rules: &Rules, log: &Log) {
     // Reply codes: 0 ok, 2 not allowed by ruleset, 4 host unreachable,
     // 7 command not supported.
     let answer = |code: u8| [5, code, 0, 1, 0, 0, 0, 0, 0, 0];
-    if cmd != 1 {
-        let _ = client.write_all(&answer(7)).await;
-        return;
-    }
     let shown = host
         .as_ref()
         .map(ToString::to_string)
         .unwrap_or_else(|| "(invalid)".into());
+    if cmd != 1 {
+        log.record(
+            &shown,
+            port,
+            "socks5",
+            Some(
+                Refusal::Protocol("only the SOCKS5 CONNECT command is served (no BIND, no UDP)")
+                    .reason(),
+            ),
+        );
+        let _ = client.write_all(&answer(7)).await;
+        return;
+    }
     match dial(rules, log, &shown, host.as_ref(), port, "socks5").await {
         Ok((upstream, entry)) => {
             if client.write_all(&answer(0)).await.is_err() {
@@ -366,10 +440,128 @@ async fn socks5(mut client: TcpStream, rules: &Rules, log: &Log) {
     }
 }
 
+/// SOCKS4 (and 4a) is refused at once, not left waiting for an HTTP
+/// head: logged with the destination it named, answered "rejected".
+async fn socks4(mut client: TcpStream, log: &Log) {
+    let mut req = [0u8; 8];
+    let read = tokio::time::timeout(HEAD_TIMEOUT, client.read_exact(&mut req)).await;
+    let (shown, port) = match read {
+        Ok(Ok(_)) => {
+            let ip = std::net::Ipv4Addr::new(req[4], req[5], req[6], req[7]);
+            (ip.to_string(), u16::from_be_bytes([req[2], req[3]]))
+        }
+        _ => ("(invalid)".to_string(), 0),
+    };
+    log.record(
+        &shown,
+        port,
+        "socks4",
+        Some(
+            Refusal::Protocol("SOCKS4 is not served; use SOCKS5 (socks5h://) or HTTP CONNECT")
+                .reason(),
+        ),
+    );
+    let _ = client.write_all(&[0, 0x5b, 0, 0, 0, 0, 0, 0]).await;
+    let _ = client.shutdown().await;
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Sends `request` through a proxy connection served with `rules`;
+    /// returns what the tool got back.
+    async fn through(rules: &Rules, log: &Log, request: &[u8]) -> Vec<u8> {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut tool = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (proxied, _) = l.accept().await.unwrap();
+        let served = serve(proxied, rules, log);
+        let talk = async {
+            tool.write_all(request).await.unwrap();
+            let mut got = Vec::new();
+            let _ = tool.read_to_end(&mut got).await;
+            got
+        };
+        let (_, got) =
+            tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(served, talk) })
+                .await
+                .expect("the proxy answered at once");
+        got
+    }
+
+    /// Requests the proxy does not serve — SOCKS4, SOCKS5 BIND, origin
+    /// form, another scheme, HTTP/2 prior knowledge, garbage — are
+    /// answered at once, reach nothing (even with `allow_private`) and
+    /// are each in the log.
+    #[tokio::test]
+    async fn unserved_requests_reach_nothing_and_are_logged() {
+        let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        target.set_nonblocking(true).unwrap();
+        let port = target.local_addr().unwrap().port();
+        let pb = port.to_be_bytes();
+        let rules = Rules {
+            allow_private: true,
+            ..Rules::default()
+        };
+        let log = Log::default();
+        let socks4 = [4, 1, pb[0], pb[1], 127, 0, 0, 1, 0];
+        let got = through(&rules, &log, &socks4).await;
+        assert_eq!(got, [0, 0x5b, 0, 0, 0, 0, 0, 0]);
+        let bind = [5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, pb[0], pb[1]];
+        let got = through(&rules, &log, &bind).await;
+        assert_eq!(&got[..4], &[5, 0, 5, 7]);
+        for request in [
+            format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"),
+            format!("GET ftp://127.0.0.1:{port}/ HTTP/1.1\r\n\r\n"),
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_string(),
+            "\x16\x03\x01garbage\r\n\r\n".to_string(),
+            format!(
+                "GET http://127.0.0.1:{port}/{} HTTP/1.1\r\n",
+                "a".repeat(MAX_HEAD)
+            ),
+        ] {
+            let got = through(&rules, &log, request.as_bytes()).await;
+            assert!(got.starts_with(b"HTTP/1.1 400"), "{request:?}");
+        }
+        assert!(target.accept().is_err(), "the target got a connection");
+        let (list, _) = log.connections();
+        let vias: Vec<_> = list.iter().map(|c| c.via).collect();
+        assert_eq!(
+            vias,
+            ["socks4", "socks5", "http", "http", "http", "http", "http"]
+        );
+        assert_eq!(list[6].host, "(oversized request)");
+        assert!(list.iter().all(|c| !c.allowed), "{list:?}");
+        assert_eq!(list[0].host, "127.0.0.1");
+        assert_eq!(list[0].port, port);
+        assert_eq!((list[2].host.as_str(), list[2].port), ("127.0.0.1", port));
+        assert!(list[2]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("not a proxy request"));
+        assert!(list[3].reason.as_deref().unwrap().contains("only http://"));
+    }
+
+    /// A CONNECT target that is no host is logged as its parts.
+    #[tokio::test]
+    async fn a_disguised_address_is_refused_and_shown_by_its_parts() {
+        let log = Log::default();
+        let got = through(
+            &Rules::default(),
+            &log,
+            b"CONNECT 0x7f000001:8080 HTTP/1.1\r\n\r\n",
+        )
+        .await;
+        assert!(got.starts_with(b"HTTP/1.1 403"));
+        let (list, _) = log.connections();
+        assert_eq!((list[0].host.as_str(), list[0].port), ("0x7f000001", 8080));
+        assert_eq!(
+            list[0].refusal().unwrap(),
+            "refused connect to 0x7f000001:8080 (not a valid host name or address)"
+        );
+    }
 
     #[test]
     fn connect_targets_parse() {

@@ -20,7 +20,11 @@
 //!   call's warnings say why ([`super::log::Log::note`]).
 //!
 //! Each request and response runs through hyper (HTTP/1.1, keep-alive;
-//! HTTP/2 is not offered), bodies streamed. Connections to every other
+//! HTTP/2 is not offered), bodies streamed. Requests ask for an
+//! uncompressed answer (`Accept-Encoding: identity`, no `TE`) and a
+//! whole one (no `Range`), so that a response reflecting the real value
+//! cannot carry it to the tool compressed or in pieces, out of the
+//! swapper's sight. Connections to every other
 //! host never come here: they are tunnelled untouched ([`super::forward`]).
 
 use std::collections::HashMap;
@@ -510,6 +514,18 @@ async fn one(
             x.log.secret_use(name, &x.shown, x.port, Use::Injected, 1);
         }
     }
+    // The answer must come back readable: a compressed one that reflects
+    // the value (an error page quoting the token) would carry it past
+    // the swapper to the tool.
+    parts.headers.remove(hyper::header::TE);
+    // Nor in pieces: a range of a reflection holding only part of the
+    // value would not be recognised either (the host answers whole).
+    parts.headers.remove(hyper::header::RANGE);
+    parts.headers.remove(hyper::header::IF_RANGE);
+    parts.headers.insert(
+        hyper::header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
     let body = SwapBody::new(body, secrets.outbound(&x.host, x.port, true), x.clone());
     let req = Request::from_parts(parts, body);
     let sent = {

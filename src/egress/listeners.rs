@@ -43,7 +43,7 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 pub const RACY: Duration = Duration::from_millis(50);
 
 /// The shared directories, in the order `register` tries them.
-pub const DIRS: [&str; 2] = ["/run/glovebox/listeners", "/tmp/glovebox-listeners"];
+pub const DIRS: [&str; 2] = crate::jail::spec::ALWAYS_PROTECTED;
 
 /// Errors recording a listener.
 #[derive(Debug, thiserror::Error)]

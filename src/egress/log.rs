@@ -12,9 +12,37 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-/// Connections recorded one by one per call; beyond this they are only
-/// counted (a tool opening connections in a loop cannot grow the log).
+/// Allowed connections recorded one by one per call, and refused ones
+/// (each bound on its own, so that a tool opening allowed connections
+/// in a loop can neither grow the log nor push its refusals out of it);
+/// beyond this they are only counted, and the refusals' count is a
+/// warning of its own.
 pub const MAX_ENTRIES: usize = 256;
+
+/// Longest host name kept in the log, in bytes (a DNS name is at most
+/// 253); a longer one is cut and says how long it was.
+pub const MAX_HOST: usize = 255;
+
+/// A host as the tool sent it, made safe to keep and to print: printable
+/// ASCII stays, anything else (line breaks, escapes, other scripts) is
+/// escaped, and the result is at most about [`MAX_HOST`] bytes — a tool
+/// cannot forge lines in the warnings nor grow the audit line with its
+/// request.
+pub fn printable_host(host: &str) -> String {
+    let mut out = String::with_capacity(host.len().min(MAX_HOST));
+    for c in host.chars() {
+        if out.len() >= MAX_HOST {
+            out.push_str(&format!("…({} bytes)", host.len()));
+            break;
+        }
+        if c.is_ascii_graphic() {
+            out.push(c);
+        } else {
+            out.extend(c.escape_default());
+        }
+    }
+    out
+}
 
 /// One connection, as the log keeps it while it runs.
 #[derive(Debug)]
@@ -46,7 +74,8 @@ pub struct Connection {
     pub host: String,
     /// The port.
     pub port: u16,
-    /// How the tool asked: `connect`, `http` or `socks5`.
+    /// How the tool asked: `connect`, `http`, `socks5` or `socks4` (always
+    /// refused).
     pub via: &'static str,
     /// Whether the proxy connected it.
     pub allowed: bool,
@@ -120,7 +149,11 @@ pub const MAX_NOTES: usize = 32;
 #[derive(Debug, Default)]
 struct Inner {
     entries: Vec<Arc<Entry>>,
+    /// Of `entries`, how many are refusals.
+    refused: usize,
     unrecorded: u64,
+    /// Of `unrecorded`, how many are refusals.
+    unrecorded_refused: u64,
     uses: Vec<SecretUse>,
     notes: Vec<String>,
 }
@@ -142,7 +175,7 @@ impl Log {
         refused: Option<String>,
     ) -> Arc<Entry> {
         let entry = Arc::new(Entry {
-            host: host.to_string(),
+            host: printable_host(host),
             port,
             via,
             refused,
@@ -150,10 +183,18 @@ impl Log {
             received: AtomicU64::new(0),
         });
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if inner.entries.len() < MAX_ENTRIES {
+        let refused = entry.refused.is_some();
+        let same_kind = if refused {
+            inner.refused
+        } else {
+            inner.entries.len() - inner.refused
+        };
+        if same_kind < MAX_ENTRIES {
             inner.entries.push(entry.clone());
+            inner.refused += usize::from(refused);
         } else {
             inner.unrecorded += 1;
+            inner.unrecorded_refused += u64::from(refused);
         }
         entry
     }
@@ -256,9 +297,21 @@ impl Log {
                 }
             }
         }
-        out.into_iter()
+        let mut out: Vec<String> = out
+            .into_iter()
             .map(|(s, n)| if n > 1 { format!("{s} ×{n}") } else { s })
-            .collect()
+            .collect();
+        let more = self
+            .inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unrecorded_refused;
+        if more > 0 {
+            out.push(format!(
+                "refused {more} more connections, not recorded one by one (at most {MAX_ENTRIES} refusals are kept per call)"
+            ));
+        }
+        out
     }
 }
 
@@ -320,6 +373,31 @@ mod tests {
     }
 
     #[test]
+    fn hosts_cannot_forge_lines_or_grow_the_log() {
+        let log = Log::default();
+        log.record(
+            "evil.com\r\nrefused connect to x:1 (forged)\u{202e}\u{1b}[2J",
+            80,
+            "http",
+            Some("not a valid host name or address".into()),
+        );
+        log.record(&"a".repeat(70_000), 80, "http", Some("bad".into()));
+        let (list, _) = log.connections();
+        let h = &list[0].host;
+        assert!(!h.contains('\r') && !h.contains('\n') && !h.contains('\u{1b}'));
+        assert!(!h.contains('\u{202e}'), "{h}");
+        assert!(h.starts_with("evil.com\\r\\n"), "{h}");
+        assert!(list[1].host.len() < MAX_HOST + 32, "{}", list[1].host.len());
+        assert!(list[1].host.ends_with("…(70000 bytes)"), "{}", list[1].host);
+        for w in log.refusals() {
+            assert!(!w.contains('\n') && w.len() < 400, "{w}");
+        }
+        // An ordinary name is kept as it is.
+        assert_eq!(printable_host("api.example.com"), "api.example.com");
+        assert_eq!(printable_host("[::1]"), "[::1]");
+    }
+
+    #[test]
     fn the_log_is_bounded() {
         let log = Log::default();
         for i in 0..(MAX_ENTRIES + 5) {
@@ -328,5 +406,32 @@ mod tests {
         let (list, more) = log.connections();
         assert_eq!(list.len(), MAX_ENTRIES);
         assert_eq!(more, 5);
+        assert!(log.refusals().is_empty());
+    }
+
+    /// A flood of allowed connections does not push a refusal out, and a
+    /// flood of refusals still says how many were not kept.
+    #[test]
+    fn refusals_cannot_be_pushed_out_of_the_log() {
+        let log = Log::default();
+        for i in 0..(MAX_ENTRIES + 50) {
+            log.record("ok.example", i as u16, "connect", None);
+        }
+        log.record("10.0.0.5", 22, "connect", Some("private".into()));
+        assert_eq!(log.refusals(), ["refused connect to 10.0.0.5:22 (private)"]);
+        for i in 0..(MAX_ENTRIES + 7) {
+            log.record("10.0.0.6", i as u16, "connect", Some("private".into()));
+        }
+        let (list, more) = log.connections();
+        assert_eq!(list.len(), 2 * MAX_ENTRIES);
+        assert_eq!(more, 50 + 8);
+        let r = log.refusals();
+        assert_eq!(r.len(), MAX_ENTRIES + 1);
+        assert_eq!(r[0], "refused connect to 10.0.0.5:22 (private)");
+        assert!(
+            r[MAX_ENTRIES].starts_with("refused 8 more connections"),
+            "{}",
+            r[MAX_ENTRIES]
+        );
     }
 }

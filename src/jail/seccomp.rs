@@ -32,9 +32,11 @@
 //! With the network off, also: `socket` for every family, and `socketpair`
 //! except `AF_UNIX` stream/seqpacket pairs (a datagram pair could `sendto`
 //! a named socket outside). With the network through glovebox's egress
-//! proxy ([`Sockets::NoUnix`]): `socket(AF_UNIX, …)` and the same
-//! `socketpair` rule — no unix socket of the host, pathname or abstract,
-//! is reachable (Landlock does not govern a unix `connect`).
+//! proxy ([`Sockets::NoUnix`]): `socket` of every family but inet and
+//! route netlink, and the same `socketpair` rule — no unix socket of the
+//! host, pathname or abstract, is reachable (Landlock does not govern a
+//! unix `connect`), nor a family the network namespace does not confine
+//! (`AF_VSOCK` reaches the hypervisor and the host).
 //!
 //! `ENOSYS` answers `clone3` (whose flags live in memory a filter cannot
 //! read, so libc falls back to `clone`, which is checked) and `io_uring_*`
@@ -88,8 +90,9 @@ pub struct Filter {
 pub enum Sockets {
     /// None (the network off): only unix stream/seqpacket socketpairs.
     None,
-    /// Inet sockets (to the egress proxy in the call's own namespace) but
-    /// no unix socket: the host's unix sockets stay out of reach.
+    /// Inet sockets (to the egress proxy in the call's own namespace) and
+    /// route netlink, nothing else: the host's unix sockets and the
+    /// families no network namespace confines stay out of reach.
     NoUnix,
     /// Every family (the host network, explicitly).
     All,
@@ -351,6 +354,41 @@ fn rule(conds: Vec<SeccompCondition>) -> Result<SeccompRule, SeccompError> {
     SeccompRule::new(conds).map_err(compile_err)
 }
 
+/// The families a call behind the egress proxy may create sockets of:
+/// inet (to the proxy, in the call's own namespace) and route netlink
+/// (its own namespace's interfaces, which libc's lookups read). Every
+/// other family is refused: unix sockets reach the host's, and families
+/// the kernel does not confine to a network namespace (`AF_VSOCK` to the
+/// hypervisor or the host, Bluetooth, …) would be a way out around the
+/// proxy.
+const PROXIED_FAMILIES: [libc::c_int; 3] = [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+
+/// `socket` rules refusing what [`PROXIED_FAMILIES`] does not name, and
+/// netlink sockets of any protocol but `NETLINK_ROUTE`.
+fn proxied_socket_rules() -> Result<Vec<SeccompRule>, SeccompError> {
+    let other_family = PROXIED_FAMILIES
+        .iter()
+        .map(|f| cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *f as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(vec![
+        rule(other_family)?,
+        rule(vec![
+            cond(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                libc::AF_NETLINK as u64,
+            )?,
+            cond(
+                2,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::NETLINK_ROUTE as u64,
+            )?,
+        ])?,
+    ])
+}
+
 /// `__O_TMPFILE` (`O_TMPFILE` without `O_DIRECTORY`).
 const O_TMPFILE_BIT: u64 = 0o20000000;
 
@@ -466,12 +504,7 @@ fn build(sockets: Sockets, deny_metadata: bool) -> Result<Filter, SeccompError> 
         deny.insert(
             libc::SYS_socket,
             match sockets {
-                Sockets::NoUnix => vec![rule(vec![cond(
-                    0,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::Eq,
-                    libc::AF_UNIX as u64,
-                )?])?],
+                Sockets::NoUnix => proxied_socket_rules()?,
                 _ => Vec::new(),
             },
         );

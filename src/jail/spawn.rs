@@ -536,6 +536,27 @@ impl<E: Into<JailError>> From<E> for Attempt {
     }
 }
 
+/// The paths kept read-only inside write grants: the control surface
+/// (`Spec::protect`), and, with a mount tree, [`super::spec::ALWAYS_PROTECTED`]
+/// where a write grant covers it (a tool that could remove a server's
+/// listener record would have the egress proxy let it reach that server).
+/// Without a tree the registry is left as the grant says: splitting a
+/// grant of `/tmp` around it would take from the tool every new entry in
+/// `/tmp` itself, and that jail has no egress proxy.
+fn protected_paths(spec: &Spec, write_grants: &[PathBuf], tree: bool) -> Vec<PathBuf> {
+    let mut protect = spec.protect.clone();
+    if !tree {
+        return protect;
+    }
+    protect.extend(
+        super::spec::ALWAYS_PROTECTED
+            .iter()
+            .map(PathBuf::from)
+            .filter(|d| d.is_dir() && write_grants.iter().any(|w| d.starts_with(w))),
+    );
+    protect
+}
+
 /// Plans `spec` with `kernel` and carries the plan out (see the module
 /// docs for the child's steps).
 fn attempt(
@@ -563,9 +584,11 @@ fn attempt(
     // again inside a write grant: the Landlock rules are split around it
     // instead (see `fs::split_write`).
     let no_tree = !(kernel.mode == Mode::Namespaces && kernel.pid_ns && kernel.mount_proc);
+    let protect = protected_paths(spec, &write_grants, !no_tree);
+    let spec_protect = &protect;
     let mut split_applied = false;
-    if no_tree && !spec.protect.is_empty() {
-        let split = jfs::split_write_on_disk(&access.write, &spec.protect);
+    if no_tree && !spec_protect.is_empty() {
+        let split = jfs::split_write_on_disk(&access.write, spec_protect);
         split_applied = !split.read_only.is_empty();
         access.write = split.write;
         access.read_only.extend(split.read_only);
@@ -576,7 +599,7 @@ fn attempt(
             write: write_grants.clone(),
             ..access.clone()
         },
-        &spec.protect,
+        spec_protect,
         &cwd_dir,
     )?;
     let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();

@@ -90,6 +90,12 @@ pub enum Output {
 /// namespace (`network: true` through a [`Gateway`]).
 pub const PROXY_ADDR: ([u8; 4], u16) = ([127, 0, 0, 1], 3128);
 
+/// Directories the jail keeps read-only inside any write grant that
+/// covers them (with a mount tree): where glovebox's servers record their
+/// listen addresses (`crate::egress::listeners`), so that no tool can
+/// remove a record and then reach that server through the egress proxy.
+pub const ALWAYS_PROTECTED: [&str; 2] = ["/run/glovebox/listeners", "/tmp/glovebox-listeners"];
+
 /// The proxy URL a networked tool is given (`HTTP_PROXY` and friends).
 pub const PROXY_URL: &str = "http://127.0.0.1:3128";
 

@@ -19,7 +19,8 @@
 //!
 //! IPv6 forms that carry an IPv4 address (IPv4-mapped `::ffff:a.b.c.d`,
 //! IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) are
-//! judged by the IPv4 address they carry.
+//! judged by the IPv4 address they carry; the local-use NAT64 prefix
+//! `64:ff9b:1::/48` is private (a local gateway's).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -129,6 +130,10 @@ fn classify_v6(ip: Ipv6Addr) -> Class {
         Class::Private("multicast")
     } else if s[0] & 0xffc0 == 0xfec0 {
         Class::Private("site-local")
+    } else if s[..3] == [0x64, 0xff9b, 1] {
+        // RFC 8215's local-use NAT64 prefix: translated by a gateway of the
+        // local network, to whatever IPv4 addresses it serves.
+        Class::Private("NAT64 local-use")
     } else {
         Class::Public
     }
@@ -198,6 +203,11 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "::127.0.0.1",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a00:1",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "64:ff9b:1::808:808",
         ] {
             assert!(matches!(class(a), Class::Private(_)), "{a}");
             assert!(check(a.parse().unwrap(), false).is_err(), "{a}");

@@ -477,6 +477,12 @@ async fn hop(
     let mut stream = None;
     for addr in addrs {
         match TcpStream::connect(addr).await {
+            // A glovebox server that started listening since the check
+            // recorded itself before it listened: seen now, before any
+            // byte is sent.
+            Ok(_) if crate::egress::listeners::Registry::current().is_own(addr) => {
+                return Err(ProxyError::Own { host, addr });
+            }
             Ok(s) => {
                 stream = Some(s);
                 break;

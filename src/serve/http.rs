@@ -276,20 +276,29 @@ pub async fn serve(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HttpError> {
     options.check()?;
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|source| HttpError::Bind {
-            addr: options.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| HttpError::Bind {
+    let bind_err = |source| HttpError::Bind {
         addr: options.listen,
         source,
-    })?;
+    };
+    // Bound, recorded, and only then listening: a connection can only
+    // ever reach a server whose record is already there (a proxy that
+    // checked before the record re-checks after its connect, see
+    // `egress::decide::open`), so no tool's proxy gets in while the
+    // server starts.
+    let socket = if options.listen.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }
+    .map_err(bind_err)?;
+    socket.set_reuseaddr(true).map_err(bind_err)?;
+    socket.bind(options.listen).map_err(bind_err)?;
+    let addr = socket.local_addr().map_err(bind_err)?;
     let _ = options.bound.set(addr);
     // Recorded machine-wide until the server stops: no tool's egress
     // proxy connects here, whoever runs it.
     let _recorded = crate::egress::listeners::register(addr)?;
+    let listener = socket.listen(1024).map_err(bind_err)?;
     bound(addr);
     let stopping = tokio_util::sync::CancellationToken::new();
     let server = accept(listener, router, options.limits.clone(), stopping.clone());

@@ -103,6 +103,25 @@ def netlink():
     attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0), "netlink socket")
 
 
+def families(*specs):
+    # Each spec is FAMILY:TYPE:PROTOCOL (numbers). One line per spec:
+    # `made` when the socket could be created (ESCAPED at the end), else
+    # the errno (EPERM is the jail's filter; the kernel lacking a family
+    # says EAFNOSUPPORT).
+    made = []
+    for spec in specs:
+        fam, ty, proto = (int(x) for x in spec.split(":"))
+        try:
+            socket.socket(fam, ty, proto).close()
+            print("FAMILY", spec, "made", flush=True)
+            made.append(spec)
+        except OSError as e:
+            print("FAMILY", spec, errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+    if made:
+        escaped("socket families " + " ".join(made))
+    blocked("socket families " + " ".join(specs))
+
+
 def packet():
     attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0), "packet socket")
 
@@ -441,6 +460,7 @@ ATTACKS = {
     "dgram_pair": dgram_pair,
     "netlink": netlink,
     "packet": packet,
+    "families": families,
     "io_uring": io_uring,
     "socketpair_ok": socketpair_ok,
     "sysv_shm": sysv_shm,
