@@ -31,8 +31,8 @@
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
 //!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
 //!   and native extensions `N.so` / `N.*.so` (byte-code caches in
-//!   `__pycache__` are never read: the shim runs Python with a cache
-//!   prefix that cannot exist, see [`crate::run::python::NO_PYCACHE`]); the
+//!   `__pycache__` are never read: the shim compiles every `.py` outside
+//!   the Python installation from source, see [`crate::run::python`]); the
 //!   venv's `pyvenv.cfg`, its `bin/python*` links and the `.pth` files and
 //!   `sitecustomize.py` / `usercustomize.py` of its `site-packages`, which
 //!   Python runs at start-up, and the module's names in that

@@ -14,10 +14,6 @@ pub use crate::interpreter::{installation, Interpreter, PythonError};
 use crate::jail::{JailResult, Status};
 use crate::manifest::model::{Format, PythonExec};
 
-/// Where Python looks for byte code instead of `__pycache__`: below
-/// `/dev/null`, so nowhere.
-pub const NO_PYCACHE: &str = "pycache_prefix=/dev/null/glovebox-no-pycache";
-
 /// The shim's source, passed with `-c`.
 pub const SHIM: &str = include_str!("shim.py");
 
@@ -73,16 +69,18 @@ pub fn resolve_module(cwd: &Path, module: &str) -> Result<Option<Vec<Found>>, Py
 /// How the shim is run by the interpreter [`Interpreter::locate`] chose.
 impl Interpreter {
     /// argv for running the shim: isolated mode (`-I`), no byte code
-    /// written (`-B`), and none read from `__pycache__` either (a cache
-    /// prefix that can never exist): a forged `.pyc` with the source's
-    /// size and time beside an approved module is never loaded.
+    /// written (`-B`). None is read from a `__pycache__` outside the
+    /// Python installation either: the shim loads the tool's modules, and
+    /// every `.py` found outside the installation, from source
+    /// (`SourceOnly` in `shim.py`), so a forged `.pyc` with the source's
+    /// size and time beside an approved module is never loaded, while the
+    /// standard library keeps its caches (compiling it per call cost
+    /// 20-200 ms).
     pub fn argv(&self) -> Vec<OsString> {
         vec![
             self.program.clone().into_os_string(),
             "-I".into(),
             "-B".into(),
-            "-X".into(),
-            NO_PYCACHE.into(),
             "-c".into(),
             SHIM.into(),
         ]

@@ -20,6 +20,40 @@ import sys
 # the shim.
 
 
+class SourceOnly(importlib.machinery.SourceFileLoader):
+    """Compiles a module from its source file and never reads a byte-code
+    cache: a write grant could plant `__pycache__/N.cpython-*.pyc` whose
+    header matches the source's size and mtime, which Python's own check
+    accepts in place of the source."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+
+SYSTEM = os.path.realpath(sys.base_prefix).rstrip("/") + "/"
+
+
+def source_only_outside_the_system():
+    """Every directory on sys.path outside the Python installation
+    (the tool's cwd, the project, a venv) is searched with SourceOnly for
+    `.py` files; the installation's own modules (read-only in every jail)
+    keep their byte-code caches, so the standard library loads as fast as
+    in a bare `python3`."""
+    m = importlib.machinery
+    kinds = [(m.ExtensionFileLoader, m.EXTENSION_SUFFIXES), (m.SourcelessFileLoader, m.BYTECODE_SUFFIXES)]
+    cached = m.FileFinder.path_hook(kinds[0], (m.SourceFileLoader, m.SOURCE_SUFFIXES), kinds[1])
+    strict = m.FileFinder.path_hook(kinds[0], (SourceOnly, m.SOURCE_SUFFIXES), kinds[1])
+
+    def hook(path):
+        where = os.path.realpath(path or ".")
+        return cached(path) if (where + "/").startswith(SYSTEM) else strict(path)
+
+    finder_hooks = [h for h in sys.path_hooks if "FileFinder" in getattr(h, "__qualname__", "")]
+    sys.path_hooks[:] = [h for h in sys.path_hooks if h not in finder_hooks] + [hook]
+    sys.path_importer_cache.clear()
+
+
 def load_chain(chain):
     """Imports each component from the exact file glovebox resolved (never
     by searching sys.path, so a sibling package or module planted next to
@@ -30,9 +64,12 @@ def load_chain(chain):
             spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
             spec.submodule_search_locations = [path]
         elif kind == "package":
+            init = os.path.join(path, "__init__.py")
             spec = importlib.util.spec_from_file_location(
-                name, os.path.join(path, "__init__.py"), submodule_search_locations=[path]
+                name, init, loader=SourceOnly(name, init), submodule_search_locations=[path]
             )
+        elif path.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(name, path, loader=SourceOnly(name, path))
         else:
             spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -55,10 +92,10 @@ def prepare(request):
     sys.path.insert(0, request["cwd"])
     sys.argv = [request["module"]]
     # Never read compiled files from the project's __pycache__ (a write
-    # grant could plant one whose header matches the source): compile from
-    # source. (glovebox also starts Python with -X pycache_prefix below
-    # /dev/null.)
-    sys.pycache_prefix = os.path.join(os.environ.get("HOME", "/nonexistent"), ".pycache")
+    # grant could plant one whose header matches the source): the tool's
+    # own modules compile from source (SourceOnly); the installation's
+    # keep their caches.
+    source_only_outside_the_system()
 
 
 def failure(e, cwd):
