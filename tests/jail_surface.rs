@@ -760,3 +760,54 @@ fn code_a_tool_would_run_cannot_be_created_by_another() {
         assert!(!t.mentions("HIJACKED"), "{tool}: {t:#?}");
     }
 }
+
+#[test]
+fn a_planted_bytecode_cache_of_an_imported_module_never_runs() {
+    require_jail!();
+    let f = project();
+    // `uses` imports `helper`, a project file that is data (the writer may
+    // edit it), but a cache planted in its place must not run either: only
+    // the source is ever compiled.
+    f.file("helper.py", "VALUE = 'HELPER-SOURCE'\n");
+    f.file(
+        "uses.py",
+        "import helper\ndef run():\n    return helper.VALUE\n",
+    );
+    f.tool(&python_tool(
+        "uses",
+        schema(json!({})),
+        json!({"module": "uses", "function": "run", "cwd": "."}),
+        read_root(),
+    ));
+    let plant = r##"python3 - <<'PY'
+import os, py_compile, importlib.util
+st = os.stat("helper.py")
+os.makedirs("out", exist_ok=True)
+open("out/evil_helper.py", "w").write("VALUE = 'EVIL-HELPER'" + " " * (st.st_size - 22) + "\n")
+os.utime("out/evil_helper.py", ns=(st.st_atime_ns, st.st_mtime_ns))
+cache = importlib.util.cache_from_source("helper.py")
+py_compile.compile("out/evil_helper.py", cfile=cache, dfile="helper.py")
+print("PYC-PLANTED", cache)
+PY"##;
+    let r = sh(&f, "writer", plant);
+    if namespace_free() {
+        assert_root_entry_refused(&f, &r, "__pycache__");
+    } else {
+        r.assert_ok();
+        assert!(r.text().contains("PYC-PLANTED"), "{r:#?}");
+        // The probe: plain Python takes the planted cache.
+        let plain = std::process::Command::new("python3")
+            .args(["-B", "-c", "import helper; print(helper.VALUE)"])
+            .current_dir(&f.root)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&plain.stdout).trim(),
+            "EVIL-HELPER",
+            "the planted cache is not one Python would take: {plain:?}"
+        );
+    }
+    let uses = f.run("uses", &[]);
+    uses.assert_ok();
+    assert_eq!(uses.output(), &json!("HELPER-SOURCE"), "{uses:#?}");
+}
