@@ -538,15 +538,7 @@ impl Lint<'_> {
     /// write fails with "unable to open database file". Said here, with the
     /// grant that works (the directory), instead of widening the grant.
     fn database_file_writes(&mut self, doc: &Document) {
-        let Some(items) = doc
-            .value
-            .pointer("/permissions/fs/write")
-            .and_then(Value::as_array)
-        else {
-            return;
-        };
-        for (i, item) in items.iter().enumerate() {
-            let Some(path) = item.as_str() else { continue };
+        for (pointer, path) in write_grants(doc) {
             let resolved = discover::resolve(self.root, path);
             if !is_sqlite_database(&resolved) {
                 continue;
@@ -560,7 +552,6 @@ impl Lint<'_> {
                 .filter(|p| !p.as_os_str().is_empty())
                 .map(|p| format!("{}/", p.display()))
                 .unwrap_or_else(|| ".".into());
-            let pointer = format!("/permissions/fs/write/{i}");
             let message = format!(
                 "`{}` is `{path}`, a SQLite database: SQLite also creates `{name}-journal` (or `-wal` and `-shm`) beside it, which a grant of the file alone does not allow (writes fail with 'unable to open database file'); grant its directory (`{dir}`) instead",
                 display_path(&pointer)
@@ -578,15 +569,7 @@ impl Lint<'_> {
     /// write grant or not ([`crate::surface`]). A manifest asking for it
     /// is told so instead of finding out from a failed write.
     fn control_surface_writes(&mut self, doc: &Document) {
-        let Some(items) = doc
-            .value
-            .pointer("/permissions/fs/write")
-            .and_then(Value::as_array)
-        else {
-            return;
-        };
-        for (i, item) in items.iter().enumerate() {
-            let Some(path) = item.as_str() else { continue };
+        for (pointer, path) in write_grants(doc) {
             let lexical = discover::resolve(self.root, path);
             let Ok(rel) = lexical.strip_prefix(self.root) else {
                 continue;
@@ -600,7 +583,6 @@ impl Lint<'_> {
                 _ => None,
             };
             if let Some(what) = protected {
-                let pointer = format!("/permissions/fs/write/{i}");
                 let message = format!(
                     "`{}` is `{path}`, but {what} is glovebox's control surface and stays read-only in every jail, write grant or not; write elsewhere (for instance a directory of the project's own)",
                     display_path(&pointer)
@@ -938,6 +920,25 @@ pub fn url_authority(url: &str) -> &str {
         .find(['/', '?', '#'])
         .map_or(url.len(), |i| after_scheme + i);
     &url[..end]
+}
+
+/// The `fs.write` entries of `doc` that are strings, with their JSON
+/// pointers.
+fn write_grants(doc: &Document) -> Vec<(String, &str)> {
+    doc.value
+        .pointer("/permissions/fs/write")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| {
+                    v.as_str()
+                        .map(|p| (format!("/permissions/fs/write/{i}"), p))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
