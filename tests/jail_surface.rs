@@ -88,6 +88,16 @@ fn assert_root_entry_refused(f: &Fixture, r: &Called, name: &str) {
     );
 }
 
+/// The fixture's `other` and `py` tools still run their original code.
+fn assert_other_tools_run_their_own_code(f: &Fixture) {
+    let other = f.run("other", &[]);
+    other.assert_ok();
+    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
+    let py = f.run("py", &[]);
+    py.assert_ok();
+    assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
+}
+
 /// Snapshot of every file under the control surface.
 fn snapshot(f: &Fixture) -> Vec<(String, Vec<u8>, u32)> {
     let mut out = Vec::new();
@@ -180,12 +190,7 @@ fn a_write_grant_cannot_change_the_control_surface() {
 
     // The planted tool does not exist; the others still run unchanged.
     f.run("evil", &[]).assert_failed("tool_not_found", 2);
-    let other = f.run("other", &[]);
-    other.assert_ok();
-    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
-    let py = f.run("py", &[]);
-    py.assert_ok();
-    assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
+    assert_other_tools_run_their_own_code(&f);
 }
 
 /// Issue 23, break 2: a lint-clean tool with `fs.write: ["."]` cuts the
@@ -274,12 +279,7 @@ fn other_tools_files_are_protected_when_run_loads_one_tool() {
         assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
     }
     assert_eq!(snapshot(&f), before, "another tool's file changed");
-    let other = f.run("other", &[]);
-    other.assert_ok();
-    assert!(other.text().contains("OTHER-ORIGINAL"), "{other:#?}");
-    let py = f.run("py", &[]);
-    py.assert_ok();
-    assert_eq!(py.output(), &json!("PKG-ORIGINAL"));
+    assert_other_tools_run_their_own_code(&f);
 }
 
 #[test]
