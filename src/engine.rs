@@ -576,7 +576,6 @@ impl Engine {
         let job = Job {
             name,
             root: &self.project.root,
-            project: &self.project,
             policy: &policy,
             secrets: &jail_values,
             placeholders: &placeholders,
@@ -869,8 +868,6 @@ impl Intent<'_> {
 struct Job<'a> {
     name: &'a str,
     root: &'a std::path::Path,
-    /// The project, for what its tools run ([`crate::surface::absent`]).
-    project: &'a Project,
     policy: &'a Policy,
     /// The values the jail sees (placeholders for placeholder secrets).
     secrets: &'a IndexMap<String, String>,
@@ -949,9 +946,8 @@ impl Job<'_> {
                 ))
             }
         };
-        let absent = crate::surface::absent(self.project, &self.policy.write);
         let started = start(&spec);
-        let planted = crate::surface::undo_planted(&absent);
+        let planted = crate::surface::undo_planted(&self.policy.absent);
         let mut outcome = match started {
             Err(e) => run::jail_error(self.name, &e, program),
             Ok(_) if !planted.is_empty() => {

@@ -103,6 +103,11 @@ pub struct Policy {
     /// write grants ([`crate::surface`]); empty until
     /// [`Policy::with_surface`].
     pub protected: Vec<PathBuf>,
+    /// Names that do not exist yet but that this call could create and
+    /// that would change what tools exist or run ([`crate::surface::absent`]):
+    /// removed after the call, which then fails; empty until
+    /// [`Policy::with_surface`].
+    pub absent: Vec<PathBuf>,
 }
 
 /// Checks the paths a manifest grants, as they resolve at this call.
@@ -244,12 +249,13 @@ impl Policy {
             limits,
             degraded: config.sandbox.degraded,
             protected: Vec::new(),
+            absent: Vec::new(),
         })
     }
 
     /// This policy with the control surface of `project` protected.
     pub fn with_surface(mut self, project: &crate::manifest::project::Project) -> Policy {
-        self.protected = crate::surface::paths(project, &self.write);
+        (self.protected, self.absent) = crate::surface::guard(project, &self.write);
         self
     }
 

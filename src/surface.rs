@@ -35,38 +35,89 @@ use crate::manifest::project::{Project, Tool};
 /// grant reaches into the root (nothing there could be changed anyway), so
 /// a read-only call does not pay for working out every tool's footprint.
 pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
-    let root = &project.root;
-    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
-    let reaches = |w: &PathBuf| {
-        let real = std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
-        [root, &real_root].iter().any(|r| {
-            w.starts_with(r) || r.starts_with(w) || real.starts_with(r) || r.starts_with(&real)
-        })
-    };
-    if !write.iter().any(reaches) {
-        return Vec::new();
-    }
-    surface_of(project, write)
+    guard(project, write).0
 }
 
-/// [`paths`] without the early return. The surface is every tool's: a
-/// project loaded for one tool ([`Project::load_one`], as `glovebox run`
-/// does) is loaded whole here; if that fails, the whole root is protected
-/// (fail closed: a call that could change an unknown tool's script gets
-/// no write access to the project).
-fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
+/// What one call with write grants `write` must keep as it is: the
+/// protected paths ([`paths`]: bound read-only) and the absent names
+/// ([`absent`]: undone after the call). The project is loaded whole and
+/// each tool's footprint worked out once for both.
+pub fn guard(project: &Project, write: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let root = &project.root;
-    let whole;
-    let project = if project.whole {
-        project
-    } else {
-        match Project::load(root) {
-            Ok(p) => {
-                whole = p;
-                &whole
+    let mut planted = absent_root_names(root, write);
+    if !write.iter().any(|w| reaches(root, w)) {
+        return (Vec::new(), planted);
+    }
+    let code = Code::of(project);
+    let granted = |p: &PathBuf| write.iter().any(|w| p.starts_with(w));
+    planted.extend(code.missing.iter().filter(|p| granted(p)).cloned());
+    planted.sort();
+    planted.dedup();
+    (surface_of(project, &code, write), planted)
+}
+
+/// True when the write grant `w` is inside `root` or holds it, as
+/// written or as it resolves.
+fn reaches(root: &PathBuf, w: &PathBuf) -> bool {
+    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+    let real = std::fs::canonicalize(w).unwrap_or_else(|_| w.clone());
+    [root, &real_root].iter().any(|r| {
+        w.starts_with(r) || r.starts_with(w) || real.starts_with(r) || r.starts_with(&real)
+    })
+}
+
+/// What the tools of a project run, worked out once per call from the
+/// project loaded whole (a project loaded for one tool,
+/// [`Project::load_one`] as `glovebox run` does, is loaded whole here).
+struct Code {
+    /// The existing and shadowing paths every tool runs ([`runs`]);
+    /// `None` when the project cannot be loaded whole.
+    runs: Option<Vec<PathBuf>>,
+    /// The code some tool would run that does not exist yet
+    /// ([`crate::footprint::Footprint::missing`]).
+    missing: Vec<PathBuf>,
+}
+
+impl Code {
+    fn of(project: &Project) -> Code {
+        let whole;
+        let project = if project.whole {
+            project
+        } else {
+            match Project::load(&project.root) {
+                Ok(p) => {
+                    whole = p;
+                    &whole
+                }
+                Err(_) => {
+                    return Code {
+                        runs: None,
+                        missing: Vec::new(),
+                    }
+                }
             }
-            Err(_) => return vec![root.clone()],
+        };
+        let (mut runs_all, mut missing) = (Vec::new(), Vec::new());
+        for tool in &project.tools {
+            let footprint = crate::footprint::of(&project.root, tool);
+            missing.extend(footprint.missing);
+            runs_all.extend(runs(&project.root, tool, footprint.paths));
         }
+        Code {
+            runs: Some(runs_all),
+            missing,
+        }
+    }
+}
+
+/// The protected paths, given what the tools run. A project that could not
+/// be loaded whole protects its whole root (fail closed: a call that
+/// could change an unknown tool's script gets no write access to the
+/// project).
+fn surface_of(project: &Project, code: &Code, write: &[PathBuf]) -> Vec<PathBuf> {
+    let root = &project.root;
+    let Some(runs) = &code.runs else {
+        return vec![root.clone()];
     };
     let mut out = vec![root.join(".glee"), root.join("tools.json")];
     out.extend(project.tools_json.iter().cloned());
@@ -75,9 +126,7 @@ fn surface_of(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
         out.extend(git_dirs(&git));
         out.push(git);
     }
-    for tool in &project.tools {
-        out.extend(runs(root, tool));
-    }
+    out.extend(runs.iter().cloned());
     out.retain(|p| p.symlink_metadata().is_ok());
     out.sort();
     out.dedup();
@@ -105,11 +154,10 @@ fn git_dirs(git: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// What `tool` runs, inside `root`: its footprint ([`crate::footprint`])
-/// and the whole of a venv inside the root (its `site-packages` is code
-/// the tool imports).
-fn runs(root: &Path, tool: &Tool) -> Vec<PathBuf> {
-    let mut files = crate::footprint::of(root, tool).paths;
+/// What `tool` runs, inside `root`: its footprint's `paths`
+/// ([`crate::footprint`]) and the whole of a venv inside the root (its
+/// `site-packages` is code the tool imports).
+fn runs(root: &Path, tool: &Tool, mut files: Vec<PathBuf>) -> Vec<PathBuf> {
     if let Exec::Python(p) = &tool.manifest.exec {
         if let Some(v) = &p.venv {
             files.push(resolve(root, v));
@@ -148,8 +196,9 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
     for root in roots {
         match Project::load(&root) {
             Ok(p) => {
-                protect.extend(paths(&p, write));
-                planted.extend(absent(&p, write));
+                let (more_protect, more_planted) = guard(&p, write);
+                protect.extend(more_protect);
+                planted.extend(more_planted);
             }
             Err(_) => {
                 protect.extend(
@@ -173,34 +222,13 @@ const ROOT_NAMES: [&str; 3] = [".glee", "tools.json", ".git"];
 /// names whether they exist or not (a write would create them), and the
 /// code a tool would run that is not there yet.
 pub fn for_writes(project: &Project) -> Vec<PathBuf> {
-    let mut out = surface_of(project, &[]);
+    let code = Code::of(project);
+    let mut out = surface_of(project, &code, &[]);
     out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
-    out.extend(missing_code(project));
+    out.extend(code.missing);
     out.sort();
     out.dedup();
     out
-}
-
-/// The code some tool of `project` (loaded whole) would run that does not
-/// exist yet ([`crate::footprint::Footprint::missing`]).
-fn missing_code(project: &Project) -> Vec<PathBuf> {
-    let whole;
-    let project = if project.whole {
-        project
-    } else {
-        match Project::load(&project.root) {
-            Ok(p) => {
-                whole = p;
-                &whole
-            }
-            Err(_) => return Vec::new(),
-        }
-    };
-    project
-        .tools
-        .iter()
-        .flat_map(|t| crate::footprint::of(&project.root, t).missing)
-        .collect()
 }
 
 /// The root control names missing from `root` that a call with write
@@ -224,19 +252,7 @@ fn absent_root_names(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
 /// project with placeholders: the engine checks them after the call
 /// ([`undo_planted`]).
 pub fn absent(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
-    let root = &project.root;
-    let granted = |p: &PathBuf| write.iter().any(|w| p.starts_with(w));
-    let mut out = absent_root_names(root, write);
-    if !write
-        .iter()
-        .any(|w| w.starts_with(root) || root.starts_with(w))
-    {
-        return out;
-    }
-    out.extend(missing_code(project).into_iter().filter(granted));
-    out.sort();
-    out.dedup();
-    out
+    guard(project, write).1
 }
 
 /// Removes each of `absent` that now exists (the call created it: a

@@ -175,8 +175,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     )
     .map(glovebox::builtin::add_to)
     {
-        spec.protect = glovebox::surface::paths(&project, &spec.fs.write);
-        absent = glovebox::surface::absent(&project, &spec.fs.write);
+        (spec.protect, absent) = glovebox::surface::guard(&project, &spec.fs.write);
         here_root = Some(project.root);
     }
     // A write grant inside another project (typed from outside it): that
