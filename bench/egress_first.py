@@ -17,8 +17,10 @@ import shutil
 import socket
 import statistics
 import subprocess
-import tempfile
-import threading
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from egress import make_files, sandbox_modes, serve_files  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("glovebox", nargs="?", default="target/release/glovebox")
@@ -26,43 +28,12 @@ ap.add_argument("--before", default=None)
 ap.add_argument("--runs", type=int, default=100)
 args = ap.parse_args()
 
-root = tempfile.mkdtemp(prefix="gbx-bench-first-")
-with open(os.path.join(root, "big"), "wb") as f:
-    f.write(os.urandom(1 << 20))
-
-
-def answer(conn):
-    with conn:
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            head += chunk
-        with open(os.path.join(root, "big"), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            conn.sendall(f"HTTP/1.0 200 OK\r\nContent-Length: {size}\r\n\r\n".encode())
-            conn.sendfile(f)
-
-
-def serve(listener):
-    while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-
+root = make_files({"big": 1 << 20})
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
-listener.listen(128)
-port = listener.getsockname()[1]
-threading.Thread(target=serve, args=(listener,), daemon=True).start()
+port = serve_files(root, listener)
 
-PROXIED = ["sandbox", "--net", "--allow-private", "--"]
-DIRECT = ["sandbox", "--net=direct", "--"]
-modes = {"bare": [], "direct": [args.glovebox] + DIRECT, "proxied": [args.glovebox] + PROXIED}
-if args.before:
-    modes["direct (before)"] = [args.before] + DIRECT
-    modes["proxied (before)"] = [args.before] + PROXIED
+modes = {"bare": [], **sandbox_modes(args.glovebox, args.before)}
 fmt = "%{time_starttransfer} %{time_total}\\n"
 script = f"for i in 1 2 3; do curl -sS -o /dev/null -w '{fmt}' http://127.0.0.1:{port}/big; done"
 first = {m: [] for m in modes}
