@@ -250,6 +250,37 @@ mod tests {
         assert!(got.is_ok());
     }
 
+    /// A server already recorded when the connection is decided is
+    /// refused without a connection: its listener sees nothing at all.
+    #[tokio::test]
+    async fn a_known_server_gets_no_connection() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let rules = Rules {
+            allow_private: true,
+            ..Rules::default()
+        };
+        let got = open_with(&rules, &Host::Ip(addr.ip()), addr.port(), || {
+            std::sync::Arc::new(Registry::of(vec![addr], vec![]))
+        })
+        .await;
+        assert_eq!(got.err(), Some(Refusal::Own));
+        l.set_nonblocking(true).unwrap();
+        let pending = l.accept();
+        assert!(
+            matches!(&pending, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the server was connected to: {pending:?}"
+        );
+        // Control: not recorded, the same call connects.
+        let got = open_with(&rules, &Host::Ip(addr.ip()), addr.port(), || {
+            std::sync::Arc::new(Registry::of(vec![], vec![]))
+        })
+        .await;
+        assert!(got.is_ok());
+        l.set_nonblocking(false).unwrap();
+        assert!(l.accept().is_ok());
+    }
+
     #[test]
     fn the_allowlist_is_checked_before_any_lookup() {
         let rules = Rules {
