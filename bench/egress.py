@@ -117,6 +117,24 @@ def sandbox_modes(glovebox, before=None):
     return modes
 
 
+def start_floor(root):
+    """Compiles bench/egress_floor.c into `root` with `cc` and starts it on
+    a free loopback port: its process and the command prefix that sends a
+    bare curl through it."""
+    floor_bin = os.path.join(root, "egress_floor")
+    subprocess.run(
+        ["cc", "-O2", "-o", floor_bin, os.path.join(os.path.dirname(os.path.abspath(__file__)), "egress_floor.c")],
+        check=True,
+    )
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    floor_port = probe.getsockname()[1]
+    probe.close()
+    proc = subprocess.Popen([floor_bin, str(floor_port)])
+    time.sleep(0.2)
+    return proc, ["env", f"http_proxy=http://127.0.0.1:{floor_port}"]
+
+
 def write_section(path, title, text):
     """Replaces the section `title` (up to the next `## `) of the markdown
     file `path` with `text`, or appends it."""
@@ -146,18 +164,7 @@ def main():
 
     MODES = {"bare": [], **sandbox_modes(args.glovebox)}
     if args.floor:
-        floor_bin = os.path.join(root, "egress_floor")
-        subprocess.run(
-            ["cc", "-O2", "-o", floor_bin, os.path.join(os.path.dirname(os.path.abspath(__file__)), "egress_floor.c")],
-            check=True,
-        )
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        floor_port = probe.getsockname()[1]
-        probe.close()
-        floor_proc = subprocess.Popen([floor_bin, str(floor_port)])
-        time.sleep(0.2)
-        MODES["floor"] = ["env", f"http_proxy=http://127.0.0.1:{floor_port}"]
+        floor_proc, MODES["floor"] = start_floor(root)
     if args.before:
         MODES.update((m, p) for m, p in sandbox_modes(args.glovebox, args.before).items() if "before" in m)
 

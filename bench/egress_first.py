@@ -4,10 +4,12 @@
 Each run is one `glovebox sandbox` whose tool fetches a 1 MiB file three
 times with curl from an HTTP server on 127.0.0.1 (sendfile): the first
 fetch is what bench/egress.py measures (one curl per call); the later ones
-show what the same path costs once the process has run it. Modes
+show what the same path costs once the process has run it. With
+`--floor`, a bare curl through bench/egress_floor.c too (see
+bench/egress.py): proxied - direct next to floor - bare. Modes
 interleaved; medians of curl's own timings (time to first byte, total).
 
-    python3 bench/egress_first.py GLOVEBOX [--before OLD] [--runs N]
+    python3 bench/egress_first.py GLOVEBOX [--before OLD] [--floor] [--runs N]
     chrt -r 10 python3 bench/egress_first.py ...   (the view without run-queue waits)
 """
 
@@ -20,12 +22,13 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from egress import make_files, sandbox_modes, serve_files  # noqa: E402
+from egress import make_files, sandbox_modes, serve_files, start_floor  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("glovebox", nargs="?", default="target/release/glovebox")
 ap.add_argument("--before", default=None)
 ap.add_argument("--runs", type=int, default=100)
+ap.add_argument("--floor", action="store_true", help="also a bare curl through bench/egress_floor.c")
 args = ap.parse_args()
 
 root = make_files({"big": 1 << 20})
@@ -34,6 +37,8 @@ listener.bind(("127.0.0.1", 0))
 port = serve_files(root, listener)
 
 modes = {"bare": [], **sandbox_modes(args.glovebox, args.before)}
+if args.floor:
+    floor_proc, modes["floor"] = start_floor(root)
 fmt = "%{time_starttransfer} %{time_total}\\n"
 script = f"for i in 1 2 3; do curl -sS -o /dev/null -w '{fmt}' http://127.0.0.1:{port}/big; done"
 first = {m: [] for m in modes}
@@ -60,4 +65,13 @@ for m in modes:
         f"| {m} | {med(f, 0):.3f} ms | {med(f, 1):.3f} ms ({1000 / med(f, 1):.0f} MiB/s) "
         f"| {med(l, 0):.3f} ms | {med(l, 1):.3f} ms ({1000 / med(l, 1):.0f} MiB/s) |"
     )
+if args.floor:
+    print(
+        f"proxied - direct: first byte {med(first['proxied'], 0) - med(first['direct'], 0):+.3f} ms, "
+        f"total {med(first['proxied'], 1) - med(first['direct'], 1):+.3f} ms (first fetch); "
+        f"floor - bare: first byte {med(first['floor'], 0) - med(first['bare'], 0):+.3f} ms, "
+        f"total {med(first['floor'], 1) - med(first['bare'], 1):+.3f} ms"
+    )
+    floor_proc.kill()
+    floor_proc.wait()
 shutil.rmtree(root, ignore_errors=True)
