@@ -145,6 +145,23 @@ fn configured(path: &Path) -> Result<Option<PathBuf>, StateError> {
     }
 }
 
+/// `state_dir` of the user config file, read once per process: a served
+/// call asked for the state directory several times, and a server keeps
+/// the state it started with (a config edited meanwhile takes effect at
+/// the next start, never in the middle of an audit chain). An unreadable
+/// or invalid config is not remembered: it is an error every time.
+fn user_configured() -> Result<Option<PathBuf>, StateError> {
+    static READ: OnceLock<Option<PathBuf>> = OnceLock::new();
+    if let Some(p) = READ.get() {
+        return Ok(p.clone());
+    }
+    let found = match user_config_file() {
+        Some(file) => configured(&file)?,
+        None => None,
+    };
+    Ok(READ.get_or_init(|| found).clone())
+}
+
 /// The state directory's path (not created).
 pub fn dir() -> Result<PathBuf, StateError> {
     if let Some(p) = CHOSEN.get() {
@@ -156,10 +173,8 @@ pub fn dir() -> Result<PathBuf, StateError> {
         let p = PathBuf::from(p);
         return Ok(std::path::absolute(&p).unwrap_or(p));
     }
-    if let Some(file) = user_config_file() {
-        if let Some(p) = configured(&file)? {
-            return Ok(p);
-        }
+    if let Some(p) = user_configured()? {
+        return Ok(p);
     }
     home()
         .map(|h| h.join(".local/state/glovebox"))
@@ -188,15 +203,51 @@ pub fn ensure_dir() -> Result<PathBuf, StateError> {
 }
 
 /// A stable key for a project: sha256 of its canonical root path.
+///
+/// Remembered per path for the process (a served call asked for it three
+/// times: audit head, approvals, created tools); a root reached through a
+/// symbolic link keeps the key of where it led first.
 pub fn project_key(root: &Path) -> String {
+    type Keys = std::sync::Mutex<std::collections::HashMap<PathBuf, String>>;
+    static KEYS: OnceLock<Keys> = OnceLock::new();
+    let keys = KEYS.get_or_init(Default::default);
+    if let Some(k) = keys
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(root)
+    {
+        return k.clone();
+    }
     let canonical = fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    hex::encode(Sha256::digest(canonical.as_os_str().as_encoded_bytes()))
+    let key = hex::encode(Sha256::digest(canonical.as_os_str().as_encoded_bytes()));
+    let mut keys = keys
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Bounded: a process sees a handful of roots; past that, stop adding.
+    if keys.len() < 64 {
+        keys.insert(root.to_path_buf(), key.clone());
+    }
+    key
 }
 
 /// The 32-byte secret key of this user's state (created on first use,
 /// mode 0600). Used to MAC the audit log.
 pub fn key() -> Result<Vec<u8>, StateError> {
-    key_in(&ensure_dir()?)
+    // Read once per state directory and process (twice per call before:
+    // the intent and the result line).
+    static KEY: std::sync::Mutex<Option<(PathBuf, Vec<u8>)>> = std::sync::Mutex::new(None);
+    let dir = ensure_dir()?;
+    let mut known = KEY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((d, k)) = known.as_ref() {
+        if *d == dir {
+            return Ok(k.clone());
+        }
+    }
+    let k = key_in(&dir)?;
+    *known = Some((dir, k.clone()));
+    Ok(k)
 }
 
 /// [`key`] of the state directory `dir`.
