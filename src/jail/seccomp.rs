@@ -854,7 +854,7 @@ mod tests {
                 4 => arch,
                 16..=63 => {
                     let a = args[((off - 16) / 8) as usize];
-                    if (off - 16) % 8 == 0 {
+                    if (off - 16).is_multiple_of(8) {
                         a as u32
                     } else {
                         (a >> 32) as u32
