@@ -16,7 +16,10 @@
  *     ./jail_floor MODE BINDS FILTER WORKERS SECONDS
  *
  * MODE `bare` is fork+exec of /bin/true and nothing else; `jail` is the
- * above. Prints one JSON object: calls, calls/s, mean microseconds per
+ * above; `reuse` builds the tree and the ruleset once per worker and gives
+ * each call only its own PID and mount namespaces (a copy of the tree), a
+ * fresh /proc, a tmpfs home, Landlock, seccomp and exec: what a jail
+ * kept per policy would cost. Prints one JSON object: calls, calls/s, mean microseconds per
  * call per worker. Run as root (the supervisor glovebox compares with).
  */
 #define _GNU_SOURCE
@@ -65,11 +68,10 @@ static void rdonly(const char *path) {
         die("mount_setattr");
 }
 
-static int child(void *arg) {
-    (void)arg;
+/* The jail's root: a tmpfs with the binds, /usr and its links, /proc,
+ * then pivot_root and the old root detached. */
+static void build_tree(void) {
     char at[96];
-    if (setsid() < 0)
-        die("setsid");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
         die("private");
     if (mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755"))
@@ -92,6 +94,9 @@ static int child(void *arg) {
         if (symlink(links[i][0], at))
             die("symlink");
     }
+    snprintf(at, sizeof at, "%s/home", root);
+    if (mkdir(at, 0755))
+        die("home");
     snprintf(at, sizeof at, "%s/proc", root);
     if (mkdir(at, 0555) || mount("proc", at, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
         die("proc");
@@ -100,8 +105,11 @@ static int child(void *arg) {
         die("pivot");
     if (umount2("/.old", MNT_DETACH) || rmdir("/.old") || chdir("/"))
         die("detach");
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-        die("nnp");
+}
+
+/* A Landlock ruleset with one rule per bind and /usr (paths of the jail). */
+static int make_ruleset(void) {
+    char at[32];
     struct landlock_ruleset_attr ra = {.handled_access_fs = (1ULL << 16) - 1};
     int rs = syscall(SYS_landlock_create_ruleset, &ra, sizeof ra, 0);
     if (rs < 0)
@@ -120,14 +128,47 @@ static int child(void *arg) {
             die("rule");
         close(fd);
     }
+    return rs;
+}
+
+/* no_new_privs, Landlock, seccomp, exec. */
+static void confine_and_exec(int rs) {
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        die("nnp");
     if (syscall(SYS_landlock_restrict_self, rs, 0))
         die("restrict");
-    close(rs);
     struct sock_fprog fp = {.len = (unsigned short)filter_len, .filter = prog};
     if (filter_len > 0 && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp))
         die("seccomp");
     execve("/usr/bin/true", true_argv, true_env);
     die("exec");
+}
+
+/* A fresh jail per call. */
+static int child(void *arg) {
+    (void)arg;
+    if (setsid() < 0)
+        die("setsid");
+    build_tree();
+    int rs = make_ruleset();
+    fcntl(rs, F_SETFD, FD_CLOEXEC);
+    confine_and_exec(rs);
+    return 0;
+}
+
+/* A call in a jail built once (mode `reuse`): the worker built the tree
+ * and the ruleset; the call gets its own PID and mount namespaces (a copy
+ * of the tree), a fresh /proc and a private tmpfs home. */
+static int reuse_rs = -1;
+static int reused_child(void *arg) {
+    (void)arg;
+    if (setsid() < 0)
+        die("setsid");
+    if (mount("tmpfs", "/home", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64m"))
+        die("home");
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+        die("proc");
+    confine_and_exec(reuse_rs);
     return 0;
 }
 
@@ -159,7 +200,7 @@ static double now(void) {
     return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-static long loop(int jail, double seconds) {
+static long loop(int jail, int reuse, double seconds) {
     size_t size = 256 * 1024;
     char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (stack == MAP_FAILED)
@@ -169,7 +210,9 @@ static long loop(int jail, double seconds) {
     while (now() < end) {
         int status;
         pid_t pid;
-        if (jail) {
+        if (reuse) {
+            pid = clone(reused_child, stack + size, CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL);
+        } else if (jail) {
             pid = clone(child, stack + size, CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | SIGCHLD, NULL);
         } else {
             pid = vfork();
@@ -189,10 +232,11 @@ static long loop(int jail, double seconds) {
 
 int main(int argc, char **argv) {
     if (argc != 6) {
-        fprintf(stderr, "usage: jail_floor bare|jail BINDS FILTER WORKERS SECONDS\n");
+        fprintf(stderr, "usage: jail_floor bare|jail|reuse BINDS FILTER WORKERS SECONDS\n");
         return 2;
     }
-    int jail = strcmp(argv[1], "jail") == 0;
+    int reuse = strcmp(argv[1], "reuse") == 0;
+    int jail = reuse || strcmp(argv[1], "jail") == 0;
     binds = atoi(argv[2]);
     int workers = atoi(argv[4]);
     double seconds = atof(argv[5]);
@@ -212,7 +256,15 @@ int main(int argc, char **argv) {
         if (pipe(fds[w]))
             return 1;
         if (fork() == 0) {
-            long n = loop(jail, seconds);
+            if (reuse) {
+                /* The worker becomes the jail built once: its own mount
+                 * and IPC namespaces, the tree, the ruleset. */
+                if (unshare(CLONE_NEWNS | CLONE_NEWIPC))
+                    _exit(1);
+                build_tree();
+                reuse_rs = make_ruleset();
+            }
+            long n = loop(jail && !reuse, reuse, seconds);
             if (write(fds[w][1], &n, sizeof n) != sizeof n)
                 _exit(1);
             _exit(n < 0);

@@ -6,7 +6,10 @@
 # binds, /proc, pivot_root, Landlock, a seccomp filter of FILTER
 # instructions, exec /bin/true. Prints a markdown table: calls/s with 1 and
 # 2 loops side by side, and the CPU of one call (1 loop: the parent only
-# waits, so wall time is the call's CPU).
+# waits, so wall time is the call's CPU). `reuse` is the same jail with the
+# tree and the Landlock ruleset built once per loop: each call then gets a
+# copy of the tree in its own mount and PID namespaces, a fresh /proc and
+# a tmpfs home (what keeping a jail per policy could cost).
 #
 #   BINDS=25 FILTER=835 SECS=3 ROUNDS=3 bash bench/jail_floor.sh
 #
@@ -36,5 +39,6 @@ for r in $(seq "$ROUNDS"); do
   for w in 1 2; do
     echo -n "| $r "; row "bare fork+exec" "$("$OUT/jail_floor" bare 0 0 "$w" "$SECS")"
     echo -n "| $r "; row "floor: $BINDS binds, $FILTER-insn filter" "$("$OUT/jail_floor" jail "$BINDS" "$FILTER" "$w" "$SECS")"
+    echo -n "| $r "; row "floor, tree built once (reuse)" "$("$OUT/jail_floor" reuse "$BINDS" "$FILTER" "$w" "$SECS")"
   done
 done
