@@ -19,8 +19,12 @@ cleanup() {
   rm -rf "$OUT"
 }
 trap cleanup EXIT
-mkdir -p "$OUT/p/.glee/tools/noop"
-cat > "$OUT/p/.glee/tools/noop/tool.yml" <<'YML'
+# One project per binary: each server its own log and audit head (binaries
+# of different versions may keep the head in different formats).
+for b in $BINS; do
+  n=${b%%:*}
+  mkdir -p "$OUT/p-$n/.glee/tools/noop"
+  cat > "$OUT/p-$n/.glee/tools/noop/tool.yml" <<'YML'
 name: noop
 description: does nothing, jailed
 kind: command
@@ -32,10 +36,11 @@ exec:
   command: {entrypoint: "true", args: []}
 permissions: {network: false, fs: {read: ["."], write: []}}
 YML
+done
 declare -A URL PID
 for b in $BINS; do
   n=${b%%:*}
-  "${b#*:}" --root "$OUT/p" serve --listen 127.0.0.1:0 --max-concurrent 64 >/dev/null 2>"$OUT/$n.log" &
+  "${b#*:}" --root "$OUT/p-$n" serve --listen 127.0.0.1:0 --max-concurrent 64 >/dev/null 2>"$OUT/$n.log" &
   PID[$n]=$!
   pids+=($!)
 done

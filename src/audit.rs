@@ -22,7 +22,10 @@
 //!
 //! Writers take an exclusive `flock` on the log, check its end against the
 //! head, append with one `write` on an `O_APPEND` descriptor, then move the
-//! head (a temporary file renamed over it): safe for concurrent processes.
+//! head (one `pwrite` of a checksummed record into the one of its two slots
+//! not holding the newest record, so a torn write leaves the previous head;
+//! the format is described in `src/audit/head.rs`): safe for concurrent
+//! processes.
 //! A call's intent is also synced (log, then head) before the call starts
 //! ([`Log::append_durable`]); other lines are not (a crash may lose a
 //! call's result line: the call then shows as unfinished). The sync
@@ -57,6 +60,7 @@ use crate::state::{self, StateError};
 mod commit;
 mod head;
 pub use head::{Acknowledged, Head};
+use head::{Layout, Plan, Stored};
 
 /// Errors of the audit log.
 #[derive(Debug, thiserror::Error)]
@@ -519,12 +523,13 @@ impl Log {
         }
     }
 
-    /// The head, `None` when there is none yet. An unreadable head is an
-    /// error: continuity cannot be checked without it.
-    fn read_head(&self) -> Result<Option<Head>, AuditError> {
-        match fs::read_to_string(&self.head) {
-            Ok(t) => Ok(Some(Head::parse(&t))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+    /// The head file as it is now ([`Stored::absent`] when there is none
+    /// yet). A file that cannot be read is an error: continuity cannot be
+    /// checked without it.
+    fn load_head(&self) -> Result<Stored, AuditError> {
+        match fs::read(&self.head) {
+            Ok(bytes) => Ok(Stored::decode(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Stored::absent()),
             Err(e) => Err(AuditError::State(StateError::Io {
                 path: self.head.clone(),
                 source: e,
@@ -532,26 +537,68 @@ impl Log {
         }
     }
 
-    /// Writes the head: a temporary file renamed over the head; with
-    /// `durable`, the file is synced before the rename. (The directory is
-    /// not synced: a rename lost in a crash leaves the older head, and the
-    /// lines written since chain on from it, so the next append takes them
-    /// in.)
-    fn write_head(&self, head: &Head, durable: bool) -> Result<(), std::io::Error> {
-        let dir = self.head.parent().unwrap_or(Path::new("."));
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        tmp.write_all(head.to_text().as_bytes())?;
-        tmp.as_file()
-            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-        if durable {
-            tmp.as_file().sync_all()?;
+    /// What `stored` says, `None` when there is no head yet. A head file
+    /// neither of whose records is whole (not something a crash leaves:
+    /// see [`head`]) says nothing of where the log ended: it reads as a
+    /// head that records no end and holds that damage as a break, so the
+    /// next append records an `AUDIT_BREAK` (unless the log is empty) and
+    /// `--verify` fails until a reseal, never as a clean log.
+    fn head_of(&self, stored: &Stored) -> Option<Head> {
+        match (&stored.head, stored.layout) {
+            (Some(h), _) => Some(h.clone()),
+            (None, Layout::Absent) => None,
+            (None, _) => Some(Head {
+                broken: vec![format!(
+                    "{}: the audit head {} could not be read (neither of its records is whole): where the log ended is unknown",
+                    now(),
+                    self.head.display()
+                )],
+                ..Head::default()
+            }),
         }
-        tmp.persist(&self.head).map_err(|e| e.error)?;
-        Ok(())
+    }
+
+    /// The head, `None` when there is none yet (see [`Log::head_of`]).
+    fn read_head(&self) -> Result<Option<Head>, AuditError> {
+        Ok(self.head_of(&self.load_head()?))
+    }
+
+    /// Writes `head` over the file read as `stored` (the writers' lock
+    /// held since it was read): in place, one `pwrite` of a record into
+    /// the slot not holding the newest one, synced with `durable`; or, for
+    /// a head in an older format, none yet, or one that outgrew its slots,
+    /// a new file with slots big enough (mode 0600, synced) renamed over
+    /// it. (The directory is not synced: a rename lost in a crash leaves
+    /// the older head, and the lines written since chain on from it, so
+    /// the next append takes them in.)
+    fn write_head(&self, stored: &Stored, head: &Head, durable: bool) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        match stored.plan(head) {
+            Plan::InPlace { offset, bytes } => {
+                let file = OpenOptions::new().write(true).open(&self.head)?;
+                file.write_all_at(&bytes, offset)?;
+                if durable {
+                    file.sync_data()?;
+                }
+                Ok(())
+            }
+            Plan::Whole(bytes) => {
+                let dir = self.head.parent().unwrap_or(Path::new("."));
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)?;
+                let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+                tmp.write_all(&bytes)?;
+                tmp.as_file()
+                    .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+                // Rare (a new head, an upgrade, slots doubled): synced, so
+                // a crash never leaves a renamed file without its records.
+                tmp.as_file().sync_data()?;
+                tmp.persist(&self.head).map_err(|e| e.error)?;
+                Ok(())
+            }
+        }
     }
 
     /// Opens the log for appending (creating it and its directory) and
@@ -609,7 +656,8 @@ impl Log {
     /// [`Log::append_with`] with the state's `key`.
     fn append_keyed(&self, key: &[u8], event: &Event, durable: bool) -> Result<(), AuditError> {
         let mut file = self.open_locked()?;
-        let head = self.read_head()?;
+        let stored = self.load_head()?;
+        let head = self.head_of(&stored);
         let len = file.metadata().map_err(|e| self.io(e))?.len();
         let end = self
             .find_end(&mut file, len, head.as_ref(), key)
@@ -697,7 +745,7 @@ impl Log {
         head.bytes = Some(before + out.len() as u64);
         head.own = Some(own + events.len() as u64);
         head.mac = prev;
-        self.write_head(&head, false)
+        self.write_head(&stored, &head, false)
             .map_err(|e| self.not_durable(e))?;
         if !durable {
             return Ok(());
@@ -714,13 +762,17 @@ impl Log {
             .map_err(|e| self.not_durable(e))
     }
 
-    /// Makes what the log and the head say durable: the head as it is now
-    /// is opened first, so the log's sync covers every line it counts;
-    /// then the head itself.
+    /// Makes what the log and the head say durable: the log, then the
+    /// head (`fdatasync` of each: the head is rewritten in place, its size
+    /// does not change). The head synced may already count lines written
+    /// after the log's sync began; they are covered by the sync their own
+    /// durable append waits for, and until then a crash can leave the
+    /// head ahead of the log, the window the renamed head of before had
+    /// too (a journal commit carried every earlier rename with it).
     fn sync(&self, log: &fs::File) -> std::io::Result<()> {
         let head = fs::File::open(&self.head)?;
         log.sync_data()?;
-        head.sync_all()
+        head.sync_data()
     }
 
     /// Where the log stands against `head` (the writers' lock held).
@@ -934,7 +986,8 @@ impl Log {
         let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
         file.read_to_end(&mut bytes).map_err(|e| self.io(e))?;
-        let head = self.read_head()?;
+        let stored = self.load_head()?;
+        let head = self.head_of(&stored);
         let before = check(&key, &bytes, head.as_ref(), state::dir()?);
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let close = !text.is_empty() && !text.ends_with('\n');
@@ -975,7 +1028,7 @@ impl Log {
                 count: chain_text.len(),
             }),
         };
-        self.write_head(&head, true)
+        self.write_head(&stored, &head, true)
             .map_err(|e| self.not_durable(e))?;
         Ok(before)
     }
@@ -1549,6 +1602,217 @@ mod tests {
         let head = log.read_head().unwrap().unwrap();
         assert_eq!(head.lines, Some(200));
         assert_eq!(head.bytes, Some(bytes.len() as u64));
+    }
+
+    /// A log in `dir` and the key its tests sign with.
+    fn log_in(dir: &Path) -> (Log, Vec<u8>) {
+        let log = Log {
+            path: dir.join("tools.log"),
+            head: dir.join("head"),
+        };
+        (log, vec![7u8; 32])
+    }
+
+    fn call(n: usize) -> Event {
+        Event {
+            kind: "TOOL_EXECUTED",
+            fields: vec![("call", n.to_string())],
+        }
+    }
+
+    fn verify_with(log: &Log, key: &[u8]) -> Verification {
+        let bytes = std::fs::read(&log.path).unwrap_or_default();
+        let head = log.read_head().unwrap();
+        check(
+            key,
+            &bytes,
+            head.as_ref(),
+            log.head.parent().unwrap().into(),
+        )
+    }
+
+    /// The head file is in the slot format (both records' magic checked
+    /// by reading it back as such).
+    fn slotted(log: &Log) -> bool {
+        matches!(
+            log.load_head().unwrap().layout,
+            Layout::Slots {
+                newest: Some(_),
+                ..
+            }
+        )
+    }
+
+    #[test]
+    fn older_heads_are_read_and_upgraded_on_the_next_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, key) = log_in(dir.path());
+        for n in 0..3 {
+            log.append_keyed(&key, &call(n), n == 0).unwrap();
+        }
+        // The JSON object alone, as the glovebox before this format wrote
+        // it; then the bare mac of the one before that: each the head as
+        // the last append left it, in the old form.
+        for json in [true, false] {
+            let head = log.read_head().unwrap().unwrap();
+            let old = if json {
+                head.to_text()
+            } else {
+                format!("{}\n", head.mac)
+            };
+            std::fs::write(&log.head, &old).unwrap();
+            assert!(!slotted(&log));
+            let v = verify_with(&log, &key);
+            assert!(v.intact(), "{old}: {v:?}");
+            log.append_keyed(&key, &call(9), true).unwrap();
+            assert!(slotted(&log), "{old}: upgraded");
+            let meta = std::fs::metadata(&log.head).unwrap();
+            assert_eq!(meta.mode() & 0o777, 0o600);
+            let v = verify_with(&log, &key);
+            assert!(v.intact(), "{old}: {v:?}");
+            assert!(!std::fs::read_to_string(&log.path)
+                .unwrap()
+                .contains("AUDIT_BREAK"));
+            let head = log.read_head().unwrap().unwrap();
+            assert_eq!(
+                head.lines,
+                Some(std::fs::read_to_string(&log.path).unwrap().lines().count() as u64)
+            );
+        }
+    }
+
+    #[test]
+    fn a_torn_head_write_falls_back_to_the_previous_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, key) = log_in(dir.path());
+        for n in 0..5 {
+            log.append_keyed(&key, &call(n), false).unwrap();
+        }
+        // A crash tore the last head write: its slot's record is garbled.
+        let Layout::Slots {
+            size,
+            newest: Some((slot, _)),
+        } = log.load_head().unwrap().layout
+        else {
+            panic!("not slotted");
+        };
+        let mut bytes = std::fs::read(&log.head).unwrap();
+        bytes[(slot * size) as usize + 40] ^= 0x20;
+        std::fs::write(&log.head, &bytes).unwrap();
+        // The record before it stands: the last line is past the head, and
+        // chains, so it is taken in, not a break.
+        assert_eq!(log.read_head().unwrap().unwrap().lines, Some(4));
+        let v = verify_with(&log, &key);
+        assert!(v.intact(), "{v:?}");
+        assert_eq!(v.interrupted.len(), 1, "{v:?}");
+        log.append_keyed(&key, &call(5), true).unwrap();
+        let v = verify_with(&log, &key);
+        assert!(v.intact() && v.interrupted.is_empty(), "{v:?}");
+        assert_eq!(log.read_head().unwrap().unwrap().lines, Some(6));
+    }
+
+    #[test]
+    fn an_unreadable_head_is_a_break() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, key) = log_in(dir.path());
+        for n in 0..3 {
+            log.append_keyed(&key, &call(n), false).unwrap();
+        }
+        let mut bytes = std::fs::read(&log.head).unwrap();
+        let half = bytes.len() / 2;
+        bytes[40] ^= 1;
+        bytes[half + 40] ^= 1;
+        std::fs::write(&log.head, &bytes).unwrap();
+        let v = verify_with(&log, &key);
+        assert!(!v.intact(), "{v:?}");
+        assert!(format!("{v:?}").contains("could not be read"), "{v:?}");
+        log.append_keyed(&key, &call(3), true).unwrap();
+        assert!(std::fs::read_to_string(&log.path)
+            .unwrap()
+            .contains("AUDIT_BREAK"));
+        let v = verify_with(&log, &key);
+        assert!(!v.intact(), "still a break after an append: {v:?}");
+    }
+
+    #[test]
+    fn a_cut_after_many_appends_is_still_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, key) = log_in(dir.path());
+        for n in 0..301 {
+            log.append_keyed(&key, &call(n), n % 2 == 0).unwrap();
+        }
+        assert!(verify_with(&log, &key).intact());
+        let text = std::fs::read_to_string(&log.path).unwrap();
+        let cut: String = text.lines().take(300).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&log.path, cut).unwrap();
+        let v = verify_with(&log, &key);
+        assert!(!v.intact(), "the last line cut: {v:?}");
+        log.append_keyed(&key, &call(301), true).unwrap();
+        assert!(std::fs::read_to_string(&log.path)
+            .unwrap()
+            .contains("AUDIT_BREAK"));
+        assert!(!verify_with(&log, &key).intact());
+        assert_eq!(log.read_head().unwrap().unwrap().broken.len(), 1);
+    }
+
+    /// Set in the copies of the test binary that
+    /// `concurrent_appends_from_two_processes_keep_one_intact_chain` starts:
+    /// the directory of the shared log.
+    const CHILD_DIR: &str = "GLOVEBOX_TEST_AUDIT_CHILD_DIR";
+
+    #[test]
+    fn concurrent_appends_from_two_processes_keep_one_intact_chain() {
+        const PER_PROCESS: usize = 3 * 40;
+        if let Some(dir) = std::env::var_os(CHILD_DIR) {
+            // A child: three threads appending to the shared log.
+            let (log, key) = log_in(Path::new(&dir));
+            std::thread::scope(|s| {
+                for t in 0..3 {
+                    let (log, key) = (&log, &key);
+                    s.spawn(move || {
+                        for i in 0..PER_PROCESS / 3 {
+                            log.append_keyed(key, &call(t * 1000 + i), i % 2 == 0)
+                                .unwrap();
+                        }
+                    });
+                }
+            });
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..2)
+            .map(|_| {
+                std::process::Command::new(&exe)
+                    .args([
+                        "--exact",
+                        "audit::tests::concurrent_appends_from_two_processes_keep_one_intact_chain",
+                        "--test-threads=1",
+                    ])
+                    .env(CHILD_DIR, dir.path())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{said}{out:?}");
+            // The child really ran the test (not filtered out).
+            assert!(said.contains("1 passed"), "{said}");
+        }
+        let (log, key) = log_in(dir.path());
+        let v = verify_with(&log, &key);
+        assert!(v.intact() && v.interrupted.is_empty(), "{v:?}");
+        let text = std::fs::read_to_string(&log.path).unwrap();
+        assert_eq!(text.lines().count(), 2 * PER_PROCESS);
+        assert!(!text.contains("AUDIT_"), "no break, no repair: {text}");
+        let head = log.read_head().unwrap().unwrap();
+        assert_eq!(head.lines, Some(2 * PER_PROCESS as u64));
+        assert_eq!(head.own, Some(2 * PER_PROCESS as u64));
+        assert_eq!(head.bytes, Some(text.len() as u64));
     }
 
     #[test]

@@ -374,3 +374,42 @@ fn a_full_disk_refuses_the_call_and_leaves_no_half_line() {
     p.mark("after").assert_ok();
     assert!(p.verify().0);
 }
+
+/// After many calls (the head rewritten in place, its two slots taking
+/// turns), cutting only the last line is still caught, and the next call
+/// records the break. The head is the two-slot file, mode 0600.
+#[test]
+fn cutting_the_last_line_after_many_calls_is_caught() {
+    require_jail!();
+    let p = Project::new();
+    std::thread::scope(|s| {
+        for t in 0..3 {
+            let p = &p;
+            s.spawn(move || {
+                for i in 0..8 {
+                    p.mark(&format!("t{t}-{i}")).assert_ok();
+                }
+            });
+        }
+    });
+    assert!(p.verify().0);
+    let head = p.head_path();
+    let bytes = std::fs::read(&head).unwrap();
+    let half = bytes.len() / 2;
+    assert!(
+        bytes.starts_with(b"GBHEAD02") && bytes[half..].starts_with(b"GBHEAD02"),
+        "both slots written"
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&head).unwrap().mode() & 0o777, 0o600);
+    let log = p.log();
+    assert_eq!(log.lines().count(), 48);
+    let cut: String = log.lines().take(47).map(|l| format!("{l}\n")).collect();
+    std::fs::write(p.log_path(), cut).unwrap();
+    let (intact, v) = p.verify();
+    assert!(!intact, "{v}");
+    assert!(v["problems"].to_string().contains("shorter"), "{v}");
+    p.mark("after").assert_ok();
+    assert!(p.log().contains("AUDIT_BREAK"), "{}", p.log());
+    assert!(!p.verify().0);
+}

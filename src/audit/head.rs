@@ -1,6 +1,6 @@
 //! The head of an audit log: where glovebox last left it. It lives in the
-//! state directory (out of every jail's and the project's reach) as one
-//! JSON object:
+//! state directory (out of every jail's and the project's reach); what it
+//! says is one JSON object:
 //!
 //! ```json
 //! {"lines": 12, "bytes": 2048, "mac": "…", "own": 10, "broken": [], "acknowledged": null}
@@ -18,8 +18,34 @@
 //! fails while it is not empty, until a person runs `glovebox audit
 //! --reseal`, which clears it and acknowledges the damage then present
 //! (`acknowledged`: the line of the reseal and a digest of the problems
-//! before it, so any later change to those lines fails again). A head
-//! written by an older glovebox holds just the mac.
+//! before it, so any later change to those lines fails again).
+//!
+//! # On disk: two slots, updated in place
+//!
+//! The file is two slots of the same size (4 KiB, or a larger power of two
+//! once the object outgrows that: the size is the file's length halved,
+//! and the file only ever gets its length when it is created whole).
+//! Each slot holds one record:
+//!
+//! ```text
+//! "GBHEAD02" | seq: u64 LE | len: u32 LE | JSON text (len bytes) | SHA-256 of everything before it
+//! ```
+//!
+//! A write goes to the slot *not* holding the newest valid record, with
+//! the next `seq`, in one `pwrite` at that slot's offset ([`Stored::plan`]);
+//! a reader takes the valid record with the highest `seq`
+//! ([`Stored::decode`]). A write torn by a crash fails its checksum and
+//! leaves the previous record, which is what renaming a new file over the
+//! old one gave, without the rename's cost (a new inode per append). Both
+//! records invalid (not something a crash leaves: the file is created
+//! whole and synced) is an unreadable head, [`Stored::head`] `None`: the
+//! caller treats it as a break, never as a clean log.
+//!
+//! A record that does not fit its slot, a head still in an older format
+//! (the JSON object alone, or before it the bare mac of the last line),
+//! or no head yet: the file is written whole ([`Plan::Whole`], a new
+//! file renamed over the old one) with slots big enough, and the next
+//! writes go in place again. Nothing in the object is ever cut to fit.
 
 use serde::{Deserialize, Serialize};
 
@@ -77,10 +103,310 @@ impl Head {
     }
 }
 
+/// Each record starts with this (the format's version in its last two
+/// bytes). No older head starts with it: a JSON object starts with `{`,
+/// a bare mac with a hex digit.
+const MAGIC: &[u8; 8] = b"GBHEAD02";
+/// A slot's size until a record outgrows it: one page.
+pub const SLOT: u64 = 4096;
+/// Bytes of a record around its text: magic, seq, length, checksum.
+const FRAME: usize = 8 + 8 + 4 + 32;
+
+/// A head file as read: what it says, and where the next write goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The newest valid record; `None` when the file is in the slot
+    /// format but neither record is valid (an unreadable head).
+    pub head: Option<Head>,
+    /// How the file is laid out.
+    pub layout: Layout,
+}
+
+/// How a head file is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// No head file.
+    Absent,
+    /// A head of an older glovebox (the JSON object or a bare mac).
+    Text,
+    /// Two slots of `size` bytes; `newest` is the slot (0 or 1) holding the
+    /// valid record with the highest seq, and that seq.
+    Slots {
+        /// Bytes per slot.
+        size: u64,
+        /// The newest valid record's slot and seq.
+        newest: Option<(u64, u64)>,
+    },
+}
+
+/// How to write a head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// One `pwrite` of `bytes` at `offset` of the existing file.
+    InPlace {
+        /// Where the slot starts.
+        offset: u64,
+        /// The record.
+        bytes: Vec<u8>,
+    },
+    /// A new file, these bytes, renamed over the old one.
+    Whole(Vec<u8>),
+}
+
+/// One record: the frame around `text`.
+fn record(seq: u64, text: &str) -> Vec<u8> {
+    use sha2::Digest;
+    let mut r = Vec::with_capacity(FRAME + text.len());
+    r.extend_from_slice(MAGIC);
+    r.extend_from_slice(&seq.to_le_bytes());
+    r.extend_from_slice(&(text.len() as u32).to_le_bytes());
+    r.extend_from_slice(text.as_bytes());
+    let sum = sha2::Sha256::digest(&r);
+    r.extend_from_slice(&sum);
+    r
+}
+
+/// The record in `slot` if it is whole: its seq and head.
+fn read_record(slot: &[u8]) -> Option<(u64, Head)> {
+    use sha2::Digest;
+    if slot.len() < FRAME || &slot[..8] != MAGIC {
+        return None;
+    }
+    let seq = u64::from_le_bytes(slot[8..16].try_into().ok()?);
+    let len = u32::from_le_bytes(slot[16..20].try_into().ok()?) as usize;
+    let end = 20usize.checked_add(len)?;
+    let sum = slot.get(end..end.checked_add(32)?)?;
+    if sha2::Sha256::digest(&slot[..end]).as_slice() != sum {
+        return None;
+    }
+    let head = serde_json::from_slice::<Head>(&slot[20..end]).ok()?;
+    Some((seq, head))
+}
+
+impl Stored {
+    /// No head file.
+    pub fn absent() -> Stored {
+        Stored {
+            head: None,
+            layout: Layout::Absent,
+        }
+    }
+
+    /// Reads the bytes of a head file.
+    pub fn decode(bytes: &[u8]) -> Stored {
+        let half = bytes.len() / 2;
+        // Either slot's magic marks the format: a torn first slot must
+        // not make the file read as an older head.
+        let slotted = bytes.len() >= 2 * FRAME
+            && bytes.len().is_multiple_of(2)
+            && (bytes.starts_with(MAGIC) || bytes[half..].starts_with(MAGIC));
+        if !slotted {
+            return Stored {
+                head: Some(Head::parse(&String::from_utf8_lossy(bytes))),
+                layout: Layout::Text,
+            };
+        }
+        let size = half as u64;
+        let newest = [0u64, 1]
+            .into_iter()
+            .filter_map(|i| {
+                let at = i as usize * half;
+                read_record(&bytes[at..at + half]).map(|(seq, h)| (i, seq, h))
+            })
+            .max_by_key(|(_, seq, _)| *seq);
+        match newest {
+            Some((slot, seq, head)) => Stored {
+                head: Some(head),
+                layout: Layout::Slots {
+                    size,
+                    newest: Some((slot, seq)),
+                },
+            },
+            None => Stored {
+                head: None,
+                layout: Layout::Slots { size, newest: None },
+            },
+        }
+    }
+
+    /// How to write `head` over this file: in place in the slot not
+    /// holding the newest record when it fits, else the file whole.
+    pub fn plan(&self, head: &Head) -> Plan {
+        let text = head.to_text();
+        let need = (FRAME + text.len()) as u64;
+        let (size, newest) = match self.layout {
+            Layout::Slots { size, newest } => (size, newest),
+            Layout::Absent | Layout::Text => (0, None),
+        };
+        let seq = newest.map_or(1, |(_, seq)| seq.saturating_add(1));
+        if need <= size {
+            let slot = newest.map_or(0, |(slot, _)| 1 - slot);
+            return Plan::InPlace {
+                offset: slot * size,
+                bytes: record(seq, &text),
+            };
+        }
+        let size = need.next_power_of_two().max(SLOT).max(size);
+        let mut whole = record(seq, &text);
+        whole.resize(2 * size as usize, 0);
+        Plan::Whole(whole)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn head(n: u64) -> Head {
+        Head {
+            lines: Some(n),
+            bytes: Some(100 * n),
+            mac: format!("{n:064x}"),
+            own: Some(n),
+            broken: Vec::new(),
+            acknowledged: None,
+        }
+    }
+
+    /// Applies `plan` to `file` as the writer does.
+    fn apply(file: &mut Vec<u8>, plan: Plan) {
+        match plan {
+            Plan::InPlace { offset, bytes } => {
+                let at = offset as usize;
+                file[at..at + bytes.len()].copy_from_slice(&bytes);
+            }
+            Plan::Whole(bytes) => *file = bytes,
+        }
+    }
+
+    #[test]
+    fn writes_alternate_slots_and_the_newest_wins() {
+        let mut file = Vec::new();
+        apply(&mut file, Stored::absent().plan(&head(1)));
+        assert_eq!(file.len() as u64, 2 * SLOT);
+        for n in 2..6 {
+            let stored = Stored::decode(&file);
+            assert_eq!(stored.head, Some(head(n - 1)));
+            let plan = stored.plan(&head(n));
+            let Plan::InPlace { offset, .. } = &plan else {
+                panic!("not in place: {plan:?}");
+            };
+            // Never the slot holding the newest record.
+            assert_eq!(*offset, if n % 2 == 0 { SLOT } else { 0 }, "{n}");
+            apply(&mut file, plan);
+        }
+        assert_eq!(Stored::decode(&file).head, Some(head(5)));
+    }
+
+    #[test]
+    fn a_torn_write_leaves_the_previous_head() {
+        let mut file = Vec::new();
+        apply(&mut file, Stored::absent().plan(&head(1)));
+        let plan = Stored::decode(&file).plan(&head(2));
+        apply(&mut file, plan);
+        let good = file.clone();
+        // The third write goes to slot 0; a crash leaves only part of it
+        // (at every length: magic only, seq, part of the text, all but the
+        // checksum's last byte), or garbles one byte of it.
+        let Plan::InPlace { offset, bytes } = Stored::decode(&file).plan(&head(3)) else {
+            panic!("not in place");
+        };
+        assert_eq!(offset, 0);
+        for cut in 1..bytes.len() {
+            let mut torn = good.clone();
+            torn[..cut].copy_from_slice(&bytes[..cut]);
+            let stored = Stored::decode(&torn);
+            assert_eq!(stored.head, Some(head(2)), "cut at {cut}");
+            // The next write goes to the torn slot again, not over the
+            // good one.
+            let Plan::InPlace { offset, .. } = stored.plan(&head(3)) else {
+                panic!("not in place");
+            };
+            assert_eq!(offset, 0, "cut at {cut}");
+        }
+        for flip in [0, 9, 17, 30, bytes.len() - 1] {
+            let mut torn = good.clone();
+            torn[..bytes.len()].copy_from_slice(&bytes);
+            torn[flip] ^= 0x40;
+            assert_eq!(Stored::decode(&torn).head, Some(head(2)), "flip {flip}");
+        }
+        // The second slot torn instead: the first one's record stands.
+        let mut torn = good.clone();
+        torn[SLOT as usize + 20] ^= 1;
+        assert_eq!(Stored::decode(&torn).head, Some(head(1)));
+    }
+
+    #[test]
+    fn both_slots_invalid_is_an_unreadable_head() {
+        let mut file = Vec::new();
+        apply(&mut file, Stored::absent().plan(&head(1)));
+        let plan = Stored::decode(&file).plan(&head(2));
+        apply(&mut file, plan);
+        file[30] ^= 1;
+        file[SLOT as usize + 30] ^= 1;
+        let stored = Stored::decode(&file);
+        assert_eq!(stored.head, None);
+        assert_eq!(
+            stored.layout,
+            Layout::Slots {
+                size: SLOT,
+                newest: None
+            }
+        );
+        // An empty, zeroed or garbled file in no known format reads as an
+        // older head whose mac matches no log: a break, never a clean log.
+        for garbage in [&b""[..], &[0; 2 * SLOT as usize], b"GBHEAD02"] {
+            let stored = Stored::decode(garbage);
+            assert_eq!(stored.layout, Layout::Text);
+            assert_eq!(stored.head.unwrap().lines, None);
+        }
+    }
+
+    #[test]
+    fn older_heads_are_read_and_rewritten_whole() {
+        for (text, want) in [
+            (head(7).to_text(), head(7)),
+            (
+                "abcdef\n".to_string(),
+                Head {
+                    mac: "abcdef".into(),
+                    ..Head::default()
+                },
+            ),
+        ] {
+            let stored = Stored::decode(text.as_bytes());
+            assert_eq!(stored.layout, Layout::Text);
+            assert_eq!(stored.head.as_ref(), Some(&want));
+            let Plan::Whole(file) = stored.plan(&head(8)) else {
+                panic!("an older head is upgraded by a whole new file");
+            };
+            assert_eq!(Stored::decode(&file).head, Some(head(8)));
+        }
+    }
+
+    #[test]
+    fn a_head_that_outgrows_its_slot_keeps_every_break() {
+        let mut file = Vec::new();
+        let mut h = head(1);
+        apply(&mut file, Stored::absent().plan(&h));
+        let mut wholes = 0;
+        for n in 0..200 {
+            h.broken.push(format!(
+                "2026-11-23T00:00:00Z: break {n}: the log is shorter than glovebox left it (lines were removed from its end)"
+            ));
+            let plan = Stored::decode(&file).plan(&h);
+            if matches!(plan, Plan::Whole(_)) {
+                wholes += 1;
+            }
+            apply(&mut file, plan);
+            assert_eq!(Stored::decode(&file).head.as_ref(), Some(&h), "{n}");
+        }
+        assert!(file.len() as u64 > 2 * SLOT);
+        assert_eq!(Stored::decode(&file).head.unwrap().broken.len(), 200);
+        // Slots double: a few whole rewrites, not one per append.
+        assert!(wholes <= 4, "{wholes} whole rewrites");
+    }
 
     #[test]
     fn heads_round_trip_and_read_old_ones() {

@@ -1,10 +1,13 @@
-//! One tool call run for a server: on a dedicated thread, cancellable, with
-//! progress notifications while it runs.
+//! One tool call run for a server: on a worker thread of its own for as
+//! long as it runs, cancellable, with progress notifications while it runs.
 //!
 //! The jail's `PR_SET_PDEATHSIG` fires when the *thread* that started the
-//! child exits, so every call gets a fresh `std::thread` that lives exactly
-//! as long as the call (a pooled blocking thread of tokio could be reaped
-//! mid-call and take the child with it). The async side waits for the
+//! child exits, so a call runs on a thread that outlives it: a worker of
+//! [`super::workers`], reused from call to call (not created per call), and
+//! ending only while idle (a pooled blocking thread of tokio could be
+//! reaped mid-call and take the child with it). The worker is named
+//! `call-TOOL` while it runs the call (`call` between calls). The async
+//! side waits for the
 //! result, turns the request's cancellation into [`Cancel::cancel`] (the
 //! jail kills the whole tree) and, when the client sent a progress token,
 //! sends `notifications/progress` every second once the call has run for
@@ -53,14 +56,14 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// Why a call produced no [`Outcome`].
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    /// No thread could be started for the call.
-    #[error("cannot start a thread for the call")]
+    /// No worker was idle and none could be started for the call.
+    #[error("cannot start a thread for the call; retry later")]
     SpawnThread {
         /// The OS error.
         #[source]
         source: std::io::Error,
     },
-    /// The call's thread ended without a result (it panicked).
+    /// The call's job ended without a result (it panicked).
     #[error("the call ended without a result")]
     Lost,
 }
@@ -207,7 +210,7 @@ impl Calls {
             .limits
     }
 
-    /// How many calls are running (their threads have not ended).
+    /// How many calls are running (their jobs have not ended).
     pub fn in_flight(&self) -> usize {
         self.running.len()
     }
@@ -277,39 +280,40 @@ impl Calls {
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let tool = name.clone();
         let running = self.running.token();
-        // The thread's name comes from the request: only a valid tool name
-        // is used (a NUL byte would make naming the thread fail).
+        // The worker's name while it runs the call comes from the request:
+        // only a valid tool name is used.
         let thread_name = if crate::manifest::name::is_valid(&tool) {
             format!("call-{tool}")
         } else {
             "call".to_string()
         };
-        std::thread::Builder::new()
-            .name(thread_name)
-            .spawn(move || {
-                let _running = running;
-                // The slot is the thread's: freed when the call has ended,
-                // even if its caller stopped waiting.
-                let slot = slot;
-                // A bug in one call must not take the server down: its
-                // panic becomes an `internal` Outcome for that call alone.
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    engine.call(&name, params, &caller)
-                }))
-                .unwrap_or_else(|_| {
-                    Outcome::failure(
-                        &crate::manifest::name::shown(&name),
-                        crate::run::ErrorKind::Internal,
-                        "the call failed on an internal error of glovebox (its intent stays unfinished in the audit log); please report it",
-                        serde_json::json!({"panic": true}),
-                    )
-                });
-                // Freed before the answer goes out: a client that sends its
-                // next call on this answer finds the slot free (else, with
-                // no queue, it could be told "busy" by this ended call).
-                drop(slot);
-                let _ = tx.send(outcome);
-            })
+        let job: super::workers::Job = Box::new(move || {
+            let _running = running;
+            // The slot is the job's: freed when the call has ended, even if
+            // its caller stopped waiting.
+            let slot = slot;
+            super::workers::name_this_thread(&thread_name);
+            // A bug in one call must not take the server down: its panic
+            // becomes an `internal` Outcome for that call alone.
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                engine.call(&name, params, &caller)
+            }))
+            .unwrap_or_else(|_| {
+                Outcome::failure(
+                    &crate::manifest::name::shown(&name),
+                    crate::run::ErrorKind::Internal,
+                    "the call failed on an internal error of glovebox (its intent stays unfinished in the audit log); please report it",
+                    serde_json::json!({"panic": true}),
+                )
+            });
+            // Freed before the answer goes out: a client that sends its
+            // next call on this answer finds the slot free (else, with no
+            // queue, it could be told "busy" by this ended call).
+            drop(slot);
+            let _ = tx.send(outcome);
+        });
+        super::workers::Workers::global()
+            .run(job)
             .map_err(|source| CallError::SpawnThread { source })?;
         let started = Instant::now();
         let mut ticker =

@@ -17,7 +17,8 @@
 //! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`):
 //!   its routes; [`api::tools`], the HDN tool view; [`api::usage`], recent
 //!   calls from the audit log; described by [`api::openapi`].
-//! - [`call`]: one call on its own thread, with cancellation and progress.
+//! - [`call`]: one call on a thread of its own while it runs, with
+//!   cancellation and progress; [`workers`], the pool of those threads.
 //! - [`live`]: the project being served, reloaded when `.glee/tools/`
 //!   changes, and the connected clients told so.
 //! - [`watch`]: the file watcher behind that reload.
@@ -38,3 +39,4 @@ pub mod problem;
 pub mod shutdown;
 pub mod watch;
 pub mod wire;
+pub mod workers;
