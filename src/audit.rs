@@ -57,8 +57,11 @@ use sha2::Sha256;
 use crate::kind::ErrorKind;
 use crate::state::{self, StateError};
 
+mod background;
 mod commit;
 mod head;
+
+pub use background::Durable;
 pub use head::{Acknowledged, Head};
 use head::{Layout, Plan, Stored};
 
@@ -360,6 +363,30 @@ fn claimed_key_id(body: &str) -> Option<&str> {
     (rest.len() == 16 && rest.chars().all(|c| c.is_ascii_hexdigit())).then_some(rest)
 }
 
+/// A line written and its head moved, not yet known to be on disk
+/// ([`Log::append_pending`]).
+#[derive(Debug)]
+#[must_use = "the line is not durable until `wait` says so"]
+pub struct Pending {
+    log: Log,
+    /// The log, open (the writers' lock already released).
+    file: fs::File,
+    group: std::sync::Arc<commit::Commit>,
+    ticket: u64,
+}
+
+impl Pending {
+    /// Returns once the line is durable: a sync of the log and then the
+    /// head, begun after the line was written, has finished (this
+    /// caller's or one shared with other appends of this process, see
+    /// `commit`). [`AuditError::NotDurable`] when that sync failed.
+    pub fn wait(self) -> Result<(), AuditError> {
+        self.group
+            .wait(self.ticket, || self.log.sync(&self.file))
+            .map_err(|e| self.log.not_durable(e))
+    }
+}
+
 /// The audit log of one project.
 #[derive(Debug, Clone)]
 pub struct Log {
@@ -632,7 +659,17 @@ impl Log {
     /// (group commit). For a call's intent, which must be on disk before
     /// the call starts.
     pub fn append_durable(&self, event: &Event) -> Result<(), AuditError> {
-        self.append_with(event, true)
+        self.append_pending(event)?.wait()
+    }
+
+    /// [`Log::append_durable`] in two halves: the line is written and the
+    /// head moved before this returns; the sync is [`Pending::wait`], which
+    /// the caller runs when it likes (on another thread, while it prepares
+    /// what must not start before the line is on disk).
+    pub fn append_pending(&self, event: &Event) -> Result<Pending, AuditError> {
+        let key = state::key()?;
+        let pending = self.append_keyed(&key, event, true)?;
+        pending.ok_or_else(|| self.not_durable(std::io::Error::other("no sync was prepared")))
     }
 
     /// Appends `event` (see [`Log::append`]).
@@ -650,11 +687,20 @@ impl Log {
     /// disk did not confirm it, or the head could not be moved); any other
     /// error means it was not.
     fn append_with(&self, event: &Event, durable: bool) -> Result<(), AuditError> {
-        self.append_keyed(&state::key()?, event, durable)
+        match self.append_keyed(&state::key()?, event, durable)? {
+            Some(pending) => pending.wait(),
+            None => Ok(()),
+        }
     }
 
-    /// [`Log::append_with`] with the state's `key`.
-    fn append_keyed(&self, key: &[u8], event: &Event, durable: bool) -> Result<(), AuditError> {
+    /// [`Log::append_with`] with the state's `key`; a durable append
+    /// returns its sync still to be waited for.
+    fn append_keyed(
+        &self,
+        key: &[u8],
+        event: &Event,
+        durable: bool,
+    ) -> Result<Option<Pending>, AuditError> {
         let mut file = self.open_locked()?;
         let stored = self.load_head()?;
         let head = self.head_of(&stored);
@@ -748,18 +794,20 @@ impl Log {
         self.write_head(&stored, &head, false)
             .map_err(|e| self.not_durable(e))?;
         if !durable {
-            return Ok(());
+            return Ok(None);
         }
         // Group commit (see `commit`): the lock is released before the
         // sync, which covers every line written before it starts.
-        let log = file.try_clone().map_err(|e| self.not_durable(e))?;
-        let meta = log.metadata().map_err(|e| self.not_durable(e))?;
+        let file = file.try_clone().map_err(|e| self.not_durable(e))?;
+        let meta = file.metadata().map_err(|e| self.not_durable(e))?;
         let group = commit::of(meta.dev(), meta.ino());
         let ticket = group.ticket();
-        drop(file);
-        group
-            .wait(ticket, || self.sync(&log))
-            .map_err(|e| self.not_durable(e))
+        Ok(Some(Pending {
+            log: self.clone(),
+            file,
+            group,
+            ticket,
+        }))
     }
 
     /// Makes what the log and the head say durable: the log, then the
@@ -1490,6 +1538,13 @@ fn parse_body(line: &str) -> Option<(Entry, &str)> {
 mod tests {
     use super::*;
 
+    /// `log.append_keyed`, its sync (if durable) waited for.
+    fn append_now(log: &Log, key: &[u8], event: &Event, durable: bool) {
+        if let Some(pending) = log.append_keyed(key, event, durable).unwrap() {
+            pending.wait().unwrap();
+        }
+    }
+
     #[test]
     fn timestamps_are_rfc3339() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
@@ -1562,6 +1617,40 @@ mod tests {
     }
 
     #[test]
+    fn a_background_sync_says_when_the_line_is_durable_and_when_it_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log {
+            path: dir.path().join("tools.log"),
+            head: dir.path().join("head"),
+        };
+        let key = vec![7u8; 32];
+        let call = |n: u32| Event {
+            kind: "TOOL_STARTED",
+            fields: vec![("call", n.to_string())],
+        };
+        let durable = log
+            .append_keyed(&key, &call(1), true)
+            .unwrap()
+            .unwrap()
+            .in_background();
+        assert!(durable.wait().is_ok());
+        assert!(matches!(durable.decided(), Some(Ok(()))));
+        // The line is written before the sync is known: it is in the log.
+        let pending = log.append_keyed(&key, &call(2), true).unwrap().unwrap();
+        assert!(std::fs::read_to_string(&log.path)
+            .unwrap()
+            .contains("call=2"));
+        // The head gone before its sync: the sync fails, and says so to
+        // every asker.
+        std::fs::remove_file(&log.head).unwrap();
+        let durable = pending.in_background();
+        let e = durable.wait().unwrap_err();
+        assert!(matches!(*e, AuditError::NotDurable { .. }), "{e:?}");
+        assert!(durable.wait().is_err());
+        assert!(matches!(durable.decided(), Some(Err(_))));
+    }
+
+    #[test]
     fn concurrent_durable_appends_keep_one_intact_chain() {
         let dir = tempfile::tempdir().unwrap();
         let log = std::sync::Arc::new(Log {
@@ -1582,7 +1671,7 @@ mod tests {
                             },
                             fields: vec![("call", format!("{t}-{i}"))],
                         };
-                        log.append_keyed(&key, &e, i % 2 == 0).unwrap();
+                        append_now(&log, &key, &e, i % 2 == 0);
                     }
                 })
             })
@@ -1648,7 +1737,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (log, key) = log_in(dir.path());
         for n in 0..3 {
-            log.append_keyed(&key, &call(n), n == 0).unwrap();
+            append_now(&log, &key, &call(n), n == 0);
         }
         // The JSON object alone, as the glovebox before this format wrote
         // it; then the bare mac of the one before that: each the head as
@@ -1664,7 +1753,7 @@ mod tests {
             assert!(!slotted(&log));
             let v = verify_with(&log, &key);
             assert!(v.intact(), "{old}: {v:?}");
-            log.append_keyed(&key, &call(9), true).unwrap();
+            append_now(&log, &key, &call(9), true);
             assert!(slotted(&log), "{old}: upgraded");
             let meta = std::fs::metadata(&log.head).unwrap();
             assert_eq!(meta.mode() & 0o777, 0o600);
@@ -1686,7 +1775,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (log, key) = log_in(dir.path());
         for n in 0..5 {
-            log.append_keyed(&key, &call(n), false).unwrap();
+            append_now(&log, &key, &call(n), false);
         }
         // A crash tore the last head write: its slot's record is garbled.
         let Layout::Slots {
@@ -1705,7 +1794,7 @@ mod tests {
         let v = verify_with(&log, &key);
         assert!(v.intact(), "{v:?}");
         assert_eq!(v.interrupted.len(), 1, "{v:?}");
-        log.append_keyed(&key, &call(5), true).unwrap();
+        append_now(&log, &key, &call(5), true);
         let v = verify_with(&log, &key);
         assert!(v.intact() && v.interrupted.is_empty(), "{v:?}");
         assert_eq!(log.read_head().unwrap().unwrap().lines, Some(6));
@@ -1716,7 +1805,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (log, key) = log_in(dir.path());
         for n in 0..3 {
-            log.append_keyed(&key, &call(n), false).unwrap();
+            append_now(&log, &key, &call(n), false);
         }
         let mut bytes = std::fs::read(&log.head).unwrap();
         let half = bytes.len() / 2;
@@ -1726,7 +1815,7 @@ mod tests {
         let v = verify_with(&log, &key);
         assert!(!v.intact(), "{v:?}");
         assert!(format!("{v:?}").contains("could not be read"), "{v:?}");
-        log.append_keyed(&key, &call(3), true).unwrap();
+        append_now(&log, &key, &call(3), true);
         assert!(std::fs::read_to_string(&log.path)
             .unwrap()
             .contains("AUDIT_BREAK"));
@@ -1739,7 +1828,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (log, key) = log_in(dir.path());
         for n in 0..301 {
-            log.append_keyed(&key, &call(n), n % 2 == 0).unwrap();
+            append_now(&log, &key, &call(n), n % 2 == 0);
         }
         assert!(verify_with(&log, &key).intact());
         let text = std::fs::read_to_string(&log.path).unwrap();
@@ -1747,7 +1836,7 @@ mod tests {
         std::fs::write(&log.path, cut).unwrap();
         let v = verify_with(&log, &key);
         assert!(!v.intact(), "the last line cut: {v:?}");
-        log.append_keyed(&key, &call(301), true).unwrap();
+        append_now(&log, &key, &call(301), true);
         assert!(std::fs::read_to_string(&log.path)
             .unwrap()
             .contains("AUDIT_BREAK"));

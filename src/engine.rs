@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -287,6 +288,7 @@ impl Engine {
             written: std::cell::Cell::new(false),
             warnings: std::cell::RefCell::new(Vec::new()),
             extra: AuditExtra::default(),
+            gate: std::cell::RefCell::new(None),
         };
         let mut outcome = match self.call_inner(name, params, caller, &intent) {
             Ok(o) => o,
@@ -572,7 +574,15 @@ impl Engine {
             inputs: &inputs,
             secrets: &jail_values,
         };
-        intent.record(config)?;
+        if matches!(m.exec, Exec::Http(_)) {
+            // glovebox itself makes the request: nothing to overlap.
+            intent.record(config)?;
+        } else {
+            // The sync overlaps the jail's preparation; the jail (or the
+            // warm worker) waits for it right before the code starts.
+            intent.begin(config)?;
+        }
+        let gate = intent.gate.borrow().clone();
         let job = Job {
             name,
             root: &self.project.root,
@@ -583,8 +593,9 @@ impl Engine {
             schemas: &schemas,
             caller,
             extra: &intent.extra,
+            gate,
         };
-        match &m.exec {
+        let result = match &m.exec {
             Exec::Command(exec) => self.run_command(exec, &job, &bindings),
             Exec::Python(exec) => self.run_python(exec, &job, &bindings),
             Exec::AgentCli(exec) => self.run_agentcli(exec, &job, stdin.unwrap_or_default()),
@@ -597,7 +608,8 @@ impl Engine {
                 &redact,
                 &schemas,
             )),
-        }
+        };
+        intent.settle(result)
     }
 
     /// An agent-created tool stays under the ceiling at every call, its
@@ -818,49 +830,142 @@ struct Intent<'a> {
     warnings: std::cell::RefCell<Vec<String>>,
     /// Fields the run adds to the result's audit line.
     extra: AuditExtra,
+    /// The gate of an intent whose sync runs in the background
+    /// ([`Intent::begin`]).
+    gate: std::cell::RefCell<Option<Arc<IntentGate>>>,
 }
 
 impl Intent<'_> {
-    /// Writes `TOOL_STARTED call=ID`. When that fails the call is refused
-    /// (`audit_unavailable`), unless `config.audit` is `best_effort`, in
-    /// which case it goes on with a warning.
-    fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
-        let event = audit::Event::call_started(
+    fn event(&self) -> audit::Event {
+        audit::Event::call_started(
             self.name,
             self.id,
             &self.params.to_string(),
             self.caller.who(),
-        );
+        )
+    }
+
+    /// Writes `TOOL_STARTED call=ID` and waits until it is on disk. When
+    /// that fails the call is refused (`audit_unavailable`), unless
+    /// `config.audit` is `best_effort`, in which case it goes on with a
+    /// warning.
+    fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
         let result = audit::Log::for_project(&self.engine.project.root)
-            .and_then(|log| log.append_durable(&event));
-        let Err(e) = result else {
-            self.written.set(true);
-            return Ok(());
+            .and_then(|log| log.append_durable(&self.event()));
+        match result {
+            Ok(()) => {
+                self.written.set(true);
+                Ok(())
+            }
+            Err(e) => self.failed(config, &e),
+        }
+    }
+
+    /// [`Intent::record`] whose wait is left to the call's code: the line
+    /// is written now, its sync runs in the background while the call is
+    /// prepared, and the jail asks the gate this leaves in
+    /// [`Intent::gate`] right before the call's code starts
+    /// (`jail::Gate`). [`Intent::settle`] turns a sync that failed into
+    /// the refusal (or the warning) [`Intent::record`] would have given.
+    fn begin(&self, config: &Config) -> Result<(), Box<Outcome>> {
+        let result = audit::Log::for_project(&self.engine.project.root)
+            .and_then(|log| log.append_pending(&self.event()));
+        match result {
+            Ok(pending) => {
+                self.written.set(true);
+                *self.gate.borrow_mut() = Some(Arc::new(IntentGate {
+                    durable: pending.in_background(),
+                    best_effort: config.audit == AuditMode::BestEffort,
+                    asked: AtomicBool::new(false),
+                }));
+                Ok(())
+            }
+            Err(e) => self.failed(config, &e),
+        }
+    }
+
+    /// The call's outcome once its intent's background sync is known: a
+    /// failed sync refuses the call (nothing of it ran: the gate said no
+    /// before its code started) or, with `audit: best_effort`, warns.
+    fn settle(&self, result: Result<Outcome, Box<Outcome>>) -> Result<Outcome, Box<Outcome>> {
+        let Some(gate) = self.gate.borrow_mut().take() else {
+            return result;
         };
+        match gate.durable.decided() {
+            Some(Err(e)) => {
+                let why = run::error_chain(&*e);
+                if gate.best_effort {
+                    self.warn_unrecorded(&why);
+                    result
+                } else {
+                    Err(self.refusal(&why))
+                }
+            }
+            _ => result,
+        }
+    }
+
+    /// Writing the intent failed: refused, or a warning with
+    /// `audit: best_effort`.
+    fn failed(&self, config: &Config, e: &audit::AuditError) -> Result<(), Box<Outcome>> {
         // A line written but not made durable still has to be closed by
         // the result line.
         self.written.set(e.written());
-        let why = run::error_chain(&e);
+        let why = run::error_chain(e);
         if config.audit == AuditMode::BestEffort {
-            let w = format!("the call's intent could not be recorded in the audit log (audit: best_effort, so it ran): {why}");
-            if !self.caller.prints_to_stderr {
-                eprintln!("glovebox: {}: {w}", self.name);
-            }
-            self.warnings.borrow_mut().push(w);
+            self.warn_unrecorded(&why);
             return Ok(());
         }
+        Err(self.refusal(&why))
+    }
+
+    fn warn_unrecorded(&self, why: &str) {
+        let w = format!("the call's intent could not be recorded in the audit log (audit: best_effort, so it ran): {why}");
+        if !self.caller.prints_to_stderr {
+            eprintln!("glovebox: {}: {w}", self.name);
+        }
+        self.warnings.borrow_mut().push(w);
+    }
+
+    fn refusal(&self, why: &str) -> Box<Outcome> {
         if !self.caller.prints_to_stderr {
             eprintln!(
                 "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
                 self.name
             );
         }
-        Err(Box::new(Outcome::failure(
+        Box::new(Outcome::failure(
             self.name,
             ErrorKind::AuditUnavailable,
             format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory ({}), or set `audit: best_effort` in .glee/config.yml to run calls without a record", crate::state::describe()),
             json!({"audit": "required", "state_dir": crate::state::dir().ok()}),
-        )))
+        ))
+    }
+}
+
+/// The jail's [`jail::Gate`] for a call whose intent line is being synced
+/// in the background ([`Intent::begin`]): open once the line is on disk;
+/// shut if its sync failed, unless `audit: best_effort`.
+#[derive(Debug)]
+struct IntentGate {
+    durable: Arc<audit::Durable>,
+    best_effort: bool,
+    /// Whether anything asked (checked after the call started: a way to
+    /// start a call's code that skips the gate is a bug).
+    asked: AtomicBool,
+}
+
+impl jail::Gate for IntentGate {
+    fn pass(&self) -> Result<(), String> {
+        self.asked.store(true, Ordering::SeqCst);
+        match self.durable.wait() {
+            Ok(()) => Ok(()),
+            Err(_) if self.best_effort => Ok(()),
+            Err(e) => Err(format!(
+                "its intent could not be recorded in the audit log: {}",
+                run::error_chain(&*e)
+            )),
+        }
     }
 }
 
@@ -876,6 +981,8 @@ struct Job<'a> {
     schemas: &'a Schemas,
     caller: &'a Caller,
     extra: &'a AuditExtra,
+    /// Asked right before the call's code starts ([`Intent::begin`]).
+    gate: Option<Arc<IntentGate>>,
 }
 
 /// Fields a run adds to the call's audit line (`egress=[…]`,
@@ -911,6 +1018,7 @@ impl Job<'_> {
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
         spec.cancel = self.caller.cancel.clone();
+        spec.gate = self.gate.clone().map(|g| g as Arc<dyn jail::Gate>);
         spec
     }
 
@@ -947,6 +1055,18 @@ impl Job<'_> {
             }
         };
         let started = start(&spec);
+        if let (Ok(_), Some(gate)) = (&started, &self.gate) {
+            if !gate.asked.load(Ordering::SeqCst) {
+                // Its code ran without waiting for its intent to be on
+                // disk: a path that skips the gate is a bug.
+                return Err(Box::new(Outcome::failure(
+                    self.name,
+                    ErrorKind::Internal,
+                    "the call started without its intent's durability being checked; this is a glovebox bug, please report it",
+                    json!({}),
+                )));
+            }
+        }
         let planted = crate::surface::undo_planted(&self.policy.absent);
         let mut outcome = match started {
             Err(e) => run::jail_error(self.name, &e, program),

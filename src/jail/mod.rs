@@ -62,8 +62,8 @@ pub use cancel::Cancel;
 pub use fs::FsAccess;
 pub use spawn::run;
 pub use spec::{
-    Attached, Channel, Enforcement, Gateway, HomeFile, JailResult, LimitHit, Limits, Output, Spec,
-    Status, Stdin, PROXY_URL,
+    Attached, Channel, Enforcement, Gate, Gateway, HomeFile, JailResult, LimitHit, Limits, Output,
+    Spec, Status, Stdin, PROXY_URL,
 };
 
 use crate::kind::ErrorKind;
@@ -141,6 +141,10 @@ pub enum JailError {
     /// The jail's mount tree.
     #[error(transparent)]
     Tree(#[from] tree::TreeError),
+    /// The caller's [`Gate`] refused the call right before its code would
+    /// have started (nothing of it ran).
+    #[error("the call was not started: {message}")]
+    Gate { message: String },
 }
 
 /// The generic advice, unless the message already says what to do.

@@ -793,6 +793,12 @@ fn attempt(
     // refuses a fresh one): planned with assumed facts, probe and plan
     // again; else fall back to the namespace-free jail when it keeps every
     // invariant of this call, or to a degraded run when the caller opted in.
+    // Everything above prepared the call; nothing of its own has run. The
+    // caller's gate (the engine's: its intent line durable) is asked last,
+    // so that its wait overlaps the preparation.
+    if let Some(gate) = &spec.gate {
+        gate.pass().map_err(|message| JailError::Gate { message })?;
+    }
     let flags = plan.flags;
     let pidfd = match launch(&mut prepared, flags) {
         Ok(pidfd) => pidfd,

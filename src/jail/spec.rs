@@ -110,6 +110,17 @@ pub trait Gateway: std::fmt::Debug + Send + Sync {
 /// A running [`Gateway`]; dropping it stops the proxy.
 pub trait Attached: Send {}
 
+/// A condition a call must meet right before its code starts: the
+/// engine's, that the call's intent line is on disk (`crate::engine`),
+/// decided while the jail is prepared. Asked by whatever would start the
+/// call's code first (the jail right before its `clone`, a warm worker
+/// before it is handed the call); a refusal means nothing of the call ran
+/// ([`super::JailError::Gate`]). Asked again, it gives the same answer.
+pub trait Gate: std::fmt::Debug + Send + Sync {
+    /// Blocks until decided: `Ok` to start, `Err(why)` to refuse the call.
+    fn pass(&self) -> Result<(), String>;
+}
+
 /// A file the jail writes into the call's private TMPDIR (its HOME)
 /// before the tool starts, and the variables set to its path (the CA
 /// bundle of a call with placeholder secrets).
@@ -168,6 +179,8 @@ pub struct Spec {
     pub netns: bool,
     /// Kills the call (its whole tree) when cancelled while it runs.
     pub cancel: Option<Cancel>,
+    /// Asked right before the call's code starts; see [`Gate`].
+    pub gate: Option<std::sync::Arc<dyn Gate>>,
 }
 
 impl Spec {
@@ -194,6 +207,7 @@ impl Spec {
             degraded: false,
             netns: false,
             cancel: None,
+            gate: None,
         }
     }
 }

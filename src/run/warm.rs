@@ -63,7 +63,7 @@ use sha2::{Digest, Sha256};
 use crate::jail::cgroup::{self, CallGroup};
 use crate::jail::probe::{self, Mode};
 use crate::jail::{
-    Cancel, Channel, Enforcement, JailResult, LimitHit, Output, Spec, Status, Stdin,
+    Cancel, Channel, Enforcement, JailError, JailResult, LimitHit, Output, Spec, Status, Stdin,
 };
 use crate::run::StartError;
 
@@ -259,6 +259,13 @@ impl Pool {
         let Stdin::Bytes(request) = &spec.stdin else {
             return None;
         };
+        // A worker (started or reused) runs the call's code: the caller's
+        // gate first (see `jail::Gate`).
+        if let Some(gate) = &spec.gate {
+            if let Err(message) = gate.pass() {
+                return Some(Err(StartError::Jail(JailError::Gate { message })));
+            }
+        }
         let env: serde_json::Map<String, serde_json::Value> = spec
             .env
             .iter()

@@ -1,0 +1,112 @@
+//! The jail's gate (`Spec::gate`): asked right before the call's code
+//! starts, after the jail is prepared. The engine's gate is "the call's
+//! intent line is on disk" (its sync runs while the jail is prepared): a
+//! shut gate must mean that nothing of the call ran, and an open one that
+//! the code started only after it opened.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use glovebox::jail::{self, Gate, JailError, Spec};
+
+/// A gate that waits `delay`, notes when it opened, then answers `answer`.
+#[derive(Debug)]
+struct Fixed {
+    answer: Result<(), String>,
+    delay: Duration,
+    asked: AtomicUsize,
+    opened_ns: Mutex<Option<u128>>,
+}
+
+impl Fixed {
+    fn new(answer: Result<(), String>, delay: Duration) -> Arc<Fixed> {
+        Arc::new(Fixed {
+            answer,
+            delay,
+            asked: AtomicUsize::new(0),
+            opened_ns: Mutex::new(None),
+        })
+    }
+}
+
+impl Gate for Fixed {
+    fn pass(&self) -> Result<(), String> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(self.delay);
+        *self.opened_ns.lock().unwrap() = Some(now_ns());
+        self.answer.clone()
+    }
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// A spec whose program writes the time it started into `canary`, in a
+/// directory granted for writing.
+fn canary_spec(dir: &std::path::Path, canary: &std::path::Path) -> Spec {
+    let mut spec = Spec::new([
+        "/bin/sh",
+        "-c",
+        "date +%s%N > \"$1\"",
+        "sh",
+        canary.to_str().unwrap(),
+    ]);
+    spec.fs.write.push(dir.to_path_buf());
+    spec
+}
+
+#[test]
+fn an_open_gate_lets_the_code_start_only_after_it_opened() {
+    require_jail!();
+    let dir = tempfile::tempdir().unwrap();
+    let canary = dir.path().join("ran");
+    let gate = Fixed::new(Ok(()), Duration::from_millis(300));
+    let mut spec = canary_spec(dir.path(), &canary);
+    spec.gate = Some(gate.clone());
+    let result = jail::run(&spec).unwrap();
+    assert_eq!(result.status, jail::Status::Exited(0), "{result:?}");
+    // The probe ran: the program wrote its start time…
+    let started: u128 = std::fs::read_to_string(&canary)
+        .expect("the program ran")
+        .trim()
+        .parse()
+        .unwrap();
+    // …after the gate opened, and the gate was asked once.
+    let opened = gate.opened_ns.lock().unwrap().unwrap();
+    assert!(
+        started >= opened,
+        "the code started {} µs before the gate opened",
+        (opened - started) / 1000
+    );
+    assert_eq!(gate.asked.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_shut_gate_means_nothing_of_the_call_ran() {
+    require_jail!();
+    let dir = tempfile::tempdir().unwrap();
+    let canary = dir.path().join("ran");
+    let gate = Fixed::new(Err("the intent is not on disk".into()), Duration::ZERO);
+    let mut spec = canary_spec(dir.path(), &canary);
+    spec.gate = Some(gate.clone());
+    let err = jail::run(&spec).unwrap_err();
+    assert!(
+        matches!(&err, JailError::Gate { message } if message == "the intent is not on disk"),
+        "{err:?}"
+    );
+    assert_eq!(gate.asked.load(Ordering::SeqCst), 1);
+    // Nothing ran (the same spec with an open gate writes the canary: the
+    // test above).
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!canary.exists(), "the call's code ran behind a shut gate");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
