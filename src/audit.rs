@@ -61,7 +61,7 @@ mod background;
 mod commit;
 mod head;
 
-pub use background::Durable;
+pub use background::{Durable, SIGNAL_DURABLE};
 pub use head::{Acknowledged, Head};
 use head::{Layout, Plan, Stored};
 
@@ -1648,6 +1648,43 @@ mod tests {
         assert!(matches!(*e, AuditError::NotDurable { .. }), "{e:?}");
         assert!(durable.wait().is_err());
         assert!(matches!(durable.decided(), Some(Err(_))));
+    }
+
+    #[test]
+    fn a_background_sync_signals_its_answer_through_a_pipe() {
+        use std::io::Read;
+        let byte = |fd: std::os::fd::OwnedFd| {
+            let mut b = [9u8];
+            std::fs::File::from(fd).read_exact(&mut b).unwrap();
+            b[0]
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log {
+            path: dir.path().join("tools.log"),
+            head: dir.path().join("head"),
+        };
+        let key = vec![7u8; 32];
+        let call = |n: u32| Event {
+            kind: "TOOL_STARTED",
+            fields: vec![("call", n.to_string())],
+        };
+        // Asked before and after the answer: the same byte.
+        let durable = log
+            .append_keyed(&key, &call(1), true)
+            .unwrap()
+            .unwrap()
+            .in_background();
+        let early = durable.signal(false).unwrap();
+        durable.wait().unwrap();
+        assert_eq!(byte(early), SIGNAL_DURABLE);
+        assert_eq!(byte(durable.signal(false).unwrap()), SIGNAL_DURABLE);
+        // A failed sync: another byte, unless the failure is tolerated.
+        let pending = log.append_keyed(&key, &call(2), true).unwrap().unwrap();
+        std::fs::remove_file(&log.head).unwrap();
+        let durable = pending.in_background();
+        assert!(durable.wait().is_err());
+        assert_ne!(byte(durable.signal(false).unwrap()), SIGNAL_DURABLE);
+        assert_eq!(byte(durable.signal(true).unwrap()), SIGNAL_DURABLE);
     }
 
     #[test]

@@ -1,13 +1,17 @@
 //! The jail's gate (`Spec::gate`): asked right before the call's code
-//! starts, after the jail is prepared. The engine's gate is "the call's
-//! intent line is on disk" (its sync runs while the jail is prepared): a
-//! shut gate must mean that nothing of the call ran, and an open one that
-//! the code started only after it opened.
+//! starts, after the jail is prepared — by the supervisor before its clone
+//! (`Gate::pass`), or by the child right before `execve` (`Gate::signal`,
+//! a pipe). The engine's gate is "the call's intent line is on disk" (its
+//! sync runs while the jail is prepared): a shut gate must mean that
+//! nothing of the call ran, and an open one that the code started only
+//! after it opened.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -108,5 +112,100 @@ fn a_shut_gate_means_nothing_of_the_call_ran() {
     // test above).
     std::thread::sleep(Duration::from_millis(100));
     assert!(!canary.exists(), "the call's code ran behind a shut gate");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// A gate that signals through a pipe: a thread writes `byte` after
+/// `delay` and notes when. Each ask gets a pipe of its own (a jail that
+/// planned with assumed facts and had to probe asks again); the child
+/// reads the last one.
+#[derive(Debug)]
+struct Piped {
+    byte: u8,
+    delay: Duration,
+    signals: AtomicUsize,
+    /// (ask number, when its byte was sent).
+    sent_ns: Arc<Mutex<Vec<(usize, u128)>>>,
+}
+
+impl Piped {
+    fn new(byte: u8, delay: Duration) -> Arc<Piped> {
+        Arc::new(Piped {
+            byte,
+            delay,
+            signals: AtomicUsize::new(0),
+            sent_ns: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    /// When the byte of the last ask was sent.
+    fn last_sent(&self) -> u128 {
+        let sent = self.sent_ns.lock().unwrap();
+        sent.iter().max_by_key(|(n, _)| *n).unwrap().1
+    }
+}
+
+impl Gate for Piped {
+    fn pass(&self) -> Result<(), String> {
+        if self.byte == jail::GATE_OPEN {
+            Ok(())
+        } else {
+            Err("the pipe said no".into())
+        }
+    }
+
+    fn signal(&self) -> Option<OwnedFd> {
+        let n = self.signals.fetch_add(1, Ordering::SeqCst);
+        let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let (byte, delay, sent) = (self.byte, self.delay, self.sent_ns.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            sent.lock().unwrap().push((n, now_ns()));
+            // The reader of an earlier ask is gone by now.
+            let _ = std::fs::File::from(write).write_all(&[byte]);
+        });
+        Some(read)
+    }
+}
+
+#[test]
+fn a_signalled_go_ahead_starts_the_code_only_once_it_arrives() {
+    require_jail!();
+    let dir = tempfile::tempdir().unwrap();
+    let canary = dir.path().join("ran");
+    let gate = Piped::new(jail::GATE_OPEN, Duration::from_millis(300));
+    let mut spec = canary_spec(dir.path(), &canary);
+    spec.gate = Some(gate.clone());
+    let result = jail::run(&spec).unwrap();
+    assert_eq!(result.status, jail::Status::Exited(0), "{result:?}");
+    let started: u128 = std::fs::read_to_string(&canary)
+        .expect("the program ran")
+        .trim()
+        .parse()
+        .unwrap();
+    let opened = gate.last_sent();
+    assert!(
+        started >= opened,
+        "the code started {} µs before the go-ahead was sent",
+        (opened - started) / 1000
+    );
+    assert!(gate.signals.load(Ordering::SeqCst) >= 1);
+}
+
+#[test]
+fn a_signalled_refusal_means_nothing_of_the_call_ran() {
+    require_jail!();
+    let dir = tempfile::tempdir().unwrap();
+    let canary = dir.path().join("ran");
+    let gate = Piped::new(0, Duration::from_millis(100));
+    let mut spec = canary_spec(dir.path(), &canary);
+    spec.gate = Some(gate.clone());
+    let err = jail::run(&spec).unwrap_err();
+    assert!(
+        matches!(&err, JailError::Gate { message } if message == "the pipe said no"),
+        "{err:?}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!canary.exists(), "the call's code ran after a refusal");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

@@ -63,7 +63,7 @@ pub use fs::FsAccess;
 pub use spawn::run;
 pub use spec::{
     Attached, Channel, Enforcement, Gate, Gateway, HomeFile, JailResult, LimitHit, Limits, Output,
-    Spec, Status, Stdin, PROXY_URL,
+    Spec, Status, Stdin, GATE_OPEN, PROXY_URL,
 };
 
 use crate::kind::ErrorKind;

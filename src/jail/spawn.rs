@@ -36,7 +36,11 @@
 //!     mount namespace then the metadata filter, whose notification
 //!     listener goes to the supervisor over a socketpair (`SCM_RIGHTS`) and
 //!     is answered there by [`super::metadata`] until the call ends;
-//! 12. `execve`.
+//! 12. the caller's go-ahead: one byte read from its gate's pipe
+//!     (`Spec::gate`, the engine's "the call's intent is on disk"), so that
+//!     every step above overlaps that wait and nothing of the call runs
+//!     before it;
+//! 13. `execve`.
 //!
 //! A failure at any step is written (step, errno) to a close-on-exec pipe
 //! and the child exits; the supervisor reads that pipe until end of file to
@@ -65,7 +69,7 @@ use super::plan::{self, Cgroups, Host, Plan};
 use super::probe::{self, Kernel, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Filter};
-use super::spec::{JailResult, LimitHit, Spec, Status, Stdin};
+use super::spec::{JailResult, LimitHit, Spec, Status, Stdin, GATE_OPEN};
 use super::sys::{self, Forked};
 use super::tree::Plan as TreePlan;
 use super::tree::{MetadataGuard, Op, Tree};
@@ -111,6 +115,8 @@ pub enum Step {
     Namespaces,
     /// Loopback and the proxy listener in the call's network namespace.
     Net,
+    /// The caller's gate (`Spec::gate`) said no: nothing of the call ran.
+    Gate,
 }
 
 impl Step {
@@ -118,7 +124,7 @@ impl Step {
         use Step::*;
         [
             Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
-            Seccomp, Exec, Reaper, Namespaces, Net,
+            Seccomp, Exec, Reaper, Namespaces, Net, Gate,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -143,6 +149,7 @@ impl Step {
             Step::Reaper => "starting the call's reaper (a subreaper that ends every descendant)",
             Step::Namespaces => "creating the jail's namespaces",
             Step::Net => "setting up the network namespace (loopback, egress proxy listener)",
+            Step::Gate => "waiting for the call's go-ahead (its intent on disk)",
         }
     }
 
@@ -188,6 +195,9 @@ struct Prepared {
     report: RawFd,
     report_read_end: RawFd,
     landlock: Option<OwnedFd>,
+    /// The read end of the caller's gate (`Gate::signal`): the child
+    /// waits for its go-ahead byte right before `execve`.
+    gate: Option<OwnedFd>,
     /// The Landlock access of the private home, a tmpfs made in the
     /// child's tree (its rule is added there, once it exists).
     home_rule: Option<u64>,
@@ -747,6 +757,7 @@ fn attempt(
         stderr: high(err_w)?,
         report: -1,
         report_read_end: -1,
+        gate: None,
         landlock,
         home_rule,
         seccomp,
@@ -794,14 +805,19 @@ fn attempt(
     // again; else fall back to the namespace-free jail when it keeps every
     // invariant of this call, or to a degraded run when the caller opted in.
     // Everything above prepared the call; nothing of its own has run. The
-    // caller's gate (the engine's: its intent line durable) is asked last,
-    // so that its wait overlaps the preparation.
+    // caller's gate (the engine's: its intent line durable) is waited for
+    // last: by the child right before `execve` when the gate signals
+    // through a pipe (the child's own set-up overlaps the wait), else here.
     if let Some(gate) = &spec.gate {
-        gate.pass().map_err(|message| JailError::Gate { message })?;
+        match gate.signal() {
+            Some(fd) => prepared.gate = Some(fd),
+            None => gate.pass().map_err(|message| JailError::Gate { message })?,
+        }
     }
     let flags = plan.flags;
     let pidfd = match launch(&mut prepared, flags) {
         Ok(pidfd) => pidfd,
+        Err((Step::Gate, _)) => return Err(refused_by_gate(spec).into()),
         Err((step, errno)) if flags != 0 && step_is_namespace(step, errno) && assumed => {
             return Err(Attempt::Probe)
         }
@@ -841,8 +857,10 @@ fn attempt(
             prepared.tree = None;
             prepared.reaper = plan.reaper;
             prepared.seccomp = prepared.seccomp_without_tree;
-            launch(&mut prepared, 0)
-                .map_err(|(step, errno)| JailError::child_failed(step, errno, &program))?
+            launch(&mut prepared, 0).map_err(|(step, errno)| match step {
+                Step::Gate => refused_by_gate(spec),
+                _ => JailError::child_failed(step, errno, &program),
+            })?
         }
         // The network namespace was the one this kernel refuses: say so.
         Err((step, errno))
@@ -987,6 +1005,16 @@ fn attempt(
         warnings,
         cancelled: pumped.cancelled,
     })
+}
+
+/// The child read a refusal from the caller's gate: the reason, from the
+/// gate itself.
+fn refused_by_gate(spec: &Spec) -> JailError {
+    let message = match spec.gate.as_ref().map(|g| g.pass()) {
+        Some(Err(message)) => message,
+        _ => "the call's gate did not open".into(),
+    };
+    JailError::Gate { message }
 }
 
 /// Failures that mean "this kernel or this user cannot have namespaces".
@@ -1218,7 +1246,15 @@ fn child_main(p: &mut Prepared) -> ! {
             }
         }
     }
-    // 12.
+    // 12. The caller's go-ahead (the call's intent on disk), the last
+    // thing before the program: every step above overlapped its wait.
+    if let Some(gate) = &p.gate {
+        match sys::read_byte(gate.as_raw_fd()) {
+            Ok(Some(GATE_OPEN)) => {}
+            _ => fail(report, Step::Gate, 0),
+        }
+    }
+    // 13.
     let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
     fail(report, Step::Exec, e)
 }

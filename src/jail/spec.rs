@@ -119,7 +119,20 @@ pub trait Attached: Send {}
 pub trait Gate: std::fmt::Debug + Send + Sync {
     /// Blocks until decided: `Ok` to start, `Err(why)` to refuse the call.
     fn pass(&self) -> Result<(), String>;
+
+    /// The read end of a pipe that receives one byte once decided:
+    /// [`GATE_OPEN`] to start, anything else to refuse. The jail's child
+    /// reads it right before `execve`, so that the jail's own set-up in the
+    /// child (namespaces, mounts, Landlock, seccomp) overlaps the wait too;
+    /// on a refusal the jail asks [`Gate::pass`] for the reason. `None`:
+    /// the jail asks [`Gate::pass`] before its `clone` instead.
+    fn signal(&self) -> Option<std::os::fd::OwnedFd> {
+        None
+    }
 }
+
+/// The byte a [`Gate::signal`] pipe receives when the call may start.
+pub const GATE_OPEN: u8 = 1;
 
 /// A file the jail writes into the call's private TMPDIR (its HOME)
 /// before the tool starts, and the variables set to its path (the CA

@@ -195,6 +195,24 @@ pub fn cloexec_from(first: RawFd) -> SysResult<()> {
 }
 
 /// Closes `fd` (errors ignored: the fd is gone either way).
+/// Reads one byte from `fd`, retrying on `EINTR`: `Some(byte)`, or `None`
+/// at end of file. Child-side: no allocation.
+pub fn read_byte(fd: RawFd) -> SysResult<Option<u8>> {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: one writable byte at a valid address.
+        let rc = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
+        if rc < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok((rc == 1).then_some(byte));
+    }
+}
+
 pub fn close(fd: RawFd) {
     // SAFETY: closing an fd number has no memory effects; callers pass fds
     // they own in this process.
