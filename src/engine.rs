@@ -961,7 +961,11 @@ const _: () = assert!(audit::SIGNAL_DURABLE == jail::GATE_OPEN);
 
 impl jail::Gate for IntentGate {
     fn signal(&self) -> Option<std::os::fd::OwnedFd> {
-        // No pipe to be had: the jail asks `pass` before its clone.
+        // Already on disk (a sync shared with other calls), or no pipe to
+        // be had: the jail asks `pass` before its clone.
+        if self.durable.decided().is_some() {
+            return None;
+        }
         let fd = self.durable.signal(self.best_effort).ok()?;
         self.asked.store(true, Ordering::SeqCst);
         Some(fd)
