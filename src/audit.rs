@@ -1616,23 +1616,17 @@ mod tests {
         assert_eq!(log.recent_entries(1 << 30).unwrap().len(), 1000);
     }
 
+    /// `call(n)` appended durably, its sync on the syncer thread.
+    fn in_background(log: &Log, key: &[u8], n: usize) -> std::sync::Arc<Durable> {
+        let pending = log.append_keyed(key, &call(n), true).unwrap().unwrap();
+        pending.in_background()
+    }
+
     #[test]
     fn a_background_sync_says_when_the_line_is_durable_and_when_it_failed() {
         let dir = tempfile::tempdir().unwrap();
-        let log = Log {
-            path: dir.path().join("tools.log"),
-            head: dir.path().join("head"),
-        };
-        let key = vec![7u8; 32];
-        let call = |n: u32| Event {
-            kind: "TOOL_STARTED",
-            fields: vec![("call", n.to_string())],
-        };
-        let durable = log
-            .append_keyed(&key, &call(1), true)
-            .unwrap()
-            .unwrap()
-            .in_background();
+        let (log, key) = log_in(dir.path());
+        let durable = in_background(&log, &key, 1);
         assert!(durable.wait().is_ok());
         assert!(matches!(durable.decided(), Some(Ok(()))));
         // The line is written before the sync is known: it is in the log.
@@ -1659,21 +1653,9 @@ mod tests {
             b[0]
         };
         let dir = tempfile::tempdir().unwrap();
-        let log = Log {
-            path: dir.path().join("tools.log"),
-            head: dir.path().join("head"),
-        };
-        let key = vec![7u8; 32];
-        let call = |n: u32| Event {
-            kind: "TOOL_STARTED",
-            fields: vec![("call", n.to_string())],
-        };
+        let (log, key) = log_in(dir.path());
         // Asked before and after the answer: the same byte.
-        let durable = log
-            .append_keyed(&key, &call(1), true)
-            .unwrap()
-            .unwrap()
-            .in_background();
+        let durable = in_background(&log, &key, 1);
         let early = durable.signal(false).unwrap();
         durable.wait().unwrap();
         assert_eq!(byte(early), SIGNAL_DURABLE);

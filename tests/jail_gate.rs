@@ -68,6 +68,35 @@ fn canary_spec(dir: &std::path::Path, canary: &std::path::Path) -> Spec {
     spec
 }
 
+/// Runs `spec`, which must succeed, and returns the time its program
+/// wrote into `canary` (when it started).
+fn run_and_read_start(spec: &Spec, canary: &std::path::Path) -> u128 {
+    let result = jail::run(spec).unwrap();
+    assert_eq!(result.status, jail::Status::Exited(0), "{result:?}");
+    std::fs::read_to_string(canary)
+        .expect("the program ran")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Runs `spec`, which its gate must refuse with `message`, and checks
+/// that nothing of the call ran (`dir` stays empty; the same spec with an
+/// open gate writes its canary there).
+fn run_refused(spec: &Spec, dir: &std::path::Path, message: &str) {
+    let err = jail::run(spec).unwrap_err();
+    assert!(
+        matches!(&err, JailError::Gate { message: m } if m == message),
+        "{err:?}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        std::fs::read_dir(dir).unwrap().count(),
+        0,
+        "the call's code ran behind a shut gate"
+    );
+}
+
 #[test]
 fn an_open_gate_lets_the_code_start_only_after_it_opened() {
     require_jail!();
@@ -76,14 +105,8 @@ fn an_open_gate_lets_the_code_start_only_after_it_opened() {
     let gate = Fixed::new(Ok(()), Duration::from_millis(300));
     let mut spec = canary_spec(dir.path(), &canary);
     spec.gate = Some(gate.clone());
-    let result = jail::run(&spec).unwrap();
-    assert_eq!(result.status, jail::Status::Exited(0), "{result:?}");
     // The probe ran: the program wrote its start time…
-    let started: u128 = std::fs::read_to_string(&canary)
-        .expect("the program ran")
-        .trim()
-        .parse()
-        .unwrap();
+    let started = run_and_read_start(&spec, &canary);
     // …after the gate opened, and the gate was asked once.
     let opened = gate.opened_ns.lock().unwrap().unwrap();
     assert!(
@@ -102,17 +125,8 @@ fn a_shut_gate_means_nothing_of_the_call_ran() {
     let gate = Fixed::new(Err("the intent is not on disk".into()), Duration::ZERO);
     let mut spec = canary_spec(dir.path(), &canary);
     spec.gate = Some(gate.clone());
-    let err = jail::run(&spec).unwrap_err();
-    assert!(
-        matches!(&err, JailError::Gate { message } if message == "the intent is not on disk"),
-        "{err:?}"
-    );
+    run_refused(&spec, dir.path(), "the intent is not on disk");
     assert_eq!(gate.asked.load(Ordering::SeqCst), 1);
-    // Nothing ran (the same spec with an open gate writes the canary: the
-    // test above).
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(!canary.exists(), "the call's code ran behind a shut gate");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
 /// A gate that signals through a pipe: a thread writes `byte` after
@@ -176,13 +190,7 @@ fn a_signalled_go_ahead_starts_the_code_only_once_it_arrives() {
     let gate = Piped::new(jail::GATE_OPEN, Duration::from_millis(300));
     let mut spec = canary_spec(dir.path(), &canary);
     spec.gate = Some(gate.clone());
-    let result = jail::run(&spec).unwrap();
-    assert_eq!(result.status, jail::Status::Exited(0), "{result:?}");
-    let started: u128 = std::fs::read_to_string(&canary)
-        .expect("the program ran")
-        .trim()
-        .parse()
-        .unwrap();
+    let started = run_and_read_start(&spec, &canary);
     let opened = gate.last_sent();
     assert!(
         started >= opened,
@@ -200,12 +208,5 @@ fn a_signalled_refusal_means_nothing_of_the_call_ran() {
     let gate = Piped::new(0, Duration::from_millis(100));
     let mut spec = canary_spec(dir.path(), &canary);
     spec.gate = Some(gate.clone());
-    let err = jail::run(&spec).unwrap_err();
-    assert!(
-        matches!(&err, JailError::Gate { message } if message == "the pipe said no"),
-        "{err:?}"
-    );
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(!canary.exists(), "the call's code ran after a refusal");
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    run_refused(&spec, dir.path(), "the pipe said no");
 }
