@@ -649,7 +649,7 @@ impl Log {
     /// Not synced to disk: a crash may lose it (a call's result line: the
     /// call then shows as unfinished). [`Log::append_durable`] syncs.
     pub fn append(&self, event: &Event) -> Result<(), AuditError> {
-        self.append_with(event, false)
+        self.append_with(event, false).map(drop)
     }
 
     /// Appends `event` made durable before it returns: the line written
@@ -667,9 +667,8 @@ impl Log {
     /// the caller runs when it likes (on another thread, while it prepares
     /// what must not start before the line is on disk).
     pub fn append_pending(&self, event: &Event) -> Result<Pending, AuditError> {
-        let key = state::key()?;
-        let pending = self.append_keyed(&key, event, true)?;
-        pending.ok_or_else(|| self.not_durable(std::io::Error::other("no sync was prepared")))
+        self.append_with(event, true)?
+            .ok_or_else(|| self.not_durable(std::io::Error::other("no sync was prepared")))
     }
 
     /// Appends `event` (see [`Log::append`]).
@@ -685,16 +684,13 @@ impl Log {
     ///
     /// [`AuditError::NotDurable`] means the line *was* written (but the
     /// disk did not confirm it, or the head could not be moved); any other
-    /// error means it was not.
-    fn append_with(&self, event: &Event, durable: bool) -> Result<(), AuditError> {
-        match self.append_keyed(&state::key()?, event, durable)? {
-            Some(pending) => pending.wait(),
-            None => Ok(()),
-        }
+    /// error means it was not. A durable append returns its sync still to
+    /// be waited for ([`Pending`]).
+    fn append_with(&self, event: &Event, durable: bool) -> Result<Option<Pending>, AuditError> {
+        self.append_keyed(&state::key()?, event, durable)
     }
 
-    /// [`Log::append_with`] with the state's `key`; a durable append
-    /// returns its sync still to be waited for.
+    /// [`Log::append_with`] with `key`.
     fn append_keyed(
         &self,
         key: &[u8],

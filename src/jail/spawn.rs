@@ -800,10 +800,6 @@ fn attempt(
             _ => None,
         },
     };
-    // Namespaces may still fail in the child (a container that masks /proc
-    // refuses a fresh one): planned with assumed facts, probe and plan
-    // again; else fall back to the namespace-free jail when it keeps every
-    // invariant of this call, or to a degraded run when the caller opted in.
     // Everything above prepared the call; nothing of its own has run. The
     // caller's gate (the engine's: its intent line durable) is waited for
     // last: by the child right before `execve` when the gate signals
@@ -814,6 +810,10 @@ fn attempt(
             None => gate.pass().map_err(|message| JailError::Gate { message })?,
         }
     }
+    // Namespaces may still fail in the child (a container that masks /proc
+    // refuses a fresh one): planned with assumed facts, probe and plan
+    // again; else fall back to the namespace-free jail when it keeps every
+    // invariant of this call, or to a degraded run when the caller opted in.
     let flags = plan.flags;
     let pidfd = match launch(&mut prepared, flags) {
         Ok(pidfd) => pidfd,

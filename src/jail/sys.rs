@@ -194,7 +194,6 @@ pub fn cloexec_from(first: RawFd) -> SysResult<()> {
     .map(drop)
 }
 
-/// Closes `fd` (errors ignored: the fd is gone either way).
 /// Reads one byte from `fd`, retrying on `EINTR`: `Some(byte)`, or `None`
 /// at end of file. Child-side: no allocation.
 pub fn read_byte(fd: RawFd) -> SysResult<Option<u8>> {
@@ -213,6 +212,7 @@ pub fn read_byte(fd: RawFd) -> SysResult<Option<u8>> {
     }
 }
 
+/// Closes `fd` (errors ignored: the fd is gone either way).
 pub fn close(fd: RawFd) {
     // SAFETY: closing an fd number has no memory effects; callers pass fds
     // they own in this process.
