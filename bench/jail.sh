@@ -8,6 +8,15 @@
 #
 # firejail is measured only when it works here (it needs its setuid helper
 # and mount namespaces); otherwise the table says why, loudly.
+#
+# Beside them, two rows that split `sandbox` into its parts: `floor`, the
+# kernel's floor for a one-shot jail (bench/jail_floor.c `once`: a small C
+# program that only makes the system calls of a jail shaped like
+# glovebox's — namespaces, a tmpfs root with 25 read-only binds + /usr and
+# /proc, pivot_root, Landlock, an 835-instruction seccomp program — and
+# execs the command; as root, with a C compiler), and `glovebox --version`
+# (starting and ending the glovebox binary, no jail). What `sandbox` costs
+# above floor + (glovebox --version − bare) is glovebox's own work.
 source "$(dirname "$0")/lib.sh"
 if [ -n "$QUICK" ]; then RUNS=${RUNS:-20}; WARMUP=${WARMUP:-3}; fi
 RUNS=${RUNS:-500}
@@ -28,6 +37,13 @@ if ! fj_out=$($FIREJAIL /bin/echo firejail-probe 2>&1) || [[ $fj_out != *firejai
   echo "== $FJ_STATUS" >&2
 fi
 
+FLOOR_ROWS=()
+if [ "$(id -u)" = 0 ] && command -v cc > /dev/null && cc -O2 -o "$OUT/jail_floor" bench/jail_floor.c; then
+  FLOOR_ROWS=(-n floor "$OUT/jail_floor once 25 835")
+else
+  echo "== no floor row: bench/jail_floor.c needs root and a C compiler" >&2
+fi
+
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== /bin/true" >&2
 [ "$FJ_STATUS" = ok ] && FJ_ROWS=(-n firejail "$FIREJAIL /bin/true")
@@ -36,6 +52,8 @@ hf "$OUT/true.json" "$RUNS" "$WARMUP" \
   -n glovebox "$GB sandbox -- /bin/true" \
   -n "glovebox --netns" "$GB sandbox --netns -- /bin/true" \
   -n bwrap "$BWRAP /bin/true" \
+  "${FLOOR_ROWS[@]}" \
+  -n "glovebox --version" "$GB --version" \
   "${FJ_ROWS[@]}"
 
 echo "== python3 -c pass" >&2

@@ -21,6 +21,12 @@
  * fresh /proc, a tmpfs home, Landlock, seccomp and exec: what a jail
  * kept per policy would cost. Prints one JSON object: calls, calls/s, mean microseconds per
  * call per worker. Run as root (the supervisor glovebox compares with).
+ *
+ *     ./jail_floor once BINDS FILTER
+ *
+ * makes one jailed call and exits with its status: a one-shot process
+ * building the same jail, for bench/jail.sh to time beside
+ * `glovebox sandbox -- /bin/true` (the floor of a one-shot jail).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -230,9 +236,40 @@ static long loop(int jail, int reuse, double seconds) {
     return calls;
 }
 
+/* Mode `once`: one jailed call from this process (its stage directory is
+ * left in place for the next run; the tmpfs is mounted on it only inside
+ * the call's own mount namespace). */
+static int once(void) {
+    snprintf(root, sizeof root, "/tmp/jail-floor-once");
+    if (mkdir(root, 0755) && errno != EEXIST) {
+        perror("jail_floor: mkdir");
+        return 1;
+    }
+    size_t size = 256 * 1024;
+    char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return 1;
+    int status;
+    pid_t pid = clone(child, stack + size, CLONE_VM | CLONE_VFORK | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | SIGCHLD, NULL);
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        fprintf(stderr, "jail_floor: call failed (status %d)\n", pid < 0 ? -errno : status);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "once") == 0) {
+        binds = atoi(argv[2]);
+        if (binds < 0 || binds > MAX_BINDS || atoi(argv[3]) > MAX_FILTER) {
+            fprintf(stderr, "jail_floor: BINDS at most %d, FILTER at most %d\n", MAX_BINDS, MAX_FILTER);
+            return 2;
+        }
+        build_filter(atoi(argv[3]));
+        return once();
+    }
     if (argc != 6) {
-        fprintf(stderr, "usage: jail_floor bare|jail|reuse BINDS FILTER WORKERS SECONDS\n");
+        fprintf(stderr, "usage: jail_floor bare|jail|reuse BINDS FILTER WORKERS SECONDS | jail_floor once BINDS FILTER\n");
         return 2;
     }
     int reuse = strcmp(argv[1], "reuse") == 0;

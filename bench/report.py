@@ -28,13 +28,14 @@ def table(path):
         runs = {r["command"]: r for r in json.load(f)["results"]}
     med = {name: r["median"] for name, r in runs.items()}
     first = next(iter(runs.values()))
-    peers = [p for p in ("bwrap", "firejail") if p in med]
+    peers = [p for p in ("bwrap", "firejail", "floor") if p in med]
     lines = [f"| command ({len(first['times'])} runs, {first.get('passes', 1)} passes) | median ms "
              "| mean ± σ ms | min ms | max ms | ×bare | " + " | ".join(f"×{p}" for p in peers) + " |",
              "|---|--:|--:|--:|--:|--:|" + "--:|" * len(peers)]
     for name, r in runs.items():
         x_bare = f"{r['median'] / med['bare']:.2f}" if name != "bare" else ""
-        xs = [f"{r['median'] / med[p]:.2f}" if name.startswith("glovebox") else "" for p in peers]
+        jailed = name.startswith("glovebox") and name != "glovebox --version"
+        xs = [f"{r['median'] / med[p]:.2f}" if jailed else "" for p in peers]
         lines.append(f"| {name} | {ms(r['median'])} | {ms(r['mean'])} ± {ms(r['stddev'])} "
                      f"| {ms(r['min'])} | {ms(r['max'])} | {x_bare} | " + " | ".join(xs) + " |")
     return lines, med
@@ -78,6 +79,17 @@ def main():
             out += ["", f"Targets for `glovebox sandbox -- /bin/true`: ≤ {TARGET_BARE}× bare "
                     f"(now {rb:.2f}×, {ok(rb, TARGET_BARE)}); ≤ {TARGET_BWRAP}× bwrap "
                     f"(now {rw:.2f}×, {ok(rw, TARGET_BWRAP)})."]
+            if "floor" in med and "glovebox --version" in med:
+                start = med["glovebox --version"] - med["bare"]
+                own = med["glovebox"] - med["floor"] - start
+                out += ["", f"The kernel's floor for a one-shot jail of this shape (`floor`) is "
+                        f"{med['floor'] / med['bare']:.2f}× bare and {med['floor'] / med['bwrap']:.2f}× bwrap "
+                        f"before any other work; starting and ending the glovebox binary costs "
+                        f"{ms(start)} ms more than `/bin/true`; what `sandbox` adds to both (its own work: "
+                        f"the command line, the state directory, the plan, the ruleset, the cgroups, the "
+                        f"child's extra steps) is {ms(own)} ms."]
+                subprocess.run(["python3", os.path.join(os.path.dirname(__file__), "metric.py"),
+                                "jail.true.own_work_ms", f"{own * 1e3:.3f}"], check=True)
     subprocess.run(["python3", os.path.join(os.path.dirname(__file__), "metric.py"),
                     "jail.firejail_status", a.firejail_status], check=True)
     section.write(a.results, "jail", "\n".join(out))
