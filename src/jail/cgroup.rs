@@ -35,6 +35,7 @@
 //! the next process's sweep when the server was killed.
 
 use std::fs;
+use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -120,7 +121,7 @@ struct Mount {
 }
 
 fn mounts() -> Vec<Mount> {
-    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else {
+    let Ok(text) = read_kernel_file(Path::new("/proc/self/mountinfo")) else {
         return Vec::new();
     };
     text.lines()
@@ -144,7 +145,7 @@ fn mounts() -> Vec<Mount> {
 
 /// Our own cgroup path per hierarchy: ("" for v2 | controller list, path).
 fn own_paths() -> Vec<(String, String)> {
-    let Ok(text) = fs::read_to_string("/proc/self/cgroup") else {
+    let Ok(text) = read_kernel_file(Path::new("/proc/self/cgroup")) else {
         return Vec::new();
     };
     text.lines()
@@ -173,7 +174,7 @@ fn writable(base: &Path) -> bool {
 /// enabled in `base`'s `cgroup.subtree_control`) and we may create them.
 fn v2_delegates(base: &Path, controller: &str) -> bool {
     writable(base)
-        && fs::read_to_string(base.join("cgroup.subtree_control"))
+        && read_kernel_file(&base.join("cgroup.subtree_control"))
             .is_ok_and(|s| s.split_whitespace().any(|c| c == controller))
 }
 
@@ -523,8 +524,20 @@ impl CallGroup {
     }
 }
 
+/// A file of the kernel's (procfs, cgroupfs) read whole. Such files say
+/// their size is 0, so `fs::read_to_string` starts with a 32-byte read and
+/// doubles it, and a `seq_file` (`mountinfo`) is walked again from its
+/// start for every read: seven reads for this machine's `mountinfo`, more
+/// the more mounts a host has. One 8 KiB read (and the one that finds the
+/// end) instead.
+fn read_kernel_file(path: &Path) -> std::io::Result<String> {
+    let mut buf = Vec::with_capacity(16 * 1024);
+    fs::File::open(path)?.read_to_end(&mut buf)?;
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 fn counter(path: &Path, key: &str) -> u64 {
-    fs::read_to_string(path)
+    read_kernel_file(path)
         .ok()
         .and_then(|t| {
             t.lines().find_map(|l| {
