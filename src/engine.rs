@@ -1022,6 +1022,11 @@ impl Job<'_> {
         let mut spec = Spec::new(argv);
         spec.cwd = cwd;
         spec.fs = self.policy.fs_access();
+        // The policy checked its grants in resolved form: the jail follows
+        // no link below the project root (one there appeared since).
+        spec.links = crate::jail::hold::Links::Checked {
+            root: Some(self.root.to_path_buf()),
+        };
         spec.protect = self.policy.protected.clone();
         spec.network = self.policy.network;
         spec.limits = self.policy.limits.clone();

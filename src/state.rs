@@ -21,7 +21,7 @@
 //! It is not in any jail's filesystem: a jail's root holds only what it is
 //! granted ([`crate::jail::tree`]), and glovebox refuses to start any jail
 //! whose read, write or exec paths cover this directory
-//! ([`ensure_not_exposed`]), so no grant can bring it in: no tool can
+//! (`crate::run::start` hands it to `crate::jail::run_keeping_out`, which compares the resolved grants with it by identity), so no grant can bring it in: no tool can
 //! even `stat` it, read the audit key, write an approval, `chmod` the key
 //! or move the audit head, whatever its manifest asks for. A jail that runs a copy of glovebox finds a
 //! different, empty state directory (its `HOME` is private and its
@@ -35,7 +35,6 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use crate::jail::FsAccess;
 use crate::kind::ErrorKind;
 
 /// Errors about the state directory.
@@ -291,32 +290,6 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StateError> {
         .set_permissions(fs::Permissions::from_mode(0o600))
         .map_err(io(path))?;
     tmp.persist(path).map_err(|e| io(path)(e.error))?;
-    Ok(())
-}
-
-/// Refuses `access` when any of its paths is the state directory or one of
-/// its ancestors (reading would reveal the key; writing would forge
-/// approvals or the audit head).
-pub fn ensure_not_exposed(access: &FsAccess) -> Result<(), StateError> {
-    let Ok(state) = dir() else {
-        return Ok(());
-    };
-    let state = fs::canonicalize(&state).unwrap_or(state);
-    for p in access
-        .read
-        .iter()
-        .chain(&access.write)
-        .chain(&access.exec)
-        .chain(&access.read_only)
-    {
-        let canonical = fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-        if state.starts_with(&canonical) {
-            return Err(StateError::Exposed {
-                path: p.clone(),
-                state,
-            });
-        }
-    }
     Ok(())
 }
 

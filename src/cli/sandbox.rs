@@ -201,6 +201,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             eprintln!("glovebox: {e}");
             return Ok(ExitCode::from(EXIT_USAGE));
         }
+        Err(StartError::Jail(e @ jail::JailError::KeptOut { .. })) => {
+            eprintln!("glovebox: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
         Err(StartError::Jail(e)) => return Ok(report_error(&e, args.json)),
     };
     let (egress, refusals) = match &gateway {

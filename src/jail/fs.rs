@@ -10,10 +10,14 @@
 
 use std::path::{Path, PathBuf};
 
+use std::os::fd::AsFd;
+
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr, Scope, ABI,
 };
+
+use super::hold::{self, Held, HoldError, Kind, Links};
 
 /// The oldest Landlock ABI glovebox accepts: 3 adds `truncate`, without
 /// which a jailed process could truncate files it may only read.
@@ -52,10 +56,21 @@ pub struct FsAccess {
     pub read_only: Vec<PathBuf>,
 }
 
-/// Builds the ruleset for `access` on a kernel with Landlock ABI `abi`.
-///
-/// Paths that do not exist are skipped (there is nothing to grant).
-pub fn ruleset(abi: i32, access: &FsAccess, network: bool) -> Result<RulesetCreated, FsError> {
+/// The held paths of one ruleset, by access ([`super::hold`]).
+#[derive(Debug, Default)]
+pub struct Rules<'a> {
+    /// Read files and directories.
+    pub read_only: Vec<&'a Held>,
+    /// Read and execute.
+    pub read_exec: Vec<&'a Held>,
+    /// Read and write (no execute).
+    pub write: Vec<&'a Held>,
+}
+
+/// Builds the ruleset for `rules` on a kernel with Landlock ABI `abi`,
+/// each rule added on the path's held descriptor (a link's rule is on its
+/// target, held beside it; the link itself gets none).
+pub fn ruleset_held(abi: i32, rules: &Rules<'_>, network: bool) -> Result<RulesetCreated, FsError> {
     if abi < MIN_ABI {
         return Err(FsError::Unsupported { found: abi });
     }
@@ -73,14 +88,22 @@ pub fn ruleset(abi: i32, access: &FsAccess, network: bool) -> Result<RulesetCrea
     if abi >= 6 {
         rs = rs.scope(Scope::from_all(level))?;
     }
-    let created = rs
-        .create()?
-        .add_rules(path_beneath_rules(&access.read_only, read_only))?
-        .add_rules(path_beneath_rules(
-            access.read.iter().chain(&access.exec),
-            read_exec,
-        ))?
-        .add_rules(path_beneath_rules(&access.write, write))?;
+    let mut created = rs.create()?;
+    let file = AccessFs::from_file(level);
+    for (list, access) in [
+        (&rules.read_only, read_only),
+        (&rules.read_exec, read_exec),
+        (&rules.write, write),
+    ] {
+        for h in list.iter().filter(|h| h.id.kind != Kind::Link) {
+            let access = if h.id.kind == Kind::Dir {
+                access
+            } else {
+                access & file
+            };
+            created = created.add_rule(PathBeneath::new(h.fd.as_fd(), access))?;
+        }
+    }
     Ok(created)
 }
 
@@ -209,27 +232,68 @@ pub fn split_write(
     out
 }
 
-/// [`split_write`] on the real filesystem: grants and protected paths
-/// resolved (links followed), directories read now. A directory that
-/// cannot be read contributes no entries (nothing below it is writable).
-pub fn split_write_on_disk(write: &[PathBuf], protected: &[PathBuf]) -> Split {
-    let real = |list: &[PathBuf]| -> Vec<PathBuf> {
-        list.iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect()
+/// Write grants reshaped for a jail without a mount namespace, held.
+#[derive(Debug, Default)]
+pub struct SplitHeld {
+    /// Keep the write rule.
+    pub write: Vec<Held>,
+    /// Readable, not writable.
+    pub read_only: Vec<Held>,
+}
+
+/// [`split_write`] on the held grants `write` around the held `protected`
+/// paths, by their real paths. A directory's entries are read through its
+/// held descriptor; each entry that gets a rule is held then, with no link
+/// followed (a link never gets a rule; one that appears meanwhile refuses
+/// the call). A directory that cannot be read contributes no entries
+/// (nothing below it is writable).
+pub fn split_held(write: &[Held], protected: &[Held]) -> Result<SplitHeld, HoldError> {
+    let grants: Vec<PathBuf> = write
+        .iter()
+        .filter(|h| h.id.kind != Kind::Link)
+        .map(|h| h.real.clone())
+        .collect();
+    let protected: Vec<PathBuf> = protected.iter().map(|h| h.real.clone()).collect();
+    let fd_of = |dir: &Path| {
+        write
+            .iter()
+            .find(|h| h.real == dir)
+            .map(|h| h.fd_path())
+            .unwrap_or_else(|| dir.to_path_buf())
     };
     let children = |dir: &Path| -> Vec<Child> {
-        let Ok(rd) = std::fs::read_dir(dir) else {
+        let Ok(rd) = std::fs::read_dir(fd_of(dir)) else {
             return Vec::new();
         };
         rd.filter_map(Result::ok)
             .map(|e| Child {
-                path: e.path(),
+                path: dir.join(e.file_name()),
                 link: e.file_type().map(|t| t.is_symlink()).unwrap_or(true),
             })
             .collect()
     };
-    split_write(&real(write), &real(protected), &children)
+    let split = split_write(&grants, &protected, &children);
+    let held = |paths: &[PathBuf]| -> Result<Vec<Held>, HoldError> {
+        let mut out = Vec::new();
+        for p in paths {
+            match write.iter().find(|h| h.real == *p) {
+                Some(h) => out.push(h.try_clone().map_err(|source| HoldError::Open {
+                    path: p.clone(),
+                    source,
+                })?),
+                None => out.extend(
+                    hold::hold(p, &Links::Checked { root: None })?
+                        .into_iter()
+                        .filter(|h| h.id.kind != Kind::Link),
+                ),
+            }
+        }
+        Ok(out)
+    };
+    Ok(SplitHeld {
+        write: held(&split.write)?,
+        read_only: held(&split.read_only)?,
+    })
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ pub mod cancel;
 pub mod cgroup;
 pub mod doctor;
 pub mod fs;
+pub mod hold;
 pub mod metadata;
 pub mod network;
 pub mod plan;
@@ -60,11 +61,13 @@ pub mod tree;
 
 pub use cancel::Cancel;
 pub use fs::FsAccess;
-pub use spawn::run;
+pub use spawn::{run, run_keeping_out};
 pub use spec::{
     Attached, Channel, Enforcement, Gate, Gateway, HomeFile, JailResult, LimitHit, Limits, Output,
     Spec, Status, Stdin, GATE_OPEN, PROXY_URL,
 };
+
+use std::path::PathBuf;
 
 use crate::kind::ErrorKind;
 use spawn::Step;
@@ -141,6 +144,13 @@ pub enum JailError {
     /// The jail's mount tree.
     #[error(transparent)]
     Tree(#[from] tree::TreeError),
+    /// A granted path was replaced between its resolution and its bind.
+    #[error("a granted path was replaced while the jail was being built (another process, such as a second tool, is renaming or swapping it); nothing ran: retry, or stop what changes it")]
+    Changed,
+    /// A grant is, or holds, a path no jail may reach (glovebox's state
+    /// directory), found by identity after resolving it.
+    #[error("{path:?} would expose glovebox's state directory {kept:?} to the jail (it is or holds it); narrow the path (or move the state with --state-dir)")]
+    KeptOut { path: PathBuf, kept: PathBuf },
     /// The caller's [`Gate`] refused the call right before its code would
     /// have started (nothing of it ran).
     #[error("the call was not started: {message}")]
@@ -164,6 +174,7 @@ impl JailError {
         let source = std::io::Error::from_raw_os_error(errno);
         let program = program.display().to_string();
         match (step, errno) {
+            (Step::Mount, libc::ESTALE) => JailError::Changed,
             (Step::Exec, libc::ENOENT) => JailError::NotFound { program },
             (Step::Exec, libc::EACCES) => JailError::ExecDenied { program, source },
             (Step::Exec, _) => JailError::Exec { program, source },
@@ -216,6 +227,11 @@ impl JailError {
                 ErrorKind::ManifestInvalid
             }
             JailError::InvalidSpec { .. } => ErrorKind::InputInvalid,
+            JailError::KeptOut { .. } => ErrorKind::PermissionExceedsCeiling,
+            JailError::Changed => ErrorKind::ManifestInvalid,
+            JailError::Tree(tree::TreeError::Hold(hold::HoldError::Link { .. })) => {
+                ErrorKind::ManifestInvalid
+            }
             _ => ErrorKind::Internal,
         }
     }

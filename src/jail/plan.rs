@@ -126,7 +126,7 @@ impl Gaps<'_> {
 /// Decides the jail of `spec` on `host` with `cgroups`; `protected` are
 /// the protected paths inside its write grants (from its
 /// [`tree::Tree`]); `split` says that, without a tree, the write grants
-/// were split around them ([`jfs::split_write_on_disk`]). Refuses what
+/// were split around them ([`jfs::split_held`]). Refuses what
 /// cannot be enforced unless `spec.degraded`.
 pub fn plan(
     spec: &Spec,

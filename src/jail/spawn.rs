@@ -63,6 +63,7 @@ use std::time::Instant;
 
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
+use super::hold::{self, Links};
 use super::metadata::{Grants, Watch};
 use super::network::{self as net, NetPlan};
 use super::plan::{self, Cgroups, Host, Plan};
@@ -72,7 +73,7 @@ use super::seccomp::{self, Filter};
 use super::spec::{JailResult, LimitHit, Spec, Status, Stdin, GATE_OPEN};
 use super::sys::{self, Forked};
 use super::tree::Plan as TreePlan;
-use super::tree::{MetadataGuard, Op, Tree};
+use super::tree::{HeldAccess, MetadataGuard, Op, Tree};
 use super::{profile, JailError};
 
 /// The `PATH` inside every jail.
@@ -507,13 +508,21 @@ impl Home {
 /// call is planned again with what it found. Nothing is taken on trust:
 /// a call that ran had every namespace of its plan.
 pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
+    run_keeping_out(spec, &[])
+}
+
+/// [`run`], refusing the call when a grant is, or holds, one of
+/// `keep_out` (glovebox's state directory): decided by identity once the
+/// grants are resolved (`super::hold`), so no name or link leads to it
+/// unseen.
+pub fn run_keeping_out(spec: &Spec, keep_out: &[PathBuf]) -> Result<JailResult, JailError> {
     let started = Instant::now();
     if let Some(kernel) = probe::known() {
-        return attempt(spec, kernel, false, started).map_err(Attempt::into_error);
+        return attempt(spec, keep_out, kernel, false, started).map_err(Attempt::into_error);
     }
-    match attempt(spec, probe::assumed(), true, started) {
+    match attempt(spec, keep_out, probe::assumed(), true, started) {
         Err(Attempt::Probe) => {
-            attempt(spec, probe::kernel(), false, started).map_err(Attempt::into_error)
+            attempt(spec, keep_out, probe::kernel(), false, started).map_err(Attempt::into_error)
         }
         other => other.map_err(Attempt::into_error),
     }
@@ -567,10 +576,27 @@ fn protected_paths(spec: &Spec, write_grants: &[PathBuf], tree: bool) -> Vec<Pat
     protect
 }
 
+/// Refuses the call when a held grant is one of `keep_out` or holds
+/// it (glovebox's state directory): compared by identity, so no name, link
+/// or rename leads a grant to it unseen.
+fn refuse_kept_out(keep_out: &[PathBuf], held: &HeldAccess) -> Result<(), JailError> {
+    for kept in keep_out {
+        let ancestors = hold::ancestors(kept);
+        if let Some((h, _)) = held.all().find(|(h, _)| h.covers(&ancestors)) {
+            return Err(JailError::KeptOut {
+                path: h.path.clone(),
+                kept: kept.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Plans `spec` with `kernel` and carries the plan out (see the module
 /// docs for the child's steps).
 fn attempt(
     spec: &Spec,
+    keep_out: &[PathBuf],
     kernel: &Kernel,
     assumed: bool,
     started: Instant,
@@ -581,37 +607,50 @@ fn attempt(
         }
         .into());
     }
-    // --- filesystem: baseline profile + the caller's paths (the private
-    // HOME is added below, once the plan says where it lives).
-    let mut access: FsAccess = profile::baseline(spec.network)?;
-    access.read.extend(spec.fs.read.iter().cloned());
-    access.write.extend(spec.fs.write.iter().cloned());
-    access.exec.extend(spec.fs.exec.iter().cloned());
-    access.read_only.extend(spec.fs.read_only.iter().cloned());
-    // The write grants as given (the metadata supervisor's and the tree's).
-    let mut write_grants = access.write.clone();
+    // --- filesystem: baseline profile + the caller's paths, each resolved
+    // once to a descriptor (`super::hold`): the tree, the Landlock rules,
+    // the state directory's check and the metadata supervisor all use
+    // those, never the names again. (The private HOME is added below,
+    // once the plan says where it lives.)
+    let mut held = HeldAccess::hold(&profile::baseline(spec.network)?, &Links::Follow)?;
+    held.extend(HeldAccess::hold(
+        &FsAccess {
+            exec: Vec::new(),
+            ..spec.fs.clone()
+        },
+        &spec.links,
+    )?);
+    held.extend(HeldAccess::hold(
+        &FsAccess {
+            exec: spec.fs.exec.clone(),
+            ..FsAccess::default()
+        },
+        &Links::Follow,
+    )?);
+    refuse_kept_out(keep_out, &held)?;
+    // The write grants where they really are (the metadata supervisor's).
+    let mut write_grants: Vec<PathBuf> = held
+        .write
+        .iter()
+        .filter(|h| h.id.kind != hold::Kind::Link)
+        .map(|h| h.real.clone())
+        .collect();
     // Without a mount tree nothing can bind the control surface read-only
     // again inside a write grant: the Landlock rules are split around it
     // instead (see `fs::split_write`).
     let no_tree = !(kernel.mode == Mode::Namespaces && kernel.pid_ns && kernel.mount_proc);
-    let protect = protected_paths(spec, &write_grants, !no_tree);
-    let spec_protect = &protect;
-    let mut split_applied = false;
-    if no_tree && !spec_protect.is_empty() {
-        let split = jfs::split_write_on_disk(&access.write, spec_protect);
-        split_applied = !split.read_only.is_empty();
-        access.write = split.write;
-        access.read_only.extend(split.read_only);
+    let mut protect_held = Vec::new();
+    for p in protected_paths(spec, &write_grants, !no_tree) {
+        protect_held.extend(hold::hold(&p, &Links::Follow).map_err(super::tree::TreeError::from)?);
     }
+    let split = if no_tree && !protect_held.is_empty() {
+        Some(jfs::split_held(&held.write, &protect_held).map_err(super::tree::TreeError::from)?)
+    } else {
+        None
+    };
+    let split_applied = split.as_ref().is_some_and(|s| !s.read_only.is_empty());
     let cwd_dir = [spec.cwd.clone()];
-    let fs_tree = Tree::build(
-        &FsAccess {
-            write: write_grants.clone(),
-            ..access.clone()
-        },
-        spec_protect,
-        &cwd_dir,
-    )?;
+    let fs_tree = Tree::from_held(&held, &protect_held, &cwd_dir);
     let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();
 
     // --- what is enforced by which mechanism, or the refusal.
@@ -634,18 +673,34 @@ fn attempt(
     let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied)?;
     // --- the private HOME: a tmpfs in the jail's own tree, else a host
     // directory granted like a write path.
+    let mut home_held = Vec::new();
     let mut home = match plan.guard {
         MetadataGuard::Tree => Home::Jail,
         MetadataGuard::Seccomp => {
             let dir = host_home()?;
             write_home_files(spec, dir.path())?;
-            access.write.push(dir.path().to_path_buf());
+            home_held = hold::hold(dir.path(), &Links::Checked { root: None })
+                .map_err(super::tree::TreeError::from)?;
             write_grants.push(dir.path().to_path_buf());
             Home::Host(dir)
         }
     };
     let landlock = match plan.landlock_abi {
-        Some(abi) => Option::<OwnedFd>::from(jfs::ruleset(abi, &access, spec.network)?),
+        Some(abi) => {
+            let rules = match &split {
+                Some(split) => jfs::Rules {
+                    read_only: held.read_only.iter().chain(&split.read_only).collect(),
+                    read_exec: held.read.iter().chain(&held.exec).collect(),
+                    write: split.write.iter().chain(&home_held).collect(),
+                },
+                None => jfs::Rules {
+                    read_only: held.read_only.iter().collect(),
+                    read_exec: held.read.iter().chain(&held.exec).collect(),
+                    write: held.write.iter().chain(&home_held).collect(),
+                },
+            };
+            Option::<OwnedFd>::from(jfs::ruleset_held(abi, &rules, spec.network)?)
+        }
         None => None,
     };
     let tree_plan = match plan.guard {
@@ -1024,7 +1079,10 @@ fn step_is_namespace(step: Step, errno: i32) -> bool {
             errno,
             libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS
         ),
-        Step::Namespaces | Step::IdMap | Step::Mount => true,
+        // A source that is no longer the object resolved for it was
+        // replaced by someone racing the call: never a reason to fall back.
+        Step::Mount => errno != libc::ESTALE,
+        Step::Namespaces | Step::IdMap => true,
         _ => false,
     }
 }
@@ -1337,13 +1395,17 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
     sys::mkdir(OLD_ROOT_NAME)?;
     sys::pivot_root(c".", OLD_ROOT_NAME)?;
     sys::chdir(ROOT)?;
+    // The staging tmpfs: mountpoints the tree makes itself are on it.
+    let stage = sys::open_path(libc::AT_FDCWD, ROOT, libc::O_DIRECTORY)?;
+    let stage_dev = sys::fstat(stage.as_raw_fd())?.st_dev;
+    drop(stage);
     for op in &plan.ops {
         match op {
             Op::Mkdir(p) => sys::mkdir(p)?,
             Op::Touch(p) => sys::touch(p)?,
             Op::Symlink { target, at } => sys::symlink(target, at)?,
-            Op::Bind { src, dst } => {
-                sys::mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None)?
+            Op::Bind { src, dst, dev, ino } => {
+                sys::bind_checked(src, dst, *dev, *ino, true, stage_dev)?
             }
             Op::ReadOnly(p) => sys::make_read_only(p)?,
             Op::Tmpfs { at, options } => sys::mount(
@@ -1354,7 +1416,9 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
                 Some(options),
             )?,
             Op::File { path, contents } => sys::create_file(path, contents)?,
-            Op::BindLink { src, dst } => sys::bind_link(src, dst)?,
+            Op::BindLink { src, dst, dev, ino } => {
+                sys::bind_checked(src, dst, *dev, *ino, false, stage_dev)?
+            }
         }
     }
     sys::mkdir(PROC)?;

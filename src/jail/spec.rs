@@ -194,6 +194,11 @@ pub struct Spec {
     pub cancel: Option<Cancel>,
     /// Asked right before the call's code starts; see [`Gate`].
     pub gate: Option<std::sync::Arc<dyn Gate>>,
+    /// How links in `fs`'s read, write and read-only paths are treated
+    /// when the jail resolves them ([`super::hold`]): followed once
+    /// (paths typed for one command), or refused below the project root
+    /// (paths a policy checked in resolved form).
+    pub links: super::hold::Links,
 }
 
 impl Spec {
@@ -221,6 +226,7 @@ impl Spec {
             netns: false,
             cancel: None,
             gate: None,
+            links: super::hold::Links::Follow,
         }
     }
 }

@@ -443,38 +443,119 @@ pub fn detach(target: &CStr) -> SysResult<()> {
     check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
 }
 
-/// Binds the symbolic link `src` (not what it points to) onto the link
-/// `dst`: `open_tree(OPEN_TREE_CLONE | AT_SYMLINK_NOFOLLOW)` then
-/// `move_mount` without following the target (Linux 5.2). The link at
-/// `dst` becomes a mountpoint, which cannot be removed, renamed or
-/// replaced (`EBUSY`), while it still reads as the same link.
-pub fn bind_link(src: &CStr, dst: &CStr) -> SysResult<()> {
-    const OPEN_TREE_CLONE: libc::c_uint = 1;
-    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-    // SAFETY: src is a valid NUL-terminated string; the call returns a new
-    // descriptor or an error and touches no memory of ours otherwise.
+/// `openat2(dir, path, O_PATH | O_CLOEXEC | O_NOFOLLOW, resolve)`: a
+/// handle on what `path` names, resolved with `resolve` (`RESOLVE_*`
+/// flags); a trailing link is returned itself, never followed.
+/// `ENOSYS` on kernels before 5.6.
+pub fn openat2_path(dir: RawFd, path: &CStr, resolve: u64) -> SysResult<OwnedFd> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+        mode: 0,
+        resolve,
+    };
+    // SAFETY: path is NUL-terminated; how is a valid open_how of the size
+    // passed, read during the call only.
     let fd = check(unsafe {
         libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            src.as_ptr(),
-            OPEN_TREE_CLONE | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
         )
     })?;
-    let fd = fd as RawFd;
-    // SAFETY: fd is the descriptor open_tree just returned; "" and dst are
-    // valid NUL-terminated strings, read during the call only.
+    // SAFETY: a fresh fd nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS` (openat2).
+pub const RESOLVE_NO_LINKS: u64 = 0x02 | 0x04;
+
+/// The target of the symbolic link `fd` (an `O_PATH | O_NOFOLLOW` handle
+/// on it): `readlinkat(fd, "")`. Supervisor side (allocates).
+pub fn read_link_fd(fd: RawFd) -> io::Result<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: buf is writable for its length; "" is NUL-terminated.
+    let n = unsafe {
+        libc::readlinkat(
+            fd,
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast::<libc::c_char>(),
+            buf.len(),
+        )
+    };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    buf.truncate(n);
+    Ok(std::ffi::OsString::from_vec(buf).into())
+}
+
+/// Binds the object at `src` onto `dst` — only when it is the object the
+/// supervisor resolved and checked (`dev`, `ino`): `src` is opened without
+/// following a trailing link (`openat2` refusing every link on the way
+/// where the kernel has it), compared, and the mount cloned from that very
+/// descriptor (`open_tree(AT_EMPTY_PATH | OPEN_TREE_CLONE)` + `move_mount`,
+/// Linux 5.2), so nothing swapped in by name after the check is bound. A
+/// different object is `ESTALE`. `recursive` binds the mounts under it too;
+/// a link (`src` a symbolic link) is bound itself. Child side.
+pub fn bind_checked(
+    src: &CStr,
+    dst: &CStr,
+    dev: u64,
+    ino: u64,
+    recursive: bool,
+    stage_dev: u64,
+) -> SysResult<()> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+    let open = |path: &CStr| match openat2_path(libc::AT_FDCWD, path, RESOLVE_NO_LINKS) {
+        Err(libc::ENOSYS) => open_path(libc::AT_FDCWD, path, libc::O_NOFOLLOW),
+        Err(libc::ELOOP) => Err(libc::ESTALE),
+        other => other,
+    };
+    let held = open(src)?;
+    let st = fstat(held.as_raw_fd())?;
+    if st.st_dev != dev || st.st_ino != ino {
+        return Err(libc::ESTALE);
+    }
+    // The mountpoint: one the tree made (on its own tmpfs), or the same
+    // object seen through a bind above it (a rebind); never what a link
+    // planted on the way would lead to.
+    let at = open(dst)?;
+    let st = fstat(at.as_raw_fd())?;
+    if st.st_dev != stage_dev && (st.st_dev != dev || st.st_ino != ino) {
+        return Err(libc::ESTALE);
+    }
+    let mut flags = OPEN_TREE_CLONE | libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: held is an open descriptor; "" is NUL-terminated; the call
+    // returns a new descriptor or an error.
+    let tree = check(unsafe {
+        libc::syscall(libc::SYS_open_tree, held.as_raw_fd(), c"".as_ptr(), flags)
+    })? as RawFd;
+    // SAFETY: tree is the descriptor open_tree just returned, `at` an open
+    // descriptor; "" is NUL-terminated, read during the call only.
     let moved = check(unsafe {
         libc::syscall(
             libc::SYS_move_mount,
-            fd,
+            tree,
             c"".as_ptr(),
-            libc::AT_FDCWD,
-            dst.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
+            at.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
         )
     });
-    close(fd);
+    close(tree);
     moved.map(drop)
 }
 

@@ -49,11 +49,12 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::fs::FsAccess;
+use super::hold::{self, clean, Held, Id, Kind, Links};
 
 /// Where the host's root is kept while the tree is built (removed before
 /// the tool starts; no grant may name it).
@@ -88,6 +89,9 @@ pub enum TreeError {
     /// A path cannot be put in a tree.
     #[error("{path:?} cannot be granted: {why}")]
     Path { path: PathBuf, why: &'static str },
+    /// A path could not be held, or changed after it was checked.
+    #[error(transparent)]
+    Hold(hold::HoldError),
 }
 
 /// What a node of the tree is.
@@ -124,6 +128,10 @@ pub struct Entry {
     pub writable: bool,
     /// A protected path, bound again read-only inside a write grant.
     pub protected: bool,
+    /// The object the source was resolved to ([`super::hold`]): the child
+    /// binds the source only when it is still that object.
+    #[serde(skip)]
+    pub id: Option<Id>,
 }
 
 /// The tree one call sees.
@@ -158,24 +166,6 @@ pub fn metadata_guard(mount_namespace: bool) -> MetadataGuard {
     }
 }
 
-/// `path` made absolute and lexically clean (`.` dropped, `..` applied).
-fn clean(path: &Path) -> Option<PathBuf> {
-    if !path.is_absolute() {
-        return None;
-    }
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::ParentDir => {
-                out.pop();
-            }
-            _ => {}
-        }
-    }
-    Some(out)
-}
-
 fn covers(outer: &Path, inner: &Path) -> bool {
     inner.starts_with(outer)
 }
@@ -186,39 +176,138 @@ struct Grant {
     source: PathBuf,
     node: Node,
     write: bool,
+    id: Option<Id>,
+}
+
+/// The grants of one call, each held once ([`super::hold`]): what the
+/// tree, the Landlock rules and the metadata supervisor all use.
+#[derive(Debug, Default)]
+pub struct HeldAccess {
+    /// Read-only data paths.
+    pub read_only: Vec<Held>,
+    /// Read and execute.
+    pub read: Vec<Held>,
+    /// Read and execute (kept apart for `explain`).
+    pub exec: Vec<Held>,
+    /// Read and write.
+    pub write: Vec<Held>,
+}
+
+impl HeldAccess {
+    /// Holds every path of `access` as `links` says; paths that do not
+    /// exist are left out (there is nothing to grant), `/` stands for each
+    /// of its entries.
+    pub fn hold(access: &FsAccess, links: &Links) -> Result<HeldAccess, TreeError> {
+        let list = |paths: &[PathBuf]| -> Result<Vec<Held>, TreeError> {
+            let mut out = Vec::new();
+            for p in paths {
+                hold_grant(p, links, &mut out)?;
+            }
+            Ok(out)
+        };
+        Ok(HeldAccess {
+            read_only: list(&access.read_only)?,
+            read: list(&access.read)?,
+            exec: list(&access.exec)?,
+            write: list(&access.write)?,
+        })
+    }
+
+    /// Adds `other`'s holds.
+    pub fn extend(&mut self, other: HeldAccess) {
+        self.read_only.extend(other.read_only);
+        self.read.extend(other.read);
+        self.exec.extend(other.exec);
+        self.write.extend(other.write);
+    }
+
+    /// Every hold with whether it is a write grant.
+    pub fn all(&self) -> impl Iterator<Item = (&Held, bool)> {
+        self.read_only
+            .iter()
+            .chain(&self.read)
+            .chain(&self.exec)
+            .map(|h| (h, false))
+            .chain(self.write.iter().map(|h| (h, true)))
+    }
+}
+
+/// Holds the grant `p` into `out`: `/` as each of its entries (the
+/// jail's own root, `/proc` and `/dev` stay the jail's).
+fn hold_grant(p: &Path, links: &Links, out: &mut Vec<Held>) -> Result<(), TreeError> {
+    if clean(p).as_deref() == Some(Path::new("/")) {
+        let Ok(dir) = std::fs::read_dir("/") else {
+            return Ok(());
+        };
+        for e in dir.flatten() {
+            let entry = Path::new("/").join(e.file_name());
+            if entry == Path::new(HOME) || entry == Path::new(OLD_ROOT) {
+                continue;
+            }
+            out.extend(hold::hold(&entry, &Links::Follow)?);
+        }
+        return Ok(());
+    }
+    out.extend(hold::hold(p, links)?);
+    Ok(())
+}
+
+impl From<hold::HoldError> for TreeError {
+    fn from(e: hold::HoldError) -> TreeError {
+        TreeError::Hold(e)
+    }
 }
 
 impl Tree {
-    /// Decides the tree for `access` (baseline and grants already merged;
-    /// the private HOME is a tmpfs of its own, [`home_ops`]), with `protected` read-only wherever a write
-    /// grant covers it and `empty_dirs` (the working directory) present
-    /// even when not granted. Paths that do not exist are left out: there
-    /// is nothing to grant.
+    /// [`Tree::from_held`] with every path held now, links followed (for
+    /// tests and `explain`, which run nothing).
     pub fn build(
         access: &FsAccess,
         protected: &[PathBuf],
         empty_dirs: &[PathBuf],
     ) -> Result<Tree, TreeError> {
-        let protected: Vec<PathBuf> = protected.iter().filter_map(|p| clean(p)).collect();
-        let mut grants: Vec<Grant> = Vec::new();
-        let lists: [(&Vec<PathBuf>, bool); 4] = [
-            (&access.read_only, false),
-            (&access.read, false),
-            (&access.exec, false),
-            (&access.write, true),
-        ];
-        for (list, write) in lists {
-            for p in list {
-                collect(p, write, &mut grants, 0)?;
-            }
+        let held = HeldAccess::hold(access, &Links::Follow)?;
+        let mut prot = Vec::new();
+        for p in protected {
+            prot.extend(hold::hold(p, &Links::Follow)?);
         }
+        Ok(Tree::from_held(&held, &prot, empty_dirs))
+    }
+
+    /// Decides the tree for the held grants `access` (baseline and grants
+    /// merged; the private HOME is a tmpfs of its own, [`home_ops`]), with
+    /// the held `protected` paths read-only wherever a write grant covers
+    /// them and `empty_dirs` (the working directory) present even when not
+    /// granted. Every node comes from a hold: nothing is looked up by name
+    /// here, and every bind carries the identity the child checks.
+    pub fn from_held(access: &HeldAccess, protected: &[Held], empty_dirs: &[PathBuf]) -> Tree {
+        let mut grants: Vec<Grant> = access
+            .all()
+            .filter(|(h, _)| !h.real.starts_with("/proc"))
+            .map(|(h, write)| Grant {
+                path: h.path.clone(),
+                source: h.real.clone(),
+                node: match (h.id.kind, &h.target) {
+                    (Kind::Link, Some(t)) => Node::Link { target: t.clone() },
+                    (Kind::Dir, _) => Node::Dir,
+                    _ => Node::File,
+                },
+                write,
+                id: Some(h.id),
+            })
+            .collect();
+        let protected_paths: Vec<PathBuf> = protected
+            .iter()
+            .flat_map(|h| [h.path.clone(), h.real.clone()])
+            .collect();
         let write_paths: Vec<PathBuf> = grants
             .iter()
             .filter(|g| g.write && !matches!(g.node, Node::Link { .. }))
             .map(|g| g.path.clone())
             .collect();
         let writable = |p: &Path| {
-            write_paths.iter().any(|w| covers(w, p)) && !protected.iter().any(|x| covers(x, p))
+            write_paths.iter().any(|w| covers(w, p))
+                && !protected_paths.iter().any(|x| covers(x, p))
         };
         // One entry per path; the writable one wins.
         grants.sort_by(|a, b| a.path.cmp(&b.path).then(b.write.cmp(&a.write)));
@@ -234,6 +323,7 @@ impl Tree {
                     node: g.node,
                     writable: false,
                     protected: false,
+                    id: g.id,
                 });
                 continue;
             }
@@ -257,48 +347,41 @@ impl Tree {
                 node: g.node,
                 writable: w,
                 protected: false,
+                id: g.id,
             });
         }
-        // Protected paths inside a writable bind: bound again, read-only.
-        // A protected path given in its resolved form (no links) is also
-        // found under a writable entry reached through a link (a project
-        // under a symlinked directory).
-        let mut prot: Vec<PathBuf> = protected.clone();
+        // Protected paths inside a writable bind: bound again, read-only,
+        // where the jail shows them. A protected path given in its
+        // resolved form is also found under a writable entry reached
+        // through a link (a project under a symlinked directory).
         let real_writable: Vec<(PathBuf, PathBuf)> = entries
             .iter()
-            .filter(|e| e.writable && e.node == Node::Dir)
-            .filter_map(|e| {
-                let real = std::fs::canonicalize(&e.path).ok()?;
-                (real != e.path).then(|| (real, e.path.clone()))
-            })
+            .filter(|e| e.writable && e.node == Node::Dir && e.source != e.path)
+            .map(|e| (e.source.clone(), e.path.clone()))
             .collect();
-        for p in protected.iter() {
+        let mut prot: Vec<(PathBuf, &Held)> = Vec::new();
+        for h in protected {
+            prot.push((h.path.clone(), h));
             for (real, shown) in &real_writable {
-                if let Ok(rest) = p.strip_prefix(real) {
-                    prot.push(shown.join(rest));
+                if let Ok(rest) = h.real.strip_prefix(real) {
+                    prot.push((shown.join(rest), h));
                 }
             }
         }
-        prot.sort();
-        prot.dedup();
+        prot.sort_by(|a, b| a.0.cmp(&b.0));
+        prot.dedup_by(|b, a| a.0 == b.0);
         let granted = entries.len();
-        for p in prot {
-            let Ok(meta) = std::fs::symlink_metadata(&p) else {
-                continue;
-            };
-            if meta.file_type().is_symlink() {
+        for (shown, h) in prot {
+            match (&h.target, h.id.kind) {
                 // The link itself is bound onto itself (a mountpoint cannot
-                // be removed or replaced), and its target is protected too.
-                if let Ok(target) = std::fs::read_link(&p) {
-                    push_protected_link(&mut entries, p.clone(), target);
+                // be removed or replaced); its target is held (and
+                // protected) as the next entry of `protected`.
+                (Some(target), Kind::Link) => {
+                    push_protected_link(&mut entries, shown, h, target.clone())
                 }
-                if let Ok(real) = std::fs::canonicalize(&p) {
-                    let is_dir = real.is_dir();
-                    push_protected(&mut entries, real, is_dir);
-                }
-                continue;
+                (_, Kind::Link) => {}
+                (_, kind) => push_protected(&mut entries, shown, h, kind == Kind::Dir),
             }
-            push_protected(&mut entries, p, meta.is_dir());
         }
         let pins = pins(&entries[..granted], &entries[granted..]);
         entries.splice(granted..granted, pins);
@@ -317,10 +400,11 @@ impl Tree {
                     node: Node::Empty,
                     writable: false,
                     protected: false,
+                    id: None,
                 });
             }
         }
-        Ok(Tree { entries })
+        Tree { entries }
     }
 
     /// Paths the tool may change.
@@ -430,13 +514,22 @@ impl Tree {
                 }
             }
             let parent = e.path.parent().unwrap_or(Path::new("/"));
+            let held = |e: &Entry| {
+                e.id.ok_or_else(|| TreeError::Path {
+                    path: e.path.clone(),
+                    why: "it was not resolved before the jail was planned",
+                })
+            };
             if let (Node::Link { .. }, true) = (&e.node, e.protected) {
                 // The host's link, inside a writable bind: bound onto
                 // itself.
                 let src = old.join(e.source.strip_prefix("/").unwrap_or(&e.source));
+                let id = held(e)?;
                 ops.push(Op::BindLink {
                     src: c(&src)?,
                     dst: c(&e.path)?,
+                    dev: id.dev,
+                    ino: id.ino,
                 });
                 continue;
             }
@@ -463,9 +556,12 @@ impl Tree {
                 }
             }
             let src = old.join(e.source.strip_prefix("/").unwrap_or(&e.source));
+            let id = held(e)?;
             ops.push(Op::Bind {
                 src: c(&src)?,
                 dst: c(&e.path)?,
+                dev: id.dev,
+                ino: id.ino,
             });
             // A device node is bound read-only even when written to (a
             // write to a device needs no writable mount): its mode, owner
@@ -480,47 +576,48 @@ impl Tree {
     }
 }
 
-/// Adds a read-only rebind of `p` when a writable entry covers it (or
-/// downgrades nothing: entries inside protected paths are already
-/// read-only).
-fn push_protected(entries: &mut Vec<Entry>, p: PathBuf, is_dir: bool) {
-    let inside_writable = entries
+/// The writable directory entry covering `p` most closely, if the
+/// closest one is writable and no protected entry covers `p` already.
+fn inside_writable(entries: &[Entry], p: &Path) -> bool {
+    let writable = entries
         .iter()
-        .filter(|e| matches!(e.node, Node::Dir) && covers(&e.path, &p))
+        .filter(|e| matches!(e.node, Node::Dir) && covers(&e.path, p))
         .max_by_key(|e| e.path.components().count())
         .is_some_and(|e| e.writable);
-    // A writable grant strictly inside `p` was made read-only by the
-    // builder already; `p` itself needs a rebind only under a writable
-    // parent.
-    if !inside_writable || entries.iter().any(|e| e.protected && covers(&e.path, &p)) {
+    writable && !entries.iter().any(|e| e.protected && covers(&e.path, p))
+}
+
+/// Adds a read-only rebind of the held `h`, shown at `p`, when a writable
+/// entry covers it (entries inside protected paths are already
+/// read-only; a writable grant strictly inside `p` was made read-only by
+/// the builder already).
+fn push_protected(entries: &mut Vec<Entry>, p: PathBuf, h: &Held, is_dir: bool) {
+    if !inside_writable(entries, &p) {
         return;
     }
     entries.push(Entry {
-        path: p.clone(),
-        source: p,
+        path: p,
+        source: h.real.clone(),
         node: if is_dir { Node::Dir } else { Node::File },
         writable: false,
         protected: true,
+        id: Some(h.id),
     });
 }
 
-/// Adds the protected link `p` (bound onto itself) when a writable entry
-/// covers it.
-fn push_protected_link(entries: &mut Vec<Entry>, p: PathBuf, target: PathBuf) {
-    let inside_writable = entries
-        .iter()
-        .filter(|e| matches!(e.node, Node::Dir) && covers(&e.path, &p))
-        .max_by_key(|e| e.path.components().count())
-        .is_some_and(|e| e.writable);
-    if !inside_writable || entries.iter().any(|e| e.protected && covers(&e.path, &p)) {
+/// Adds the protected link `h`, shown at `p`, (bound onto itself) when a
+/// writable entry covers it.
+fn push_protected_link(entries: &mut Vec<Entry>, p: PathBuf, h: &Held, target: PathBuf) {
+    if !inside_writable(entries, &p) {
         return;
     }
     entries.push(Entry {
-        path: p.clone(),
-        source: p,
+        path: p,
+        source: h.real.clone(),
         node: Node::Link { target },
         writable: false,
         protected: true,
+        id: Some(h.id),
     });
 }
 
@@ -529,8 +626,10 @@ fn push_protected_link(entries: &mut Vec<Entry>, p: PathBuf, target: PathBuf) {
 /// path and the writable bind that covers it (the bind itself is a
 /// mountpoint already), parents first. Renaming one of them would move
 /// the protected path away and leave its name free for a planted one.
+/// Each is held (no link followed: a mount on a link would land on its
+/// target), so the child pins the directory that was found.
 fn pins(granted: &[Entry], protected: &[Entry]) -> Vec<Entry> {
-    let mut out: Vec<PathBuf> = Vec::new();
+    let mut out: Vec<Entry> = Vec::new();
     for p in protected {
         let Some(bind) = granted
             .iter()
@@ -549,102 +648,31 @@ fn pins(granted: &[Entry], protected: &[Entry]) -> Vec<Entry> {
                 // whole already).
                 break;
             }
-            // Only a real directory (a mount on a link would land on its
-            // target).
-            let real_dir = std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir());
-            if real_dir && !out.iter().any(|o| o == d) {
-                out.push(d.to_path_buf());
+            if !out.iter().any(|o| o.path == d) {
+                let source = d
+                    .strip_prefix(&bind.path)
+                    .map(|rest| bind.source.join(rest))
+                    .unwrap_or_else(|_| d.to_path_buf());
+                let held = hold::hold(&source, &Links::Checked { root: None })
+                    .ok()
+                    .and_then(|h| h.into_iter().next())
+                    .filter(|h| h.id.kind == Kind::Dir);
+                if let Some(h) = held {
+                    out.push(Entry {
+                        path: d.to_path_buf(),
+                        source: h.real,
+                        node: Node::Pin,
+                        writable: true,
+                        protected: false,
+                        id: Some(h.id),
+                    });
+                }
             }
             dir = d.parent();
         }
     }
-    out.sort();
-    out.into_iter()
-        .map(|d| Entry {
-            path: d.clone(),
-            source: d,
-            node: Node::Pin,
-            writable: true,
-            protected: false,
-        })
-        .collect()
-}
-
-/// Adds `path` (granted `write` or read-only) to `grants`, following a
-/// symbolic link to its target, which is granted the same way.
-fn collect(path: &Path, write: bool, grants: &mut Vec<Grant>, depth: u8) -> Result<(), TreeError> {
-    let Some(p) = clean(path) else {
-        return Err(TreeError::Path {
-            path: path.to_path_buf(),
-            why: "it is not absolute",
-        });
-    };
-    if p.starts_with("/proc/") {
-        // An open directory handed over as /proc/self/fd/N: it appears at
-        // its real path. The descriptor's mount belongs to the
-        // supervisor's namespace, which a bind cannot take from, so the
-        // bind uses that path; Landlock's rule stays on the descriptor's
-        // own inode, so a component swapped for a link in between gains
-        // nothing.
-        let Ok(real) = std::fs::canonicalize(&p) else {
-            return Ok(());
-        };
-        if real.starts_with("/proc") {
-            return Ok(());
-        }
-        let node = if real.is_dir() { Node::Dir } else { Node::File };
-        grants.push(Grant {
-            path: real.clone(),
-            source: real,
-            node,
-            write,
-        });
-        return Ok(());
-    }
-    if p == Path::new("/") {
-        // The whole host: each top-level entry (the jail's own root, /proc
-        // and /dev stay the jail's).
-        let Ok(dir) = std::fs::read_dir("/") else {
-            return Ok(());
-        };
-        for e in dir.flatten() {
-            let entry = p.join(e.file_name());
-            if entry == Path::new(HOME) || entry == Path::new(OLD_ROOT) {
-                continue;
-            }
-            collect(&entry, write, grants, depth)?;
-        }
-        return Ok(());
-    }
-    let Ok(meta) = std::fs::symlink_metadata(&p) else {
-        return Ok(());
-    };
-    if meta.file_type().is_symlink() {
-        let Ok(target) = std::fs::read_link(&p) else {
-            return Ok(());
-        };
-        grants.push(Grant {
-            path: p.clone(),
-            source: p.clone(),
-            node: Node::Link { target },
-            write,
-        });
-        // Landlock grants what a link points to; the tree does too.
-        if depth < 8 {
-            if let Ok(real) = std::fs::canonicalize(&p) {
-                collect(&real, write, grants, depth + 1)?;
-            }
-        }
-        return Ok(());
-    }
-    let node = if meta.is_dir() { Node::Dir } else { Node::File };
-    grants.push(Grant {
-        path: p.clone(),
-        source: p,
-        node,
-        write,
-    });
-    Ok(())
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
 }
 
 /// One step of building the tree in the child (paths absolute, in the
@@ -657,17 +685,29 @@ pub enum Op {
     Touch(CString),
     /// `symlink(target, at)`; an existing one is fine.
     Symlink { target: CString, at: CString },
-    /// A recursive bind mount.
-    Bind { src: CString, dst: CString },
+    /// A recursive bind mount of `src`, only while it is the object
+    /// `dev`/`ino` (else the call fails: it changed after it was held).
+    Bind {
+        src: CString,
+        dst: CString,
+        dev: u64,
+        ino: u64,
+    },
     /// Makes the mount at this path, and every mount under it, read-only.
     ReadOnly(CString),
     /// Mounts a fresh tmpfs (`nosuid`, `nodev`) with these options.
     Tmpfs { at: CString, options: CString },
     /// Creates a new file (mode 0644) holding `contents`.
     File { path: CString, contents: Vec<u8> },
-    /// Binds a symbolic link itself (not its target) onto the same link:
-    /// a protected link cannot be removed or replaced.
-    BindLink { src: CString, dst: CString },
+    /// Binds a symbolic link itself (not its target) onto the same link,
+    /// only while it is the link `dev`/`ino`: a protected link cannot be
+    /// removed or replaced.
+    BindLink {
+        src: CString,
+        dst: CString,
+        dev: u64,
+        ino: u64,
+    },
 }
 
 /// The operations that give a jail its private home at [`HOME`]: a tmpfs
@@ -1067,6 +1107,7 @@ mod tests {
                 node: Node::Empty,
                 writable: false,
                 protected: false,
+                id: None,
             }],
         };
         assert!(t.plan().is_err());
@@ -1081,6 +1122,7 @@ mod tests {
                 node: Node::Dir,
                 writable: true,
                 protected: false,
+                id: None,
             }],
         };
         assert!(!t.plan().unwrap().ops.iter().any(

@@ -280,6 +280,6 @@ pub fn exit_failure(tool: &str, status: Status, stderr: &str, allowed: &[i32]) -
 /// through. Grants that would cover glovebox's state directory are
 /// refused here, before anything starts (invariant 11).
 pub fn start(spec: &jail::Spec) -> Result<JailResult, StartError> {
-    crate::state::ensure_not_exposed(&spec.fs)?;
-    Ok(jail::run(spec)?)
+    let state: Vec<std::path::PathBuf> = crate::state::dir().into_iter().collect();
+    Ok(jail::run_keeping_out(spec, &state)?)
 }

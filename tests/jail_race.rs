@@ -1,0 +1,221 @@
+//! Invariant 13 (decided once, used as decided): a second process racing a
+//! call — exchanging a granted directory with a symbolic link to a place
+//! outside every grant, in a `renameat2(RENAME_EXCHANGE)` loop, as a second
+//! tool with a write grant over the grant's parent could — never gets the
+//! victim's call to read or write outside its grants. Each call either
+//! works on the real grant or is refused; the canary outside never comes
+//! back and nothing is written there. Judged over hundreds of calls, with
+//! the racer's own count proving the swap happened throughout.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use runkit::*;
+use serde_json::json;
+
+const CANARY: &str = "RACE-CANARY-5d1e";
+
+/// Exchanges `a` and `b` in a loop until stopped; counts the exchanges.
+struct Swapper {
+    stop: Arc<AtomicBool>,
+    count: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Swapper {
+    fn start(a: &Path, b: &Path) -> Swapper {
+        let stop = Arc::new(AtomicBool::new(false));
+        let count = Arc::new(AtomicU64::new(0));
+        let (a, b) = (
+            CString::new(a.as_os_str().as_bytes()).unwrap(),
+            CString::new(b.as_os_str().as_bytes()).unwrap(),
+        );
+        let thread = {
+            let (stop, count) = (stop.clone(), count.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    // SAFETY: two valid NUL-terminated paths, read during
+                    // the call only.
+                    let rc = unsafe {
+                        libc::renameat2(
+                            libc::AT_FDCWD,
+                            a.as_ptr(),
+                            libc::AT_FDCWD,
+                            b.as_ptr(),
+                            libc::RENAME_EXCHANGE,
+                        )
+                    };
+                    if rc == 0 {
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        };
+        Swapper {
+            stop,
+            count,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the loop and returns how many exchanges it made.
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+/// A tool that runs `sh -c SCRIPT` in the root with `permissions`.
+fn shell_tool(name: &str, script: &str, permissions: serde_json::Value) -> serde_json::Value {
+    command_tool(
+        name,
+        schema(json!({})),
+        json!({"entrypoint": "sh", "args": ["-c", script], "cwd": "."}),
+        permissions,
+    )
+}
+
+/// Tallies of many racing calls.
+#[derive(Debug, Default)]
+struct Tally {
+    worked: u32,
+    refused: u32,
+    refused_by_the_jail: u32,
+}
+
+fn calls() -> u32 {
+    std::env::var("GLOVEBOX_RACE_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
+/// The project with `data` (a real directory holding `inside.txt`) beside
+/// `swap` (a link to `outside`, which holds the canary, mode 0600).
+fn racing_project() -> (Fixture, PathBuf, PathBuf) {
+    let f = Fixture::new();
+    fs::create_dir_all(f.root.join("data")).unwrap();
+    fs::write(f.root.join("data/inside.txt"), "INSIDE-OK").unwrap();
+    let canary = f.outside.join("inside.txt");
+    fs::write(&canary, CANARY).unwrap();
+    fs::set_permissions(&canary, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&f.outside, f.root.join("swap")).unwrap();
+    let (data, swap) = (f.root.join("data"), f.root.join("swap"));
+    (f, data, swap)
+}
+
+#[test]
+fn a_read_grant_swapped_for_a_link_never_reads_outside() {
+    require_jail!();
+    let (f, data, swap) = racing_project();
+    f.tool(&shell_tool(
+        "victim",
+        "echo PROBE-START; cat data/inside.txt",
+        json!({"fs": {"read": ["data"]}}),
+    ));
+    // Unraced, the probe works: it prints the grant's file.
+    let r = f.run_audited("victim", &[]);
+    r.assert_ok();
+    assert!(
+        r.text().contains("PROBE-START") && r.text().contains("INSIDE-OK"),
+        "{r:#?}"
+    );
+
+    let swapper = Swapper::start(&data, &swap);
+    let mut t = Tally::default();
+    for _ in 0..calls() {
+        let r = f.run_audited("victim", &[]);
+        let seen = format!("{} {} {}", r.json, r.stderr(), r.glovebox_stderr);
+        assert!(
+            !seen.contains(CANARY),
+            "the canary outside came back: {r:#?}"
+        );
+        if r.json["ok"] == true {
+            assert!(r.text().contains("PROBE-START"), "{r:#?}");
+            t.worked += 1;
+        } else {
+            t.refused += 1;
+            if r.message().contains("changed after glovebox checked it")
+                || r.message()
+                    .contains("replaced while the jail was being built")
+            {
+                t.refused_by_the_jail += 1;
+            }
+        }
+    }
+    let swaps = swapper.finish();
+    eprintln!("{swaps} exchanges; {t:?}");
+    assert!(swaps > 1000, "the racer ran throughout ({swaps} exchanges)");
+    assert!(t.worked > 0, "some calls ran on the real grant: {t:?}");
+    assert!(t.refused > 0, "the race was met: {t:?}");
+    // The canary is intact and was never read by anyone but the test.
+    assert_eq!(
+        fs::read_to_string(f.outside.join("inside.txt")).unwrap(),
+        CANARY
+    );
+}
+
+#[test]
+fn a_write_grant_swapped_for_a_link_never_writes_outside() {
+    require_jail!();
+    let (f, data, swap) = racing_project();
+    f.tool(&shell_tool(
+        "victim",
+        "echo PROBE-START; echo written > data/pwned-$$; echo done",
+        json!({"fs": {"write": ["data"]}}),
+    ));
+    let r = f.run_audited("victim", &[]);
+    r.assert_ok();
+    assert!(r.text().contains("done"), "{r:#?}");
+
+    let swapper = Swapper::start(&data, &swap);
+    let mut t = Tally::default();
+    for _ in 0..calls() {
+        let r = f.run_audited("victim", &[]);
+        if r.json["ok"] == true {
+            t.worked += 1;
+        } else {
+            t.refused += 1;
+        }
+        let planted: Vec<_> = fs::read_dir(&f.outside)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().starts_with("pwned"))
+            .collect();
+        assert!(
+            planted.is_empty(),
+            "written outside the grant: {planted:?} {r:#?}"
+        );
+    }
+    let swaps = swapper.finish();
+    eprintln!("{swaps} exchanges; {t:?}");
+    assert!(swaps > 1000, "the racer ran throughout ({swaps} exchanges)");
+    assert!(t.worked > 0 && t.refused > 0, "{t:?}");
+    // What the calls that worked wrote is in the real grant.
+    let real = if data.join("inside.txt").exists()
+        && fs::read_to_string(data.join("inside.txt")).unwrap() == "INSIDE-OK"
+    {
+        data
+    } else {
+        swap
+    };
+    let written = fs::read_dir(&real)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("pwned"))
+        .count();
+    assert!(written > 0, "the calls that worked wrote into the grant");
+}
