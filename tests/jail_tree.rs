@@ -404,3 +404,71 @@ fn the_state_directory_is_not_in_the_jail() {
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("state directory"));
 }
+
+/// Reads each masked kernel file from inside the jail and prints how many
+/// bytes came back (or the errno); writes the host's domain name to itself
+/// through `/proc/sys` (the same value: even an escape changes nothing).
+const PROC_PY: &str = r#"
+import errno, os, sys
+print("PROBE-START", len(open("/proc/self/status").read()) > 0)
+for p in sys.argv[1:]:
+    try:
+        with open(p, "rb") as f:
+            print(p, "read", len(f.read(65536)))
+    except OSError as e:
+        print(p, "refused", errno.errorcode.get(e.errno, e.errno))
+try:
+    with open("/proc/sys/kernel/domainname") as f:
+        same = f.read()
+    with open("/proc/sys/kernel/domainname", "w") as f:
+        f.write(same)
+    print("domainname written")
+except OSError as e:
+    print("domainname refused", errno.errorcode.get(e.errno, e.errno))
+"#;
+
+#[test]
+fn kernel_files_container_runtimes_mask_are_unreadable_and_proc_sys_read_only() {
+    require_jail!();
+    let files = [
+        "/proc/slabinfo",
+        "/proc/pagetypeinfo",
+        "/proc/timer_list",
+        "/proc/vmallocinfo",
+        "/proc/kpageflags",
+        "/proc/kpagecount",
+        "/proc/kmsg",
+        "/proc/keys",
+        "/proc/kallsyms",
+        "/proc/iomem",
+    ];
+    let mut cmd = vec!["python3", "-c", PROC_PY];
+    cmd.extend(files);
+    let r = sandbox(&[], &cmd);
+    assert!(r.stdout.contains("PROBE-START True"), "{r:#?}");
+    for f in files {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{f} ")))
+            .unwrap_or_else(|| panic!("no line for {f}: {r:#?}"));
+        assert!(
+            line.ends_with(" read 0") || line.contains(" refused "),
+            "{f} gave content: {line}"
+        );
+    }
+    assert!(r.stdout.contains("domainname refused"), "{r:#?}");
+    // The jail's ordinary /proc still works.
+    let r = sandbox(
+        &[],
+        &[
+            "sh",
+            "-c",
+            "head -1 /proc/meminfo; cat /proc/self/stat >/dev/null && echo STAT-OK",
+        ],
+    );
+    assert!(
+        r.stdout.contains("MemTotal") && r.stdout.contains("STAT-OK"),
+        "{r:#?}"
+    );
+}

@@ -246,6 +246,7 @@ const OLD_ROOT: &CStr = c"/.glovebox-old-root";
 const OLD_ROOT_NAME: &CStr = c".glovebox-old-root";
 const HOME: &CStr = c"/.glovebox-home";
 const SHM: &CStr = c"/dev/shm";
+const DEV_NULL: &CStr = c"/dev/null";
 
 use std::ffi::CStr;
 
@@ -1369,15 +1370,41 @@ fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
     sys::exit_like(status.unwrap_or(libc::SIGKILL))
 }
 
-/// Mounts a fresh `/proc` (for the child's PID namespace) at `at`.
+/// Mounts a fresh `/proc` (for the child's PID namespace) at `at` (which
+/// must be `/proc` in the child's root), then hides what container
+/// runtimes hide ([`super::tree::PROC_MASKED`], `PROC_HIDDEN_DIRS`,
+/// `PROC_READ_ONLY`). Names the running kernel lacks are skipped.
 fn mount_proc(at: &CStr) -> sys::SysResult<()> {
+    let skip_missing = |r: sys::SysResult<()>| match r {
+        Err(libc::ENOENT) => Ok(()),
+        other => other,
+    };
     sys::mount(
         Some(PROC_FS),
         at,
         Some(PROC_FS),
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
-    )
+    )?;
+    for f in super::tree::PROC_MASKED {
+        skip_missing(sys::mount(Some(DEV_NULL), f, None, libc::MS_BIND, None))?;
+    }
+    for d in super::tree::PROC_HIDDEN_DIRS {
+        skip_missing(sys::mount(
+            Some(TMPFS),
+            d,
+            Some(TMPFS),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(c"size=4k"),
+        ))?;
+    }
+    for d in super::tree::PROC_READ_ONLY {
+        skip_missing(
+            sys::mount(Some(d), d, None, libc::MS_BIND | libc::MS_REC, None)
+                .and_then(|()| sys::make_read_only(d)),
+        )?;
+    }
+    Ok(())
 }
 
 /// Builds the jail's root from `plan` and enters it (see [`super::tree`]

@@ -78,6 +78,45 @@ pub const DEVICES: [&str; 5] = [
     "/dev/urandom",
 ];
 
+/// Files of the jail's own `/proc` covered with `/dev/null` (what
+/// container runtimes mask): kernel memory, logs, addresses, slab and
+/// page-table statistics, timers, the key rings and the SysRq trigger.
+/// Most are root-only on the host, so a root jail would read them; none
+/// is something a tool needs.
+pub const PROC_MASKED: [&std::ffi::CStr; 20] = [
+    c"/proc/kcore",
+    c"/proc/kmsg",
+    c"/proc/kallsyms",
+    c"/proc/slabinfo",
+    c"/proc/kpagecount",
+    c"/proc/kpageflags",
+    c"/proc/kpagecgroup",
+    c"/proc/timer_list",
+    c"/proc/timer_stats",
+    c"/proc/vmallocinfo",
+    c"/proc/pagetypeinfo",
+    c"/proc/sched_debug",
+    c"/proc/latency_stats",
+    c"/proc/keys",
+    c"/proc/key-users",
+    c"/proc/iomem",
+    c"/proc/ioports",
+    c"/proc/mtrr",
+    c"/proc/modules",
+    c"/proc/sysrq-trigger",
+];
+
+/// Directories of the jail's own `/proc` covered with an empty read-only
+/// tmpfs (hardware and firmware interfaces).
+pub const PROC_HIDDEN_DIRS: [&std::ffi::CStr; 3] = [c"/proc/acpi", c"/proc/asound", c"/proc/scsi"];
+
+/// Directories of the jail's own `/proc` bound read-only over themselves:
+/// the kernel's settings (`/proc/sys`: a root jail must never change the
+/// host's `kernel.domainname`, whatever other layer the kernel lacks) and
+/// bus/interrupt/filesystem tunables.
+pub const PROC_READ_ONLY: [&std::ffi::CStr; 4] =
+    [c"/proc/sys", c"/proc/bus", c"/proc/fs", c"/proc/irq"];
+
 /// Where POSIX shared memory and named semaphores live (`shm_open`,
 /// `sem_open`: glibc names files there). A jail gets a private, empty one
 /// per call ([`shm_ops`]), never the host's.
