@@ -168,8 +168,15 @@ impl<'a> Grants<'a> {
             });
         }
         // Inside the root, spelled under the root as written (the jail
-        // protects the project's control files by that spelling).
-        Ok(footprint::resolved_under(self.root, &lexical))
+        // protects the project's control files by that spelling) — from
+        // the one resolution just checked, never a second one (a link
+        // swapped in between would be granted unchecked). The jail then
+        // holds it following no link below the root (`jail::hold`).
+        Ok(match real.strip_prefix(&self.real_root) {
+            Ok(rest) if rest.as_os_str().is_empty() => self.root.to_path_buf(),
+            Ok(rest) => self.root.join(rest),
+            Err(_) => real,
+        })
     }
 }
 
