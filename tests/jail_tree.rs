@@ -458,17 +458,8 @@ fn kernel_files_container_runtimes_mask_are_unreadable_and_proc_sys_read_only() 
         );
     }
     assert!(r.stdout.contains("domainname refused"), "{r:#?}");
-    // The jail's ordinary /proc still works.
-    let r = sandbox(
-        &[],
-        &[
-            "sh",
-            "-c",
-            "head -1 /proc/meminfo; cat /proc/self/stat >/dev/null && echo STAT-OK",
-        ],
-    );
-    assert!(
-        r.stdout.contains("MemTotal") && r.stdout.contains("STAT-OK"),
-        "{r:#?}"
-    );
+    // The jail's ordinary /proc still works (its own entry was read by
+    // the probe above).
+    let r = sandbox(&[], &["head", "-1", "/proc/meminfo"]);
+    assert!(r.stdout.contains("MemTotal"), "{r:#?}");
 }
