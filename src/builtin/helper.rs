@@ -8,12 +8,16 @@
 //! system baseline the binary needed to start is gone too — then does the
 //! work and prints one [`Reply`]. Symbolic links are resolved by the kernel
 //! under that domain: one that leads out of the root, whenever it was
-//! created, ends in `EACCES`, never in the file it points to.
+//! created, ends in `EACCES`, never in the file it points to. Where the
+//! kernel has no Landlock (gVisor; the jail's mount tree holds the view
+//! then), every path is opened relative to the root's descriptor with
+//! `openat2(RESOLVE_BENEATH)` instead ([`Confine::Beneath`]): a link that
+//! leads out of the root, absolute or by `..`, ends in `EXDEV`.
 
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use landlock::{
@@ -57,6 +61,14 @@ pub enum HelperError {
     /// The kernel did not enforce the narrowed domain fully.
     #[error("the kernel did not fully enforce the helper's landlock ruleset")]
     NotEnforced,
+    /// The project root could not be opened (no Landlock: paths are
+    /// opened beneath it).
+    #[error("failed to open the project root")]
+    Root {
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
     /// The reply could not be written.
     #[error("failed to write the reply")]
     Reply {
@@ -91,8 +103,8 @@ fn serve() -> Result<(), HelperError> {
             path,
             max_bytes,
         } => {
-            restrict(root, None)?;
-            read(path, *max_bytes)
+            let confine = restrict(root, None)?;
+            read(&confine, path, *max_bytes)
         }
         Request::List {
             root,
@@ -100,8 +112,8 @@ fn serve() -> Result<(), HelperError> {
             recursive,
             max_entries,
         } => {
-            restrict(root, None)?;
-            list(directory, *recursive, *max_entries)
+            let confine = restrict(root, None)?;
+            list(&confine, directory, *recursive, *max_entries)
         }
         Request::Write {
             root,
@@ -110,8 +122,8 @@ fn serve() -> Result<(), HelperError> {
             name,
             content,
         } => {
-            restrict(root, Some(write_dir))?;
-            write(dir, name, content)
+            let confine = restrict(root, Some(write_dir))?;
+            write(&confine, write_dir, dir, name, content)
         }
     };
     let mut out = io::stdout().lock();
@@ -121,10 +133,128 @@ fn serve() -> Result<(), HelperError> {
         .map_err(|source| HelperError::Reply { source })
 }
 
+/// How the helper's paths are kept inside the root.
+enum Confine {
+    /// Its own Landlock domain (the root read-only, the write directory
+    /// writable): paths are opened as given.
+    Landlock,
+    /// No Landlock here: every path is opened beneath the root's
+    /// descriptor (`RESOLVE_BENEATH`), whose real path is kept to turn an
+    /// absolute path inside it into a relative one.
+    Beneath { root: OwnedFd, real: PathBuf },
+}
+
+impl Confine {
+    /// Opens `path` (relative to the root, or absolute inside it) with
+    /// `flags`.
+    fn open(&self, path: &Path, flags: OFlag) -> Result<OwnedFd, Errno> {
+        match self {
+            Confine::Landlock => fcntl::open(path, flags | OFlag::O_CLOEXEC, Mode::empty()),
+            Confine::Beneath { root, real } => {
+                let rel = if path.is_absolute() {
+                    path.strip_prefix(real).map_err(|_| Errno::EXDEV)?
+                } else {
+                    path
+                };
+                open_beneath(root, real, rel, flags)
+            }
+        }
+    }
+}
+
+/// Opens `rel` beneath the directory `root` with `flags`, one component
+/// at a time, each opened relative to the one before without following a
+/// link (`O_NOFOLLOW`); a link is read and its target walked the same way,
+/// so `..` above `root`, or an absolute target outside `real` (the root's
+/// real path; one inside it goes on from the root), is `EXDEV` (what
+/// `openat2(RESOLVE_BENEATH)` does, which the jail's seccomp filter
+/// refuses: its mode is out of the filter's sight).
+fn open_beneath(root: &OwnedFd, real: &Path, rel: &Path, flags: OFlag) -> Result<OwnedFd, Errno> {
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    use std::path::Component;
+    let split = |p: &Path| -> Result<Vec<OsString>, Errno> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(Ok(n.to_os_string())),
+                Component::ParentDir => Some(Ok(OsString::from(".."))),
+                Component::CurDir => None,
+                Component::RootDir | Component::Prefix(_) => Some(Err(Errno::EXDEV)),
+            })
+            .collect()
+    };
+    let mut queue: VecDeque<OsString> = split(rel)?.into();
+    let mut stack: Vec<OwnedFd> = vec![root.try_clone().map_err(|_| Errno::EMFILE)?];
+    let mut links = 0;
+    let open_flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    while let Some(name) = queue.pop_front() {
+        if name == ".." {
+            if stack.len() == 1 {
+                return Err(Errno::EXDEV);
+            }
+            stack.pop();
+            continue;
+        }
+        let dir = stack.last().ok_or(Errno::EXDEV)?;
+        let st = stat::fstatat(dir, name.as_os_str(), fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFLNK.bits() {
+            links += 1;
+            if links > 40 {
+                return Err(Errno::ELOOP);
+            }
+            let target = PathBuf::from(fcntl::readlinkat(dir, name.as_os_str())?);
+            let target = if target.is_absolute() {
+                stack.truncate(1);
+                target
+                    .strip_prefix(real)
+                    .map_err(|_| Errno::EXDEV)?
+                    .to_path_buf()
+            } else {
+                target
+            };
+            let mut next: VecDeque<OsString> = split(&target)?.into();
+            next.extend(queue);
+            queue = next;
+            continue;
+        }
+        if queue.is_empty() {
+            // The object itself, opened as asked (a link swapped in since
+            // the check is ELOOP: O_NOFOLLOW).
+            return fcntl::openat(dir, name.as_os_str(), open_flags, Mode::empty());
+        }
+        let next = fcntl::openat(
+            dir,
+            name.as_os_str(),
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        stack.push(next);
+    }
+    let dir = stack.last().ok_or(Errno::EXDEV)?;
+    fcntl::openat(dir, ".", flags | OFlag::O_CLOEXEC, Mode::empty())
+}
+
 /// Narrows this process to reading `root` and, if given, writing files
 /// directly in `write_dir`. Landlock domains stack, so this can only take
-/// access away from what the jail granted.
-fn restrict(root: &Path, write_dir: Option<&Path>) -> Result<(), HelperError> {
+/// access away from what the jail granted. Without Landlock (the jail's
+/// mount tree alone holds its view) the paths are confined by
+/// [`Confine::Beneath`] instead.
+fn restrict(root: &Path, write_dir: Option<&Path>) -> Result<Confine, HelperError> {
+    if crate::jail::landlock_abi() < crate::jail::fs::MIN_ABI {
+        let err = |source: io::Error| HelperError::Root { source };
+        let fd = fcntl::open(
+            root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| err(e.into()))?;
+        let real = fs::read_link(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&fd)
+        ))
+        .map_err(err)?;
+        return Ok(Confine::Beneath { root: fd, real });
+    }
     let abi = ABI::V3;
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     let write =
@@ -145,7 +275,7 @@ fn restrict(root: &Path, write_dir: Option<&Path>) -> Result<(), HelperError> {
     if status.ruleset != RulesetStatus::FullyEnforced {
         return Err(HelperError::NotEnforced);
     }
-    Ok(())
+    Ok(Confine::Landlock)
 }
 
 /// The reply for a failed file-system operation.
@@ -175,7 +305,8 @@ fn link_out_of_view(path: &Path) -> bool {
 /// `failure`, except that a path leading through a link out of the
 /// jail's view is refused rather than missing.
 fn path_failure(e: &io::Error, what: &str, path: &Path) -> Reply {
-    if e.kind() == io::ErrorKind::NotFound && link_out_of_view(path) {
+    let escaped = e.raw_os_error() == Some(libc::EXDEV);
+    if escaped || (e.kind() == io::ErrorKind::NotFound && link_out_of_view(path)) {
         return Reply::Denied {
             detail: format!("{what}: a symbolic link leads outside the allowed paths"),
         };
@@ -183,10 +314,10 @@ fn path_failure(e: &io::Error, what: &str, path: &Path) -> Reply {
     failure(e, what)
 }
 
-fn read(path: &str, max_bytes: u64) -> Reply {
-    let file = match fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) => return path_failure(&e, "open", Path::new(path)),
+fn read(confine: &Confine, path: &str, max_bytes: u64) -> Reply {
+    let file = match confine.open(Path::new(path), OFlag::O_RDONLY) {
+        Ok(f) => fs::File::from(f),
+        Err(e) => return path_failure(&io::Error::from(e), "open", Path::new(path)),
     };
     match file.metadata() {
         Ok(m) if m.is_dir() => return Reply::WrongType,
@@ -211,15 +342,24 @@ fn read(path: &str, max_bytes: u64) -> Reply {
     }
 }
 
-/// One directory's entries: subdirectories first, then everything else,
-/// each group sorted by name ignoring case. Symbolic links are listed as
-/// files and never followed.
-fn entries(dir: &Path) -> io::Result<Vec<(String, bool)>> {
+/// One directory's entries (`dir` an open directory): subdirectories
+/// first, then everything else, each group sorted by name ignoring case.
+/// Symbolic links are listed as files and never followed.
+fn entries(dir: &OwnedFd) -> io::Result<Vec<(String, bool)>> {
     let mut found = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let is_dir = entry.file_type()?.is_dir();
-        found.push((entry.file_name().to_string_lossy().into_owned(), is_dir));
+    let mut d = nix::dir::Dir::from_fd(dir.try_clone()?).map_err(io::Error::from)?;
+    for entry in d.iter() {
+        let entry = entry.map_err(io::Error::from)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "." || name == ".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            Some(t) => t == nix::dir::Type::Directory,
+            None => stat::fstatat(dir, entry.file_name(), fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFDIR.bits()),
+        };
+        found.push((name, is_dir));
     }
     found.sort_by(|(a, a_dir), (b, b_dir)| {
         b_dir
@@ -230,22 +370,21 @@ fn entries(dir: &Path) -> io::Result<Vec<(String, bool)>> {
     Ok(found)
 }
 
-fn list(directory: &str, recursive: bool, max_entries: usize) -> Reply {
-    match fs::metadata(directory) {
-        Ok(m) if !m.is_dir() => return Reply::WrongType,
+fn list(confine: &Confine, directory: &str, recursive: bool, max_entries: usize) -> Reply {
+    let dir = match confine.open(Path::new(directory), OFlag::O_RDONLY) {
+        Ok(fd) => fd,
+        Err(e) => return path_failure(&io::Error::from(e), "open", Path::new(directory)),
+    };
+    match stat::fstat(&dir) {
+        Ok(st) if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFDIR.bits() => {
+            return Reply::WrongType
+        }
         Ok(_) => {}
-        Err(e) => return failure(&e, "stat"),
+        Err(e) => return failure(&io::Error::from(e), "stat"),
     }
     let mut lines = Vec::new();
     let mut truncated = false;
-    if let Err(e) = walk(
-        Path::new(directory),
-        0,
-        recursive,
-        max_entries,
-        &mut lines,
-        &mut truncated,
-    ) {
+    if let Err(e) = walk(&dir, 0, recursive, max_entries, &mut lines, &mut truncated) {
         return failure(&e, "list");
     }
     if truncated {
@@ -256,8 +395,10 @@ fn list(directory: &str, recursive: bool, max_entries: usize) -> Reply {
     }
 }
 
+/// Lists `dir` (an open directory) into `lines`, its subdirectories
+/// opened relative to it without following a link.
 fn walk(
-    dir: &Path,
+    dir: &OwnedFd,
     depth: usize,
     recursive: bool,
     max_entries: usize,
@@ -272,22 +413,25 @@ fn walk(
         let indent = "  ".repeat(depth);
         lines.push(format!("{indent}{name}{}", if is_dir { "/" } else { "" }));
         if is_dir && recursive {
-            walk(
-                &dir.join(&name),
-                depth + 1,
-                recursive,
-                max_entries,
-                lines,
-                truncated,
-            )?;
+            let sub = fcntl::openat(
+                dir,
+                name.as_str(),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(io::Error::from)?;
+            walk(&sub, depth + 1, recursive, max_entries, lines, truncated)?;
         }
     }
     Ok(())
 }
 
-fn write(dir: &str, name: &str, content: &str) -> Reply {
-    match write_atomically(dir, name, content) {
+fn write(confine: &Confine, write_dir: &Path, dir: &str, name: &str, content: &str) -> Reply {
+    match write_atomically(confine, write_dir, dir, name, content) {
         Ok(()) => Reply::Written,
+        Err(Errno::EXDEV) => Reply::Denied {
+            detail: "a symbolic link leads outside the allowed paths".into(),
+        },
         Err(Errno::ENOENT | Errno::ENOTDIR) if link_out_of_view(&Path::new(dir).join(name)) => {
             Reply::Denied {
                 detail: "a symbolic link leads outside the allowed paths".into(),
@@ -315,12 +459,23 @@ fn write(dir: &str, name: &str, content: &str) -> Reply {
 /// the mode of the file it replaces and renames it over `name`. The
 /// rename replaces a symbolic link at `name` rather than following it; the
 /// temporary file is removed on any failure.
-fn write_atomically(dir: &str, name: &str, content: &str) -> Result<(), Errno> {
-    let dirfd = fcntl::open(
-        dir,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?;
+fn write_atomically(
+    confine: &Confine,
+    write_dir: &Path,
+    dir: &str,
+    name: &str,
+    content: &str,
+) -> Result<(), Errno> {
+    let dirfd = confine.open(Path::new(dir), OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+    if let Confine::Beneath { .. } = confine {
+        // Without Landlock nothing else keeps the write to the granted
+        // directory: it must be that very directory.
+        let granted = confine.open(write_dir, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        let (a, b) = (stat::fstat(&dirfd)?, stat::fstat(&granted)?);
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino) {
+            return Err(Errno::EACCES);
+        }
+    }
     let mode = match stat::fstatat(&dirfd, name, fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => {
             let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());

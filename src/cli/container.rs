@@ -4,7 +4,9 @@
 //! cannot create or join namespaces, nor mount. `.ci/nouserns` runs the
 //! jail's tests under it (as root, as a container's root would be) besides
 //! bubblewrap's `--disable-userns`, so the namespace-free jail is tested
-//! the way both kinds of host refuse namespaces.
+//! the way both kinds of host refuse namespaces. With `--no-landlock` the
+//! filter is gVisor's shape instead ([`glovebox::jail::seccomp::no_landlock_programs`]):
+//! namespaces work, Landlock does not (`.ci/nolandlock`).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -13,13 +15,21 @@ use std::process::ExitCode;
 /// `glovebox __container` arguments.
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Like gVisor instead: namespaces and mounts work, Landlock and
+    /// seccomp notification listeners do not.
+    #[arg(long)]
+    pub no_landlock: bool,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let prog = glovebox::jail::seccomp::container_program()?;
+    let progs = if args.no_landlock {
+        glovebox::jail::seccomp::no_landlock_programs()?.to_vec()
+    } else {
+        vec![glovebox::jail::seccomp::container_program()?]
+    };
     let (program, rest) = args
         .command
         .split_first()
@@ -30,11 +40,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         nix::sys::prctl::set_no_new_privs()
             .map_err(|e| anyhow::anyhow!("cannot set no_new_privs: {e}; run as root"))?;
     }
-    seccompiler::apply_filter(&prog).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot install the container filter: {e}; use a kernel with seccomp filters"
-        )
-    })?;
+    for prog in &progs {
+        seccompiler::apply_filter(prog).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot install the container filter: {e}; use a kernel with seccomp filters"
+            )
+        })?;
+    }
     let err = std::process::Command::new(program).args(rest).exec();
     Err(anyhow::anyhow!(
         "cannot execute {}: {err}",

@@ -69,11 +69,17 @@ pub fn examine() -> Report {
     let invariants = vec![
         inv(
             "deny-by-default filesystem",
-            e.landlock_abi >= super::fs::MIN_ABI,
-            if e.mount_tree {
+            e.mount_tree || e.landlock_abi >= super::fs::MIN_ABI,
+            if e.mount_tree && e.landlock_abi > 0 {
                 format!(
-                    "the jail's own root (ungranted paths do not exist) + landlock abi {}",
-                    kernel.landlock_abi
+                    "the jail's own root (ungranted paths do not exist) + landlock abi {} as a second layer",
+                    e.landlock_abi
+                )
+            } else if e.mount_tree {
+                format!(
+                    "the jail's own root (mount namespace): ungranted paths do not exist (landlock abi {}: no second layer{}; files written in a write grant can also be executed)",
+                    kernel.landlock_abi,
+                    if kernel.landlock_abi == 0 { " — the kernel has none, or it is not in the lsm= list" } else { " — abi 2 needed" }
                 )
             } else {
                 format!(
@@ -122,9 +128,11 @@ pub fn examine() -> Report {
         ),
         inv(
             "no reach into other processes",
-            e.seccomp && (e.pid_namespace || free) && e.landlock_abi >= 1,
-            if e.pid_namespace {
+            e.seccomp && ((e.pid_namespace && e.private_proc) || (free && e.landlock_abi >= 1)),
+            if e.pid_namespace && e.landlock_abi > 0 {
                 "pid namespace + private /proc + seccomp (ptrace, process_vm) + landlock ptrace and signal scoping".into()
+            } else if e.pid_namespace {
+                "pid namespace (no outsider has a pid to name) + private /proc + seccomp (ptrace, process_vm)".into()
             } else {
                 "no pid namespace: landlock keeps /proc closed and scopes signals and ptrace to the jail; seccomp (ptrace, process_vm)".into()
             },

@@ -23,6 +23,11 @@ use super::hold::{self, Held, HoldError, Kind, Links};
 /// which a jailed process could truncate files it may only read.
 pub const MIN_ABI: i32 = 3;
 
+/// The oldest Landlock ABI glovebox adds as a second layer under the
+/// jail's mount tree: 2 handles cross-directory renames and links
+/// (`REFER`) the way the tree allows them; ABI 1 refuses every one.
+pub const TREE_MIN_ABI: i32 = 2;
+
 /// Errors while building the Landlock ruleset.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
@@ -71,7 +76,7 @@ pub struct Rules<'a> {
 /// each rule added on the path's held descriptor (a link's rule is on its
 /// target, held beside it; the link itself gets none).
 pub fn ruleset_held(abi: i32, rules: &Rules<'_>, network: bool) -> Result<RulesetCreated, FsError> {
-    if abi < MIN_ABI {
+    if abi < TREE_MIN_ABI {
         return Err(FsError::Unsupported { found: abi });
     }
     let level = ABI::from(abi);

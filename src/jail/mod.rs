@@ -72,6 +72,11 @@ use std::path::PathBuf;
 use crate::kind::ErrorKind;
 use spawn::Step;
 
+/// The Landlock ABI the running kernel offers (0: none).
+pub fn landlock_abi() -> i32 {
+    sys::landlock_abi()
+}
+
 /// Why a jailed run could not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {

@@ -149,21 +149,6 @@ pub fn plan(
     let mut e = Enforcement::default();
     let mut flags: libc::c_ulong = 0;
 
-    // --- Landlock.
-    let landlock_ok = kernel.landlock_abi >= jfs::MIN_ABI;
-    gaps.require(
-        landlock_ok,
-        &format!(
-            "filesystem confinement (landlock abi {} found, {} needed)",
-            kernel.landlock_abi,
-            jfs::MIN_ABI
-        ),
-    )?;
-    let landlock_abi = landlock_ok.then_some(kernel.landlock_abi);
-    if landlock_ok {
-        e.landlock_abi = kernel.landlock_abi;
-    }
-
     // --- namespaces, or the namespace-free jail (see `probe::Mode`).
     let root = kernel.euid == 0;
     let mode = kernel.mode;
@@ -206,6 +191,34 @@ pub fn plan(
     }
     let reaper = !pid_ns && host.subreaper;
     e.subreaper = reaper;
+
+    // --- Landlock: the second layer under the tree (from ABI 2, whose
+    // rename rules match the tree's; ABI 1 refuses every cross-directory
+    // rename, which the tree allows), the only filesystem layer without
+    // one (ABI 3 at least: truncate). With a tree and no usable Landlock
+    // (gVisor, a kernel without it) the tree alone holds the view.
+    let landlock_ok = if private_proc {
+        kernel.landlock_abi >= jfs::TREE_MIN_ABI
+    } else {
+        gaps.require(
+            kernel.landlock_abi >= jfs::MIN_ABI,
+            &format!(
+                "filesystem confinement without a mount namespace (landlock abi {} found, {} needed{})",
+                kernel.landlock_abi,
+                jfs::MIN_ABI,
+                if kernel.landlock_abi == 0 {
+                    "; the kernel has no landlock: check that `landlock` is in its lsm= list (cat /sys/kernel/security/lsm), or allow namespaces, whose mount tree holds the view instead"
+                } else {
+                    ""
+                }
+            ),
+        )?;
+        kernel.landlock_abi >= jfs::MIN_ABI
+    };
+    let landlock_abi = landlock_ok.then_some(kernel.landlock_abi);
+    if landlock_ok {
+        e.landlock_abi = kernel.landlock_abi;
+    }
 
     // --- the filesystem view: the tree in the mount namespace, else
     // seccomp refuses the metadata family for every path.
@@ -542,7 +555,8 @@ mod tests {
     fn missing_mechanisms_refuse_unless_degraded() {
         // Each row: a machine lacking something, the words the refusal
         // names.
-        let mut no_landlock = kernel(Mode::Namespaces, true);
+        // Without a mount namespace, Landlock is the filesystem layer.
+        let mut no_landlock = kernel(Mode::NamespaceFree, false);
         no_landlock.landlock_abi = 0;
         let mut no_seccomp = kernel(Mode::Namespaces, true);
         no_seccomp.seccomp = false;
@@ -608,8 +622,36 @@ mod tests {
         assert_eq!(p.seccomp, None);
         assert_eq!(p.enforcement.landlock_abi, 0);
         assert!(!p.enforcement.seccomp);
-        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+        // The tree holds the filesystem view without Landlock: only
+        // seccomp is a gap.
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
         assert!(!p.free_fallback, "no namespace-free jail without landlock");
+    }
+
+    #[test]
+    fn with_a_tree_landlock_is_a_second_layer_from_abi_2() {
+        // (abi, root) -> Landlock used
+        for (abi, root, used) in [
+            (0, true, None),
+            (0, false, None),
+            (1, true, None),
+            (2, false, Some(2)),
+            (3, true, Some(3)),
+            (7, false, Some(7)),
+        ] {
+            let mut k = kernel(Mode::Namespaces, root);
+            k.landlock_abi = abi;
+            let p = plan(&spec(), &host(&k), &V1, &[], false)
+                .unwrap_or_else(|e| panic!("abi {abi}: refused: {e}"));
+            assert_eq!(p.landlock_abi, used, "abi {abi}");
+            assert_eq!(p.guard, MetadataGuard::Tree);
+            assert!(p.enforcement.mount_tree);
+            assert!(p.warnings.is_empty(), "abi {abi}: {:?}", p.warnings);
+        }
+        // Without a tree, ABI 3 at least.
+        let mut k = kernel(Mode::NamespaceFree, false);
+        k.landlock_abi = 2;
+        assert!(refused(plan(&spec(), &host(&k), &NONE, &[], false)).contains("abi 2 found"));
     }
 
     #[test]

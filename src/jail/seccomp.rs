@@ -790,6 +790,61 @@ pub fn container_program() -> Result<BpfProgram, SeccompError> {
     Ok(prog)
 }
 
+/// A filter like gVisor's kernel as glovebox sees it: namespaces and
+/// mounts work, but Landlock is missing (`landlock_*` → `ENOSYS`) and no
+/// seccomp notification listener can be made (`SECCOMP_FILTER_FLAG_NEW_LISTENER`
+/// → `EINVAL`). `glovebox __container --no-landlock` runs a command under
+/// them (two programs, both installed), so CI tests the jail that holds the filesystem view with its mount
+/// tree alone.
+pub fn no_landlock_programs() -> Result<[BpfProgram; 2], SeccompError> {
+    const SECCOMP_SET_MODE_FILTER: u64 = 1;
+    const SECCOMP_FILTER_FLAG_NEW_LISTENER: u64 = 8;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for nr in [
+        libc::SYS_landlock_create_ruleset,
+        libc::SYS_landlock_add_rule,
+        libc::SYS_landlock_restrict_self,
+    ] {
+        rules.insert(nr, Vec::new());
+    }
+    let landlock = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch()?,
+    )
+    .map_err(compile_err)?;
+    let mut listener: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    listener.insert(
+        libc::SYS_seccomp,
+        vec![rule(vec![
+            cond(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                SECCOMP_SET_MODE_FILTER,
+            )?,
+            cond(
+                1,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(SECCOMP_FILTER_FLAG_NEW_LISTENER),
+                SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            )?,
+        ])?],
+    );
+    let listener = SeccompFilter::new(
+        listener,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EINVAL as u32),
+        arch()?,
+    )
+    .map_err(compile_err)?;
+    Ok([
+        landlock.try_into().map_err(compile_err)?,
+        listener.try_into().map_err(compile_err)?,
+    ])
+}
+
 /// Installs `filter.notify` (when there is one) with a notification
 /// listener and returns the listener's fd. Child-side, like [`install`].
 pub fn install_notify(filter: &Filter) -> Result<Option<std::os::fd::RawFd>, i32> {

@@ -51,6 +51,16 @@ pub fn jail_available() -> bool {
             .filter(|i| i["enforced"] != Value::Bool(true))
             .map(|i| format!("{} ({})", i["name"], i["how"]))
             .collect();
+        // A stage that says which Landlock it has (`.ci/nolandlock`)
+        // proves it: the tests there run without one.
+        if let Ok(want) = std::env::var("GLOVEBOX_EXPECT_LANDLOCK") {
+            let abi = v["kernel"]["landlock_abi"].to_string();
+            if abi != want {
+                return Err(format!(
+                    "GLOVEBOX_EXPECT_LANDLOCK={want} but doctor says landlock abi {abi}"
+                ));
+            }
+        }
         if missing.is_empty() {
             Ok(())
         } else {
