@@ -10,10 +10,23 @@
 //! and removed when the server stops. An entry is named
 //! `<pid>-<port>-<random>` and holds one socket address per line and a
 //! `start=<ticks>` line (the process's start time, field 22 of
-//! `/proc/<pid>/stat`); entries of dead processes — or of a pid now reused
-//! by another process — are ignored, and `register` removes those it may.
-//! [`Registry::load`] reads both directories, so a proxy run by any user
-//! sees every user's servers.
+//! `/proc/<pid>/stat`). [`Registry::load`] reads both directories, so a
+//! proxy run by any user sees every user's servers.
+//!
+//! The directories are writable by every local user, so an entry is
+//! evidence only of what its writer can prove ([`entry_counts`]): it counts
+//! when it is a regular file, its name starts with a pid that is alive,
+//! its `start=` line is that process's start time (not a dead process's,
+//! nor an earlier holder's of a reused pid), the process's effective uid
+//! is the file's owner (or the file is root's), and each address it lists
+//! is one this host could listen on (loopback, unspecified, or one of its
+//! interfaces' addresses). Anything else is ignored, so no user can make
+//! another user's glovebox refuse a destination of their choosing: at most
+//! their own live process's addresses on this host. A directory that is
+//! world-writable and owned by neither root nor the current user (someone
+//! made `/tmp/glovebox-listeners` first) is not read at all, with a
+//! warning said once; `register` refuses to write there too, and removes
+//! entries that no longer count where it may.
 //!
 //! [`Registry::current`] is what a proxy asks on every connection: the
 //! last load, reused while neither directory changed (device, inode and
@@ -114,7 +127,14 @@ pub fn register(addr: SocketAddr) -> Result<Registration, ListenersError> {
         );
         let path = dir.join(name);
         sweep(dir);
-        let start = start_time(std::process::id() as i32);
+        // Without its start time an entry never counts: refuse rather
+        // than record one that protects nothing.
+        let Some(start) = start_time(std::process::id() as i32) else {
+            last = std::io::Error::other(
+                "cannot read this process's start time from /proc/self/stat (is /proc mounted?)",
+            );
+            continue;
+        };
         let written = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -122,11 +142,7 @@ pub fn register(addr: SocketAddr) -> Result<Registration, ListenersError> {
             .open(&path)
             .and_then(|mut f| {
                 f.set_permissions(fs::Permissions::from_mode(0o644))?;
-                let mut text = format!("{addr}\n");
-                if let Some(t) = start {
-                    text.push_str(&format!("start={t}\n"));
-                }
-                f.write_all(text.as_bytes())
+                f.write_all(format!("{addr}\nstart={start}\n").as_bytes())
             });
         match written {
             Ok(()) => return Ok(Registration { path }),
@@ -163,6 +179,19 @@ fn start_time(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// A process's effective uid (`Uid:` of `/proc/<pid>/status`), `None`
+/// when it cannot be read.
+fn process_euid(pid: i32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// The pid an entry's name starts with.
 fn entry_pid(name: &std::ffi::OsStr) -> Option<i32> {
     name.to_str()
@@ -171,40 +200,113 @@ fn entry_pid(name: &std::ffi::OsStr) -> Option<i32> {
         .filter(|p| *p > 0)
 }
 
-/// Whether the process that wrote `text` as the entry of `pid` still
-/// runs: the pid is alive and, when the entry recorded a start time, the
-/// process with that pid started then (not a later one given the same
-/// pid). Unknown counts as alive: a listener is never forgotten by doubt.
-fn entry_alive(pid: i32, text: &str) -> bool {
-    if !alive(pid) {
-        return false;
-    }
-    let recorded = text
-        .lines()
+/// The start time an entry recorded.
+fn recorded_start(text: &str) -> Option<u64> {
+    text.lines()
         .find_map(|l| l.trim().strip_prefix("start="))
-        .and_then(|t| t.parse::<u64>().ok());
-    match (recorded, start_time(pid)) {
-        (Some(r), Some(now)) => r == now,
-        _ => true,
+        .and_then(|t| t.parse::<u64>().ok())
+}
+
+/// What is known of the process an entry names, read from `/proc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Process {
+    /// Its start time (field 22 of `/proc/<pid>/stat`).
+    start: u64,
+    /// Its effective uid.
+    euid: u32,
+}
+
+impl Process {
+    /// The live process `pid`, `None` when it is gone or unreadable.
+    fn read(pid: i32) -> Option<Process> {
+        if !alive(pid) {
+            return None;
+        }
+        let start = start_time(pid)?;
+        let euid = process_euid(pid)?;
+        // Read the start time again: the uid read belongs to the same
+        // process only if the pid was not reused in between.
+        (start_time(pid)? == start).then_some(Process { start, euid })
     }
 }
 
-/// Removes the entries of processes that are gone (those this user may
-/// remove: its own, or all as root), so the directory does not grow with
-/// servers that were killed.
+/// Whether an entry counts: `text` written in a file owned by `owner`,
+/// naming a process `process` (read from `/proc`; `None` when the pid is
+/// not alive or unreadable). It counts only when that process is alive,
+/// started when the entry says (not a dead process's entry, nor one of an
+/// earlier holder of a reused pid) and runs as the entry's owner — or the
+/// entry is root's. The pure decision of [`Registry::load`].
+fn entry_counts(text: &str, owner: u32, process: Option<Process>) -> bool {
+    let (Some(recorded), Some(p)) = (recorded_start(text), process) else {
+        return false;
+    };
+    recorded == p.start && (owner == 0 || owner == p.euid)
+}
+
+/// An entry's text and owner, read through one descriptor opened without
+/// following a link; `None` unless it is a regular file.
+fn read_entry(path: &Path) -> Option<(String, u32)> {
+    use std::io::Read;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.len() > 64 * 1024 {
+        return None;
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).ok()?;
+    Some((text, meta.uid()))
+}
+
+/// Whether the entry at `path` counts now (see [`entry_counts`]).
+fn entry_counts_now(path: &Path) -> bool {
+    let Some(pid) = path.file_name().and_then(entry_pid) else {
+        return false;
+    };
+    // Most stale entries are of dead pids: no need to read them.
+    if !alive(pid) {
+        return false;
+    }
+    let Some((text, owner)) = read_entry(path) else {
+        return false;
+    };
+    entry_counts(&text, owner, Process::read(pid))
+}
+
+/// Removes the entries that no longer count — servers that were killed,
+/// entries that never could (those this user may remove: its own, or all
+/// as root) — so the directory does not grow.
 fn sweep(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
-        let Some(pid) = entry_pid(&e.file_name()) else {
-            continue;
-        };
-        let text = fs::read_to_string(e.path()).unwrap_or_default();
-        if !entry_alive(pid, &text) {
+        if !entry_counts_now(&e.path()) {
             let _ = fs::remove_file(e.path());
         }
     }
+}
+
+/// Whether a registry directory may be read by a process of `euid`: a
+/// directory anyone may write (mode `o+w`) is trusted only when root or
+/// `euid` owns it; otherwise whoever created it first could have planted
+/// anything, or could swap it. Not a directory (a link included): no.
+fn trusted_dir(meta: &fs::Metadata, euid: u32) -> bool {
+    meta.is_dir() && (meta.mode() & 0o002 == 0 || meta.uid() == 0 || meta.uid() == euid)
+}
+
+/// Says once per process that `dir` is not read, and why.
+fn warn_untrusted(dir: &Path, owner: u32) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "glovebox: not reading glovebox's listener registry {}: it is world-writable and owned by uid {owner}, not by root or by this user, so anyone could have planted entries in it; remove it (as root or as its owner) and glovebox recreates it",
+            dir.display()
+        );
+    });
 }
 
 /// What identifies a directory's contents between two loads.
@@ -278,30 +380,47 @@ impl Registry {
 
     /// Reads the shared directories and the host's interface addresses.
     pub fn load() -> Registry {
+        Registry::load_from(&DIRS.map(Path::new))
+    }
+
+    /// [`Registry::load`] of the directories `dirs`.
+    fn load_from(dirs: &[&Path]) -> Registry {
+        let euid = nix::unistd::geteuid().as_raw();
         let mut listeners: Vec<SocketAddr> = Vec::new();
-        for dir in DIRS {
+        for dir in dirs {
+            let Ok(meta) = fs::symlink_metadata(dir) else {
+                continue;
+            };
+            if !trusted_dir(&meta, euid) {
+                if meta.is_dir() {
+                    warn_untrusted(dir, meta.uid());
+                }
+                continue;
+            }
             let Ok(entries) = fs::read_dir(dir) else {
                 continue;
             };
             for e in entries.flatten() {
-                let pid = entry_pid(&e.file_name());
-                // Most stale entries are of dead pids: no need to read them.
-                if pid.is_some_and(|p| !alive(p)) {
+                let path = e.path();
+                if !entry_counts_now(&path) {
                     continue;
                 }
-                let Ok(text) = fs::read_to_string(e.path()) else {
-                    continue;
-                };
-                if pid.is_some_and(|p| !entry_alive(p, &text)) {
-                    continue;
+                if let Some((text, _)) = read_entry(&path) {
+                    listeners.extend(
+                        text.lines()
+                            .filter_map(|l| l.trim().parse::<SocketAddr>().ok()),
+                    );
                 }
-                listeners.extend(
-                    text.lines()
-                        .filter_map(|l| l.trim().parse::<SocketAddr>().ok()),
-                );
             }
         }
-        let local = if listeners.iter().any(|a| a.ip().is_unspecified()) {
+        // An address this host cannot listen on is no glovebox listener:
+        // an entry naming one would only make the proxy refuse a remote
+        // destination.
+        let needs_local = listeners
+            .iter()
+            .any(|a| !canonical(a.ip()).is_loopback() && !a.ip().is_unspecified());
+        let any_unspecified = listeners.iter().any(|a| a.ip().is_unspecified());
+        let local: Vec<IpAddr> = if needs_local || any_unspecified {
             nix::ifaddrs::getifaddrs()
                 .map(|it| {
                     it.filter_map(|i| {
@@ -316,6 +435,10 @@ impl Registry {
         } else {
             Vec::new()
         };
+        listeners.retain(|a| {
+            let ip = canonical(a.ip());
+            ip.is_loopback() || ip.is_unspecified() || local.iter().any(|l| canonical(*l) == ip)
+        });
         Registry { listeners, local }
     }
 
@@ -358,6 +481,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
 
     #[test]
     fn specific_and_unspecified_listeners_match() {
@@ -399,36 +523,186 @@ mod tests {
         assert!(!Registry::current().is_own(addr));
     }
 
+    /// A pid that was alive and is not any more.
+    fn dead_pid() -> i32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id() as i32;
+        c.wait().unwrap();
+        pid
+    }
+
     #[test]
-    fn entries_of_dead_or_reused_pids_are_not_alive_and_are_swept() {
+    fn an_entry_counts_only_for_its_live_process_run_by_its_owner() {
+        let me = std::process::id() as i32;
+        let p = Process::read(me).unwrap();
+        assert_eq!(p.euid, nix::unistd::geteuid().as_raw());
+        let entry = format!("127.0.0.1:1\nstart={}\n", p.start);
+        assert!(entry_counts(&entry, p.euid, Some(p)));
+        // Root's entry counts for any live process it names.
+        assert!(entry_counts(&entry, 0, Some(Process { euid: 1000, ..p })));
+        // Written by an older process that had the pid.
+        let older = format!("127.0.0.1:1\nstart={}\n", p.start + 1);
+        assert!(!entry_counts(&older, p.euid, Some(p)));
+        // No start time recorded: nothing proves whose entry it is.
+        assert!(!entry_counts("127.0.0.1:1\n", p.euid, Some(p)));
+        // A dead (or unreadable) pid.
+        assert!(!entry_counts(&entry, p.euid, None));
+        assert_eq!(Process::read(dead_pid()), None);
+        // Another user's file naming this process; a user's file naming
+        // another user's process.
+        let stranger = if p.euid == 12345 { 12346 } else { 12345 };
+        assert!(!entry_counts(&entry, stranger, Some(p)));
+        let strangers = Process {
+            euid: stranger + 1,
+            ..p
+        };
+        assert!(!entry_counts(&entry, stranger, Some(strangers)));
+    }
+
+    #[test]
+    fn entries_that_no_longer_count_are_swept() {
         let me = std::process::id() as i32;
         let start = start_time(me).unwrap();
-        assert!(entry_alive(me, &format!("127.0.0.1:1\nstart={start}\n")));
-        // Written by an older process that had our pid.
-        assert!(!entry_alive(
-            me,
-            &format!("127.0.0.1:1\nstart={}\n", start + 1)
-        ));
-        // Entries without a start time: the pid alone decides.
-        assert!(entry_alive(me, "127.0.0.1:1\n"));
-        let dead = {
-            let mut c = std::process::Command::new("true").spawn().unwrap();
-            let pid = c.id() as i32;
-            c.wait().unwrap();
-            pid
-        };
-        assert!(!entry_alive(dead, "127.0.0.1:1\n"));
+        let dead = dead_pid();
         let dir = tempfile::tempdir().unwrap();
         let keep = dir.path().join(format!("{me}-1-a"));
         let reused = dir.path().join(format!("{me}-1-b"));
         let gone = dir.path().join(format!("{dead}-1-c"));
+        let unstarted = dir.path().join(format!("{me}-1-d"));
+        let nameless = dir.path().join("x-1-e");
         fs::write(&keep, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
         fs::write(&reused, format!("127.0.0.1:1\nstart={}\n", start + 1)).unwrap();
-        fs::write(&gone, "127.0.0.1:1\n").unwrap();
+        fs::write(&gone, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
+        fs::write(&unstarted, "127.0.0.1:1\n").unwrap();
+        fs::write(&nameless, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
         sweep(dir.path());
         assert!(keep.exists());
-        assert!(!reused.exists());
-        assert!(!gone.exists());
+        for p in [reused, gone, unstarted, nameless] {
+            assert!(!p.exists(), "{} was kept", p.display());
+        }
+    }
+
+    /// A process of another user (`sleep`, as uid `uid`), killed on drop.
+    struct Other(std::process::Child);
+
+    impl Drop for Other {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn chown(p: &Path, uid: u32) {
+        std::os::unix::fs::chown(p, Some(uid), None).unwrap();
+    }
+
+    #[test]
+    fn forged_entries_and_untrusted_directories_are_not_read() {
+        let me = std::process::id() as i32;
+        let start = start_time(me).unwrap();
+        let euid = nix::unistd::geteuid().as_raw();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let entry = |name: String, text: String| {
+            let p = d.join(name);
+            fs::write(&p, text).unwrap();
+            p
+        };
+        // The probe: a genuine entry is read.
+        let genuine = entry(
+            format!("{me}-7001-a"),
+            format!("127.0.0.1:7001\nstart={start}\n"),
+        );
+        let r = Registry::load_from(&[d]);
+        assert!(r.is_own("127.0.0.1:7001".parse().unwrap()));
+        fs::remove_file(genuine).unwrap();
+        // Forged: a dead pid, no start time, no pid, a link to a genuine
+        // entry elsewhere, an address this host cannot listen on.
+        entry(
+            format!("{}-7002-a", dead_pid()),
+            format!("127.0.0.1:7002\nstart={start}\n"),
+        );
+        entry(format!("{me}-7003-a"), "127.0.0.1:7003\n".into());
+        entry(
+            "x-7004-a".into(),
+            format!("127.0.0.1:7004\nstart={start}\n"),
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        let real = elsewhere.path().join("real");
+        fs::write(&real, format!("127.0.0.1:7005\nstart={start}\n")).unwrap();
+        std::os::unix::fs::symlink(&real, d.join(format!("{me}-7005-a"))).unwrap();
+        entry(
+            format!("{me}-443-a"),
+            format!("93.184.216.34:443\nstart={start}\n"),
+        );
+        let r = Registry::load_from(&[d]);
+        for dest in [
+            "127.0.0.1:7002",
+            "127.0.0.1:7003",
+            "127.0.0.1:7004",
+            "127.0.0.1:7005",
+            "93.184.216.34:443",
+        ] {
+            assert!(!r.is_own(dest.parse().unwrap()), "{dest} was blocked");
+        }
+        if euid != 0 {
+            eprintln!("SKIPPED (needs root to make files of other users): entries owned by another user, untrusted directories");
+            return;
+        }
+        // A file owned by another user naming this (root's) process, and
+        // a file of one user naming another user's live process.
+        let p = entry(
+            format!("{me}-7006-a"),
+            format!("127.0.0.1:7006\nstart={start}\n"),
+        );
+        chown(&p, 65534);
+        let other = Other(
+            std::process::Command::new("sleep")
+                .arg("30")
+                .uid(65534)
+                .gid(65534)
+                .spawn()
+                .unwrap(),
+        );
+        let pid = other.0.id() as i32;
+        let started = (0..100)
+            .find_map(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                Process::read(pid).filter(|p| p.euid == 65534)
+            })
+            .unwrap();
+        let p = entry(
+            format!("{pid}-7007-a"),
+            format!("127.0.0.1:7007\nstart={}\n", started.start),
+        );
+        chown(&p, 1);
+        // The control: the same process's entry owned by its user counts.
+        let p = entry(
+            format!("{pid}-7008-a"),
+            format!("127.0.0.1:7008\nstart={}\n", started.start),
+        );
+        chown(&p, 65534);
+        let r = Registry::load_from(&[d]);
+        assert!(!r.is_own("127.0.0.1:7006".parse().unwrap()));
+        assert!(!r.is_own("127.0.0.1:7007".parse().unwrap()));
+        assert!(r.is_own("127.0.0.1:7008".parse().unwrap()));
+        // A world-writable directory of another user is not read at all,
+        // not even root's genuine entry in it; the same directory owned
+        // by root is.
+        let shared = tempfile::tempdir().unwrap();
+        let s = shared.path();
+        fs::write(
+            s.join(format!("{me}-7009-a")),
+            format!("127.0.0.1:7009\nstart={start}\n"),
+        )
+        .unwrap();
+        fs::set_permissions(s, fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(Registry::load_from(&[s]).is_own("127.0.0.1:7009".parse().unwrap()));
+        chown(s, 65534);
+        assert!(!Registry::load_from(&[s]).is_own("127.0.0.1:7009".parse().unwrap()));
+        fs::set_permissions(s, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(Registry::load_from(&[s]).is_own("127.0.0.1:7009".parse().unwrap()));
+        drop(other);
     }
 
     #[test]
