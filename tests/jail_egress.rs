@@ -1093,9 +1093,11 @@ fn start_of(pid: u32) -> u64 {
 /// unless a live process run by the entry's owner (or root) wrote it. The
 /// control: a genuine registration of the server's address blocks it.
 /// Then forged entries naming the same address — a dead pid; a live pid
-/// of another user; a file owned by a user other than the pid's owner; no
-/// pid; no start time; a link to a genuine entry elsewhere — each leave
-/// the server reachable through the proxy (the canary comes back).
+/// of another user; a file owned by a user other than the pid's owner;
+/// another user's entry for its own live process, naming a server it does
+/// not run; no pid; no start time; a link to a genuine entry elsewhere —
+/// together leave the server reachable through the proxy (the canary comes
+/// back).
 #[test]
 fn a_forged_listener_entry_blocks_nothing() {
     use std::os::unix::process::CommandExt;
@@ -1130,8 +1132,10 @@ fn a_forged_listener_entry_blocks_nothing() {
     let me = std::process::id();
     let root = nix::unistd::geteuid().is_root();
     let mut planted = Planted(Vec::new());
+    let mut n = 0;
     let mut plant = |name: String, text: String, owner: Option<u32>| {
-        let p = dir.join(format!("{name}-{}-forged", srv.addr.port()));
+        n += 1;
+        let p = dir.join(format!("{name}-{}-forged{n}", srv.addr.port()));
         std::fs::write(&p, text).unwrap();
         if let Some(uid) = owner {
             std::os::unix::fs::chown(&p, Some(uid), None).unwrap();
@@ -1184,6 +1188,13 @@ fn a_forged_listener_entry_blocks_nothing() {
             format!("{pid}"),
             format!("{addr}\nstart={}\n", start_of(pid)),
             Some(1),
+        );
+        // nobody's own entry for its own live process, naming a server it
+        // does not run (the test's, root's).
+        plant(
+            format!("{pid}"),
+            format!("{addr}\nstart={}\n", start_of(pid)),
+            Some(65534),
         );
         plant(
             format!("{me}"),

@@ -18,18 +18,21 @@
 //! when it is a regular file, its name starts with a pid that is alive,
 //! its `start=` line is that process's start time (not a dead process's,
 //! nor an earlier holder's of a reused pid), the process's effective uid
-//! is the file's owner (or the file is root's), and each address it lists
-//! is one this host could listen on (loopback, unspecified, or one of its
-//! interfaces' addresses). Anything else is ignored, so no user can make
-//! another user's glovebox refuse a destination of their choosing: at most
-//! their own live process's addresses on this host. A directory that is
+//! is the file's owner (or the file is root's); and each address it lists
+//! counts only while a TCP socket of the entry's owner listens on exactly
+//! that address in the proxy's network namespace (`/proc/self/net/tcp`,
+//! `tcp6`). Anything else is ignored, so no user can make another user's
+//! glovebox refuse a destination of their choosing: at most a server they
+//! run themselves on this host. A directory that is
 //! world-writable and owned by neither root nor the current user (someone
 //! made `/tmp/glovebox-listeners` first) is not read at all, with a
 //! warning said once; `register` refuses to write there too, and removes
 //! entries that no longer count where it may.
 //!
 //! [`Registry::current`] is what a proxy asks on every connection: the
-//! last load, reused while neither directory changed (device, inode and
+//! last load (unless an entry that counts named an address not yet
+//! listened on: a server between its record and its `listen`), reused
+//! while neither directory changed (device, inode and
 //! modification time, read before the entries; a time within
 //! [`RACY`] of the load is not trusted, since a second change in the same
 //! clock tick would keep it) and for at most [`MAX_AGE`] (a killed server's
@@ -261,19 +264,60 @@ fn read_entry(path: &Path) -> Option<(String, u32)> {
     Some((text, meta.uid()))
 }
 
-/// Whether the entry at `path` counts now (see [`entry_counts`]).
-fn entry_counts_now(path: &Path) -> bool {
-    let Some(pid) = path.file_name().and_then(entry_pid) else {
-        return false;
-    };
+/// The entry at `path` (its text and owner) when it counts now (see
+/// [`entry_counts`]): read once, so the text used is the text checked.
+fn counted_entry(path: &Path) -> Option<(String, u32)> {
+    let pid = path.file_name().and_then(entry_pid)?;
     // Most stale entries are of dead pids: no need to read them.
     if !alive(pid) {
-        return false;
+        return None;
     }
-    let Some((text, owner)) = read_entry(path) else {
-        return false;
-    };
-    entry_counts(&text, owner, Process::read(pid))
+    let (text, owner) = read_entry(path)?;
+    entry_counts(&text, owner, Process::read(pid)).then_some((text, owner))
+}
+
+/// The TCP sockets listening in this process's network namespace (the
+/// one the proxy connects from), with their owners' uids, from
+/// `/proc/self/net/tcp` and `tcp6`.
+fn listening_sockets() -> Vec<(SocketAddr, u32)> {
+    let mut v = Vec::new();
+    for (file, v6) in [("/proc/self/net/tcp", false), ("/proc/self/net/tcp6", true)] {
+        if let Ok(text) = fs::read_to_string(file) {
+            v.extend(parse_tcp_table(&text, v6));
+        }
+    }
+    v
+}
+
+/// The listening sockets (state `0A`) of a `/proc/net/tcp{,6}` table.
+/// Addresses are words printed in the host's byte order; the port is a
+/// plain number.
+fn parse_tcp_table(text: &str, v6: bool) -> Vec<(SocketAddr, u32)> {
+    let word = |h: &str| u32::from_str_radix(h, 16).ok().map(u32::to_ne_bytes);
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 8 || f[3] != "0A" {
+                return None;
+            }
+            let (ip, port) = f[1].split_once(':')?;
+            let port = u16::from_str_radix(port, 16).ok()?;
+            let ip = if v6 {
+                if ip.len() != 32 {
+                    return None;
+                }
+                let mut b = [0u8; 16];
+                for (i, chunk) in b.chunks_mut(4).enumerate() {
+                    chunk.copy_from_slice(&word(ip.get(i * 8..i * 8 + 8)?)?);
+                }
+                IpAddr::from(b)
+            } else {
+                IpAddr::from(word(ip)?)
+            };
+            Some((SocketAddr::new(ip, port), f[7].parse().ok()?))
+        })
+        .collect()
 }
 
 /// Removes the entries that no longer count — servers that were killed,
@@ -284,7 +328,7 @@ fn sweep(dir: &Path) {
         return;
     };
     for e in entries.flatten() {
-        if !entry_counts_now(&e.path()) {
+        if counted_entry(&e.path()).is_none() {
             let _ = fs::remove_file(e.path());
         }
     }
@@ -349,6 +393,11 @@ fn settled(stamp: &Stamp, at: SystemTime) -> bool {
 pub struct Registry {
     listeners: Vec<SocketAddr>,
     local: Vec<IpAddr>,
+    /// An entry that counts named an address nobody listens on yet: a
+    /// server between its record and its `listen` (see `serve::http`).
+    /// Such a load is not reused, so the server counts as soon as it
+    /// listens.
+    pending: bool,
 }
 
 impl Registry {
@@ -366,7 +415,7 @@ impl Registry {
         let wall = SystemTime::now();
         let at = Instant::now();
         let registry = Arc::new(Registry::load());
-        if stamps.iter().all(|s| settled(s, wall)) {
+        if !registry.pending && stamps.iter().all(|s| settled(s, wall)) {
             if let Ok(mut cache) = CACHE.lock() {
                 *cache = Some(Cached {
                     stamps,
@@ -386,7 +435,8 @@ impl Registry {
     /// [`Registry::load`] of the directories `dirs`.
     fn load_from(dirs: &[&Path]) -> Registry {
         let euid = nix::unistd::geteuid().as_raw();
-        let mut listeners: Vec<SocketAddr> = Vec::new();
+        // Each address with the uid of the entry that names it.
+        let mut named: Vec<(SocketAddr, u32)> = Vec::new();
         for dir in dirs {
             let Ok(meta) = fs::symlink_metadata(dir) else {
                 continue;
@@ -401,26 +451,32 @@ impl Registry {
                 continue;
             };
             for e in entries.flatten() {
-                let path = e.path();
-                if !entry_counts_now(&path) {
-                    continue;
-                }
-                if let Some((text, _)) = read_entry(&path) {
-                    listeners.extend(
+                if let Some((text, owner)) = counted_entry(&e.path()) {
+                    named.extend(
                         text.lines()
-                            .filter_map(|l| l.trim().parse::<SocketAddr>().ok()),
+                            .filter_map(|l| l.trim().parse::<SocketAddr>().ok())
+                            .map(|a| (a, owner)),
                     );
                 }
             }
         }
-        // An address this host cannot listen on is no glovebox listener:
-        // an entry naming one would only make the proxy refuse a remote
-        // destination.
-        let needs_local = listeners
-            .iter()
-            .any(|a| !canonical(a.ip()).is_loopback() && !a.ip().is_unspecified());
+        // An address counts only while the entry's owner listens on it
+        // here: an entry cannot make the proxy refuse a remote destination
+        // or another user's local service, only its writer's own server.
+        let sockets = if named.is_empty() {
+            Vec::new()
+        } else {
+            listening_sockets()
+        };
+        let total = named.len();
+        let listeners: Vec<SocketAddr> = named
+            .into_iter()
+            .filter(|(a, owner)| sockets.iter().any(|(s, uid)| s == a && uid == owner))
+            .map(|(a, _)| a)
+            .collect();
+        let pending = listeners.len() < total;
         let any_unspecified = listeners.iter().any(|a| a.ip().is_unspecified());
-        let local: Vec<IpAddr> = if needs_local || any_unspecified {
+        let local: Vec<IpAddr> = if any_unspecified {
             nix::ifaddrs::getifaddrs()
                 .map(|it| {
                     it.filter_map(|i| {
@@ -435,16 +491,20 @@ impl Registry {
         } else {
             Vec::new()
         };
-        listeners.retain(|a| {
-            let ip = canonical(a.ip());
-            ip.is_loopback() || ip.is_unspecified() || local.iter().any(|l| canonical(*l) == ip)
-        });
-        Registry { listeners, local }
+        Registry {
+            listeners,
+            local,
+            pending,
+        }
     }
 
     /// A registry of exactly these listeners and local addresses (tests).
     pub fn of(listeners: Vec<SocketAddr>, local: Vec<IpAddr>) -> Registry {
-        Registry { listeners, local }
+        Registry {
+            listeners,
+            local,
+            pending: false,
+        }
     }
 
     /// True when connecting to `dest` would reach a glovebox listener.
@@ -481,6 +541,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
 
     #[test]
@@ -505,7 +566,8 @@ mod tests {
 
     #[test]
     fn a_registration_is_seen_and_removed() {
-        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
         let reg = register(addr).unwrap();
         assert!(Registry::load().is_own(addr));
         drop(reg);
@@ -514,13 +576,41 @@ mod tests {
 
     #[test]
     fn the_current_registry_sees_a_new_registration_at_once() {
-        let addr: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
         // Load (and perhaps cache) before the registration.
         assert!(!Registry::current().is_own(addr));
         let reg = register(addr).unwrap();
         assert!(Registry::current().is_own(addr));
         drop(reg);
         assert!(!Registry::current().is_own(addr));
+    }
+
+    #[test]
+    fn a_server_between_its_record_and_its_listen_counts_once_it_listens() {
+        use nix::sys::socket::{
+            bind, getsockname, listen, socket, AddressFamily, Backlog, SockFlag, SockType,
+            SockaddrIn,
+        };
+        // Bound, recorded, and only then listening, as `serve` does.
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let bound: SockaddrIn = getsockname(fd.as_raw_fd()).unwrap();
+        let addr = SocketAddr::from(std::net::SocketAddrV4::from(bound));
+        let reg = register(addr).unwrap();
+        // Long enough for the directory's change to be settled: a load
+        // now could be reused, were it not pending.
+        std::thread::sleep(RACY * 2);
+        assert!(!Registry::current().is_own(addr), "not listening yet");
+        listen(&fd, Backlog::new(1).unwrap()).unwrap();
+        assert!(Registry::current().is_own(addr), "a stale load was reused");
+        drop(reg);
     }
 
     /// A pid that was alive and is not any more.
@@ -596,113 +686,139 @@ mod tests {
         std::os::unix::fs::chown(p, Some(uid), None).unwrap();
     }
 
+    /// Whether an entry named `name` holding `text` (owned by `owner`
+    /// when given) counts for `addr`, alone in a fresh directory.
+    fn counts_alone(name: &str, text: &str, owner: Option<u32>, addr: SocketAddr) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        fs::write(&p, text).unwrap();
+        if let Some(uid) = owner {
+            chown(&p, uid);
+        }
+        Registry::load_from(&[dir.path()]).is_own(addr)
+    }
+
     #[test]
     fn forged_entries_and_untrusted_directories_are_not_read() {
         let me = std::process::id() as i32;
         let start = start_time(me).unwrap();
         let euid = nix::unistd::geteuid().as_raw();
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let entry = |name: String, text: String| {
-            let p = d.join(name);
-            fs::write(&p, text).unwrap();
-            p
-        };
+        let mine = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = mine.local_addr().unwrap();
+        let text = format!("{addr}\nstart={start}\n");
         // The probe: a genuine entry is read.
-        let genuine = entry(
-            format!("{me}-7001-a"),
-            format!("127.0.0.1:7001\nstart={start}\n"),
-        );
-        let r = Registry::load_from(&[d]);
-        assert!(r.is_own("127.0.0.1:7001".parse().unwrap()));
-        fs::remove_file(genuine).unwrap();
-        // Forged: a dead pid, no start time, no pid, a link to a genuine
-        // entry elsewhere, an address this host cannot listen on.
-        entry(
-            format!("{}-7002-a", dead_pid()),
-            format!("127.0.0.1:7002\nstart={start}\n"),
-        );
-        entry(format!("{me}-7003-a"), "127.0.0.1:7003\n".into());
-        entry(
-            "x-7004-a".into(),
-            format!("127.0.0.1:7004\nstart={start}\n"),
-        );
+        assert!(counts_alone(&format!("{me}-1-a"), &text, None, addr));
+        // Forged: a dead pid, no start time, no pid, an address nobody
+        // listens on, a remote address.
+        let dead = dead_pid();
+        assert!(!counts_alone(&format!("{dead}-1-a"), &text, None, addr));
+        let unstarted = format!("{addr}\n");
+        assert!(!counts_alone(&format!("{me}-1-a"), &unstarted, None, addr));
+        assert!(!counts_alone("x-1-a", &text, None, addr));
+        let idle = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let text_idle = format!("{idle}\nstart={start}\n");
+        assert!(!counts_alone(&format!("{me}-1-a"), &text_idle, None, idle));
+        let remote: SocketAddr = "93.184.216.34:443".parse().unwrap();
+        let text_remote = format!("{remote}\nstart={start}\n");
+        assert!(!counts_alone(
+            &format!("{me}-1-a"),
+            &text_remote,
+            None,
+            remote
+        ));
+        // A link to a genuine entry elsewhere.
+        let dir = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         let real = elsewhere.path().join("real");
-        fs::write(&real, format!("127.0.0.1:7005\nstart={start}\n")).unwrap();
-        std::os::unix::fs::symlink(&real, d.join(format!("{me}-7005-a"))).unwrap();
-        entry(
-            format!("{me}-443-a"),
-            format!("93.184.216.34:443\nstart={start}\n"),
-        );
-        let r = Registry::load_from(&[d]);
-        for dest in [
-            "127.0.0.1:7002",
-            "127.0.0.1:7003",
-            "127.0.0.1:7004",
-            "127.0.0.1:7005",
-            "93.184.216.34:443",
-        ] {
-            assert!(!r.is_own(dest.parse().unwrap()), "{dest} was blocked");
-        }
+        fs::write(&real, &text).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join(format!("{me}-1-a"))).unwrap();
+        assert!(!Registry::load_from(&[dir.path()]).is_own(addr));
         if euid != 0 {
             eprintln!("SKIPPED (needs root to make files of other users): entries owned by another user, untrusted directories");
             return;
         }
-        // A file owned by another user naming this (root's) process, and
-        // a file of one user naming another user's live process.
-        let p = entry(
-            format!("{me}-7006-a"),
-            format!("127.0.0.1:7006\nstart={start}\n"),
-        );
-        chown(&p, 65534);
-        let other = Other(
-            std::process::Command::new("sleep")
-                .arg("30")
-                .uid(65534)
-                .gid(65534)
-                .spawn()
-                .unwrap(),
-        );
-        let pid = other.0.id() as i32;
-        let started = (0..100)
-            .find_map(|_| {
-                std::thread::sleep(Duration::from_millis(10));
-                Process::read(pid).filter(|p| p.euid == 65534)
-            })
+        // A file owned by another user naming this (root's) process.
+        assert!(!counts_alone(
+            &format!("{me}-1-a"),
+            &text,
+            Some(65534),
+            addr
+        ));
+        // Another user's live process with a listener of its own.
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nprint(s.getsockname()[1], flush=True)\ntime.sleep(30)\n"])
+            .uid(65534)
+            .gid(65534)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
-        let p = entry(
-            format!("{pid}-7007-a"),
-            format!("127.0.0.1:7007\nstart={}\n", started.start),
-        );
-        chown(&p, 1);
-        // The control: the same process's entry owned by its user counts.
-        let p = entry(
-            format!("{pid}-7008-a"),
-            format!("127.0.0.1:7008\nstart={}\n", started.start),
-        );
-        chown(&p, 65534);
-        let r = Registry::load_from(&[d]);
-        assert!(!r.is_own("127.0.0.1:7006".parse().unwrap()));
-        assert!(!r.is_own("127.0.0.1:7007".parse().unwrap()));
-        assert!(r.is_own("127.0.0.1:7008".parse().unwrap()));
+        let mut line = String::new();
+        {
+            use std::io::BufRead;
+            std::io::BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+        }
+        let other = Other(child);
+        let pid = other.0.id() as i32;
+        let theirs: SocketAddr = format!("127.0.0.1:{}", line.trim()).parse().unwrap();
+        let p = Process::read(pid).unwrap();
+        assert_eq!(p.euid, 65534);
+        let text_theirs = format!("{theirs}\nstart={}\n", p.start);
+        // The control: their entry, owned by them, counts.
+        assert!(counts_alone(
+            &format!("{pid}-1-a"),
+            &text_theirs,
+            Some(65534),
+            theirs
+        ));
+        // Owned by a third user; or naming their listener from an entry
+        // of root's own process (root does not listen there).
+        assert!(!counts_alone(
+            &format!("{pid}-1-a"),
+            &text_theirs,
+            Some(1),
+            theirs
+        ));
+        let text_root = format!("{theirs}\nstart={start}\n");
+        assert!(!counts_alone(
+            &format!("{me}-1-a"),
+            &text_root,
+            None,
+            theirs
+        ));
+        drop(other);
         // A world-writable directory of another user is not read at all,
         // not even root's genuine entry in it; the same directory owned
-        // by root is.
+        // by root, or not world-writable, is.
         let shared = tempfile::tempdir().unwrap();
         let s = shared.path();
-        fs::write(
-            s.join(format!("{me}-7009-a")),
-            format!("127.0.0.1:7009\nstart={start}\n"),
-        )
-        .unwrap();
+        fs::write(s.join(format!("{me}-1-a")), &text).unwrap();
         fs::set_permissions(s, fs::Permissions::from_mode(0o1777)).unwrap();
-        assert!(Registry::load_from(&[s]).is_own("127.0.0.1:7009".parse().unwrap()));
+        assert!(Registry::load_from(&[s]).is_own(addr));
         chown(s, 65534);
-        assert!(!Registry::load_from(&[s]).is_own("127.0.0.1:7009".parse().unwrap()));
+        assert!(!Registry::load_from(&[s]).is_own(addr));
         fs::set_permissions(s, fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(Registry::load_from(&[s]).is_own("127.0.0.1:7009".parse().unwrap()));
-        drop(other);
+        assert!(Registry::load_from(&[s]).is_own(addr));
+        drop(mine);
+    }
+
+    #[test]
+    fn listening_sockets_are_read_from_the_kernel_tables() {
+        let v4 = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1EC6 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0 100 0 0 10 0\n   1: 0100007F:1EC7 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 100 0 0 10 0\n";
+        let want: SocketAddr = "127.0.0.1:7878".parse().unwrap();
+        if cfg!(target_endian = "little") {
+            assert_eq!(parse_tcp_table(v4, false), vec![(want, 1000)]);
+        }
+        let l = std::net::TcpListener::bind("[::1]:0")
+            .or_else(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let a = l.local_addr().unwrap();
+        let euid = nix::unistd::geteuid().as_raw();
+        assert!(listening_sockets().contains(&(a, euid)), "{a} of {euid}");
     }
 
     #[test]
