@@ -20,20 +20,20 @@
 //! nor an earlier holder's of a reused pid), the process's effective uid
 //! is the file's owner (or the file is root's); and each address it lists
 //! counts only while a TCP socket of the entry's owner listens on exactly
-//! that address in the proxy's network namespace (socket diagnostics, else
-//! `/proc/self/net/tcp` and `tcp6`). Anything else is ignored, so no user can make another user's
-//! glovebox refuse a destination of their choosing: at most a server they
-//! run themselves on this host. A directory that is
-//! world-writable and owned by neither root nor the current user (someone
-//! made `/tmp/glovebox-listeners` first) is not read at all, with a
-//! warning said once; `register` refuses to write there too, and removes
-//! entries that no longer count where it may.
+//! that address in the proxy's network namespace (socket diagnostics,
+//! else `/proc/self/net/tcp` and `tcp6`). Anything else is ignored, so no
+//! user can make another user's glovebox refuse a destination of their
+//! choosing: at most a server they run themselves on this host. A
+//! directory that is world-writable and owned by neither root nor the
+//! current user (someone made `/tmp/glovebox-listeners` first) is not read
+//! at all, with a warning said once; `register` refuses to write there
+//! too, and removes entries that no longer count where it may.
 //!
 //! [`Registry::current`] is what a proxy asks on every connection: the
 //! last load (unless an entry that counts named an address not yet
 //! listened on: a server between its record and its `listen`), reused
-//! while neither directory changed (device, inode and
-//! modification time, read before the entries; a time within
+//! while neither directory changed (device, inode and modification time,
+//! read before the entries; a time within
 //! [`RACY`] of the load is not trusted, since a second change in the same
 //! clock tick would keep it) and for at most [`MAX_AGE`] (a killed server's
 //! entry is then seen as dead, new interface addresses are seen). Reading
