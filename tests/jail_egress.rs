@@ -1069,3 +1069,154 @@ fn a_manifest_allowlist_admits_its_host_only() {
         .unwrap()
         .contains("not in the tool's network allowlist"));
 }
+
+/// Entries this test wrote in the shared registry, removed on drop.
+struct Planted(Vec<PathBuf>);
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A process's start time (field 22 of `/proc/<pid>/stat`).
+fn start_of(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+/// The registry of glovebox's listeners lives in directories every local
+/// user can write: an entry must not make a proxy refuse a destination
+/// unless a live process run by the entry's owner (or root) wrote it. The
+/// control: a genuine registration of the server's address blocks it.
+/// Then forged entries naming the same address — a dead pid; a live pid
+/// of another user; a file owned by a user other than the pid's owner;
+/// another user's entry for its own live process, naming a server it does
+/// not run; no pid; no start time; a link to a genuine entry elsewhere —
+/// together leave the server reachable through the proxy (the canary comes
+/// back).
+#[test]
+fn a_forged_listener_entry_blocks_nothing() {
+    use std::os::unix::process::CommandExt;
+    require_jail!();
+    if namespace_free() {
+        refused_without_a_network_namespace();
+        return;
+    }
+    let srv = Server::start("127.0.0.1:0", None);
+    let addr = srv.addr.to_string();
+    // The control: a genuine entry (this test process's own) is honoured.
+    let genuine = glovebox::egress::listeners::register(srv.addr).unwrap();
+    let entry = glovebox::egress::listeners::DIRS
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| t.lines().next() == Some(addr.as_str()))
+                .unwrap_or(false)
+        })
+        .expect("the registration is on disk");
+    let dir = entry.parent().unwrap().to_path_buf();
+    let r = curl(&["--allow-private"], &srv.url("/canary"));
+    assert!(!r.stdout.contains(CANARY), "{r:#?}");
+    assert!(refused_with(&r, "glovebox's own server"), "{r:#?}");
+    assert_eq!(srv.accepted(), 0);
+    drop(genuine);
+    assert!(!entry.exists());
+
+    let me = std::process::id();
+    let root = nix::unistd::geteuid().is_root();
+    let mut planted = Planted(Vec::new());
+    let mut n = 0;
+    let mut plant = |name: String, text: String, owner: Option<u32>| {
+        n += 1;
+        let p = dir.join(format!("{name}-{}-forged{n}", srv.addr.port()));
+        std::fs::write(&p, text).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&p, Some(uid), None).unwrap();
+        }
+        planted.0.push(p);
+    };
+    let dead = {
+        let mut c = Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    plant(
+        format!("{dead}"),
+        format!("{addr}\nstart={}\n", start_of(me)),
+        None,
+    );
+    plant(
+        "nopid".into(),
+        format!("{addr}\nstart={}\n", start_of(me)),
+        None,
+    );
+    plant(format!("{me}"), format!("{addr}\n"), None);
+    let elsewhere = tempdir();
+    let real = elsewhere.path().join("real");
+    std::fs::write(&real, format!("{addr}\nstart={}\n", start_of(me))).unwrap();
+    let link = dir.join(format!("{me}-{}-forged-link", srv.addr.port()));
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    // Another user's live process.
+    let mut other = None;
+    if root {
+        // As root: a process of nobody's, an entry owned by daemon (1);
+        // and this (root's) process in an entry owned by nobody.
+        let child = Command::new("sleep")
+            .arg("60")
+            .uid(65534)
+            .gid(65534)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+                .map(|s| {
+                    s.lines()
+                        .any(|l| l.starts_with("Uid:") && l.contains("65534"))
+                })
+                .unwrap_or(false)
+        }));
+        plant(
+            format!("{pid}"),
+            format!("{addr}\nstart={}\n", start_of(pid)),
+            Some(1),
+        );
+        // nobody's own entry for its own live process, naming a server it
+        // does not run (the test's, root's).
+        plant(
+            format!("{pid}"),
+            format!("{addr}\nstart={}\n", start_of(pid)),
+            Some(65534),
+        );
+        plant(
+            format!("{me}"),
+            format!("{addr}\nstart={}\n", start_of(me)),
+            Some(65534),
+        );
+        other = Some(child);
+    } else {
+        // Unprivileged: this user's file naming root's pid 1.
+        plant("1".into(), format!("{addr}\nstart={}\n", start_of(1)), None);
+        eprintln!(
+            "NOTE: entries owned by another user need root to be made; the root stage runs them"
+        );
+    }
+    planted.0.push(link);
+    let r = curl(&["--allow-private"], &srv.url("/canary"));
+    if let Some(mut c) = other {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(r.stdout.contains(CANARY), "a forged entry blocked: {r:#?}");
+    assert_eq!(srv.accepted(), 1, "{r:#?}");
+    assert!(egress(&r).iter().all(|c| c["allowed"] == true), "{r:#?}");
+    drop(planted);
+}

@@ -688,3 +688,90 @@ fn a_module_whose_import_leaves_a_thread_or_a_process_runs_cold() {
     assert_eq!(imports(&f, "threaded"), 3 + extra);
     assert_eq!(imports(&f, "forking"), 3 + extra);
 }
+
+/// A module whose import leaves memory or a descriptor that every fork of
+/// its zygote shares — a writable `MAP_SHARED` mapping, a read-only one
+/// that a call could make writable, a memfd, a pipe — would let one call
+/// leave its parameters for the next: call 1 writes its value there, call
+/// 2 reads what it finds. Such a tool runs cold (each call imports the
+/// module) and call 2 sees nothing of call 1; a module with only private
+/// memory and no descriptor left open still runs warm (one import).
+#[test]
+fn a_shared_mapping_made_at_import_carries_nothing_to_the_next_call() {
+    require_jail!();
+    let f = fixture();
+    let carriers = [
+        (
+            "shm_rw",
+            "import mmap\nBOX = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED)\n\
+             def put(v):\n    BOX[:64] = v.encode().ljust(64, b'\\0')\n\
+             def get():\n    return BOX[:64].rstrip(b'\\0').decode()\n",
+        ),
+        (
+            "shm_ro",
+            "import ctypes, mmap\nBOX = mmap.mmap(-1, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)\n\
+             libc = ctypes.CDLL(None, use_errno=True)\n\
+             def _base():\n    for l in open('/proc/self/maps'):\n        if ' r--s ' in l and '/dev/zero' in l:\n            return int(l.split('-')[0], 16)\n\
+             def put(v):\n    b = _base()\n    assert libc.mprotect(ctypes.c_void_p(b), 4096, 3) == 0, ctypes.get_errno()\n    ctypes.memmove(b, v.encode().ljust(64, b'\\0'), 64)\n\
+             def get():\n    return BOX[:64].rstrip(b'\\0').decode()\n",
+        ),
+        (
+            "memfd",
+            "import os\nFD = os.memfd_create('box')\nos.ftruncate(FD, 64)\n\
+             def put(v):\n    os.pwrite(FD, v.encode().ljust(64, b'\\0'), 0)\n\
+             def get():\n    return os.pread(FD, 64, 0).rstrip(b'\\0').decode()\n",
+        ),
+        (
+            "pipe",
+            "import os\nR, W = os.pipe()\nos.set_blocking(R, False)\n\
+             def put(v):\n    os.write(W, v.encode())\n\
+             def get():\n    try:\n        return os.read(R, 64).decode()\n    except BlockingIOError:\n        return ''\n",
+        ),
+    ];
+    let common = "def f(value):\n    seen = get()\n    put(value)\n    return {'seen': seen, 'proved': get() == value}\n";
+    for (name, body) in carriers {
+        module(&f, name, &format!("{body}{common}"));
+        twins(&f, name, name, "f", json!({}));
+    }
+    // The control: private memory, a file opened and closed at import.
+    module(
+        &f,
+        "private",
+        "import mmap\nBOX = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE)\n\
+         with open(__file__) as _f:\n    _f.read()\n\
+         def put(v):\n    BOX[:64] = v.encode().ljust(64, b'\\0')\n\
+         def get():\n    return BOX[:64].rstrip(b'\\0').decode()\n\
+         def f(value):\n    seen = get()\n    put(value)\n    return {'seen': seen, 'proved': get() == value}\n",
+    );
+    twins(&f, "private", "private", "f", json!({}));
+    let mut mcp = Mcp::start(&f.root, &[]);
+    for (name, _) in carriers.iter().chain([("private", "")].iter()) {
+        let canary = format!("CALL-ONE-{name}");
+        // Call 1 plants its value; the probe proves the write took.
+        assert_eq!(
+            mcp.call(name, json!({"value": canary})),
+            json!({"ok": {"seen": "", "proved": true}}),
+            "{name}: call 1"
+        );
+        // Call 2 finds nothing of it.
+        assert_eq!(
+            mcp.call(name, json!({"value": "two"})),
+            json!({"ok": {"seen": "", "proved": true}}),
+            "{name}: call 2 saw call 1's value"
+        );
+        assert_eq!(
+            mcp.call(name, json!({"value": "three"})),
+            json!({"ok": {"seen": "", "proved": true}}),
+            "{name}: call 3"
+        );
+    }
+    drop(mcp);
+    for (name, _) in carriers {
+        // Cold: every call imported the module (plus the refused
+        // zygote's import where workers can run).
+        assert_eq!(imports(&f, name), 3 + usize::from(warm_here()), "{name}");
+    }
+    // The control ran warm where workers can: one import for three calls.
+    let want = if warm_here() { 1 } else { 3 };
+    assert_eq!(imports(&f, "private"), want, "the private module");
+}

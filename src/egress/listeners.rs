@@ -10,14 +10,30 @@
 //! and removed when the server stops. An entry is named
 //! `<pid>-<port>-<random>` and holds one socket address per line and a
 //! `start=<ticks>` line (the process's start time, field 22 of
-//! `/proc/<pid>/stat`); entries of dead processes — or of a pid now reused
-//! by another process — are ignored, and `register` removes those it may.
-//! [`Registry::load`] reads both directories, so a proxy run by any user
-//! sees every user's servers.
+//! `/proc/<pid>/stat`). [`Registry::load`] reads both directories, so a
+//! proxy run by any user sees every user's servers.
+//!
+//! The directories are writable by every local user, so an entry is
+//! evidence only of what its writer can prove ([`entry_counts`]): it counts
+//! when it is a regular file, its name starts with a pid that is alive,
+//! its `start=` line is that process's start time (not a dead process's,
+//! nor an earlier holder's of a reused pid), the process's effective uid
+//! is the file's owner (or the file is root's); and each address it lists
+//! counts only while a TCP socket of the entry's owner listens on exactly
+//! that address in the proxy's network namespace (socket diagnostics,
+//! else `/proc/self/net/tcp` and `tcp6`). Anything else is ignored, so no
+//! user can make another user's glovebox refuse a destination of their
+//! choosing: at most a server they run themselves on this host. A
+//! directory that is world-writable and owned by neither root nor the
+//! current user (someone made `/tmp/glovebox-listeners` first) is not read
+//! at all, with a warning said once; `register` refuses to write there
+//! too, and removes entries that no longer count where it may.
 //!
 //! [`Registry::current`] is what a proxy asks on every connection: the
-//! last load, reused while neither directory changed (device, inode and
-//! modification time, read before the entries; a time within
+//! last load (unless an entry that counts named an address not yet
+//! listened on: a server between its record and its `listen`), reused
+//! while neither directory changed (device, inode and modification time,
+//! read before the entries; a time within
 //! [`RACY`] of the load is not trusted, since a second change in the same
 //! clock tick would keep it) and for at most [`MAX_AGE`] (a killed server's
 //! entry is then seen as dead, new interface addresses are seen). Reading
@@ -114,7 +130,14 @@ pub fn register(addr: SocketAddr) -> Result<Registration, ListenersError> {
         );
         let path = dir.join(name);
         sweep(dir);
-        let start = start_time(std::process::id() as i32);
+        // Without its start time an entry never counts: refuse rather
+        // than record one that protects nothing.
+        let Some(start) = start_time(std::process::id() as i32) else {
+            last = std::io::Error::other(
+                "cannot read this process's start time from /proc/self/stat (is /proc mounted?)",
+            );
+            continue;
+        };
         let written = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -122,11 +145,7 @@ pub fn register(addr: SocketAddr) -> Result<Registration, ListenersError> {
             .open(&path)
             .and_then(|mut f| {
                 f.set_permissions(fs::Permissions::from_mode(0o644))?;
-                let mut text = format!("{addr}\n");
-                if let Some(t) = start {
-                    text.push_str(&format!("start={t}\n"));
-                }
-                f.write_all(text.as_bytes())
+                f.write_all(format!("{addr}\nstart={start}\n").as_bytes())
             });
         match written {
             Ok(()) => return Ok(Registration { path }),
@@ -163,6 +182,19 @@ fn start_time(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// A process's effective uid (`Uid:` of `/proc/<pid>/status`), `None`
+/// when it cannot be read.
+fn process_euid(pid: i32) -> Option<u32> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// The pid an entry's name starts with.
 fn entry_pid(name: &std::ffi::OsStr) -> Option<i32> {
     name.to_str()
@@ -171,40 +203,275 @@ fn entry_pid(name: &std::ffi::OsStr) -> Option<i32> {
         .filter(|p| *p > 0)
 }
 
-/// Whether the process that wrote `text` as the entry of `pid` still
-/// runs: the pid is alive and, when the entry recorded a start time, the
-/// process with that pid started then (not a later one given the same
-/// pid). Unknown counts as alive: a listener is never forgotten by doubt.
-fn entry_alive(pid: i32, text: &str) -> bool {
-    if !alive(pid) {
-        return false;
-    }
-    let recorded = text
-        .lines()
+/// The start time an entry recorded.
+fn recorded_start(text: &str) -> Option<u64> {
+    text.lines()
         .find_map(|l| l.trim().strip_prefix("start="))
-        .and_then(|t| t.parse::<u64>().ok());
-    match (recorded, start_time(pid)) {
-        (Some(r), Some(now)) => r == now,
-        _ => true,
+        .and_then(|t| t.parse::<u64>().ok())
+}
+
+/// What is known of the process an entry names, read from `/proc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Process {
+    /// Its start time (field 22 of `/proc/<pid>/stat`).
+    start: u64,
+    /// Its effective uid.
+    euid: u32,
+}
+
+impl Process {
+    /// The live process `pid`, `None` when it is gone or unreadable.
+    fn read(pid: i32) -> Option<Process> {
+        if !alive(pid) {
+            return None;
+        }
+        let start = start_time(pid)?;
+        let euid = process_euid(pid)?;
+        // Read the start time again: the uid read belongs to the same
+        // process only if the pid was not reused in between.
+        (start_time(pid)? == start).then_some(Process { start, euid })
     }
 }
 
-/// Removes the entries of processes that are gone (those this user may
-/// remove: its own, or all as root), so the directory does not grow with
-/// servers that were killed.
+/// Whether an entry counts: `text` written in a file owned by `owner`,
+/// naming a process `process` (read from `/proc`; `None` when the pid is
+/// not alive or unreadable). It counts only when that process is alive,
+/// started when the entry says (not a dead process's entry, nor one of an
+/// earlier holder of a reused pid) and runs as the entry's owner — or the
+/// entry is root's. The pure decision of [`Registry::load`].
+fn entry_counts(text: &str, owner: u32, process: Option<Process>) -> bool {
+    let (Some(recorded), Some(p)) = (recorded_start(text), process) else {
+        return false;
+    };
+    recorded == p.start && (owner == 0 || owner == p.euid)
+}
+
+/// An entry's text and owner, read through one descriptor opened without
+/// following a link; `None` unless it is a regular file.
+fn read_entry(path: &Path) -> Option<(String, u32)> {
+    use std::io::Read;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.len() > 64 * 1024 {
+        return None;
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).ok()?;
+    Some((text, meta.uid()))
+}
+
+/// The entry at `path` (its text and owner) when it counts now (see
+/// [`entry_counts`]): read once, so the text used is the text checked.
+fn counted_entry(path: &Path) -> Option<(String, u32)> {
+    let pid = path.file_name().and_then(entry_pid)?;
+    // Most stale entries are of dead pids: no need to read them.
+    if !alive(pid) {
+        return None;
+    }
+    let (text, owner) = read_entry(path)?;
+    entry_counts(&text, owner, Process::read(pid)).then_some((text, owner))
+}
+
+/// The TCP sockets listening in this process's network namespace (the
+/// one the proxy connects from), with their owners' uids: asked of the
+/// kernel's socket diagnostics (`NETLINK_SOCK_DIAG`, listening sockets
+/// only, which walks the listening table alone), else read from
+/// `/proc/self/net/tcp` and `tcp6` (which walk every connection's bucket:
+/// about a millisecond each).
+fn listening_sockets() -> Vec<(SocketAddr, u32)> {
+    if let Ok(v) = diag_listening() {
+        return v;
+    }
+    let mut v = Vec::new();
+    for (file, v6) in [("/proc/self/net/tcp", false), ("/proc/self/net/tcp6", true)] {
+        if let Ok(text) = fs::read_to_string(file) {
+            v.extend(parse_tcp_table(&text, v6));
+        }
+    }
+    v
+}
+
+/// `SOCK_DIAG_BY_FAMILY`, the request and reply type of socket dumps.
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+/// `NLMSG_ERROR`, `NLMSG_DONE`.
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+/// `TCP_LISTEN`, as a state bit.
+const TCPF_LISTEN: u32 = 1 << 10;
+
+/// A dump request (`nlmsghdr` + `inet_diag_req_v2`) for the listening
+/// TCP sockets of `family`.
+fn diag_request(family: u8) -> Vec<u8> {
+    let mut m = Vec::with_capacity(72);
+    m.extend_from_slice(&72u32.to_ne_bytes());
+    m.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    m.extend_from_slice(&flags.to_ne_bytes());
+    m.extend_from_slice(&[0u8; 8]); // sequence, port id
+    m.extend_from_slice(&[family, libc::IPPROTO_TCP as u8, 0, 0]);
+    m.extend_from_slice(&TCPF_LISTEN.to_ne_bytes());
+    m.extend_from_slice(&[0u8; 48]); // inet_diag_sockid: any
+    m
+}
+
+/// What one datagram of a dump held.
+#[derive(Debug, PartialEq, Eq)]
+enum DiagPart {
+    More,
+    Done,
+}
+
+/// Reads the sockets (`inet_diag_msg`) of one datagram into `out`.
+fn parse_diag(buf: &[u8], out: &mut Vec<(SocketAddr, u32)>) -> Result<DiagPart, nix::errno::Errno> {
+    let u16_at = |o: usize| buf.get(o..o + 2).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        buf.get(o..o + 4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let bad = nix::errno::Errno::EBADMSG;
+    let mut o = 0;
+    while o + 16 <= buf.len() {
+        let len = u32_at(o).ok_or(bad)? as usize;
+        let kind = u16_at(o + 4).ok_or(bad)?;
+        if len < 16 || o + len > buf.len() {
+            return Err(bad);
+        }
+        match kind {
+            NLMSG_DONE => return Ok(DiagPart::Done),
+            NLMSG_ERROR => {
+                let code = u32_at(o + 16).ok_or(bad)? as i32;
+                return Err(nix::errno::Errno::from_raw(-code));
+            }
+            SOCK_DIAG_BY_FAMILY if len >= 16 + 72 => {
+                let m = &buf[o + 16..o + len];
+                let port = u16::from_be_bytes([m[4], m[5]]);
+                let ip = match i32::from(m[0]) {
+                    libc::AF_INET => IpAddr::from([m[8], m[9], m[10], m[11]]),
+                    libc::AF_INET6 => {
+                        let mut b = [0u8; 16];
+                        b.copy_from_slice(&m[8..24]);
+                        IpAddr::from(b)
+                    }
+                    _ => {
+                        o += (len + 3) & !3;
+                        continue;
+                    }
+                };
+                let uid = u32::from_ne_bytes([m[64], m[65], m[66], m[67]]);
+                out.push((SocketAddr::new(ip, port), uid));
+            }
+            _ => {}
+        }
+        o += (len + 3) & !3;
+    }
+    Ok(DiagPart::More)
+}
+
+/// The listening TCP sockets of this network namespace, by socket
+/// diagnostics.
+fn diag_listening() -> Result<Vec<(SocketAddr, u32)>, nix::errno::Errno> {
+    use nix::sys::socket::{
+        recv, sendto, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
+        SockType,
+    };
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
+        sendto(
+            fd.as_raw_fd(),
+            &diag_request(family),
+            &NetlinkAddr::new(0, 0),
+            MsgFlags::empty(),
+        )?;
+        // Bounded: a dump of a few hundred thousand listening sockets.
+        let mut done = false;
+        for _ in 0..10_000 {
+            let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+            if n == 0 || parse_diag(&buf[..n], &mut out)? == DiagPart::Done {
+                done = true;
+                break;
+            }
+        }
+        if !done {
+            return Err(nix::errno::Errno::EOVERFLOW);
+        }
+    }
+    Ok(out)
+}
+
+/// The listening sockets (state `0A`) of a `/proc/net/tcp{,6}` table.
+/// Addresses are words printed in the host's byte order; the port is a
+/// plain number.
+fn parse_tcp_table(text: &str, v6: bool) -> Vec<(SocketAddr, u32)> {
+    let word = |h: &str| u32::from_str_radix(h, 16).ok().map(u32::to_ne_bytes);
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 8 || f[3] != "0A" {
+                return None;
+            }
+            let (ip, port) = f[1].split_once(':')?;
+            let port = u16::from_str_radix(port, 16).ok()?;
+            let ip = if v6 {
+                if ip.len() != 32 {
+                    return None;
+                }
+                let mut b = [0u8; 16];
+                for (i, chunk) in b.chunks_mut(4).enumerate() {
+                    chunk.copy_from_slice(&word(ip.get(i * 8..i * 8 + 8)?)?);
+                }
+                IpAddr::from(b)
+            } else {
+                IpAddr::from(word(ip)?)
+            };
+            Some((SocketAddr::new(ip, port), f[7].parse().ok()?))
+        })
+        .collect()
+}
+
+/// Removes the entries that no longer count — servers that were killed,
+/// entries that never could (those this user may remove: its own, or all
+/// as root) — so the directory does not grow.
 fn sweep(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
-        let Some(pid) = entry_pid(&e.file_name()) else {
-            continue;
-        };
-        let text = fs::read_to_string(e.path()).unwrap_or_default();
-        if !entry_alive(pid, &text) {
+        if counted_entry(&e.path()).is_none() {
             let _ = fs::remove_file(e.path());
         }
     }
+}
+
+/// Whether a registry directory may be read by a process of `euid`: a
+/// directory anyone may write (mode `o+w`) is trusted only when root or
+/// `euid` owns it; otherwise whoever created it first could have planted
+/// anything, or could swap it. Not a directory (a link included): no.
+fn trusted_dir(meta: &fs::Metadata, euid: u32) -> bool {
+    meta.is_dir() && (meta.mode() & 0o002 == 0 || meta.uid() == 0 || meta.uid() == euid)
+}
+
+/// Says once per process that `dir` is not read, and why.
+fn warn_untrusted(dir: &Path, owner: u32) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "glovebox: not reading glovebox's listener registry {}: it is world-writable and owned by uid {owner}, not by root or by this user, so anyone could have planted entries in it; remove it (as root or as its owner) and glovebox recreates it",
+            dir.display()
+        );
+    });
 }
 
 /// What identifies a directory's contents between two loads.
@@ -247,6 +514,11 @@ fn settled(stamp: &Stamp, at: SystemTime) -> bool {
 pub struct Registry {
     listeners: Vec<SocketAddr>,
     local: Vec<IpAddr>,
+    /// An entry that counts named an address nobody listens on yet: a
+    /// server between its record and its `listen` (see `serve::http`).
+    /// Such a load is not reused, so the server counts as soon as it
+    /// listens.
+    pending: bool,
 }
 
 impl Registry {
@@ -264,7 +536,7 @@ impl Registry {
         let wall = SystemTime::now();
         let at = Instant::now();
         let registry = Arc::new(Registry::load());
-        if stamps.iter().all(|s| settled(s, wall)) {
+        if !registry.pending && stamps.iter().all(|s| settled(s, wall)) {
             if let Ok(mut cache) = CACHE.lock() {
                 *cache = Some(Cached {
                     stamps,
@@ -278,30 +550,54 @@ impl Registry {
 
     /// Reads the shared directories and the host's interface addresses.
     pub fn load() -> Registry {
-        let mut listeners: Vec<SocketAddr> = Vec::new();
-        for dir in DIRS {
+        Registry::load_from(&DIRS.map(Path::new))
+    }
+
+    /// [`Registry::load`] of the directories `dirs`.
+    fn load_from(dirs: &[&Path]) -> Registry {
+        let euid = nix::unistd::geteuid().as_raw();
+        // Each address with the uid of the entry that names it.
+        let mut named: Vec<(SocketAddr, u32)> = Vec::new();
+        for dir in dirs {
+            let Ok(meta) = fs::symlink_metadata(dir) else {
+                continue;
+            };
+            if !trusted_dir(&meta, euid) {
+                if meta.is_dir() {
+                    warn_untrusted(dir, meta.uid());
+                }
+                continue;
+            }
             let Ok(entries) = fs::read_dir(dir) else {
                 continue;
             };
             for e in entries.flatten() {
-                let pid = entry_pid(&e.file_name());
-                // Most stale entries are of dead pids: no need to read them.
-                if pid.is_some_and(|p| !alive(p)) {
-                    continue;
+                if let Some((text, owner)) = counted_entry(&e.path()) {
+                    named.extend(
+                        text.lines()
+                            .filter_map(|l| l.trim().parse::<SocketAddr>().ok())
+                            .map(|a| (a, owner)),
+                    );
                 }
-                let Ok(text) = fs::read_to_string(e.path()) else {
-                    continue;
-                };
-                if pid.is_some_and(|p| !entry_alive(p, &text)) {
-                    continue;
-                }
-                listeners.extend(
-                    text.lines()
-                        .filter_map(|l| l.trim().parse::<SocketAddr>().ok()),
-                );
             }
         }
-        let local = if listeners.iter().any(|a| a.ip().is_unspecified()) {
+        // An address counts only while the entry's owner listens on it
+        // here: an entry cannot make the proxy refuse a remote destination
+        // or another user's local service, only its writer's own server.
+        let sockets = if named.is_empty() {
+            Vec::new()
+        } else {
+            listening_sockets()
+        };
+        let total = named.len();
+        let listeners: Vec<SocketAddr> = named
+            .into_iter()
+            .filter(|(a, owner)| sockets.iter().any(|(s, uid)| s == a && uid == owner))
+            .map(|(a, _)| a)
+            .collect();
+        let pending = listeners.len() < total;
+        let any_unspecified = listeners.iter().any(|a| a.ip().is_unspecified());
+        let local: Vec<IpAddr> = if any_unspecified {
             nix::ifaddrs::getifaddrs()
                 .map(|it| {
                     it.filter_map(|i| {
@@ -316,12 +612,20 @@ impl Registry {
         } else {
             Vec::new()
         };
-        Registry { listeners, local }
+        Registry {
+            listeners,
+            local,
+            pending,
+        }
     }
 
     /// A registry of exactly these listeners and local addresses (tests).
     pub fn of(listeners: Vec<SocketAddr>, local: Vec<IpAddr>) -> Registry {
-        Registry { listeners, local }
+        Registry {
+            listeners,
+            local,
+            pending: false,
+        }
     }
 
     /// True when connecting to `dest` would reach a glovebox listener.
@@ -358,6 +662,8 @@ fn canonical(ip: IpAddr) -> IpAddr {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
 
     #[test]
     fn specific_and_unspecified_listeners_match() {
@@ -381,7 +687,8 @@ mod tests {
 
     #[test]
     fn a_registration_is_seen_and_removed() {
-        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
         let reg = register(addr).unwrap();
         assert!(Registry::load().is_own(addr));
         drop(reg);
@@ -390,7 +697,8 @@ mod tests {
 
     #[test]
     fn the_current_registry_sees_a_new_registration_at_once() {
-        let addr: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
         // Load (and perhaps cache) before the registration.
         assert!(!Registry::current().is_own(addr));
         let reg = register(addr).unwrap();
@@ -400,35 +708,246 @@ mod tests {
     }
 
     #[test]
-    fn entries_of_dead_or_reused_pids_are_not_alive_and_are_swept() {
+    fn a_server_between_its_record_and_its_listen_counts_once_it_listens() {
+        use nix::sys::socket::{
+            bind, getsockname, listen, socket, AddressFamily, Backlog, SockFlag, SockType,
+            SockaddrIn,
+        };
+        // Bound, recorded, and only then listening, as `serve` does.
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let bound: SockaddrIn = getsockname(fd.as_raw_fd()).unwrap();
+        let addr = SocketAddr::from(std::net::SocketAddrV4::from(bound));
+        let reg = register(addr).unwrap();
+        // Long enough for the directory's change to be settled: a load
+        // now could be reused, were it not pending.
+        std::thread::sleep(RACY * 2);
+        assert!(!Registry::current().is_own(addr), "not listening yet");
+        listen(&fd, Backlog::new(1).unwrap()).unwrap();
+        assert!(Registry::current().is_own(addr), "a stale load was reused");
+        drop(reg);
+    }
+
+    /// A pid that was alive and is not any more.
+    fn dead_pid() -> i32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id() as i32;
+        c.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn an_entry_counts_only_for_its_live_process_run_by_its_owner() {
+        let me = std::process::id() as i32;
+        let p = Process::read(me).unwrap();
+        assert_eq!(p.euid, nix::unistd::geteuid().as_raw());
+        let entry = format!("127.0.0.1:1\nstart={}\n", p.start);
+        assert!(entry_counts(&entry, p.euid, Some(p)));
+        // Root's entry counts for any live process it names.
+        assert!(entry_counts(&entry, 0, Some(Process { euid: 1000, ..p })));
+        // Written by an older process that had the pid.
+        let older = format!("127.0.0.1:1\nstart={}\n", p.start + 1);
+        assert!(!entry_counts(&older, p.euid, Some(p)));
+        // No start time recorded: nothing proves whose entry it is.
+        assert!(!entry_counts("127.0.0.1:1\n", p.euid, Some(p)));
+        // A dead (or unreadable) pid.
+        assert!(!entry_counts(&entry, p.euid, None));
+        assert_eq!(Process::read(dead_pid()), None);
+        // Another user's file naming this process; a user's file naming
+        // another user's process.
+        let stranger = if p.euid == 12345 { 12346 } else { 12345 };
+        assert!(!entry_counts(&entry, stranger, Some(p)));
+        let strangers = Process {
+            euid: stranger + 1,
+            ..p
+        };
+        assert!(!entry_counts(&entry, stranger, Some(strangers)));
+    }
+
+    #[test]
+    fn entries_that_no_longer_count_are_swept() {
         let me = std::process::id() as i32;
         let start = start_time(me).unwrap();
-        assert!(entry_alive(me, &format!("127.0.0.1:1\nstart={start}\n")));
-        // Written by an older process that had our pid.
-        assert!(!entry_alive(
-            me,
-            &format!("127.0.0.1:1\nstart={}\n", start + 1)
-        ));
-        // Entries without a start time: the pid alone decides.
-        assert!(entry_alive(me, "127.0.0.1:1\n"));
-        let dead = {
-            let mut c = std::process::Command::new("true").spawn().unwrap();
-            let pid = c.id() as i32;
-            c.wait().unwrap();
-            pid
-        };
-        assert!(!entry_alive(dead, "127.0.0.1:1\n"));
+        let dead = dead_pid();
         let dir = tempfile::tempdir().unwrap();
         let keep = dir.path().join(format!("{me}-1-a"));
         let reused = dir.path().join(format!("{me}-1-b"));
         let gone = dir.path().join(format!("{dead}-1-c"));
+        let unstarted = dir.path().join(format!("{me}-1-d"));
+        let nameless = dir.path().join("x-1-e");
         fs::write(&keep, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
         fs::write(&reused, format!("127.0.0.1:1\nstart={}\n", start + 1)).unwrap();
-        fs::write(&gone, "127.0.0.1:1\n").unwrap();
+        fs::write(&gone, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
+        fs::write(&unstarted, "127.0.0.1:1\n").unwrap();
+        fs::write(&nameless, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
         sweep(dir.path());
         assert!(keep.exists());
-        assert!(!reused.exists());
-        assert!(!gone.exists());
+        for p in [reused, gone, unstarted, nameless] {
+            assert!(!p.exists(), "{} was kept", p.display());
+        }
+    }
+
+    /// A process of another user (`sleep`, as uid `uid`), killed on drop.
+    struct Other(std::process::Child);
+
+    impl Drop for Other {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn chown(p: &Path, uid: u32) {
+        std::os::unix::fs::chown(p, Some(uid), None).unwrap();
+    }
+
+    /// Whether an entry named `name` holding `text` (owned by `owner`
+    /// when given) counts for `addr`, alone in a fresh directory.
+    fn counts_alone(name: &str, text: &str, owner: Option<u32>, addr: SocketAddr) -> bool {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        fs::write(&p, text).unwrap();
+        if let Some(uid) = owner {
+            chown(&p, uid);
+        }
+        Registry::load_from(&[dir.path()]).is_own(addr)
+    }
+
+    #[test]
+    fn forged_entries_and_untrusted_directories_are_not_read() {
+        let me = std::process::id() as i32;
+        let start = start_time(me).unwrap();
+        let euid = nix::unistd::geteuid().as_raw();
+        let mine = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = mine.local_addr().unwrap();
+        let text = format!("{addr}\nstart={start}\n");
+        // The probe: a genuine entry is read.
+        assert!(counts_alone(&format!("{me}-1-a"), &text, None, addr));
+        // Forged: a dead pid, no start time, no pid, an address nobody
+        // listens on, a remote address.
+        let dead = dead_pid();
+        assert!(!counts_alone(&format!("{dead}-1-a"), &text, None, addr));
+        let unstarted = format!("{addr}\n");
+        assert!(!counts_alone(&format!("{me}-1-a"), &unstarted, None, addr));
+        assert!(!counts_alone("x-1-a", &text, None, addr));
+        let idle = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let text_idle = format!("{idle}\nstart={start}\n");
+        assert!(!counts_alone(&format!("{me}-1-a"), &text_idle, None, idle));
+        let remote: SocketAddr = "93.184.216.34:443".parse().unwrap();
+        let text_remote = format!("{remote}\nstart={start}\n");
+        assert!(!counts_alone(
+            &format!("{me}-1-a"),
+            &text_remote,
+            None,
+            remote
+        ));
+        // A link to a genuine entry elsewhere.
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let real = elsewhere.path().join("real");
+        fs::write(&real, &text).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join(format!("{me}-1-a"))).unwrap();
+        assert!(!Registry::load_from(&[dir.path()]).is_own(addr));
+        if euid != 0 {
+            eprintln!("SKIPPED (needs root to make files of other users): entries owned by another user, untrusted directories");
+            return;
+        }
+        // A file owned by another user naming this (root's) process.
+        assert!(!counts_alone(
+            &format!("{me}-1-a"),
+            &text,
+            Some(65534),
+            addr
+        ));
+        // Another user's live process with a listener of its own.
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nprint(s.getsockname()[1], flush=True)\ntime.sleep(30)\n"])
+            .uid(65534)
+            .gid(65534)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        {
+            use std::io::BufRead;
+            std::io::BufReader::new(child.stdout.take().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+        }
+        let other = Other(child);
+        let pid = other.0.id() as i32;
+        let theirs: SocketAddr = format!("127.0.0.1:{}", line.trim()).parse().unwrap();
+        let p = Process::read(pid).unwrap();
+        assert_eq!(p.euid, 65534);
+        let text_theirs = format!("{theirs}\nstart={}\n", p.start);
+        // The control: their entry, owned by them, counts.
+        assert!(counts_alone(
+            &format!("{pid}-1-a"),
+            &text_theirs,
+            Some(65534),
+            theirs
+        ));
+        // Owned by a third user; or naming their listener from an entry
+        // of root's own process (root does not listen there).
+        assert!(!counts_alone(
+            &format!("{pid}-1-a"),
+            &text_theirs,
+            Some(1),
+            theirs
+        ));
+        let text_root = format!("{theirs}\nstart={start}\n");
+        assert!(!counts_alone(
+            &format!("{me}-1-a"),
+            &text_root,
+            None,
+            theirs
+        ));
+        drop(other);
+        // A world-writable directory of another user is not read at all,
+        // not even root's genuine entry in it; the same directory owned
+        // by root, or not world-writable, is.
+        let shared = tempfile::tempdir().unwrap();
+        let s = shared.path();
+        fs::write(s.join(format!("{me}-1-a")), &text).unwrap();
+        fs::set_permissions(s, fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(Registry::load_from(&[s]).is_own(addr));
+        chown(s, 65534);
+        assert!(!Registry::load_from(&[s]).is_own(addr));
+        fs::set_permissions(s, fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(Registry::load_from(&[s]).is_own(addr));
+        drop(mine);
+    }
+
+    #[test]
+    fn listening_sockets_are_read_from_the_kernel_tables() {
+        let v4 = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1EC6 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0 100 0 0 10 0\n   1: 0100007F:1EC7 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 100 0 0 10 0\n";
+        let want: SocketAddr = "127.0.0.1:7878".parse().unwrap();
+        if cfg!(target_endian = "little") {
+            assert_eq!(parse_tcp_table(v4, false), vec![(want, 1000)]);
+        }
+        let l = std::net::TcpListener::bind("[::1]:0")
+            .or_else(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let a = l.local_addr().unwrap();
+        let euid = nix::unistd::geteuid().as_raw();
+        assert!(listening_sockets().contains(&(a, euid)), "{a} of {euid}");
+        // Both ways of asking agree on it.
+        let diag = diag_listening().unwrap();
+        assert!(diag.contains(&(a, euid)), "{a} of {euid}: {diag:?}");
+        let mut tables = Vec::new();
+        for (file, v6) in [("/proc/self/net/tcp", false), ("/proc/self/net/tcp6", true)] {
+            tables.extend(parse_tcp_table(&fs::read_to_string(file).unwrap(), v6));
+        }
+        assert!(tables.contains(&(a, euid)), "{a} of {euid}: {tables:?}");
     }
 
     #[test]

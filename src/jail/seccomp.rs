@@ -17,7 +17,15 @@
 //!   32 bits of the request are compared, as the kernel does);
 //! - set-id programs: a mode with the setuid or setgid bit in `chmod` and
 //!   its variants, and in the creating calls that take a mode (`open`,
-//!   `openat` with `O_CREAT`/`O_TMPFILE`, `creat`, `mknod`).
+//!   `openat` with `O_CREAT`/`O_TMPFILE`, `creat`, `mknod`); `openat2`,
+//!   whose mode a filter cannot read, is `ENOSYS` (below). The other ways
+//!   to a set-id or file-capability file are closed by other layers: a
+//!   hard link or a rename of a set-id file from outside a write grant
+//!   crosses a mount, or lacks Landlock's `REFER` right there (`EXDEV`
+//!   either way); `security.capability` needs `CAP_SETFCAP`, which no jail
+//!   holds (dropped as root, never granted otherwise); a copy (`cp -p`,
+//!   `copy_file_range`) creates a plain file, then needs one of the calls
+//!   above for the bits.
 //!
 //! Without a mount namespace (no read-only tree), also the watches
 //! (`inotify`, `fanotify`), `setxattrat`/`removexattrat`, `file_setattr`
@@ -39,8 +47,12 @@
 //! (`AF_VSOCK` reaches the hypervisor and the host).
 //!
 //! `ENOSYS` answers `clone3` (whose flags live in memory a filter cannot
-//! read, so libc falls back to `clone`, which is checked) and `io_uring_*`
-//! (which could open sockets or files behind the filter's back).
+//! read, so libc falls back to `clone`, which is checked), `openat2` (its
+//! flags and mode live in memory too: an `O_CREAT` with mode 04755 would
+//! leave a setuid file; callers fall back to `openat`, whose mode is
+//! checked) and `io_uring_*` (which could open sockets or files behind the
+//! filter's back). Nothing glovebox runs inside a jail calls `openat2`
+//! (the supervisor's own `openat2` calls run outside every filter).
 //!
 //! All of it is one program (one filter to attach and to run on every
 //! system call): seccompiler compiles the deny list, whose rules share one
@@ -81,7 +93,7 @@ fn compile_err(e: impl std::fmt::Display) -> SeccompError {
 #[derive(Debug)]
 pub struct Filter {
     /// The deny list (EPERM) with the architecture and x32 guards and the
-    /// ENOSYS answers (clone3, io_uring).
+    /// ENOSYS answers (clone3, openat2, io_uring).
     pub deny: BpfProgram,
     /// Without a mount namespace: the filter that hands the metadata family
     /// to the supervisor (installed with a notification listener).
@@ -544,7 +556,7 @@ fn build_with(sockets: Sockets, deny_metadata: bool, fast: bool) -> Result<Filte
     )
     .map_err(compile_err)?;
     let mut deny_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    insert_guard(&mut deny_prog, fast.then_some(&keys[..]));
+    insert_guard(&mut deny_prog, fast.then_some(&keys[..]), &NOSYS);
     let notify = if deny_metadata {
         Some(notify_program()?)
     } else {
@@ -556,8 +568,26 @@ fn build_with(sockets: Sockets, deny_metadata: bool, fast: bool) -> Result<Filte
     })
 }
 
-/// System calls answered with `ENOSYS`.
-const NOSYS: [libc::c_long; 4] = [
+/// System calls answered with `ENOSYS`: those whose decisive arguments
+/// live in memory a filter cannot read. `clone3` (its flags: libc falls
+/// back to `clone`, whose flags are checked), `openat2` (its `open_how`
+/// holds the flags and the mode: an `O_CREAT` with a set-id mode would
+/// pass unseen; libc and libraries fall back to `openat`, whose mode the
+/// set-id rules see) and `io_uring_*` (whose submissions open files and
+/// sockets behind the filter's back).
+const NOSYS: [libc::c_long; 5] = [
+    libc::SYS_clone3,
+    libc::SYS_openat2,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+
+/// The `ENOSYS` answers of [`container_program`]: what a container
+/// runtime's default profile gives (`clone3`, `io_uring_*`). Not
+/// `openat2`, which container runtimes allow and glovebox's supervisor
+/// uses outside its jails.
+const CONTAINER_NOSYS: [libc::c_long; 4] = [
     libc::SYS_clone3,
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
@@ -640,7 +670,7 @@ fn search(keys: &[u32], out: &mut Vec<Insn>) {
 ///   `0x4000_0000`: the x32 ABI shares the architecture value but sets bit
 ///   30 of the number, and a deny list keyed on native numbers would miss
 ///   those calls;
-/// - answers `ENOSYS` for [`NOSYS`];
+/// - answers `ENOSYS` for `nosys` ([`NOSYS`] in a jail);
 /// - with `keys` (every number the deny list has a rule for), allows any
 ///   other number at once, after a binary search. seccompiler's list is a
 ///   linear chain that such a number would walk to its end, to the same
@@ -653,14 +683,14 @@ fn search(keys: &[u32], out: &mut Vec<Insn>) {
 /// number again itself. The guard jumps only within itself and to the
 /// instruction after it, so the relative jumps of the rest of the program
 /// stay valid.
-fn insert_guard(prog: &mut BpfProgram, keys: Option<&[i64]>) {
+fn insert_guard(prog: &mut BpfProgram, keys: Option<&[i64]>, nosys: &[libc::c_long]) {
     const SECCOMP_DATA_NR_OFFSET: u32 = 0;
     let mut guard = vec![Insn::new(op::LD_W_ABS, SECCOMP_DATA_NR_OFFSET)];
     if cfg!(target_arch = "x86_64") {
         guard.push(Insn::jump(op::JGE_K, 0x4000_0000, To::Next, To::At(3)));
         guard.push(Insn::new(op::RET_K, libc::SECCOMP_RET_KILL_PROCESS));
     }
-    for nr in NOSYS {
+    for &nr in nosys {
         guard.push(Insn::jump(op::JEQ_K, nr as u32, To::Nosys, To::Next));
     }
     let plain = guard.clone();
@@ -754,7 +784,7 @@ pub fn install(filter: &Filter) -> Result<(), i32> {
 /// A filter like Docker's default seccomp profile for a process without
 /// `CAP_SYS_ADMIN`: creating or joining namespaces (`unshare`, `setns`,
 /// `clone` with a `CLONE_NEW*` flag) and mounting are refused with EPERM,
-/// `clone3` is ENOSYS, foreign architectures are killed; everything else
+/// `clone3` and `io_uring_*` are ENOSYS, foreign architectures are killed; everything else
 /// is allowed. `glovebox __container` runs a command under it, so CI can
 /// test the namespace-free jail the way a container gets it (also as
 /// root).
@@ -786,7 +816,7 @@ pub fn container_program() -> Result<BpfProgram, SeccompError> {
     )
     .map_err(compile_err)?;
     let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    insert_guard(&mut prog, Some(&keys));
+    insert_guard(&mut prog, Some(&keys), &CONTAINER_NOSYS);
     Ok(prog)
 }
 
@@ -1019,6 +1049,90 @@ mod tests {
                 assert_eq!(ptrace, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32);
             }
         }
+    }
+
+    #[test]
+    fn openat2_is_enosys_in_every_program_whatever_its_arguments() {
+        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+        const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
+        let arch = if cfg!(target_arch = "x86_64") {
+            AUDIT_ARCH_X86_64
+        } else {
+            AUDIT_ARCH_AARCH64
+        };
+        let nosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+        let nr = libc::SYS_openat2 as u32;
+        for sockets in [Sockets::None, Sockets::NoUnix, Sockets::All] {
+            for deny_metadata in [false, true] {
+                for fast in [true, false] {
+                    let prog = build_with(sockets, deny_metadata, fast).unwrap().deny;
+                    for args in [[0; 6], [u64::MAX; 6], [0, 0x1000, 0x2000, 24, 0, 0]] {
+                        assert_eq!(run(&prog, arch, nr, args).0, nosys, "{sockets:?}");
+                    }
+                    // The control: `openat` itself is allowed, and refused
+                    // only with a set-id mode.
+                    let creat = libc::O_CREAT as u64;
+                    let openat = libc::SYS_openat as u32;
+                    let allowed = run(&prog, arch, openat, [0, 0, creat, 0o755, 0, 0]).0;
+                    assert_eq!(allowed, libc::SECCOMP_RET_ALLOW);
+                    let setuid = run(&prog, arch, openat, [0, 0, creat, 0o4755, 0, 0]).0;
+                    assert_eq!(setuid, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32);
+                }
+            }
+        }
+        // The container profile (which runs glovebox's supervisor, whose
+        // own resolution uses openat2) allows it, as container runtimes do.
+        let container = container_program().unwrap();
+        assert_eq!(run(&container, arch, nr, [0; 6]).0, libc::SECCOMP_RET_ALLOW);
+        let clone3 = run(&container, arch, libc::SYS_clone3 as u32, [0; 6]).0;
+        assert_eq!(clone3, nosys);
+    }
+
+    #[test]
+    fn a_jailed_openat2_creating_a_setuid_file_gets_enosys_and_creates_nothing() {
+        use crate::jail::sys;
+        use nix::fcntl::{OFlag, OpenHow};
+        use nix::sys::stat::Mode;
+        // Paths are fixed: these run in forked children.
+        const PLAIN: &str = "/tmp/glovebox-seccomp-openat2-plain";
+        const SETUID: &str = "/tmp/glovebox-seccomp-openat2-setuid";
+        fn create(path: &str, mode: u32) -> i32 {
+            let how = OpenHow::new()
+                .flags(OFlag::O_CREAT | OFlag::O_WRONLY | OFlag::O_CLOEXEC)
+                .mode(Mode::from_bits_truncate(mode));
+            match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
+                Ok(_) => 0,
+                Err(e) => e as i32,
+            }
+        }
+        fn jailed(deny_metadata: bool) -> i32 {
+            if sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1).is_err() {
+                return 100;
+            }
+            let Ok(p) = filter(false, deny_metadata) else {
+                return 101;
+            };
+            if install(p).is_err() {
+                return 102;
+            }
+            match install_notify(p) {
+                Ok(Some(fd)) => sys::close(fd),
+                Ok(None) => {}
+                Err(_) => return 103,
+            }
+            create(SETUID, 0o4755)
+        }
+        for p in [PLAIN, SETUID] {
+            let _ = std::fs::remove_file(p);
+        }
+        assert!(filter(false, false).is_ok() && filter(false, true).is_ok());
+        // The probe: openat2 works here without the filter.
+        assert_eq!(sys::in_child(|| create(PLAIN, 0o644)), 0);
+        assert!(std::path::Path::new(PLAIN).exists());
+        assert_eq!(sys::in_child(|| jailed(false)), libc::ENOSYS);
+        assert_eq!(sys::in_child(|| jailed(true)), libc::ENOSYS);
+        assert!(!std::path::Path::new(SETUID).exists(), "a file was created");
+        std::fs::remove_file(PLAIN).unwrap();
     }
 
     #[test]

@@ -159,7 +159,8 @@ def cold():
 #
 # Messages: glovebox -> zygote: b"C" with the descriptors (a call), b"K"
 # (kill the running call); zygote -> glovebox: b"R", a 4-byte big-endian
-# length and a JSON list of the module files it loaded (ready), b"F" (cannot serve warm: glovebox runs the call cold), b"S" and a
+# length and a JSON list of the module files it loaded (ready), b"F" (cannot serve warm: glovebox runs the call cold), b"M" (cannot serve
+# warm: the import left shared memory or a descriptor), b"S" and a
 # 4-byte big-endian wait status (the call is over, nothing of it is left).
 
 
@@ -239,6 +240,12 @@ def warm():
         end_all(signal, libc)
         send(b"F")
         os._exit(0)
+    # Nor is a module whose import left memory or a descriptor that every
+    # fork shares: one call could leave its parameters there for the next.
+    if shares_state():
+        end_all(signal, libc)
+        send(b"M")
+        os._exit(0)
     idle = float(init.get("idle_s", 300))
     # The files of every module now loaded from outside the base
     # installation: glovebox voids the worker when one of them changes.
@@ -304,6 +311,34 @@ def warm():
         # The worker's private /dev/shm (POSIX semaphores, shared memory).
         wipe("/dev/shm", shutil, stat)
         send(b"S" + struct.pack(">i", status))
+
+
+def shares_state():
+    """True when this process holds something its forks share with each
+    other: a shared mapping that is writable or could be made so (anonymous
+    `MAP_SHARED` memory, a memfd, System V memory, a deleted or writable
+    file; a read-only file the jail cannot write is harmless), or a
+    descriptor beyond 0, 1 and 2 (a pipe, a memfd, even the offset of a
+    read-only file carries data from one call to the next)."""
+    with open("/proc/self/maps") as f:
+        maps = f.read().splitlines()
+    for line in maps:
+        fields = line.split(None, 5)
+        if len(fields) < 2 or fields[1][3:4] != "s":
+            continue
+        path = fields[5] if len(fields) > 5 else ""
+        if "w" in fields[1] or not path.startswith("/") or path.endswith(" (deleted)"):
+            return True
+        if os.access(path, os.W_OK):
+            return True
+    for fd in os.listdir("/proc/self/fd"):
+        if int(fd) > 2:
+            try:
+                os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                continue  # the listing's own descriptor, closed since
+            return True
+    return False
 
 
 def end_all(signal, libc):

@@ -29,7 +29,14 @@
 //! so the Outcome, errors, redaction and audit lines are the same. What
 //! differs is documented: module-level code runs once per worker (without
 //! the call's secrets or parameters), and a module that fails to import
-//! makes that tool's calls run cold.
+//! makes that tool's calls run cold. So does a module whose import leaves
+//! the zygote something every fork would share with the next call: a
+//! thread or a process, a shared mapping that is or may become writable
+//! (`MAP_SHARED` anonymous memory, a memfd, a writable file) or any open
+//! descriptor (a pipe, a memfd, even a file's offset carries data): one
+//! call could leave its parameters there for the next. The zygote checks
+//! its own `/proc/self/maps` and `/proc/self/fd` after the import and
+//! answers `M`; glovebox says so once on stderr.
 //!
 //! **Invalidation**: a worker is keyed by the tool's approval fingerprint
 //! (manifest, module files, venv, grants) and the jail spec; a worker whose
@@ -103,6 +110,11 @@ pub enum WarmError {
         "warm worker refused: the module cannot be imported once for every call; calls run cold"
     )]
     Refused,
+    /// The module's import left the zygote holding memory or a descriptor
+    /// every fork would share (a writable shared mapping, an open file):
+    /// one call could leave data there for the next.
+    #[error("warm worker refused: module {module} keeps a shared mapping or an open descriptor after its import, through which one call could pass data to the next; its calls run cold (close it, or create it inside the function)")]
+    SharedState { module: String },
     /// The worker's jail could not start.
     #[error("warm worker: {0}")]
     Start(#[from] StartError),
@@ -171,6 +183,8 @@ pub struct Plan {
     key: [u8; 32],
     init: String,
     watch: Vec<PathBuf>,
+    /// The module the zygote imports (for messages).
+    module: String,
 }
 
 impl Plan {
@@ -188,6 +202,7 @@ impl Plan {
         if !eligible(spec) {
             return None;
         }
+        let module = init["module"].as_str().unwrap_or("?").to_string();
         let init = init.to_string();
         let mut h = Sha256::new();
         for part in [
@@ -207,6 +222,7 @@ impl Plan {
             key: h.finalize().into(),
             init,
             watch,
+            module,
         })
     }
 }
@@ -225,6 +241,8 @@ struct State {
     live: usize,
     /// Keys whose worker could not start, and when.
     cold: HashMap<[u8; 32], Instant>,
+    /// Keys whose module was found holding shared state (said once).
+    told: std::collections::HashSet<[u8; 32]>,
 }
 
 impl State {
@@ -317,10 +335,13 @@ impl Pool {
         }
         match Worker::start(plan, spec) {
             Ok(w) => Some(w),
-            Err(_) => {
+            Err(e) => {
                 if let Ok(mut st) = self.state.lock() {
                     st.live = st.live.saturating_sub(1);
                     st.cold.insert(plan.key, Instant::now());
+                    if matches!(e, WarmError::SharedState { .. }) && st.told.insert(plan.key) {
+                        eprintln!("glovebox: {e}");
+                    }
                 }
                 None
             }
@@ -405,10 +426,16 @@ impl Worker {
             .set_read_timeout(Some(spec.limits.wall.max(Duration::from_secs(5))))
             .and_then(|()| read_ready(&mut ours));
         let loaded = match ready {
-            Ok(Some(files)) => files,
-            Ok(None) => {
+            Ok(Ready::Loaded(files)) => files,
+            Ok(Ready::Refused) => {
                 cancel.cancel();
                 return Err(WarmError::Refused);
+            }
+            Ok(Ready::SharedState) => {
+                cancel.cancel();
+                return Err(WarmError::SharedState {
+                    module: plan.module.clone(),
+                });
             }
             Err(_) => {
                 cancel.cancel();
@@ -661,21 +688,36 @@ impl Worker {
 
 /// Reads the zygote's first message: `Some(files)` when ready, `None`
 /// when it refused.
-fn read_ready(ctl: &mut UnixStream) -> std::io::Result<Option<Vec<String>>> {
+/// A zygote's first message.
+#[derive(Debug, PartialEq, Eq)]
+enum Ready {
+    /// `R`: ready, with the module files it loaded.
+    Loaded(Vec<String>),
+    /// `F` (or anything unreadable): cannot serve warm.
+    Refused,
+    /// `M`: the import left a shared mapping or an open descriptor.
+    SharedState,
+}
+
+fn read_ready(ctl: &mut impl Read) -> std::io::Result<Ready> {
     let mut tag = [0u8; 1];
     ctl.read_exact(&mut tag)?;
-    if tag[0] != b'R' {
-        return Ok(None);
+    match tag[0] {
+        b'R' => {}
+        b'M' => return Ok(Ready::SharedState),
+        _ => return Ok(Ready::Refused),
     }
     let mut len = [0u8; 4];
     ctl.read_exact(&mut len)?;
     let len = u32::from_be_bytes(len) as usize;
     if len > 16 << 20 {
-        return Ok(None);
+        return Ok(Ready::Refused);
     }
     let mut data = vec![0u8; len];
     ctl.read_exact(&mut data)?;
-    Ok(serde_json::from_slice(&data).ok())
+    Ok(serde_json::from_slice(&data)
+        .map(Ready::Loaded)
+        .unwrap_or(Ready::Refused))
 }
 
 fn pipe() -> Result<(OwnedFd, OwnedFd), WarmError> {
@@ -759,6 +801,20 @@ mod tests {
 
     fn key(spec: &Spec, fingerprint: &str) -> Option<[u8; 32]> {
         Plan::new(spec, fingerprint, &json!({"module": "m"}), Vec::new()).map(|p| p.key)
+    }
+
+    #[test]
+    fn a_zygote_holding_shared_state_is_told_apart_from_a_ready_one() {
+        let ready = |b: &[u8]| read_ready(&mut std::io::Cursor::new(b.to_vec())).unwrap();
+        assert_eq!(ready(b"M"), Ready::SharedState);
+        assert_eq!(ready(b"F"), Ready::Refused);
+        let files = br#"["/p/m.py"]"#;
+        let mut r = b"R".to_vec();
+        r.extend_from_slice(&(files.len() as u32).to_be_bytes());
+        r.extend_from_slice(files);
+        assert_eq!(ready(&r), Ready::Loaded(vec!["/p/m.py".into()]));
+        let e = WarmError::SharedState { module: "m".into() };
+        assert!(e.to_string().contains("module m keeps a shared mapping"));
     }
 
     #[test]
