@@ -1450,6 +1450,9 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
     }
     sys::mkdir(PROC)?;
     mount_proc(PROC)?;
+    for dir in &plan.sealed {
+        sys::seal_dir(dir, stage_dev)?;
+    }
     sys::detach(OLD_ROOT)?;
     sys::rmdir(OLD_ROOT)?;
     sys::mount(

@@ -443,6 +443,26 @@ pub fn detach(target: &CStr) -> SysResult<()> {
     check_int(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) }).map(drop)
 }
 
+/// Makes the directory `path` of the jail's own tree traversable only
+/// (mode 0111), after checking it is on the staging tmpfs (`stage_dev`):
+/// never a mount of host content. Child side.
+pub fn seal_dir(path: &CStr, stage_dev: u64) -> SysResult<()> {
+    // SAFETY: path is NUL-terminated.
+    let fd = check_int(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: a fresh fd nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if fstat(fd.as_raw_fd())?.st_dev != stage_dev {
+        return Err(libc::EXDEV);
+    }
+    // SAFETY: fchmod(2) on an open descriptor.
+    check_int(unsafe { libc::fchmod(fd.as_raw_fd(), 0o111) }).map(drop)
+}
+
 /// `openat2(dir, path, O_PATH | O_CLOEXEC | O_NOFOLLOW, resolve)`: a
 /// handle on what `path` names, resolved with `resolve` (`RESOLVE_*`
 /// flags); a trailing link is returned itself, never followed.

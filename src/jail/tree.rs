@@ -611,7 +611,25 @@ impl Tree {
             }
             mounted.push(&e.path);
         }
-        Ok(Plan { ops })
+        // The directories the tree made only to reach its mountpoints
+        // (`/`, `/tmp` on the way to a grant below it…) can be passed
+        // through but not listed, as Landlock would have it: without
+        // Landlock they would show the names of other grants' parents.
+        // An empty working directory and `/dev` stay listable.
+        let listable = |d: &Path| {
+            d == dev
+                || mounted.iter().any(|m| *m == d)
+                || self
+                    .entries
+                    .iter()
+                    .any(|e| e.node == Node::Empty && e.path == d)
+        };
+        let sealed = made
+            .iter()
+            .filter(|d| !listable(d))
+            .map(|d| c(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Plan { ops, sealed })
     }
 }
 
@@ -812,6 +830,10 @@ pub fn shm_ops(size: u64) -> Result<Vec<Op>, TreeError> {
 pub struct Plan {
     /// In order.
     pub ops: Vec<Op>,
+    /// Directories of the tree itself (never a mountpoint: the child checks
+    /// each is on its staging tmpfs) made traversable only (mode 0111)
+    /// once every operation is done (the home's and `/dev/shm`'s too).
+    pub sealed: Vec<CString>,
 }
 
 #[cfg(test)]
@@ -1097,6 +1119,26 @@ mod tests {
         // out/ is writable: no ReadOnly op for it.
         let out = CString::new(root.join("out").as_os_str().as_bytes()).unwrap();
         assert!(!plan.ops.contains(&Op::ReadOnly(out)));
+    }
+
+    #[test]
+    fn only_the_trees_own_directories_are_sealed_never_a_mountpoint() {
+        let (t, root) = project();
+        let cwd = t.path().join("elsewhere/cwd");
+        let tree =
+            Tree::build(&access(&[&root], &[&root.join("out")]), &[], &[cwd.clone()]).unwrap();
+        let plan = tree.plan().unwrap();
+        let sealed: Vec<PathBuf> = plan
+            .sealed
+            .iter()
+            .map(|c| PathBuf::from(c.to_str().unwrap()))
+            .collect();
+        assert!(sealed.contains(&PathBuf::from("/")), "{sealed:?}");
+        assert!(sealed.contains(&t.path().to_path_buf()), "{sealed:?}");
+        assert!(sealed.contains(&t.path().join("elsewhere")), "{sealed:?}");
+        for mountpoint in [&root, &root.join("out"), &cwd] {
+            assert!(!sealed.contains(mountpoint), "{mountpoint:?} in {sealed:?}");
+        }
     }
 
     #[test]
