@@ -20,9 +20,11 @@
 //! names that do not exist yet are covered elsewhere: a planted sibling
 //! package never runs because the python shim loads the exact files
 //! glovebox resolved ([`crate::run::python`]) and never reads the
-//! project's `__pycache__`; a planted root `tools.json`, `.git` or `.glee`
-//! is removed after the call ([`undo_planted`]); and approvals record which
-//! shadowing names exist, so one appearing voids the approval.
+//! project's `__pycache__`; a planted root `tools.json`, `.git` or `.glee`,
+//! or code a tool would run, is invisible to every loader while the call
+//! runs and removed (and checked gone) after it, or the project is
+//! tainted ([`crate::planted`]); and approvals record which shadowing
+//! names exist, so one appearing voids the approval.
 
 use std::path::{Path, PathBuf};
 
@@ -180,10 +182,10 @@ fn runs(root: &Path, tool: &Tool, mut files: Vec<PathBuf>) -> Vec<PathBuf> {
 /// For a command run outside any project (`glovebox sandbox`): the
 /// projects at or above each of the write grants `write` (other than
 /// `skip`, the one already protected), each protected as [`paths`] and
-/// [`absent`] say. Returns the protected paths and the absent root names.
-/// A project that cannot be loaded keeps at least its root control names
-/// (fail closed).
-pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+/// [`absent`] say. Returns the protected paths and, per project root, the
+/// absent names. A project that cannot be loaded keeps at least its root
+/// control names (fail closed).
+pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>, Absent) {
     let mut roots: Vec<PathBuf> = Vec::new();
     for w in write {
         if let Ok(root) = crate::manifest::discover::find_root_from(w) {
@@ -198,7 +200,7 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
             Ok(p) => {
                 let (more_protect, more_planted) = guard(&p, write);
                 protect.extend(more_protect);
-                planted.extend(more_planted);
+                planted.push((root, more_planted));
             }
             Err(_) => {
                 protect.extend(
@@ -207,12 +209,16 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
                         .map(|n| root.join(n))
                         .filter(|p| p.symlink_metadata().is_ok()),
                 );
-                planted.extend(absent_root_names(&root, write));
+                let names = absent_root_names(&root, write);
+                planted.push((root, names));
             }
         }
     }
     (protect, planted)
 }
+
+/// Absent names per project root.
+pub type Absent = Vec<(PathBuf, Vec<PathBuf>)>;
 
 /// The control names at the root of a project (`.glee`, `tools.json`,
 /// `.git`).
@@ -249,32 +255,10 @@ fn absent_root_names(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
 /// there yet ([`crate::footprint::Footprint::missing`]: an entrypoint, a
 /// script given to an interpreter, a python module). A mount cannot
 /// cover a name that does not exist, and glovebox does not litter the
-/// project with placeholders: the engine checks them after the call
-/// ([`undo_planted`]).
+/// project with placeholders: they are recorded before the call and
+/// removed after it ([`crate::planted::Watch`]).
 pub fn absent(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     guard(project, write).1
-}
-
-/// Removes each of `absent` that now exists (the call created it: a
-/// planted `tools.json`, `.git/` or `.glee/` that would define tools or run
-/// code outside any jail) and returns those removed. Links are removed,
-/// never followed.
-pub fn undo_planted(absent: &[PathBuf]) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    for p in absent {
-        let Ok(meta) = p.symlink_metadata() else {
-            continue;
-        };
-        let gone = if meta.is_dir() {
-            std::fs::remove_dir_all(p)
-        } else {
-            std::fs::remove_file(p)
-        };
-        if gone.is_ok() {
-            removed.push(p.clone());
-        }
-    }
-    removed
 }
 
 /// True when `path` (absolute) is `p` or inside one of `protected`.
@@ -372,7 +356,7 @@ mod tests {
         );
         fs::write(root.join("tools.json"), "[]").unwrap();
         fs::create_dir_all(root.join(".git/hooks")).unwrap();
-        assert_eq!(undo_planted(&a), a);
+        assert_eq!(crate::planted::undo(&a).removed, a);
         assert!(!root.join("tools.json").exists() && !root.join(".git").exists());
         assert!(for_writes(&p).contains(&root.join("tools.json")));
     }
@@ -443,10 +427,10 @@ mod tests {
         // Only the out/ grant: nothing of the surface lies under it, but
         // the surface is what it is.
         assert!(protect.contains(&root.join(".glee")), "{protect:?}");
-        assert!(planted.is_empty());
+        assert!(planted.iter().all(|(_, names)| names.is_empty()));
         let (protect, planted) = of_write_grants(std::slice::from_ref(&root), None);
         assert!(protect.contains(&root.join("run.sh")), "{protect:?}");
-        assert_eq!(planted, [root.join("tools.json")]);
+        assert_eq!(planted, [(root.clone(), vec![root.join("tools.json")])]);
         // Already protected by the caller: skipped.
         assert_eq!(
             of_write_grants(std::slice::from_ref(&root), Some(&root)).0,

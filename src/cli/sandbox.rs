@@ -166,7 +166,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     }
     // Inside a project (`--root`, or a `.glee/` above the working
     // directory), its control surface stays read-only here too, and a
-    // root control name the command creates is removed afterwards.
+    // control name the command creates is invisible while it runs and
+    // removed afterwards (glovebox::planted).
     let mut absent = Vec::new();
     let mut here_root = None;
     if let Ok(project) = glovebox::manifest::project::Project::discover_with(
@@ -175,7 +176,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     )
     .map(glovebox::builtin::add_to)
     {
-        (spec.protect, absent) = glovebox::surface::guard(&project, &spec.fs.write);
+        let names;
+        (spec.protect, names) = glovebox::surface::guard(&project, &spec.fs.write);
+        absent.push((project.root.clone(), names));
         here_root = Some(project.root);
     }
     // A write grant inside another project (typed from outside it): that
@@ -193,8 +196,28 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         Output::Stream
     };
 
+    let mut watches = Vec::new();
+    for (root, names) in &absent {
+        match glovebox::planted::Watch::begin(root, names) {
+            Ok(w) => watches.extend(w),
+            Err(e) => {
+                // Those already written are dropped unused.
+                for w in watches {
+                    w.finish();
+                }
+                eprintln!("glovebox: the command was not run: the control names it could create cannot be recorded: {}", glovebox::run::error_chain(&e));
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+        }
+    }
     let result = glovebox::run::start(&spec);
-    let planted = glovebox::surface::undo_planted(&absent);
+    let mut planted = Vec::new();
+    let mut left = Vec::new();
+    for w in watches {
+        let undone = w.finish();
+        planted.extend(undone.removed);
+        left.extend(undone.left);
+    }
     let mut result = match result {
         Ok(r) => r,
         Err(StartError::State(e)) => {
@@ -208,10 +231,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         None => (None, Vec::new()),
     };
     result.warnings.extend(refusals);
-    let planted_failure = !planted.is_empty();
+    let planted_failure = !planted.is_empty() || !left.is_empty();
     for p in &planted {
         result.warnings.push(format!(
             "the command created {}, part of the project's control surface; glovebox removed it (pass --write for it to allow this)",
+            p.display()
+        ));
+    }
+    for (p, why) in &left {
+        result.warnings.push(format!(
+            "the command created {}, part of the project's control surface, and glovebox could not remove it ({why}): the project is refused until you remove it and run `glovebox untaint`",
             p.display()
         ));
     }
