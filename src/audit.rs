@@ -664,8 +664,11 @@ impl Log {
                 nix::sys::stat::Mode::from_bits_truncate(0o644),
             )
             .map_err(|e| self.io(e.into()))?;
-            return nix::fcntl::Flock::lock(fs::File::from(fd), nix::fcntl::FlockArg::LockExclusive)
-                .map_err(|(_, e)| self.io(e.into()));
+            return nix::fcntl::Flock::lock(
+                fs::File::from(fd),
+                nix::fcntl::FlockArg::LockExclusive,
+            )
+            .map_err(|(_, e)| self.io(e.into()));
         }
         if let Some(dir) = self.path.parent() {
             fs::create_dir_all(dir).map_err(|e| self.io(e))?;

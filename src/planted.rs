@@ -63,7 +63,11 @@ pub enum PlantedError {
     #[error("the project {root:?} kept changing while it was loaded (calls that may plant control files keep starting); retry")]
     Busy { root: PathBuf },
     /// `untaint` found planted files still there.
-    #[error("still there: {}; remove {}, then run `glovebox untaint` again", list(files), them(files))]
+    #[error(
+        "still there: {}; remove {}, then run `glovebox untaint` again",
+        list(files),
+        them(files)
+    )]
     StillThere { files: Vec<PathBuf> },
 }
 
@@ -116,9 +120,7 @@ const TAINT: &str = "taint.json";
 
 /// The project's directory of records: `<state>/planted/<key>`.
 fn project_dir(root: &Path) -> Result<PathBuf, StateError> {
-    Ok(state::dir()?
-        .join("planted")
-        .join(state::project_key(root)))
+    Ok(state::dir()?.join("planted").join(state::project_key(root)))
 }
 
 /// One running call's record.
@@ -256,7 +258,9 @@ impl Watch {
         let mut undone = undo(&self.record.names);
         if !undone.left.is_empty() {
             let files: Vec<PathBuf> = undone.left.iter().map(|(p, _)| p.clone()).collect();
-            if let Err(e) = lock(&self.dir).and_then(|_held| taint(&self.dir, &self.record.root, &files)) {
+            if let Err(e) =
+                lock(&self.dir).and_then(|_held| taint(&self.dir, &self.record.root, &files))
+            {
                 // Keep the record: the next loader finds it dead and
                 // tries again (or taints).
                 undone.unrecorded = Some(crate::run::error_chain(&e));
@@ -325,7 +329,12 @@ fn view(root: &Path, dir: &Path) -> Result<View, PlantedError> {
     let seq = read_seq(dir)?;
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(View { seq, hidden: Vec::new() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(View {
+                seq,
+                hidden: Vec::new(),
+            })
+        }
         Err(e) => return Err(io(dir)(e)),
     };
     let (mut hidden, mut dead, mut tainted) = (Vec::new(), Vec::new(), false);
@@ -444,7 +453,9 @@ pub fn untaint(root: &Path) -> Result<Vec<PathBuf>, PlantedError> {
     let still: Vec<PathBuf> = t
         .files
         .iter()
-        .filter(|f| !matches!(f.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound))
+        .filter(
+            |f| !matches!(f.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound),
+        )
         .cloned()
         .collect();
     if !still.is_empty() {
@@ -491,7 +502,8 @@ fn give_back(dir: &OwnedFd, restore: Option<&mut Restore>) -> Result<(), Errno> 
     if mode & 0o700 == 0o700 || st.st_uid != euid.as_raw() {
         return Ok(());
     }
-    chmod_fd(dir, mode | 0o700).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    chmod_fd(dir, mode | 0o700)
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
     if let Some(r) = restore {
         r.0.push((unistd::dup(dir)?, mode));
     }
@@ -525,8 +537,10 @@ fn remove(path: &Path) -> Result<(), String> {
     };
     let mut restore = Restore::default();
     let result = (|| {
-        let dir = open_dir(parent, &mut restore).map_err(|e| format!("cannot open {}: {e}", parent.display()))?;
-        give_back(&dir, Some(&mut restore)).map_err(|e| format!("cannot change the mode of {}: {e}", parent.display()))?;
+        let dir = open_dir(parent, &mut restore)
+            .map_err(|e| format!("cannot open {}: {e}", parent.display()))?;
+        give_back(&dir, Some(&mut restore))
+            .map_err(|e| format!("cannot change the mode of {}: {e}", parent.display()))?;
         remove_at(&dir, name, 0).map_err(|e| match e {
             Errno::ELOOP => format!("a directory tree deeper than {MAX_DEPTH} levels"),
             e => e.desc().to_lowercase(),

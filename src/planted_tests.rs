@@ -15,7 +15,11 @@ fn removal_never_follows_a_link_and_verifies_the_name_is_gone() {
     fs::write(proj.join(".git/hooks/pre-commit"), "x").unwrap();
     symlink(&outside, proj.join(".git/link")).unwrap();
     symlink(&outside, proj.join("tools.json")).unwrap();
-    let names = [proj.join(".git"), proj.join("tools.json"), proj.join(".glee")];
+    let names = [
+        proj.join(".git"),
+        proj.join("tools.json"),
+        proj.join(".glee"),
+    ];
     let undone = undo(&names);
     assert!(undone.left.is_empty(), "{undone:?}");
     assert_eq!(undone.removed, [proj.join(".git"), proj.join("tools.json")]);
@@ -73,7 +77,10 @@ fn live_records_hide_their_names_and_dead_ones_are_finished() {
     let dir = t.path().join("state");
     fs::create_dir_all(&proj).unwrap();
     fs::create_dir_all(&dir).unwrap();
-    assert!(view(&proj, &t.path().join("none")).unwrap().hidden.is_empty());
+    assert!(view(&proj, &t.path().join("none"))
+        .unwrap()
+        .hidden
+        .is_empty());
     let live = Record {
         root: proj.clone(),
         pid: std::process::id(),
@@ -92,7 +99,10 @@ fn live_records_hide_their_names_and_dead_ones_are_finished() {
     fs::write(dir.join("call-2.json"), serde_json::to_vec(&dead).unwrap()).unwrap();
     let v = view(&proj, &dir).unwrap();
     assert_eq!(v.hidden, [proj.join("tools.json")]);
-    assert!(!proj.join(".git").exists(), "the dead call's plant is removed");
+    assert!(
+        !proj.join(".git").exists(),
+        "the dead call's plant is removed"
+    );
     assert!(!dir.join("call-2.json").exists());
     // One that cannot be removed taints the project.
     let mut deep = proj.join(".git");
@@ -102,8 +112,14 @@ fn live_records_hide_their_names_and_dead_ones_are_finished() {
     fs::create_dir_all(&deep).unwrap();
     fs::write(dir.join("call-3.json"), serde_json::to_vec(&dead).unwrap()).unwrap();
     let e = view(&proj, &dir).unwrap_err();
-    assert!(matches!(&e, PlantedError::Tainted { files, .. } if files == &[proj.join(".git")]), "{e}");
+    assert!(
+        matches!(&e, PlantedError::Tainted { files, .. } if files == &[proj.join(".git")]),
+        "{e}"
+    );
     let text = e.to_string();
-    assert!(text.contains(".git") && text.contains("glovebox untaint"), "{text}");
+    assert!(
+        text.contains(".git") && text.contains("glovebox untaint"),
+        "{text}"
+    );
     assert!(view(&proj, &dir).is_err(), "still tainted");
 }

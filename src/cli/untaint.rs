@@ -14,7 +14,9 @@ pub fn run(cli: &Cli, _args: &Args) -> anyhow::Result<ExitCode> {
     let root = match glovebox::manifest::discover::find_root(cli.root.as_deref()) {
         Ok(root) => root,
         Err(e) => match &cli.root {
-            Some(r) if r.is_dir() => glovebox::manifest::discover::normalize(&std::path::absolute(r)?),
+            Some(r) if r.is_dir() => {
+                glovebox::manifest::discover::normalize(&std::path::absolute(r)?)
+            }
             _ => return Err(e.into()),
         },
     };

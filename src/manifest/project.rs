@@ -292,7 +292,9 @@ impl Project {
     /// loaded whole too.
     pub fn load_one(root: &Path, name: &str) -> Result<Project, ProjectError> {
         let root = discover::normalize(root);
-        crate::planted::guarded(&root, |hidden| Project::load_one_visible(&root, name, hidden))?
+        crate::planted::guarded(&root, |hidden| {
+            Project::load_one_visible(&root, name, hidden)
+        })?
     }
 
     /// [`Project::load_one`] treating each of `hidden` as absent.
