@@ -1166,6 +1166,9 @@ impl Job<'_> {
                 read,
             ),
         };
+        outcome
+            .warnings
+            .extend(self.policy.surface_warnings.iter().cloned());
         if spec.network && spec.direct_network {
             self.extra.push(("network", "direct".into()));
             if !self.placeholders.is_empty() {

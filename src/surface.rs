@@ -45,17 +45,128 @@ pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
 /// ([`absent`]: undone after the call). The project is loaded whole and
 /// each tool's footprint worked out once for both.
 pub fn guard(project: &Project, write: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let g = guard_full(project, write);
+    (g.protected, g.absent)
+}
+
+/// What [`guard_full`] decides for one call.
+#[derive(Debug, Default)]
+pub struct Guard {
+    /// Bound read-only in the jail ([`paths`]), the control names of
+    /// projects and repositories nested under the write grants included
+    /// ([`nested`]).
+    pub protected: Vec<PathBuf>,
+    /// Names the call could plant ([`absent`]).
+    pub absent: Vec<PathBuf>,
+    /// What the call should be told (a nested scan that hit its bound).
+    pub warnings: Vec<String>,
+}
+
+/// [`guard`] with the warnings of the nested scan.
+pub fn guard_full(project: &Project, write: &[PathBuf]) -> Guard {
     let root = &project.root;
     let mut planted = absent_root_names(root, write);
+    let found = nested(root, write);
+    let mut g = Guard {
+        warnings: found.warnings,
+        ..Guard::default()
+    };
     if !write.iter().any(|w| reaches(root, w)) {
-        return (Vec::new(), planted);
+        g.protected = found.paths;
+        g.absent = planted;
+        return g;
     }
     let code = Code::of(project);
     let granted = |p: &PathBuf| write.iter().any(|w| p.starts_with(w));
     planted.extend(code.missing.iter().filter(|p| granted(p)).cloned());
     planted.sort();
     planted.dedup();
-    (surface_of(project, &code, write), planted)
+    let mut protected = surface_of(project, &code, write);
+    protected.extend(found.paths);
+    protected.sort();
+    protected.dedup();
+    g.protected = protected;
+    g.absent = planted;
+    g
+}
+
+/// How deep below a write grant the scan for nested projects and
+/// repositories lists directories (the grant itself is depth 0): control
+/// names are found in every directory up to this depth.
+pub const NESTED_DEPTH: usize = 4;
+
+/// How many directory entries the scan reads for one call, over all its
+/// write grants.
+pub const NESTED_ENTRIES: usize = 20_000;
+
+/// What the nested scan found.
+#[derive(Debug, Default)]
+pub struct Nested {
+    /// The control names (`.glee`, `tools.json`, `.git` and the
+    /// directories a `.git` file names) of projects and repositories below
+    /// the write grants, other than the root's own; a `.git` the grants
+    /// name (or hold a path inside) is left out: the tool's to write.
+    pub paths: Vec<PathBuf>,
+    /// A scan that hit [`NESTED_ENTRIES`]: which grant, and what to do.
+    pub warnings: Vec<String>,
+}
+
+/// The projects and git repositories nested below the write grants
+/// `write` of a call on `root`, found breadth first, at most
+/// [`NESTED_DEPTH`] directories down and [`NESTED_ENTRIES`] entries in
+/// all. Links are never followed; the inside of a `.git` or `.glee`
+/// directory is not listed (it is protected whole).
+///
+/// At the bound the scan stops and says so (a warning on the call): what
+/// it found is protected, and a deeper repository is not. Refusing the
+/// call instead would refuse ordinary work in any large tree (a build
+/// directory alone holds tens of thousands of entries), and a grant that
+/// wide is already the manifest's choice.
+pub fn nested(root: &Path, write: &[PathBuf]) -> Nested {
+    let mut out = Nested::default();
+    let mut budget = NESTED_ENTRIES;
+    let named = |p: &Path| write.iter().any(|w| w.starts_with(p));
+    for grant in write {
+        let mut level = vec![grant.clone()];
+        'scan: for depth in 0..=NESTED_DEPTH {
+            let mut next = Vec::new();
+            for dir in &level {
+                let Ok(entries) = std::fs::read_dir(dir) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    if budget == 0 {
+                        out.warnings.push(format!(
+                            "the scan for projects and git repositories nested under the write grant {} stopped after {NESTED_ENTRIES} entries: those it did not reach are not protected from this call; narrow permissions.fs.write",
+                            grant.display()
+                        ));
+                        break 'scan;
+                    }
+                    budget -= 1;
+                    let name = entry.file_name();
+                    let path = entry.path();
+                    let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                    let control = ROOT_NAMES.iter().any(|n| name == *n);
+                    if control {
+                        if dir != root && !(name == ".git" && named(&path)) {
+                            if name == ".git" && !is_dir {
+                                out.paths.extend(git_dirs(&path));
+                            }
+                            out.paths.push(path);
+                        }
+                        continue;
+                    }
+                    if is_dir && depth < NESTED_DEPTH {
+                        next.push(path);
+                    }
+                }
+            }
+            level = next;
+        }
+    }
+    out.paths.sort();
+    out.paths.dedup();
+    out
 }
 
 /// True when the write grant `w` is inside `root` or holds it, as
@@ -232,6 +343,7 @@ pub fn for_writes(project: &Project) -> Vec<PathBuf> {
     let mut out = surface_of(project, &code, &[]);
     out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
     out.extend(code.missing);
+    out.extend(nested(&project.root, std::slice::from_ref(&project.root)).paths);
     out.sort();
     out.dedup();
     out
@@ -436,6 +548,72 @@ mod tests {
             of_write_grants(std::slice::from_ref(&root), Some(&root)).0,
             Vec::<PathBuf>::new()
         );
+    }
+
+    #[test]
+    fn nested_projects_and_repositories_under_a_write_grant_are_protected() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        for d in [
+            "sub/b/.glee/tools/x",
+            "vendor/lib/.git",
+            "a/b/c/.git",
+            "a/b/c/d/e/.git",
+            "node/x/.git/objects",
+        ] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join("sub/b/tools.json"), "[]").unwrap();
+        fs::write(root.join("vendor/sm.git-file"), "").unwrap();
+        fs::create_dir_all(root.join("vendor/sm")).unwrap();
+        fs::write(
+            root.join("vendor/sm/.git"),
+            "gitdir: ../../.git/modules/sm\n",
+        )
+        .unwrap();
+        fs::create_dir_all(root.join(".git/modules/sm")).unwrap();
+        let s = paths(&p, std::slice::from_ref(&root));
+        for want in [
+            "sub/b/.glee",
+            "sub/b/tools.json",
+            "vendor/lib/.git",
+            "vendor/sm/.git",
+            ".git/modules/sm",
+            "a/b/c/.git",
+            "node/x/.git",
+        ] {
+            assert!(s.contains(&root.join(want)), "{want} not in {s:?}");
+        }
+        // Deeper than the bound: not reached.
+        assert!(!s.contains(&root.join("a/b/c/d/e/.git")), "{s:?}");
+        // A nested .git the grants name is the tool's to write.
+        let w = [root.clone(), root.join("vendor/lib/.git")];
+        assert!(!paths(&p, &w).contains(&root.join("vendor/lib/.git")));
+        // A grant elsewhere: its own nested repositories only.
+        let g = guard_full(&p, &[root.join("vendor")]);
+        assert!(g.protected.contains(&root.join("vendor/lib/.git")), "{g:?}");
+        assert!(g.warnings.is_empty());
+        // The built-ins may not write them either.
+        assert!(is_protected(
+            &root.join("sub/b/.glee/tools/x/tool.yml"),
+            &for_writes(&p)
+        ));
+    }
+
+    #[test]
+    fn a_nested_scan_past_its_bound_protects_what_it_found_and_says_so() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        fs::create_dir_all(root.join("a/.git")).unwrap();
+        let many = root.join("x/many");
+        fs::create_dir_all(&many).unwrap();
+        for i in 0..NESTED_ENTRIES {
+            fs::write(many.join(i.to_string()), "").unwrap();
+        }
+        let g = guard_full(&p, std::slice::from_ref(&root));
+        assert!(g.protected.contains(&root.join("a/.git")), "{g:?}");
+        assert_eq!(g.warnings.len(), 1, "{:?}", g.warnings);
+        assert!(g.warnings[0].contains("narrow permissions.fs.write"));
     }
 
     #[test]

@@ -328,3 +328,83 @@ fn a_killed_supervisors_plants_are_removed_by_the_next_loader() {
     let r = f.run_audited("later", &[]);
     assert!(!r.mentions("PLANTED-RAN"), "{r:#?}");
 }
+
+#[test]
+fn projects_and_repositories_nested_under_a_write_grant_keep_their_control_files() {
+    require_jail!();
+    let f = project();
+    let b_tool = f.file(
+        "sub/b/.glee/tools/x/tool.yml",
+        &serde_json::to_string_pretty(&command_tool(
+            "x",
+            schema(json!({})),
+            json!({"entrypoint": "sh", "args": ["-c", "echo B-ORIGINAL"], "cwd": "."}),
+            read_root(),
+        ))
+        .unwrap(),
+    );
+    let config = f.file("vendor/lib/.git/config", "[core]\n\tbare = false\n");
+    fs::create_dir_all(f.root.join("vendor/lib/.git/hooks")).unwrap();
+    f.file("sub/b/data.txt", "data\n");
+    f.file("vendor/lib/file.txt", "file\n");
+    let before = (fs::read(&b_tool).unwrap(), fs::read(&config).unwrap());
+    let attacks = [
+        "echo '# changed' >> sub/b/.glee/tools/x/tool.yml",
+        "printf 'name: x\\n' > sub/b/.glee/tools/x/tool.yml",
+        "rm -rf sub/b/.glee/tools/x",
+        "mkdir -p sub/b/.glee/tools/evil && echo x > sub/b/.glee/tools/evil/tool.yml",
+        "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> vendor/lib/.git/config",
+        "printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > vendor/lib/.git/hooks/pre-commit",
+        "mv vendor/lib/.git vendor/lib/moved",
+        "rm -rf vendor/lib/.git",
+    ];
+    for a in attacks {
+        let r = f.run_audited(
+            "writer",
+            &[
+                "--params",
+                &params(&format!("echo RAN; ({a}) && echo ESCAPED; true")),
+            ],
+        );
+        r.assert_ok();
+        assert!(r.text().contains("RAN"), "{a}: {r:#?}");
+        assert!(!r.mentions("ESCAPED"), "{a}: {r:#?}");
+    }
+    assert_eq!(
+        (fs::read(&b_tool).unwrap(), fs::read(&config).unwrap()),
+        before
+    );
+    assert!(!f.root.join("sub/b/.glee/tools/evil").exists());
+    assert!(!f.root.join("vendor/lib/.git/hooks/pre-commit").exists());
+    // The same tool still writes elsewhere in its grant, nested
+    // directories' ordinary files included.
+    let ok = f.run_audited(
+        "writer",
+        &["--params", &params("echo w > out/x && echo more >> sub/b/data.txt && echo more >> vendor/lib/file.txt && echo OK")],
+    );
+    ok.assert_ok();
+    assert!(ok.text().contains("OK"), "{ok:#?}");
+    assert_eq!(
+        fs::read_to_string(f.root.join("sub/b/data.txt")).unwrap(),
+        "data\nmore\n"
+    );
+    assert_eq!(
+        fs::read_to_string(f.root.join("vendor/lib/file.txt")).unwrap(),
+        "file\nmore\n"
+    );
+    // A manifest naming the nested .git may write it.
+    f.tool(&shell_tool(
+        "vendorgit",
+        json!({"network": false, "fs": {"read": ["."], "write": [".", "vendor/lib/.git"]}}),
+    ));
+    let r = f.run_audited(
+        "vendorgit",
+        &[
+            "--params",
+            &params("echo '# ok' >> vendor/lib/.git/config && echo GIT-WROTE"),
+        ],
+    );
+    r.assert_ok();
+    assert!(r.text().contains("GIT-WROTE"), "{r:#?}");
+    assert!(fs::read_to_string(&config).unwrap().ends_with("# ok\n"));
+}

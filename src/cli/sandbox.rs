@@ -186,6 +186,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let (more, more_absent) =
         glovebox::surface::of_write_grants(&spec.fs.write, here_root.as_deref());
     spec.protect.extend(more);
+    // Projects and repositories nested under the write grants, wherever
+    // the command was typed.
+    let nested = glovebox::surface::nested(Path::new("/"), &spec.fs.write);
+    spec.protect.extend(nested.paths);
+    for w in &nested.warnings {
+        eprintln!("glovebox: warning: {w}");
+    }
     spec.protect.sort();
     spec.protect.dedup();
     absent.extend(more_absent);
