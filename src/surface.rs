@@ -91,8 +91,9 @@ pub fn guard_full(project: &Project, write: &[PathBuf]) -> Guard {
 }
 
 /// How deep below a write grant the scan for nested projects and
-/// repositories lists directories (the grant itself is depth 0): control
-/// names are found in every directory up to this depth.
+/// repositories looks (the grant itself is depth 0): control names are
+/// found in every directory up to this depth (the directories above it
+/// are listed; those at it are asked for the three names).
 pub const NESTED_DEPTH: usize = 4;
 
 /// How many directory entries the scan reads for one call, over all its
@@ -128,40 +129,64 @@ pub fn nested(root: &Path, write: &[PathBuf]) -> Nested {
     let named = |p: &Path| write.iter().any(|w| w.starts_with(p));
     for grant in write {
         let mut level = vec![grant.clone()];
+        let mut exhausted = false;
         'scan: for depth in 0..=NESTED_DEPTH {
             let mut next = Vec::new();
             for dir in &level {
+                // A control name found in `dir` (the root's own are
+                // protected by the surface already).
+                let mut found = |path: PathBuf, is_dir: bool| {
+                    if dir == root || (path.ends_with(".git") && named(&path)) {
+                        return;
+                    }
+                    if path.ends_with(".git") && !is_dir {
+                        out.paths.extend(git_dirs(&path));
+                    }
+                    out.paths.push(path);
+                };
+                if depth == NESTED_DEPTH {
+                    // The last level is only asked for its control names
+                    // (three lookups instead of a listing: the big leaf
+                    // directories are there).
+                    if budget < ROOT_NAMES.len() {
+                        exhausted = true;
+                        break 'scan;
+                    }
+                    budget -= ROOT_NAMES.len();
+                    for n in ROOT_NAMES {
+                        let path = dir.join(n);
+                        if let Ok(meta) = path.symlink_metadata() {
+                            found(path, meta.is_dir());
+                        }
+                    }
+                    continue;
+                }
                 let Ok(entries) = std::fs::read_dir(dir) else {
                     continue;
                 };
                 for entry in entries.flatten() {
                     if budget == 0 {
-                        out.warnings.push(format!(
-                            "the scan for projects and git repositories nested under the write grant {} stopped after {NESTED_ENTRIES} entries: those it did not reach are not protected from this call; narrow permissions.fs.write",
-                            grant.display()
-                        ));
+                        exhausted = true;
                         break 'scan;
                     }
                     budget -= 1;
                     let name = entry.file_name();
-                    let path = entry.path();
                     let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-                    let control = ROOT_NAMES.iter().any(|n| name == *n);
-                    if control {
-                        if dir != root && !(name == ".git" && named(&path)) {
-                            if name == ".git" && !is_dir {
-                                out.paths.extend(git_dirs(&path));
-                            }
-                            out.paths.push(path);
-                        }
-                        continue;
-                    }
-                    if is_dir && depth < NESTED_DEPTH {
-                        next.push(path);
+                    if ROOT_NAMES.iter().any(|n| name == *n) {
+                        // Protected whole: its inside is not listed.
+                        found(entry.path(), is_dir);
+                    } else if is_dir {
+                        next.push(entry.path());
                     }
                 }
             }
             level = next;
+        }
+        if exhausted {
+            out.warnings.push(format!(
+                "the scan for projects and git repositories nested under the write grant {} stopped after {NESTED_ENTRIES} entries: those it did not reach are not protected from this call; narrow permissions.fs.write",
+                grant.display()
+            ));
         }
     }
     out.paths.sort();
