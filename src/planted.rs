@@ -196,11 +196,23 @@ fn read_seq(dir: &Path) -> Result<u64, PlantedError> {
 }
 
 /// A running call's record of the names it could plant.
+///
+/// Dropped without [`Watch::finish`] (a panic between the two), it
+/// finishes itself.
 #[derive(Debug)]
 pub struct Watch {
     dir: PathBuf,
     file: PathBuf,
     record: Record,
+    finished: bool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.undo_and_drop();
+        }
+    }
 }
 
 /// What [`Watch::finish`] did.
@@ -249,12 +261,22 @@ impl Watch {
         let file = dir.join(format!("call-{}-{}-{seq}.json", record.pid, record.start));
         let bytes = serde_json::to_vec(&record).map_err(|e| io(&file)(e.into()))?;
         state::write_atomic(&file, &bytes)?;
-        Ok(Some(Watch { dir, file, record }))
+        Ok(Some(Watch {
+            dir,
+            file,
+            record,
+            finished: false,
+        }))
     }
 
     /// After the call: removes each name that appeared, checks it is gone,
     /// taints the project for each that is not, then drops the record.
-    pub fn finish(self) -> Undone {
+    pub fn finish(mut self) -> Undone {
+        self.finished = true;
+        self.undo_and_drop()
+    }
+
+    fn undo_and_drop(&mut self) -> Undone {
         let mut undone = undo(&self.record.names);
         if !undone.left.is_empty() {
             let files: Vec<PathBuf> = undone.left.iter().map(|(p, _)| p.clone()).collect();

@@ -79,6 +79,12 @@ pub fn guard_full(project: &Project, write: &[PathBuf]) -> Guard {
     let code = Code::of(project);
     let granted = |p: &PathBuf| write.iter().any(|w| p.starts_with(w));
     planted.extend(code.missing.iter().filter(|p| granted(p)).cloned());
+    // What a call still running may have planted is this call's to undo
+    // too: the first call may end (and remove it) while this one runs,
+    // and this one could then plant it again.
+    if let Ok(hidden) = crate::planted::hidden(root) {
+        planted.extend(hidden.into_iter().filter(|p| granted(p)));
+    }
     planted.sort();
     planted.dedup();
     let mut protected = surface_of(project, &code, write);

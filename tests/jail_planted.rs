@@ -408,3 +408,37 @@ fn projects_and_repositories_nested_under_a_write_grant_keep_their_control_files
     assert!(r.text().contains("GIT-WROTE"), "{r:#?}");
     assert!(fs::read_to_string(&config).unwrap().ends_with("# ok\n"));
 }
+
+#[test]
+fn a_second_call_cannot_keep_what_the_first_planted() {
+    require_jail!();
+    let f = project();
+    let first_up = f.root.join("out/first");
+    let first = spawn_writer(&f, &format!("{} echo up > out/first; sleep 3", plant()));
+    assert!(wait_until(Duration::from_secs(20), || first_up.exists()));
+    // The second call starts while the plants are there, waits for the
+    // first call's clean-up, and plants them again.
+    let second = spawn_writer(
+        &f,
+        &format!(
+            "echo up > out/second; i=0; while [ -e work/later.sh ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+             echo gone > out/saw-gone; {} echo replanted > out/second-done; sleep 1",
+            plant()
+        ),
+    );
+    let first = outcome(first);
+    assert_eq!(first["ok"], json!(false), "{first}");
+    let second = outcome(second);
+    // The probe: the second call saw the clean-up and planted again.
+    assert!(f.root.join("out/saw-gone").exists(), "{second}");
+    assert!(f.root.join("out/second-done").exists(), "{second}");
+    for name in ["tools.json", ".glee/tools/evil", "work/later.sh"] {
+        assert!(gone(&f.root.join(name)), "{name} is still there: {second}");
+    }
+    assert!(!listed(&f)
+        .unwrap()
+        .iter()
+        .any(|n| n == "planted" || n == "evil"));
+    let r = f.run_audited("later", &[]);
+    assert!(!r.mentions("PLANTED-RAN"), "{r:#?}");
+}

@@ -170,12 +170,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     // removed afterwards (glovebox::planted).
     let mut absent = Vec::new();
     let mut here_root = None;
-    if let Ok(project) = glovebox::manifest::project::Project::discover_with(
+    let here = glovebox::manifest::project::Project::discover_with(
         cli.root.as_deref(),
         cli.tools_json.as_deref(),
-    )
-    .map(glovebox::builtin::add_to)
-    {
+    );
+    if let Err(e @ glovebox::manifest::ProjectError::Planted(_)) = &here {
+        eprintln!(
+            "glovebox: the command was not run: {}",
+            glovebox::run::error_chain(e)
+        );
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
+    if let Ok(project) = here.map(glovebox::builtin::add_to) {
         let names;
         (spec.protect, names) = glovebox::surface::guard(&project, &spec.fs.write);
         absent.push((project.root.clone(), names));
@@ -203,6 +209,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         Output::Stream
     };
 
+    // A tainted project under the grants is not written to at all.
+    for (root, _) in &absent {
+        if let Err(e) = glovebox::planted::hidden(root) {
+            eprintln!(
+                "glovebox: the command was not run: {}",
+                glovebox::run::error_chain(&e)
+            );
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    }
     let mut watches = Vec::new();
     for (root, names) in &absent {
         match glovebox::planted::Watch::begin(root, names) {
