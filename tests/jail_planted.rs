@@ -14,6 +14,7 @@
 
 mod common;
 mod runkit;
+mod servekit;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -441,4 +442,62 @@ fn a_second_call_cannot_keep_what_the_first_planted() {
         .any(|n| n == "planted" || n == "evil"));
     let r = f.run_audited("later", &[]);
     assert!(!r.mentions("PLANTED-RAN"), "{r:#?}");
+}
+
+#[test]
+fn a_served_project_never_serves_what_a_running_call_planted() {
+    require_jail!();
+    let f = project();
+    let state = f.state();
+    let mut s = servekit::Served::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &[],
+    );
+    let names = |s: &servekit::Served| -> Vec<String> {
+        let list = s.get("/api/v1/tools");
+        assert_eq!(list.status, 200, "{list:?}");
+        list.json
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(names(&s).contains(&"later".to_string()));
+    let ready = f.root.join("out/ready");
+    let mut child = spawn_writer(&f, &format!("{} echo up > out/ready; sleep 4", plant()));
+    assert!(wait_until(Duration::from_secs(20), || ready.exists()));
+    assert!(f.root.join("work/later.sh").exists(), "the probe: planted");
+    let (mut rounds, started) = (0, Instant::now());
+    while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(30) {
+        // A reload now (the watcher's own may come at any time too).
+        let d = s.post("/api/v1/tools/discover", &json!({}));
+        assert!(d.status < 500, "{d:?}");
+        let shown = names(&s);
+        assert!(
+            !shown.iter().any(|n| n == "planted" || n == "evil"),
+            "served while its call runs: {shown:?}"
+        );
+        for name in ["planted", "evil"] {
+            let r = s.post(&format!("/api/v1/tools/{name}/invoke"), &json!({}));
+            assert!(!r.body.contains("PLANTED-RAN"), "{r:?}");
+            assert_eq!(r.kind(), "tool_not_found", "{r:?}");
+        }
+        let r = s.post("/api/v1/tools/later/invoke", &json!({}));
+        assert!(
+            !r.body.contains("PLANTED-RAN"),
+            "the planted script ran: {r:?}"
+        );
+        assert_eq!(r.json["ok"], json!(false), "{r:?}");
+        rounds += 1;
+    }
+    assert!(rounds >= 2, "too few rounds in the window: {rounds}");
+    assert_eq!(outcome(child)["ok"], json!(false));
+    let d = s.post("/api/v1/tools/discover", &json!({}));
+    assert!(d.status < 500, "{d:?}");
+    assert!(!names(&s).iter().any(|n| n == "planted" || n == "evil"));
+    let r = s.post("/api/v1/tools/later/invoke", &json!({}));
+    assert!(!r.body.contains("PLANTED-RAN"), "{r:?}");
+    s.terminate();
 }
