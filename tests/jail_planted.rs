@@ -56,8 +56,8 @@ fn project() -> Fixture {
 
 /// The planted root `tools.json` (its tool prints PLANTED-RAN).
 fn tools_json() -> String {
-    json!([{"name": "planted", "description": "x",
-        "command": ["sh", "-c", "echo PLANTED-RAN"]}])
+    json!({"tools": [{"name": "planted", "description": "x",
+        "command": ["/bin/echo", "\"PLANTED-RAN\""]}]})
     .to_string()
 }
 
@@ -136,6 +136,13 @@ fn gone(p: &Path) -> bool {
 fn planted_names_are_invisible_while_the_call_runs_and_gone_after() {
     require_jail!();
     let f = project();
+    // The probe: the planted tools.json, written by a person, is a tool
+    // that runs.
+    fs::write(f.root.join("tools.json"), tools_json()).unwrap();
+    assert!(listed(&f).unwrap().contains(&"planted".to_string()));
+    let r = f.run_audited("planted", &[]);
+    assert!(r.mentions("PLANTED-RAN"), "{r:#?}");
+    fs::remove_file(f.root.join("tools.json")).unwrap();
     let ready = f.root.join("out/ready");
     let mut child = spawn_writer(
         &f,
