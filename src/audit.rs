@@ -1749,6 +1749,29 @@ mod tests {
         assert_eq!(head.bytes, Some(bytes.len() as u64));
     }
 
+    #[test]
+    fn a_pinned_log_is_reached_whatever_happened_to_its_path() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join(".glee/audit")).unwrap();
+        let log = Log {
+            path: root.join(".glee/audit/tools.log"),
+            head: d.path().join("head"),
+            dir: None,
+        }
+        .pinned();
+        let key = vec![7u8; 32];
+        append_now(&log, &key, &call(0), false);
+        // The path no longer leads there (a tool may take the search bit
+        // off the root it may write; moving it away is the same to a
+        // path): the next line still lands in the same log.
+        std::fs::rename(&root, d.path().join("moved")).unwrap();
+        append_now(&log, &key, &call(1), false);
+        let text = std::fs::read_to_string(d.path().join("moved/.glee/audit/tools.log")).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(!root.exists());
+    }
+
     /// A log in `dir` and the key its tests sign with.
     fn log_in(dir: &Path) -> (Log, Vec<u8>) {
         let log = Log {

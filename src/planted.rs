@@ -251,7 +251,6 @@ impl Watch {
             .map_err(io(&dir))?;
         let _held = lock(&dir)?;
         let seq = read_seq(&dir)? + 1;
-        state::write_atomic(&dir.join(SEQ), seq.to_string().as_bytes())?;
         let record = Record {
             root: root.to_path_buf(),
             pid: std::process::id(),
@@ -261,6 +260,14 @@ impl Watch {
         let file = dir.join(format!("call-{}-{}-{seq}.json", record.pid, record.start));
         let bytes = serde_json::to_vec(&record).map_err(|e| io(&file)(e.into()))?;
         state::write_atomic(&file, &bytes)?;
+        // The record first, then the number: a loader that read the old
+        // number before listing the records either saw this one or finds
+        // the number changed after its load (the jail starts only after
+        // this returns), and loads again.
+        if let Err(e) = state::write_atomic(&dir.join(SEQ), seq.to_string().as_bytes()) {
+            let _ = fs::remove_file(&file);
+            return Err(e.into());
+        }
         Ok(Some(Watch {
             dir,
             file,
@@ -428,10 +435,19 @@ pub fn guarded<T>(root: &Path, mut load: impl FnMut(&[PathBuf]) -> T) -> Result<
     let Ok(dir) = project_dir(root) else {
         return Ok(load(&[]));
     };
+    guarded_in(&dir, root, load)
+}
+
+/// [`guarded`] with the records in `dir`.
+fn guarded_in<T>(
+    dir: &Path,
+    root: &Path,
+    mut load: impl FnMut(&[PathBuf]) -> T,
+) -> Result<T, PlantedError> {
     for _ in 0..LOAD_TRIES {
-        let v = view(root, &dir)?;
+        let v = view(root, dir)?;
         let out = load(&v.hidden);
-        if read_seq(&dir)? == v.seq {
+        if read_seq(dir)? == v.seq {
             return Ok(out);
         }
     }

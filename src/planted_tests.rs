@@ -123,3 +123,44 @@ fn live_records_hide_their_names_and_dead_ones_are_finished() {
     );
     assert!(view(&proj, &dir).is_err(), "still tainted");
 }
+
+#[test]
+fn a_load_that_raced_a_new_record_loads_again_and_sees_it() {
+    let t = tempfile::tempdir().unwrap();
+    let proj = t.path().join("proj");
+    let dir = t.path().join("state");
+    fs::create_dir_all(&proj).unwrap();
+    fs::create_dir_all(&dir).unwrap();
+    let record = Record {
+        root: proj.clone(),
+        pid: std::process::id(),
+        start: own_start(),
+        names: vec![proj.join("tools.json")],
+    };
+    // The first load runs while a call records itself (the record, then
+    // the number, as `Watch::begin` writes them).
+    let mut loads = Vec::new();
+    let out = guarded_in(&dir, &proj, |hidden| {
+        if loads.is_empty() {
+            fs::write(
+                dir.join("call-1.json"),
+                serde_json::to_vec(&record).unwrap(),
+            )
+            .unwrap();
+            fs::write(dir.join(SEQ), "1").unwrap();
+        }
+        loads.push(hidden.to_vec());
+        hidden.len()
+    })
+    .unwrap();
+    assert_eq!(out, 1);
+    assert_eq!(loads, [vec![], vec![proj.join("tools.json")]]);
+    // Records that never stop changing: refused, not loaded blind.
+    let mut n = 1;
+    let e = guarded_in(&dir, &proj, |_| {
+        n += 1;
+        fs::write(dir.join(SEQ), n.to_string()).unwrap();
+    })
+    .unwrap_err();
+    assert!(matches!(e, PlantedError::Busy { .. }), "{e}");
+}
