@@ -140,7 +140,7 @@ fn planted_names_are_invisible_while_the_call_runs_and_gone_after() {
     // that runs.
     fs::write(f.root.join("tools.json"), tools_json()).unwrap();
     assert!(listed(&f).unwrap().contains(&"planted".to_string()));
-    let r = f.run_audited("planted", &[]);
+    let r = f.run_audited("planted", &["--yes"]);
     assert!(r.mentions("PLANTED-RAN"), "{r:#?}");
     fs::remove_file(f.root.join("tools.json")).unwrap();
     let ready = f.root.join("out/ready");
@@ -507,4 +507,45 @@ fn a_served_project_never_serves_what_a_running_call_planted() {
     let r = s.post("/api/v1/tools/later/invoke", &json!({}));
     assert!(!r.body.contains("PLANTED-RAN"), "{r:?}");
     s.terminate();
+}
+
+#[test]
+fn a_tools_json_found_in_the_root_runs_only_once_approved() {
+    require_jail!();
+    let f = project();
+    fs::write(f.root.join("tools.json"), tools_json()).unwrap();
+    // Found in the root: it waits for a person, whoever wrote it.
+    let r = f.run_audited("planted", &[]);
+    assert!(!r.mentions("PLANTED-RAN"), "{r:#?}");
+    r.assert_failed("approval_required", 1);
+    assert!(r.message().contains("glovebox approve planted"), "{r:#?}");
+    let out = f.glovebox(&["approve", "planted", "--yes"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = f.run_audited("planted", &[]);
+    r.assert_ok();
+    assert!(r.mentions("PLANTED-RAN"), "{r:#?}");
+    // Changed (or replaced) since the approval: not trusted again.
+    let changed = tools_json().replace("\"description\":\"x\"", "\"description\":\"y\"");
+    assert_ne!(changed, tools_json());
+    fs::write(f.root.join("tools.json"), changed).unwrap();
+    let r = f.run_audited("planted", &[]);
+    assert!(!r.mentions("PLANTED-RAN"), "{r:#?}");
+    r.assert_failed("approval_required", 1);
+    assert!(r.message().contains("tools.json"), "{r:#?}");
+    // Named by the user (`--tools-json`), it is theirs: no approval asked.
+    let out = Command::new(bin())
+        .arg("--tools-json")
+        .arg(f.root.join("tools.json"))
+        .args(["run", "planted", "--json"])
+        .env("GLOVEBOX_STATE_DIR", f.state())
+        .current_dir(&f.cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let o: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(o["ok"], json!(true), "{o}");
 }

@@ -10,7 +10,7 @@ use super::config::{self, Config, ConfigError};
 use super::diagnostic::{Diagnostic, Rule};
 use super::discover::{self, DiscoverError, ToolEntry};
 use super::lint;
-use super::model::Manifest;
+use super::model::{Approval, Manifest};
 use super::schema::did_you_mean;
 use super::yaml::{Position, MAX_DOCUMENT_BYTES};
 
@@ -64,6 +64,9 @@ pub struct Project {
     /// (`crate::builtin::add_to`).
     pub whole: bool,
 }
+
+/// The approval reason of an entry of a `tools.json` found in the root.
+pub const FOUND_TOOLS_JSON_REASON: &str = "an entry of the tools.json found in the project root, which a tool that may write the root could have written; approve it once you have read it (an edited tools.json needs a new approval)";
 
 /// Why a project or a tool is unavailable.
 #[derive(Debug, thiserror::Error)]
@@ -227,6 +230,7 @@ impl Project {
         }
         refuse_duplicates(&root, &mut tools, &mut rejected, &mut diagnostics);
         let auto = root.join(TOOLS_JSON);
+        let found = tools_json.is_none();
         let tools_json = match tools_json {
             Some(file) => Some(discover::normalize(file)).filter(|f| visible(f)),
             None => (auto.is_file() && visible(&auto)).then_some(auto),
@@ -236,7 +240,20 @@ impl Project {
                 Ok(rel) => rel.display().to_string(),
                 Err(_) => file.display().to_string(),
             };
-            let loaded = agentcli::load(&root, file, &display, config.as_ref())?;
+            let mut loaded = agentcli::load(&root, file, &display, config.as_ref())?;
+            if found {
+                // Found in the root, not named by the user (`--tools-json`):
+                // anything that may write the root may have written it, so
+                // each entry waits for a person's approval, which covers
+                // the file's bytes (one that appears or changes is not
+                // trusted until approved again).
+                for tool in &mut loaded.tools {
+                    tool.manifest.approval = Approval {
+                        required: true,
+                        reason: Some(FOUND_TOOLS_JSON_REASON.into()),
+                    };
+                }
+            }
             diagnostics.extend(loaded.diagnostics);
             for name in loaded.rejected {
                 if !rejected.contains(&name) {
