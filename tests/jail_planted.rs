@@ -213,11 +213,17 @@ fn a_planter_that_closes_the_root_is_undone_and_its_call_recorded() {
             "writer",
             &[
                 "--params",
-                &params(&format!("{} {close}; echo DONE", plant())),
+                &params(&format!("{} chmod 555 work; {close}; echo DONE", plant())),
             ],
         );
         // Open again (its owner may), to look.
         fs::set_permissions(&f.root, fs::Permissions::from_mode(0o755)).unwrap();
+        let work = fs::metadata(f.root.join("work"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(work, 0o555, "{close}: the tool's mode is put back: {r:#?}");
         assert!(
             !gone(&f.root.join("out")),
             "{close}: the root cannot be read: {r:#?}"
