@@ -392,6 +392,11 @@ impl Pending {
 pub struct Log {
     path: PathBuf,
     head: PathBuf,
+    /// The log's directory, opened once ([`Log::pinned`]): the log is
+    /// then opened relative to it, whatever happened to the path above
+    /// it since (a call's tool may take the search bit off the project
+    /// root it may write, which kept its result line out of the log).
+    dir: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 type HmacSha256 = Hmac<Sha256>;
@@ -528,7 +533,26 @@ impl Log {
             head: state::dir()?
                 .join("audit")
                 .join(format!("{}.head", state::project_key(root))),
+            dir: None,
         })
+    }
+
+    /// This log with its directory opened now (created if needed), so that
+    /// later appends reach it through the descriptor; as it is when the
+    /// directory cannot be opened (appends then report it).
+    pub fn pinned(mut self) -> Log {
+        let Some(dir) = self.path.parent() else {
+            return self;
+        };
+        let _ = fs::create_dir_all(dir);
+        if let Ok(f) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(dir)
+        {
+            self.dir = Some(std::sync::Arc::new(f.into()));
+        }
+        self
     }
 
     /// Where the log is.
@@ -631,6 +655,21 @@ impl Log {
     /// Opens the log for appending (creating it and its directory) and
     /// takes the writers' lock.
     fn open_locked(&self) -> Result<nix::fcntl::Flock<fs::File>, AuditError> {
+        if let (Some(dir), Some(name)) = (&self.dir, self.path.file_name()) {
+            use nix::fcntl::OFlag;
+            let fd = nix::fcntl::openat(
+                &**dir,
+                name,
+                OFlag::O_RDWR | OFlag::O_APPEND | OFlag::O_CREAT | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::from_bits_truncate(0o644),
+            )
+            .map_err(|e| self.io(e.into()))?;
+            return nix::fcntl::Flock::lock(
+                fs::File::from(fd),
+                nix::fcntl::FlockArg::LockExclusive,
+            )
+            .map_err(|(_, e)| self.io(e.into()));
+        }
         if let Some(dir) = self.path.parent() {
             fs::create_dir_all(dir).map_err(|e| self.io(e))?;
         }
@@ -1600,6 +1639,7 @@ mod tests {
         let log = Log {
             path: dir.path().join("tools.log"),
             head: dir.path().join("head"),
+            dir: None,
         };
         let text: String = (0..1000)
             .map(|i| format!("[t{i:04}] TOOL_EXECUTED name=x n={i:04} mac=ab\n"))
@@ -1671,6 +1711,7 @@ mod tests {
         let log = std::sync::Arc::new(Log {
             path: dir.path().join("tools.log"),
             head: dir.path().join("head"),
+            dir: None,
         });
         let key = vec![7u8; 32];
         let threads: Vec<_> = (0..8)
@@ -1708,11 +1749,35 @@ mod tests {
         assert_eq!(head.bytes, Some(bytes.len() as u64));
     }
 
+    #[test]
+    fn a_pinned_log_is_reached_whatever_happened_to_its_path() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join(".glee/audit")).unwrap();
+        let log = Log {
+            path: root.join(".glee/audit/tools.log"),
+            head: d.path().join("head"),
+            dir: None,
+        }
+        .pinned();
+        let key = vec![7u8; 32];
+        append_now(&log, &key, &call(0), false);
+        // The path no longer leads there (a tool may take the search bit
+        // off the root it may write; moving it away is the same to a
+        // path): the next line still lands in the same log.
+        std::fs::rename(&root, d.path().join("moved")).unwrap();
+        append_now(&log, &key, &call(1), false);
+        let text = std::fs::read_to_string(d.path().join("moved/.glee/audit/tools.log")).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(!root.exists());
+    }
+
     /// A log in `dir` and the key its tests sign with.
     fn log_in(dir: &Path) -> (Log, Vec<u8>) {
         let log = Log {
             path: dir.join("tools.log"),
             head: dir.join("head"),
+            dir: None,
         };
         (log, vec![7u8; 32])
     }

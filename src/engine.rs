@@ -224,6 +224,37 @@ impl Engine {
         Ok((tool, config))
     }
 
+    /// Refuses the call when the project is tainted now, or when what
+    /// `tool` is defined by or runs is a name a call still running could
+    /// have planted ([`crate::planted`]): checked at each call, so that a
+    /// served project loaded before either happened refuses it too.
+    fn not_planted(&self, tool: &Tool) -> Result<(), Box<Outcome>> {
+        let fail = |kind, message: String| {
+            Box::new(Outcome::failure(&tool.name, kind, message, json!({})))
+        };
+        let hidden = crate::planted::hidden(&self.project.root)
+            .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
+        if hidden.is_empty() || tool.origin == Origin::Builtin {
+            return Ok(());
+        }
+        let footprint = crate::footprint::of(&self.project.root, tool);
+        let planted = std::iter::once(&tool.file)
+            .chain(&footprint.paths)
+            .chain(&footprint.missing)
+            .find(|p| crate::planted::is_hidden(p, &hidden));
+        match planted {
+            Some(p) => Err(fail(
+                ErrorKind::ManifestInvalid,
+                format!(
+                    "tool `{}` is defined by or runs {}, which a call still running may have created; it is not used before that call has ended and glovebox has checked it: retry then",
+                    tool.name,
+                    p.strip_prefix(&self.project.root).unwrap_or(p).display()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The effective policy of a tool.
     pub fn policy(&self, name: &str) -> Result<Policy, Box<Outcome>> {
         let (tool, config) = self.tool_and_config(name)?;
@@ -286,6 +317,7 @@ impl Engine {
             caller,
             id: &call_id,
             written: std::cell::Cell::new(false),
+            log: std::cell::OnceCell::new(),
             warnings: std::cell::RefCell::new(Vec::new()),
             extra: AuditExtra::default(),
             gate: std::cell::RefCell::new(None),
@@ -306,6 +338,7 @@ impl Engine {
         let record = Record {
             call_id: id,
             extra: intent.extra.take(),
+            log: intent.log.get().cloned(),
         };
         self.finish(name, logged_params, caller, &mut outcome, record, started);
         outcome
@@ -323,7 +356,7 @@ impl Engine {
         started: Instant,
     ) {
         outcome.duration_ms = started.elapsed().as_millis() as u64;
-        if let Err(e) = self.log_call(name, params, caller, outcome, record.call_id, record.extra) {
+        if let Err(e) = self.log_call(name, params, caller, outcome, record) {
             if outcome.kind() == Some(ErrorKind::AuditUnavailable) {
                 // The Outcome already says the call has no record.
                 return;
@@ -396,10 +429,17 @@ impl Engine {
         params: Value,
         caller: &Caller,
         outcome: &Outcome,
-        call_id: Option<&str>,
-        extra: Vec<(&'static str, String)>,
+        record: Record<'_>,
     ) -> Result<(), audit::AuditError> {
-        let log = audit::Log::for_project(&self.project.root)?;
+        let Record {
+            call_id,
+            extra,
+            log,
+        } = record;
+        let log = match log {
+            Some(log) => log,
+            None => audit::Log::for_project(&self.project.root)?,
+        };
         let params = params.to_string();
         let event = match outcome.kind() {
             Some(ErrorKind::ApprovalRequired) => {
@@ -430,6 +470,7 @@ impl Engine {
         intent: &Intent<'_>,
     ) -> Result<Outcome, Box<Outcome>> {
         let (tool, config) = self.tool_and_config(name)?;
+        self.not_planted(tool)?;
         let m = &tool.manifest;
         let schemas = self.schemas(m)?;
 
@@ -816,6 +857,9 @@ fn new_call_id() -> String {
 struct Record<'a> {
     call_id: Option<&'a str>,
     extra: Vec<(&'static str, String)>,
+    /// The log the intent was written to, its directory opened then
+    /// ([`audit::Log::pinned`]).
+    log: Option<audit::Log>,
 }
 
 /// The intent of one call: written to the audit log right before the
@@ -827,6 +871,8 @@ struct Intent<'a> {
     caller: &'a Caller,
     id: &'a str,
     written: std::cell::Cell<bool>,
+    /// The log the intent went to, kept for the result line.
+    log: std::cell::OnceCell<audit::Log>,
     warnings: std::cell::RefCell<Vec<String>>,
     /// Fields the run adds to the result's audit line.
     extra: AuditExtra,
@@ -836,6 +882,17 @@ struct Intent<'a> {
 }
 
 impl Intent<'_> {
+    /// The project's audit log, its directory opened at the first use
+    /// (the intent), so that the result line reaches it whatever the call
+    /// did to the directories above it.
+    fn log(&self) -> Result<audit::Log, audit::AuditError> {
+        if let Some(log) = self.log.get() {
+            return Ok(log.clone());
+        }
+        let log = audit::Log::for_project(&self.engine.project.root)?.pinned();
+        Ok(self.log.get_or_init(|| log).clone())
+    }
+
     fn event(&self) -> audit::Event {
         audit::Event::call_started(
             self.name,
@@ -850,8 +907,7 @@ impl Intent<'_> {
     /// `config.audit` is `best_effort`, in which case it goes on with a
     /// warning.
     fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
-        let result = audit::Log::for_project(&self.engine.project.root)
-            .and_then(|log| log.append_durable(&self.event()));
+        let result = self.log().and_then(|log| log.append_durable(&self.event()));
         match result {
             Ok(()) => {
                 self.written.set(true);
@@ -868,8 +924,7 @@ impl Intent<'_> {
     /// (`jail::Gate`). [`Intent::settle`] turns a sync that failed into
     /// the refusal (or the warning) [`Intent::record`] would have given.
     fn begin(&self, config: &Config) -> Result<(), Box<Outcome>> {
-        let result = audit::Log::for_project(&self.engine.project.root)
-            .and_then(|log| log.append_pending(&self.event()));
+        let result = self.log().and_then(|log| log.append_pending(&self.event()));
         match result {
             Ok(pending) => {
                 self.written.set(true);
@@ -1074,7 +1129,24 @@ impl Job<'_> {
                 ))
             }
         };
+        // The names this call could plant are recorded before it starts:
+        // every loader treats them as absent until they are checked gone.
+        let watch = match crate::planted::Watch::begin(self.root, &self.policy.absent) {
+            Ok(w) => w,
+            Err(e) => {
+                return Ok(Outcome::failure(
+                    self.name,
+                    e.kind(),
+                    format!(
+                        "the call was not run: the control names it could create cannot be recorded: {}",
+                        run::error_chain(&e)
+                    ),
+                    json!({}),
+                ))
+            }
+        };
         let started = start(&spec);
+        let undone = watch.map(crate::planted::Watch::finish).unwrap_or_default();
         if let (Ok(_), Some(gate)) = (&started, &self.gate) {
             if !gate.asked.load(Ordering::SeqCst) {
                 // Its code ran without waiting for its intent to be on
@@ -1087,24 +1159,9 @@ impl Job<'_> {
                 )));
             }
         }
-        let planted = crate::surface::undo_planted(&self.policy.absent);
         let mut outcome = match started {
+            _ if !undone.is_empty() => planted_failure(self.name, self.root, &undone),
             Err(e) => run::jail_error(self.name, &e, program),
-            Ok(_) if !planted.is_empty() => {
-                let names: Vec<String> = planted
-                    .iter()
-                    .map(|p| p.strip_prefix(self.root).unwrap_or(p).display().to_string())
-                    .collect();
-                Outcome::failure(
-                    self.name,
-                    ErrorKind::PermissionExceedsCeiling,
-                    format!(
-                        "the tool created {}, part of the project's control surface (it would define tools, run code outside the jail, or be code another tool runs); glovebox removed it. A tool whose job is git must name .git in permissions.fs.write",
-                        names.join(", ")
-                    ),
-                    json!({"removed": names}),
-                )
-            }
             Ok(result) => run::finish(
                 self.name,
                 result,
@@ -1114,6 +1171,9 @@ impl Job<'_> {
                 read,
             ),
         };
+        outcome
+            .warnings
+            .extend(self.policy.surface_warnings.iter().cloned());
         if spec.network && spec.direct_network {
             self.extra.push(("network", "direct".into()));
             if !self.placeholders.is_empty() {
@@ -1165,6 +1225,49 @@ impl Job<'_> {
         spec.gateway = Some(g.clone());
         Ok(Some(g))
     }
+}
+
+/// The Outcome of a call that created control names (`undone`): removed,
+/// or, where glovebox could not remove one, left with the project
+/// tainted.
+fn planted_failure(name: &str, root: &Path, undone: &crate::planted::Undone) -> Outcome {
+    let shown = |p: &PathBuf| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    let removed: Vec<String> = undone.removed.iter().map(shown).collect();
+    let left: Vec<String> = undone
+        .left
+        .iter()
+        .map(|(p, why)| format!("{} ({why})", shown(p)))
+        .collect();
+    let created: Vec<String> = undone
+        .removed
+        .iter()
+        .chain(undone.left.iter().map(|(p, _)| p))
+        .map(shown)
+        .collect();
+    let mut message = format!(
+        "the tool created {}, part of the project's control surface (it would define tools, run code outside the jail, or be code another tool runs)",
+        created.join(", ")
+    );
+    if left.is_empty() {
+        message.push_str("; glovebox removed it");
+    } else {
+        message.push_str(&format!(
+            "; glovebox could not remove {}: the project is refused until you remove it and run `glovebox untaint`",
+            left.join(", ")
+        ));
+        if let Some(why) = &undone.unrecorded {
+            message.push_str(&format!(
+                " (the taint could not be recorded: {why}; the next glovebox command that loads the project tries again)"
+            ));
+        }
+    }
+    message.push_str(". A tool whose job is git must name .git in permissions.fs.write");
+    Outcome::failure(
+        name,
+        ErrorKind::PermissionExceedsCeiling,
+        message,
+        json!({"removed": removed, "left": undone.left.iter().map(|(p, _)| shown(p)).collect::<Vec<_>>(), "tainted": !undone.left.is_empty()}),
+    )
 }
 
 fn policy_failure(name: &str, e: &PolicyError) -> Box<Outcome> {

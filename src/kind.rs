@@ -155,6 +155,22 @@ mod tests {
             ),
             (ProjectError::ConfigInvalid.kind(), K::ManifestInvalid),
             (
+                crate::planted::PlantedError::Tainted {
+                    root: PathBuf::new(),
+                    files: Vec::new(),
+                    state: String::new(),
+                }
+                .kind(),
+                K::ManifestInvalid,
+            ),
+            (
+                crate::planted::PlantedError::Busy {
+                    root: PathBuf::new(),
+                }
+                .kind(),
+                K::Internal,
+            ),
+            (
                 ProjectError::from(crate::manifest::discover::DiscoverError::NoRoot {
                     start: PathBuf::from("/x"),
                 })

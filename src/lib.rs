@@ -106,6 +106,7 @@ pub mod jail;
 pub mod kind;
 pub mod manifest;
 pub mod migrate;
+pub mod planted;
 pub mod policy;
 pub mod proxy;
 pub mod run;

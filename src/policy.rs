@@ -108,6 +108,9 @@ pub struct Policy {
     /// removed after the call, which then fails; empty until
     /// [`Policy::with_surface`].
     pub absent: Vec<PathBuf>,
+    /// What the call is told about its surface (a nested scan that hit
+    /// its bound: [`crate::surface::nested`]).
+    pub surface_warnings: Vec<String>,
 }
 
 /// Checks the paths a manifest grants, as they resolve at this call.
@@ -257,12 +260,14 @@ impl Policy {
             degraded: config.sandbox.degraded,
             protected: Vec::new(),
             absent: Vec::new(),
+            surface_warnings: Vec::new(),
         })
     }
 
     /// This policy with the control surface of `project` protected.
     pub fn with_surface(mut self, project: &crate::manifest::project::Project) -> Policy {
-        (self.protected, self.absent) = crate::surface::guard(project, &self.write);
+        let g = crate::surface::guard_full(project, &self.write);
+        (self.protected, self.absent, self.surface_warnings) = (g.protected, g.absent, g.warnings);
         self
     }
 

@@ -20,9 +20,11 @@
 //! names that do not exist yet are covered elsewhere: a planted sibling
 //! package never runs because the python shim loads the exact files
 //! glovebox resolved ([`crate::run::python`]) and never reads the
-//! project's `__pycache__`; a planted root `tools.json`, `.git` or `.glee`
-//! is removed after the call ([`undo_planted`]); and approvals record which
-//! shadowing names exist, so one appearing voids the approval.
+//! project's `__pycache__`; a planted root `tools.json`, `.git` or `.glee`,
+//! or code a tool would run, is invisible to every loader while the call
+//! runs and removed (and checked gone) after it, or the project is
+//! tainted ([`crate::planted`]); and approvals record which shadowing
+//! names exist, so one appearing voids the approval.
 
 use std::path::{Path, PathBuf};
 
@@ -43,17 +45,159 @@ pub fn paths(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
 /// ([`absent`]: undone after the call). The project is loaded whole and
 /// each tool's footprint worked out once for both.
 pub fn guard(project: &Project, write: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let g = guard_full(project, write);
+    (g.protected, g.absent)
+}
+
+/// What [`guard_full`] decides for one call.
+#[derive(Debug, Default)]
+pub struct Guard {
+    /// Bound read-only in the jail ([`paths`]), the control names of
+    /// projects and repositories nested under the write grants included
+    /// ([`nested`]).
+    pub protected: Vec<PathBuf>,
+    /// Names the call could plant ([`absent`]).
+    pub absent: Vec<PathBuf>,
+    /// What the call should be told (a nested scan that hit its bound).
+    pub warnings: Vec<String>,
+}
+
+/// [`guard`] with the warnings of the nested scan.
+pub fn guard_full(project: &Project, write: &[PathBuf]) -> Guard {
     let root = &project.root;
     let mut planted = absent_root_names(root, write);
+    let found = nested(root, write);
+    let mut g = Guard {
+        warnings: found.warnings,
+        ..Guard::default()
+    };
     if !write.iter().any(|w| reaches(root, w)) {
-        return (Vec::new(), planted);
+        g.protected = found.paths;
+        g.absent = planted;
+        return g;
     }
     let code = Code::of(project);
     let granted = |p: &PathBuf| write.iter().any(|w| p.starts_with(w));
     planted.extend(code.missing.iter().filter(|p| granted(p)).cloned());
+    // What a call still running may have planted is this call's to undo
+    // too: the first call may end (and remove it) while this one runs,
+    // and this one could then plant it again.
+    if let Ok(hidden) = crate::planted::hidden(root) {
+        planted.extend(hidden.into_iter().filter(|p| granted(p)));
+    }
     planted.sort();
     planted.dedup();
-    (surface_of(project, &code, write), planted)
+    let mut protected = surface_of(project, &code, write);
+    protected.extend(found.paths);
+    protected.sort();
+    protected.dedup();
+    g.protected = protected;
+    g.absent = planted;
+    g
+}
+
+/// How deep below a write grant the scan for nested projects and
+/// repositories looks (the grant itself is depth 0): control names are
+/// found in every directory up to this depth (the directories above it
+/// are listed; those at it are asked for the three names).
+pub const NESTED_DEPTH: usize = 4;
+
+/// How many directory entries the scan reads for one call, over all its
+/// write grants.
+pub const NESTED_ENTRIES: usize = 20_000;
+
+/// What the nested scan found.
+#[derive(Debug, Default)]
+pub struct Nested {
+    /// The control names (`.glee`, `tools.json`, `.git` and the
+    /// directories a `.git` file names) of projects and repositories below
+    /// the write grants, other than the root's own; a `.git` the grants
+    /// name (or hold a path inside) is left out: the tool's to write.
+    pub paths: Vec<PathBuf>,
+    /// A scan that hit [`NESTED_ENTRIES`]: which grant, and what to do.
+    pub warnings: Vec<String>,
+}
+
+/// The projects and git repositories nested below the write grants
+/// `write` of a call on `root`, found breadth first, at most
+/// [`NESTED_DEPTH`] directories down and [`NESTED_ENTRIES`] entries in
+/// all. Links are never followed; the inside of a `.git` or `.glee`
+/// directory is not listed (it is protected whole).
+///
+/// At the bound the scan stops and says so (a warning on the call): what
+/// it found is protected, and a deeper repository is not. Refusing the
+/// call instead would refuse ordinary work in any large tree (a build
+/// directory alone holds tens of thousands of entries), and a grant that
+/// wide is already the manifest's choice.
+pub fn nested(root: &Path, write: &[PathBuf]) -> Nested {
+    let mut out = Nested::default();
+    let mut budget = NESTED_ENTRIES;
+    let named = |p: &Path| write.iter().any(|w| w.starts_with(p));
+    for grant in write {
+        let mut level = vec![grant.clone()];
+        let mut exhausted = false;
+        'scan: for depth in 0..=NESTED_DEPTH {
+            let mut next = Vec::new();
+            for dir in &level {
+                // A control name found in `dir` (the root's own are
+                // protected by the surface already).
+                let mut found = |path: PathBuf, is_dir: bool| {
+                    if dir == root || (path.ends_with(".git") && named(&path)) {
+                        return;
+                    }
+                    if path.ends_with(".git") && !is_dir {
+                        out.paths.extend(git_dirs(&path));
+                    }
+                    out.paths.push(path);
+                };
+                if depth == NESTED_DEPTH {
+                    // The last level is only asked for its control names
+                    // (three lookups instead of a listing: the big leaf
+                    // directories are there).
+                    if budget < ROOT_NAMES.len() {
+                        exhausted = true;
+                        break 'scan;
+                    }
+                    budget -= ROOT_NAMES.len();
+                    for n in ROOT_NAMES {
+                        let path = dir.join(n);
+                        if let Ok(meta) = path.symlink_metadata() {
+                            found(path, meta.is_dir());
+                        }
+                    }
+                    continue;
+                }
+                let Ok(entries) = std::fs::read_dir(dir) else {
+                    continue;
+                };
+                for entry in entries.flatten() {
+                    if budget == 0 {
+                        exhausted = true;
+                        break 'scan;
+                    }
+                    budget -= 1;
+                    let name = entry.file_name();
+                    let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                    if ROOT_NAMES.iter().any(|n| name == *n) {
+                        // Protected whole: its inside is not listed.
+                        found(entry.path(), is_dir);
+                    } else if is_dir {
+                        next.push(entry.path());
+                    }
+                }
+            }
+            level = next;
+        }
+        if exhausted {
+            out.warnings.push(format!(
+                "the scan for projects and git repositories nested under the write grant {} stopped after {NESTED_ENTRIES} entries: those it did not reach are not protected from this call; narrow permissions.fs.write",
+                grant.display()
+            ));
+        }
+    }
+    out.paths.sort();
+    out.paths.dedup();
+    out
 }
 
 /// True when the write grant `w` is inside `root` or holds it, as
@@ -180,10 +324,10 @@ fn runs(root: &Path, tool: &Tool, mut files: Vec<PathBuf>) -> Vec<PathBuf> {
 /// For a command run outside any project (`glovebox sandbox`): the
 /// projects at or above each of the write grants `write` (other than
 /// `skip`, the one already protected), each protected as [`paths`] and
-/// [`absent`] say. Returns the protected paths and the absent root names.
-/// A project that cannot be loaded keeps at least its root control names
-/// (fail closed).
-pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+/// [`absent`] say. Returns the protected paths and, per project root, the
+/// absent names. A project that cannot be loaded keeps at least its root
+/// control names (fail closed).
+pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>, Absent) {
     let mut roots: Vec<PathBuf> = Vec::new();
     for w in write {
         if let Ok(root) = crate::manifest::discover::find_root_from(w) {
@@ -198,7 +342,7 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
             Ok(p) => {
                 let (more_protect, more_planted) = guard(&p, write);
                 protect.extend(more_protect);
-                planted.extend(more_planted);
+                planted.push((root, more_planted));
             }
             Err(_) => {
                 protect.extend(
@@ -207,12 +351,16 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
                         .map(|n| root.join(n))
                         .filter(|p| p.symlink_metadata().is_ok()),
                 );
-                planted.extend(absent_root_names(&root, write));
+                let names = absent_root_names(&root, write);
+                planted.push((root, names));
             }
         }
     }
     (protect, planted)
 }
+
+/// Absent names per project root.
+pub type Absent = Vec<(PathBuf, Vec<PathBuf>)>;
 
 /// The control names at the root of a project (`.glee`, `tools.json`,
 /// `.git`).
@@ -226,6 +374,7 @@ pub fn for_writes(project: &Project) -> Vec<PathBuf> {
     let mut out = surface_of(project, &code, &[]);
     out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
     out.extend(code.missing);
+    out.extend(nested(&project.root, std::slice::from_ref(&project.root)).paths);
     out.sort();
     out.dedup();
     out
@@ -249,32 +398,10 @@ fn absent_root_names(root: &Path, write: &[PathBuf]) -> Vec<PathBuf> {
 /// there yet ([`crate::footprint::Footprint::missing`]: an entrypoint, a
 /// script given to an interpreter, a python module). A mount cannot
 /// cover a name that does not exist, and glovebox does not litter the
-/// project with placeholders: the engine checks them after the call
-/// ([`undo_planted`]).
+/// project with placeholders: they are recorded before the call and
+/// removed after it ([`crate::planted::Watch`]).
 pub fn absent(project: &Project, write: &[PathBuf]) -> Vec<PathBuf> {
     guard(project, write).1
-}
-
-/// Removes each of `absent` that now exists (the call created it: a
-/// planted `tools.json`, `.git/` or `.glee/` that would define tools or run
-/// code outside any jail) and returns those removed. Links are removed,
-/// never followed.
-pub fn undo_planted(absent: &[PathBuf]) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    for p in absent {
-        let Ok(meta) = p.symlink_metadata() else {
-            continue;
-        };
-        let gone = if meta.is_dir() {
-            std::fs::remove_dir_all(p)
-        } else {
-            std::fs::remove_file(p)
-        };
-        if gone.is_ok() {
-            removed.push(p.clone());
-        }
-    }
-    removed
 }
 
 /// True when `path` (absolute) is `p` or inside one of `protected`.
@@ -372,7 +499,7 @@ mod tests {
         );
         fs::write(root.join("tools.json"), "[]").unwrap();
         fs::create_dir_all(root.join(".git/hooks")).unwrap();
-        assert_eq!(undo_planted(&a), a);
+        assert_eq!(crate::planted::undo(&a).removed, a);
         assert!(!root.join("tools.json").exists() && !root.join(".git").exists());
         assert!(for_writes(&p).contains(&root.join("tools.json")));
     }
@@ -443,15 +570,81 @@ mod tests {
         // Only the out/ grant: nothing of the surface lies under it, but
         // the surface is what it is.
         assert!(protect.contains(&root.join(".glee")), "{protect:?}");
-        assert!(planted.is_empty());
+        assert!(planted.iter().all(|(_, names)| names.is_empty()));
         let (protect, planted) = of_write_grants(std::slice::from_ref(&root), None);
         assert!(protect.contains(&root.join("run.sh")), "{protect:?}");
-        assert_eq!(planted, [root.join("tools.json")]);
+        assert_eq!(planted, [(root.clone(), vec![root.join("tools.json")])]);
         // Already protected by the caller: skipped.
         assert_eq!(
             of_write_grants(std::slice::from_ref(&root), Some(&root)).0,
             Vec::<PathBuf>::new()
         );
+    }
+
+    #[test]
+    fn nested_projects_and_repositories_under_a_write_grant_are_protected() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        for d in [
+            "sub/b/.glee/tools/x",
+            "vendor/lib/.git",
+            "a/b/c/.git",
+            "a/b/c/d/e/.git",
+            "node/x/.git/objects",
+        ] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join("sub/b/tools.json"), "[]").unwrap();
+        fs::write(root.join("vendor/sm.git-file"), "").unwrap();
+        fs::create_dir_all(root.join("vendor/sm")).unwrap();
+        fs::write(
+            root.join("vendor/sm/.git"),
+            "gitdir: ../../.git/modules/sm\n",
+        )
+        .unwrap();
+        fs::create_dir_all(root.join(".git/modules/sm")).unwrap();
+        let s = paths(&p, std::slice::from_ref(&root));
+        for want in [
+            "sub/b/.glee",
+            "sub/b/tools.json",
+            "vendor/lib/.git",
+            "vendor/sm/.git",
+            ".git/modules/sm",
+            "a/b/c/.git",
+            "node/x/.git",
+        ] {
+            assert!(s.contains(&root.join(want)), "{want} not in {s:?}");
+        }
+        // Deeper than the bound: not reached.
+        assert!(!s.contains(&root.join("a/b/c/d/e/.git")), "{s:?}");
+        // A nested .git the grants name is the tool's to write.
+        let w = [root.clone(), root.join("vendor/lib/.git")];
+        assert!(!paths(&p, &w).contains(&root.join("vendor/lib/.git")));
+        // A grant elsewhere: its own nested repositories only.
+        let g = guard_full(&p, &[root.join("vendor")]);
+        assert!(g.protected.contains(&root.join("vendor/lib/.git")), "{g:?}");
+        assert!(g.warnings.is_empty());
+        // The built-ins may not write them either.
+        assert!(is_protected(
+            &root.join("sub/b/.glee/tools/x/tool.yml"),
+            &for_writes(&p)
+        ));
+    }
+
+    #[test]
+    fn a_nested_scan_past_its_bound_protects_what_it_found_and_says_so() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        fs::create_dir_all(root.join("a/.git")).unwrap();
+        let many = root.join("x/many");
+        fs::create_dir_all(&many).unwrap();
+        for i in 0..NESTED_ENTRIES {
+            fs::write(many.join(i.to_string()), "").unwrap();
+        }
+        let g = guard_full(&p, std::slice::from_ref(&root));
+        assert!(g.protected.contains(&root.join("a/.git")), "{g:?}");
+        assert_eq!(g.warnings.len(), 1, "{:?}", g.warnings);
+        assert!(g.warnings[0].contains("narrow permissions.fs.write"));
     }
 
     #[test]

@@ -568,19 +568,37 @@ fn a_name_in_both_formats_is_an_error() {
 fn tools_json_is_found_in_the_root_and_the_working_directory() {
     require_jail!();
     let p = Project::new(&probe_tool(json!({})));
-    // --root DIR without .glee/: its tools.json is the project.
+    // --root DIR without .glee/: its tools.json is the project, and its
+    // entries wait for a person's approval (anything that may write the
+    // root may have written the file).
+    let run = || {
+        let out = p.gb(
+            &[
+                "--root",
+                p.dir.to_str().unwrap(),
+                "run",
+                "probe",
+                "act=ignore",
+                "--json",
+            ],
+            &[],
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let o = run();
+    assert_eq!(o["error"]["kind"], "approval_required", "{o}");
     let out = p.gb(
         &[
             "--root",
             p.dir.to_str().unwrap(),
-            "run",
+            "approve",
             "probe",
-            "act=ignore",
-            "--json",
+            "--yes",
         ],
         &[],
     );
-    let o: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let o = run();
     assert_eq!(o["output"]["ran"], true, "{o}");
     // The working directory holding tools.json.
     let out = Command::new(bin())

@@ -24,6 +24,7 @@ mod run;
 mod sandbox;
 mod serve;
 mod show;
+mod untaint;
 
 /// Exit status: usage or manifest error.
 pub const EXIT_USAGE: u8 = 2;
@@ -103,6 +104,9 @@ pub enum Command {
     /// Turn another runner's tool file into tool directories.
     #[command(subcommand)]
     Import(import::Command),
+    /// Let glovebox load a project again after a call planted control
+    /// files it could not remove (once they are gone).
+    Untaint(untaint::Args),
     /// Turn Glee v1 single-file tools (.glee/tools/<name>.yml) into v2 tool directories.
     Migrate(migrate::Args),
 }
@@ -177,6 +181,7 @@ pub fn main() -> ExitCode {
         Command::Export(a) => export::run(&cli, a),
         Command::Import(a) => import::run(&cli, a),
         Command::Migrate(a) => migrate::run(&cli, a),
+        Command::Untaint(a) => untaint::run(&cli, a),
     };
     match result {
         Ok(code) => code,

@@ -166,16 +166,25 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     }
     // Inside a project (`--root`, or a `.glee/` above the working
     // directory), its control surface stays read-only here too, and a
-    // root control name the command creates is removed afterwards.
+    // control name the command creates is invisible while it runs and
+    // removed afterwards (glovebox::planted).
     let mut absent = Vec::new();
     let mut here_root = None;
-    if let Ok(project) = glovebox::manifest::project::Project::discover_with(
+    let here = glovebox::manifest::project::Project::discover_with(
         cli.root.as_deref(),
         cli.tools_json.as_deref(),
-    )
-    .map(glovebox::builtin::add_to)
-    {
-        (spec.protect, absent) = glovebox::surface::guard(&project, &spec.fs.write);
+    );
+    if let Err(e @ glovebox::manifest::ProjectError::Planted(_)) = &here {
+        eprintln!(
+            "glovebox: the command was not run: {}",
+            glovebox::run::error_chain(e)
+        );
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
+    if let Ok(project) = here.map(glovebox::builtin::add_to) {
+        let names;
+        (spec.protect, names) = glovebox::surface::guard(&project, &spec.fs.write);
+        absent.push((project.root.clone(), names));
         here_root = Some(project.root);
     }
     // A write grant inside another project (typed from outside it): that
@@ -183,6 +192,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let (more, more_absent) =
         glovebox::surface::of_write_grants(&spec.fs.write, here_root.as_deref());
     spec.protect.extend(more);
+    // Projects and repositories nested under the write grants, wherever
+    // the command was typed.
+    let nested = glovebox::surface::nested(Path::new("/"), &spec.fs.write);
+    spec.protect.extend(nested.paths);
+    for w in &nested.warnings {
+        eprintln!("glovebox: warning: {w}");
+    }
     spec.protect.sort();
     spec.protect.dedup();
     absent.extend(more_absent);
@@ -193,8 +209,38 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         Output::Stream
     };
 
+    // A tainted project under the grants is not written to at all.
+    for (root, _) in &absent {
+        if let Err(e) = glovebox::planted::hidden(root) {
+            eprintln!(
+                "glovebox: the command was not run: {}",
+                glovebox::run::error_chain(&e)
+            );
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    }
+    let mut watches = Vec::new();
+    for (root, names) in &absent {
+        match glovebox::planted::Watch::begin(root, names) {
+            Ok(w) => watches.extend(w),
+            Err(e) => {
+                // Those already written are dropped unused.
+                for w in watches {
+                    w.finish();
+                }
+                eprintln!("glovebox: the command was not run: the control names it could create cannot be recorded: {}", glovebox::run::error_chain(&e));
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+        }
+    }
     let result = glovebox::run::start(&spec);
-    let planted = glovebox::surface::undo_planted(&absent);
+    let mut planted = Vec::new();
+    let mut left = Vec::new();
+    for w in watches {
+        let undone = w.finish();
+        planted.extend(undone.removed);
+        left.extend(undone.left);
+    }
     let mut result = match result {
         Ok(r) => r,
         Err(StartError::State(e)) => {
@@ -212,10 +258,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         None => (None, Vec::new()),
     };
     result.warnings.extend(refusals);
-    let planted_failure = !planted.is_empty();
+    let planted_failure = !planted.is_empty() || !left.is_empty();
     for p in &planted {
         result.warnings.push(format!(
             "the command created {}, part of the project's control surface; glovebox removed it (pass --write for it to allow this)",
+            p.display()
+        ));
+    }
+    for (p, why) in &left {
+        result.warnings.push(format!(
+            "the command created {}, part of the project's control surface, and glovebox could not remove it ({why}): the project is refused until you remove it and run `glovebox untaint`",
             p.display()
         ));
     }

@@ -101,7 +101,7 @@ pub fn examine() -> Report {
             "tools cannot rewrite tools",
             e.mount_tree || free,
             if e.mount_tree {
-                "protected paths (.glee/, tools.json, .git/, what tools run) bound read-only inside write grants; planted root names removed after the call".into()
+                "protected paths (.glee/, tools.json, .git/, what tools run) bound read-only inside write grants; also those of projects and repositories nested below the grants; names a call could plant invisible while it runs, removed and checked gone after it (else the project is refused until `glovebox untaint`)".into()
             } else {
                 "no mount namespace: landlock write rules split around the protected paths (.glee/, tools.json, .git/, what tools run), whose directories stay read-only; metadata calls on them refused by the supervisor".into()
             },

@@ -618,7 +618,7 @@ impl Tree {
         // An empty working directory and `/dev` stay listable.
         let listable = |d: &Path| {
             d == dev
-                || mounted.iter().any(|m| *m == d)
+                || mounted.contains(&d)
                 || self
                     .entries
                     .iter()

@@ -10,7 +10,7 @@ use super::config::{self, Config, ConfigError};
 use super::diagnostic::{Diagnostic, Rule};
 use super::discover::{self, DiscoverError, ToolEntry};
 use super::lint;
-use super::model::Manifest;
+use super::model::{Approval, Manifest};
 use super::schema::did_you_mean;
 use super::yaml::{Position, MAX_DOCUMENT_BYTES};
 
@@ -65,6 +65,9 @@ pub struct Project {
     pub whole: bool,
 }
 
+/// The approval reason of an entry of a `tools.json` found in the root.
+pub const FOUND_TOOLS_JSON_REASON: &str = "an entry of the tools.json found in the project root, which a tool that may write the root could have written; approve it once you have read it (an edited tools.json needs a new approval)";
+
 /// Why a project or a tool is unavailable.
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
@@ -77,6 +80,10 @@ pub enum ProjectError {
     /// The agentcli `tools.json` could not be read.
     #[error(transparent)]
     AgentCli(#[from] AgentCliError),
+    /// The project is tainted, or its planted-name records could not be
+    /// read ([`crate::planted`]).
+    #[error(transparent)]
+    Planted(#[from] crate::planted::PlantedError),
     /// `--tools-json` names no file.
     #[error("tools.json {path:?} does not exist; pass --tools-json with the path of an agentcli tools.json")]
     ToolsJsonMissing {
@@ -114,6 +121,7 @@ impl ProjectError {
             ProjectError::Discover(e) => e.kind(),
             ProjectError::Config(e) => e.kind(),
             ProjectError::AgentCli(e) => e.kind(),
+            ProjectError::Planted(e) => e.kind(),
             ProjectError::ToolsJsonMissing { .. }
             | ProjectError::ConfigInvalid
             | ProjectError::ToolInvalid { .. } => crate::kind::ErrorKind::ManifestInvalid,
@@ -166,13 +174,30 @@ impl Project {
     /// Like [`Project::load`], reading the agentcli `tools_json` (absolute)
     /// instead of looking for `tools.json` in the root. A name defined both
     /// in `.glee/tools/` and in `tools.json` is an error: neither runs.
+    ///
+    /// Names a call still running could have planted are not read
+    /// ([`crate::planted::guarded`]), and a tainted project is refused.
     pub fn load_with(root: &Path, tools_json: Option<&Path>) -> Result<Project, ProjectError> {
         let root = discover::normalize(root);
+        crate::planted::guarded(&root, |hidden| {
+            Project::load_visible(&root, tools_json, hidden)
+        })?
+    }
+
+    /// [`Project::load_with`] treating each of `hidden` as absent.
+    fn load_visible(
+        root: &Path,
+        tools_json: Option<&Path>,
+        hidden: &[PathBuf],
+    ) -> Result<Project, ProjectError> {
+        let root = root.to_path_buf();
+        let visible = |p: &Path| !crate::planted::is_hidden(p, hidden);
         let mut diagnostics = Vec::new();
-        let config = load_config(&root, &mut diagnostics)?;
+        let config = load_config(&root, &mut diagnostics, hidden)?;
         let mut tools = Vec::new();
         let mut rejected = Vec::new();
-        let entries = discover::tool_entries(&root)?;
+        let mut entries = discover::tool_entries(&root)?;
+        entries.retain(|e| visible(&e.file));
         for (entry, loaded) in entries.iter().zip(load_all(&root, &entries)) {
             match loaded {
                 (Some(manifest), found) => {
@@ -205,16 +230,30 @@ impl Project {
         }
         refuse_duplicates(&root, &mut tools, &mut rejected, &mut diagnostics);
         let auto = root.join(TOOLS_JSON);
+        let found = tools_json.is_none();
         let tools_json = match tools_json {
-            Some(file) => Some(discover::normalize(file)),
-            None => auto.is_file().then_some(auto),
+            Some(file) => Some(discover::normalize(file)).filter(|f| visible(f)),
+            None => (auto.is_file() && visible(&auto)).then_some(auto),
         };
         if let Some(file) = &tools_json {
             let display = match file.strip_prefix(&root) {
                 Ok(rel) => rel.display().to_string(),
                 Err(_) => file.display().to_string(),
             };
-            let loaded = agentcli::load(&root, file, &display, config.as_ref())?;
+            let mut loaded = agentcli::load(&root, file, &display, config.as_ref())?;
+            if found {
+                // Found in the root, not named by the user (`--tools-json`):
+                // anything that may write the root may have written it, so
+                // each entry waits for a person's approval, which covers
+                // the file's bytes (one that appears or changes is not
+                // trusted until approved again).
+                for tool in &mut loaded.tools {
+                    tool.manifest.approval = Approval {
+                        required: true,
+                        reason: Some(FOUND_TOOLS_JSON_REASON.into()),
+                    };
+                }
+            }
             diagnostics.extend(loaded.diagnostics);
             for name in loaded.rejected {
                 if !rejected.contains(&name) {
@@ -270,13 +309,29 @@ impl Project {
     /// loaded whole too.
     pub fn load_one(root: &Path, name: &str) -> Result<Project, ProjectError> {
         let root = discover::normalize(root);
+        crate::planted::guarded(&root, |hidden| {
+            Project::load_one_visible(&root, name, hidden)
+        })?
+    }
+
+    /// [`Project::load_one`] treating each of `hidden` as absent.
+    fn load_one_visible(
+        root: &Path,
+        name: &str,
+        hidden: &[PathBuf],
+    ) -> Result<Project, ProjectError> {
+        let root = root.to_path_buf();
         let dir = root.join(discover::TOOLS_DIR).join(name);
         let plain = !name.is_empty() && !name.starts_with('.') && !name.contains('/');
-        if !plain || !dir.is_dir() || has_other_formats(&root) {
-            return Project::load(&root);
+        if !plain
+            || !dir.is_dir()
+            || crate::planted::is_hidden(&dir.join(discover::TOOL_FILE), hidden)
+            || has_other_formats(&root)
+        {
+            return Project::load_visible(&root, None, hidden);
         }
         let mut diagnostics = Vec::new();
-        let config = load_config(&root, &mut diagnostics)?;
+        let config = load_config(&root, &mut diagnostics, hidden)?;
         let entry = ToolEntry {
             name: name.to_owned(),
             file: dir.join(discover::TOOL_FILE),
@@ -299,7 +354,7 @@ impl Project {
                 rejected.push(entry.name);
             }
             // Not a tool after all (no tool.yml): answer as a full load does.
-            (None, _) => return Project::load(&root),
+            (None, _) => return Project::load_visible(&root, None, hidden),
         }
         Ok(Project {
             root,
@@ -432,7 +487,11 @@ fn has_other_formats(root: &Path) -> bool {
 fn load_config(
     root: &Path,
     diagnostics: &mut Vec<Diagnostic>,
+    hidden: &[PathBuf],
 ) -> Result<Option<Config>, ProjectError> {
+    if crate::planted::is_hidden(&root.join(discover::CONFIG_FILE), hidden) {
+        return Ok(Some(Config::default()));
+    }
     Ok(match config::load(root) {
         Ok(config) => Some(config),
         Err(ConfigError::Invalid { diagnostics: found }) => {

@@ -232,6 +232,15 @@ async fn json_body(body: Body) -> Result<Value, Problem> {
 }
 
 async fn list(State(live): State<Arc<Live>>) -> Response {
+    // A project tainted since it was loaded lists nothing.
+    if let Err(e) = crate::planted::hidden(live.root()) {
+        return Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            e.kind(),
+            crate::run::error_chain(&e),
+        )
+        .into_response();
+    }
     let engine = live.engine();
     let tools = tokio::task::spawn_blocking(move || {
         let project = engine.project();

@@ -270,6 +270,9 @@ impl ServerHandler for Server {
         request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        // A project tainted since it was loaded lists nothing.
+        crate::planted::hidden(self.live.root())
+            .map_err(|e| ErrorData::internal_error(crate::run::error_chain(&e), None))?;
         let engine = self.live.engine();
         let cursor = request.and_then(|r| r.cursor);
         let (tools, next) = catalog::page(catalog::tools(engine.project()), cursor.as_deref())
