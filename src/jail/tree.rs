@@ -1125,8 +1125,12 @@ mod tests {
     fn only_the_trees_own_directories_are_sealed_never_a_mountpoint() {
         let (t, root) = project();
         let cwd = t.path().join("elsewhere/cwd");
-        let tree =
-            Tree::build(&access(&[&root], &[&root.join("out")]), &[], &[cwd.clone()]).unwrap();
+        let tree = Tree::build(
+            &access(&[&root], &[&root.join("out")]),
+            &[],
+            std::slice::from_ref(&cwd),
+        )
+        .unwrap();
         let plan = tree.plan().unwrap();
         let sealed: Vec<PathBuf> = plan
             .sealed
