@@ -180,18 +180,74 @@ pub fn dup2(old: RawFd, new: RawFd) -> SysResult<()> {
     check_int(unsafe { libc::dup2(old, new) }).map(drop)
 }
 
-/// Marks every fd from `first` upwards close-on-exec.
+/// Marks every fd from `first` upwards close-on-exec: one
+/// `close_range(CLOSE_RANGE_CLOEXEC)` (Linux 5.11), else each open
+/// descriptor listed in `/proc/self/fd` (read with `getdents64` into a
+/// buffer on the stack: no allocation).
 pub fn cloexec_from(first: RawFd) -> SysResult<()> {
     // SAFETY: close_range(2) with CLOSE_RANGE_CLOEXEC only sets flags.
-    check(unsafe {
+    let rc = check(unsafe {
         libc::syscall(
             libc::SYS_close_range,
             first as libc::c_uint,
             libc::c_uint::MAX,
             libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
         )
-    })
-    .map(drop)
+    });
+    match rc {
+        Ok(_) => Ok(()),
+        Err(libc::ENOSYS | libc::EINVAL) => cloexec_listed(first),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`cloexec_from`] for kernels without `CLOSE_RANGE_CLOEXEC`.
+fn cloexec_listed(first: RawFd) -> SysResult<()> {
+    // SAFETY: the path is NUL-terminated.
+    let dir = check_int(unsafe {
+        libc::open(
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    })?;
+    let mut buf = [0u8; 4096];
+    let result = loop {
+        // SAFETY: buf is writable for its length; getdents64(2) writes
+        // whole records into it.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) };
+        let Ok(n) = usize::try_from(n) else {
+            break Err(errno());
+        };
+        if n == 0 {
+            break Ok(());
+        }
+        let mut off = 0;
+        while off + 19 < n {
+            // linux_dirent64: d_ino u64, d_off i64, d_reclen u16, d_type
+            // u8, then the NUL-terminated name.
+            let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+            if reclen == 0 {
+                break;
+            }
+            let mut fd: RawFd = 0;
+            let mut digits = 0;
+            for &b in &buf[off + 19..(off + reclen).min(n)] {
+                if !b.is_ascii_digit() {
+                    break;
+                }
+                fd = fd.saturating_mul(10).saturating_add(RawFd::from(b - b'0'));
+                digits += 1;
+            }
+            if digits > 0 && fd >= first && fd != dir {
+                // SAFETY: fcntl(2) on a descriptor number; one that is not
+                // open is EBADF, ignored.
+                unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            }
+            off += reclen;
+        }
+    };
+    close(dir);
+    result
 }
 
 /// Reads one byte from `fd`, retrying on `EINTR`: `Some(byte)`, or `None`
@@ -1504,4 +1560,31 @@ pub fn groups() -> Vec<u32> {
     let got = unsafe { libc::getgroups(n, v.as_mut_ptr()) };
     v.truncate(usize::try_from(got).unwrap_or(0));
     v
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The fallback for kernels before 5.11 marks exactly the open
+    /// descriptors from `first` on.
+    #[test]
+    fn descriptors_listed_in_proc_are_marked_close_on_exec() {
+        let flags = |fd: RawFd| {
+            // SAFETY: F_GETFD on a descriptor of this test.
+            unsafe { libc::fcntl(fd, libc::F_GETFD) }
+        };
+        let a = nix::unistd::dup(std::io::stdin()).unwrap();
+        let b = nix::unistd::dup(std::io::stdin()).unwrap();
+        let (a, b) = (
+            a.as_raw_fd().min(b.as_raw_fd()),
+            a.as_raw_fd().max(b.as_raw_fd()),
+        );
+        assert_eq!(flags(a) & libc::FD_CLOEXEC, 0);
+        assert_eq!(flags(b) & libc::FD_CLOEXEC, 0);
+        cloexec_listed(b).unwrap();
+        assert_eq!(flags(a) & libc::FD_CLOEXEC, 0, "below first: untouched");
+        assert_ne!(flags(b) & libc::FD_CLOEXEC, 0);
+    }
 }
