@@ -44,6 +44,7 @@
 
 pub mod cancel;
 pub mod cgroup;
+mod child;
 pub mod doctor;
 pub mod fs;
 pub mod hold;

@@ -9,7 +9,8 @@
 //! until exec) except for the namespace-free jail's reaper, which never
 //! execs. Between clone and exec the child only makes system calls on
 //! that prepared data, allocating and writing nothing of the
-//! supervisor's, in this order:
+//! supervisor's, in this order (`super::child::main`, one named step
+//! each):
 //!
 //! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;
 //! 2. default signal dispositions, empty signal mask;
@@ -70,10 +71,10 @@ use super::plan::{self, Cgroups, Host, Plan};
 use super::probe::{self, Kernel, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Filter};
-use super::spec::{JailResult, LimitHit, Spec, Status, Stdin, GATE_OPEN};
+use super::spec::{JailResult, LimitHit, Spec, Status, Stdin};
 use super::sys::{self, Forked};
 use super::tree::Plan as TreePlan;
-use super::tree::{HeldAccess, MetadataGuard, Op, Tree};
+use super::tree::{HeldAccess, MetadataGuard, Tree};
 use super::{profile, JailError};
 
 /// The `PATH` inside every jail.
@@ -181,74 +182,60 @@ impl Step {
 }
 
 /// Everything the child needs, prepared before clone.
-struct Prepared {
-    program: CString,
+pub(super) struct Prepared {
+    pub(super) program: CString,
     /// Owns the strings `argv_ptrs` points into.
-    _argv: Vec<CString>,
-    argv_ptrs: Vec<*const libc::c_char>,
+    pub(super) _argv: Vec<CString>,
+    pub(super) argv_ptrs: Vec<*const libc::c_char>,
     /// Owns the strings `envp_ptrs` points into.
-    _envp: Vec<CString>,
-    envp_ptrs: Vec<*const libc::c_char>,
-    cwd: CString,
-    stdin: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-    report: RawFd,
-    report_read_end: RawFd,
-    landlock: Option<OwnedFd>,
+    pub(super) _envp: Vec<CString>,
+    pub(super) envp_ptrs: Vec<*const libc::c_char>,
+    pub(super) cwd: CString,
+    pub(super) stdin: OwnedFd,
+    pub(super) stdout: OwnedFd,
+    pub(super) stderr: OwnedFd,
+    pub(super) report: RawFd,
+    pub(super) report_read_end: RawFd,
+    pub(super) landlock: Option<OwnedFd>,
     /// The read end of the caller's gate (`Gate::signal`): the child
     /// waits for its go-ahead byte right before `execve`.
-    gate: Option<OwnedFd>,
+    pub(super) gate: Option<OwnedFd>,
     /// The Landlock access of the private home, a tmpfs made in the
     /// child's tree (its rule is added there, once it exists).
-    home_rule: Option<u64>,
-    seccomp: Option<&'static Filter>,
+    pub(super) home_rule: Option<u64>,
+    pub(super) seccomp: Option<&'static Filter>,
     /// The filter to use instead when the namespaces fail in degraded mode
     /// (no tree: the metadata family is refused by seccomp).
-    seccomp_without_tree: Option<&'static Filter>,
+    pub(super) seccomp_without_tree: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
-    tree: Option<TreePlan>,
-    cgroup_procs: Vec<RawFd>,
-    id_maps: Option<IdMaps>,
-    private_proc: bool,
-    rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
-    drop_caps: Option<u32>,
+    pub(super) tree: Option<TreePlan>,
+    pub(super) cgroup_procs: Vec<RawFd>,
+    pub(super) id_maps: Option<IdMaps>,
+    pub(super) private_proc: bool,
+    pub(super) rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    pub(super) drop_caps: Option<u32>,
     /// No PID namespace: the first process is a subreaper that forks the
     /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
-    reaper: bool,
-    net: Option<NetHandoff>,
+    pub(super) reaper: bool,
+    pub(super) net: Option<NetHandoff>,
     /// The socketpair the seccomp notification listener travels over
     /// (namespace-free jail: the metadata family goes to the supervisor).
-    notify: Option<NetHandoff>,
+    pub(super) notify: Option<NetHandoff>,
 }
 
 /// The child's end of the socketpair the proxy listener travels over.
-struct NetHandoff {
-    child_end: OwnedFd,
-    parent_end: OwnedFd,
+pub(super) struct NetHandoff {
+    pub(super) child_end: OwnedFd,
+    pub(super) parent_end: OwnedFd,
 }
 
-struct IdMaps {
-    setgroups: CString,
-    uid_map: CString,
-    gid_map: CString,
-    uid_line: Vec<u8>,
-    gid_line: Vec<u8>,
+pub(super) struct IdMaps {
+    pub(super) setgroups: CString,
+    pub(super) uid_map: CString,
+    pub(super) gid_map: CString,
+    pub(super) uid_line: Vec<u8>,
+    pub(super) gid_line: Vec<u8>,
 }
-
-const PROC: &CStr = c"/proc";
-const ROOT: &CStr = c"/";
-const PROC_FS: &CStr = c"proc";
-const TMPFS: &CStr = c"tmpfs";
-const TMPFS_MODE: &CStr = c"mode=0755";
-const STAGE: &CStr = c"/tmp";
-const OLD_ROOT: &CStr = c"/.glovebox-old-root";
-const OLD_ROOT_NAME: &CStr = c".glovebox-old-root";
-const HOME: &CStr = c"/.glovebox-home";
-const SHM: &CStr = c"/dev/shm";
-const DEV_NULL: &CStr = c"/dev/null";
-
-use std::ffi::CStr;
 
 fn cstring(s: &OsStr, what: &str) -> Result<CString, JailError> {
     CString::new(s.as_bytes()).map_err(|_| JailError::InvalidSpec {
@@ -1109,14 +1096,14 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
         // SAFETY: the child branch calls only `child_main`, which performs
         // async-signal-safe system calls on prepared data and never returns.
         match unsafe { sys::clone_process(flags) }.map_err(clone_failed)? {
-            Forked::Child => child_main(p),
+            Forked::Child => super::child::main(p),
             Forked::Parent { pidfd, .. } => pidfd,
         }
     } else {
         // SAFETY: `child_main` only makes async-signal-safe system calls on
         // the prepared data, allocates nothing, writes no memory of the
         // supervisor's, and ends in `execve` or `_exit`.
-        unsafe { sys::clone_vfork(flags, &mut || child_main(p)) }.map_err(clone_failed)?
+        unsafe { sys::clone_vfork(flags, &mut || super::child::main(p)) }.map_err(clone_failed)?
     };
     drop(report_w);
     let mut report_file = std::fs::File::from(report_r);
@@ -1139,343 +1126,11 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     Err((Step::from_u32(step).unwrap_or(Step::Exec), errno))
 }
 
-/// In the call's new network namespace: loopback up, then the proxy's
-/// listening socket handed to the supervisor. Child-side: no allocation.
-fn child_network(h: &NetHandoff) -> Result<(), i32> {
-    sys::close(h.parent_end.as_raw_fd());
-    sys::loopback_up()?;
-    let (addr, port) = super::spec::PROXY_ADDR;
-    let listener = sys::listen_tcp4(addr, port)?;
-    let sent = sys::send_fd(h.child_end.as_raw_fd(), listener);
-    sys::close(listener);
-    sys::close(h.child_end.as_raw_fd());
-    sent
-}
-
-/// Reports `(step, errno)` to the supervisor and exits.
-fn fail(report: RawFd, step: Step, errno: i32) -> ! {
-    let mut msg = [0u8; 8];
-    msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
-    msg[4..].copy_from_slice(&errno.to_ne_bytes());
-    let _ = sys::write_all(report, &msg);
-    sys::exit_now(127)
-}
-
-/// The child between clone and exec. Only async-signal-safe system calls
-/// on prepared data; see the module documentation for the order.
-fn child_main(p: &mut Prepared) -> ! {
-    let report = p.report;
-    sys::close(p.report_read_end);
-
-    // 1. Die with the supervisor; if it is already gone, stop here.
-    if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) {
-        fail(report, Step::Parent, e);
-    }
-    if sys::pipe_reader_gone(report) {
-        sys::exit_now(127);
-    }
-    // 2.
-    sys::reset_signals();
-    // 3.
-    if let Err(e) = sys::setsid() {
-        fail(report, Step::Session, e);
-    }
-    // 3b. Without a PID namespace: become the call's reaper; only the
-    // forked tool continues below.
-    if p.reaper {
-        if let Err(e) = fork_under_reaper(report) {
-            fail(report, Step::Reaper, e);
-        }
-    }
-    // 4.
-    if let Some(m) = &p.id_maps {
-        let r = sys::write_file(&m.setgroups, b"deny")
-            .and_then(|()| sys::write_file(&m.uid_map, &m.uid_line))
-            .and_then(|()| sys::write_file(&m.gid_map, &m.gid_line));
-        if let Err(e) = r {
-            fail(report, Step::IdMap, e);
-        }
-    }
-    // 5.
-    for &fd in &p.cgroup_procs {
-        if let Err(e) = sys::write_all(fd, b"0") {
-            fail(report, Step::Cgroup, e);
-        }
-    }
-    //    (network namespace)
-    if let Some(h) = &p.net {
-        if let Err(e) = child_network(h) {
-            fail(report, Step::Net, e);
-        }
-    }
-    // 6.
-    if let Some(plan) = &p.tree {
-        if let Err(e) = enter_tree(plan) {
-            fail(report, Step::Mount, e);
-        }
-    } else if p.private_proc {
-        let r = sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)
-            .and_then(|()| mount_proc(PROC));
-        if let Err(e) = r {
-            fail(report, Step::Mount, e);
-        }
-    }
-    // 7.
-    let r = sys::dup2(p.stdin.as_raw_fd(), 0)
-        .and_then(|()| sys::dup2(p.stdout.as_raw_fd(), 1))
-        .and_then(|()| sys::dup2(p.stderr.as_raw_fd(), 2))
-        .and_then(|()| sys::cloexec_from(3));
-    if let Err(e) = r {
-        fail(report, Step::Fds, e);
-    }
-    // 8.
-    if let Err(e) = sys::chdir(&p.cwd) {
-        fail(report, Step::Cwd, e);
-    }
-    for &(res, value) in &p.rlimits {
-        let set = sys::setrlimit(res, value).or_else(|e| {
-            // A hard limit below the one asked for cannot be raised
-            // without privilege: the lower one binds (stricter, never
-            // looser than asked).
-            match sys::hard_rlimit(res).map(|hard| below_hard(value, hard, e)) {
-                Ok(Some(hard)) => sys::setrlimit(res, hard),
-                _ => Err(e),
-            }
-        });
-        if let Err(e) = set {
-            fail(report, Step::Rlimit, e);
-        }
-    }
-    // 9.
-    if let Some(last) = p.drop_caps {
-        if let Err(e) = sys::drop_all_caps(last) {
-            fail(report, Step::Caps, e);
-        }
-    }
-    // 10.
-    if let Err(e) = sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1) {
-        fail(report, Step::NoNewPrivs, e);
-    }
-    if let Some(fd) = &p.landlock {
-        let fd = fd.as_raw_fd();
-        let mut r;
-        if p.private_proc {
-            r = sys::landlock_allow_path(fd, PROC, jfs::proc_access_bits());
-        } else {
-            // No private /proc: the tool's own entry and the system-wide
-            // files; every other process's entry stays closed.
-            r = sys::landlock_allow_path(fd, c"/proc/self", jfs::proc_access_bits());
-            for f in jfs::HOST_PROC_FILES {
-                if r.is_err() {
-                    break;
-                }
-                r = match sys::landlock_allow_path(fd, f, jfs::proc_file_bits()) {
-                    Err(libc::ENOENT) => Ok(()),
-                    other => other,
-                };
-            }
-        }
-        if let (Ok(()), Some(bits)) = (r, p.home_rule) {
-            r = sys::landlock_allow_path(fd, HOME, bits);
-            if r.is_ok() {
-                r = sys::landlock_allow_path(fd, SHM, bits);
-            }
-        }
-        if let Err(e) = r.and_then(|()| sys::landlock_restrict_self(fd)) {
-            fail(report, Step::Landlock, e);
-        }
-    }
-    // 11. (then, without a mount namespace, the metadata filter, whose
-    // listener goes to the supervisor)
-    if let Some(progs) = p.seccomp {
-        if let Err(e) = seccomp::install(progs) {
-            fail(report, Step::Seccomp, e);
-        }
-        if let (Some(_), Some(h)) = (progs.notify, &p.notify) {
-            let sent = seccomp::install_notify(progs).and_then(|fd| match fd {
-                Some(fd) => {
-                    let r = sys::send_fd(h.child_end.as_raw_fd(), fd);
-                    sys::close(fd);
-                    r
-                }
-                None => Ok(()),
-            });
-            if let Err(e) = sent {
-                fail(report, Step::Seccomp, e);
-            }
-        }
-    }
-    // 12. The caller's go-ahead (the call's intent on disk), the last
-    // thing before the program: every step above overlapped its wait.
-    if let Some(gate) = &p.gate {
-        match sys::read_byte(gate.as_raw_fd()) {
-            Ok(Some(GATE_OPEN)) => {}
-            _ => fail(report, Step::Gate, 0),
-        }
-    }
-    // 13.
-    let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
-    fail(report, Step::Exec, e)
-}
-
-/// Makes this process the call's reaper and forks the tool under it.
-/// Returns in the tool's process; the reaper itself never returns: it waits
-/// for the tool to end (or for `SIGTERM`: timeout, cancel, the supervisor
-/// gone), then kills every descendant it has inherited — double-forked,
-/// `setsid` daemons included, since orphans reparent to a subreaper — and
-/// exits the way the tool did. The tool cannot signal its reaper: its
-/// Landlock domain scopes signals to the jail.
-fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
-    const WAKE: [i32; 2] = [libc::SIGTERM, libc::SIGCHLD];
-    sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
-    sys::block_signals(&WAKE)?;
-    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong)?;
-    if sys::pipe_reader_gone(report) {
-        sys::exit_now(127);
-    }
-    let reaper = sys::getpid();
-    // SAFETY: this process is single-threaded (a fresh clone); the child
-    // continues with the same async-signal-safe steps.
-    let tool = unsafe { sys::fork_plain() }?;
-    if tool == 0 {
-        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
-        if sys::getppid() != reaper {
-            sys::exit_now(127);
-        }
-        sys::reset_signals();
-        return Ok(());
-    }
-    // The reaper holds nothing of the call's: the supervisor sees end of
-    // file on the report pipe and the outputs when the tool's side closes.
-    sys::close_from(0);
-    let mut status = None;
-    while status.is_none() {
-        if sys::wait_signal(&WAKE) == libc::SIGTERM {
-            break;
-        }
-        while let Ok(Some((pid, st))) = sys::reap(true) {
-            if pid == tool {
-                status = Some(st);
-            }
-        }
-    }
-    loop {
-        let _ = sys::kill_children();
-        match sys::reap(false) {
-            Ok(Some((pid, st))) if pid == tool && status.is_none() => status = Some(st),
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    sys::exit_like(status.unwrap_or(libc::SIGKILL))
-}
-
-/// Mounts a fresh `/proc` (for the child's PID namespace) at `at` (which
-/// must be `/proc` in the child's root), then hides what container
-/// runtimes hide ([`super::tree::PROC_MASKED`], `PROC_HIDDEN_DIRS`,
-/// `PROC_READ_ONLY`). Names the running kernel lacks are skipped.
-fn mount_proc(at: &CStr) -> sys::SysResult<()> {
-    let skip_missing = |r: sys::SysResult<()>| match r {
-        Err(libc::ENOENT) => Ok(()),
-        other => other,
-    };
-    sys::mount(
-        Some(PROC_FS),
-        at,
-        Some(PROC_FS),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        None,
-    )?;
-    for f in super::tree::PROC_MASKED {
-        skip_missing(sys::mount(Some(DEV_NULL), f, None, libc::MS_BIND, None))?;
-    }
-    for d in super::tree::PROC_HIDDEN_DIRS {
-        skip_missing(sys::mount(
-            Some(TMPFS),
-            d,
-            Some(TMPFS),
-            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            Some(c"size=4k"),
-        ))?;
-    }
-    for d in super::tree::PROC_READ_ONLY {
-        skip_missing(
-            sys::mount(Some(d), d, None, libc::MS_BIND | libc::MS_REC, None)
-                .and_then(|()| sys::make_read_only(d)),
-        )?;
-    }
-    Ok(())
-}
-
-/// Builds the jail's root from `plan` and enters it (see [`super::tree`]
-/// for the sequence). Child side: single system calls on prepared strings.
-fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
-    sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-    sys::mount(
-        Some(TMPFS),
-        STAGE,
-        Some(TMPFS),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(TMPFS_MODE),
-    )?;
-    sys::chdir(STAGE)?;
-    sys::mkdir(OLD_ROOT_NAME)?;
-    sys::pivot_root(c".", OLD_ROOT_NAME)?;
-    sys::chdir(ROOT)?;
-    // The staging tmpfs: mountpoints the tree makes itself are on it.
-    let stage = sys::open_path(libc::AT_FDCWD, ROOT, libc::O_DIRECTORY)?;
-    let stage_dev = sys::fstat(stage.as_raw_fd())?.st_dev;
-    drop(stage);
-    for op in &plan.ops {
-        match op {
-            Op::Mkdir(p) => sys::mkdir(p)?,
-            Op::Touch(p) => sys::touch(p)?,
-            Op::Symlink { target, at } => sys::symlink(target, at)?,
-            Op::Bind { src, dst, dev, ino } => {
-                sys::bind_checked(src, dst, *dev, *ino, true, stage_dev)?
-            }
-            Op::ReadOnly(p) => sys::make_read_only(p)?,
-            Op::Tmpfs { at, options } => sys::mount(
-                Some(TMPFS),
-                at,
-                Some(TMPFS),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                Some(options),
-            )?,
-            Op::File { path, contents } => sys::create_file(path, contents)?,
-            Op::BindLink { src, dst, dev, ino } => {
-                sys::bind_checked(src, dst, *dev, *ino, false, stage_dev)?
-            }
-        }
-    }
-    sys::mkdir(PROC)?;
-    mount_proc(PROC)?;
-    for dir in &plan.sealed {
-        sys::seal_dir(dir, stage_dev)?;
-    }
-    sys::detach(OLD_ROOT)?;
-    sys::rmdir(OLD_ROOT)?;
-    sys::mount(
-        None,
-        ROOT,
-        None,
-        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
-        None,
-    )
-}
-
-/// The limit to set instead of `asked` when setting it failed with
-/// `errno`: the current `hard` limit when that is lower (raising a hard
-/// limit needs a privilege the jail may not have), else none (the
-/// failure stands).
-fn below_hard(asked: u64, hard: u64, errno: i32) -> Option<u64> {
-    (errno == libc::EPERM && hard < asked).then_some(hard)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jail::tree;
+    use crate::jail::child::{below_hard, HOME, OLD_ROOT, OLD_ROOT_NAME, STAGE};
+    use crate::jail::tree::{self, Op};
 
     #[test]
     fn a_lower_hard_limit_binds_instead_of_failing() {

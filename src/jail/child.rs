@@ -1,0 +1,372 @@
+//! The child between `clone` and `execve`: one named step per
+//! restriction, in the order [`super::spawn`]'s documentation gives and
+//! why. [`main`] is the table of contents; every step is a function of its
+//! own that returns the errno it failed with, reported as its
+//! [`Step`]. Only async-signal-safe system calls on data prepared before
+//! the clone (`super::sys`): nothing here allocates or takes a lock.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, RawFd};
+
+use super::fs as jfs;
+use super::seccomp;
+use super::spawn::{NetHandoff, Prepared, Step};
+use super::spec::GATE_OPEN;
+use super::sys::{self, SysResult};
+use super::tree::Op;
+use super::tree::Plan as TreePlan;
+
+pub(super) const PROC: &CStr = c"/proc";
+pub(super) const ROOT: &CStr = c"/";
+pub(super) const PROC_FS: &CStr = c"proc";
+pub(super) const TMPFS: &CStr = c"tmpfs";
+pub(super) const TMPFS_MODE: &CStr = c"mode=0755";
+pub(super) const STAGE: &CStr = c"/tmp";
+pub(super) const OLD_ROOT: &CStr = c"/.glovebox-old-root";
+pub(super) const OLD_ROOT_NAME: &CStr = c".glovebox-old-root";
+pub(super) const HOME: &CStr = c"/.glovebox-home";
+pub(super) const SHM: &CStr = c"/dev/shm";
+pub(super) const DEV_NULL: &CStr = c"/dev/null";
+
+/// The child's whole life: each step in order, the first failure
+/// reported to the supervisor, then the program.
+pub(super) fn main(p: &mut Prepared) -> ! {
+    let report = p.report;
+    sys::close(p.report_read_end);
+    let step = |step: Step, r: SysResult<()>| {
+        if let Err(e) = r {
+            fail(report, step, e);
+        }
+    };
+    step(Step::Parent, watch_the_supervisor(report));
+    sys::reset_signals();
+    step(Step::Session, sys::setsid());
+    if p.reaper {
+        // Without a PID namespace: only the forked tool goes on below.
+        step(Step::Reaper, fork_under_reaper(report));
+    }
+    step(Step::IdMap, map_ids(p));
+    step(Step::Cgroup, join_cgroups(p));
+    step(Step::Net, enter_network(p));
+    step(Step::Mount, build_root(p));
+    step(Step::Fds, wire_stdio(p));
+    step(Step::Cwd, sys::chdir(&p.cwd));
+    step(Step::Rlimit, set_rlimits(p));
+    step(Step::Caps, drop_capabilities(p));
+    step(Step::NoNewPrivs, sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1));
+    step(Step::Landlock, restrict_landlock(p));
+    step(Step::Seccomp, install_seccomp(p));
+    step(Step::Gate, await_go_ahead(p));
+    let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
+    fail(report, Step::Exec, e)
+}
+
+/// Dies with the supervisor (`PDEATHSIG`); if it is already gone, stops
+/// here.
+fn watch_the_supervisor(report: RawFd) -> SysResult<()> {
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
+    if sys::pipe_reader_gone(report) {
+        sys::exit_now(127);
+    }
+    Ok(())
+}
+
+/// Maps the supervisor's ids into the new user namespace (an unprivileged
+/// supervisor only).
+fn map_ids(p: &Prepared) -> SysResult<()> {
+    let Some(m) = &p.id_maps else { return Ok(()) };
+    sys::write_file(&m.setgroups, b"deny")?;
+    sys::write_file(&m.uid_map, &m.uid_line)?;
+    sys::write_file(&m.gid_map, &m.gid_line)
+}
+
+/// Joins the call's cgroups, before anything can fork.
+fn join_cgroups(p: &Prepared) -> SysResult<()> {
+    for &fd in &p.cgroup_procs {
+        sys::write_all(fd, b"0")?;
+    }
+    Ok(())
+}
+
+/// In the call's own network namespace (behind the egress proxy):
+/// loopback up, then the proxy's listening socket handed to the
+/// supervisor.
+fn enter_network(p: &Prepared) -> SysResult<()> {
+    match &p.net {
+        Some(h) => child_network(h),
+        None => Ok(()),
+    }
+}
+
+/// The jail's own root ([`enter_tree`]), or, without a tree, a private
+/// `/proc` for its PID namespace.
+fn build_root(p: &Prepared) -> SysResult<()> {
+    if let Some(plan) = &p.tree {
+        return enter_tree(plan);
+    }
+    if p.private_proc {
+        sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+        return mount_proc(PROC);
+    }
+    Ok(())
+}
+
+/// stdin, stdout and stderr onto 0, 1 and 2; every other descriptor
+/// close-on-exec.
+fn wire_stdio(p: &Prepared) -> SysResult<()> {
+    sys::dup2(p.stdin.as_raw_fd(), 0)?;
+    sys::dup2(p.stdout.as_raw_fd(), 1)?;
+    sys::dup2(p.stderr.as_raw_fd(), 2)?;
+    sys::cloexec_from(3)
+}
+
+/// The call's resource limits; a hard limit below the one asked for
+/// binds instead (stricter, never looser than asked).
+fn set_rlimits(p: &Prepared) -> SysResult<()> {
+    for &(res, value) in &p.rlimits {
+        sys::setrlimit(res, value).or_else(|e| {
+            match sys::hard_rlimit(res).map(|hard| below_hard(value, hard, e)) {
+                Ok(Some(hard)) => sys::setrlimit(res, hard),
+                _ => Err(e),
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Every capability, bounding set included (a root supervisor).
+fn drop_capabilities(p: &Prepared) -> SysResult<()> {
+    match p.drop_caps {
+        Some(last) => sys::drop_all_caps(last),
+        None => Ok(()),
+    }
+}
+
+/// Landlock: the rules prepared in the supervisor, plus those only the
+/// child can add (the jail's own `/proc`, or the tool's own entry and the
+/// system-wide files of the host's; the private home and `/dev/shm`).
+fn restrict_landlock(p: &Prepared) -> SysResult<()> {
+    let Some(fd) = &p.landlock else { return Ok(()) };
+    let fd = fd.as_raw_fd();
+    if p.private_proc {
+        sys::landlock_allow_path(fd, PROC, jfs::proc_access_bits())?;
+    } else {
+        sys::landlock_allow_path(fd, c"/proc/self", jfs::proc_access_bits())?;
+        for f in jfs::HOST_PROC_FILES {
+            match sys::landlock_allow_path(fd, f, jfs::proc_file_bits()) {
+                Err(libc::ENOENT) => {}
+                other => other?,
+            }
+        }
+    }
+    if let Some(bits) = p.home_rule {
+        sys::landlock_allow_path(fd, HOME, bits)?;
+        sys::landlock_allow_path(fd, SHM, bits)?;
+    }
+    sys::landlock_restrict_self(fd)
+}
+
+/// Seccomp, last (it forbids some of the steps above); without a mount
+/// namespace then the metadata filter, whose notification listener goes
+/// to the supervisor over a socketpair.
+fn install_seccomp(p: &Prepared) -> SysResult<()> {
+    let Some(progs) = p.seccomp else {
+        return Ok(());
+    };
+    seccomp::install(progs)?;
+    if let (Some(_), Some(h)) = (progs.notify, &p.notify) {
+        if let Some(fd) = seccomp::install_notify(progs)? {
+            let sent = sys::send_fd(h.child_end.as_raw_fd(), fd);
+            sys::close(fd);
+            sent?;
+        }
+    }
+    Ok(())
+}
+
+/// The caller's go-ahead (the call's intent on disk), the last thing
+/// before the program: every step above overlapped its wait. A refusal
+/// means nothing of the call ran.
+fn await_go_ahead(p: &Prepared) -> SysResult<()> {
+    let Some(gate) = &p.gate else { return Ok(()) };
+    match sys::read_byte(gate.as_raw_fd()) {
+        Ok(Some(GATE_OPEN)) => Ok(()),
+        _ => Err(0),
+    }
+}
+
+/// In the call's new network namespace: loopback up, then the proxy's
+/// listening socket handed to the supervisor. Child-side: no allocation.
+fn child_network(h: &NetHandoff) -> Result<(), i32> {
+    sys::close(h.parent_end.as_raw_fd());
+    sys::loopback_up()?;
+    let (addr, port) = super::spec::PROXY_ADDR;
+    let listener = sys::listen_tcp4(addr, port)?;
+    let sent = sys::send_fd(h.child_end.as_raw_fd(), listener);
+    sys::close(listener);
+    sys::close(h.child_end.as_raw_fd());
+    sent
+}
+
+/// Reports `(step, errno)` to the supervisor and exits.
+pub(super) fn fail(report: RawFd, step: Step, errno: i32) -> ! {
+    let mut msg = [0u8; 8];
+    msg[..4].copy_from_slice(&(step as u32).to_ne_bytes());
+    msg[4..].copy_from_slice(&errno.to_ne_bytes());
+    let _ = sys::write_all(report, &msg);
+    sys::exit_now(127)
+}
+
+/// Makes this process the call's reaper and forks the tool under it.
+/// Returns in the tool's process; the reaper itself never returns: it waits
+/// for the tool to end (or for `SIGTERM`: timeout, cancel, the supervisor
+/// gone), then kills every descendant it has inherited — double-forked,
+/// `setsid` daemons included, since orphans reparent to a subreaper — and
+/// exits the way the tool did. The tool cannot signal its reaper: its
+/// Landlock domain scopes signals to the jail.
+fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
+    const WAKE: [i32; 2] = [libc::SIGTERM, libc::SIGCHLD];
+    sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
+    sys::block_signals(&WAKE)?;
+    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong)?;
+    if sys::pipe_reader_gone(report) {
+        sys::exit_now(127);
+    }
+    let reaper = sys::getpid();
+    // SAFETY: this process is single-threaded (a fresh clone); the child
+    // continues with the same async-signal-safe steps.
+    let tool = unsafe { sys::fork_plain() }?;
+    if tool == 0 {
+        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
+        if sys::getppid() != reaper {
+            sys::exit_now(127);
+        }
+        sys::reset_signals();
+        return Ok(());
+    }
+    // The reaper holds nothing of the call's: the supervisor sees end of
+    // file on the report pipe and the outputs when the tool's side closes.
+    sys::close_from(0);
+    let mut status = None;
+    while status.is_none() {
+        if sys::wait_signal(&WAKE) == libc::SIGTERM {
+            break;
+        }
+        while let Ok(Some((pid, st))) = sys::reap(true) {
+            if pid == tool {
+                status = Some(st);
+            }
+        }
+    }
+    loop {
+        let _ = sys::kill_children();
+        match sys::reap(false) {
+            Ok(Some((pid, st))) if pid == tool && status.is_none() => status = Some(st),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    sys::exit_like(status.unwrap_or(libc::SIGKILL))
+}
+
+/// Mounts a fresh `/proc` (for the child's PID namespace) at `at` (which
+/// must be `/proc` in the child's root), then hides what container
+/// runtimes hide ([`super::tree::PROC_MASKED`], `PROC_HIDDEN_DIRS`,
+/// `PROC_READ_ONLY`). Names the running kernel lacks are skipped.
+fn mount_proc(at: &CStr) -> sys::SysResult<()> {
+    let skip_missing = |r: sys::SysResult<()>| match r {
+        Err(libc::ENOENT) => Ok(()),
+        other => other,
+    };
+    sys::mount(
+        Some(PROC_FS),
+        at,
+        Some(PROC_FS),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )?;
+    for f in super::tree::PROC_MASKED {
+        skip_missing(sys::mount(Some(DEV_NULL), f, None, libc::MS_BIND, None))?;
+    }
+    for d in super::tree::PROC_HIDDEN_DIRS {
+        skip_missing(sys::mount(
+            Some(TMPFS),
+            d,
+            Some(TMPFS),
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(c"size=4k"),
+        ))?;
+    }
+    for d in super::tree::PROC_READ_ONLY {
+        skip_missing(
+            sys::mount(Some(d), d, None, libc::MS_BIND | libc::MS_REC, None)
+                .and_then(|()| sys::make_read_only(d)),
+        )?;
+    }
+    Ok(())
+}
+
+/// Builds the jail's root from `plan` and enters it (see [`super::tree`]
+/// for the sequence). Child side: single system calls on prepared strings.
+fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
+    sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    sys::mount(
+        Some(TMPFS),
+        STAGE,
+        Some(TMPFS),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(TMPFS_MODE),
+    )?;
+    sys::chdir(STAGE)?;
+    sys::mkdir(OLD_ROOT_NAME)?;
+    sys::pivot_root(c".", OLD_ROOT_NAME)?;
+    sys::chdir(ROOT)?;
+    // The staging tmpfs: mountpoints the tree makes itself are on it.
+    let stage = sys::open_path(libc::AT_FDCWD, ROOT, libc::O_DIRECTORY)?;
+    let stage_dev = sys::fstat(stage.as_raw_fd())?.st_dev;
+    drop(stage);
+    for op in &plan.ops {
+        match op {
+            Op::Mkdir(p) => sys::mkdir(p)?,
+            Op::Touch(p) => sys::touch(p)?,
+            Op::Symlink { target, at } => sys::symlink(target, at)?,
+            Op::Bind { src, dst, dev, ino } => {
+                sys::bind_checked(src, dst, *dev, *ino, true, stage_dev)?
+            }
+            Op::ReadOnly(p) => sys::make_read_only(p)?,
+            Op::Tmpfs { at, options } => sys::mount(
+                Some(TMPFS),
+                at,
+                Some(TMPFS),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(options),
+            )?,
+            Op::File { path, contents } => sys::create_file(path, contents)?,
+            Op::BindLink { src, dst, dev, ino } => {
+                sys::bind_checked(src, dst, *dev, *ino, false, stage_dev)?
+            }
+        }
+    }
+    sys::mkdir(PROC)?;
+    mount_proc(PROC)?;
+    for dir in &plan.sealed {
+        sys::seal_dir(dir, stage_dev)?;
+    }
+    sys::detach(OLD_ROOT)?;
+    sys::rmdir(OLD_ROOT)?;
+    sys::mount(
+        None,
+        ROOT,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    )
+}
+
+/// The limit to set instead of `asked` when setting it failed with
+/// `errno`: the current `hard` limit when that is lower (raising a hard
+/// limit needs a privilege the jail may not have), else none (the
+/// failure stands).
+pub(super) fn below_hard(asked: u64, hard: u64, errno: i32) -> Option<u64> {
+    (errno == libc::EPERM && hard < asked).then_some(hard)
+}
