@@ -437,7 +437,9 @@ pub fn bind_checked(
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
     const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
     let open = |path: &CStr| match openat2_path(libc::AT_FDCWD, path, RESOLVE_NO_LINKS) {
-        Err(libc::ENOSYS) => open_path(libc::AT_FDCWD, path, libc::O_NOFOLLOW),
+        // No openat2 (before 5.6, or a profile refusing it): the identity
+        // check below is what counts.
+        Err(libc::ENOSYS | libc::EPERM) => open_path(libc::AT_FDCWD, path, libc::O_NOFOLLOW),
         Err(libc::ELOOP) => Err(libc::ESTALE),
         other => other,
     };
