@@ -279,6 +279,12 @@ fn walk(p: &Path, links: &Links) -> Result<Option<(OwnedFd, PathBuf)>, HoldError
         // 5.6, a container profile refusing it): the walk decides.
         Err(_) => {}
     }
+    walk_components(p, links)
+}
+
+/// [`walk`]'s component-by-component resolution (the whole of it where
+/// `openat2` is missing or refused).
+fn walk_components(p: &Path, links: &Links) -> Result<Option<(OwnedFd, PathBuf)>, HoldError> {
     let trusted = match links {
         Links::Follow => None,
         Links::Checked { root } => Some(root.as_deref()),
@@ -477,6 +483,43 @@ mod tests {
         assert_eq!(h[0].target.as_deref(), Some(Path::new("real")));
         assert_eq!(h[1].real, b.join("real"));
         assert_eq!(h[1].id.kind, Kind::Dir);
+    }
+
+    #[test]
+    fn the_walk_without_openat2_decides_as_openat2_does() {
+        let (_t, b) = base();
+        fs::create_dir_all(b.join("real/x")).unwrap();
+        symlink(b.join("real"), b.join("via")).unwrap();
+        symlink("/etc", b.join("real/x/in")).unwrap();
+        let checked = Links::Checked { root: None };
+        let plain = walk_components(&b.join("real/x"), &checked)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plain.1, b.join("real/x"));
+        assert!(walk_components(&b.join("nope/x"), &checked)
+            .unwrap()
+            .is_none());
+        // A link on the way: refused when checked, followed otherwise.
+        assert!(matches!(
+            walk_components(&b.join("via/x"), &checked),
+            Err(HoldError::Link { .. })
+        ));
+        let (_, real) = walk_components(&b.join("via/x"), &Links::Follow)
+            .unwrap()
+            .unwrap();
+        assert_eq!(real, b.join("real/x"));
+        // ...within the project root's own spelling only.
+        let rooted = Links::Checked {
+            root: Some(b.join("via")),
+        };
+        let (_, real) = walk_components(&b.join("via/x"), &rooted).unwrap().unwrap();
+        assert_eq!(real, b.join("real/x"));
+        assert!(walk_components(&b.join("via/x/in/passwd"), &rooted).is_err());
+        // A trailing link is returned itself, never followed.
+        let (fd, _) = walk_components(&b.join("real/x/in"), &checked)
+            .unwrap()
+            .unwrap();
+        assert_eq!(Id::of(fd.as_raw_fd()).unwrap().kind, Kind::Link);
     }
 
     #[test]
