@@ -251,8 +251,12 @@ pub fn plan(
         MetadataGuard::Seccomp => String::new(),
     };
     if ns_usable && kernel.ipc_ns {
-        flags |= libc::CLONE_NEWIPC as libc::c_ulong;
+        // Its own IPC objects, and its own host and domain names (a root
+        // jail can never change the host's, whatever else the kernel
+        // lacks; seccomp refuses sethostname too).
+        flags |= (libc::CLONE_NEWIPC | libc::CLONE_NEWUTS) as libc::c_ulong;
         e.ipc_namespace = true;
+        e.uts_namespace = true;
     }
 
     // --- network.

@@ -121,7 +121,9 @@ pub fn subreaper_available() -> bool {
 
 /// The namespaces of a jail (a user namespace too when not root).
 fn jail_flags(root: bool) -> libc::c_ulong {
-    let mut flags = (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC) as libc::c_ulong;
+    let mut flags =
+        (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS)
+            as libc::c_ulong;
     if !root {
         flags |= libc::CLONE_NEWUSER as libc::c_ulong;
     }

@@ -292,6 +292,8 @@ pub struct Enforcement {
     pub user_namespace: bool,
     /// New IPC namespace (no System V / POSIX IPC with the host).
     pub ipc_namespace: bool,
+    /// New UTS namespace (its own host and domain names).
+    pub uts_namespace: bool,
     /// All capabilities dropped (supervisor running as root).
     pub capabilities_dropped: bool,
     /// How memory is limited: "cgroup-v1", "cgroup-v2", "rlimit-data".
