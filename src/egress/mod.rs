@@ -43,6 +43,7 @@ pub mod intercept;
 pub mod listeners;
 pub mod log;
 pub mod placeholder;
+pub mod reflect;
 pub mod relay;
 pub mod warm;
 
