@@ -254,7 +254,6 @@ fn views_for(bytes: &[u8]) -> Vec<Escapes> {
 /// Bytes decoded under one set of escapes, each decoded byte knowing the
 /// raw byte its escape starts at.
 struct View {
-    esc: Escapes,
     text: Vec<u8>,
     /// Raw start of each decoded byte's escape (empty: the identity).
     from: Vec<usize>,
@@ -276,7 +275,6 @@ impl View {
     fn decode(bytes: &[u8], esc: Escapes, end: bool) -> View {
         if esc == Escapes::None {
             return View {
-                esc,
                 text: bytes.to_vec(),
                 from: Vec::new(),
                 tail: bytes.len(),
@@ -312,12 +310,7 @@ impl View {
                 }
             }
         }
-        View {
-            esc,
-            text,
-            from,
-            tail,
-        }
+        View { text, from, tail }
     }
 
     /// Raw start of decoded byte `i` (`tail` past the end).
