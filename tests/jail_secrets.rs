@@ -787,7 +787,13 @@ fn decodings(text: &str) -> Vec<String> {
         while let Some(at) = rest.find('&') {
             out.push_str(&rest[..at]);
             let tail = &rest[at + 1..];
-            let named = [("sol;", '/'), ("lowbar;", '_'), ("period;", '.'), ("plus;", '+'), ("amp;", '&')];
+            let named = [
+                ("sol;", '/'),
+                ("lowbar;", '_'),
+                ("period;", '.'),
+                ("plus;", '+'),
+                ("amp;", '&'),
+            ];
             if let Some((n, c)) = named.iter().find(|(n, _)| tail.starts_with(n)) {
                 out.push(*c);
                 rest = &tail[n.len()..];
@@ -800,7 +806,10 @@ fn decodings(text: &str) -> Vec<String> {
                 };
                 let n = digits.chars().take_while(|c| c.is_digit(radix)).count();
                 if n > 0 {
-                    if let Some(c) = u32::from_str_radix(&digits[..n], radix).ok().and_then(char::from_u32) {
+                    if let Some(c) = u32::from_str_radix(&digits[..n], radix)
+                        .ok()
+                        .and_then(char::from_u32)
+                    {
                         out.push(c);
                         let after = &digits[n..];
                         rest = after.strip_prefix(';').unwrap_or(after);
@@ -837,7 +846,9 @@ fn decodings(text: &str) -> Vec<String> {
         out
     }
     fn pct(s: &str) -> String {
-        percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned()
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
     }
     let one: [fn(&str) -> String; 3] = [html, json, pct];
     let mut out = vec![text.to_string()];
@@ -854,7 +865,9 @@ fn decodings(text: &str) -> Vec<String> {
 /// Every byte string hidden in base64 or hex runs of `text`, at every
 /// alignment.
 fn binary_decodings(text: &str) -> Vec<Vec<u8>> {
-    use base64::engine::{general_purpose::GeneralPurposeConfig, DecodePaddingMode, GeneralPurpose};
+    use base64::engine::{
+        general_purpose::GeneralPurposeConfig, DecodePaddingMode, GeneralPurpose,
+    };
     let lenient = GeneralPurpose::new(
         &base64::alphabet::STANDARD,
         GeneralPurposeConfig::new()
@@ -881,7 +894,10 @@ fn binary_decodings(text: &str) -> Vec<Vec<u8>> {
             }
         }
     }
-    for run in text.split(|c: char| !c.is_ascii_hexdigit()).filter(|r| r.len() >= 16) {
+    for run in text
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .filter(|r| r.len() >= 16)
+    {
         for off in 0..2 {
             let part = &run[off..];
             if let Ok(b) = hex::decode(&part[..part.len() / 2 * 2]) {
@@ -899,9 +915,9 @@ fn carries(bytes: &[u8], value: &str) -> bool {
     let low = value.to_lowercase();
     decodings(&text).iter().any(|d| {
         d.to_lowercase().contains(&low)
-            || binary_decodings(d).iter().any(|b| {
-                String::from_utf8_lossy(b).to_lowercase().contains(&low)
-            })
+            || binary_decodings(d)
+                .iter()
+                .any(|b| String::from_utf8_lossy(b).to_lowercase().contains(&low))
     })
 }
 
@@ -1066,7 +1082,10 @@ EOF"#;
     );
     r.assert_ok();
     let out = r.text();
-    assert!(out.contains(&format!("PROBE-RAN {}", SLASHED.len())), "{r:#?}");
+    assert!(
+        out.contains(&format!("PROBE-RAN {}", SLASHED.len())),
+        "{r:#?}"
+    );
     assert_eq!(out.matches("[REDACTED:TOKEN]").count(), 6, "{out}");
     assert!(!carries(r.json.to_string().as_bytes(), SLASHED), "{r:#?}");
 }

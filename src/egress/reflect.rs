@@ -371,11 +371,7 @@ fn push_char(out: &mut Vec<u8>, c: u32) {
 
 /// `\"`, `\/`, `\n`, `\uXXXX` (and surrogate pairs) at `i`.
 fn json_escape(bytes: &[u8], i: usize, end: bool) -> Step {
-    let unfinished = if end {
-        Step::Literal
-    } else {
-        Step::Unfinished
-    };
+    let unfinished = if end { Step::Literal } else { Step::Unfinished };
     let Some(&next) = bytes.get(i + 1) else {
         return unfinished;
     };
@@ -513,11 +509,7 @@ const MAX_NAME: usize = 32;
 /// `&#xHH;`, `&#DD;` (any number of digits, `;` optional) or `&name;` at
 /// `i`.
 fn html_reference(bytes: &[u8], i: usize, end: bool) -> Step {
-    let unfinished = if end {
-        Step::Literal
-    } else {
-        Step::Unfinished
-    };
+    let unfinished = if end { Step::Literal } else { Step::Unfinished };
     let Some(&next) = bytes.get(i + 1) else {
         return unfinished;
     };
@@ -654,7 +646,10 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
             for a in memchr::memmem::find_iter(&low, &n.lower) {
                 let b = a + n.lower.len();
                 let exact = view.text[a..b] == n.value[..];
-                let form = match (exact, view.from.is_empty() || is_literal(&view, bytes, a, b)) {
+                let form = match (
+                    exact,
+                    view.from.is_empty() || is_literal(&view, bytes, a, b),
+                ) {
                     (false, _) => Form::CaseFolded,
                     (true, true) => Form::Exact,
                     (true, false) => Form::Escaped,
@@ -720,7 +715,16 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                     let head = a >= back && norm[a - back..a].iter().all(|c| sextet(*c).is_some());
                     let va = if head { a - back } else { a };
                     let vb = if after == tail_chars { b + after } else { b };
-                    let with = to.map(|p| base64_like(&view.text[va..vb], nd, head, after == tail_chars, &n.value, p));
+                    let with = to.map(|p| {
+                        base64_like(
+                            &view.text[va..vb],
+                            nd,
+                            head,
+                            after == tail_chars,
+                            &n.value,
+                            p,
+                        )
+                    });
                     hits.push(Hit {
                         secret: si,
                         form: Form::Base64,

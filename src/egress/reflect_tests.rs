@@ -60,10 +60,7 @@ fn forms(v: &str) -> Vec<(String, Form)> {
         (URL_SAFE_NO_PAD.encode(v), Form::Base64),
     ];
     for prefix in ["u:", "us:", "use:", "user:"] {
-        out.push((
-            STANDARD.encode(format!("{prefix}{v}")),
-            Form::Base64,
-        ));
+        out.push((STANDARD.encode(format!("{prefix}{v}")), Form::Base64));
         out.push((URL_SAFE.encode(format!("{prefix}{v}x")), Form::Base64));
     }
     out
@@ -83,14 +80,15 @@ fn every_form_is_found_with_its_span() {
     for (form, kind) in forms(REAL) {
         let text = format!("<p>echo: {form} end</p>");
         let found = find(&[REAL.as_bytes()], text.as_bytes(), MIN_ENCODED);
-        assert!(
-            found.iter().any(|f| f.form == kind),
-            "{form}: {found:?}"
-        );
+        assert!(found.iter().any(|f| f.form == kind), "{form}: {found:?}");
         let f = found.iter().find(|f| f.form == kind).unwrap();
         assert!(f.start >= 9 && f.end <= text.len() - 8, "{form}: {f:?}");
     }
-    for folded in [REAL.to_uppercase(), REAL.to_lowercase(), html_mixed(&REAL.to_uppercase())] {
+    for folded in [
+        REAL.to_uppercase(),
+        REAL.to_lowercase(),
+        html_mixed(&REAL.to_uppercase()),
+    ] {
         let found = find(&[REAL.as_bytes()], folded.as_bytes(), MIN_ENCODED);
         assert!(
             found.iter().any(|f| f.form == Form::CaseFolded),
@@ -138,9 +136,19 @@ fn each_swappable_form_becomes_the_placeholder_in_the_same_form() {
 
 #[test]
 fn what_cannot_be_swapped_exactly_is_refused() {
-    for folded in [REAL.to_uppercase(), REAL.to_lowercase(), json_mixed(&REAL.to_uppercase())] {
-        let err = hider().whole(format!("a {folded} b").as_bytes()).unwrap_err();
-        assert_eq!((err.form, err.why), (Form::CaseFolded, Why::CaseFolded), "{folded}");
+    for folded in [
+        REAL.to_uppercase(),
+        REAL.to_lowercase(),
+        json_mixed(&REAL.to_uppercase()),
+    ] {
+        let err = hider()
+            .whole(format!("a {folded} b").as_bytes())
+            .unwrap_err();
+        assert_eq!(
+            (err.form, err.why),
+            (Form::CaseFolded, Why::CaseFolded),
+            "{folded}"
+        );
         let mut s = hider();
         let err = s
             .push(folded.as_bytes())
@@ -179,7 +187,11 @@ fn what_cannot_be_swapped_exactly_is_refused() {
 fn a_stream_cut_anywhere_gives_what_the_whole_gives() {
     for (form, _) in forms(REAL) {
         let text = format!("head {form} mid {form} tail");
-        let whole = hider().fixed(false).whole(text.as_bytes()).unwrap().unwrap();
+        let whole = hider()
+            .fixed(false)
+            .whole(text.as_bytes())
+            .unwrap()
+            .unwrap();
         for cut in 1..text.len() {
             for fixed in [false, true] {
                 let mut s = hider().fixed(fixed);
@@ -228,6 +240,9 @@ fn a_trailing_piece_of_any_form_is_located() {
     let (at, i) = trailing(&[REAL.as_bytes()], cut.as_bytes(), 4).unwrap();
     assert_eq!((at, i), (2, 0));
     let upper = format!("x {}", &REAL.to_uppercase()[..10]);
-    assert_eq!(trailing(&[REAL.as_bytes()], upper.as_bytes(), 4), Some((2, 0)));
+    assert_eq!(
+        trailing(&[REAL.as_bytes()], upper.as_bytes(), 4),
+        Some((2, 0))
+    );
     assert_eq!(trailing(&[REAL.as_bytes()], b"x sk/", 4), None);
 }

@@ -649,7 +649,10 @@ mod tests {
         // An ordinary word in another case than a short secret is not
         // what a cut leaves.
         let short = one("hunter2x");
-        assert_eq!(short.text("HUNTER2X and Hunter2x"), "[REDACTED:T] and [REDACTED:T]");
+        assert_eq!(
+            short.text("HUNTER2X and Hunter2x"),
+            "[REDACTED:T] and [REDACTED:T]"
+        );
     }
 
     #[test]
