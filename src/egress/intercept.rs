@@ -24,7 +24,11 @@
 //! uncompressed answer (`Accept-Encoding: identity`, no `TE`) and a
 //! whole one (no `Range`), so that a response reflecting the real value
 //! cannot carry it to the tool compressed or in pieces, out of the
-//! swapper's sight. Connections to every other
+//! swapper's sight. Responses go through a [`Hider`]
+//! ([`super::reflect`]): the reason phrase, header names and values,
+//! body and trailers get the placeholder wherever the value appears in a
+//! form the hider knows, and a response it cannot rewrite exactly becomes
+//! a `502` ([`REFUSED`]) — or, for a body already streaming, is cut. Connections to every other
 //! host never come here: they are tunnelled untouched ([`super::forward`]).
 
 use std::collections::{HashMap, VecDeque};
