@@ -246,3 +246,25 @@ fn a_trailing_piece_of_any_form_is_located() {
     );
     assert_eq!(trailing(&[REAL.as_bytes()], b"x sk/", 4), None);
 }
+
+/// Base64 at every alignment, with text before and after it in the same
+/// encoding: the rewrite is exactly the encoding of the same text with
+/// the placeholder, so not one bit of a value byte shared with a
+/// neighbour's group is left.
+#[test]
+fn base64_groups_shared_with_neighbours_are_rewritten_exactly() {
+    for engine in [&STANDARD, &URL_SAFE] {
+        for before in ["", "u", "us", "use", "user:"] {
+            for after in ["", "!", "!?", "!?#"] {
+                let enc = |v: &str| engine.encode(format!("{before}{v}{after}"));
+                let text = format!("Authorization: Basic {}\r\n", enc(REAL));
+                let out = hider().whole(text.as_bytes()).unwrap().unwrap();
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    format!("Authorization: Basic {}\r\n", enc(PLACEHOLDER)),
+                    "{before:?} {after:?}"
+                );
+            }
+        }
+    }
+}
