@@ -647,6 +647,7 @@ const CASES: &[(&str, Expect)] = &[
     ("header-name", Expect::Refusal),
     ("header-value", Expect::Placeholder),
     ("location", Expect::Placeholder),
+    ("location-twice", Expect::Refusal),
     ("body-exact", Expect::Placeholder),
     ("body-json", Expect::Placeholder),
     ("body-percent", Expect::Placeholder),
@@ -703,6 +704,10 @@ fn reflection(case: &str, t: &str) -> (Vec<u8>, Option<Vec<u8>>) {
         ),
         "location" => (
             format!("HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example/?k={}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nEND-OF-BODY", percent(t, true)).into_bytes(),
+            None,
+        ),
+        "location-twice" => (
+            format!("HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example/?next=https%3A%2F%2Fx%2F%3Fk%3D{}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nEND-OF-BODY", percent(t, true).replace('%', "%25")).into_bytes(),
             None,
         ),
         "body-exact" => (body(t.to_string()), None),
@@ -934,7 +939,8 @@ fn carries_exactly(bytes: &[u8], value: &str) -> bool {
 
 /// The secret's own host reflects the real value it received in every
 /// channel of a response — the reason phrase, a trailer after a chunked
-/// body, a header name, a header value, a `Location`, and the body as
+/// body, a header name, a header value, a `Location` (percent-encoded
+/// once, and twice inside another URL), and the body as
 /// it is, JSON-escaped, percent-encoded, as HTML references, upper- and
 /// lower-cased, in base64 and hex, and late in a streamed body. A tool
 /// reading the raw bytes through the proxy keeps each in a file: no file

@@ -7,7 +7,9 @@
 //! `\u0041`, surrogate pairs), percent escapes (`%2F`, `%2f`), HTML
 //! character references (`&#x2F;`, `&#47;`, `&sol;`, any number of
 //! leading zeros, with or without `;` where HTML allows it) and all three
-//! mixed. In each view it is matched
+//! mixed — and each of those decoded once more (a value escaped twice,
+//! `%252F`, is seen, never rewritten: refused). In each view it is
+//! matched
 //! - as text, ASCII case-insensitively: the exact value is
 //!   [`Form::Exact`] (or [`Form::Escaped`] when escapes spell it), the
 //!   same letters in another case [`Form::CaseFolded`];
@@ -82,6 +84,8 @@ pub enum Why {
     Straddles,
     /// The value was still found after the rewrite.
     Remains,
+    /// The value is escaped twice (`%252F`): seen, not rewritten.
+    Nested,
 }
 
 /// A response that carries a value glovebox cannot turn into the
@@ -104,6 +108,7 @@ impl Refused {
             Why::Length => "its placeholder would change the body's declared length",
             Why::Straddles => "the form spans more than a stream can hold back",
             Why::Remains => "it was still there after the swap",
+            Why::Nested => "a value escaped twice is not swapped",
         };
         format!("value {} ({why})", self.form.describe())
     }
@@ -251,6 +256,26 @@ fn views_for(bytes: &[u8]) -> Vec<Escapes> {
     out
 }
 
+/// Every view of `bytes`: the raw one and one per escape kind present
+/// (`false`), then each of those decoded once more (`true`: a value
+/// escaped twice, `%252F`, `%26%23x2F%3B`).
+fn all_views(bytes: &[u8], end: bool) -> Vec<(View, bool)> {
+    let mut out: Vec<(View, bool)> = views_for(bytes)
+        .into_iter()
+        .map(|esc| (View::decode(bytes, esc, end), false))
+        .collect();
+    let first = out.len();
+    for k in 1..first {
+        let inner: Vec<View> = views_for(&out[k].0.text)
+            .into_iter()
+            .skip(1)
+            .map(|esc| View::decode(&out[k].0.text, esc, end).under(&out[k].0))
+            .collect();
+        out.extend(inner.into_iter().map(|v| (v, true)));
+    }
+    out
+}
+
 /// Bytes decoded under one set of escapes, each decoded byte knowing the
 /// raw byte its escape starts at.
 struct View {
@@ -319,6 +344,20 @@ impl View {
             return i.min(self.tail);
         }
         self.from.get(i).copied().unwrap_or(self.tail)
+    }
+
+    /// This view (of `outer`'s text) in the raw bytes' positions.
+    fn under(self, outer: &View) -> View {
+        let from = if self.from.is_empty() {
+            (0..self.text.len()).map(|i| outer.raw(i)).collect()
+        } else {
+            self.from.iter().map(|&i| outer.raw(i)).collect()
+        };
+        View {
+            tail: outer.raw(self.tail),
+            text: self.text,
+            from,
+        }
     }
 
     /// Decoded bytes `[a, b)` that come from the same escape as decoded
@@ -596,6 +635,8 @@ struct Hit {
     /// The decoded bytes that replace `[va, vb)`; `None`: no exact
     /// rewrite exists.
     with: Option<Vec<u8>>,
+    /// Why, when there is none.
+    why: Why,
 }
 
 struct Scan {
@@ -626,10 +667,13 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
     let mut hits = Vec::new();
     let mut hold = bytes.len();
     let mut views = Vec::new();
-    for esc in views_for(bytes) {
-        let view = View::decode(bytes, esc, end);
+    let mut twice = Vec::new();
+    for (view, nested) in all_views(bytes, end) {
         let vi = views.len();
+        twice.push(nested);
         hold = hold.min(view.tail);
+        // A value escaped twice is seen, never rewritten.
+        let swap_to = if nested { None } else { swap_to };
         let low = view.text.to_ascii_lowercase();
         let norm: Vec<u8> = view
             .text
@@ -642,6 +686,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
             .collect();
         for (si, n) in needles.iter().enumerate() {
             let to = swap_to.and_then(|p| p.get(si));
+            let why = if nested { Why::Nested } else { Why::CaseFolded };
             // As text.
             for a in memchr::memmem::find_iter(&low, &n.lower) {
                 let b = a + n.lower.len();
@@ -655,6 +700,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                     (true, false) => Form::Escaped,
                 };
                 let with = if exact { to.cloned() } else { None };
+                let why = if exact { why } else { Why::CaseFolded };
                 hits.push(Hit {
                     secret: si,
                     form,
@@ -664,6 +710,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                     start: view.raw(a),
                     end: view.raw_end(b - 1),
                     with,
+                    why,
                 });
             }
             if !end {
@@ -686,6 +733,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                         start: view.raw(a),
                         end: view.raw_end(b - 1),
                         with,
+                        why,
                     });
                 }
                 if !end {
@@ -734,6 +782,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                         start: view.raw(va),
                         end: view.raw_end(vb - 1),
                         with,
+                        why,
                     });
                 }
                 if !end {
@@ -746,6 +795,14 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
         }
         views.push(view);
     }
+    // A value escaped once is also in the views decoded twice: there it
+    // is the first view's occurrence, not another.
+    let once: Vec<(usize, usize)> = hits
+        .iter()
+        .filter(|h| !twice[h.view])
+        .map(|h| (h.start, h.end))
+        .collect();
+    hits.retain(|h| !twice[h.view] || !once.iter().any(|&(s, e)| h.start < e && s < h.end));
     // Never hold back from inside an escape of any view.
     loop {
         let snapped = views.iter().fold(hold, |h, v| v.snap(h));
@@ -879,7 +936,8 @@ fn encode_like(new: &[u8], orig: &[u8]) -> Vec<u8> {
             }
         }
         (b'%', _) => {
-            let upper = upper_hex(&orig[1..]);
+            // Upper case unless the escape was written in lower (RFC 3986).
+            let upper = !orig[1..].iter().any(|b| (b'a'..=b'f').contains(b));
             for b in new {
                 let s = if upper {
                     format!("%{b:02X}")
@@ -1000,7 +1058,7 @@ impl Hider {
             return Err(Refused {
                 secret: h.secret,
                 form: h.form,
-                why: Why::CaseFolded,
+                why: h.why,
             });
         }
         hits.sort_by_key(|h| (h.start, std::cmp::Reverse(h.end)));

@@ -268,3 +268,33 @@ fn base64_groups_shared_with_neighbours_are_rewritten_exactly() {
         }
     }
 }
+
+/// A value escaped twice (a URL inside a URL, an HTML page quoting a
+/// percent-encoded link) is seen and refused, and a value escaped once
+/// beside other doubly escaped text is still swapped.
+#[test]
+fn a_value_escaped_twice_is_refused_and_once_is_swapped() {
+    let twice = [
+        percent_all(REAL, true).replace('%', "%25"),
+        percent_all(REAL, false).replace('%', "&#37;"),
+        html_mixed(REAL)
+            .replace('&', "%26")
+            .replace('#', "%23")
+            .replace(';', "%3B"),
+    ];
+    for t in twice {
+        let found = find(&[REAL.as_bytes()], t.as_bytes(), MIN_ENCODED);
+        assert!(!found.is_empty(), "{t}");
+        let err = hider().whole(format!("x {t} y").as_bytes()).unwrap_err();
+        assert_eq!(err.why, Why::Nested, "{t}");
+    }
+    let once = format!("next=%252Fhome%2526a &amp;lt; {}", percent_all(REAL, true));
+    let out = hider().whole(once.as_bytes()).unwrap().unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        format!(
+            "next=%252Fhome%2526a &amp;lt; {}",
+            percent_all(PLACEHOLDER, true)
+        )
+    );
+}
