@@ -661,6 +661,7 @@ const CASES: &[(&str, Expect)] = &[
     ("body-base64url", Expect::Placeholder),
     ("body-hex", Expect::Placeholder),
     ("body-hex-upper", Expect::Placeholder),
+    ("body-mime", Expect::Placeholder),
     ("stream-html", Expect::Placeholder),
     ("stream-upper", Expect::Cut),
 ];
@@ -726,6 +727,16 @@ fn reflection(case: &str, t: &str) -> (Vec<u8>, Option<Vec<u8>>) {
         "body-base64url" => (body(URL_SAFE.encode(format!("u:{t}!"))), None),
         "body-hex" => (body(hex::encode(t)), None),
         "body-hex-upper" => (body(hex::encode_upper(t)), None),
+        "body-mime" => {
+            // A message echoed in base64 broken into lines.
+            let enc = STANDARD.encode(format!("Subject: your key\r\n\r\nkey={t}\r\n"));
+            let lines: Vec<String> = enc
+                .as_bytes()
+                .chunks(20)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            (body(lines.join("\r\n")), None)
+        }
         "stream-html" => streamed(html_mixed(t)),
         "stream-upper" => streamed(t.to_uppercase()),
         _ => (plain("unknown case".into()), None),
@@ -918,7 +929,10 @@ fn binary_decodings(text: &str) -> Vec<Vec<u8>> {
 fn carries(bytes: &[u8], value: &str) -> bool {
     let text = String::from_utf8_lossy(bytes);
     let low = value.to_lowercase();
-    decodings(&text).iter().any(|d| {
+    let unwrapped: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut all = decodings(&text);
+    all.extend(decodings(&unwrapped));
+    all.iter().any(|d| {
         d.to_lowercase().contains(&low)
             || binary_decodings(d)
                 .iter()
@@ -929,7 +943,10 @@ fn carries(bytes: &[u8], value: &str) -> bool {
 /// True when `bytes` carry `value` exactly (in some encoding).
 fn carries_exactly(bytes: &[u8], value: &str) -> bool {
     let text = String::from_utf8_lossy(bytes);
-    decodings(&text).iter().any(|d| {
+    let unwrapped: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut all = decodings(&text);
+    all.extend(decodings(&unwrapped));
+    all.iter().any(|d| {
         d.contains(value)
             || binary_decodings(d)
                 .iter()
@@ -942,7 +959,8 @@ fn carries_exactly(bytes: &[u8], value: &str) -> bool {
 /// body, a header name, a header value, a `Location` (percent-encoded
 /// once, and twice inside another URL), and the body as
 /// it is, JSON-escaped, percent-encoded, as HTML references, upper- and
-/// lower-cased, in base64 and hex, and late in a streamed body. A tool
+/// lower-cased, in base64 (also broken into lines) and hex, and late in
+/// a streamed body. A tool
 /// reading the raw bytes through the proxy keeps each in a file: no file
 /// holds the value in any form (decoded every way, any case); each holds
 /// the placeholder in the server's form, or glovebox's refusal.

@@ -40,6 +40,9 @@ use base64::Engine;
 /// response is refused.
 pub const MAX_HOLD: usize = 64 * 1024;
 
+/// Bytes a [`Hider`] searches at once in an item it was given whole.
+pub const WINDOW: usize = 64 * 1024;
+
 /// Shortest value looked for in base64 and hex by [`find`] callers that
 /// ask for it (shorter ones hit too often by chance).
 pub const MIN_ENCODED: usize = 8;
@@ -157,7 +160,7 @@ pub fn find(values: &[&[u8]], bytes: &[u8], encoded_min: usize) -> Vec<Found> {
 pub fn trailing(values: &[&[u8]], bytes: &[u8], min: usize) -> Option<(usize, usize)> {
     let needles: Vec<Needles> = values.iter().map(|v| Needles::new(v, false)).collect();
     let mut best: Option<(usize, usize)> = None;
-    for esc in views_for(bytes) {
+    for esc in views_for(bytes, mixed_only(&needles)) {
         // Unfinished escapes at the end are dropped: what they would
         // decode to is unknown.
         let view = View::decode(bytes, esc, false);
@@ -232,56 +235,115 @@ enum Escapes {
     Percent,
     Html,
     All,
+    /// No escapes, white space left out (base64 broken into lines, a
+    /// value wrapped at a line's end).
+    Unwrapped,
 }
 
 /// The views worth making for `bytes`: the raw one, one per escape kind
-/// present, and the mixed one when more than one kind is.
-fn views_for(bytes: &[u8]) -> Vec<Escapes> {
+/// present, and the mixed one when more than one kind is. When no value
+/// holds an escape's first character (`\\`, `%`, `&`) — `mixed` —, the
+/// mixed view alone finds every escaped occurrence: no literal byte of
+/// one can start an escape.
+fn views_for(bytes: &[u8], mixed: bool) -> Vec<Escapes> {
     let mut out = vec![Escapes::None];
     let kinds = [
         (b'\\', Escapes::Json),
         (b'%', Escapes::Percent),
         (b'&', Escapes::Html),
     ];
-    let mut present = 0;
-    for (b, e) in kinds {
-        if memchr::memchr(b, bytes).is_some() {
-            out.push(e);
-            present += 1;
+    let present: Vec<Escapes> = kinds
+        .iter()
+        .filter(|(b, _)| memchr::memchr(*b, bytes).is_some())
+        .map(|(_, e)| *e)
+        .collect();
+    if mixed {
+        if !present.is_empty() {
+            out.push(Escapes::All);
         }
+        return out;
     }
-    if present > 1 {
+    let more = present.len() > 1;
+    out.extend(present);
+    if more {
         out.push(Escapes::All);
     }
     out
 }
 
+/// True when no value holds a byte that starts an escape.
+fn mixed_only(needles: &[Needles]) -> bool {
+    needles
+        .iter()
+        .all(|n| !n.value.iter().any(|b| matches!(b, b'\\' | b'%' | b'&')))
+}
+
 /// Every view of `bytes`: the raw one and one per escape kind present
-/// (`false`), then each of those decoded once more (`true`: a value
-/// escaped twice, `%252F`, `%26%23x2F%3B`).
-fn all_views(bytes: &[u8], end: bool) -> Vec<(View, bool)> {
-    let mut out: Vec<(View, bool)> = views_for(bytes)
-        .into_iter()
-        .map(|esc| (View::decode(bytes, esc, end), false))
-        .collect();
-    let first = out.len();
-    for k in 1..first {
-        let inner: Vec<View> = views_for(&out[k].0.text)
-            .into_iter()
-            .skip(1)
-            .map(|esc| View::decode(&out[k].0.text, esc, end).under(&out[k].0))
-            .collect();
-        out.extend(inner.into_iter().map(|v| (v, true)));
+/// (`false`), each followed by itself decoded once more (`true`: a value
+/// escaped twice, `%252F`, `%26%23x2F%3B`), then the unwrapped one. Made
+/// one at a time, so that a caller that drops each holds few at once.
+fn all_views(bytes: &[u8], end: bool, mixed: bool) -> Views<'_> {
+    Views {
+        bytes,
+        end,
+        mixed,
+        kinds: views_for(bytes, mixed).into_iter(),
+        queue: std::collections::VecDeque::new(),
+        unwrapped: false,
     }
-    out
+}
+
+struct Views<'a> {
+    bytes: &'a [u8],
+    end: bool,
+    mixed: bool,
+    kinds: std::vec::IntoIter<Escapes>,
+    queue: std::collections::VecDeque<View>,
+    unwrapped: bool,
+}
+
+impl Iterator for Views<'_> {
+    type Item = (View, bool);
+
+    fn next(&mut self) -> Option<(View, bool)> {
+        if let Some(v) = self.queue.pop_front() {
+            return Some((v, true));
+        }
+        if let Some(esc) = self.kinds.next() {
+            let v = View::decode(self.bytes, esc, self.end);
+            if esc != Escapes::None {
+                for inner in views_for(&v.text, self.mixed).into_iter().skip(1) {
+                    let nested = View::decode(&v.text, inner, self.end).under(&v);
+                    self.queue.push_back(nested);
+                }
+            }
+            return Some((v, false));
+        }
+        if !self.unwrapped {
+            self.unwrapped = true;
+            let white = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+            if self.bytes.iter().any(white) {
+                return Some((
+                    View::decode(self.bytes, Escapes::Unwrapped, self.end),
+                    false,
+                ));
+            }
+        }
+        None
+    }
 }
 
 /// Bytes decoded under one set of escapes, each decoded byte knowing the
 /// raw byte its escape starts at.
 struct View {
+    /// White space was left out: a span is one byte and the white space
+    /// after it.
+    unwrapped: bool,
     text: Vec<u8>,
-    /// Raw start of each decoded byte's escape (empty: the identity).
-    from: Vec<usize>,
+    /// Raw start of each decoded byte's escape (empty: the identity);
+    /// the bytes searched at once are far below 4 GiB (a stream's window,
+    /// a body read whole in windows, a call's capped output).
+    from: Vec<u32>,
     /// Raw start of an escape left unfinished at the end (the raw length
     /// when there is none): the view stops there.
     tail: usize,
@@ -300,6 +362,7 @@ impl View {
     fn decode(bytes: &[u8], esc: Escapes, end: bool) -> View {
         if esc == Escapes::None {
             return View {
+                unwrapped: false,
                 text: bytes.to_vec(),
                 from: Vec::new(),
                 tail: bytes.len(),
@@ -314,13 +377,14 @@ impl View {
                 (b'\\', Escapes::Json | Escapes::All) => json_escape(bytes, i, end),
                 (b'%', Escapes::Percent | Escapes::All) => percent_escape(bytes, i, end),
                 (b'&', Escapes::Html | Escapes::All) => html_reference(bytes, i, end),
+                (b' ' | b'\t' | b'\r' | b'\n', Escapes::Unwrapped) => Step::Decoded(Vec::new(), 1),
                 _ => Step::Literal,
             };
             match step {
                 Step::Decoded(d, n) => {
                     for b in d {
                         text.push(b);
-                        from.push(i);
+                        from.push(i as u32);
                     }
                     i += n;
                 }
@@ -330,12 +394,17 @@ impl View {
                 }
                 Step::Literal => {
                     text.push(bytes[i]);
-                    from.push(i);
+                    from.push(i as u32);
                     i += 1;
                 }
             }
         }
-        View { text, from, tail }
+        View {
+            unwrapped: esc == Escapes::Unwrapped,
+            text,
+            from,
+            tail,
+        }
     }
 
     /// Raw start of decoded byte `i` (`tail` past the end).
@@ -343,17 +412,21 @@ impl View {
         if self.from.is_empty() {
             return i.min(self.tail);
         }
-        self.from.get(i).copied().unwrap_or(self.tail)
+        self.from.get(i).map_or(self.tail, |&r| r as usize)
     }
 
     /// This view (of `outer`'s text) in the raw bytes' positions.
     fn under(self, outer: &View) -> View {
         let from = if self.from.is_empty() {
-            (0..self.text.len()).map(|i| outer.raw(i)).collect()
+            (0..self.text.len()).map(|i| outer.raw(i) as u32).collect()
         } else {
-            self.from.iter().map(|&i| outer.raw(i)).collect()
+            self.from
+                .iter()
+                .map(|&i| outer.raw(i as usize) as u32)
+                .collect()
         };
         View {
+            unwrapped: outer.unwrapped,
             tail: outer.raw(self.tail),
             text: self.text,
             from,
@@ -384,16 +457,26 @@ impl View {
         self.raw(b)
     }
 
+    /// Raw end of an occurrence whose last decoded byte is `i` (without
+    /// the white space after it in an unwrapped view).
+    fn hit_end(&self, i: usize) -> usize {
+        if self.unwrapped {
+            self.raw(i) + 1
+        } else {
+            self.raw_end(i)
+        }
+    }
+
     /// The raw start of the escape that holds raw byte `p` (`p` itself
     /// when an escape starts there).
     fn snap(&self, p: usize) -> usize {
         if self.from.is_empty() || p >= self.tail {
             return p;
         }
-        match self.from.binary_search(&p) {
+        match self.from.binary_search(&(p as u32)) {
             Ok(_) => p,
             Err(0) => p,
-            Err(k) => self.from[k - 1],
+            Err(k) => self.from[k - 1] as usize,
         }
     }
 }
@@ -668,8 +751,11 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
     let mut hold = bytes.len();
     let mut views = Vec::new();
     let mut twice = Vec::new();
-    for (view, nested) in all_views(bytes, end) {
-        let vi = views.len();
+    // The views are kept for the rewrite and for holding back; a search
+    // of a whole text drops each once searched.
+    let keep = swap_to.is_some() || !end;
+    for (view, nested) in all_views(bytes, end, mixed_only(needles)) {
+        let vi = twice.len();
         twice.push(nested);
         hold = hold.min(view.tail);
         // A value escaped twice is seen, never rewritten.
@@ -708,7 +794,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                     va: a,
                     vb: b,
                     start: view.raw(a),
-                    end: view.raw_end(b - 1),
+                    end: view.hit_end(b - 1),
                     with,
                     why,
                 });
@@ -731,7 +817,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                         va: a,
                         vb: b,
                         start: view.raw(a),
-                        end: view.raw_end(b - 1),
+                        end: view.hit_end(b - 1),
                         with,
                         why,
                     });
@@ -780,7 +866,7 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                         va,
                         vb,
                         start: view.raw(va),
-                        end: view.raw_end(vb - 1),
+                        end: view.hit_end(vb - 1),
                         with,
                         why,
                     });
@@ -793,7 +879,9 @@ fn scan(needles: &[Needles], swap_to: Option<&[Vec<u8>]>, bytes: &[u8], end: boo
                 }
             }
         }
-        views.push(view);
+        if keep {
+            views.push(view);
+        }
     }
     // A value escaped once is also in the views decoded twice: there it
     // is the first view's occurrence, not another.
@@ -989,7 +1077,9 @@ fn rewrite_hit(bytes: &[u8], view: &View, h: &Hit, with: &[u8]) -> Vec<u8> {
     let mut i = view.group(h.va).0;
     while i < view.text.len() && view.raw(i) < h.end {
         let (a, b) = view.group(i);
-        let (ra, rb) = (view.raw(a), view.raw(b));
+        // An unwrapped view's last span ends where the occurrence does,
+        // before the white space after it.
+        let (ra, rb) = (view.raw(a), view.raw(b).min(h.end));
         let old = &view.text[a..b];
         let new: Vec<u8> = (a..b)
             .map(|k| {
@@ -1002,6 +1092,10 @@ fn rewrite_hit(bytes: &[u8], view: &View, h: &Hit, with: &[u8]) -> Vec<u8> {
             .collect();
         if new == old {
             out.extend_from_slice(&bytes[ra..rb]);
+        } else if view.unwrapped {
+            // The byte, then the white space after it.
+            out.extend_from_slice(&new);
+            out.extend_from_slice(&bytes[(ra + 1).min(rb)..rb]);
         } else {
             out.extend(encode_like(&new, &bytes[ra..rb]));
         }
@@ -1090,6 +1184,10 @@ impl Hider {
             self.counts[h.secret] += 1;
             at = h.end;
         }
+        if at == 0 {
+            // Nothing rewritten: nothing to search again.
+            return Ok((bytes.to_vec(), hold));
+        }
         let out_hold = out_hold.unwrap_or(out.len() + hold.saturating_sub(at));
         out.extend_from_slice(&bytes[at..]);
         // Whatever is still there refuses.
@@ -1105,9 +1203,22 @@ impl Hider {
     }
 
     /// `bytes` whole (its length may change): `Ok(None)` when nothing was
-    /// found.
+    /// found. Searched in windows of [`WINDOW`] bytes, as a stream is, so
+    /// that a large body costs no more memory than a stream's window.
     pub fn whole(&mut self, bytes: &[u8]) -> Result<Option<Vec<u8>>, Refused> {
-        let (out, _) = self.rewrite(bytes, true, false)?;
+        let carry = std::mem::take(&mut self.carry);
+        let fixed = std::mem::replace(&mut self.fixed, false);
+        let result = (|| {
+            let mut out = Vec::with_capacity(bytes.len());
+            for chunk in bytes.chunks(WINDOW) {
+                out.extend(self.push(chunk)?);
+            }
+            out.extend(self.finish()?);
+            Ok(out)
+        })();
+        self.carry = carry;
+        self.fixed = fixed;
+        let out = result?;
         Ok((out != bytes).then_some(out))
     }
 

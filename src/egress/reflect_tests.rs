@@ -298,3 +298,47 @@ fn a_value_escaped_twice_is_refused_and_once_is_swapped() {
         )
     );
 }
+
+/// Base64 broken into lines (MIME, PEM) and a value wrapped at a line's
+/// end are found and swapped, the line breaks kept.
+#[test]
+fn a_value_broken_across_lines_is_swapped_with_its_breaks() {
+    let wrap = |s: &str, n: usize, sep: &str| {
+        s.as_bytes()
+            .chunks(n)
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect::<Vec<_>>()
+            .join(sep)
+    };
+    for (n, sep) in [(76, "\r\n"), (20, "\n"), (7, "\n  ")] {
+        let mime = |v: &str| {
+            wrap(
+                &STANDARD.encode(format!("Subject: hi\r\n\r\ntoken {v}\r\n")),
+                n,
+                sep,
+            )
+        };
+        let text = format!("From: x\r\n\r\n{}\r\n", mime(REAL));
+        let out = hider().whole(text.as_bytes()).unwrap().unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("From: x\r\n\r\n{}\r\n", mime(PLACEHOLDER)),
+            "{n}"
+        );
+        let wrapped = format!("token: {}\n", wrap(REAL, n.min(20), sep));
+        let out = hider().whole(wrapped.as_bytes()).unwrap().unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("token: {}\n", wrap(PLACEHOLDER, n.min(20), sep)),
+            "{n}"
+        );
+        // And cut anywhere in a stream.
+        for cut in (1..text.len()).step_by(7) {
+            let mut s = hider().fixed(true);
+            let mut out = s.push(&text.as_bytes()[..cut]).unwrap();
+            out.extend(s.push(&text.as_bytes()[cut..]).unwrap());
+            out.extend(s.finish().unwrap());
+            assert!(clean(&out), "{cut}");
+        }
+    }
+}
