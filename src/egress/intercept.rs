@@ -86,7 +86,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 /// a body read whole is checked whole, and one that carries a value that
 /// cannot be swapped is refused with a `502` saying so (a longer one is
 /// streamed, and cut where such a value appears).
-pub const MAX_WHOLE: usize = 1 << 20;
+pub const MAX_WHOLE: usize = 256 * 1024;
 
 /// How long a body of unknown length (chunked, or read to the close) is
 /// waited for before it is streamed instead; a body with a
