@@ -134,24 +134,58 @@ pub struct Found {
 /// hex only for values of at least `encoded_min` bytes. Sorted by start;
 /// occurrences may overlap (one found in two views).
 pub fn find(values: &[&[u8]], bytes: &[u8], encoded_min: usize) -> Vec<Found> {
-    let needles: Vec<Needles> = values
-        .iter()
-        .map(|v| Needles::new(v, v.len() >= encoded_min.max(1)))
-        .collect();
-    let scan = scan(&needles, None, bytes, true);
-    let mut out: Vec<Found> = scan
-        .hits
-        .into_iter()
-        .map(|h| Found {
-            value: h.secret,
-            start: h.start,
-            end: h.end,
-            form: h.form,
-        })
-        .collect();
-    out.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end)));
-    out.dedup();
-    out
+    Finder::new(values, encoded_min).find(bytes)
+}
+
+/// The forms of some values, made once and searched for in many texts
+/// (the redactor's).
+#[derive(Debug, Clone, Default)]
+pub struct Finder {
+    needles: Vec<Needles>,
+    /// The shortest form's length: a shorter text holds none.
+    shortest: usize,
+}
+
+impl Finder {
+    /// The forms of `values`; base64 and hex only for values of at least
+    /// `encoded_min` bytes.
+    pub fn new(values: &[&[u8]], encoded_min: usize) -> Finder {
+        let needles: Vec<Needles> = values
+            .iter()
+            .map(|v| Needles::new(v, v.len() >= encoded_min.max(1)))
+            .collect();
+        let shortest = needles
+            .iter()
+            .flat_map(|n| {
+                std::iter::once(n.lower.len())
+                    .chain(n.base64.iter().map(|b| b.middle.len()))
+                    .chain(n.hex.iter().map(Vec::len))
+            })
+            .min()
+            .unwrap_or(0);
+        Finder { needles, shortest }
+    }
+
+    /// See [`find`].
+    pub fn find(&self, bytes: &[u8]) -> Vec<Found> {
+        if self.needles.is_empty() || bytes.len() < self.shortest.max(1) {
+            return Vec::new();
+        }
+        let scan = scan(&self.needles, None, bytes, true);
+        let mut out: Vec<Found> = scan
+            .hits
+            .into_iter()
+            .map(|h| Found {
+                value: h.secret,
+                start: h.start,
+                end: h.end,
+                form: h.form,
+            })
+            .collect();
+        out.sort_by_key(|f| (f.start, std::cmp::Reverse(f.end)));
+        out.dedup();
+        out
+    }
 }
 
 /// Where a trailing piece of a value (at least `min` of its characters,

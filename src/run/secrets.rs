@@ -151,6 +151,8 @@ pub struct Redactor {
     pairs: Vec<(String, String)>,
     /// (value, replacement): the plain values, for decoded text.
     values: Vec<(String, String)>,
+    /// Every other form of `values` (same order).
+    forms: crate::egress::reflect::Finder,
 }
 
 /// The parts of `value`'s base64 encodings that depend on `value` alone,
@@ -292,7 +294,13 @@ impl Redactor {
         }
         pairs.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
         values.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
-        Redactor { pairs, values }
+        let plain: Vec<&[u8]> = values.iter().map(|(v, _)| v.as_bytes()).collect();
+        let forms = crate::egress::reflect::Finder::new(&plain, MIN_ENCODED_SECRET);
+        Redactor {
+            pairs,
+            values,
+            forms,
+        }
     }
 
     /// True when there is nothing to redact.
@@ -318,8 +326,7 @@ impl Redactor {
     /// (HTML references, escapes of every kind mixed, another case),
     /// replaced over the span of that form.
     fn reflected(&self, text: String) -> String {
-        let values: Vec<&[u8]> = self.values.iter().map(|(v, _)| v.as_bytes()).collect();
-        let found = crate::egress::reflect::find(&values, text.as_bytes(), MIN_ENCODED_SECRET);
+        let found = self.forms.find(text.as_bytes());
         let spans: Vec<(usize, usize, &str)> = found
             .iter()
             .filter(|f| text.is_char_boundary(f.start) && text.is_char_boundary(f.end))
