@@ -28,8 +28,9 @@
 //! ([`super::reflect`]): the reason phrase, header names and values,
 //! body and trailers get the placeholder wherever the value appears in a
 //! form the hider knows, and a response it cannot rewrite exactly becomes
-//! a `502` ([`REFUSED`]) — or, for a body already streaming, is cut. Connections to every other
-//! host never come here: they are tunnelled untouched ([`super::forward`]).
+//! a `502` ([`REFUSED`]) — or, for a body already streaming, is cut.
+//! Connections to every other host never come here: they are tunnelled
+//! untouched ([`super::forward`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
