@@ -342,3 +342,74 @@ fn a_value_broken_across_lines_is_swapped_with_its_breaks() {
         }
     }
 }
+
+/// Hostile responses at random: bytes rich in escape characters with the
+/// value spliced in, in every form, cut into random chunks. Whatever is
+/// let through — whole, or streamed, fixed length or not — holds no form
+/// of the value, a fixed stream keeps its length, and nothing panics.
+#[test]
+fn random_hostile_responses_never_let_a_value_through() {
+    let mut seed = 0x1234_5678_9ABC_DEF1u64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let noise = b"&#x;%\\u0123456789abcdefABCDEF/+=_-\n sk/liveRef1";
+    let mut forms = forms(REAL);
+    forms.push((REAL.to_uppercase(), Form::CaseFolded));
+    forms.push((percent_all(REAL, true).replace('%', "%25"), Form::Escaped));
+    forms.push((format!("{}\n{}", &REAL[..9], &REAL[9..]), Form::Exact));
+    for round in 0..1000 {
+        let mut body = Vec::new();
+        for _ in 0..next(6) + 1 {
+            if next(3) == 0 {
+                let (f, _) = &forms[next(forms.len())];
+                let f = f.as_bytes();
+                // Sometimes only a piece of a form.
+                let (a, b) = if next(4) == 0 {
+                    let a = next(f.len());
+                    (a, a + next(f.len() - a) + 1)
+                } else {
+                    (0, f.len())
+                };
+                body.extend_from_slice(&f[a..b]);
+            } else {
+                for _ in 0..next(24) {
+                    body.push(noise[next(noise.len())]);
+                }
+            }
+        }
+        if let Ok(Some(out)) = hider().whole(&body) {
+            assert!(clean(&out), "{round}: {}", String::from_utf8_lossy(&body));
+        }
+        if let Ok(None) = hider().whole(&body) {
+            assert!(clean(&body), "{round}: {}", String::from_utf8_lossy(&body));
+        }
+        let fixed = next(2) == 0;
+        let mut s = hider().fixed(fixed);
+        let mut out = Vec::new();
+        let mut at = 0;
+        let streamed = loop {
+            let cut = (at + next(40)).min(body.len());
+            match s.push(&body[at..cut]) {
+                Ok(o) => out.extend(o),
+                Err(_) => break false,
+            }
+            at = cut;
+            if at == body.len() {
+                break true;
+            }
+        };
+        if streamed {
+            if let Ok(o) = s.finish() {
+                out.extend(o);
+                assert!(clean(&out), "{round}: {}", String::from_utf8_lossy(&body));
+                if fixed {
+                    assert_eq!(out.len(), body.len(), "{round}");
+                }
+            }
+        }
+    }
+}
