@@ -572,3 +572,544 @@ fn a_compressed_or_partial_reflection_does_not_carry_the_value_back() {
         assert_eq!(req.header("accept-encoding"), Some("identity"), "{req:#?}");
     }
 }
+
+/// A value with the characters servers escape (`/`, `+`), for the
+/// reflections of the body.
+const SLASHED: &str = "sk/live+Refl3ctedT0ken.abcDEF9876/xyz";
+
+/// What a refused response tells the tool.
+const REFUSED_TEXT: &str = "glovebox refused a response that carried a secret's value";
+
+/// A hostile host: the secret's own, answering each path with the token
+/// it received (from `Authorization: Bearer …`) reflected in one channel,
+/// raw bytes as it likes. Records every token it got.
+struct Hostile {
+    port: u16,
+    got: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+}
+
+/// The value written in a form that varies along it: HTML references
+/// of each kind (hex, zero-padded decimal, named) mixed with plain
+/// characters.
+fn html_mixed(s: &str) -> String {
+    s.chars()
+        .enumerate()
+        .map(|(i, c)| match (c, i % 4) {
+            ('/', _) => "&sol;".to_string(),
+            ('_', _) => "&lowbar;".to_string(),
+            ('.', _) => "&period;".to_string(),
+            (c, 0) => format!("&#x{:X};", c as u32),
+            (c, 1) => format!("&#{};", c as u32),
+            (c, 2) => c.to_string(),
+            (c, _) => format!("&#X{:04x};", c as u32),
+        })
+        .collect()
+}
+
+fn json_mixed(s: &str) -> String {
+    s.chars()
+        .enumerate()
+        .map(|(i, c)| match c {
+            '/' => "\\/".to_string(),
+            c if i % 3 == 0 => format!("\\u{:04x}", c as u32),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+fn percent(s: &str, upper: bool) -> String {
+    s.bytes()
+        .map(|b| {
+            if upper {
+                format!("%{b:02X}")
+            } else {
+                format!("%{b:02x}")
+            }
+        })
+        .collect()
+}
+
+/// The reflection cases: (path, what the tool should end up with).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Expect {
+    /// The placeholder, in the form the server used.
+    Placeholder,
+    /// A 502 saying glovebox refused the response.
+    Refusal,
+    /// A refusal: a 502, or (a body streamed before the value showed up)
+    /// the body cut before its end.
+    Cut,
+}
+
+const CASES: &[(&str, Expect)] = &[
+    ("reason", Expect::Placeholder),
+    ("trailer", Expect::Placeholder),
+    ("header-name", Expect::Refusal),
+    ("header-value", Expect::Placeholder),
+    ("location", Expect::Placeholder),
+    ("location-twice", Expect::Refusal),
+    ("body-exact", Expect::Placeholder),
+    ("body-json", Expect::Placeholder),
+    ("body-percent", Expect::Placeholder),
+    ("body-percent-lower", Expect::Placeholder),
+    ("body-html", Expect::Placeholder),
+    ("body-upper", Expect::Refusal),
+    ("body-lower", Expect::Refusal),
+    ("body-html-upper", Expect::Refusal),
+    ("body-base64", Expect::Placeholder),
+    ("body-basic", Expect::Placeholder),
+    ("body-base64url", Expect::Placeholder),
+    ("body-hex", Expect::Placeholder),
+    ("body-hex-upper", Expect::Placeholder),
+    ("body-mime", Expect::Placeholder),
+    ("stream-html", Expect::Placeholder),
+    ("stream-upper", Expect::Cut),
+];
+
+/// The raw response for `case` reflecting `t`; `pause` splits it in two
+/// writes with a pause between (a body streamed, not read whole).
+fn reflection(case: &str, t: &str) -> (Vec<u8>, Option<Vec<u8>>) {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+    let plain = |body: String| {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    let body = |form: String| plain(format!("<p>your token: {form}</p>END-OF-BODY"));
+    let streamed = |form: String| {
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+        let filler = "f".repeat(20_000);
+        let first = format!("{head}{:x}\r\n{filler}\r\n", filler.len());
+        let text = format!("<p>{form}</p>END-OF-BODY");
+        let rest = format!("{:x}\r\n{text}\r\n0\r\n\r\n", text.len());
+        (first.into_bytes(), Some(rest.into_bytes()))
+    };
+    match case {
+        "reason" => (
+            format!("HTTP/1.1 200 {t}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nEND-OF-BODY").into_bytes(),
+            None,
+        ),
+        "trailer" => (
+            format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Echo\r\nConnection: close\r\n\r\nb\r\nEND-OF-BODY\r\n0\r\nX-Echo: {t}\r\n\r\n").into_bytes(),
+            None,
+        ),
+        "header-name" => (
+            format!("HTTP/1.1 200 OK\r\nX-{t}: 1\r\nContent-Length: 11\r\nConnection: close\r\n\r\nEND-OF-BODY").into_bytes(),
+            None,
+        ),
+        "header-value" => (
+            format!("HTTP/1.1 200 OK\r\nX-Echo: {t}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nEND-OF-BODY").into_bytes(),
+            None,
+        ),
+        "location" => (
+            format!("HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example/?k={}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nEND-OF-BODY", percent(t, true)).into_bytes(),
+            None,
+        ),
+        "location-twice" => (
+            format!("HTTP/1.1 302 Found\r\nLocation: https://elsewhere.example/?next=https%3A%2F%2Fx%2F%3Fk%3D{}\r\nContent-Length: 11\r\nConnection: close\r\n\r\nEND-OF-BODY", percent(t, true).replace('%', "%25")).into_bytes(),
+            None,
+        ),
+        "body-exact" => (body(t.to_string()), None),
+        "body-json" => (
+            plain(format!("{{\"token\":\"{}\",\"end\":\"END-OF-BODY\"}}", json_mixed(t))),
+            None,
+        ),
+        "body-percent" => (body(percent(t, true)), None),
+        "body-percent-lower" => (body(percent(t, false)), None),
+        "body-html" => (body(html_mixed(t)), None),
+        "body-upper" => (body(t.to_uppercase()), None),
+        "body-lower" => (body(t.to_lowercase()), None),
+        "body-html-upper" => (body(html_mixed(&t.to_uppercase())), None),
+        "body-base64" => (body(STANDARD.encode(t)), None),
+        "body-basic" => (body(STANDARD.encode(format!("user:{t}"))), None),
+        "body-base64url" => (body(URL_SAFE.encode(format!("u:{t}!"))), None),
+        "body-hex" => (body(hex::encode(t)), None),
+        "body-hex-upper" => (body(hex::encode_upper(t)), None),
+        "body-mime" => {
+            // A message echoed in base64 broken into lines.
+            let enc = STANDARD.encode(format!("Subject: your key\r\n\r\nkey={t}\r\n"));
+            let lines: Vec<String> = enc
+                .as_bytes()
+                .chunks(20)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            (body(lines.join("\r\n")), None)
+        }
+        "stream-html" => streamed(html_mixed(t)),
+        "stream-upper" => streamed(t.to_uppercase()),
+        _ => (plain("unknown case".into()), None),
+    }
+}
+
+impl Hostile {
+    fn start() -> Hostile {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = got.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let record = record.clone();
+                std::thread::spawn(move || {
+                    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 65536 {
+                        match stream.read(&mut byte) {
+                            Ok(1) => head.push(byte[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let case = head
+                        .split(' ')
+                        .nth(1)
+                        .unwrap_or("/")
+                        .trim_start_matches('/')
+                        .to_string();
+                    let token = head
+                        .lines()
+                        .find_map(|l| {
+                            let (n, v) = l.split_once(':')?;
+                            n.eq_ignore_ascii_case("authorization")
+                                .then(|| v.trim().trim_start_matches("Bearer ").to_string())
+                        })
+                        .unwrap_or_default();
+                    record.lock().unwrap().push((case.clone(), token.clone()));
+                    let (first, rest) = reflection(&case, &token);
+                    let _ = stream.write_all(&first);
+                    let _ = stream.flush();
+                    if let Some(rest) = rest {
+                        std::thread::sleep(std::time::Duration::from_millis(600));
+                        let _ = stream.write_all(&rest);
+                    }
+                });
+            }
+        });
+        Hostile { port, got }
+    }
+}
+
+/// `text` decoded the ways a tool might: HTML references, percent and
+/// JSON escapes, and each of those after another.
+fn decodings(text: &str) -> Vec<String> {
+    fn html(s: &str) -> String {
+        let mut out = String::new();
+        let mut rest = s;
+        while let Some(at) = rest.find('&') {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at + 1..];
+            let named = [
+                ("sol;", '/'),
+                ("lowbar;", '_'),
+                ("period;", '.'),
+                ("plus;", '+'),
+                ("amp;", '&'),
+            ];
+            if let Some((n, c)) = named.iter().find(|(n, _)| tail.starts_with(n)) {
+                out.push(*c);
+                rest = &tail[n.len()..];
+                continue;
+            }
+            if let Some(num) = tail.strip_prefix('#') {
+                let (radix, digits) = match num.strip_prefix(['x', 'X']) {
+                    Some(h) => (16, h),
+                    None => (10, num),
+                };
+                let n = digits.chars().take_while(|c| c.is_digit(radix)).count();
+                if n > 0 {
+                    if let Some(c) = u32::from_str_radix(&digits[..n], radix)
+                        .ok()
+                        .and_then(char::from_u32)
+                    {
+                        out.push(c);
+                        let after = &digits[n..];
+                        rest = after.strip_prefix(';').unwrap_or(after);
+                        continue;
+                    }
+                }
+            }
+            out.push('&');
+            rest = tail;
+        }
+        out.push_str(rest);
+        out
+    }
+    fn json(s: &str) -> String {
+        let mut out = String::new();
+        let mut it = s.chars().peekable();
+        while let Some(c) = it.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            match it.next() {
+                Some('u') => {
+                    let h: String = it.by_ref().take(4).collect();
+                    match u32::from_str_radix(&h, 16).ok().and_then(char::from_u32) {
+                        Some(c) => out.push(c),
+                        None => out.push_str(&h),
+                    }
+                }
+                Some(c) => out.push(c),
+                None => {}
+            }
+        }
+        out
+    }
+    fn pct(s: &str) -> String {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    }
+    let one: [fn(&str) -> String; 3] = [html, json, pct];
+    let mut out = vec![text.to_string()];
+    for f in one {
+        let a = f(text);
+        for g in one {
+            out.push(g(&a));
+        }
+        out.push(a);
+    }
+    out
+}
+
+/// Every byte string hidden in base64 or hex runs of `text`, at every
+/// alignment.
+fn binary_decodings(text: &str) -> Vec<Vec<u8>> {
+    use base64::engine::{
+        general_purpose::GeneralPurposeConfig, DecodePaddingMode, GeneralPurpose,
+    };
+    let lenient = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let mut out = Vec::new();
+    let b64 = |c: char| c.is_ascii_alphanumeric() || "+/-_".contains(c);
+    for run in text.split(|c: char| !b64(c)).filter(|r| r.len() >= 8) {
+        let run: String = run
+            .chars()
+            .map(|c| match c {
+                '-' => '+',
+                '_' => '/',
+                c => c,
+            })
+            .collect();
+        for off in 0..4.min(run.len()) {
+            let part = &run[off..];
+            // A last lone character holds no whole byte.
+            let part = &part[..part.len() - usize::from(part.len() % 4 == 1)];
+            if let Ok(b) = lenient.decode(part) {
+                out.push(b);
+            }
+        }
+    }
+    for run in text
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .filter(|r| r.len() >= 16)
+    {
+        for off in 0..2 {
+            let part = &run[off..];
+            if let Ok(b) = hex::decode(&part[..part.len() / 2 * 2]) {
+                out.push(b);
+            }
+        }
+    }
+    out
+}
+
+/// True when `bytes` carry `value` in any form a tool could decode, in
+/// any case.
+fn carries(bytes: &[u8], value: &str) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    let low = value.to_lowercase();
+    let unwrapped: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut all = decodings(&text);
+    all.extend(decodings(&unwrapped));
+    all.iter().any(|d| {
+        d.to_lowercase().contains(&low)
+            || binary_decodings(d)
+                .iter()
+                .any(|b| String::from_utf8_lossy(b).to_lowercase().contains(&low))
+    })
+}
+
+/// True when `bytes` carry `value` exactly (in some encoding).
+fn carries_exactly(bytes: &[u8], value: &str) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    let unwrapped: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut all = decodings(&text);
+    all.extend(decodings(&unwrapped));
+    all.iter().any(|d| {
+        d.contains(value)
+            || binary_decodings(d)
+                .iter()
+                .any(|b| String::from_utf8_lossy(b).contains(value))
+    })
+}
+
+/// The secret's own host reflects the real value it received in every
+/// channel of a response — the reason phrase, a trailer after a chunked
+/// body, a header name, a header value, a `Location` (percent-encoded
+/// once, and twice inside another URL), and the body as
+/// it is, JSON-escaped, percent-encoded, as HTML references, upper- and
+/// lower-cased, in base64 (also broken into lines) and hex, and late in
+/// a streamed body. A tool
+/// reading the raw bytes through the proxy keeps each in a file: no file
+/// holds the value in any form (decoded every way, any case); each holds
+/// the placeholder in the server's form, or glovebox's refusal.
+#[test]
+fn a_reflection_in_any_channel_or_form_returns_the_placeholder_or_a_refusal() {
+    require_jail!();
+    let hostile = Hostile::start();
+    let f = Fixture::new();
+    f.config(&json!({"security": {"http": {"allow_private": true}}}));
+    let host = format!("127.0.0.1:{}", hostile.port);
+    let cases: Vec<&str> = CASES.iter().map(|(c, _)| *c).collect();
+    std::fs::create_dir_all(f.root.join("out")).unwrap();
+    let script = format!(
+        r#"python3 - <<'EOF'
+import os, socket
+t = os.environ["TOKEN"]
+print("TOKEN=" + t)
+for case in {cases:?}:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+    s.sendall(("GET http://{host}/%s HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer %s\r\nTE: trailers\r\n\r\n" % (case, t)).encode())
+    got = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except OSError as e:
+        got += b"\n[client error: %s]" % str(e).encode()
+    open("out/%s.bin" % case, "wb").write(got)
+    print("CASE", case, len(got))
+print("PROBE-RAN")
+EOF"#
+    );
+    f.tool(&command_tool(
+        "reflect",
+        schema(json!({})),
+        json!({"entrypoint": "/bin/sh", "args": ["-c", script]}),
+        json!({
+            "network": {"allow": [host]},
+            "fs": {"read": ["."], "write": ["out"]},
+            "secrets": {"TOKEN": {"hosts": [host]}},
+        }),
+    ));
+    let state = f.state();
+    for value in [SECRET, SLASHED] {
+        hostile.got.lock().unwrap().clear();
+        let r = f.run_env(
+            "reflect",
+            &[],
+            &[("TOKEN", value), ("GLOVEBOX_STATE_DIR", path_str(&state))],
+        );
+        if namespace_free() {
+            // No egress proxy: refused before it runs.
+            assert_eq!(r.json["ok"], false, "{r:#?}");
+            assert!(!carries(r.json.to_string().as_bytes(), value), "{r:#?}");
+            return;
+        }
+        r.assert_ok();
+        let out = r.text().to_string();
+        assert!(out.contains("PROBE-RAN"), "{r:#?}");
+        let placeholder = out
+            .lines()
+            .find_map(|l| l.strip_prefix("TOKEN="))
+            .expect("the tool printed its TOKEN")
+            .to_string();
+        assert_eq!(placeholder.len(), value.len());
+        assert_ne!(placeholder, value);
+        // Proof the attack is live: the host got the real value on every
+        // case and reflected it.
+        let got = hostile.got.lock().unwrap().clone();
+        assert_eq!(got.len(), CASES.len(), "{got:?}");
+        assert!(got.iter().all(|(_, t)| t == value), "{got:?}");
+        let mut refusals = 0;
+        for (case, expect) in CASES {
+            let bytes = std::fs::read(f.root.join(format!("out/{case}.bin"))).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!carries(&bytes, value), "{value} {case} leaks: {text}");
+            let refused = text.starts_with("HTTP/1.1 502") && text.contains(REFUSED_TEXT);
+            let cut = !text.contains("END-OF-BODY");
+            let swapped = carries_exactly(&bytes, &placeholder) && !cut;
+            // A header name that is not a valid one with this value (`/`)
+            // never reaches the tool either.
+            if *case == "header-name" && value.contains('/') {
+                assert!(text.starts_with("HTTP/1.1 502"), "{case}: {text}");
+                continue;
+            }
+            match expect {
+                Expect::Placeholder => assert!(swapped, "{value} {case}: {text}"),
+                Expect::Refusal => assert!(refused, "{value} {case}: {text}"),
+                Expect::Cut => assert!(refused || cut, "{value} {case}: {text}"),
+            }
+            refusals += usize::from(*expect != Expect::Placeholder);
+        }
+        // Nothing the tool returned holds it either, and the refusals are
+        // in the warnings and the audit line.
+        assert!(!carries(r.json.to_string().as_bytes(), value), "{r:#?}");
+        let warnings = r.json["warnings"].to_string();
+        assert!(
+            warnings.contains("refused a response from") && warnings.contains("secret TOKEN"),
+            "{r:#?}"
+        );
+        let log = f.audit_log();
+        let line = log
+            .lines()
+            .rev()
+            .find(|l| l.contains("TOOL_EXECUTED") && l.contains("placeholders="))
+            .unwrap_or_else(|| panic!("no placeholders field: {log}"));
+        assert!(line.contains("\"withheld\":"), "{line}");
+        assert!(refusals >= 4, "{refusals}");
+        assert!(!carries(line.as_bytes(), value), "{line}");
+    }
+}
+
+/// A tool that holds a secret's value (no `hosts`) and prints it as HTML
+/// references or in another case: the output carries no form of it.
+#[test]
+fn output_redaction_sees_html_references_and_another_case() {
+    require_jail!();
+    let f = Fixture::new();
+    let script = r#"python3 - <<'EOF'
+import os
+t = os.environ["TOKEN"]
+print("PROBE-RAN", len(t))
+print("hex-refs:", "".join("&#x%X;" % ord(c) for c in t))
+print("dec-refs:", "".join("&#%d;" % ord(c) if i % 2 else c for i, c in enumerate(t)))
+print("named:", t.replace("/", "&sol;").replace(".", "&period;"))
+print("upper:", t.upper())
+print("lower:", t.lower())
+print("swapcase:", t.swapcase())
+EOF"#;
+    f.tool(&command_tool(
+        "shout",
+        schema(json!({})),
+        json!({"entrypoint": "/bin/sh", "args": ["-c", script]}),
+        json!({"fs": {"read": ["."], "write": []}, "secrets": {"TOKEN": {}}}),
+    ));
+    let state = f.state();
+    let r = f.run_env(
+        "shout",
+        &[],
+        &[("TOKEN", SLASHED), ("GLOVEBOX_STATE_DIR", path_str(&state))],
+    );
+    r.assert_ok();
+    let out = r.text();
+    assert!(
+        out.contains(&format!("PROBE-RAN {}", SLASHED.len())),
+        "{r:#?}"
+    );
+    assert_eq!(out.matches("[REDACTED:TOKEN]").count(), 6, "{out}");
+    assert!(!carries(r.json.to_string().as_bytes(), SLASHED), "{r:#?}");
+}

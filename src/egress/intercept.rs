@@ -24,10 +24,15 @@
 //! uncompressed answer (`Accept-Encoding: identity`, no `TE`) and a
 //! whole one (no `Range`), so that a response reflecting the real value
 //! cannot carry it to the tool compressed or in pieces, out of the
-//! swapper's sight. Connections to every other
-//! host never come here: they are tunnelled untouched ([`super::forward`]).
+//! swapper's sight. Responses go through a [`Hider`]
+//! ([`super::reflect`]): the reason phrase, header names and values,
+//! body and trailers get the placeholder wherever the value appears in a
+//! form the hider knows, and a response it cannot rewrite exactly becomes
+//! a `502` ([`REFUSED`]) — or, for a body already streaming, is cut.
+//! Connections to every other host never come here: they are tunnelled
+//! untouched ([`super::forward`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::fmt;
 use std::path::PathBuf;
@@ -37,7 +42,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{Either, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
@@ -51,6 +56,7 @@ use tokio::net::TcpStream;
 use super::allow::Host;
 use super::log::{Entry, Log, Use};
 use super::placeholder::{Action, Placeholders, Swapper};
+use super::reflect::{Hider, Refused};
 
 /// The bundle's file name in the jail's private TMPDIR.
 pub const CA_FILE: &str = "glovebox-ca-bundle.pem";
@@ -76,6 +82,20 @@ pub const SYSTEM_BUNDLES: [&str; 4] = [
 
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Most bytes of a response body read before its head goes to the tool:
+/// a body read whole is checked whole, and one that carries a value that
+/// cannot be swapped is refused with a `502` saying so (a longer one is
+/// streamed, and cut where such a value appears).
+pub const MAX_WHOLE: usize = 256 * 1024;
+
+/// How long a body of unknown length (chunked, or read to the close) is
+/// waited for before it is streamed instead; a body with a
+/// `Content-Length` of at most [`MAX_WHOLE`] is read whole.
+pub const WHOLE_WAIT: Duration = Duration::from_millis(250);
+
+/// What a refused response says to the tool.
+pub const REFUSED: &str = "glovebox refused a response that carried a secret's value";
 
 /// Errors setting up a call's interception.
 #[derive(Debug, thiserror::Error)]
@@ -273,11 +293,54 @@ impl Exchange {
             let what = match action {
                 Action::Swapped => Use::Swapped,
                 Action::Refused => Use::Refused,
-                Action::Hidden => Use::Hidden,
             };
             self.log
                 .secret_use(self.i.secrets.name(secret), &self.shown, self.port, what, n);
         }
+    }
+
+    /// Logs the values a [`Hider`] turned into placeholders, and forgets
+    /// them.
+    fn hidden(&self, h: &mut Hider) {
+        for (secret, n) in h.counts().iter().enumerate() {
+            self.log.secret_use(
+                self.i.secrets.name(secret),
+                &self.shown,
+                self.port,
+                Use::Hidden,
+                *n,
+            );
+        }
+        h.reset_counts();
+    }
+
+    /// Logs a response refused for carrying a value (a count in the audit
+    /// line, a warning) and returns what the tool is told.
+    fn refused(&self, r: Refused) -> String {
+        let name = self.i.secrets.name(r.secret);
+        self.log
+            .secret_use(name, &self.shown, self.port, Use::Withheld, 1);
+        let reason = r.reason();
+        self.log.note(format!(
+            "refused a response from {}:{}: it carried the value of secret {name}, {reason}; the tool got an error instead of the response",
+            self.shown, self.port
+        ));
+        format!(
+            "{REFUSED} ({}:{}, secret {name}: {reason}); the tool gets a secret's placeholder, never its value\n",
+            self.shown, self.port
+        )
+    }
+
+    /// The `502` a refused response becomes.
+    fn refusal(&self, r: Refused) -> Answer {
+        let text = self.refused(r);
+        let mut resp = Response::new(Either::Right(Full::new(Bytes::from(text))));
+        *resp.status_mut() = hyper::StatusCode::BAD_GATEWAY;
+        resp.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        resp
     }
 }
 
@@ -442,7 +505,10 @@ async fn bad_gateway<S: AsyncWrite + Unpin>(client: &mut S, body: &str) {
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<SwapBody<Incoming>>;
-type Answer = Response<Either<SwapBody<Incoming>, Full<Bytes>>>;
+type Answer = Response<Either<HideBody<Incoming>, Full<Bytes>>>;
+
+/// A boxed error of a body.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Serves the client's requests, each sent on over `upstream`.
 async fn exchange<C, U>(client: C, upstream: U, x: Exchange)
@@ -540,19 +606,277 @@ async fn one(
         Err(e) => Err(e),
     };
     match result {
-        Ok(resp) => {
-            let (mut parts, body) = resp.into_parts();
-            let mut back = secrets.inbound();
-            swap_headers(&mut parts.headers, &mut back);
-            x.tally(&back);
-            let body = SwapBody::new(body, secrets.inbound(), x.clone());
-            Ok(Response::from_parts(parts, Either::Left(body)))
-        }
+        Ok(resp) => Ok(answer(&x, resp).await),
         Err(e) => {
             let text = format!("glovebox: {}:{} failed: {e}\n", x.shown, x.port);
             let mut resp = Response::new(Either::Right(Full::new(Bytes::from(text))));
             *resp.status_mut() = hyper::StatusCode::BAD_GATEWAY;
             Ok(resp)
+        }
+    }
+}
+
+/// The host's response as the tool gets it: every form of a real value
+/// in the reason phrase, the header names and values, the body and the
+/// trailers turned into the placeholder ([`super::reflect`]), or a `502`
+/// when one cannot be (a body read whole first, up to [`MAX_WHOLE`]
+/// bytes; a longer one is streamed and cut at such a value).
+async fn answer(x: &Arc<Exchange>, resp: Response<Incoming>) -> Answer {
+    let (mut parts, mut body) = resp.into_parts();
+    let mut hider = x.i.secrets.hider();
+    if let Err(r) = hide_head(&mut parts, &mut hider) {
+        return x.refusal(r);
+    }
+    let length = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let mut data = Vec::new();
+    let mut trailers = None;
+    let mut ended = false;
+    if length.is_none_or(|n| n <= MAX_WHOLE) {
+        let deadline = tokio::time::Instant::now() + WHOLE_WAIT;
+        loop {
+            let next = if length.is_some() {
+                Some(body.frame().await)
+            } else {
+                tokio::time::timeout_at(deadline, body.frame()).await.ok()
+            };
+            match next {
+                // Still coming: streamed from here.
+                None => break,
+                Some(None) => {
+                    ended = true;
+                    break;
+                }
+                Some(Some(Err(e))) => {
+                    let text = format!("glovebox: {}:{} failed: {e}\n", x.shown, x.port);
+                    let mut resp = Response::new(Either::Right(Full::new(Bytes::from(text))));
+                    *resp.status_mut() = hyper::StatusCode::BAD_GATEWAY;
+                    return resp;
+                }
+                Some(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(d) => {
+                        data.extend_from_slice(&d);
+                        if data.len() > MAX_WHOLE {
+                            break;
+                        }
+                    }
+                    Err(frame) => {
+                        trailers = frame.into_trailers().ok();
+                        ended = true;
+                        break;
+                    }
+                },
+            }
+        }
+    }
+    let mut queue = VecDeque::new();
+    let exact;
+    if ended {
+        match hider.whole(&data) {
+            Ok(None) => {}
+            Ok(Some(new)) => {
+                data = new;
+                if length.is_some() {
+                    parts
+                        .headers
+                        .insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(data.len()));
+                }
+            }
+            Err(r) => return x.refusal(r),
+        }
+        exact = length.map(|_| data.len() as u64);
+        if !data.is_empty() {
+            queue.push_back(Frame::data(Bytes::from(data)));
+        }
+        if let Some(mut t) = trailers {
+            if let Err(r) = hide_headers(&mut t, &mut hider) {
+                return x.refusal(r);
+            }
+            queue.push_back(Frame::trailers(t));
+        }
+    } else {
+        // The length is fixed when the head says it.
+        hider = hider.fixed(length.is_some());
+        match hider.push(&data) {
+            Ok(out) if !out.is_empty() => queue.push_back(Frame::data(Bytes::from(out))),
+            Ok(_) => {}
+            Err(r) => return x.refusal(r),
+        }
+        exact = None;
+    }
+    x.hidden(&mut hider);
+    let body = HideBody {
+        inner: body,
+        hider,
+        queue,
+        done: ended,
+        fixed: length.is_some(),
+        exact,
+        x: x.clone(),
+    };
+    Response::from_parts(parts, Either::Left(body))
+}
+
+/// The reason phrase and headers of a response with every value hidden.
+fn hide_head(parts: &mut hyper::http::response::Parts, h: &mut Hider) -> Result<(), Refused> {
+    if let Some(reason) = parts.extensions.get::<hyper::ext::ReasonPhrase>() {
+        if let Some(new) = h.whole(reason.as_bytes())? {
+            match hyper::ext::ReasonPhrase::try_from(new) {
+                Ok(r) => {
+                    parts.extensions.insert(r);
+                }
+                // The standard phrase instead.
+                Err(_) => {
+                    parts.extensions.remove::<hyper::ext::ReasonPhrase>();
+                }
+            }
+        }
+    }
+    hide_headers(&mut parts.headers, h)
+}
+
+/// Header (or trailer) names and values with every value hidden; a field
+/// whose rewrite HTTP refuses is dropped.
+fn hide_headers(headers: &mut hyper::HeaderMap, h: &mut Hider) -> Result<(), Refused> {
+    let mut out = hyper::HeaderMap::with_capacity(headers.len());
+    let mut changed = false;
+    for (name, value) in headers.iter() {
+        let n = h.whole(name.as_str().as_bytes())?;
+        let v = h.whole(value.as_bytes())?;
+        changed |= n.is_some() || v.is_some();
+        let name = match n {
+            Some(b) => match HeaderName::from_bytes(&b) {
+                Ok(n) => n,
+                Err(_) => continue,
+            },
+            None => name.clone(),
+        };
+        let value = match v {
+            Some(b) => match HeaderValue::from_bytes(&b) {
+                Ok(v) => v,
+                Err(_) => continue,
+            },
+            None => value.clone(),
+        };
+        out.append(name, value);
+    }
+    if changed {
+        *headers = out;
+    }
+    Ok(())
+}
+
+/// A response body with every value hidden: the part read ahead (already
+/// hidden) first, then the rest streamed through the [`Hider`]; a value
+/// that cannot be hidden ends it with an error (the client sees the
+/// response cut, the log says why). The counts are logged when it is
+/// dropped.
+pub struct HideBody<B> {
+    inner: B,
+    hider: Hider,
+    queue: VecDeque<Frame<Bytes>>,
+    done: bool,
+    /// The head declared the length.
+    fixed: bool,
+    /// The exact length of a body read whole.
+    exact: Option<u64>,
+    x: Arc<Exchange>,
+}
+
+impl<B> Drop for HideBody<B> {
+    fn drop(&mut self) {
+        self.x.hidden(&mut self.hider);
+    }
+}
+
+impl<B> HideBody<B> {
+    fn cut(&mut self, r: Refused) -> BoxError {
+        self.done = true;
+        self.queue.clear();
+        self.x.refused(r).into()
+    }
+}
+
+impl<B> Body for HideBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        if let Some(f) = this.queue.pop_front() {
+            return Poll::Ready(Some(Ok(f)));
+        }
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    this.done = true;
+                    match this.hider.finish() {
+                        Ok(rest) if !rest.is_empty() => {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))))
+                        }
+                        Ok(_) => {}
+                        Err(r) => return Poll::Ready(Some(Err(this.cut(r)))),
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => match this.hider.push(&data) {
+                        Ok(out) if !out.is_empty() => {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))))
+                        }
+                        Ok(_) => {}
+                        Err(r) => return Poll::Ready(Some(Err(this.cut(r)))),
+                    },
+                    Err(frame) => {
+                        this.done = true;
+                        let rest = match this.hider.finish() {
+                            Ok(rest) => rest,
+                            Err(r) => return Poll::Ready(Some(Err(this.cut(r)))),
+                        };
+                        if let Ok(mut t) = frame.into_trailers() {
+                            if let Err(r) = hide_headers(&mut t, &mut this.hider) {
+                                return Poll::Ready(Some(Err(this.cut(r))));
+                            }
+                            this.queue.push_back(Frame::trailers(t));
+                        }
+                        if !rest.is_empty() {
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                        }
+                        if let Some(f) = this.queue.pop_front() {
+                            return Poll::Ready(Some(Ok(f)));
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.queue.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.exact {
+            Some(n) => SizeHint::with_exact(n),
+            None if self.fixed => self.inner.size_hint(),
+            None => SizeHint::default(),
         }
     }
 }

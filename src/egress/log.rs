@@ -124,6 +124,10 @@ pub struct SecretUse {
     /// Real values turned back into the placeholder in a response.
     #[serde(skip_serializing_if = "is_zero")]
     pub hidden: u64,
+    /// Responses refused because they carried the real value in a form
+    /// that could not be turned into the placeholder exactly.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub withheld: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -141,6 +145,9 @@ pub enum Use {
     Refused,
     /// A real value in a response turned into the placeholder.
     Hidden,
+    /// A response refused: it carried the real value in a form that
+    /// could not be turned into the placeholder.
+    Withheld,
 }
 
 /// Notes kept per call (TLS interception failures); more are counted.
@@ -239,6 +246,7 @@ impl Log {
                     injected: 0,
                     refused: 0,
                     hidden: 0,
+                    withheld: 0,
                 });
                 inner.uses.len() - 1
             }
@@ -250,6 +258,7 @@ impl Log {
             Use::Injected => &mut u.injected,
             Use::Refused => &mut u.refused,
             Use::Hidden => &mut u.hidden,
+            Use::Withheld => &mut u.withheld,
         };
         *counter = counter.saturating_add(n);
     }
@@ -351,6 +360,7 @@ mod tests {
         log.secret_use("T", "api.example.com", 443, Use::Swapped, 2);
         log.secret_use("T", "api.example.com", 443, Use::Swapped, 1);
         log.secret_use("T", "api.example.com", 443, Use::Hidden, 1);
+        log.secret_use("T", "api.example.com", 443, Use::Withheld, 2);
         log.secret_use("T", "evil.example", 80, Use::Refused, 1);
         log.secret_use("T", "evil.example", 80, Use::Swapped, 0);
         log.note("a note".into());
@@ -358,8 +368,13 @@ mod tests {
         let uses = log.secret_uses();
         assert_eq!(uses.len(), 2);
         assert_eq!(
-            (uses[0].swapped, uses[0].hidden, uses[0].refused),
-            (3, 1, 0)
+            (
+                uses[0].swapped,
+                uses[0].hidden,
+                uses[0].refused,
+                uses[0].withheld
+            ),
+            (3, 1, 0, 2)
         );
         let json = serde_json::to_string(&uses[1]).unwrap();
         assert_eq!(

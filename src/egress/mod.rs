@@ -32,6 +32,9 @@
 //!   after [`decide`] allowed them (HTTPS with a CA made for the call):
 //!   the value goes to those hosts only, every other host is tunnelled
 //!   untouched;
+//! - [`reflect`]: a value in every form a server may write it back
+//!   (escaped, case-changed, base64, hex), found (pure) and turned into
+//!   the placeholder in responses, or the response refused;
 //! - [`warm`]: one request through the whole path when the egress runtime
 //!   starts, so that a tool's first connection does not pay the process's
 //!   first page faults and allocations.
@@ -43,6 +46,7 @@ pub mod intercept;
 pub mod listeners;
 pub mod log;
 pub mod placeholder;
+pub mod reflect;
 pub mod relay;
 pub mod warm;
 

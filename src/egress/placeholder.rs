@@ -11,15 +11,17 @@
 //!
 //! A [`Swapper`] replaces byte strings of equal length in place, across
 //! the chunks of a stream; the interception ([`super::intercept`]) uses
-//! one per direction and per request: placeholder → real value towards a
-//! secret's own hosts, real value → placeholder in what comes back, and a
-//! count (no change) of a placeholder that goes anywhere else.
+//! one per request: placeholder → real value towards a secret's own
+//! hosts, and a count (no change) of a placeholder that goes anywhere
+//! else. What comes back goes through a [`Hider`] ([`Placeholders::hider`]),
+//! which finds the real value in every form a server may reflect it.
 //!
 //! Everything here is pure apart from drawing the random bytes.
 
 use std::fmt;
 
 use super::allow::{Allowlist, Host};
+use super::reflect::Hider;
 
 /// Fewest letters and digits a placeholder secret's value must have: the
 /// placeholder's randomness comes from them.
@@ -232,8 +234,6 @@ pub enum Action {
     Swapped,
     /// Placeholder left as it is, counted (anywhere else).
     Refused,
-    /// Real value → placeholder (what comes back).
-    Hidden,
 }
 
 /// One rule of a [`Swapper`].
@@ -298,21 +298,16 @@ impl Placeholders {
         Swapper::new(rules)
     }
 
-    /// What comes back: every real value turned into its placeholder.
-    pub fn inbound(&self) -> Swapper {
-        let rules = self
+    /// What comes back: every real value, in every form a server may
+    /// write it, turned into its placeholder or refused
+    /// ([`super::reflect`]); its counts are per secret index.
+    pub fn hider(&self) -> Hider {
+        let pairs: Vec<(&[u8], &[u8])> = self
             .secrets
             .iter()
-            .enumerate()
-            .map(|(i, s)| Rule {
-                from: s.real.as_bytes().to_vec(),
-                to: s.placeholder.as_bytes().to_vec(),
-                secret: i,
-                action: Action::Hidden,
-                count: 0,
-            })
+            .map(|s| (s.real.as_bytes(), s.placeholder.as_bytes()))
             .collect();
-        Swapper::new(rules)
+        Hider::new(&pairs)
     }
 
     /// The secrets whose placeholder appears in `bytes` (a request to a
@@ -546,10 +541,11 @@ mod tests {
             );
         }
         // And back: the real value becomes the placeholder.
-        let mut back = p.inbound();
-        let mut out = back.push(b"echo tokenAAAA");
-        out.extend(back.push(b"aaaa1111!"));
-        out.extend(back.finish());
+        let mut back = p.hider();
+        let mut out = back.push(b"echo tokenAAAA").unwrap();
+        out.extend(back.push(b"aaaa1111!").unwrap());
+        out.extend(back.finish().unwrap());
         assert_eq!(String::from_utf8(out).unwrap(), format!("echo {pa}!"));
+        assert_eq!(back.counts(), [1]);
     }
 }

@@ -137,7 +137,11 @@ pub const MIN_ENCODED_SECRET: usize = 16;
 /// every byte alignment, so inside a longer encoding too) and hex forms.
 /// Text holding backslash escapes is also decoded the way JSON decodes a
 /// string (`\/`, `\uXXXX`, surrogate pairs, any mix) and a value found in
-/// the decoded text is redacted over the span of its escaped form. Text
+/// the decoded text is redacted over the span of its escaped form, and so
+/// is a value found by [`crate::egress::reflect::find`]: HTML character
+/// references (`&#x2F;`, `&#47;`, `&sol;`, mixed with plain characters),
+/// percent and JSON escapes mixed with them, and the value with its
+/// letters' case changed (`SK-LIVE-…`), in every view. Text
 /// that was cut (an excerpt, an output cap) is redacted whole first, by
 /// the caller, and [`Redactor::text_cut`] redacts a trailing prefix of a
 /// value (at least [`MIN_CUT_PREFIX`] characters) left by the cut.
@@ -147,6 +151,8 @@ pub struct Redactor {
     pairs: Vec<(String, String)>,
     /// (value, replacement): the plain values, for decoded text.
     values: Vec<(String, String)>,
+    /// Every other form of `values` (same order).
+    forms: crate::egress::reflect::Finder,
 }
 
 /// The parts of `value`'s base64 encodings that depend on `value` alone,
@@ -288,7 +294,13 @@ impl Redactor {
         }
         pairs.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
         values.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
-        Redactor { pairs, values }
+        let plain: Vec<&[u8]> = values.iter().map(|(v, _)| v.as_bytes()).collect();
+        let forms = crate::egress::reflect::Finder::new(&plain, MIN_ENCODED_SECRET);
+        Redactor {
+            pairs,
+            values,
+            forms,
+        }
     }
 
     /// True when there is nothing to redact.
@@ -307,7 +319,20 @@ impl Redactor {
                 out = out.replace(needle.as_str(), mark);
             }
         }
-        self.escaped(out)
+        self.reflected(self.escaped(out))
+    }
+
+    /// Values in any other form [`crate::egress::reflect::find`] knows
+    /// (HTML references, escapes of every kind mixed, another case),
+    /// replaced over the span of that form.
+    fn reflected(&self, text: String) -> String {
+        let found = self.forms.find(text.as_bytes());
+        let spans: Vec<(usize, usize, &str)> = found
+            .iter()
+            .filter(|f| text.is_char_boundary(f.start) && text.is_char_boundary(f.end))
+            .map(|f| (f.start, f.end, self.values[f.value].1.as_str()))
+            .collect();
+        replace_spans(&text, spans)
     }
 
     /// `text` (whole, redacted or not) that was cut at its end: redacted,
@@ -375,6 +400,15 @@ impl Redactor {
                         best = Some((from, mark));
                     }
                 }
+            }
+        }
+        // HTML references, mixed escapes, another case.
+        let values: Vec<&[u8]> = self.values.iter().map(|(v, _)| v.as_bytes()).collect();
+        if let Some((from, i)) =
+            crate::egress::reflect::trailing(&values, body.as_bytes(), MIN_CUT_PREFIX)
+        {
+            if text.is_char_boundary(from) && best.is_none_or(|(b, _)| from < b) {
+                best = Some((from, &self.values[i].1));
             }
         }
         match best {
@@ -586,6 +620,46 @@ mod tests {
         // Short values are not looked for in encodings (too many false hits).
         let short = one("abcd");
         assert_eq!(short.text("YWJjZA"), "YWJjZA");
+    }
+
+    #[test]
+    fn html_references_and_another_case_are_redacted_cut_or_not() {
+        let secret = "sk/live+9f3a8c7e6d5b4a39";
+        let r = one(secret);
+        let html: String = secret
+            .chars()
+            .enumerate()
+            .map(|(i, c)| match (c, i % 3) {
+                ('/', _) => "&sol;".to_string(),
+                (c, 0) => format!("&#x{:X};", c as u32),
+                (c, 1) => format!("&#{};", c as u32),
+                (c, _) => c.to_string(),
+            })
+            .collect();
+        for shown in [
+            html.clone(),
+            secret.to_uppercase(),
+            "SK&#x2F;LIVE%2B9F3A8C7E6D5B4A39".to_string(),
+            secret.replace('/', "&#47;"),
+        ] {
+            let out = r.text(&format!("<p>token: {shown}</p>"));
+            assert_eq!(out, "<p>token: [REDACTED:T]</p>", "{shown}");
+            for end in 4..shown.len() {
+                if !shown.is_char_boundary(end) {
+                    continue;
+                }
+                let cut = r.text_cut(&format!("token: {}", &shown[..end]));
+                assert!(clean(&cut, secret), "{end}: {cut}");
+                assert!(clean(&cut.to_lowercase(), secret), "{end}: {cut}");
+            }
+        }
+        // An ordinary word in another case than a short secret is not
+        // what a cut leaves.
+        let short = one("hunter2x");
+        assert_eq!(
+            short.text("HUNTER2X and Hunter2x"),
+            "[REDACTED:T] and [REDACTED:T]"
+        );
     }
 
     #[test]
