@@ -595,3 +595,69 @@ fn a_deleted_state_directory_stops_calls_and_verify_makes_no_key() {
     assert!(!p.marked("keyless"));
     assert!(!key.exists(), "a new key was made");
 }
+
+/// The state directory deleted by a racer while a server's calls go on in
+/// a loop: every call sent after the deletion finished is refused
+/// (`audit_unavailable`) and its tool does not run; the log holds an
+/// intent only for calls sent before it; no key is made.
+#[test]
+fn a_state_directory_deleted_while_calls_run_stops_the_next_ones() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+    require_jail!();
+    let p = Project::new();
+    let state = p.state.to_str().unwrap().to_string();
+    let mut mcp = StdioMcp::start(&p.f.root, &[("GLOVEBOX_STATE_DIR", &state)], &[]);
+    let done = Arc::new(AtomicUsize::new(0));
+    let deleted: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let racer = {
+        let (done, deleted, dir) = (done.clone(), deleted.clone(), p.state.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while done.load(Ordering::SeqCst) < 10 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // As `rm -rf` would, again while a writer adds a file to it.
+            for _ in 0..100 {
+                if std::fs::remove_dir_all(&dir).is_ok() {
+                    break;
+                }
+            }
+            assert!(!dir.exists(), "the state directory could not be deleted");
+            deleted.set(Instant::now()).unwrap();
+        })
+    };
+    let mut calls = Vec::new();
+    for i in 0..40u64 {
+        let w = format!("c{i}");
+        let sent = Instant::now();
+        let r = mcp.call(100 + i, "mark", json!({"w": w}));
+        calls.push((w, sent, r));
+        done.fetch_add(1, Ordering::SeqCst);
+    }
+    racer.join().unwrap();
+    let deleted = *deleted.get().expect("the racer deleted the state");
+    let (mut before, mut after) = (0, 0);
+    for (w, sent, r) in &calls {
+        if *sent > deleted {
+            after += 1;
+            let e = tool_error(&r["result"]);
+            assert_eq!(e["kind"], "audit_unavailable", "{w}: {r}");
+            assert!(!p.marked(w), "{w} ran after its key was gone");
+        } else if r["result"]["isError"] == json!(false) {
+            before += 1;
+        }
+    }
+    assert!(
+        before >= 10 && after >= 10,
+        "{before} before, {after} after"
+    );
+    let started = p.log().matches("TOOL_STARTED").count();
+    assert!(
+        started <= calls.len() - after,
+        "{started} intents for {} calls sent before the deletion",
+        calls.len() - after
+    );
+    assert!(!p.state.join("audit.key").exists(), "a new key was made");
+    assert_eq!(p.gb(&["audit", "--verify"]).status.code(), Some(4));
+}
