@@ -37,7 +37,18 @@
 //! lines past the head (they chain, and the next writer takes them in).
 //! A failed write is cut back so no half line stays; a line written whose
 //! sync or head move failed is [`AuditError::NotDurable`], never reported
-//! as unwritten.
+//! as unwritten, and its lines stand past the head: reported as
+//! interrupted, taken in by the next append. A log's head is made before
+//! this state's first line in that log, so a head that cannot be made (a
+//! full state directory) leaves nothing written: "could not be written"
+//! never reads as "edited" (a line without a head would read as a head
+//! removed, an `AUDIT_BREAK`).
+//!
+//! The key is [`state::key`], which refuses once the key a process
+//! loaded is no longer the file on disk (its state directory deleted or
+//! moved): no line is signed with a key nothing could verify it with.
+//! `--verify` never makes a key ([`state::existing_key`]): without one it
+//! says so ([`Verification::key_missing`]), never that lines were edited.
 //!
 //! A call is logged twice ([`crate::engine`]): its intent
 //! (`TOOL_STARTED call=ID`) before the tool starts and its result
@@ -97,6 +108,22 @@ impl AuditError {
     /// The Outcome's error kind: the call cannot be recorded.
     pub fn kind(&self) -> crate::kind::ErrorKind {
         crate::kind::ErrorKind::AuditUnavailable
+    }
+
+    /// The audit key file, when what failed is the key itself (gone,
+    /// replaced or lost: [`StateError::KeyGone`] and its kin), whose
+    /// message says what to do; `None` for a log or head that could not
+    /// be written (a full disk, permissions).
+    pub fn key_file(&self) -> Option<&Path> {
+        match self {
+            AuditError::State(
+                StateError::KeyGone { path }
+                | StateError::KeyReplaced { path }
+                | StateError::KeyLost { path, .. }
+                | StateError::KeyMissing { path },
+            ) => Some(path),
+            _ => None,
+        }
     }
 }
 
@@ -331,16 +358,20 @@ pub struct Verification {
     pub other_key_lines: Vec<usize>,
     /// The key ids of those lines, in order of appearance.
     pub other_key_ids: Vec<String>,
-    /// The id of the key used to verify.
+    /// The id of the key used to verify (empty when there is none).
     pub key_id: String,
     /// The state directory that key is in.
     pub state_dir: PathBuf,
+    /// The key file, when the state directory holds no key: no line can
+    /// be verified, and none is called edited (`verify` never makes a
+    /// key). `other_key_ids` then lists the keys the lines claim.
+    pub key_missing: Option<PathBuf>,
 }
 
 impl Verification {
     /// True when every line checked out with this state's key.
     pub fn intact(&self) -> bool {
-        self.problems.is_empty() && self.other_key_lines.is_empty()
+        self.problems.is_empty() && self.other_key_lines.is_empty() && self.key_missing.is_none()
     }
 
     /// True when something is wrong beyond lines of another key.
@@ -511,6 +542,15 @@ enum End {
     Broken(String),
 }
 
+/// Syncs the directory `dir` (the names in it); a filesystem that cannot
+/// sync a directory (`EINVAL`) has nothing more to do.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    match fs::File::open(dir)?.sync_all() {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        r => r,
+    }
+}
+
 fn split_line(raw: &str) -> Option<(&str, &str)> {
     raw.strip_suffix('\n').and_then(|l| l.rsplit_once(" mac="))
 }
@@ -647,9 +687,40 @@ impl Log {
                 // a crash never leaves a renamed file without its records.
                 tmp.as_file().sync_data()?;
                 tmp.persist(&self.head).map_err(|e| e.error)?;
+                if matches!(stored.layout, Layout::Absent) {
+                    // A first head: its name made durable too (and the
+                    // audit directory's, which may be new), so a crash
+                    // cannot lose the head of lines already on disk.
+                    sync_dir(dir)?;
+                    if let Some(up) = dir.parent() {
+                        sync_dir(up)?;
+                    }
+                }
                 Ok(())
             }
         }
+    }
+
+    /// Makes the head file (there is none yet) saying `head`, before any
+    /// line of this state is written to the log ([`Log::append_keyed`]);
+    /// the file as then stored. Failing, it is a state error: nothing was
+    /// written.
+    fn create_head(&self, head: &Head) -> Result<Stored, AuditError> {
+        let state = |source| {
+            AuditError::State(StateError::Io {
+                path: self.head.clone(),
+                source,
+            })
+        };
+        self.write_head(&Stored::absent(), head, true)
+            .map_err(state)?;
+        let stored = self.load_head()?;
+        if stored.head.as_ref() != Some(head) {
+            return Err(state(std::io::Error::other(
+                "the new head did not read back as written",
+            )));
+        }
+        Ok(stored)
     }
 
     /// Opens the log for appending (creating it and its directory) and
@@ -737,7 +808,7 @@ impl Log {
         durable: bool,
     ) -> Result<Option<Pending>, AuditError> {
         let mut file = self.open_locked()?;
-        let stored = self.load_head()?;
+        let mut stored = self.load_head()?;
         let head = self.head_of(&stored);
         let len = file.metadata().map_err(|e| self.io(e))?.len();
         let end = self
@@ -753,6 +824,26 @@ impl Log {
                 keep,
                 fragment,
             } => {
+                if matches!(stored.layout, Layout::Absent) {
+                    // This state's first line in this log: its head is
+                    // made first, saying where the log ends now (synced,
+                    // with its directory). A head that cannot be made (a
+                    // full state directory) then leaves nothing written,
+                    // and no line of this key is ever in the log without
+                    // a head, which the next append could only take for a
+                    // head removed (a false `AUDIT_BREAK`). Past this
+                    // point the head is moved in place (its slots are
+                    // allocated): a move that fails leaves lines past the
+                    // head, which chain and are taken in.
+                    let first = Head {
+                        lines: Some(lines),
+                        bytes: Some(keep),
+                        mac: mac.clone(),
+                        own,
+                        ..Head::default()
+                    };
+                    stored = self.create_head(&first)?;
+                }
                 if let Some(bytes) = fragment {
                     file.set_len(keep).map_err(|e| self.io(e))?;
                     use sha2::Digest;
@@ -1039,9 +1130,14 @@ impl Log {
         Ok(text.lines().filter_map(parse).collect())
     }
 
-    /// Checks the chain, the head and the calls' intents.
+    /// Checks the chain, the head and the calls' intents, with the key
+    /// of the state directory. Never makes a key: without one, the
+    /// verification says the key is missing
+    /// ([`Verification::key_missing`]) and checks nothing (a new key
+    /// would call every line edited).
     pub fn verify(&self) -> Result<Verification, AuditError> {
-        let key = state::key()?;
+        let state_dir = state::dir()?;
+        let key = state::existing_key(&state_dir)?;
         let (bytes, head) = match fs::File::open(&self.path) {
             Ok(f) => {
                 // Readers share the lock: no append is seen half done, and
@@ -1055,7 +1151,10 @@ impl Log {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), self.read_head()?),
             Err(e) => return Err(self.io(e)),
         };
-        Ok(check(&key, &bytes, head.as_ref(), state::dir()?))
+        Ok(match key {
+            Some(key) => check(&key, &bytes, head.as_ref(), state_dir),
+            None => unverifiable(&bytes, state_dir),
+        })
     }
 
     /// Accepts the log as it now is, after a person looked at what
@@ -1063,15 +1162,48 @@ impl Log {
     /// many problems it acknowledges) is appended, the head is moved to
     /// it and its breaks cleared. The problems then present stay
     /// acknowledged only as long as those lines do not change again.
+    ///
+    /// Like `verify`, never makes a key: with none, nothing can be
+    /// acknowledged ([`StateError::KeyMissing`]).
     pub fn reseal(&self, by: &str) -> Result<Verification, AuditError> {
-        let key = state::key()?;
+        let state_dir = state::dir()?;
+        let Some(key) = state::existing_key(&state_dir)? else {
+            return Err(StateError::KeyMissing {
+                path: state::key_path(&state_dir),
+            }
+            .into());
+        };
         let mut file = self.open_locked()?;
         let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
         file.read_to_end(&mut bytes).map_err(|e| self.io(e))?;
-        let stored = self.load_head()?;
+        let mut stored = self.load_head()?;
         let head = self.head_of(&stored);
-        let before = check(&key, &bytes, head.as_ref(), state::dir()?);
+        let before = check(&key, &bytes, head.as_ref(), state_dir);
+        if matches!(stored.layout, Layout::Absent) {
+            // No head yet: one is made before the reseal's line (see
+            // `append_keyed`), so that a head that cannot be made leaves
+            // nothing written. Until the reseal's own head replaces it,
+            // it says that the reseal did not complete (or, for an empty
+            // log, that the log is empty).
+            let first = if bytes.is_empty() {
+                Head {
+                    lines: Some(0),
+                    bytes: Some(0),
+                    own: Some(0),
+                    ..Head::default()
+                }
+            } else {
+                Head {
+                    broken: vec![format!(
+                        "{}: a reseal began on a log with no head and did not complete; run `glovebox audit --reseal` again",
+                        now()
+                    )],
+                    ..Head::default()
+                }
+            };
+            stored = self.create_head(&first)?;
+        }
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let close = !text.is_empty() && !text.ends_with('\n');
         let mut lines = text.matches('\n').count() as u64 + u64::from(close);
@@ -1276,7 +1408,7 @@ fn check(key: &[u8], bytes: &[u8], head: Option<&Head>, state_dir: PathBuf) -> V
                         let past = ends.iter().filter(|(end, _, own)| *end > b && *own).count();
                         if past > 0 {
                             interrupted.push(format!(
-                                "{past} line(s) past where the head was last moved (a glovebox stopped before recording them, or a call is being written); the next call takes them in"
+                                "{past} line(s) past where the head was last moved (a glovebox stopped, or could not move the head — a full state directory —, before recording them, or a call is being written); the next call takes them in"
                             ));
                         }
                     }
@@ -1308,6 +1440,43 @@ fn check(key: &[u8], bytes: &[u8], head: Option<&Head>, state_dir: PathBuf) -> V
         other_key_lines: other_lines,
         other_key_ids: other_ids,
         key_id: own_id,
+        state_dir,
+        key_missing: None,
+    }
+}
+
+/// What `verify` reports for a log's bytes when the state directory
+/// holds no key: nothing checked, nothing called edited; the keys the
+/// lines claim, the calls left unfinished and an unterminated last line
+/// are still said.
+fn unverifiable(bytes: &[u8], state_dir: PathBuf) -> Verification {
+    let text = String::from_utf8_lossy(bytes);
+    let mut ids: Vec<String> = Vec::new();
+    for body in text.lines().filter_map(|l| l.rsplit_once(" mac=")) {
+        if let Some(id) = claimed_key_id(body.0) {
+            if !ids.iter().any(|k| k == id) {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    let interrupted = if !text.is_empty() && !text.ends_with('\n') {
+        vec![format!(
+            "line {}: unterminated (an interrupted write; the next call removes it)",
+            text.lines().count()
+        )]
+    } else {
+        Vec::new()
+    };
+    Verification {
+        valid_lines: 0,
+        problems: Vec::new(),
+        interrupted,
+        unfinished: unfinished_calls(&text),
+        acknowledged: 0,
+        other_key_lines: Vec::new(),
+        other_key_ids: ids,
+        key_id: String::new(),
+        key_missing: Some(state::key_path(&state_dir)),
         state_dir,
     }
 }
@@ -1578,6 +1747,67 @@ mod tests {
         if let Some(pending) = log.append_keyed(key, event, durable).unwrap() {
             pending.wait().unwrap();
         }
+    }
+
+    #[test]
+    fn a_first_line_is_never_written_without_its_head() {
+        let dir = tempfile::tempdir().unwrap();
+        // The head cannot be made (its directory is a file: as a full
+        // state directory, and for root too).
+        std::fs::write(dir.path().join("state"), "").unwrap();
+        let log = Log {
+            path: dir.path().join("tools.log"),
+            head: dir.path().join("state/x.head"),
+            dir: None,
+        };
+        let key = vec![7u8; 32];
+        for durable in [false, true] {
+            let e = log.append_keyed(&key, &call(0), durable).unwrap_err();
+            assert!(!e.written(), "{e:?}");
+            assert!(matches!(e, AuditError::State(_)), "{e:?}");
+            assert_eq!(std::fs::read(&log.path).unwrap(), b"", "nothing written");
+        }
+        // Made possible again: the first line goes in, and nothing reads
+        // as a break or tampering.
+        std::fs::remove_file(dir.path().join("state")).unwrap();
+        append_now(&log, &key, &call(1), true);
+        append_now(&log, &key, &call(2), false);
+        let v = verify_with(&log, &key);
+        assert!(v.intact() && v.interrupted.is_empty(), "{v:?}");
+        let text = std::fs::read_to_string(&log.path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(!text.contains("AUDIT_"), "{text}");
+        // A log of other states' lines gets this state's head before its
+        // first line too, and its lines are taken in as they are.
+        let other = tempfile::tempdir().unwrap();
+        let (theirs, _) = log_in(other.path());
+        append_now(&theirs, &[8u8; 32], &call(3), false);
+        let ours = Log {
+            path: theirs.path.clone(),
+            head: dir.path().join("state/y.head"),
+            dir: None,
+        };
+        append_now(&ours, &key, &call(4), true);
+        let v = verify_with(&ours, &key);
+        assert!(v.problems.is_empty(), "{v:?}");
+        assert_eq!(v.other_key_lines, vec![1], "{v:?}");
+        assert_eq!(ours.read_head().unwrap().unwrap().own, Some(1));
+    }
+
+    #[test]
+    fn without_a_key_nothing_is_verified_nor_called_edited() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, key) = log_in(dir.path());
+        let started = Event::call_started("t", "c1", "{}", Who::default());
+        append_now(&log, &key, &started, true);
+        append_now(&log, &key, &call(1), false);
+        let bytes = std::fs::read(&log.path).unwrap();
+        let v = unverifiable(&bytes, dir.path().into());
+        assert!(!v.intact() && !v.tampered(), "{v:?}");
+        assert_eq!(v.key_missing, Some(dir.path().join("audit.key")));
+        assert_eq!(v.other_key_ids, vec![key_id(&key)]);
+        assert_eq!(v.unfinished.len(), 1, "{v:?}");
+        assert_eq!(v.valid_lines, 0);
     }
 
     #[test]

@@ -953,7 +953,7 @@ impl Intent<'_> {
                     self.warn_unrecorded(&why);
                     result
                 } else {
-                    Err(self.refusal(&why))
+                    Err(self.refusal(&e))
                 }
             }
             _ => result,
@@ -971,7 +971,7 @@ impl Intent<'_> {
             self.warn_unrecorded(&why);
             return Ok(());
         }
-        Err(self.refusal(&why))
+        Err(self.refusal(e))
     }
 
     fn warn_unrecorded(&self, why: &str) {
@@ -982,18 +982,34 @@ impl Intent<'_> {
         self.warnings.borrow_mut().push(w);
     }
 
-    fn refusal(&self, why: &str) -> Box<Outcome> {
+    fn refusal(&self, e: &audit::AuditError) -> Box<Outcome> {
+        let why = run::error_chain(e);
         if !self.caller.prints_to_stderr {
             eprintln!(
                 "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
                 self.name
             );
         }
+        // The audit key itself gone or replaced: its message says what to
+        // do (a full disk or permissions are not the cause).
+        let (message, details) = match e.key_file() {
+            Some(key) => (
+                format!(
+                    "the call was not run: its intent cannot be signed for the audit log ({why}; {})",
+                    crate::state::describe()
+                ),
+                json!({"audit": "required", "state_dir": crate::state::dir().ok(), "key": key}),
+            ),
+            None => (
+                format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory ({}), or set `audit: best_effort` in .glee/config.yml to run calls without a record", crate::state::describe()),
+                json!({"audit": "required", "state_dir": crate::state::dir().ok()}),
+            ),
+        };
         Box::new(Outcome::failure(
             self.name,
             ErrorKind::AuditUnavailable,
-            format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory ({}), or set `audit: best_effort` in .glee/config.yml to run calls without a record", crate::state::describe()),
-            json!({"audit": "required", "state_dir": crate::state::dir().ok()}),
+            message,
+            details,
         ))
     }
 }

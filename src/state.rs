@@ -56,6 +56,22 @@ pub enum StateError {
     /// A jail would be able to reach the state.
     #[error("{path:?} would expose glovebox's state directory {state:?} to the jail; narrow the path (or move the state with --state-dir)")]
     Exposed { path: PathBuf, state: PathBuf },
+    /// The audit key this process signs with is no longer on disk (its
+    /// state directory was deleted or moved): a line signed with it now
+    /// could never be verified.
+    #[error("the audit key {path:?} that this glovebox signs with is gone (its state directory was deleted or moved); calls are refused: put the state directory back (from a backup), or restart glovebox to begin a new key (lines signed with the lost key cannot be verified)")]
+    KeyGone { path: PathBuf },
+    /// The audit key on disk is another key than the one this process
+    /// loaded.
+    #[error("the audit key {path:?} was replaced by another key since this glovebox loaded it; calls are refused: put the original key back, or restart glovebox to sign with the new one")]
+    KeyReplaced { path: PathBuf },
+    /// No audit key where the state's audit heads show one was in use: a
+    /// new one would leave every line the lost one signed unverifiable.
+    #[error("the audit key {path:?} is missing, but {heads:?} holds the heads of audit logs it signed (it was deleted or lost); calls are refused: restore the key from a backup of the state directory, or move {heads:?} away to begin a new key (lines signed with the lost key cannot be verified)")]
+    KeyLost { path: PathBuf, heads: PathBuf },
+    /// No audit key to check or reseal a log with (none is made for it).
+    #[error("the audit key {path:?} is missing; lines cannot be verified or resealed without it: restore it from a backup of the state directory, or name the state that signed them with --state-dir DIR")]
+    KeyMissing { path: PathBuf },
 }
 
 impl StateError {
@@ -64,9 +80,13 @@ impl StateError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             StateError::Exposed { .. } => ErrorKind::PermissionExceedsCeiling,
-            StateError::NoLocation | StateError::Config { .. } | StateError::Io { .. } => {
-                ErrorKind::Internal
-            }
+            StateError::NoLocation
+            | StateError::Config { .. }
+            | StateError::Io { .. }
+            | StateError::KeyGone { .. }
+            | StateError::KeyReplaced { .. }
+            | StateError::KeyLost { .. }
+            | StateError::KeyMissing { .. } => ErrorKind::Internal,
         }
     }
 }
@@ -229,34 +249,127 @@ pub fn project_key(root: &Path) -> String {
     key
 }
 
+/// The audit key's file in the state directory `dir`.
+pub fn key_path(dir: &Path) -> PathBuf {
+    dir.join("audit.key")
+}
+
+/// Which file a key came from, as one `stat` tells it: device, inode and
+/// change time (an inode number is reused by the next file made; the
+/// change time of a new file, or of one written or renamed since, is not
+/// the same).
+type FileId = (u64, u64, i64, i64);
+
+fn file_id(meta: &fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec())
+}
+
+/// The audit key as this process loaded it, and the identity of the file
+/// it came from.
+#[derive(Debug, Clone)]
+struct Loaded {
+    dir: PathBuf,
+    key: Vec<u8>,
+    id: FileId,
+}
+
 /// The 32-byte secret key of this user's state (created on first use,
 /// mode 0600). Used to MAC the audit log.
+///
+/// Read once per state directory and process; at every later use the key
+/// file is checked to be the file it was read from (one `stat`: device,
+/// inode and change time; another file, or this one changed, is read
+/// again and compared), so a process never signs with a key that is no longer on
+/// disk: a key gone since ([`StateError::KeyGone`]: the state directory
+/// was deleted or moved) or replaced by another
+/// ([`StateError::KeyReplaced`]) refuses. A file put back with the same
+/// key (a state directory restored from a backup) is taken again. A new
+/// key is made only where none was in use: not where the state's audit
+/// heads show one signed logs ([`StateError::KeyLost`]).
 pub fn key() -> Result<Vec<u8>, StateError> {
-    // Read once per state directory and process (twice per call before:
-    // the intent and the result line).
-    static KEY: std::sync::Mutex<Option<(PathBuf, Vec<u8>)>> = std::sync::Mutex::new(None);
-    let dir = ensure_dir()?;
+    static KEY: std::sync::Mutex<Option<Loaded>> = std::sync::Mutex::new(None);
+    let dir = dir()?;
     let mut known = KEY
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((d, k)) = known.as_ref() {
-        if *d == dir {
-            return Ok(k.clone());
-        }
+    if let Some(loaded) = known.as_mut().filter(|l| l.dir == dir) {
+        still_on_disk(loaded)?;
+        return Ok(loaded.key.clone());
     }
-    let k = key_in(&dir)?;
-    *known = Some((dir, k.clone()));
-    Ok(k)
+    let dir = ensure_dir()?;
+    let (key, id) = key_in(&dir)?;
+    *known = Some(Loaded {
+        dir,
+        key: key.clone(),
+        id,
+    });
+    Ok(key)
 }
 
-/// [`key`] of the state directory `dir`.
-fn key_in(dir: &Path) -> Result<Vec<u8>, StateError> {
-    let path = dir.join("audit.key");
-    match fs::read(&path) {
-        Ok(k) if k.len() == 32 => return Ok(k),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+/// Checks that the key `loaded` holds is still the key on disk: the same
+/// file, or a file put back with the same bytes (then remembered as it).
+fn still_on_disk(loaded: &mut Loaded) -> Result<(), StateError> {
+    let path = key_path(&loaded.dir);
+    let meta = match fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StateError::KeyGone { path })
+        }
         Err(e) => return Err(io(&path)(e)),
+    };
+    if file_id(&meta) == loaded.id {
+        return Ok(());
+    }
+    match read_key(&path)? {
+        Some((k, id)) if k == loaded.key => {
+            loaded.id = id;
+            Ok(())
+        }
+        Some(_) => Err(StateError::KeyReplaced { path }),
+        None => Err(StateError::KeyGone { path }),
+    }
+}
+
+/// The key in the file `path` and the file's identity, `None` when there
+/// is no such file. Read from the descriptor it was identified by.
+fn read_key(path: &Path) -> Result<Option<(Vec<u8>, FileId)>, StateError> {
+    let mut f = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path)(e)),
+    };
+    let meta = f.metadata().map_err(io(path))?;
+    let mut k = Vec::new();
+    f.read_to_end(&mut k).map_err(io(path))?;
+    Ok(Some((k, file_id(&meta))))
+}
+
+/// The audit key of the state directory `dir` if there is one, never
+/// made: what `glovebox audit --verify` checks with (a key made to
+/// verify would call every line edited).
+pub fn existing_key(dir: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    Ok(read_key(&key_path(dir))?.map(|(k, _)| k))
+}
+
+/// Whether `dir/audit` holds a log's head (a key signed there before).
+fn holds_heads(heads: &Path) -> bool {
+    fs::read_dir(heads).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "head"))
+    })
+}
+
+/// [`key`] of the state directory `dir`, and its file's identity.
+fn key_in(dir: &Path) -> Result<(Vec<u8>, FileId), StateError> {
+    let path = key_path(dir);
+    if let Some(found) = read_key(&path)? {
+        return Ok(found);
+    }
+    let heads = dir.join("audit");
+    if holds_heads(&heads) {
+        return Err(StateError::KeyLost { path, heads });
     }
     let mut k = vec![0u8; 32];
     fs::File::open("/dev/urandom")
@@ -264,17 +377,25 @@ fn key_in(dir: &Path) -> Result<Vec<u8>, StateError> {
         .map_err(io(Path::new("/dev/urandom")))?;
     // A temporary file of its own (threads of one process race too), put
     // in place only if no key is there yet: whoever lost the race uses
-    // the winner's key.
+    // the winner's key. Synced, with its directory, before it is used: a
+    // key lost in a crash would leave the lines it signed unverifiable.
     let mut tmp = tempfile::Builder::new()
         .prefix(".audit.key.")
         .permissions(fs::Permissions::from_mode(0o600))
         .tempfile_in(dir)
         .map_err(io(dir))?;
     std::io::Write::write_all(&mut tmp, &k).map_err(io(tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io(tmp.path()))?;
     match tmp.persist_noclobber(&path) {
-        Ok(_) => Ok(k),
+        Ok(f) => {
+            let meta = f.metadata().map_err(io(&path))?;
+            if let Ok(d) = fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+            Ok((k, file_id(&meta)))
+        }
         Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-            fs::read(&path).map_err(io(&path))
+            read_key(&path)?.ok_or(StateError::KeyGone { path })
         }
         Err(e) => Err(io(&path)(e.error)),
     }
@@ -309,7 +430,7 @@ mod tests {
         let keys: Vec<Vec<u8>> = std::thread::scope(|s| {
             let all: Vec<_> = (0..8).map(|_| s.spawn(|| key_in(d.path()))).collect();
             all.into_iter()
-                .map(|h| h.join().unwrap().unwrap())
+                .map(|h| h.join().unwrap().unwrap().0)
                 .collect()
         });
         assert!(keys.iter().all(|k| k.len() == 32 && *k == keys[0]));
@@ -323,6 +444,55 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_loaded_key_is_checked_against_the_file_on_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let (key, id) = key_in(d.path()).unwrap();
+        let mut loaded = Loaded {
+            dir: d.path().to_path_buf(),
+            key: key.clone(),
+            id,
+        };
+        still_on_disk(&mut loaded).unwrap();
+        let path = key_path(d.path());
+        // Put back with the same bytes (a restored backup): taken again.
+        fs::remove_file(&path).unwrap();
+        assert!(matches!(
+            still_on_disk(&mut loaded),
+            Err(StateError::KeyGone { .. })
+        ));
+        fs::write(&path, &key).unwrap();
+        still_on_disk(&mut loaded).unwrap();
+        assert_ne!(loaded.id, id, "the new file is remembered");
+        // Another key in its place: refused, whatever its age.
+        fs::remove_file(&path).unwrap();
+        fs::write(&path, [9u8; 32]).unwrap();
+        let e = still_on_disk(&mut loaded).unwrap_err();
+        assert!(matches!(e, StateError::KeyReplaced { .. }), "{e}");
+        // The whole directory gone: gone, and nothing is made.
+        drop(d);
+        let e = still_on_disk(&mut loaded).unwrap_err();
+        assert!(e.to_string().contains("audit.key"), "{e}");
+        assert!(matches!(e, StateError::KeyGone { .. }), "{e}");
+        assert!(!loaded.dir.exists());
+    }
+
+    #[test]
+    fn no_key_is_made_where_heads_show_one_was_in_use() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(existing_key(d.path()).unwrap(), None);
+        fs::create_dir(d.path().join("audit")).unwrap();
+        fs::write(d.path().join("audit/0123.head"), "x").unwrap();
+        let e = key_in(d.path()).unwrap_err();
+        assert!(matches!(e, StateError::KeyLost { .. }), "{e}");
+        assert!(!key_path(d.path()).exists());
+        assert_eq!(existing_key(d.path()).unwrap(), None);
+        // Without heads, the first key is made (and then read back).
+        fs::remove_file(d.path().join("audit/0123.head")).unwrap();
+        let (k, _) = key_in(d.path()).unwrap();
+        assert_eq!(existing_key(d.path()).unwrap(), Some(k));
     }
 
     fn config(text: &str) -> (tempfile::TempDir, PathBuf) {

@@ -9,6 +9,7 @@
 
 mod common;
 mod runkit;
+mod servekit;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use runkit::*;
 use serde_json::{json, Value};
+use servekit::{tool_error, StdioMcp};
 
 struct Project {
     f: Fixture,
@@ -412,4 +414,250 @@ fn cutting_the_last_line_after_many_calls_is_caught() {
     p.mark("after").assert_ok();
     assert!(p.log().contains("AUDIT_BREAK"), "{}", p.log());
     assert!(!p.verify().0);
+}
+
+/// `glovebox run mark w=W` with the file size limit `limit` (SIGXFSZ
+/// ignored): every write past `limit` bytes of a file fails with EFBIG, as
+/// on a full disk.
+fn mark_with_fsize(p: &Project, w: &str, limit: usize) -> Value {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; exec prlimit --fsize=$LIMIT:$LIMIT \"$@\"")
+        .arg("sh")
+        .arg(bin())
+        .args(["run", "mark", &format!("w={w}"), "--json", "--root"])
+        .arg(&p.f.root)
+        .env("LIMIT", limit.to_string())
+        .env("GLOVEBOX_STATE_DIR", &p.state)
+        .current_dir(&p.f.cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+/// A project's first call meets a full state directory (its head, a new
+/// file of 8 KiB, cannot be made; the key and the log still can): the
+/// call is refused and nothing is written, so once the disk is freed the
+/// next calls work and `--verify` passes; not TAMPERED (the head used to
+/// be made after the first line, which then stood in the log without a
+/// head, an `AUDIT_BREAK` for every later call). A head move that fails
+/// later (the line written) is reported as interrupted, never as an edit.
+/// A real edit is still caught.
+#[test]
+fn a_full_state_directory_on_the_first_call_is_not_tampering() {
+    require_jail!();
+    let p = Project::new();
+    // The state is in use already (its key made by another project).
+    let other = Project::new();
+    other.f.run_env(
+        "mark",
+        &["w=other"],
+        &[("GLOVEBOX_STATE_DIR", p.state.to_str().unwrap())],
+    );
+    assert!(p.state.join("audit.key").exists());
+    let outcome = mark_with_fsize(&p, "full", 4000);
+    assert_eq!(outcome["error"]["kind"], "audit_unavailable", "{outcome}");
+    assert!(!p.marked("full"), "the tool ran without a record");
+    assert_eq!(p.log(), "", "nothing is written without a head");
+    // The disk freed: calls work, and the log verifies.
+    p.mark("after").assert_ok();
+    assert!(p.marked("after"));
+    p.mark("again").assert_ok();
+    let (intact, v) = p.verify();
+    assert!(intact, "a full disk is not tampering: {v}");
+    assert!(!p.log().contains("AUDIT_BREAK"), "{}", p.log());
+
+    // Full again: a head move past the limit fails after its line was
+    // written (the head's second slot lies past 4000 bytes).
+    let lines = p.log().lines().count();
+    let outcome = mark_with_fsize(&p, "later", 4000);
+    assert!(
+        p.log().lines().count() > lines
+            && outcome["error"]["message"]
+                .to_string()
+                .contains("not made durable"),
+        "the probe wrote no line, or its head moved: {outcome}"
+    );
+    assert!(!p.marked("later"), "the tool ran without a durable record");
+    let (intact, v) = p.verify();
+    assert!(intact, "an unmoved head is not tampering: {outcome} {v}");
+    assert!(
+        v["interrupted"]
+            .to_string()
+            .contains("full state directory"),
+        "{v}"
+    );
+    p.mark("freed").assert_ok();
+    let (intact, v) = p.verify();
+    assert!(intact, "{v}");
+    assert_eq!(
+        v["interrupted"],
+        json!([]),
+        "taken in by the next call: {v}"
+    );
+    assert!(!p.log().contains("AUDIT_BREAK"), "{}", p.log());
+
+    // A real edit is still caught.
+    let log = p.log();
+    assert!(log.contains("\"w\":\"after\""), "{log}");
+    std::fs::write(
+        p.log_path(),
+        log.replacen("\"w\":\"after\"", "\"w\":\"zzzzz\"", 1),
+    )
+    .unwrap();
+    let (intact, v) = p.verify();
+    assert!(!intact, "{v}");
+    assert!(
+        v["problems"].to_string().contains("mac does not match"),
+        "{v}"
+    );
+}
+
+/// The state directory deleted under a running server (`glovebox mcp`):
+/// the key it signs with is gone, so its calls are refused
+/// (`audit_unavailable`, naming the key file) and nothing is signed with
+/// a key no longer on disk; `audit --verify` makes no key and says the key
+/// is missing (exit 4), not that the log was edited. The state put back
+/// (the same key, a new file): the server signs again and the log
+/// verifies. The key file alone deleted: a new process makes no new key
+/// either (the state's heads show one was in use).
+#[test]
+fn a_deleted_state_directory_stops_calls_and_verify_makes_no_key() {
+    require_jail!();
+    let p = Project::new();
+    let key = p.state.join("audit.key");
+    let state = p.state.to_str().unwrap().to_string();
+    let mut mcp = StdioMcp::start(&p.f.root, &[("GLOVEBOX_STATE_DIR", &state)], &[]);
+    let r = mcp.call(1, "mark", json!({"w": "a"}));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert!(p.marked("a"));
+    assert!(p.verify().0);
+    let backup = p.f.base.join("state-backup");
+    copy_tree(&p.state, &backup);
+    let lines = p.log().lines().count();
+
+    std::fs::remove_dir_all(&p.state).unwrap();
+    for i in 0..20 {
+        let w = format!("gone{i}");
+        let r = mcp.call(10 + i, "mark", json!({"w": w}));
+        let e = tool_error(&r["result"]);
+        assert_eq!(e["kind"], "audit_unavailable", "{r}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains(key.to_str().unwrap()), "{message}");
+        assert!(message.contains("is gone"), "{message}");
+        assert_eq!(e["details"]["key"], json!(key), "{r}");
+        assert!(!p.marked(&w), "the tool ran without a record");
+    }
+    assert_eq!(p.log().lines().count(), lines, "{}", p.log());
+    assert!(!key.exists(), "the server made a new key");
+
+    // --verify: no key made, the key said to be missing, nothing edited.
+    let out = p.gb(&["audit", "--verify", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["key_missing"], json!(key), "{v}");
+    assert_eq!(v["problems"], json!([]), "{v}");
+    let out = p.gb(&["audit", "--verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        text.contains("is missing; lines cannot be verified"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("TAMPERED") && !text.contains("edited"),
+        "{text}"
+    );
+    assert!(!key.exists(), "verify made a new key");
+    // Nor does a reseal: it has nothing to sign with.
+    let out = p.gb(&["audit", "--reseal"]);
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("is missing"), "{said}");
+    assert!(!key.exists(), "reseal made a new key");
+    assert!(!p.log().contains("AUDIT_RESEALED"), "{}", p.log());
+
+    // The state put back from the backup: the same key in a new file.
+    copy_tree(&backup, &p.state);
+    let r = mcp.call(40, "mark", json!({"w": "back"}));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert!(p.marked("back"));
+    let (intact, v) = p.verify();
+    assert!(intact, "{v}");
+    drop(mcp);
+
+    // The key alone deleted: a new process refuses too, and makes none.
+    std::fs::remove_file(&key).unwrap();
+    let r = p.mark("keyless");
+    r.assert_failed("audit_unavailable", 1);
+    assert!(r.message().contains(key.to_str().unwrap()), "{r:#?}");
+    assert!(!p.marked("keyless"));
+    assert!(!key.exists(), "a new key was made");
+}
+
+/// The state directory deleted by a racer while a server's calls go on in
+/// a loop: every call sent after the deletion finished is refused
+/// (`audit_unavailable`) and its tool does not run; the log holds an
+/// intent only for calls sent before it; no key is made.
+#[test]
+fn a_state_directory_deleted_while_calls_run_stops_the_next_ones() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, OnceLock};
+    require_jail!();
+    let p = Project::new();
+    let state = p.state.to_str().unwrap().to_string();
+    let mut mcp = StdioMcp::start(&p.f.root, &[("GLOVEBOX_STATE_DIR", &state)], &[]);
+    let done = Arc::new(AtomicUsize::new(0));
+    let deleted: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let racer = {
+        let (done, deleted, dir) = (done.clone(), deleted.clone(), p.state.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while done.load(Ordering::SeqCst) < 10 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // As `rm -rf` would, again while a writer adds a file to it.
+            for _ in 0..100 {
+                if std::fs::remove_dir_all(&dir).is_ok() {
+                    break;
+                }
+            }
+            assert!(!dir.exists(), "the state directory could not be deleted");
+            deleted.set(Instant::now()).unwrap();
+        })
+    };
+    let mut calls = Vec::new();
+    for i in 0..40u64 {
+        let w = format!("c{i}");
+        let sent = Instant::now();
+        let r = mcp.call(100 + i, "mark", json!({"w": w}));
+        calls.push((w, sent, r));
+        done.fetch_add(1, Ordering::SeqCst);
+    }
+    racer.join().unwrap();
+    let deleted = *deleted.get().expect("the racer deleted the state");
+    let (mut before, mut after) = (0, 0);
+    for (w, sent, r) in &calls {
+        if *sent > deleted {
+            after += 1;
+            let e = tool_error(&r["result"]);
+            assert_eq!(e["kind"], "audit_unavailable", "{w}: {r}");
+            assert!(!p.marked(w), "{w} ran after its key was gone");
+        } else if r["result"]["isError"] == json!(false) {
+            before += 1;
+        }
+    }
+    assert!(
+        before >= 10 && after >= 10,
+        "{before} before, {after} after"
+    );
+    let started = p.log().matches("TOOL_STARTED").count();
+    assert!(
+        started <= calls.len() - after,
+        "{started} intents for {} calls sent before the deletion",
+        calls.len() - after
+    );
+    assert!(!p.state.join("audit.key").exists(), "a new key was made");
+    assert_eq!(p.gb(&["audit", "--verify"]).status.code(), Some(4));
 }

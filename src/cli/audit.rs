@@ -6,6 +6,10 @@ use glovebox::audit::{self, Log};
 
 use super::Cli;
 
+/// `audit --verify`'s exit status when the state directory holds no key:
+/// nothing could be checked (0 is intact, 1 not intact).
+pub const EXIT_KEY_MISSING: u8 = 4;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print entries as JSON lines.
@@ -69,6 +73,34 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     }
     if args.verify {
         let v = log.verify()?;
+        if let Some(key) = &v.key_missing {
+            if args.json {
+                println!("{}", serde_json::to_string(&v)?);
+            } else {
+                println!(
+                    "{}: the audit key {} is missing; lines cannot be verified, neither as intact nor as tampered (glovebox never makes a key to verify with)",
+                    log.path().display(),
+                    key.display()
+                );
+                if !v.other_key_ids.is_empty() {
+                    println!(
+                        "  the lines are signed with key {}",
+                        v.other_key_ids.join(", ")
+                    );
+                }
+                println!(
+                    "  restore the state directory {} (or its audit.key) from a backup, or verify with --state-dir DIR of the state that signed them",
+                    v.state_dir.display()
+                );
+                for p in &v.interrupted {
+                    println!("  interrupted: {p}");
+                }
+                for p in &v.unfinished {
+                    println!("  unfinished: {p}");
+                }
+            }
+            return Ok(ExitCode::from(EXIT_KEY_MISSING));
+        }
         if args.json {
             println!("{}", serde_json::to_string(&v)?);
         } else {
@@ -102,7 +134,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             }
             if !v.other_key_lines.is_empty() {
                 println!(
-                    "  signed with a different key ({}), not the key of state {}: {} {} (written by glovebox with another state directory; verify them with --state-dir DIR of that state)",
+                    "  signed with a different key ({}), not the key of state {}: {} {} (written by glovebox with another state directory, or with this state's key before it was lost; verify them with --state-dir DIR of that state)",
                     v.other_key_ids.join(", "),
                     v.state_dir.display(),
                     if v.other_key_lines.len() == 1 { "line" } else { "lines" },
