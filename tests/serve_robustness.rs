@@ -781,7 +781,8 @@ fn standalone_stream(s: &Served, session: &str, protocol: &str, for_: Duration) 
         s.addr
     )
     .unwrap();
-    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let until = std::time::Instant::now() + for_;
     let mut raw = Vec::new();
     let mut buf = [0u8; 4096];
@@ -815,7 +816,11 @@ fn sse_priming_events_go_only_to_sessions_that_know_them() {
                 "clientInfo": {"name": "gemini-cli-mcp-client", "version": "0"}}}),
         );
         assert_eq!(init.status, 200, "{init:?}");
-        assert_eq!(init.rpc()["result"]["protocolVersion"], protocol, "{init:?}");
+        assert_eq!(
+            init.rpc()["result"]["protocolVersion"],
+            protocol,
+            "{init:?}"
+        );
         let session = init.header("mcp-session-id").expect("a session id");
         let headers = [
             ("Content-Type", "application/json"),
@@ -877,9 +882,14 @@ fn sse_priming_events_go_only_to_sessions_that_know_them() {
             .lines()
             .any(|l| l == "data:" || l == "data: ");
         assert_eq!(
-            empty_data, primed,
+            empty_data,
+            primed,
             "{protocol}: GET /mcp {}: {standalone_body:?}",
-            if primed { "is primed" } else { "has no event with empty data" }
+            if primed {
+                "is primed"
+            } else {
+                "has no event with empty data"
+            }
         );
     }
     s.assert_alive();
@@ -922,9 +932,20 @@ fn a_huge_unknown_tool_name_is_cut_in_the_error() {
     let mut m = StdioMcp::start(&f.root, &envs(&st), &[]);
     let r = m.call(3, &name, json!({}));
     let message = r["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("unknown tool"), "{}", &r.to_string()[..300.min(r.to_string().len())]);
-    assert!(r.to_string().len() < 2_000, "the reply is {} bytes", r.to_string().len());
-    assert!(message.contains(&format!("{}…", "q".repeat(128))), "{message}");
+    assert!(
+        message.contains("unknown tool"),
+        "{}",
+        &r.to_string()[..300.min(r.to_string().len())]
+    );
+    assert!(
+        r.to_string().len() < 2_000,
+        "the reply is {} bytes",
+        r.to_string().len()
+    );
+    assert!(
+        message.contains(&format!("{}…", "q".repeat(128))),
+        "{message}"
+    );
     let s = Served::start(&f.root, &envs(&st), &[]);
     let session = s.mcp_session("2025-06-18");
     let a = s.mcp(
@@ -983,7 +1004,11 @@ fn pipelined_pings_keep_stdio_memory_bounded_and_are_all_answered() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert!(line.contains("serverInfo"), "{line}");
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
     // Settled: a first ping answered.
     writeln!(stdin, r#"{{"jsonrpc":"2.0","id":"warm","method":"ping"}}"#).unwrap();
     line.clear();
@@ -1068,9 +1093,11 @@ fn calls_queued_when_stdin_closes_are_not_started() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut send = |m: Value| writeln!(stdin, "{m}").unwrap();
-    send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "leaver", "version": "0"}}}));
+        "clientInfo": {"name": "leaver", "version": "0"}}}),
+    );
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "nap", "arguments": {"secs": "2"}}}));
@@ -1087,14 +1114,20 @@ fn calls_queued_when_stdin_closes_are_not_started() {
     drop(stdin);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while child.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "glovebox mcp did not exit");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "glovebox mcp did not exit"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // Were any queued call to start late, it would be within the 2 s of
     // the nap's end.
     std::thread::sleep(Duration::from_secs(3));
     let log = audit_log(&f);
-    assert!(!log.contains("queued-"), "a queued call ran after the client left:\n{log}");
+    assert!(
+        !log.contains("queued-"),
+        "a queued call ran after the client left:\n{log}"
+    );
     let nap = log
         .lines()
         .find(|l| l.contains("TOOL_EXECUTED name=nap"))

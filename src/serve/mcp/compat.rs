@@ -146,7 +146,11 @@ pub fn strip_priming(chunk: &[u8]) -> Vec<u8> {
 
 /// `response` without SSE priming events when it is an event stream of a
 /// session on a revision that has none (see the module documentation).
-fn fit_to_revision(sessions: &BoundedSessions, session: Option<&str>, response: Response) -> Response {
+fn fit_to_revision(
+    sessions: &BoundedSessions,
+    session: Option<&str>,
+    response: Response,
+) -> Response {
     let is_sse = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -363,7 +367,10 @@ mod tests {
         // A keep-alive comment has no data: it is not an event to drop.
         assert!(!is_priming(b":\n\n"));
         let chunk = b"data: \nid: 0\nretry: 3000\n\ndata: {\"id\":1}\nid: 1\n\n";
-        assert_eq!(strip_priming(chunk), b"data: {\"id\":1}\nid: 1\n\n".to_vec());
+        assert_eq!(
+            strip_priming(chunk),
+            b"data: {\"id\":1}\nid: 1\n\n".to_vec()
+        );
         assert!(strip_priming(b"data: \nid: 0\n\n").is_empty());
     }
 

@@ -176,8 +176,7 @@ impl Screen {
                                 "invalid request: this id is already used by a request in flight; use a new id",
                             )]);
                         }
-                        let is_call =
-                            m.get("method").and_then(Value::as_str) == Some("tools/call");
+                        let is_call = m.get("method").and_then(Value::as_str) == Some("tools/call");
                         let others = self.in_flight.len() - self.calls;
                         let taken = if is_call { self.calls } else { others };
                         if taken >= self.bound(is_call) {
@@ -556,7 +555,9 @@ mod tests {
         };
         let mut s = Screen::new(limits);
         let call = |id: usize| {
-            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo"}}}}"#)
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo"}}}}"#
+            )
         };
         let ping = |id: usize| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
         assert_eq!(s.screen(call(1).as_bytes()), Verdict::Forward);
@@ -577,7 +578,11 @@ mod tests {
         }
         let a = answer(s.screen(ping(1000).as_bytes()));
         assert_eq!(
-            (a[0]["id"].clone(), a[0]["error"]["code"].clone(), a[0]["error"]["data"]["busy"].clone()),
+            (
+                a[0]["id"].clone(),
+                a[0]["error"]["code"].clone(),
+                a[0]["error"]["data"]["busy"].clone()
+            ),
             (json!(1000), json!(-32000), json!(true))
         );
         // An answer frees a place of its kind.
