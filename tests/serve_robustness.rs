@@ -798,7 +798,7 @@ fn standalone_stream(s: &Served, session: &str, protocol: &str, for_: Duration) 
 
 /// Issue 32, item 7: Gemini CLI's client (MCP 2025-06-18) parses every SSE
 /// event's data as JSON and drops a server that sends an empty one. A
-/// session on 2025-06-18 gets no event with empty data — on `initialize`,
+/// session on 2025-06-18 (or 2025-03-26) gets no event with empty data — on `initialize`,
 /// on a request's stream, on the standalone `GET` stream — and every
 /// event's data is a JSON-RPC message; a session on 2025-11-25 still gets
 /// the priming event its revision specifies (an id, empty data) first.
@@ -807,7 +807,7 @@ fn sse_priming_events_go_only_to_sessions_that_know_them() {
     let f = project();
     let st = state_env(&f);
     let s = Served::start(&f.root, &envs(&st), &[]);
-    for protocol in ["2025-06-18", "2025-11-25"] {
+    for protocol in ["2025-03-26", "2025-06-18", "2025-11-25"] {
         let primed = protocol == "2025-11-25";
         let init = s.mcp(
             None,
