@@ -596,7 +596,14 @@ def ok():
         .unwrap();
     assert!(killed.success());
     let reply = outcome(&mcp.wait(&[id])[0]);
-    assert_eq!(reply["error"]["kind"], json!("exit_code"), "{reply}");
+    // The worker died, not the tool: glovebox's failure (issue 32, item 6).
+    assert_eq!(reply["error"]["kind"], json!("internal"), "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("worker") && m.contains("crashed")),
+        "{reply}"
+    );
     settle("nothing of the call is left", || {
         pids_with(&marker).is_empty()
     });

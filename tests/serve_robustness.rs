@@ -751,3 +751,386 @@ fn the_2026_revision_gets_the_same_checks_and_bound() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The SSE events of an event-stream body: each event's `data:` lines
+/// joined (`None` for an event without one) and whether it has an `id:`.
+fn sse_events(body: &str) -> Vec<(Option<String>, bool)> {
+    body.replace("\r\n", "\n")
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let data: Vec<&str> = e
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            let has_id = e.lines().any(|l| l.starts_with("id:"));
+            ((!data.is_empty()).then(|| data.join("\n")), has_id)
+        })
+        .collect()
+}
+
+/// What arrives on `GET /mcp` (the session's standalone stream) within
+/// `for_`: the raw bytes, head and all.
+fn standalone_stream(s: &Served, session: &str, protocol: &str, for_: Duration) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+    write!(
+        c,
+        "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: {protocol}\r\n\r\n",
+        s.addr
+    )
+    .unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let until = std::time::Instant::now() + for_;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while std::time::Instant::now() < until {
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// Issue 32, item 7: Gemini CLI's client (MCP 2025-06-18) parses every SSE
+/// event's data as JSON and drops a server that sends an empty one. A
+/// session on 2025-06-18 (or 2025-03-26) gets no event with empty data — on `initialize`,
+/// on a request's stream, on the standalone `GET` stream — and every
+/// event's data is a JSON-RPC message; a session on 2025-11-25 still gets
+/// the priming event its revision specifies (an id, empty data) first.
+#[test]
+fn sse_priming_events_go_only_to_sessions_that_know_them() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    for protocol in ["2025-03-26", "2025-06-18", "2025-11-25"] {
+        let primed = protocol == "2025-11-25";
+        let init = s.mcp(
+            None,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": protocol, "capabilities": {},
+                "clientInfo": {"name": "gemini-cli-mcp-client", "version": "0"}}}),
+        );
+        assert_eq!(init.status, 200, "{init:?}");
+        assert_eq!(
+            init.rpc()["result"]["protocolVersion"],
+            protocol,
+            "{init:?}"
+        );
+        let session = init.header("mcp-session-id").expect("a session id");
+        let headers = [
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("Mcp-Session-Id", session.as_str()),
+            ("Mcp-Protocol-Version", protocol),
+        ];
+        s.request(
+            "POST",
+            "/mcp",
+            &headers,
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                .to_string()
+                .as_bytes(),
+        );
+        let list = s.request(
+            "POST",
+            "/mcp",
+            &headers,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!(list.status, 200, "{list:?}");
+        assert!(
+            list.rpc()["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "echo")),
+            "{list:?}"
+        );
+        let standalone = standalone_stream(&s, &session, protocol, Duration::from_millis(1500));
+        assert!(standalone.starts_with("HTTP/1.1 200"), "{standalone}");
+        let standalone_body = standalone.split_once("\r\n\r\n").unwrap().1.to_string();
+        for (what, body) in [
+            ("initialize", init.body.clone()),
+            ("tools/list", list.body.clone()),
+        ] {
+            let events = sse_events(&body);
+            assert!(!events.is_empty(), "{protocol} {what}: {body:?}");
+            if primed {
+                let (data, has_id) = &events[0];
+                assert!(
+                    data.as_deref() == Some("") && *has_id,
+                    "{protocol} {what}: the stream starts with a priming event: {body:?}"
+                );
+            } else {
+                for (data, _) in &events {
+                    let data = data.as_deref().unwrap_or_default();
+                    assert!(
+                        serde_json::from_str::<Value>(data).is_ok(),
+                        "{protocol} {what}: an event whose data is not JSON ({data:?}): {body:?}"
+                    );
+                }
+            }
+        }
+        // The standalone stream: chunked, so look for the event's lines.
+        let empty_data = standalone_body
+            .replace("\r\n", "\n")
+            .lines()
+            .any(|l| l == "data:" || l == "data: ");
+        assert_eq!(
+            empty_data,
+            primed,
+            "{protocol}: GET /mcp {}: {standalone_body:?}",
+            if primed {
+                "is primed"
+            } else {
+                "has no event with empty data"
+            }
+        );
+    }
+    s.assert_alive();
+}
+
+/// Issue 32, item 6: `/mcp` answers a message with an id but no method
+/// (and no result) with 400 and a JSON-RPC invalid request carrying the
+/// id, as stdio does; not 415.
+#[test]
+fn an_id_without_a_method_is_a_bad_request_on_http_and_stdio() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let session = s.mcp_session("2025-06-18");
+    let a = s.mcp(Some(&session), &json!({"jsonrpc": "2.0", "id": 5}));
+    assert_eq!(a.status, 400, "{a:?}");
+    assert_eq!(
+        (a.json["id"].clone(), a.json["error"]["code"].clone()),
+        (json!(5), json!(-32600)),
+        "{a:?}"
+    );
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &[]);
+    m.send(&json!({"jsonrpc": "2.0", "id": 6}));
+    let r = m.reply();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(6), json!(-32600)),
+        "{r}"
+    );
+    s.assert_alive();
+}
+
+/// Issue 32, item 6: a 1 MB unknown tool name is not echoed whole: the
+/// error names at most its first 128 bytes, over stdio and over HTTP.
+#[test]
+fn a_huge_unknown_tool_name_is_cut_in_the_error() {
+    let f = project();
+    let st = state_env(&f);
+    let name = "q".repeat(1_000_000);
+    let mut m = StdioMcp::start(&f.root, &envs(&st), &[]);
+    let r = m.call(3, &name, json!({}));
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("unknown tool"),
+        "{}",
+        &r.to_string()[..300.min(r.to_string().len())]
+    );
+    assert!(
+        r.to_string().len() < 2_000,
+        "the reply is {} bytes",
+        r.to_string().len()
+    );
+    assert!(
+        message.contains(&format!("{}…", "q".repeat(128))),
+        "{message}"
+    );
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let session = s.mcp_session("2025-06-18");
+    let a = s.mcp(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": name, "arguments": {}}}),
+    );
+    assert_eq!(a.status, 200, "{}", &a.body[..300.min(a.body.len())]);
+    assert!(a.body.len() < 2_000, "the answer is {} bytes", a.body.len());
+    assert!(a.rpc()["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("unknown tool")));
+}
+
+/// The peak resident memory of process `pid`, in KiB (`VmHWM`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Issue 32, item 4: a client that pipelines 20,000 pings without reading
+/// a single answer costs `glovebox mcp` bounded memory (requests in
+/// flight share the bound calls have; past it the server stops reading),
+/// every ping is answered once the client reads, and the server answers
+/// the next request.
+#[test]
+fn pipelined_pings_keep_stdio_memory_bounded_and_are_all_answered() {
+    use std::io::{BufRead, BufReader, Write};
+    const PINGS: u64 = 20_000;
+    let f = project();
+    let st = state_env(&f);
+    let mut child = std::process::Command::new(bin())
+        .args(["--root", f.root.to_str().unwrap(), "mcp"])
+        .envs(envs(&st))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "0"}}})
+    )
+    .unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("serverInfo"), "{line}");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    // Settled: a first ping answered.
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":"warm","method":"ping"}}"#).unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let before = peak_rss_kib(pid);
+    let writer = std::thread::spawn(move || {
+        let mut batch = String::new();
+        for id in 1..=PINGS {
+            batch.push_str(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+            batch.push('\n');
+            if id % 500 == 0 {
+                if stdin.write_all(batch.as_bytes()).is_err() {
+                    return None;
+                }
+                batch.clear();
+            }
+        }
+        Some(stdin)
+    });
+    // Nothing is read for a while: the server either reads on (and must
+    // hold everything) or stops reading.
+    let until = std::time::Instant::now() + Duration::from_secs(8);
+    while !writer.is_finished() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let flooded = peak_rss_kib(pid);
+    // Now read every answer.
+    let mut answered = std::collections::HashSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while (answered.len() as u64) < PINGS && std::time::Instant::now() < deadline {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v["id"].as_u64() {
+            assert!(
+                v.get("result").is_some() || v["error"]["data"]["busy"] == json!(true),
+                "{v}"
+            );
+            assert!(answered.insert(id), "answered twice: {v}");
+        }
+    }
+    assert_eq!(answered.len() as u64, PINGS, "every ping is answered");
+    let mut stdin = writer.join().unwrap().expect("all pings were written");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":"last","method":"tools/list","params":{{}}}}"#
+    )
+    .unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("\"last\"") && line.contains("echo"), "{line}");
+    let after = peak_rss_kib(pid);
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!("peak RSS: {before} KiB before, {flooded} KiB flooded, {after} KiB after");
+    assert!(
+        after.saturating_sub(before) < 32 * 1024,
+        "{PINGS} pipelined pings grew the server from {before} KiB to {after} KiB (flooded: {flooded} KiB)"
+    );
+}
+
+/// Issue 32, item 6: calls still waiting for a slot when the client closes
+/// stdin are never started, and the call running is killed and logged
+/// `cancelled` before the server exits.
+#[test]
+fn calls_queued_when_stdin_closes_are_not_started() {
+    use std::io::Write;
+    require_jail!();
+    let f = project();
+    let st = state_env(&f);
+    let mut child = std::process::Command::new(bin())
+        .args(["--root", f.root.to_str().unwrap(), "mcp"])
+        .args(["--max-concurrent", "1", "--max-queued", "8"])
+        .envs(envs(&st))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut send = |m: Value| writeln!(stdin, "{m}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "leaver", "version": "0"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "nap", "arguments": {"secs": "2"}}}));
+    assert!(
+        wait_until(Duration::from_secs(20), || naps_started(&f) == 1),
+        "{}",
+        audit_log(&f)
+    );
+    for id in 2..5 {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"w": format!("queued-{id}")}}}));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    drop(stdin);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "glovebox mcp did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Were any queued call to start late, it would be within the 2 s of
+    // the nap's end.
+    std::thread::sleep(Duration::from_secs(3));
+    let log = audit_log(&f);
+    assert!(
+        !log.contains("queued-"),
+        "a queued call ran after the client left:\n{log}"
+    );
+    let nap = log
+        .lines()
+        .find(|l| l.contains("TOOL_EXECUTED name=nap"))
+        .unwrap_or_else(|| panic!("the running call has no result line:\n{log}"));
+    assert!(nap.contains("kind=cancelled"), "{nap}");
+}

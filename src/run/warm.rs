@@ -300,8 +300,19 @@ impl Pool {
         body.push(b'}');
         let mut worker = self.checkout(plan, spec)?;
         match worker.call(spec, body) {
-            Ok((result, healthy)) => {
-                self.checkin(worker, healthy);
+            // The worker died under the call (killed, crashed), not on a
+            // limit or a cancellation of the call: glovebox failed, not the
+            // tool.
+            Ok((_, Ran::Crashed)) => {
+                self.checkin(worker, false);
+                Some(Err(StartError::Jail(JailError::Wait {
+                    source: std::io::Error::other(
+                        "the warm worker running the call crashed (it was killed or died), and the call with it; retry the call",
+                    ),
+                })))
+            }
+            Ok((result, ran)) => {
+                self.checkin(worker, ran == Ran::Healthy);
                 Some(Ok(result))
             }
             Err(_) => {
@@ -482,7 +493,7 @@ impl Worker {
 
     /// Runs one call. `Err`: nothing ran (the caller runs it cold). The
     /// flag says whether the worker may serve again.
-    fn call(&mut self, spec: &Spec, body: Vec<u8>) -> Result<(JailResult, bool), WarmError> {
+    fn call(&mut self, spec: &Spec, body: Vec<u8>) -> Result<(JailResult, Ran), WarmError> {
         let started = Instant::now();
         let avail = cgroup::available();
         let want_mem = avail.memory.is_some().then_some(spec.limits.memory_bytes);
@@ -662,7 +673,13 @@ impl Worker {
         if out.total > cap || err.total > cap {
             limits_hit.push(LimitHit::Output);
         }
+        let memory_hit = limits_hit.contains(&LimitHit::Memory);
         drop(group);
+        let ran = match (dead, timed_out || cancelled || memory_hit) {
+            (false, _) => Ran::Healthy,
+            (true, true) => Ran::Ended,
+            (true, false) => Ran::Crashed,
+        };
         let status = match status {
             Some(s) if libc::WIFEXITED(s) => Status::Exited(libc::WEXITSTATUS(s)),
             Some(s) if libc::WIFSIGNALED(s) => Status::Signaled(libc::WTERMSIG(s)),
@@ -681,9 +698,21 @@ impl Worker {
                 warnings: Vec::new(),
                 cancelled,
             },
-            !dead,
+            ran,
         ))
     }
+}
+
+/// How a worker came out of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    /// It reported the call's status: reused.
+    Healthy,
+    /// It was ended for the call's limit or cancellation: discarded.
+    Ended,
+    /// It died under the call on its own (killed from outside, crashed):
+    /// discarded, and the call is glovebox's failure.
+    Crashed,
 }
 
 /// Reads the zygote's first message: `Some(files)` when ready, `None`

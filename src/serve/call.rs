@@ -25,6 +25,10 @@
 //! kill every one of them ([`Calls::kill_all`]). A call whose caller stops
 //! waiting (an HTTP request timed out or its client went away: the future
 //! of [`Calls::run`] is dropped) is killed too, never left running.
+//! When the one client of `glovebox mcp` closes stdin
+//! ([`Calls::client_gone`]), the calls still waiting for a slot are never
+//! started, and those running are killed and end `cancelled` (their
+//! result lines are written before the server exits).
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -47,6 +51,16 @@ fn not_started(name: &str, message: &str) -> Outcome {
         ErrorKind::Internal,
         message,
         json!({"cancelled": true}),
+    )
+}
+
+/// A call whose client went away while it waited for a slot: never run.
+fn never_started(name: &str) -> Outcome {
+    Outcome::failure(
+        &crate::manifest::name::shown(name),
+        ErrorKind::Cancelled,
+        "the client went away before the call started: it was not run",
+        json!({"cancelled": true, "started": false}),
     )
 }
 
@@ -130,6 +144,7 @@ impl Admission {
 pub struct Calls {
     running: TaskTracker,
     kill: CancellationToken,
+    gone: CancellationToken,
     admission: Arc<RwLock<Arc<Admission>>>,
 }
 
@@ -138,6 +153,7 @@ impl Default for Calls {
         Calls {
             running: TaskTracker::new(),
             kill: CancellationToken::new(),
+            gone: CancellationToken::new(),
             admission: Arc::new(RwLock::new(Arc::new(Admission::new(CallLimits::default())))),
         }
     }
@@ -221,6 +237,12 @@ impl Calls {
         self.kill.cancel();
     }
 
+    /// The client is gone (stdio: it closed stdin): calls waiting for a
+    /// slot are not started, running ones are killed and end `cancelled`.
+    pub fn client_gone(&self) {
+        self.gone.cancel();
+    }
+
     /// Cancelled once [`Calls::kill_all`] was called.
     pub fn killed(&self) -> &CancellationToken {
         &self.kill
@@ -262,10 +284,14 @@ impl Calls {
                         Err(_) => return Ok(busy(&name, admission.limits)),
                     },
                     _ = stop.cancelled() => return Ok(not_started(&name, "the call was cancelled while it waited for a slot")),
+                    _ = self.gone.cancelled() => return Ok(never_started(&name)),
                     _ = self.kill.cancelled() => return Ok(not_started(&name, "the server is shutting down: the call was not started")),
                 }
             }
         };
+        if self.gone.is_cancelled() {
+            return Ok(never_started(&name));
+        }
         let cancel = Cancel::new();
         caller.cancel = Some(cancel.clone());
         if self.kill.is_cancelled() {
@@ -337,6 +363,11 @@ impl Calls {
                 _ = stop.cancelled(), if !stopped => {
                     stopped = true;
                     let _ = guard.why.set(Cancelled::ByClient);
+                    cancel.cancel();
+                }
+                _ = self.gone.cancelled(), if !stopped => {
+                    stopped = true;
+                    let _ = guard.why.set(Cancelled::ClientGone);
                     cancel.cancel();
                 }
                 _ = self.kill.cancelled(), if !stopped => {

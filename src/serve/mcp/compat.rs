@@ -12,7 +12,11 @@
 //!   has no sessions, dropped `ping`; `rmcp` answers -32601, but clients
 //!   and proxies still send it) answers `{}`; `DELETE` of a session
 //!   answers 204 when it ended it and 404 when no such session exists
-//!   (`rmcp` answers 202 to both).
+//!   (`rmcp` answers 202 to both). An event stream answering a session
+//!   on a revision before `2025-11-25` loses its SSE priming events
+//!   ([`strip_priming`]): those revisions know no event without data, and
+//!   their clients (Gemini CLI's SDK) parse an empty `data:` as JSON and
+//!   give up on the server.
 //! - [`json_refusals`] (`/mcp` only): a refusal `rmcp` writes as plain text
 //!   (a missing or unknown session, a wrong `Accept`, a method `/mcp` does
 //!   not serve) is sent as the server's JSON error body instead, with the
@@ -28,6 +32,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use serde_json::{json, Value};
 
@@ -110,13 +115,92 @@ pub fn is_sessionless_ping(body: &[u8]) -> Option<Value> {
         .filter(|id| id.is_string() || id.is_number())
 }
 
-/// `ping` without a session and `DELETE` answers (see the module
-/// documentation).
+/// Whether one SSE event (its lines, without the blank line ending it) is
+/// a priming event: it has `data:` lines and all of them are empty.
+pub fn is_priming(event: &[u8]) -> bool {
+    let mut data_lines = event
+        .split(|b| *b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter_map(|l| l.strip_prefix(b"data:"))
+        .peekable();
+    data_lines.peek().is_some() && data_lines.all(|d| d.iter().all(|b| *b == b' '))
+}
+
+/// `chunk` of an event stream without its priming events (a chunk holds
+/// whole events, as `rmcp` writes one per chunk).
+pub fn strip_priming(chunk: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(chunk.len());
+    let mut rest = chunk;
+    while !rest.is_empty() {
+        let (event, next) = match rest.windows(2).position(|w| w == b"\n\n") {
+            Some(i) => (&rest[..i + 2], &rest[i + 2..]),
+            None => (rest, &rest[rest.len()..]),
+        };
+        if !is_priming(event) {
+            out.extend_from_slice(event);
+        }
+        rest = next;
+    }
+    out
+}
+
+/// `response` without SSE priming events when it is an event stream of a
+/// session on a revision that has none (see the module documentation).
+fn fit_to_revision(
+    sessions: &BoundedSessions,
+    session: Option<&str>,
+    response: Response,
+) -> Response {
+    let is_sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    // A new session's id is on the answer to its `initialize`.
+    let session = session.map(str::to_string).or_else(|| {
+        response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    let keeps_priming = session
+        .and_then(|id| sessions.revision(&id))
+        .is_none_or(|revision| super::sessions::primes(&revision));
+    if !is_sse || keeps_priming {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().filter_map(|chunk| {
+        futures::future::ready(match chunk {
+            Ok(bytes) => {
+                let kept = strip_priming(&bytes);
+                (!kept.is_empty()).then(|| Ok(axum::body::Bytes::from(kept)))
+            }
+            Err(e) => Some(Err(e)),
+        })
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// `ping` without a session, `DELETE` answers and priming events by
+/// revision (see the module documentation).
 pub async fn mcp(
     State(sessions): State<Arc<BoundedSessions>>,
     request: Request,
     next: Next,
 ) -> Response {
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let response = sessions_and_pings(&sessions, request, next).await;
+    fit_to_revision(&sessions, session.as_deref(), response)
+}
+
+/// `ping` without a session and `DELETE` answers.
+async fn sessions_and_pings(sessions: &BoundedSessions, request: Request, next: Next) -> Response {
     let session = request
         .headers()
         .get(SESSION_HEADER)
@@ -273,6 +357,21 @@ mod tests {
             "the MCP request was refused: conflict: something; check it against the MCP Streamable HTTP transport"
         );
         assert!(refusal_message(StatusCode::CONFLICT, "").contains("409"));
+    }
+
+    #[test]
+    fn priming_events_are_stripped_and_messages_kept() {
+        assert!(is_priming(b"data: \nid: 0\nretry: 3000\n\n"));
+        assert!(is_priming(b"id: 0\r\ndata:\r\n"));
+        assert!(!is_priming(b"data: {\"jsonrpc\":\"2.0\"}\nid: 1\n\n"));
+        // A keep-alive comment has no data: it is not an event to drop.
+        assert!(!is_priming(b":\n\n"));
+        let chunk = b"data: \nid: 0\nretry: 3000\n\ndata: {\"id\":1}\nid: 1\n\n";
+        assert_eq!(
+            strip_priming(chunk),
+            b"data: {\"id\":1}\nid: 1\n\n".to_vec()
+        );
+        assert!(strip_priming(b"data: \nid: 0\n\n").is_empty());
     }
 
     #[test]

@@ -415,6 +415,10 @@ fn method_not_found(mut e: ErrorData) -> ErrorData {
     e
 }
 
+/// How long `glovebox mcp` waits, once its client left, for the calls it
+/// killed to end and be logged.
+pub const CALLS_END_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves `live` over stdin/stdout until the client closes stdin. stdout
 /// carries MCP messages only; diagnostics go to stderr. A client that
 /// closes stdin before starting a session (it only discovered the server
@@ -426,11 +430,25 @@ fn method_not_found(mut e: ErrorData) -> ErrorData {
 pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
     let (server_end, client_end) = tokio::io::duplex(256 * 1024);
     let (from_server, to_server) = tokio::io::split(client_end);
+    // The client closing stdin is the client gone: its calls still
+    // waiting for a slot are not started, those running are killed.
+    let input_closed = tokio_util::sync::CancellationToken::new();
+    let calls = live.calls().clone();
+    let gone = {
+        let input_closed = input_closed.clone();
+        let calls = calls.clone();
+        tokio::spawn(async move {
+            input_closed.cancelled().await;
+            calls.client_gone();
+        })
+    };
     let pump = tokio::spawn(stdio::pump(
         tokio::io::stdin(),
         tokio::io::stdout(),
         to_server,
         from_server,
+        calls.limits(),
+        input_closed,
     ));
     let running = match Session(Server::new(live))
         .serve(tokio::io::split(server_end))
@@ -453,5 +471,12 @@ pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
         .await
         .map_err(|source| McpError::Join { source })?;
     let _ = pump.await;
+    // The calls killed when the client left write their result lines
+    // (`cancelled`) before the server exits.
+    if gone.is_finished() {
+        let _ = tokio::time::timeout(CALLS_END_WITHIN, calls.wait()).await;
+    } else {
+        gone.abort();
+    }
     Ok(())
 }

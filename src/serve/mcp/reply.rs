@@ -100,9 +100,26 @@ pub fn create_failure(e: &CreateError) -> CallToolResult {
     failure(e.kind(), crate::run::error_chain(e), e.details())
 }
 
+/// Longest part of a client's tool name an error message repeats.
+pub const SHOWN_NAME_BYTES: usize = 128;
+
+/// `name` as an error message repeats it: at most [`SHOWN_NAME_BYTES`]
+/// (cut at a character boundary) and `…` when it was longer.
+pub fn shown_name(name: &str) -> String {
+    if name.len() <= SHOWN_NAME_BYTES {
+        return name.to_string();
+    }
+    let mut end = SHOWN_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
+}
+
 /// A call to a tool this server does not offer: a protocol error (invalid
 /// params), as the MCP specification asks for unknown tools.
 pub fn unknown_tool(name: &str) -> ErrorData {
+    let name = shown_name(name);
     ErrorData::invalid_params(
         format!("unknown tool `{name}`; call tools/list (or glee_tools_list) to see the tools"),
         Some(json!({"kind": ErrorKind::ToolNotFound})),
@@ -132,6 +149,17 @@ fn json_text(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_tool_name_is_cut_in_the_error() {
+        let long = "é".repeat(500_000);
+        let e = unknown_tool(&long);
+        assert!(e.message.len() < 300, "{} bytes", e.message.len());
+        assert!(e.message.contains("…`"), "{}", e.message);
+        assert_eq!(shown_name("echo"), "echo");
+        let cut = shown_name(&long);
+        assert_eq!(cut.len(), SHOWN_NAME_BYTES + "…".len());
+    }
 
     #[test]
     fn json_output_is_structured_and_text() {

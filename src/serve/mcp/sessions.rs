@@ -3,13 +3,19 @@
 //! idle for the configured time ends (the manager's keep-alive), and
 //! creating one more than the cap first closes the oldest, so a flood of
 //! `initialize` requests costs a bounded amount of memory.
+//!
+//! It also remembers the revision each session negotiated, so that
+//! [`super::compat::mcp`] sends SSE priming events (an event with an id
+//! and empty data, SEP-1699) only to sessions on `2025-11-25` or later:
+//! clients of older revisions (Gemini CLI on `2025-06-18`) read every
+//! event's data as JSON and drop a server whose event has none.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage, ServerResult};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
@@ -24,6 +30,17 @@ pub struct BoundedSessions {
     max: usize,
     /// Session ids, oldest first.
     order: Mutex<VecDeque<SessionId>>,
+    /// The revision each session negotiated in `initialize`.
+    revisions: Mutex<HashMap<SessionId, String>>,
+}
+
+/// The first revision whose SSE streams start with a priming event.
+pub const PRIMING_SINCE: &str = "2025-11-25";
+
+/// Whether a session on `revision` gets SSE priming events (revisions are
+/// dates: they compare as strings).
+pub fn primes(revision: &str) -> bool {
+    revision >= PRIMING_SINCE
 }
 
 impl BoundedSessions {
@@ -35,7 +52,17 @@ impl BoundedSessions {
             inner,
             max: max.max(1),
             order: Mutex::new(VecDeque::new()),
+            revisions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The revision session `id` negotiated, once it is initialized.
+    pub fn revision(&self, id: &str) -> Option<String> {
+        self.revisions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// How many sessions are open.
@@ -48,6 +75,10 @@ impl BoundedSessions {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|s| s != id);
+        self.revisions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
     }
 }
 
@@ -63,7 +94,23 @@ impl SessionManager for BoundedSessions {
                 .unwrap_or_else(|p| p.into_inner())
                 .pop_front();
             let Some(oldest) = oldest else { break };
+            self.forget(&oldest);
             let _ = self.inner.close_session(&oldest).await;
+        }
+        // Sessions that ended idle leave their revision behind: drop those
+        // now and then, so the map stays as bounded as the sessions.
+        if self
+            .revisions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+            > 2 * self.max
+        {
+            let open = self.inner.sessions.read().await;
+            self.revisions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|id, _| open.contains_key(id));
         }
         let (id, transport) = self.inner.create_session().await?;
         self.order
@@ -78,7 +125,16 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        self.inner.initialize_session(id, message).await
+        let answer = self.inner.initialize_session(id, message).await?;
+        if let ServerJsonRpcMessage::Response(r) = &answer {
+            if let ServerResult::InitializeResult(init) = &r.result {
+                self.revisions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.clone(), init.protocol_version.as_str().to_string());
+            }
+        }
+        Ok(answer)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {

@@ -21,13 +21,24 @@
 //! - A request reusing the id of a request still in flight is refused
 //!   (-32600, with that id); the first one's reply is not lost.
 //!
+//! - Requests in flight are bounded, so a client that sends faster than
+//!   it reads costs bounded memory: past [`Screen::bound`] calls (tool
+//!   calls) or other requests awaiting their answers, one more of that
+//!   kind is answered at once as busy — a tool call with the `busy`
+//!   `resource_limit` result the call bound gives, any other request with
+//!   a JSON-RPC error (-32000, `data.busy`). The answers go out in order
+//!   and the client's lines are read only as fast as they are written.
+//!
 //! Everything else goes to `rmcp` unchanged; its replies come back through
 //! [`Screen::replied`], which frees their ids.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::call::{self, CallLimits};
 
 /// Longest line read from the client: 16 MiB.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -43,17 +54,71 @@ pub enum Verdict {
     Skip,
 }
 
-/// The ids of the client's requests in flight.
+/// The ids of the client's requests in flight (each marked whether it is
+/// a tool call), under the bound of [`Screen::bound`].
 #[derive(Debug, Default)]
 pub struct Screen {
-    in_flight: HashSet<String>,
+    in_flight: HashMap<String, bool>,
+    calls: usize,
+    limits: CallLimits,
 }
+
+/// The fewest requests other than tool calls let in flight at once,
+/// whatever the call bound (clients send a few at once after
+/// `initialize`).
+pub const MIN_OTHER_REQUESTS: usize = call::DEFAULT_MAX_CONCURRENT + call::DEFAULT_MAX_QUEUED;
 
 fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
 }
 
 impl Screen {
+    /// A screen for a server whose calls are bounded by `limits`.
+    pub fn new(limits: CallLimits) -> Self {
+        Screen {
+            limits,
+            ..Screen::default()
+        }
+    }
+
+    /// How many requests of a kind (`calls`: tool calls, else any other
+    /// request) may await their answers at once: as many calls as may run
+    /// and wait ([`CallLimits`]); other requests as many, but never fewer
+    /// than [`MIN_OTHER_REQUESTS`].
+    pub fn bound(&self, calls: bool) -> usize {
+        let n = self.limits.max_concurrent + self.limits.max_queued;
+        if calls {
+            n.max(1)
+        } else {
+            n.max(MIN_OTHER_REQUESTS)
+        }
+    }
+
+    fn free(&mut self, id: &str) {
+        if self.in_flight.remove(id) == Some(true) {
+            self.calls -= 1;
+        }
+    }
+
+    /// The answer to request `id` (`m`) past the bound of its kind.
+    fn busy(&self, id: Value, m: &serde_json::Map<String, Value>, is_call: bool) -> Value {
+        if is_call {
+            let name = m
+                .get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let result = super::reply::outcome(&call::busy(name, self.limits));
+            return json!({"jsonrpc": "2.0", "id": id, "result": result});
+        }
+        let bound = self.bound(false);
+        json!({"jsonrpc": "2.0", "id": id, "error": {
+            "code": -32000,
+            "message": format!("the server is busy: {bound} requests are awaiting their answers; read the answers before sending more"),
+            "data": {"busy": true, "in_flight": bound},
+        }})
+    }
+
     /// Decides about one line (without its newline).
     pub fn screen(&mut self, line: &[u8]) -> Verdict {
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -103,12 +168,23 @@ impl Screen {
                 }
                 match (id, is_request) {
                     (Some(id), true) => {
-                        if !self.in_flight.insert(id.to_string()) {
+                        let key = id.to_string();
+                        if self.in_flight.contains_key(&key) {
                             return Verdict::Answer(vec![error(
                                 id,
                                 -32600,
                                 "invalid request: this id is already used by a request in flight; use a new id",
                             )]);
+                        }
+                        let is_call = m.get("method").and_then(Value::as_str) == Some("tools/call");
+                        let others = self.in_flight.len() - self.calls;
+                        let taken = if is_call { self.calls } else { others };
+                        if taken >= self.bound(is_call) {
+                            return Verdict::Answer(vec![self.busy(id, &m, is_call)]);
+                        }
+                        self.in_flight.insert(key, is_call);
+                        if is_call {
+                            self.calls += 1;
                         }
                         Verdict::Forward
                     }
@@ -119,7 +195,7 @@ impl Screen {
                             == Some("notifications/cancelled")
                         {
                             if let Some(id) = m.get("params").and_then(|p| p.get("requestId")) {
-                                self.in_flight.remove(&id.to_string());
+                                self.free(&id.to_string());
                             }
                         }
                         Verdict::Forward
@@ -148,7 +224,7 @@ impl Screen {
         };
         if v.get("method").is_none() {
             if let Some(id) = v.get("id") {
-                self.in_flight.remove(&id.to_string());
+                self.free(&id.to_string());
             }
         }
     }
@@ -175,6 +251,9 @@ fn envelope_problem(m: &serde_json::Map<String, Value>) -> Option<&'static str> 
     if !m.contains_key("method") && !m.contains_key("id") {
         return Some("neither a request, a notification nor a response");
     }
+    if !m.contains_key("method") && !m.contains_key("result") && !m.contains_key("error") {
+        return Some("a message with an `id` needs a `method` (a request) or a `result` or `error` (a response)");
+    }
     None
 }
 
@@ -186,9 +265,12 @@ fn envelope_problem(m: &serde_json::Map<String, Value>) -> Option<&'static str> 
 /// and `POST /mcp`.
 pub fn refusal(m: &serde_json::Map<String, Value>) -> Option<Value> {
     let is_request = m.get("method").is_some();
+    // A message with an id and neither a method nor a result is a request
+    // missing its method: its id is the client's.
+    let is_response = m.contains_key("result") || m.contains_key("error");
     let id = m
         .get("id")
-        .filter(|id| is_request && valid_id(id))
+        .filter(|id| (is_request || !is_response) && valid_id(id))
         .cloned()
         .unwrap_or(Value::Null);
     if let Some(problem) = envelope_problem(m) {
@@ -251,16 +333,23 @@ async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &[u8]) -> std::io::R
 }
 
 /// Carries messages between the client (`input`, `output`) and the server
-/// (`to_server`, `from_server`) through a [`Screen`], until the client
-/// closes its input and the server its output.
-pub async fn pump<I, O, TS, FS>(input: I, output: O, to_server: TS, from_server: FS)
-where
+/// (`to_server`, `from_server`) through a [`Screen`] for calls bounded by
+/// `limits`, until the client closes its input and the server its output.
+/// `input_closed` is cancelled as soon as the client's input ends.
+pub async fn pump<I, O, TS, FS>(
+    input: I,
+    output: O,
+    to_server: TS,
+    from_server: FS,
+    limits: CallLimits,
+    input_closed: CancellationToken,
+) where
     I: tokio::io::AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
     TS: AsyncWrite + Unpin + Send + 'static,
     FS: tokio::io::AsyncRead + Unpin + Send + 'static,
 {
-    let screen = std::sync::Arc::new(std::sync::Mutex::new(Screen::default()));
+    let screen = std::sync::Arc::new(std::sync::Mutex::new(Screen::new(limits)));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
     // One writer to the client.
     let writer = tokio::spawn(async move {
@@ -330,6 +419,7 @@ where
         }
     }
     // End of input: the server sees it, finishes, closes its output.
+    input_closed.cancel();
     let _ = to_server.shutdown().await;
     drop(to_server);
     drop(tx);
@@ -440,6 +530,66 @@ mod tests {
             s.screen(br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":[]}"#),
             Verdict::Skip
         );
+    }
+
+    #[test]
+    fn an_id_without_a_method_or_result_is_an_invalid_request_with_its_id() {
+        let mut s = Screen::default();
+        let a = answer(s.screen(br#"{"jsonrpc":"2.0","id":4}"#));
+        assert_eq!(
+            (a[0]["id"].clone(), a[0]["error"]["code"].clone()),
+            (json!(4), json!(-32600))
+        );
+        // A response keeps going to the server.
+        assert_eq!(
+            s.screen(br#"{"jsonrpc":"2.0","id":4,"result":{}}"#),
+            Verdict::Forward
+        );
+    }
+
+    #[test]
+    fn requests_in_flight_are_bounded_per_kind() {
+        let limits = CallLimits {
+            max_concurrent: 1,
+            max_queued: 1,
+        };
+        let mut s = Screen::new(limits);
+        let call = |id: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo"}}}}"#
+            )
+        };
+        let ping = |id: usize| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        assert_eq!(s.screen(call(1).as_bytes()), Verdict::Forward);
+        assert_eq!(s.screen(call(2).as_bytes()), Verdict::Forward);
+        // A third call: the busy result of the call bound, with its id.
+        let a = answer(s.screen(call(3).as_bytes()));
+        assert_eq!(a[0]["id"], 3);
+        assert_eq!(a[0]["result"]["isError"], true, "{}", a[0]);
+        assert!(a[0]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("busy"));
+        // Other requests have their own bound, never below the minimum.
+        let bound = s.bound(false);
+        assert_eq!(bound, MIN_OTHER_REQUESTS);
+        for id in 100..100 + bound {
+            assert_eq!(s.screen(ping(id).as_bytes()), Verdict::Forward, "{id}");
+        }
+        let a = answer(s.screen(ping(1000).as_bytes()));
+        assert_eq!(
+            (
+                a[0]["id"].clone(),
+                a[0]["error"]["code"].clone(),
+                a[0]["error"]["data"]["busy"].clone()
+            ),
+            (json!(1000), json!(-32000), json!(true))
+        );
+        // An answer frees a place of its kind.
+        s.replied(br#"{"jsonrpc":"2.0","id":100,"result":{}}"#);
+        assert_eq!(s.screen(ping(1001).as_bytes()), Verdict::Forward);
+        s.replied(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        assert_eq!(s.screen(call(4).as_bytes()), Verdict::Forward);
     }
 
     #[test]
