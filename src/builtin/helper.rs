@@ -11,7 +11,7 @@
 //! created, ends in `EACCES`, never in the file it points to. Where the
 //! kernel has no Landlock (gVisor; the jail's mount tree holds the view
 //! then), every path is opened relative to the root's descriptor with
-//! `openat2(RESOLVE_BENEATH)` instead ([`Confine::Beneath`]): a link that
+//! `openat2(RESOLVE_BENEATH)` instead (`Confine::Beneath`): a link that
 //! leads out of the root, absolute or by `..`, ends in `EXDEV`.
 
 use std::fs;

@@ -14,7 +14,7 @@
 //! proxy run by any user sees every user's servers.
 //!
 //! The directories are writable by every local user, so an entry is
-//! evidence only of what its writer can prove ([`entry_counts`]): it counts
+//! evidence only of what its writer can prove (`entry_counts`): it counts
 //! when it is a regular file, its name starts with a pid that is alive,
 //! its `start=` line is that process's start time (not a dead process's,
 //! nor an earlier holder's of a reused pid), the process's effective uid
