@@ -27,6 +27,15 @@
 //!   directory given as the script; for a `node…` entrypoint, a directory
 //!   given as the script: its `package.json`, the `main` it names and its
 //!   `index.*` files;
+//! - the project-local modules python code imports, read statically
+//!   ([`crate::pyimports`]) from the python tool's module chain, a
+//!   `python…` command's script (searched in the script's directory) or
+//!   `-m` module (searched in `cwd`), and followed from file to file:
+//!   for each imported name, every file it could be found under in the
+//!   directory Python searches (`N.py`, `N/__init__.py`, `N.pyc`,
+//!   `N.so`, `N.*.so`; the package directory when it is one), hashed
+//!   when it exists and kept as a path when not, so a planted `csv.py`
+//!   beside a module that imports `csv` voids its approval;
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
 //!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
@@ -49,12 +58,16 @@
 //! a python tool's module): no mount can cover a missing name, so a call
 //! that creates one is undone instead ([`crate::surface::absent`]).
 //!
-//! What is *not* covered: files the code itself opens or imports (a
-//! module's own imports of other project files, data, configuration) —
-//! those are data, like any file the tool reads; paths outside the root
+//! What is *not* covered: files the code itself opens (data,
+//! configuration) — those are data, like any file the tool reads;
+//! modules imported under a computed name (`importlib.import_module(x)`,
+//! `__import__`), which the static reader cannot see (a python tool's
+//! recorded imports cover those it was seen loading, see
+//! [`crate::imports_seen`]); paths outside the root
 //! (system interpreters, PATH programs), which no tool can write; and
 //! anything an argument template names only after expansion.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use crate::manifest::discover::{normalize, resolve};
@@ -87,6 +100,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         files: Vec::new(),
         paths: Vec::new(),
         missing: Vec::new(),
+        listed: HashMap::new(),
     };
     if tool.origin != Origin::Builtin {
         b.file(&tool.file);
@@ -114,7 +128,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
                 b.interpreted(&dir, first, rest);
             }
         }
-        Exec::Python(p) => b.python(p),
+        Exec::Python(p) => b.python(&tool.name, p),
         Exec::Http(_) => {}
     }
     b.files.sort();
@@ -135,6 +149,8 @@ struct Builder<'a> {
     files: Vec<PathBuf>,
     paths: Vec<PathBuf>,
     missing: Vec<PathBuf>,
+    /// Directory listings already read (native extensions of imports).
+    listed: HashMap<PathBuf, Vec<PathBuf>>,
 }
 
 impl Builder<'_> {
@@ -240,19 +256,31 @@ impl Builder<'_> {
                 };
                 self.venv(&venv, module);
             }
+            let before = self.files.len();
             match target {
                 Some(PythonTarget::Module(m)) if literal(m) => {
                     self.module(cwd.to_path_buf(), m);
                     // `-m pkg` runs `pkg/__main__.py`.
                     let package = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
                     self.module_names(&package, "__main__");
+                    // What it imports from `cwd` (searched after the
+                    // standard library: see `crate::run::safepath`).
+                    let sources = self.sources_since(before);
+                    self.imports(&[cwd.to_path_buf()], sources);
                 }
                 Some(PythonTarget::Script(s)) if literal(s) => {
-                    for base in [cwd, self.root] {
-                        let dir = resolve(base, s);
-                        if dir.is_dir() {
-                            self.module_names(&dir, "__main__");
-                        }
+                    let script = resolve(cwd, s);
+                    if script.is_dir() {
+                        self.module_names(&script, "__main__");
+                        let sources = self.sources_since(before);
+                        self.imports(std::slice::from_ref(&script), sources);
+                    } else if script.is_file() {
+                        // What it imports from its own directory (searched
+                        // after the standard library, links resolved as
+                        // Python resolves them).
+                        let real = std::fs::canonicalize(&script).unwrap_or(script.clone());
+                        let dir = real.parent().unwrap_or(cwd).to_path_buf();
+                        self.imports(&[dir], vec![real]);
                     }
                 }
                 _ => {}
@@ -322,19 +350,141 @@ impl Builder<'_> {
         }
     }
 
-    fn python(&mut self, p: &PythonExec) {
+    fn python(&mut self, name: &str, p: &PythonExec) {
         let cwd = resolve(self.root, &p.cwd);
         let before = self.files.len();
         self.module(cwd.clone(), &p.module);
         // No file of the module exists yet: the module file its name
         // gives is code whoever writes it first would decide.
-        let file = p.module.split('.').fold(cwd, |d, part| d.join(part));
+        let file = p.module.split('.').fold(cwd.clone(), |d, part| d.join(part));
         if self.files.len() == before && !file.exists() {
             self.missing(&file.with_extension("py"));
         }
+        // What the module chain imports from the tool's directory (the
+        // shim searches it last, after the standard library and the
+        // venv), and what its warm workers were seen importing (outside
+        // its venv, which is protected whole).
+        let mut sources = self.sources_since(before);
+        let venv = p.venv.as_ref().map(|v| resolve(self.root, v));
+        for seen in crate::imports_seen::of(self.root, name) {
+            if venv.as_ref().is_none_or(|v| !seen.starts_with(v)) {
+                self.file(&seen);
+                sources.push(seen);
+            }
+        }
+        self.imports(std::slice::from_ref(&cwd), sources);
         if let Some(venv) = &p.venv {
             self.venv(&resolve(self.root, venv), Some(&p.module));
         }
+    }
+
+    /// The `.py` files added to `files` since there were `before` of them.
+    fn sources_since(&self, before: usize) -> Vec<PathBuf> {
+        self.files[before..]
+            .iter()
+            .filter(|f| f.extension().is_some_and(|x| x == "py"))
+            .cloned()
+            .collect()
+    }
+
+    /// The project-local modules `sources` import, followed from file to
+    /// file (at most [`SCAN_FILES`] files read, each up to
+    /// [`SCAN_BYTES`]): each import statement ([`crate::pyimports`]) is
+    /// looked up in `search` (absolute imports) or in the importing
+    /// file's package (relative ones). Every name it could be found under
+    /// there counts ([`Builder::import_names`]): the files that exist are
+    /// hashed and followed, the others are kept as paths, so a module
+    /// planted under an imported name (`csv.py` beside a tool that imports
+    /// `csv`) voids the approval even where it could never run.
+    fn imports(&mut self, search: &[PathBuf], sources: Vec<PathBuf>) {
+        let mut queue: VecDeque<PathBuf> = sources.into();
+        let mut read: HashSet<PathBuf> = HashSet::new();
+        while let Some(file) = queue.pop_front() {
+            if read.len() >= SCAN_FILES || !self.inside(&file) || read.contains(&file) {
+                continue;
+            }
+            read.insert(file.clone());
+            let small = std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= SCAN_BYTES);
+            let Some(text) = small
+                .then(|| std::fs::read(&file).ok())
+                .flatten()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+            else {
+                continue;
+            };
+            let package = file.parent().unwrap_or(self.root).to_path_buf();
+            for imp in crate::pyimports::of_source(&text) {
+                let bases: Vec<PathBuf> = if imp.level == 0 {
+                    search.to_vec()
+                } else {
+                    package
+                        .ancestors()
+                        .nth(imp.level - 1)
+                        .map(Path::to_path_buf)
+                        .into_iter()
+                        .collect()
+                };
+                for base in bases {
+                    let mut dir = base;
+                    let mut found = Vec::new();
+                    for part in imp.module.split('.').filter(|p| !p.is_empty()) {
+                        found.extend(self.import_names(&dir, part));
+                        dir = dir.join(part);
+                    }
+                    // `from M import x`: x may be a submodule of M.
+                    if dir.is_dir() {
+                        for name in &imp.names {
+                            found.extend(self.import_names(&dir, name));
+                        }
+                    }
+                    queue.extend(found);
+                }
+            }
+        }
+    }
+
+    /// Every name under which Python may import `name` from `dir`: the
+    /// module `name.py`, the package `name/__init__.py` (the directory
+    /// too, when it is one), sourceless `.pyc` and native extensions.
+    /// Unlike [`Builder::module_names`], a directory without
+    /// `__init__.py` is not kept (a data directory named like a standard
+    /// module, say `json/`, stays the project's). Returns the `.py` files
+    /// that exist, to be read in turn.
+    fn import_names(&mut self, dir: &Path, name: &str) -> Vec<PathBuf> {
+        if !self.inside(dir) {
+            return Vec::new();
+        }
+        let package = dir.join(name);
+        let init = package.join("__init__.py");
+        let module = dir.join(format!("{name}.py"));
+        if init.is_file() {
+            self.path(&package);
+        }
+        for p in [
+            &module,
+            &init,
+            &dir.join(format!("{name}.pyc")),
+            &dir.join(format!("{name}.so")),
+            &package.join("__init__.pyc"),
+        ] {
+            self.file(p);
+        }
+        let listing = self
+            .listed
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| list(dir))
+            .clone();
+        let prefix = format!("{name}.");
+        for entry in listing {
+            if entry
+                .file_name()
+                .and_then(|f| f.to_str())
+                .is_some_and(|f| f.starts_with(&prefix) && f.ends_with(".so"))
+            {
+                self.file(&entry);
+            }
+        }
+        [module, init].into_iter().filter(|p| p.is_file()).collect()
     }
 
     /// A venv's start-up: `pyvenv.cfg`, its `bin/python*` links, and the
@@ -413,6 +563,12 @@ fn pth_directories(site: &Path, pth: &Path) -> Vec<PathBuf> {
         .map(|l| normalize(&site.join(l)))
         .collect()
 }
+
+/// How many files the import scan of one tool reads, at most.
+const SCAN_FILES: usize = 256;
+
+/// A larger file is not read for its imports.
+const SCAN_BYTES: u64 = 1 << 20;
 
 /// What a Python command line runs besides its options.
 #[derive(Clone, Copy)]
