@@ -551,7 +551,8 @@ fn editing_the_module_voids_the_worker() {
         json!("approval_required"),
         "{refused}"
     );
-    // A module it imports (not part of the approval) changes: new code too.
+    // A module it imports changes (part of the approval too: `guarded`
+    // stays refused): new code in the next call.
     std::thread::sleep(Duration::from_millis(20));
     f.file("helper.py", "def extra():\n    return 'h2'\n");
     assert_eq!(
