@@ -797,8 +797,8 @@ impl Engine {
             tool: name.to_string(),
             venv: exec.venv.as_ref().map(|v| resolve(&self.project.root, v)),
         };
-        let plan = run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?
-            .recording(seen);
+        let plan =
+            run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?.recording(seen);
         Some((pool, plan))
     }
 }

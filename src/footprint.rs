@@ -356,7 +356,10 @@ impl Builder<'_> {
         self.module(cwd.clone(), &p.module);
         // No file of the module exists yet: the module file its name
         // gives is code whoever writes it first would decide.
-        let file = p.module.split('.').fold(cwd.clone(), |d, part| d.join(part));
+        let file = p
+            .module
+            .split('.')
+            .fold(cwd.clone(), |d, part| d.join(part));
         if self.files.len() == before && !file.exists() {
             self.missing(&file.with_extension("py"));
         }
@@ -404,7 +407,8 @@ impl Builder<'_> {
                 continue;
             }
             read.insert(file.clone());
-            let small = std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= SCAN_BYTES);
+            let small =
+                std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= SCAN_BYTES);
             let Some(text) = small
                 .then(|| std::fs::read(&file).ok())
                 .flatten()

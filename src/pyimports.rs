@@ -104,8 +104,7 @@ fn dotted(s: &str) -> Option<&str> {
     let ok = !s.is_empty()
         && s.split('.').all(|p| {
             let mut ch = p.chars();
-            ch.next()
-                .is_some_and(|c| c.is_alphabetic() || c == '_')
+            ch.next().is_some_and(|c| c.is_alphabetic() || c == '_')
                 && ch.all(|c| c.is_alphanumeric() || c == '_')
         });
     ok.then_some(s)

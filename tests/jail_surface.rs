@@ -872,7 +872,11 @@ fn assert_victim_output(name: &str, r: &Called) {
         );
     } else {
         let out: serde_json::Value = serde_json::from_str(r.text().trim()).unwrap();
-        assert_eq!(out, json!({"tag": "HELPED", "key": API_KEY.len()}), "{r:#?}");
+        assert_eq!(
+            out,
+            json!({"tag": "HELPED", "key": API_KEY.len()}),
+            "{r:#?}"
+        );
     }
 }
 
@@ -937,7 +941,10 @@ fn a_standard_module_planted_beside_a_tool_never_runs_in_it() {
     // directory, or the module's, first on sys.path).
     let probe_marker = f.base.join("probe-marker");
     let probes: [(&str, &[&str]); 2] = [
-        ("csv", &["-c", "import sys; sys.path.insert(0, 'lib'); import csv"]),
+        (
+            "csv",
+            &["-c", "import sys; sys.path.insert(0, 'lib'); import csv"],
+        ),
         ("json", &["scripts/victim_cmd.py"]),
     ];
     for (name, args) in probes {

@@ -793,7 +793,11 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
         return;
     }
     let refused = mcp.call("dyn", json!({}));
-    assert_eq!(refused["error"]["kind"], json!("approval_required"), "{refused}");
+    assert_eq!(
+        refused["error"]["kind"],
+        json!("approval_required"),
+        "{refused}"
+    );
     assert!(refused.to_string().contains("plugged.py"), "{refused}");
     approve();
     assert_eq!(mcp.call("dyn", json!({})), ok);
@@ -817,7 +821,14 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
     std::thread::sleep(Duration::from_millis(20));
     f.file("plugged.py", "V = 'p2'\n");
     let refused = mcp.call("dyn", json!({}));
-    assert_eq!(refused["error"]["kind"], json!("approval_required"), "{refused}");
-    assert!(refused.to_string().contains("plugged.py changed"), "{refused}");
+    assert_eq!(
+        refused["error"]["kind"],
+        json!("approval_required"),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("plugged.py changed"),
+        "{refused}"
+    );
     drop(mcp);
 }

@@ -83,7 +83,11 @@ pub fn is_python(program: &Path) -> bool {
 /// What a Python command line runs, as far as the bootstrap needs.
 enum Target {
     /// `-m MOD` (or `-mMOD`) at `at`; its arguments start at `rest`.
-    Module { at: usize, module: OsString, rest: usize },
+    Module {
+        at: usize,
+        module: OsString,
+        rest: usize,
+    },
     /// The script (a file, directory or zip) at `at`.
     Script { at: usize },
 }
@@ -139,12 +143,12 @@ pub fn command(argv: Vec<OsString>) -> (Vec<OsString>, bool) {
         return (argv, false);
     }
     let args = &argv[1..];
-    let (options, kind, what, rest): (&[OsString], &str, OsString, &[OsString]) =
-        match target(args) {
-            Some(Target::Module { at, module, rest }) => (&args[..at], "m", module, &args[rest..]),
-            Some(Target::Script { at }) => (&args[..at], "s", args[at].clone(), &args[at + 1..]),
-            None => return (argv, true),
-        };
+    let (options, kind, what, rest): (&[OsString], &str, OsString, &[OsString]) = match target(args)
+    {
+        Some(Target::Module { at, module, rest }) => (&args[..at], "m", module, &args[rest..]),
+        Some(Target::Script { at }) => (&args[..at], "s", args[at].clone(), &args[at + 1..]),
+        None => return (argv, true),
+    };
     let mut out = Vec::with_capacity(argv.len() + 4);
     out.push(program.clone());
     out.extend(options.iter().cloned());

@@ -445,12 +445,8 @@ impl Worker {
             let paths: Vec<PathBuf> = loaded.iter().map(PathBuf::from).collect();
             // Best effort: a record that cannot be written leaves the tool
             // covered by what its files say (crate::pyimports).
-            let _ = crate::imports_seen::record(
-                &seen.root,
-                &seen.tool,
-                &paths,
-                seen.venv.as_deref(),
-            );
+            let _ =
+                crate::imports_seen::record(&seen.root, &seen.tool, &paths, seen.venv.as_deref());
         }
         let mut files = watched;
         for f in loaded {
