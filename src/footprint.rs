@@ -29,7 +29,8 @@
 //!   `index.*` files;
 //! - the project-local modules python code imports, read statically
 //!   ([`crate::pyimports`]) from the python tool's module chain, a
-//!   `python…` command's script (searched in the script's directory) or
+//!   `python…` command's script or a script whose `#!` line runs a Python
+//!   (searched in the script's directory) or
 //!   `-m` module (searched in `cwd`), and followed from file to file:
 //!   for each imported name, every file it could be found under in the
 //!   directory Python searches (`N.py`, `N/__init__.py`, `N.pyc`,
@@ -191,6 +192,12 @@ impl Builder<'_> {
         self.missing(p);
         if depth == 0 || !self.inside(p) {
             return;
+        }
+        if p.is_file() && crate::interpreter::python_shebang(p).is_some() {
+            // A Python script: what it imports from its own directory.
+            let real = std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+            let dir = real.parent().unwrap_or(cwd).to_path_buf();
+            self.imports(&[dir], vec![real]);
         }
         let Some(interpreter) = shebang(p) else {
             return;

@@ -825,9 +825,10 @@ fn planted_module(marker: &std::path::Path, name: &str) -> String {
 }
 
 /// The victims: `vpy`, a python tool whose module `lib/victim.py` imports
-/// `csv` and `json` and its own `helper` beside it, and `vcmd`, a
+/// `csv` and `json` and its own `helper` beside it; `vcmd`, a
 /// `python3 scripts/victim_cmd.py` command tool whose script imports
-/// `json` and its own `cmdhelper` beside it; both hold `API_KEY`, may
+/// `json` and its own `cmdhelper` beside it; and `vsh`, the same run by
+/// its `#!/usr/bin/env python3` line. All hold `API_KEY`, may
 /// write `out/` (where a planted module could leave its marker), and
 /// require approval.
 fn shadowing_victims(f: &Fixture) {
@@ -841,6 +842,10 @@ fn shadowing_victims(f: &Fixture) {
         "import json\nimport os\nfrom cmdhelper import tag\nprint(json.dumps({'tag': tag(), 'key': len(os.environ.get('API_KEY', ''))}))\n",
     );
     f.file("scripts/cmdhelper.py", "def tag():\n    return 'HELPED'\n");
+    f.script(
+        "scripts/victim_sh.py",
+        "#!/usr/bin/env python3\nimport json\nimport os\nfrom cmdhelper import tag\nprint(json.dumps({'tag': tag(), 'key': len(os.environ.get('API_KEY', ''))}))\n",
+    );
     let perms = json!({"network": false, "fs": {"read": ["."], "write": ["out"]},
         "secrets": {"API_KEY": {"type": "string"}}});
     let mut vpy = python_tool(
@@ -855,11 +860,26 @@ fn shadowing_victims(f: &Fixture) {
         "vcmd",
         schema(json!({})),
         json!({"entrypoint": "python3", "args": ["scripts/victim_cmd.py"], "cwd": "."}),
-        perms,
+        perms.clone(),
     );
     vcmd["approval"] = json!({"required": true, "reason": "holds API_KEY"});
     f.tool(&vcmd);
+    let mut vsh = command_tool(
+        "vsh",
+        schema(json!({})),
+        json!({"entrypoint": "./scripts/victim_sh.py", "cwd": "."}),
+        perms,
+    );
+    vsh["approval"] = json!({"required": true, "reason": "holds API_KEY"});
+    f.tool(&vsh);
 }
+
+/// The victims and the file beside each one's code that shadows an import.
+const VICTIMS: [(&str, &str); 3] = [
+    ("vpy", "lib/csv.py"),
+    ("vcmd", "scripts/json.py"),
+    ("vsh", "scripts/json.py"),
+];
 
 /// What each victim must return, whatever was planted.
 fn assert_victim_output(name: &str, r: &Called) {
@@ -895,7 +915,7 @@ fn a_standard_module_planted_beside_a_tool_never_runs_in_it() {
     let state = f.state();
     let state_s = state.to_str().unwrap();
     let env = [("API_KEY", API_KEY), ("GLOVEBOX_STATE_DIR", state_s)];
-    for name in ["vpy", "vcmd"] {
+    for (name, _) in VICTIMS {
         let approved = f.glovebox(&["approve", name, "--yes"]);
         assert!(approved.status.success(), "{approved:?}");
         // Legitimate: approved, with its helper beside it.
@@ -920,7 +940,7 @@ fn a_standard_module_planted_beside_a_tool_never_runs_in_it() {
         assert!(r.mentions("Permission denied"), "{r:#?}");
         assert!(!f.root.join("lib/csv.py").exists(), "{r:#?}");
         assert!(!f.root.join("scripts/json.py").exists(), "{r:#?}");
-        for name in ["vpy", "vcmd"] {
+        for (name, _) in VICTIMS {
             assert_victim_output(name, &f.run_env(name, &[], &env));
         }
         assert!(!marker.exists());
@@ -947,6 +967,8 @@ fn a_standard_module_planted_beside_a_tool_never_runs_in_it() {
         ),
         ("json", &["scripts/victim_cmd.py"]),
     ];
+    // (`./scripts/victim_sh.py` run by its `#!` line is `python3
+    // scripts/victim_sh.py`: the same directory first.)
     for (name, args) in probes {
         let _ = fs::remove_file(&probe_marker);
         let plain = std::process::Command::new("python3")
@@ -969,7 +991,7 @@ fn a_standard_module_planted_beside_a_tool_never_runs_in_it() {
         assert!(!marker.exists(), "the planted module ran: {r:#?}");
     };
     // The approvals are void: the plant changed what they cover.
-    for (name, planted) in [("vpy", "lib/csv.py"), ("vcmd", "scripts/json.py")] {
+    for (name, planted) in VICTIMS {
         let r = f.run_env(name, &[], &env);
         r.assert_failed("approval_required", 1);
         assert!(r.message().contains(planted), "{name}: {r:#?}");
@@ -977,7 +999,7 @@ fn a_standard_module_planted_beside_a_tool_never_runs_in_it() {
     }
     // Approved for this one call by the user, with the plant in place: the
     // standard module is the real one, never the planted file.
-    for name in ["vpy", "vcmd"] {
+    for (name, _) in VICTIMS {
         let r = f.run_env(name, &["--yes"], &env);
         assert_victim_output(name, &r);
         clean(&r);
@@ -996,7 +1018,7 @@ fn a_module_a_tool_imports_is_protected_and_approved() {
     let state = f.state();
     let state_s = state.to_str().unwrap();
     let env = [("API_KEY", API_KEY), ("GLOVEBOX_STATE_DIR", state_s)];
-    for name in ["vpy", "vcmd"] {
+    for (name, _) in VICTIMS {
         assert!(f.glovebox(&["approve", name, "--yes"]).status.success());
     }
     let helpers = ["lib/helper.py", "scripts/cmdhelper.py"];
@@ -1021,13 +1043,17 @@ fn a_module_a_tool_imports_is_protected_and_approved() {
     for (h, was) in helpers.iter().zip(&before) {
         assert_eq!(&fs::read_to_string(f.root.join(h)).unwrap(), was, "{h}");
     }
-    for name in ["vpy", "vcmd"] {
+    for (name, _) in VICTIMS {
         assert_victim_output(name, &f.run_env(name, &[], &env));
     }
     // Edited by a person: the approval no longer covers what runs.
     f.file("lib/helper.py", "def shout(s):\n    return s.lower()\n");
     f.file("scripts/cmdhelper.py", "def tag():\n    return 'edited'\n");
-    for (name, helper) in [("vpy", "lib/helper.py"), ("vcmd", "scripts/cmdhelper.py")] {
+    for (name, helper) in [
+        ("vpy", "lib/helper.py"),
+        ("vcmd", "scripts/cmdhelper.py"),
+        ("vsh", "scripts/cmdhelper.py"),
+    ] {
         let r = f.run_env(name, &[], &env);
         r.assert_failed("approval_required", 1);
         assert!(r.message().contains(&format!("{helper} changed")), "{r:#?}");

@@ -12,7 +12,11 @@
 //!   later), so neither the script's directory nor the working directory
 //!   is prepended, for the tool's interpreter and every Python it starts;
 //! - a command whose program is a Python (`python3`, `python3.12`, a
-//!   venv's `bin/python`) running a script, a directory or `-m MOD` is
+//!   venv's `bin/python`), or a script whose `#!` line runs one
+//!   (`#!/usr/bin/python3 [ARG]`, `#!/usr/bin/env python3`, given by an
+//!   absolute path as a command's entrypoint with a `/` is: started as
+//!   the kernel would, interpreter first), running a script, a directory
+//!   or `-m MOD` is
 //!   started through a small bootstrap ([`BOOT`], given with `-c`) that
 //!   removes an empty (`''`) first entry (Python before 3.11, or `-E`),
 //!   *appends* the script's directory (for `-m`, the working directory)
@@ -28,7 +32,11 @@
 //! from stdin (`-`), and command lines with options the bootstrap does not
 //! know (`-x`, option clusters that take a value): with Python 3.11 or
 //! later nothing of the project is on `sys.path` for them; an older Python
-//! puts the working directory first for `-c`.
+//! puts the working directory first for `-c`. A `#!` line the kernel would
+//! split differently (`env -S …`) is left alone, without the variable.
+//! A Python a tool starts itself gets the variable only (its own script's
+//! directory is then not on `sys.path` at all).
+
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -140,7 +148,36 @@ pub fn command(argv: Vec<OsString>) -> (Vec<OsString>, bool) {
         return (argv, false);
     };
     if !is_python(Path::new(program)) {
-        return (argv, false);
+        // A script whose `#!` line runs a Python: started as the kernel
+        // would (the interpreter, its argument, the script), through the
+        // bootstrap.
+        let script = Path::new(program);
+        let shebang = script
+            .is_absolute()
+            .then(|| crate::interpreter::python_shebang(script))
+            .flatten();
+        let Some(prefix) = shebang else {
+            return (argv, false);
+        };
+        // `env python3`: the Python is the word after `env`.
+        let at = prefix
+            .iter()
+            .position(|w| is_python(Path::new(w)))
+            .unwrap_or(0);
+        let python: Vec<OsString> = prefix[at..]
+            .iter()
+            .map(OsString::from)
+            .chain(argv.iter().cloned())
+            .collect();
+        let (wrapped, _) = command(python.clone());
+        if wrapped == python {
+            // Not something the bootstrap runs (an option it does not
+            // parse): left to the kernel, with the variable.
+            return (argv, true);
+        }
+        let mut out: Vec<OsString> = prefix[..at].iter().map(OsString::from).collect();
+        out.extend(wrapped);
+        return (out, true);
     }
     let args = &argv[1..];
     let (options, kind, what, rest): (&[OsString], &str, OsString, &[OsString]) = match target(args)
@@ -202,6 +239,31 @@ mod tests {
             tail(&a),
             ["venv/bin/python", "-X", "dev", "-c", "m", "pkg.mod", "a"]
         );
+    }
+
+    #[test]
+    fn a_script_whose_shebang_runs_python_goes_through_the_bootstrap() {
+        let d = tempfile::tempdir().unwrap();
+        let script = |name: &str, line: &str| {
+            let p = d.path().join(name);
+            std::fs::write(&p, format!("{line}\nimport json\n")).unwrap();
+            p.to_str().unwrap().to_string()
+        };
+        let env = script("e.py", "#!/usr/bin/env python3");
+        let (a, py) = command(v(&[&env, "arg"]));
+        assert!(py);
+        assert_eq!(tail(&a), ["/usr/bin/env", "python3", "-c", "s", &env, "arg"]);
+        let direct = script("d.py", "#!/usr/bin/python3 -u");
+        let (a, _) = command(v(&[&direct]));
+        assert_eq!(tail(&a), ["/usr/bin/python3", "-u", "-c", "s", &direct]);
+        // An option the bootstrap does not parse: as the kernel runs it,
+        // with the variable.
+        let skip = script("x.py", "#!/usr/bin/python3 -x");
+        assert_eq!(command(v(&[&skip])), (v(&[&skip]), true));
+        let sh = script("s.sh", "#!/bin/sh");
+        assert_eq!(command(v(&[&sh])), (v(&[&sh]), false));
+        let split = script("S.py", "#!/usr/bin/env -S python3 -u");
+        assert_eq!(command(v(&[&split])), (v(&[&split]), false));
     }
 
     #[test]
