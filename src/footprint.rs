@@ -399,7 +399,7 @@ impl Builder<'_> {
 
     /// The project-local modules `sources` import, followed from file to
     /// file (at most [`SCAN_FILES`] files read, each up to
-    /// [`SCAN_BYTES`]): each import statement ([`crate::pyimports`]) is
+    /// [`crate::pyimports::MAX_BYTES`]): each import statement ([`crate::pyimports`]) is
     /// looked up in `search` (absolute imports) or in the importing
     /// file's package (relative ones). Every name it could be found under
     /// there counts ([`Builder::import_names`]): the files that exist are
@@ -414,17 +414,11 @@ impl Builder<'_> {
                 continue;
             }
             read.insert(file.clone());
-            let small =
-                std::fs::metadata(&file).is_ok_and(|m| m.is_file() && m.len() <= SCAN_BYTES);
-            let Some(text) = small
-                .then(|| std::fs::read(&file).ok())
-                .flatten()
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-            else {
+            let Some(imports) = crate::pyimports::of_file(&file) else {
                 continue;
             };
             let package = file.parent().unwrap_or(self.root).to_path_buf();
-            for imp in crate::pyimports::of_source(&text) {
+            for imp in imports.iter() {
                 let bases: Vec<PathBuf> = if imp.level == 0 {
                     search.to_vec()
                 } else {
@@ -577,9 +571,6 @@ fn pth_directories(site: &Path, pth: &Path) -> Vec<PathBuf> {
 
 /// How many files the import scan of one tool reads, at most.
 const SCAN_FILES: usize = 256;
-
-/// A larger file is not read for its imports.
-const SCAN_BYTES: u64 = 1 << 20;
 
 /// What a Python command line runs besides its options.
 #[derive(Clone, Copy)]
@@ -820,6 +811,82 @@ mod tests {
         for p in ["pkg/mod", "pkg/mod/__init__.py", "pkg.py", "pkg/mod.pyc"] {
             assert!(f.paths.contains(&root.join(p)), "{p}: {f:?}");
         }
+    }
+
+    #[test]
+    fn what_python_code_imports_from_the_project_is_covered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("lib/pkg")).unwrap();
+        fs::create_dir_all(root.join("lib/json")).unwrap();
+        fs::write(
+            root.join("lib/main.py"),
+            "import csv, helper\nfrom pkg import sub\n\ndef f():\n    import json\n",
+        )
+        .unwrap();
+        fs::write(root.join("lib/helper.py"), "from deep import x\n").unwrap();
+        fs::write(root.join("lib/deep.py"), "x = 1\n").unwrap();
+        fs::write(root.join("lib/pkg/__init__.py"), "from . import rel\n").unwrap();
+        fs::write(root.join("lib/pkg/sub.py"), "").unwrap();
+        fs::write(root.join("lib/pkg/rel.py"), "").unwrap();
+        let tool = project(
+            &root,
+            "  python:\n    module: main\n    function: f\n    cwd: lib\n",
+        );
+        let f = of(&root, &tool);
+        for p in [
+            "lib/main.py",
+            "lib/helper.py",
+            "lib/deep.py",
+            "lib/pkg/__init__.py",
+            "lib/pkg/sub.py",
+            "lib/pkg/rel.py",
+        ] {
+            assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
+        }
+        // Names that would shadow an import are kept (absent), so one
+        // appearing voids the approval; a plain data directory named like
+        // a standard module is not the tool's code.
+        for p in [
+            "lib/csv.py",
+            "lib/json.py",
+            "lib/csv/__init__.py",
+            "lib/pkg",
+        ] {
+            assert!(f.paths.contains(&root.join(p)), "{p}: {f:?}");
+        }
+        assert!(!f.paths.contains(&root.join("lib/json")), "{f:?}");
+        // A python command's script and a `#!` python script: from their
+        // own directory.
+        fs::create_dir_all(root.join("scripts")).unwrap();
+        fs::write(root.join("scripts/x.py"), "import json, own\n").unwrap();
+        fs::write(root.join("scripts/own.py"), "").unwrap();
+        fs::write(
+            root.join("scripts/run"),
+            "#!/usr/bin/env python3\nimport other\n",
+        )
+        .unwrap();
+        fs::write(root.join("scripts/other.py"), "").unwrap();
+        for exec in [
+            "  command:\n    entrypoint: python3\n    args: [\"scripts/x.py\"]\n",
+            "  command:\n    entrypoint: ./scripts/run\n",
+        ] {
+            let f = of(&root, &project(&root, exec));
+            let want = if exec.contains("x.py") {
+                "scripts/own.py"
+            } else {
+                "scripts/other.py"
+            };
+            assert!(f.files.contains(&root.join(want)), "{want}: {f:?}");
+        }
+        let f = of(
+            &root,
+            &project(
+                &root,
+                "  command:\n    entrypoint: python3\n    args: [\"scripts/x.py\"]\n",
+            ),
+        );
+        assert!(f.paths.contains(&root.join("scripts/json.py")), "{f:?}");
     }
 
     #[test]

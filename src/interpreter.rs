@@ -73,7 +73,12 @@ pub fn python_shebang(script: &Path) -> Option<Vec<String>> {
     let name = Path::new(interpreter).file_name()?.to_str()?;
     let python = |n: &str| n.starts_with("python") && !n.contains(char::is_whitespace);
     if python(name) {
-        return Some(std::iter::once(interpreter).chain(arg).map(String::from).collect());
+        return Some(
+            std::iter::once(interpreter)
+                .chain(arg)
+                .map(String::from)
+                .collect(),
+        );
     }
     match arg {
         Some(a) if name == "env" && python(a) => Some(vec![interpreter.into(), a.into()]),

@@ -14,6 +14,10 @@
 //! `exec`): those are covered only where a warm worker recorded them
 //! ([`crate::footprint`]).
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
 /// One imported name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Import {
@@ -163,6 +167,69 @@ pub fn of_source(text: &str) -> Vec<Import> {
     out
 }
 
+/// A larger file is not read for its imports.
+pub const MAX_BYTES: u64 = 1 << 20;
+
+/// What identifies a file's content without reading it: device, inode,
+/// size, mtime and ctime to the nanosecond.
+type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    m.is_file().then(|| {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        )
+    })
+}
+
+/// Files whose imports are remembered: at most this many.
+const CACHED_MAX: usize = 4096;
+
+/// The imports of the regular file `path` (at most [`MAX_BYTES`]; `None`
+/// when it is not one or cannot be read). A file's imports are
+/// remembered while its stamp is the one it was read under (the surface
+/// and a warm worker's key work them out at every call), and only when
+/// the stamp was the same before and after reading.
+pub fn of_file(path: &Path) -> Option<Arc<Vec<Import>>> {
+    type Cache = Mutex<HashMap<PathBuf, (Stamp, Arc<Vec<Import>>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let before = stamp(path)?;
+    if before.2 > MAX_BYTES {
+        return None;
+    }
+    if let Some((was, imports)) = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(path)
+    {
+        if *was == before {
+            return Some(imports.clone());
+        }
+    }
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return None;
+    }
+    let imports = Arc::new(of_source(&String::from_utf8_lossy(&bytes)));
+    if stamp(path) == Some(before) {
+        let mut known = cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= CACHED_MAX {
+            known.clear();
+        }
+        known.insert(path.to_path_buf(), (before, imports.clone()));
+    }
+    Some(imports)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -235,6 +302,18 @@ from star import *
             },
         ];
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_file_read_again_after_a_rewrite_gives_its_new_imports() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("m.py");
+        std::fs::write(&f, "import a\n").unwrap();
+        assert_eq!(*of_file(&f).unwrap(), vec![absolute("a")]);
+        assert_eq!(*of_file(&f).unwrap(), vec![absolute("a")], "cached");
+        std::fs::write(&f, "import b\n").unwrap();
+        assert_eq!(*of_file(&f).unwrap(), vec![absolute("b")]);
+        assert!(of_file(d.path()).is_none(), "a directory");
     }
 
     #[test]

@@ -37,7 +37,6 @@
 //! A Python a tool starts itself gets the variable only (its own script's
 //! directory is then not on `sys.path` at all).
 
-
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -252,7 +251,10 @@ mod tests {
         let env = script("e.py", "#!/usr/bin/env python3");
         let (a, py) = command(v(&[&env, "arg"]));
         assert!(py);
-        assert_eq!(tail(&a), ["/usr/bin/env", "python3", "-c", "s", &env, "arg"]);
+        assert_eq!(
+            tail(&a),
+            ["/usr/bin/env", "python3", "-c", "s", &env, "arg"]
+        );
         let direct = script("d.py", "#!/usr/bin/python3 -u");
         let (a, _) = command(v(&[&direct]));
         assert_eq!(tail(&a), ["/usr/bin/python3", "-u", "-c", "s", &direct]);
