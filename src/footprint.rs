@@ -34,9 +34,10 @@
 //!   `-m` module (searched in `cwd`), and followed from file to file:
 //!   for each imported name, every file it could be found under in the
 //!   directory Python searches (`N.py`, `N/__init__.py`, `N.pyc`,
-//!   `N.so`, `N.*.so`; the package directory when it is one), hashed
-//!   when it exists and kept as a path when not, so a planted `csv.py`
-//!   beside a module that imports `csv` voids its approval;
+//!   `N.so`, `N.*.so`; the package directory when it is one) that
+//!   exists, hashed; one that appears later is new to the fingerprint, so
+//!   a planted `csv.py` beside a module that imports `csv` voids its
+//!   approval;
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
 //!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
@@ -150,8 +151,8 @@ struct Builder<'a> {
     files: Vec<PathBuf>,
     paths: Vec<PathBuf>,
     missing: Vec<PathBuf>,
-    /// Directory listings already read (native extensions of imports).
-    listed: HashMap<PathBuf, Vec<PathBuf>>,
+    /// The entry names of directories already listed (for imports).
+    listed: HashMap<PathBuf, Vec<String>>,
 }
 
 impl Builder<'_> {
@@ -403,9 +404,10 @@ impl Builder<'_> {
     /// looked up in `search` (absolute imports) or in the importing
     /// file's package (relative ones). Every name it could be found under
     /// there counts ([`Builder::import_names`]): the files that exist are
-    /// hashed and followed, the others are kept as paths, so a module
-    /// planted under an imported name (`csv.py` beside a tool that imports
-    /// `csv`) voids the approval even where it could never run.
+    /// hashed and followed, and one that appears later is new to the
+    /// fingerprint, so a module planted under an imported name (`csv.py`
+    /// beside a tool that imports `csv`) voids the approval even where it
+    /// could never run.
     fn imports(&mut self, search: &[PathBuf], sources: Vec<PathBuf>) {
         let mut queue: VecDeque<PathBuf> = sources.into();
         let mut read: HashSet<PathBuf> = HashSet::new();
@@ -448,48 +450,54 @@ impl Builder<'_> {
         }
     }
 
-    /// Every name under which Python may import `name` from `dir`: the
-    /// module `name.py`, the package `name/__init__.py` (the directory
-    /// too, when it is one), sourceless `.pyc` and native extensions.
-    /// Unlike [`Builder::module_names`], a directory without
-    /// `__init__.py` is not kept (a data directory named like a standard
-    /// module, say `json/`, stays the project's). Returns the `.py` files
-    /// that exist, to be read in turn.
+    /// Every name under which Python may import `name` from `dir` that
+    /// exists: the module `name.py`, the package `name/__init__.py` (the
+    /// directory too, when it is one), sourceless `.pyc` and native
+    /// extensions (`name.so`, `name.*.so`). Names that do not exist are
+    /// not listed: one that appears later is a new entry of the
+    /// fingerprint, which voids the approval all the same, and a mount
+    /// needs something to cover. Unlike [`Builder::module_names`], a
+    /// directory without `__init__.py` is not kept (a data directory named
+    /// like a standard module, say `json/`, stays the project's). Returns
+    /// the `.py` files that exist, to be read in turn.
     fn import_names(&mut self, dir: &Path, name: &str) -> Vec<PathBuf> {
         if !self.inside(dir) {
             return Vec::new();
         }
+        // One listing per directory answers which names exist (a stat only
+        // for those that do): most imported names are the standard
+        // library's, absent from the project.
+        let prefix = format!("{name}.");
+        let present: Vec<String> = self
+            .listed
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| names_in(dir))
+            .iter()
+            .filter(|f| *f == name || f.starts_with(&prefix))
+            .cloned()
+            .collect();
+        let has = |f: &str| present.iter().any(|p| p == f);
         let package = dir.join(name);
         let init = package.join("__init__.py");
         let module = dir.join(format!("{name}.py"));
-        if init.is_file() {
-            self.path(&package);
+        for f in present.iter().filter(|f| {
+            **f == format!("{name}.py") || **f == format!("{name}.pyc") || f.ends_with(".so")
+        }) {
+            self.file(&dir.join(f));
         }
-        for p in [
-            &module,
-            &init,
-            &dir.join(format!("{name}.pyc")),
-            &dir.join(format!("{name}.so")),
-            &package.join("__init__.pyc"),
-        ] {
-            self.file(p);
-        }
-        let listing = self
-            .listed
-            .entry(dir.to_path_buf())
-            .or_insert_with(|| list(dir))
-            .clone();
-        let prefix = format!("{name}.");
-        for entry in listing {
-            if entry
-                .file_name()
-                .and_then(|f| f.to_str())
-                .is_some_and(|f| f.starts_with(&prefix) && f.ends_with(".so"))
-            {
-                self.file(&entry);
+        let mut found = Vec::new();
+        if has(name) {
+            self.file(&init);
+            self.file(&package.join("__init__.pyc"));
+            if init.is_file() {
+                self.path(&package);
+                found.push(init);
             }
         }
-        [module, init].into_iter().filter(|p| p.is_file()).collect()
+        if has(&format!("{name}.py")) && module.is_file() {
+            found.push(module);
+        }
+        found
     }
 
     /// A venv's start-up: `pyvenv.cfg`, its `bin/python*` links, and the
@@ -636,6 +644,17 @@ fn shebang(path: &Path) -> Option<String> {
     let line = line.split(|&b| b == b'\n').next()?;
     let text = std::str::from_utf8(line).ok()?;
     text.split_whitespace().next().map(String::from)
+}
+
+/// The entry names of `dir` that are UTF-8 (a module name always is;
+/// none when it is not a readable directory).
+fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The entries of `dir` (none when it is not a readable directory).
@@ -844,18 +863,18 @@ mod tests {
         ] {
             assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
         }
-        // Names that would shadow an import are kept (absent), so one
-        // appearing voids the approval; a plain data directory named like
-        // a standard module is not the tool's code.
-        for p in [
-            "lib/csv.py",
-            "lib/json.py",
-            "lib/csv/__init__.py",
-            "lib/pkg",
-        ] {
-            assert!(f.paths.contains(&root.join(p)), "{p}: {f:?}");
-        }
+        assert!(f.paths.contains(&root.join("lib/pkg")), "{f:?}");
+        // A plain data directory named like a standard module is not the
+        // tool's code; a module planted under an imported name is, and is
+        // new to the footprint (which voids an approval).
         assert!(!f.paths.contains(&root.join("lib/json")), "{f:?}");
+        assert!(!f.paths.contains(&root.join("lib/csv.py")), "{f:?}");
+        fs::write(root.join("lib/csv.py"), "").unwrap();
+        fs::write(root.join("lib/csv.cpython-311-x86_64-linux-gnu.so"), "").unwrap();
+        let planted = of(&root, &tool);
+        for p in ["lib/csv.py", "lib/csv.cpython-311-x86_64-linux-gnu.so"] {
+            assert!(planted.files.contains(&root.join(p)), "{p}: {planted:?}");
+        }
         // A python command's script and a `#!` python script: from their
         // own directory.
         fs::create_dir_all(root.join("scripts")).unwrap();
@@ -879,14 +898,6 @@ mod tests {
             };
             assert!(f.files.contains(&root.join(want)), "{want}: {f:?}");
         }
-        let f = of(
-            &root,
-            &project(
-                &root,
-                "  command:\n    entrypoint: python3\n    args: [\"scripts/x.py\"]\n",
-            ),
-        );
-        assert!(f.paths.contains(&root.join("scripts/json.py")), "{f:?}");
     }
 
     #[test]
