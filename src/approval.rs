@@ -8,8 +8,10 @@
 //! shadow them (absent, a directory, a link), the venv's interpreter with
 //! its links resolved, and where each granted path (`fs.read`,
 //! `fs.write`, `cwd`, `venv`) resolves to. Any change voids the approval,
-//! and [`Store::status`] names what changed. A file the code merely opens
-//! or imports on its own is data and is not covered. Records live in
+//! and [`Store::status`] names what changed. The project modules python
+//! code imports are covered as [`crate::footprint`] finds them (import
+//! statements, and what warm workers were seen loading); a file the code
+//! merely opens on its own is data and is not covered. Records live in
 //! glovebox's state directory (see [`crate::state`]), in
 //! `approvals/<project key>.json`, out of every jail's reach.
 

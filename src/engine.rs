@@ -723,7 +723,9 @@ impl Engine {
         let argv = command::argv(root, exec, bindings).map_err(|e| template_failure(name, &e))?;
         let stdout = &exec.stdout;
         let allowed = exec.exit_codes_ok.clone();
-        job.execute(job.spec(argv, cwd), &program, |r, redact| match r.status {
+        let mut spec = job.spec(argv, cwd);
+        run::safepath::apply(&mut spec, false);
+        job.execute(spec, &program, |r, redact| match r.status {
             jail::Status::Exited(c) if allowed.contains(&c) => {
                 run::select::read(name, &r.stdout, stdout, redact)
             }
@@ -759,6 +761,7 @@ impl Engine {
         let cwd = self.cwd(job, &exec.dir)?;
         let argv = exec.command.iter().map(Into::into).collect();
         let mut spec = job.spec(argv, cwd);
+        run::safepath::apply(&mut spec, false);
         spec.stdin = Stdin::Bytes(stdin);
         job.execute(spec, &program, |r, redact| {
             run::agentcli::read(name, r, redact)
@@ -793,6 +796,7 @@ impl Engine {
         let chain = python::resolve_module(&cwd, &exec.module)
             .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
         let mut spec = job.spec(interpreter.argv(), cwd.clone());
+        run::safepath::apply(&mut spec, true);
         spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
         let warm = self.warm_plan(name, exec, &spec, &cwd, chain.as_deref());
         let returns = exec.returns;
@@ -829,7 +833,13 @@ impl Engine {
         let fingerprint = crate::approval::fingerprint_by_stamp(&self.project.root, tool).ok()?;
         let watch = crate::footprint::of(&self.project.root, tool).files;
         let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
-        let plan = run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?;
+        let seen = run::warm::Seen {
+            root: self.project.root.clone(),
+            tool: name.to_string(),
+            venv: exec.venv.as_ref().map(|v| resolve(&self.project.root, v)),
+        };
+        let plan =
+            run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?.recording(seen);
         Some((pool, plan))
     }
 }

@@ -27,6 +27,17 @@
 //!   directory given as the script; for a `node…` entrypoint, a directory
 //!   given as the script: its `package.json`, the `main` it names and its
 //!   `index.*` files;
+//! - the project-local modules python code imports, read statically
+//!   ([`crate::pyimports`]) from the python tool's module chain, a
+//!   `python…` command's script or a script whose `#!` line runs a Python
+//!   (searched in the script's directory) or
+//!   `-m` module (searched in `cwd`), and followed from file to file:
+//!   for each imported name, every file it could be found under in the
+//!   directory Python searches (`N.py`, `N/__init__.py`, `N.pyc`,
+//!   `N.so`, `N.*.so`; the package directory when it is one) that
+//!   exists, hashed; one that appears later is new to the fingerprint, so
+//!   a planted `csv.py` beside a module that imports `csv` voids its
+//!   approval;
 //! - `python`: for module `a.b.c` imported from `cwd`: the package chain
 //!   `a/__init__.py`, `a/b/__init__.py` and, for every level, the module
 //!   file `N.py`, the package `N/` with `N/__init__.py`, sourceless `N.pyc`
@@ -49,12 +60,16 @@
 //! a python tool's module): no mount can cover a missing name, so a call
 //! that creates one is undone instead ([`crate::surface::absent`]).
 //!
-//! What is *not* covered: files the code itself opens or imports (a
-//! module's own imports of other project files, data, configuration) —
-//! those are data, like any file the tool reads; paths outside the root
+//! What is *not* covered: files the code itself opens (data,
+//! configuration) — those are data, like any file the tool reads;
+//! modules imported under a computed name (`importlib.import_module(x)`,
+//! `__import__`), which the static reader cannot see (a python tool's
+//! recorded imports cover those it was seen loading, see
+//! [`crate::imports_seen`]); paths outside the root
 //! (system interpreters, PATH programs), which no tool can write; and
 //! anything an argument template names only after expansion.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use crate::manifest::discover::{normalize, resolve};
@@ -87,6 +102,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         files: Vec::new(),
         paths: Vec::new(),
         missing: Vec::new(),
+        listed: HashMap::new(),
     };
     if tool.origin != Origin::Builtin {
         b.file(&tool.file);
@@ -114,7 +130,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
                 b.interpreted(&dir, first, rest);
             }
         }
-        Exec::Python(p) => b.python(p),
+        Exec::Python(p) => b.python(&tool.name, p),
         Exec::Http(_) => {}
     }
     b.files.sort();
@@ -135,6 +151,8 @@ struct Builder<'a> {
     files: Vec<PathBuf>,
     paths: Vec<PathBuf>,
     missing: Vec<PathBuf>,
+    /// The entry names of directories already listed (for imports).
+    listed: HashMap<PathBuf, Vec<String>>,
 }
 
 impl Builder<'_> {
@@ -175,6 +193,12 @@ impl Builder<'_> {
         self.missing(p);
         if depth == 0 || !self.inside(p) {
             return;
+        }
+        if p.is_file() && crate::interpreter::python_shebang(p).is_some() {
+            // A Python script: what it imports from its own directory.
+            let real = std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+            let dir = real.parent().unwrap_or(cwd).to_path_buf();
+            self.imports(&[dir], vec![real]);
         }
         let Some(interpreter) = shebang(p) else {
             return;
@@ -240,19 +264,31 @@ impl Builder<'_> {
                 };
                 self.venv(&venv, module);
             }
+            let before = self.files.len();
             match target {
                 Some(PythonTarget::Module(m)) if literal(m) => {
                     self.module(cwd.to_path_buf(), m);
                     // `-m pkg` runs `pkg/__main__.py`.
                     let package = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
                     self.module_names(&package, "__main__");
+                    // What it imports from `cwd` (searched after the
+                    // standard library: see `crate::run::safepath`).
+                    let sources = self.sources_since(before);
+                    self.imports(&[cwd.to_path_buf()], sources);
                 }
                 Some(PythonTarget::Script(s)) if literal(s) => {
-                    for base in [cwd, self.root] {
-                        let dir = resolve(base, s);
-                        if dir.is_dir() {
-                            self.module_names(&dir, "__main__");
-                        }
+                    let script = resolve(cwd, s);
+                    if script.is_dir() {
+                        self.module_names(&script, "__main__");
+                        let sources = self.sources_since(before);
+                        self.imports(std::slice::from_ref(&script), sources);
+                    } else if script.is_file() {
+                        // What it imports from its own directory (searched
+                        // after the standard library, links resolved as
+                        // Python resolves them).
+                        let real = std::fs::canonicalize(&script).unwrap_or(script.clone());
+                        let dir = real.parent().unwrap_or(cwd).to_path_buf();
+                        self.imports(&[dir], vec![real]);
                     }
                 }
                 _ => {}
@@ -322,19 +358,146 @@ impl Builder<'_> {
         }
     }
 
-    fn python(&mut self, p: &PythonExec) {
+    fn python(&mut self, name: &str, p: &PythonExec) {
         let cwd = resolve(self.root, &p.cwd);
         let before = self.files.len();
         self.module(cwd.clone(), &p.module);
         // No file of the module exists yet: the module file its name
         // gives is code whoever writes it first would decide.
-        let file = p.module.split('.').fold(cwd, |d, part| d.join(part));
+        let file = p
+            .module
+            .split('.')
+            .fold(cwd.clone(), |d, part| d.join(part));
         if self.files.len() == before && !file.exists() {
             self.missing(&file.with_extension("py"));
         }
+        // What the module chain imports from the tool's directory (the
+        // shim searches it last, after the standard library and the
+        // venv), and what its warm workers were seen importing (outside
+        // its venv, which is protected whole).
+        let mut sources = self.sources_since(before);
+        let venv = p.venv.as_ref().map(|v| resolve(self.root, v));
+        for seen in crate::imports_seen::of(self.root, name) {
+            if venv.as_ref().is_none_or(|v| !seen.starts_with(v)) {
+                self.file(&seen);
+                sources.push(seen);
+            }
+        }
+        self.imports(std::slice::from_ref(&cwd), sources);
         if let Some(venv) = &p.venv {
             self.venv(&resolve(self.root, venv), Some(&p.module));
         }
+    }
+
+    /// The `.py` files added to `files` since there were `before` of them.
+    fn sources_since(&self, before: usize) -> Vec<PathBuf> {
+        self.files[before..]
+            .iter()
+            .filter(|f| f.extension().is_some_and(|x| x == "py"))
+            .cloned()
+            .collect()
+    }
+
+    /// The project-local modules `sources` import, followed from file to
+    /// file (at most [`SCAN_FILES`] files read, each up to
+    /// [`crate::pyimports::MAX_BYTES`]): each import statement ([`crate::pyimports`]) is
+    /// looked up in `search` (absolute imports) or in the importing
+    /// file's package (relative ones). Every name it could be found under
+    /// there counts ([`Builder::import_names`]): the files that exist are
+    /// hashed and followed, and one that appears later is new to the
+    /// fingerprint, so a module planted under an imported name (`csv.py`
+    /// beside a tool that imports `csv`) voids the approval even where it
+    /// could never run.
+    fn imports(&mut self, search: &[PathBuf], sources: Vec<PathBuf>) {
+        let mut queue: VecDeque<PathBuf> = sources.into();
+        let mut read: HashSet<PathBuf> = HashSet::new();
+        while let Some(file) = queue.pop_front() {
+            if read.len() >= SCAN_FILES || !self.inside(&file) || read.contains(&file) {
+                continue;
+            }
+            read.insert(file.clone());
+            let Some(imports) = crate::pyimports::of_file(&file) else {
+                continue;
+            };
+            let package = file.parent().unwrap_or(self.root).to_path_buf();
+            for imp in imports.iter() {
+                let bases: Vec<PathBuf> = if imp.level == 0 {
+                    search.to_vec()
+                } else {
+                    package
+                        .ancestors()
+                        .nth(imp.level - 1)
+                        .map(Path::to_path_buf)
+                        .into_iter()
+                        .collect()
+                };
+                for base in bases {
+                    let mut dir = base;
+                    let mut found = Vec::new();
+                    for part in imp.module.split('.').filter(|p| !p.is_empty()) {
+                        found.extend(self.import_names(&dir, part));
+                        dir = dir.join(part);
+                    }
+                    // `from M import x`: x may be a submodule of M.
+                    if dir.is_dir() {
+                        for name in &imp.names {
+                            found.extend(self.import_names(&dir, name));
+                        }
+                    }
+                    queue.extend(found);
+                }
+            }
+        }
+    }
+
+    /// Every name under which Python may import `name` from `dir` that
+    /// exists: the module `name.py`, the package `name/__init__.py` (the
+    /// directory too, when it is one), sourceless `.pyc` and native
+    /// extensions (`name.so`, `name.*.so`). Names that do not exist are
+    /// not listed: one that appears later is a new entry of the
+    /// fingerprint, which voids the approval all the same, and a mount
+    /// needs something to cover. Unlike [`Builder::module_names`], a
+    /// directory without `__init__.py` is not kept (a data directory named
+    /// like a standard module, say `json/`, stays the project's). Returns
+    /// the `.py` files that exist, to be read in turn.
+    fn import_names(&mut self, dir: &Path, name: &str) -> Vec<PathBuf> {
+        if !self.inside(dir) {
+            return Vec::new();
+        }
+        // One listing per directory answers which names exist (a stat only
+        // for those that do): most imported names are the standard
+        // library's, absent from the project.
+        let prefix = format!("{name}.");
+        let present: Vec<String> = self
+            .listed
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| names_in(dir))
+            .iter()
+            .filter(|f| *f == name || f.starts_with(&prefix))
+            .cloned()
+            .collect();
+        let has = |f: &str| present.iter().any(|p| p == f);
+        let package = dir.join(name);
+        let init = package.join("__init__.py");
+        let module = dir.join(format!("{name}.py"));
+        for f in present.iter().filter(|f| {
+            **f == format!("{name}.py") || **f == format!("{name}.pyc") || f.ends_with(".so")
+        }) {
+            self.file(&dir.join(f));
+        }
+        let mut found = Vec::new();
+        if has(name) {
+            self.file(&init);
+            self.file(&package.join("__init__.pyc"));
+            if init.is_file() {
+                self.path(&package);
+                found.push(init);
+            }
+        }
+        if has(&format!("{name}.py")) && module.is_file() {
+            found.push(module);
+        }
+        found
     }
 
     /// A venv's start-up: `pyvenv.cfg`, its `bin/python*` links, and the
@@ -414,6 +577,9 @@ fn pth_directories(site: &Path, pth: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// How many files the import scan of one tool reads, at most.
+const SCAN_FILES: usize = 256;
+
 /// What a Python command line runs besides its options.
 #[derive(Clone, Copy)]
 enum PythonTarget<'a> {
@@ -478,6 +644,17 @@ fn shebang(path: &Path) -> Option<String> {
     let line = line.split(|&b| b == b'\n').next()?;
     let text = std::str::from_utf8(line).ok()?;
     text.split_whitespace().next().map(String::from)
+}
+
+/// The entry names of `dir` that are UTF-8 (a module name always is;
+/// none when it is not a readable directory).
+fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The entries of `dir` (none when it is not a readable directory).
@@ -652,6 +829,74 @@ mod tests {
         }
         for p in ["pkg/mod", "pkg/mod/__init__.py", "pkg.py", "pkg/mod.pyc"] {
             assert!(f.paths.contains(&root.join(p)), "{p}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn what_python_code_imports_from_the_project_is_covered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = fs::canonicalize(tmp.path()).unwrap();
+        fs::create_dir_all(root.join("lib/pkg")).unwrap();
+        fs::create_dir_all(root.join("lib/json")).unwrap();
+        fs::write(
+            root.join("lib/main.py"),
+            "import csv, helper\nfrom pkg import sub\n\ndef f():\n    import json\n",
+        )
+        .unwrap();
+        fs::write(root.join("lib/helper.py"), "from deep import x\n").unwrap();
+        fs::write(root.join("lib/deep.py"), "x = 1\n").unwrap();
+        fs::write(root.join("lib/pkg/__init__.py"), "from . import rel\n").unwrap();
+        fs::write(root.join("lib/pkg/sub.py"), "").unwrap();
+        fs::write(root.join("lib/pkg/rel.py"), "").unwrap();
+        let tool = project(
+            &root,
+            "  python:\n    module: main\n    function: f\n    cwd: lib\n",
+        );
+        let f = of(&root, &tool);
+        for p in [
+            "lib/main.py",
+            "lib/helper.py",
+            "lib/deep.py",
+            "lib/pkg/__init__.py",
+            "lib/pkg/sub.py",
+            "lib/pkg/rel.py",
+        ] {
+            assert!(f.files.contains(&root.join(p)), "{p}: {f:?}");
+        }
+        assert!(f.paths.contains(&root.join("lib/pkg")), "{f:?}");
+        // A plain data directory named like a standard module is not the
+        // tool's code; a module planted under an imported name is, and is
+        // new to the footprint (which voids an approval).
+        assert!(!f.paths.contains(&root.join("lib/json")), "{f:?}");
+        assert!(!f.paths.contains(&root.join("lib/csv.py")), "{f:?}");
+        fs::write(root.join("lib/csv.py"), "").unwrap();
+        fs::write(root.join("lib/csv.cpython-311-x86_64-linux-gnu.so"), "").unwrap();
+        let planted = of(&root, &tool);
+        for p in ["lib/csv.py", "lib/csv.cpython-311-x86_64-linux-gnu.so"] {
+            assert!(planted.files.contains(&root.join(p)), "{p}: {planted:?}");
+        }
+        // A python command's script and a `#!` python script: from their
+        // own directory.
+        fs::create_dir_all(root.join("scripts")).unwrap();
+        fs::write(root.join("scripts/x.py"), "import json, own\n").unwrap();
+        fs::write(root.join("scripts/own.py"), "").unwrap();
+        fs::write(
+            root.join("scripts/run"),
+            "#!/usr/bin/env python3\nimport other\n",
+        )
+        .unwrap();
+        fs::write(root.join("scripts/other.py"), "").unwrap();
+        for exec in [
+            "  command:\n    entrypoint: python3\n    args: [\"scripts/x.py\"]\n",
+            "  command:\n    entrypoint: ./scripts/run\n",
+        ] {
+            let f = of(&root, &project(&root, exec));
+            let want = if exec.contains("x.py") {
+                "scripts/own.py"
+            } else {
+                "scripts/other.py"
+            };
+            assert!(f.files.contains(&root.join(want)), "{want}: {f:?}");
         }
     }
 

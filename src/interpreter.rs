@@ -54,6 +54,38 @@ pub struct Interpreter {
     pub grant: Vec<PathBuf>,
 }
 
+/// The interpreter prefix of a script whose `#!` line runs a Python:
+/// `#!/usr/bin/python3 [ARG]` → `["/usr/bin/python3", ARG]`, `#!/usr/bin/env
+/// python3` → `["/usr/bin/env", "python3"]` (the kernel passes everything
+/// after the interpreter as one argument). `None` for anything else (not
+/// a Python, `env -S …`, an unreadable file).
+pub fn python_shebang(script: &Path) -> Option<Vec<String>> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let text = std::str::from_utf8(line).ok()?.trim();
+    let (interpreter, arg) = match text.split_once([' ', '\t']) {
+        Some((i, a)) => (i, Some(a.trim()).filter(|a| !a.is_empty())),
+        None => (text, None),
+    };
+    let name = Path::new(interpreter).file_name()?.to_str()?;
+    let python = |n: &str| n.starts_with("python") && !n.contains(char::is_whitespace);
+    if python(name) {
+        return Some(
+            std::iter::once(interpreter)
+                .chain(arg)
+                .map(String::from)
+                .collect(),
+        );
+    }
+    match arg {
+        Some(a) if name == "env" && python(a) => Some(vec![interpreter.into(), a.into()]),
+        _ => None,
+    }
+}
+
 /// The installation prefix of an interpreter binary: `/x/bin/python3.11`
 /// → `/x` (links resolved).
 fn prefix_of(binary: &Path) -> Option<PathBuf> {

@@ -551,7 +551,8 @@ fn editing_the_module_voids_the_worker() {
         json!("approval_required"),
         "{refused}"
     );
-    // A module it imports (not part of the approval) changes: new code too.
+    // A module it imports changes (part of the approval too: `guarded`
+    // stays refused): new code in the next call.
     std::thread::sleep(Duration::from_millis(20));
     f.file("helper.py", "def extra():\n    return 'h2'\n");
     assert_eq!(
@@ -781,4 +782,147 @@ fn a_shared_mapping_made_at_import_carries_nothing_to_the_next_call() {
     // The control ran warm where workers can: one import for three calls.
     let want = if warm_here() { 1 } else { 3 };
     assert_eq!(imports(&f, "private"), want, "the private module");
+}
+
+/// Issue 29, part 3: a python tool importing its own helper beside its
+/// module works warm and cold alike, and a standard name planted beside
+/// it (`csv.py`, which plain Python would take) runs in neither: the
+/// shim searches the tool's directory after the standard library.
+#[test]
+fn own_helpers_import_and_a_planted_standard_name_never_runs_warm_or_cold() {
+    require_jail!();
+    let f = fixture();
+    f.file("helper_mod.py", "def shout(s):\n    return s.upper()\n");
+    module(
+        &f,
+        "uses_helper",
+        "import csv, io\nfrom helper_mod import shout\ndef run():\n    b = io.StringIO()\n    csv.writer(b).writerow(['x', 'y'])\n    return {'helper': shout('ok'), 'csv': b.getvalue().strip()}\n",
+    );
+    twins(&f, "helped", "uses_helper", "run", json!({}));
+    let marker = f.root.join("out/PLANTED-RAN");
+    f.file(
+        "csv.py",
+        &format!("import os\nopen(os.environ.get('PLANT_MARKER', {marker:?}), 'w').write('x')\nprint('CANARY')\n"),
+    );
+    // The probe: plain Python with the module's directory first takes it.
+    let probe_marker = f.base.join("probe-marker");
+    let plain = Command::new("python3")
+        .args(["-c", "import sys; sys.path.insert(0, '.'); import csv"])
+        .current_dir(&f.root)
+        .env("PLANT_MARKER", &probe_marker)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&plain.stdout).contains("CANARY") && probe_marker.exists(),
+        "the planted csv.py is not one Python would take: {plain:?}"
+    );
+    let mut mcp = Mcp::start(&f.root, &[]);
+    for name in ["helped", "helped_cold"] {
+        for _ in 0..2 {
+            let r = mcp.call(name, json!({}));
+            assert_eq!(r, json!({"ok": {"helper": "OK", "csv": "x,y"}}), "{name}");
+        }
+    }
+    drop(mcp);
+    assert!(!marker.exists(), "the planted csv.py ran");
+    // One import for the warm worker (two when it cannot run here, every
+    // call cold) and one per cold call.
+    let want = if warm_here() { 3 } else { 4 };
+    assert_eq!(imports(&f, "uses_helper"), want);
+}
+
+/// A module imported at import time under a computed name
+/// (`importlib.import_module`), which no static reading sees, is
+/// recorded by the warm worker that loaded it: from then on it is part of
+/// what the tool runs. An approval given before it was seen no longer
+/// covers the tool (approve again); once approved, a second tool cannot
+/// rewrite it, and an edit voids the approval.
+#[test]
+fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
+    require_jail!();
+    let f = fixture();
+    let state = f.base.join("state");
+    let state_env = state.to_str().unwrap().to_string();
+    f.file("plugged.py", "V = 'p1'\n");
+    module(
+        &f,
+        "dyn",
+        "import importlib\nplugin = importlib.import_module('plug' + 'ged')\ndef run():\n    return {'v': plugin.V}\n",
+    );
+    let mut m = python_tool(
+        "dyn",
+        json!({"type": "object"}),
+        json!({"module": "dyn", "function": "run"}),
+        json!({"network": false, "fs": {"read": ["."], "write": ["out"]}, "secrets": {}}),
+    );
+    m["approval"] = json!({"required": true, "reason": "test"});
+    m["outputs"] = json!({"format": "json"});
+    f.tool(&m);
+    f.tool(&command_tool(
+        "writer",
+        json!({"type": "object", "properties": {"script": {"type": "string"}}}),
+        json!({"entrypoint": "sh", "args": ["-c", "${script}"], "cwd": "."}),
+        json!({"network": false, "fs": {"read": ["."], "write": ["."]}}),
+    ));
+    let approve = || {
+        let out = Command::new(bin())
+            .arg("--root")
+            .arg(&f.root)
+            .args(["approve", "dyn", "--yes"])
+            .env("GLOVEBOX_STATE_DIR", &state)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    approve();
+    let mut mcp = Mcp::start(&f.root, &[("GLOVEBOX_STATE_DIR", &state_env)]);
+    let ok = json!({"ok": {"v": "p1"}});
+    assert_eq!(mcp.call("dyn", json!({})), ok);
+    if !warm_here() {
+        // No warm worker here: nothing is recorded, and the approval
+        // (covering what the files say) holds.
+        eprintln!("warm workers cannot run here: only the cold half of this test ran");
+        assert_eq!(mcp.call("dyn", json!({})), ok);
+        return;
+    }
+    let refused = mcp.call("dyn", json!({}));
+    assert_eq!(
+        refused["error"]["kind"],
+        json!("approval_required"),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("plugged.py"), "{refused}");
+    approve();
+    assert_eq!(mcp.call("dyn", json!({})), ok);
+    // A second tool cannot rewrite it.
+    let w = mcp.call(
+        "writer",
+        json!({"script": "echo proof > out/proof; echo \"V = 'evil'\" > plugged.py; true"}),
+    );
+    assert!(w.get("ok").is_some(), "{w}");
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("out/proof")).unwrap(),
+        "proof\n",
+        "the writer did not run: {w}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("plugged.py")).unwrap(),
+        "V = 'p1'\n"
+    );
+    assert_eq!(mcp.call("dyn", json!({})), ok);
+    // Edited by a person: the approval is void.
+    std::thread::sleep(Duration::from_millis(20));
+    f.file("plugged.py", "V = 'p2'\n");
+    let refused = mcp.call("dyn", json!({}));
+    assert_eq!(
+        refused["error"]["kind"],
+        json!("approval_required"),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("plugged.py changed"),
+        "{refused}"
+    );
+    drop(mcp);
 }

@@ -64,6 +64,7 @@ const CASES: &[(&str, &str, usize, i32)] = &[
     ("unused-input", "forgetful", 11, 0),
     ("write-on-control-surface", "selfedit", 20, 0),
     ("database-file-grant", "ledger", 20, 0),
+    ("node-modules-writable", "webhook", 1, 0),
 ];
 
 /// Rules about Glee v1 files: (fixture = rule id, file, tool, line,

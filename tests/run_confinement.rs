@@ -221,7 +221,9 @@ fn env_keys(text: &str) -> Vec<String> {
         .collect()
 }
 
-const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "TMPDIR", "LANG", "TZ"];
+/// The base environment, and `PYTHONSAFEPATH` (glovebox's own, for
+/// python: safe import paths).
+const ALLOWED_ENV: &[&str] = &["PATH", "HOME", "TMPDIR", "LANG", "TZ", "PYTHONSAFEPATH"];
 
 #[test]
 fn undeclared_secret_is_not_in_the_environment() {

@@ -157,6 +157,10 @@ rules! {
     /// Two tools of the same name (a v1 file and a v2 directory, or two
     /// v1 files); neither runs until one is removed or renamed.
     DuplicateTool = "duplicate-tool", Error;
+    /// A node tool's `node_modules` lookup (from its script's directory up
+    /// to the root) lies under a write grant of a tool of the project: a
+    /// package planted there runs as the node tool.
+    NodeModulesWritable = "node-modules-writable", Warning;
 }
 
 impl fmt::Display for Rule {

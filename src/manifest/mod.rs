@@ -41,6 +41,7 @@ pub mod discover;
 pub mod lint;
 pub mod model;
 pub mod name;
+pub mod node_modules;
 pub mod placeholder;
 pub mod project;
 pub mod schema;

@@ -283,6 +283,7 @@ impl Project {
             }
             tools.sort_by(|a, b| a.name.cmp(&b.name));
         }
+        diagnostics.extend(super::node_modules::check(&root, &tools));
         // Stable: each file's findings stay in line order.
         diagnostics.sort_by(|a, b| a.file.cmp(&b.file));
         tools.sort_by(|a, b| a.name.cmp(&b.name));

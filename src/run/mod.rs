@@ -14,6 +14,7 @@ pub mod egress;
 pub mod http;
 pub mod outcome;
 pub mod python;
+pub mod safepath;
 pub mod secrets;
 pub mod select;
 pub mod warm;

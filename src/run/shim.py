@@ -13,11 +13,12 @@ import json
 import os
 import sys
 
-# The shim imports what it needs before the tool's directory goes first on
-# sys.path (and `traceback`, only needed on failure, with that directory
-# off it): a project file named like a standard module (importlib.py,
-# traceback.py) can shadow it for the tool's own imports only, never for
-# the shim.
+# Safe paths: the interpreter runs isolated (`-I`: neither the script's
+# directory nor the working directory is on sys.path), and the tool's
+# directory is *appended* to sys.path, after the standard library and
+# site-packages: the tool's own helper modules import from it, but a
+# project file named like a standard or installed module (csv.py,
+# json.py, traceback.py) never shadows it, for the tool or the shim.
 
 
 class SourceOnly(importlib.machinery.SourceFileLoader):
@@ -89,7 +90,9 @@ def load(request):
 
 
 def prepare(request):
-    sys.path.insert(0, request["cwd"])
+    # Last: only for names the standard library and site-packages do not
+    # have (the tool's own modules).
+    sys.path.append(request["cwd"])
     sys.argv = [request["module"]]
     # Never read compiled files from the project's __pycache__ (a write
     # grant could plant one whose header matches the source): the tool's
@@ -166,8 +169,7 @@ def cold():
 
 def warm():
     # Everything the zygote will ever import, before the tool's directory
-    # goes first on sys.path: a module a call plants there (through a write
-    # grant) can never run in the zygote.
+    # is on sys.path at all (it goes last, see `prepare`).
     import ctypes
     import gc
     import select

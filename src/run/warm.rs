@@ -185,6 +185,20 @@ pub struct Plan {
     watch: Vec<PathBuf>,
     /// The module the zygote imports (for messages).
     module: String,
+    seen: Option<Seen>,
+}
+
+/// Where a worker records the project modules its zygote loaded
+/// ([`crate::imports_seen`]): the project root, the tool, and its venv
+/// (not recorded: protected whole).
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// The project root.
+    pub root: PathBuf,
+    /// The tool's name.
+    pub tool: String,
+    /// The tool's venv, if any.
+    pub venv: Option<PathBuf>,
 }
 
 impl Plan {
@@ -223,7 +237,14 @@ impl Plan {
             init,
             watch,
             module,
+            seen: None,
         })
+    }
+
+    /// This plan, recording what its workers load under `seen`.
+    pub fn recording(mut self, seen: Seen) -> Plan {
+        self.seen = Some(seen);
+        self
     }
 }
 
@@ -458,6 +479,13 @@ impl Worker {
         };
         ours.set_read_timeout(None)
             .map_err(io("configuring its channel"))?;
+        if let Some(seen) = &plan.seen {
+            let paths: Vec<PathBuf> = loaded.iter().map(PathBuf::from).collect();
+            // Best effort: a record that cannot be written leaves the tool
+            // covered by what its files say (crate::pyimports).
+            let _ =
+                crate::imports_seen::record(&seen.root, &seen.tool, &paths, seen.venv.as_deref());
+        }
         let mut files = watched;
         for f in loaded {
             let p = PathBuf::from(f);
