@@ -102,11 +102,11 @@ fn enter_network(p: &Prepared) -> SysResult<()> {
 /// `/proc` for its PID namespace.
 fn build_root(p: &Prepared) -> SysResult<()> {
     if let Some(plan) = &p.tree {
-        return enter_tree(plan);
+        return enter_tree(plan, p.mask_proc);
     }
     if p.private_proc {
         sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-        return mount_proc(PROC);
+        return mount_proc(PROC, p.mask_proc);
     }
     Ok(())
 }
@@ -270,10 +270,12 @@ fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
 }
 
 /// Mounts a fresh `/proc` (for the child's PID namespace) at `at` (which
-/// must be `/proc` in the child's root), then hides what container
-/// runtimes hide ([`super::tree::PROC_MASKED`], `PROC_HIDDEN_DIRS`,
-/// `PROC_READ_ONLY`). Names the running kernel lacks are skipped.
-fn mount_proc(at: &CStr) -> sys::SysResult<()> {
+/// must be `/proc` in the child's root); with `mask` (a jail whose user is
+/// root: the files are root-only or show root-only values, which no other
+/// user's jail can read anyway) also hides what container runtimes hide
+/// ([`super::tree::PROC_MASKED`], `PROC_HIDDEN_DIRS`, `PROC_READ_ONLY`).
+/// Names the running kernel lacks are skipped.
+fn mount_proc(at: &CStr, mask: bool) -> sys::SysResult<()> {
     let skip_missing = |r: sys::SysResult<()>| match r {
         Err(libc::ENOENT) => Ok(()),
         other => other,
@@ -285,6 +287,9 @@ fn mount_proc(at: &CStr) -> sys::SysResult<()> {
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
     )?;
+    if !mask {
+        return Ok(());
+    }
     for f in super::tree::PROC_MASKED {
         skip_missing(sys::mount(Some(DEV_NULL), f, None, libc::MS_BIND, None))?;
     }
@@ -308,7 +313,7 @@ fn mount_proc(at: &CStr) -> sys::SysResult<()> {
 
 /// Builds the jail's root from `plan` and enters it (see [`super::tree`]
 /// for the sequence). Child side: single system calls on prepared strings.
-fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
+fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
     sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     sys::mount(
         Some(TMPFS),
@@ -330,9 +335,13 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
             Op::Mkdir(p) => sys::mkdir(p)?,
             Op::Touch(p) => sys::touch(p)?,
             Op::Symlink { target, at } => sys::symlink(target, at)?,
-            Op::Bind { src, dst, dev, ino } => {
-                sys::bind_checked(src, dst, *dev, *ino, true, stage_dev)?
-            }
+            Op::Bind {
+                src,
+                dst,
+                dev,
+                ino,
+                check_dst,
+            } => sys::bind_checked(src, dst, *dev, *ino, true, check_dst.then_some(stage_dev))?,
             Op::ReadOnly(p) => sys::make_read_only(p)?,
             Op::Tmpfs { at, options } => sys::mount(
                 Some(TMPFS),
@@ -342,13 +351,17 @@ fn enter_tree(plan: &TreePlan) -> sys::SysResult<()> {
                 Some(options),
             )?,
             Op::File { path, contents } => sys::create_file(path, contents)?,
-            Op::BindLink { src, dst, dev, ino } => {
-                sys::bind_checked(src, dst, *dev, *ino, false, stage_dev)?
-            }
+            Op::BindLink {
+                src,
+                dst,
+                dev,
+                ino,
+                check_dst,
+            } => sys::bind_checked(src, dst, *dev, *ino, false, check_dst.then_some(stage_dev))?,
         }
     }
     sys::mkdir(PROC)?;
-    mount_proc(PROC)?;
+    mount_proc(PROC, mask_proc)?;
     for dir in &plan.sealed {
         sys::seal_dir(dir, stage_dev)?;
     }

@@ -212,6 +212,9 @@ pub(super) struct Prepared {
     pub(super) cgroup_procs: Vec<RawFd>,
     pub(super) id_maps: Option<IdMaps>,
     pub(super) private_proc: bool,
+    /// Hide the kernel files container runtimes mask in the jail's own
+    /// `/proc` (a root jail; any other user cannot read them).
+    pub(super) mask_proc: bool,
     pub(super) rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     pub(super) drop_caps: Option<u32>,
     /// No PID namespace: the first process is a subreaper that forks the
@@ -812,6 +815,7 @@ fn attempt(
             .unwrap_or_default(),
         id_maps,
         private_proc: plan.private_proc,
+        mask_proc: kernel.euid == 0,
         rlimits: plan.rlimits.clone(),
         drop_caps,
         reaper: plan.reaper,

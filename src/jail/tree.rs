@@ -569,6 +569,7 @@ impl Tree {
                     dst: c(&e.path)?,
                     dev: id.dev,
                     ino: id.ino,
+                    check_dst: true,
                 });
                 continue;
             }
@@ -601,6 +602,7 @@ impl Tree {
                 dst: c(&e.path)?,
                 dev: id.dev,
                 ino: id.ino,
+                check_dst: mounted.iter().any(|m| covers(m, &e.path)),
             });
             // A device node is bound read-only even when written to (a
             // write to a device needs no writable mount): its mode, owner
@@ -749,6 +751,10 @@ pub enum Op {
         dst: CString,
         dev: u64,
         ino: u64,
+        /// `dst` lies in host content bound earlier (a grant inside
+        /// another): opened and checked too. Otherwise it is a node the
+        /// tree made on its own tmpfs, which nothing else can change.
+        check_dst: bool,
     },
     /// Makes the mount at this path, and every mount under it, read-only.
     ReadOnly(CString),
@@ -764,6 +770,8 @@ pub enum Op {
         dst: CString,
         dev: u64,
         ino: u64,
+        /// As [`Op::Bind`]'s (always: a protected link is in host content).
+        check_dst: bool,
     },
 }
 

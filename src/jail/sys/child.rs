@@ -430,7 +430,7 @@ pub fn bind_checked(
     dev: u64,
     ino: u64,
     recursive: bool,
-    stage_dev: u64,
+    check_dst: Option<u64>,
 ) -> SysResult<()> {
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     const AT_RECURSIVE: libc::c_uint = 0x8000;
@@ -448,14 +448,26 @@ pub fn bind_checked(
     if st.st_dev != dev || st.st_ino != ino {
         return Err(libc::ESTALE);
     }
-    // The mountpoint: one the tree made (on its own tmpfs), or the same
-    // object seen through a bind above it (a rebind); never what a link
-    // planted on the way would lead to.
-    let at = open(dst)?;
-    let st = fstat(at.as_raw_fd())?;
-    if st.st_dev != stage_dev && (st.st_dev != dev || st.st_ino != ino) {
-        return Err(libc::ESTALE);
-    }
+    // The mountpoint, where it lies in host content bound earlier
+    // (`check_dst`: the staging tmpfs's device): the same object seen
+    // through that bind (a rebind), or one the tree made; never what a
+    // link planted on the way would lead to. A mountpoint on the tree's
+    // own tmpfs needs no check: nothing else can change it.
+    let at = match check_dst {
+        Some(stage_dev) => {
+            let at = open(dst)?;
+            let st = fstat(at.as_raw_fd())?;
+            if st.st_dev != stage_dev && (st.st_dev != dev || st.st_ino != ino) {
+                return Err(libc::ESTALE);
+            }
+            Some(at)
+        }
+        None => None,
+    };
+    let (to_dir, to_path, to_flags) = match &at {
+        Some(at) => (at.as_raw_fd(), c"", MOVE_MOUNT_T_EMPTY_PATH),
+        None => (libc::AT_FDCWD, dst, 0),
+    };
     let mut flags = OPEN_TREE_CLONE | libc::AT_EMPTY_PATH as libc::c_uint;
     if recursive {
         flags |= AT_RECURSIVE;
@@ -465,16 +477,17 @@ pub fn bind_checked(
     let tree = check(unsafe {
         libc::syscall(libc::SYS_open_tree, held.as_raw_fd(), c"".as_ptr(), flags)
     })? as RawFd;
-    // SAFETY: tree is the descriptor open_tree just returned, `at` an open
-    // descriptor; "" is NUL-terminated, read during the call only.
+    // SAFETY: tree is the descriptor open_tree just returned; to_dir is
+    // AT_FDCWD or an open descriptor; "" and to_path are NUL-terminated,
+    // read during the call only.
     let moved = check(unsafe {
         libc::syscall(
             libc::SYS_move_mount,
             tree,
             c"".as_ptr(),
-            at.as_raw_fd(),
-            c"".as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+            to_dir,
+            to_path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | to_flags,
         )
     });
     close(tree);
