@@ -51,11 +51,15 @@ pub(super) fn main(p: &mut Prepared) -> ! {
     step(Step::Mount, build_root(p));
     step(Step::Fds, wire_stdio(p));
     step(Step::Cwd, sys::chdir(&p.cwd));
-    step(Step::Rlimit, set_rlimits(p));
     step(Step::Caps, drop_capabilities(p));
     step(Step::NoNewPrivs, sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1));
     step(Step::Landlock, restrict_landlock(p));
     step(Step::Seccomp, install_seccomp(p));
+    // After the last descriptor the child opens itself (Landlock's own
+    // /proc and home rules, the notification listener): the supervisor's
+    // table, inherited until exec, may already hold more than the call's
+    // open-file limit. seccomp allows setrlimit.
+    step(Step::Rlimit, set_rlimits(p));
     step(Step::Gate, await_go_ahead(p));
     let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
     fail(report, Step::Exec, e)

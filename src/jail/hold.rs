@@ -25,9 +25,12 @@
 //! [`Links::Follow`]: their links are followed now, once, and the tree
 //! recreates a trailing link as a link with its target held beside it.
 //!
-//! The supervisor keeps every descriptor open until the call has started,
-//! so no held inode can be freed and its number reused by another object
-//! before the child compares it.
+//! The descriptors are closed as soon as every decision about them is
+//! made (the tree planned, the Landlock rules added: those hold the inodes
+//! themselves), so calls in flight do not pile them up. The child's
+//! identity check does not need them open: an inode freed and its number
+//! reused could only be found at the same path, which is what was
+//! decided on.
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

@@ -29,7 +29,7 @@
 //!    files), a fresh `/proc` for its PID namespace, a minimal `/dev`; the
 //!    host's root detached;
 //! 7. stdin/stdout/stderr onto 0/1/2, every other fd close-on-exec;
-//! 8. `chdir`, resource limits;
+//! 8. `chdir`;
 //! 9. drop every capability, bounding set included (root supervisor);
 //! 10. `no_new_privs`, then Landlock (adding the new `/proc` and the
 //!     private home's tmpfs);
@@ -37,6 +37,9 @@
 //!     mount namespace then the metadata filter, whose notification
 //!     listener goes to the supervisor over a socketpair (`SCM_RIGHTS`) and
 //!     is answered there by [`super::metadata`] until the call ends;
+//!     then the resource limits (after the last descriptor the child
+//!     opens itself: the supervisor's table, inherited until exec, may
+//!     hold more than the call's open-file limit);
 //! 12. the caller's go-ahead: one byte read from its gate's pipe
 //!     (`Spec::gate`, the engine's "the call's intent is on disk"), so that
 //!     every step above overlaps that wait and nothing of the call runs
@@ -713,6 +716,14 @@ fn attempt(
         }
         MetadataGuard::Seccomp => None,
     };
+    // Every decision about the held paths is made (the tree's nodes and
+    // identities, the Landlock rules, which hold the inodes themselves):
+    // their descriptors go now, not at the call's end, so that calls in
+    // flight do not pile them up (each child inherits the supervisor's
+    // table until its exec). The child still compares each bind source
+    // with the identity decided here; an inode freed and its number
+    // reused meanwhile could only be found at the same path.
+    drop((held, protect_held, split, home_held));
     // The Landlock rule of the home and of /dev/shm, added in the child
     // once their tmpfs exist.
     let home_rule = match (&home, plan.landlock_abi) {
