@@ -27,6 +27,9 @@ pub(super) const OLD_ROOT_NAME: &CStr = c".glovebox-old-root";
 pub(super) const HOME: &CStr = c"/.glovebox-home";
 pub(super) const SHM: &CStr = c"/dev/shm";
 pub(super) const DEV_NULL: &CStr = c"/dev/null";
+/// The process's own descriptors, seen through the host's `/proc` under
+/// the old root while the tree is built.
+pub(super) const OLD_ROOT_FDS: &CStr = c"/.glovebox-old-root/proc/self/fd/";
 
 /// The child's whole life: each step in order, the first failure
 /// reported to the supervisor, then the program.
@@ -345,7 +348,15 @@ fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
                 dev,
                 ino,
                 check_dst,
-            } => sys::bind_checked(src, dst, *dev, *ino, true, check_dst.then_some(stage_dev))?,
+            } => sys::bind_checked(
+                src,
+                dst,
+                *dev,
+                *ino,
+                true,
+                check_dst.then_some(stage_dev),
+                Some(OLD_ROOT_FDS),
+            )?,
             Op::ReadOnly(p) => sys::make_read_only(p)?,
             Op::Tmpfs { at, options } => sys::mount(
                 Some(TMPFS),
@@ -361,7 +372,15 @@ fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
                 dev,
                 ino,
                 check_dst,
-            } => sys::bind_checked(src, dst, *dev, *ino, false, check_dst.then_some(stage_dev))?,
+            } => sys::bind_checked(
+                src,
+                dst,
+                *dev,
+                *ino,
+                false,
+                check_dst.then_some(stage_dev),
+                None,
+            )?,
         }
     }
     sys::mkdir(PROC)?;

@@ -1144,7 +1144,7 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jail::child::{below_hard, HOME, OLD_ROOT, OLD_ROOT_NAME, STAGE};
+    use crate::jail::child::{below_hard, HOME, OLD_ROOT, OLD_ROOT_FDS, OLD_ROOT_NAME, STAGE};
     use crate::jail::tree::{self, Op};
 
     #[test]
@@ -1243,6 +1243,10 @@ mod tests {
         assert_eq!(OLD_ROOT.to_str().unwrap(), tree::OLD_ROOT);
         assert_eq!(STAGE.to_str().unwrap(), tree::STAGE);
         assert_eq!(HOME.to_str().unwrap(), tree::HOME);
+        assert_eq!(
+            OLD_ROOT_FDS.to_str().unwrap(),
+            format!("{}/proc/self/fd/", tree::OLD_ROOT)
+        );
         assert_eq!(
             format!("/{}", OLD_ROOT_NAME.to_str().unwrap()),
             tree::OLD_ROOT

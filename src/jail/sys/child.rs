@@ -431,6 +431,7 @@ pub fn bind_checked(
     ino: u64,
     recursive: bool,
     check_dst: Option<u64>,
+    fd_dir: Option<&CStr>,
 ) -> SysResult<()> {
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     const AT_RECURSIVE: libc::c_uint = 0x8000;
@@ -468,6 +469,27 @@ pub fn bind_checked(
         Some(at) => (at.as_raw_fd(), c"", MOVE_MOUNT_T_EMPTY_PATH),
         None => (libc::AT_FDCWD, dst, 0),
     };
+    // The cheap way first: a plain bind whose source (and checked
+    // mountpoint) are named through the process's own descriptors
+    // (`fd_dir`: where the host's `/proc/self/fd` is seen), which resolve
+    // to exactly the objects checked above; no detached tree to make.
+    if let (true, Some(dir)) = (recursive, fd_dir) {
+        let mut src_buf = [0u8; 96];
+        let mut dst_buf = [0u8; 96];
+        let from = fd_name(dir, held.as_raw_fd(), &mut src_buf);
+        let to = match &at {
+            Some(at) => fd_name(dir, at.as_raw_fd(), &mut dst_buf),
+            None => Some(dst),
+        };
+        if let (Some(from), Some(to)) = (from, to) {
+            match mount(Some(from), to, None, libc::MS_BIND | libc::MS_REC, None) {
+                Ok(()) => return Ok(()),
+                // No /proc there: the detached tree below.
+                Err(libc::ENOENT | libc::EACCES | libc::ENOTDIR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
     let mut flags = OPEN_TREE_CLONE | libc::AT_EMPTY_PATH as libc::c_uint;
     if recursive {
         flags |= AT_RECURSIVE;
@@ -492,6 +514,33 @@ pub fn bind_checked(
     });
     close(tree);
     moved.map(drop)
+}
+
+/// `dir` followed by the decimal `fd`, NUL-terminated, in `buf` (no
+/// allocation); `None` when it does not fit.
+fn fd_name<'a>(dir: &CStr, fd: RawFd, buf: &'a mut [u8; 96]) -> Option<&'a CStr> {
+    let prefix = dir.to_bytes();
+    let mut digits = [0u8; 12];
+    let mut n = u32::try_from(fd).ok()?;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let total = prefix.len() + len;
+    if total + 1 > buf.len() {
+        return None;
+    }
+    buf[..prefix.len()].copy_from_slice(prefix);
+    for i in 0..len {
+        buf[prefix.len() + i] = digits[len - 1 - i];
+    }
+    buf[total] = 0;
+    CStr::from_bytes_with_nul(&buf[..=total]).ok()
 }
 
 /// Makes the mount at `path` and every mount under it read-only with
@@ -787,6 +836,16 @@ pub fn fstat(fd: RawFd) -> SysResult<libc::stat> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptor_names_are_made_without_allocating() {
+        let mut buf = [0u8; 96];
+        assert_eq!(fd_name(c"/x/fd/", 1234, &mut buf).unwrap(), c"/x/fd/1234");
+        assert_eq!(fd_name(c"/x/", 0, &mut buf).unwrap(), c"/x/0");
+        let long = std::ffi::CString::new("a".repeat(90)).unwrap();
+        assert!(fd_name(&long, 123456, &mut buf).is_none());
+        assert!(fd_name(c"/x/", -1, &mut buf).is_none());
+    }
 
     /// The fallback for kernels before 5.11 marks exactly the open
     /// descriptors from `first` on.
