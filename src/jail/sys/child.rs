@@ -419,11 +419,15 @@ pub const RESOLVE_NO_LINKS: u64 = 0x02 | 0x04;
 /// Binds the object at `src` onto `dst` — only when it is the object the
 /// supervisor resolved and checked (`dev`, `ino`): `src` is opened without
 /// following a trailing link (`openat2` refusing every link on the way
-/// where the kernel has it), compared, and the mount cloned from that very
-/// descriptor (`open_tree(AT_EMPTY_PATH | OPEN_TREE_CLONE)` + `move_mount`,
-/// Linux 5.2), so nothing swapped in by name after the check is bound. A
-/// different object is `ESTALE`. `recursive` binds the mounts under it too;
-/// a link (`src` a symbolic link) is bound itself. Child side.
+/// where the kernel has it), compared, and that very descriptor bound: a
+/// plain `MS_BIND` naming it as `fd_dir/N` (this process's own
+/// `/proc/self/fd`, which resolves to exactly that object), else the mount
+/// cloned from it (`open_tree(AT_EMPTY_PATH | OPEN_TREE_CLONE)` +
+/// `move_mount`, Linux 5.2) — so nothing swapped in by name after the
+/// check is bound. A different object is `ESTALE`. `recursive` binds the
+/// mounts under it too; a link (`src` a symbolic link, never `fd_dir`) is
+/// bound itself. `check_dst` (the staging tmpfs's device) also opens and
+/// checks the mountpoint, for one inside host content. Child side.
 pub fn bind_checked(
     src: &CStr,
     dst: &CStr,
