@@ -74,8 +74,9 @@ pub struct Connection {
     pub host: String,
     /// The port.
     pub port: u16,
-    /// How the tool asked: `connect`, `http`, `socks5` or `socks4` (always
-    /// refused).
+    /// How the tool asked: `connect`, `http`, `socks5`, `socks4` (always
+    /// refused) or `direct` (a connection to an address, not through the
+    /// proxy, refused by the namespace-free jail's connect broker).
     pub via: &'static str,
     /// Whether the proxy connected it.
     pub allowed: bool,

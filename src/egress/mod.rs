@@ -157,7 +157,11 @@ fn runtime() -> std::io::Result<tokio::runtime::Handle> {
 const MAX_WORKERS: usize = 4;
 
 impl jail::Gateway for Gateway {
-    fn attach(&self, listener: std::net::TcpListener) -> std::io::Result<Box<dyn jail::Attached>> {
+    fn attach(
+        &self,
+        listener: std::net::TcpListener,
+        admission: Option<Arc<jail::broker::Admission>>,
+    ) -> std::io::Result<Box<dyn jail::Attached>> {
         listener.set_nonblocking(true)?;
         let handle = runtime()?;
         let listener = {
@@ -180,7 +184,11 @@ impl jail::Gateway for Gateway {
                 tokio::select! {
                     _ = &mut stopped => break,
                     accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
+                        let Ok((stream, peer)) = accepted else { continue };
+                        // Behind the connect broker: only what it connected.
+                        if admission.as_ref().is_some_and(|a| !a.admit(peer)) {
+                            continue;
+                        }
                         // Over the bound the connection is closed at once.
                         let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
                         let (rules, log) = (rules.clone(), log.clone());
@@ -207,5 +215,14 @@ impl jail::Gateway for Gateway {
             stop: Some(stop),
             done: Some(done),
         }))
+    }
+
+    fn refused_direct(&self, addr: std::net::SocketAddr) {
+        self.log.record(
+            &addr.ip().to_string(),
+            addr.port(),
+            "direct",
+            Some("a direct connection; only the egress proxy is reachable".into()),
+        );
     }
 }

@@ -449,7 +449,13 @@ const JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Watch {
     /// Starts answering the notifications of `listener` under `grants`.
-    pub fn start(listener: OwnedFd, grants: Grants) -> Result<Watch, MetadataError> {
+    ///
+    /// With `broker`, `connect` is answered by [`super::broker::answer`].
+    pub fn start(
+        listener: OwnedFd,
+        grants: Grants,
+        broker: Option<super::broker::Broker>,
+    ) -> Result<Watch, MetadataError> {
         if !sys::notif_sizes_match() {
             return Err(MetadataError::Sizes);
         }
@@ -459,7 +465,7 @@ impl Watch {
         let thread = std::thread::Builder::new()
             .name("glovebox-metadata".into())
             .spawn(move || {
-                serve(&listener, &stop_r, &grants);
+                serve(&listener, &stop_r, &grants, broker.as_ref());
                 drop(done);
             })
             .map_err(|source| MetadataError::Start { source })?;
@@ -491,7 +497,12 @@ impl Drop for Watch {
     }
 }
 
-fn serve(listener: &OwnedFd, stop: &OwnedFd, grants: &Grants) {
+fn serve(
+    listener: &OwnedFd,
+    stop: &OwnedFd,
+    grants: &Grants,
+    broker: Option<&super::broker::Broker>,
+) {
     let l = listener.as_raw_fd();
     loop {
         let Ok((events, stopped)) = sys::poll_two(l, stop.as_raw_fd()) else {
@@ -512,7 +523,13 @@ fn serve(listener: &OwnedFd, stop: &OwnedFd, grants: &Grants) {
             // gone (the filter was freed).
             Err(_) => return,
         };
-        let errno = match answer(l, &notice, grants) {
+        let answered = match broker {
+            Some(b) if i64::from(notice.nr) == libc::SYS_connect => {
+                super::broker::answer(l, &notice, b)
+            }
+            _ => answer(l, &notice, grants),
+        };
+        let errno = match answered {
             Ok(()) => 0,
             Err(e) => e,
         };

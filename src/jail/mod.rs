@@ -42,6 +42,7 @@
 //! feature, unless the spec opted into degraded mode, in which case each
 //! gap is a warning on the result.
 
+pub mod broker;
 pub mod cancel;
 pub mod cgroup;
 mod child;

@@ -4,8 +4,11 @@
 //! - no network: nothing (or an empty namespace with `Spec::netns`);
 //! - `network` with a [`Gateway`]: the call's own network namespace, the
 //!   proxy variables in its environment, the proxy listener handed to the
-//!   gateway; where no namespace can be made the call is refused
-//!   (`sandbox_unavailable`), degraded mode or not;
+//!   gateway;
+//! - `network` with a [`Gateway`] where no network namespace can be made
+//!   but the namespace-free jail runs: the host's network, reachable only
+//!   through the connect broker ([`super::broker`]), which carries each
+//!   `connect` to the call's proxy or refuses it;
 //! - `network` with `direct_network`: the host's network, explicitly;
 //! - `network` with neither: refused (a caller that forgot the gateway
 //!   never gets the host network by accident).
@@ -23,26 +26,33 @@ pub enum NetPlan {
     Off,
     /// Its own namespace, egress through the gateway.
     Proxied(Arc<dyn Gateway>),
+    /// No namespace: every `connect` decided and made by the supervisor
+    /// (the connect broker), egress through the gateway.
+    Brokered(Arc<dyn Gateway>),
     /// The host's network (explicit opt-in).
     Direct,
 }
 
 /// Decides the network of a call: refuses `network` without a gateway
-/// unless `direct_network`, and a gateway where no network namespace can
-/// be made (never degraded: a direct network is only ever explicit).
+/// unless `direct_network`, and a gateway where neither a network
+/// namespace nor the connect broker can hold it (never degraded: a direct
+/// network is only ever explicit).
 ///
+/// `brokered` is whether the call runs in the namespace-free jail, whose
+/// supervisor answers seccomp notifications (the broker's mechanism).
 /// `netns_possible` is whether this jail makes namespaces at all; whether
 /// a network namespace in particular can be made is found out by the
 /// launch itself (no probe clone on every call): when that launch fails
 /// at a namespace step and [`super::probe::net_ns`] then says no, the call
 /// is refused with [`no_namespace`].
-pub fn plan(spec: &Spec, netns_possible: bool) -> Result<NetPlan, JailError> {
+pub fn plan(spec: &Spec, netns_possible: bool, brokered: bool) -> Result<NetPlan, JailError> {
     if !spec.network {
         return Ok(NetPlan::Off);
     }
     match (&spec.gateway, spec.direct_network) {
         (_, true) => Ok(NetPlan::Direct),
         (Some(g), false) if netns_possible => Ok(NetPlan::Proxied(g.clone())),
+        (Some(g), false) if brokered => Ok(NetPlan::Brokered(g.clone())),
         (Some(_), false) => Err(no_namespace()),
         (None, false) => Err(JailError::InvalidSpec {
             message: "network access needs the egress gateway, or an explicit direct network"
@@ -54,21 +64,22 @@ pub fn plan(spec: &Spec, netns_possible: bool) -> Result<NetPlan, JailError> {
 /// The refusal of a proxied call where no network namespace can be made.
 pub fn no_namespace() -> JailError {
     JailError::Unavailable {
-        feature: "network namespaces (network: true runs in its own namespace behind glovebox's egress proxy); \
-                  enable user and network namespaces, or opt into the host network explicitly \
+        feature: "network namespaces or the connect broker (network: true runs in its own namespace behind glovebox's egress proxy, or, in the namespace-free jail, with each connect made by the supervisor); \
+                  enable user and network namespaces, or run where the namespace-free jail works (landlock abi 3+, seccomp user notification), or opt into the host network explicitly \
                   (`sandbox.direct_network: true` in .glee/config.yml, `glovebox sandbox --net=direct`)"
             .into(),
     }
 }
 
 /// The sockets a call may create: none without network, no unix socket
-/// behind the proxy (the host's unix sockets stay out of reach), all with
-/// the explicit direct network.
-pub fn sockets(spec: &Spec) -> Sockets {
-    match (spec.network, spec.direct_network) {
-        (false, _) => Sockets::None,
-        (true, false) => Sockets::NoUnix,
-        (true, true) => Sockets::All,
+/// behind the proxy (the host's unix sockets stay out of reach), only TCP
+/// behind the connect broker, all with the explicit direct network.
+pub fn sockets(net: &NetPlan) -> Sockets {
+    match net {
+        NetPlan::Off => Sockets::None,
+        NetPlan::Proxied(_) => Sockets::NoUnix,
+        NetPlan::Brokered(_) => Sockets::Brokered,
+        NetPlan::Direct => Sockets::All,
     }
 }
 
@@ -105,6 +116,7 @@ mod tests {
         fn attach(
             &self,
             _: std::net::TcpListener,
+            _: Option<std::sync::Arc<crate::jail::broker::Admission>>,
         ) -> std::io::Result<Box<dyn super::super::spec::Attached>> {
             Err(std::io::Error::other("fake"))
         }
@@ -122,26 +134,35 @@ mod tests {
     #[test]
     fn the_network_fails_closed() {
         assert!(matches!(
-            plan(&spec(false, true, true, false), false),
+            plan(&spec(false, true, true, false), false, false),
             Ok(NetPlan::Off)
         ));
         assert!(matches!(
-            plan(&spec(true, true, false, false), true),
+            plan(&spec(true, true, false, false), true, false),
             Ok(NetPlan::Proxied(_))
         ));
-        // No namespace: refused, degraded mode or not.
+        // The namespace-free jail: the broker.
+        assert!(matches!(
+            plan(&spec(true, true, false, false), false, true),
+            Ok(NetPlan::Brokered(_))
+        ));
+        // Neither: refused, degraded mode or not.
         for degraded in [false, true] {
-            let e = plan(&spec(true, true, false, degraded), false)
+            let e = plan(&spec(true, true, false, degraded), false, false)
                 .err()
                 .unwrap();
             assert!(e.is_unavailable(), "{e}");
             assert!(e.to_string().contains("direct_network"), "{e}");
         }
         // No gateway and no explicit opt-in: never the host network.
-        let e = plan(&spec(true, false, false, true), true).err().unwrap();
-        assert!(matches!(e, JailError::InvalidSpec { .. }), "{e}");
+        for brokered in [false, true] {
+            let e = plan(&spec(true, false, false, true), !brokered, brokered)
+                .err()
+                .unwrap();
+            assert!(matches!(e, JailError::InvalidSpec { .. }), "{e}");
+        }
         assert!(matches!(
-            plan(&spec(true, false, true, false), false),
+            plan(&spec(true, false, true, false), false, false),
             Ok(NetPlan::Direct)
         ));
     }

@@ -243,7 +243,6 @@ pub fn plan(
 
     // --- seccomp.
     gaps.require(kernel.seccomp, "system call filtering (seccomp)")?;
-    let seccomp = kernel.seccomp.then(|| net::sockets(spec));
     e.seccomp = kernel.seccomp;
     e.metadata_guard = match guard {
         MetadataGuard::Tree => "tree".into(),
@@ -261,12 +260,17 @@ pub fn plan(
 
     // --- network.
     let net_ns = ns_usable && host.net_ns;
-    let net_plan = net::plan(spec, net_ns)?;
+    let brokered = mode == Mode::NamespaceFree && guard == MetadataGuard::Seccomp && kernel.seccomp;
+    let net_plan = net::plan(spec, net_ns, brokered)?;
     match &net_plan {
         NetPlan::Proxied(_) => {
             flags |= libc::CLONE_NEWNET as libc::c_ulong;
             e.net_namespace = true;
             e.egress_proxy = true;
+        }
+        NetPlan::Brokered(_) => {
+            e.egress_proxy = true;
+            e.connect_broker = true;
         }
         NetPlan::Direct => gaps.warnings.push(
             "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
@@ -274,6 +278,7 @@ pub fn plan(
         ),
         NetPlan::Off => {}
     }
+    let seccomp = kernel.seccomp.then(|| net::sockets(&net_plan));
     if !spec.network && spec.netns && mode != Mode::NamespaceFree {
         gaps.require(net_ns, "network namespaces")?;
         if net_ns {
@@ -413,6 +418,7 @@ mod tests {
         fn attach(
             &self,
             _: std::net::TcpListener,
+            _: Option<std::sync::Arc<crate::jail::broker::Admission>>,
         ) -> std::io::Result<Box<dyn crate::jail::Attached>> {
             Err(std::io::Error::other("test gateway"))
         }

@@ -111,6 +111,11 @@ pub enum Sockets {
     NoUnix,
     /// Every family (the host network, explicitly).
     All,
+    /// Without a network namespace, behind the connect broker
+    /// ([`super::broker`]): inet *stream* sockets (TCP) and route netlink
+    /// only, no `listen`, no `MSG_FASTOPEN` (a send that connects), and
+    /// `connect` handed to the supervisor ([`notify_program_for`]).
+    Brokered,
 }
 
 /// Returns the filter for `network` (`true`: [`Sockets::All`]),
@@ -128,7 +133,9 @@ pub fn filter(network: bool, deny_metadata: bool) -> Result<&'static Filter, Sec
 /// Returns the filter for `sockets` (and `deny_metadata`, as in
 /// [`filter`]), compiled once per process.
 pub fn filter_for(sockets: Sockets, deny_metadata: bool) -> Result<&'static Filter, SeccompError> {
-    static CELLS: [OnceLock<Result<Filter, String>>; 6] = [
+    static CELLS: [OnceLock<Result<Filter, String>>; 8] = [
+        OnceLock::new(),
+        OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
@@ -140,6 +147,7 @@ pub fn filter_for(sockets: Sockets, deny_metadata: bool) -> Result<&'static Filt
         Sockets::None => 0,
         Sockets::NoUnix => 1,
         Sockets::All => 2,
+        Sockets::Brokered => 3,
     };
     let cell = &CELLS[kind * 2 + usize::from(deny_metadata)];
     cell.get_or_init(|| build(sockets, deny_metadata).map_err(|e| e.to_string()))
@@ -318,16 +326,32 @@ const NOTIFY_MARK: u32 = 0x6b17;
 /// (`SECCOMP_RET_USER_NOTIF`; every other call allowed — the deny list is
 /// a separate filter), compiled once per process.
 pub fn notify_program() -> Result<&'static BpfProgram, SeccompError> {
-    static CELL: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
-    CELL.get_or_init(|| build_notify().map_err(|e| e.to_string()))
+    notify_program_for(false)
+}
+
+/// [`notify_program`], and with `connect` also `connect` (the connect
+/// broker's, [`Sockets::Brokered`]).
+pub fn notify_program_for(connect: bool) -> Result<&'static BpfProgram, SeccompError> {
+    static CELLS: [OnceLock<Result<BpfProgram, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+    CELLS[usize::from(connect)]
+        .get_or_init(|| build_notify(connect).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|message| SeccompError::Compile {
             message: message.clone(),
         })
 }
 
-fn build_notify() -> Result<BpfProgram, SeccompError> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = super::metadata::notified_calls()
+/// The calls the notify program hands to the supervisor.
+pub fn notified_calls(connect: bool) -> Vec<libc::c_long> {
+    let mut v = super::metadata::notified_calls();
+    if connect {
+        v.push(libc::SYS_connect);
+    }
+    v
+}
+
+fn build_notify(connect: bool) -> Result<BpfProgram, SeccompError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = notified_calls(connect)
         .into_iter()
         .map(|nr| (nr, Vec::new()))
         .collect();
@@ -401,6 +425,55 @@ fn proxied_socket_rules() -> Result<Vec<SeccompRule>, SeccompError> {
                 libc::NETLINK_ROUTE as u64,
             )?,
         ])?,
+    ])
+}
+
+/// `socket` rules of the connect broker's jail ([`Sockets::Brokered`]):
+/// those of [`proxied_socket_rules`], and inet sockets of any type but
+/// `SOCK_STREAM` (no UDP, no raw socket: nothing that sends to an address
+/// without `connect`) or of a protocol but TCP (SCTP and MPTCP set up
+/// associations of their own).
+fn brokered_socket_rules() -> Result<Vec<SeccompRule>, SeccompError> {
+    let mut v = proxied_socket_rules()?;
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let fam = || cond(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64);
+        for ty in (0u64..16).filter(|t| *t != libc::SOCK_STREAM as u64) {
+            v.push(rule(vec![
+                fam()?,
+                cond(1, SeccompCmpArgLen::Dword, SeccompCmpOp::MaskedEq(0xf), ty)?,
+            ])?);
+        }
+        v.push(rule(vec![
+            fam()?,
+            cond(2, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)?,
+            cond(
+                2,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::IPPROTO_TCP as u64,
+            )?,
+        ])?);
+    }
+    Ok(v)
+}
+
+/// The send calls and the argument holding their flags: with
+/// `MSG_FASTOPEN` a send on an unconnected TCP socket connects it, to the
+/// address the call names, past the broker.
+fn fastopen_rules() -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, SeccompError> {
+    let flag = libc::MSG_FASTOPEN as u64;
+    let on = |arg: u8| -> Result<Vec<SeccompRule>, SeccompError> {
+        Ok(vec![rule(vec![cond(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(flag),
+            flag,
+        )?])?])
+    };
+    Ok(vec![
+        (libc::SYS_sendto, on(3)?),
+        (libc::SYS_sendmsg, on(2)?),
+        (libc::SYS_sendmmsg, on(3)?),
     ])
 }
 
@@ -526,9 +599,17 @@ fn build_with(sockets: Sockets, deny_metadata: bool, fast: bool) -> Result<Filte
             libc::SYS_socket,
             match sockets {
                 Sockets::NoUnix => proxied_socket_rules()?,
+                Sockets::Brokered => brokered_socket_rules()?,
                 _ => Vec::new(),
             },
         );
+        if sockets == Sockets::Brokered {
+            // No server on the host's network.
+            deny.insert(libc::SYS_listen, Vec::new());
+            for (nr, rules) in fastopen_rules()? {
+                deny.insert(nr, rules);
+            }
+        }
         let mut pair = vec![rule(vec![cond(
             0,
             SeccompCmpArgLen::Dword,
@@ -557,8 +638,10 @@ fn build_with(sockets: Sockets, deny_metadata: bool, fast: bool) -> Result<Filte
     .map_err(compile_err)?;
     let mut deny_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
     insert_guard(&mut deny_prog, fast.then_some(&keys[..]), &NOSYS);
-    let notify = if deny_metadata {
-        Some(notify_program()?)
+    // The broker's `connect` goes to the supervisor whatever else does:
+    // without it a brokered call would connect by itself.
+    let notify = if deny_metadata || sockets == Sockets::Brokered {
+        Some(notify_program_for(sockets == Sockets::Brokered)?)
     } else {
         None
     };
@@ -1021,7 +1104,12 @@ mod tests {
         }
         let mut calls: Vec<u32> = (0..=600).collect();
         calls.extend([0x4000_0000, 0x4000_0001, u32::MAX]);
-        for sockets in [Sockets::None, Sockets::NoUnix, Sockets::All] {
+        for sockets in [
+            Sockets::None,
+            Sockets::NoUnix,
+            Sockets::All,
+            Sockets::Brokered,
+        ] {
             for deny_metadata in [false, true] {
                 let fast = build_with(sockets, deny_metadata, true).unwrap().deny;
                 let slow = build_with(sockets, deny_metadata, false).unwrap().deny;
@@ -1052,6 +1140,75 @@ mod tests {
     }
 
     #[test]
+    fn the_brokers_jail_makes_only_tcp_sockets_never_listens_and_notifies_connect() {
+        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+        const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
+        let arch = if cfg!(target_arch = "x86_64") {
+            AUDIT_ARCH_X86_64
+        } else {
+            AUDIT_ARCH_AARCH64
+        };
+        let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let f = build(Sockets::Brokered, true).unwrap();
+        let deny = |nr: libc::c_long, args: [u64; 6]| run(&f.deny, arch, nr as u32, args).0;
+        let (inet, inet6) = (libc::AF_INET as u64, libc::AF_INET6 as u64);
+        let stream = libc::SOCK_STREAM as u64;
+        let flags = (libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) as u64;
+        for fam in [inet, inet6] {
+            assert_eq!(deny(libc::SYS_socket, [fam, stream, 0, 0, 0, 0]), allow);
+            assert_eq!(
+                deny(libc::SYS_socket, [fam, stream | flags, 6, 0, 0, 0]),
+                allow
+            );
+            for ty in [libc::SOCK_DGRAM, libc::SOCK_RAW, libc::SOCK_SEQPACKET] {
+                assert_eq!(
+                    deny(libc::SYS_socket, [fam, ty as u64 | flags, 0, 0, 0, 0]),
+                    eperm
+                );
+            }
+            for proto in [132u64, 262, 17] {
+                assert_eq!(deny(libc::SYS_socket, [fam, stream, proto, 0, 0, 0]), eperm);
+            }
+        }
+        let route = [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, 0, 0, 0, 0];
+        assert_eq!(deny(libc::SYS_socket, route), allow);
+        let unix = [libc::AF_UNIX as u64, stream, 0, 0, 0, 0];
+        assert_eq!(deny(libc::SYS_socket, unix), eperm);
+        assert_eq!(deny(libc::SYS_listen, [3, 1, 0, 0, 0, 0]), eperm);
+        let fo = libc::MSG_FASTOPEN as u64;
+        assert_eq!(deny(libc::SYS_sendto, [3, 0, 1, fo, 0x1000, 16]), eperm);
+        assert_eq!(deny(libc::SYS_sendto, [3, 0, 1, 0, 0, 0]), allow);
+        assert_eq!(deny(libc::SYS_sendmsg, [3, 0, fo | 0x40, 0, 0, 0]), eperm);
+        assert_eq!(deny(libc::SYS_sendmsg, [3, 0, 0x40, 0, 0, 0]), allow);
+        assert_eq!(deny(libc::SYS_sendmmsg, [3, 0, 1, fo, 0, 0]), eperm);
+        // `connect` goes to the supervisor; the metadata family too.
+        let notify = f.notify.expect("a notify program");
+        let notified = libc::SECCOMP_RET_USER_NOTIF;
+        assert_eq!(
+            run(notify, arch, libc::SYS_connect as u32, [0; 6]).0,
+            notified
+        );
+        assert_eq!(
+            run(notify, arch, libc::SYS_fchmod as u32, [0; 6]).0,
+            notified
+        );
+        assert_eq!(run(notify, arch, libc::SYS_read as u32, [0; 6]).0, allow);
+        // Elsewhere `connect` is the kernel's.
+        for sockets in [Sockets::None, Sockets::NoUnix, Sockets::All] {
+            for deny_metadata in [false, true] {
+                let f = build(sockets, deny_metadata).unwrap();
+                assert_eq!(f.notify.is_some(), deny_metadata, "{sockets:?}");
+                if let Some(n) = f.notify {
+                    assert_eq!(run(n, arch, libc::SYS_connect as u32, [0; 6]).0, allow);
+                }
+            }
+        }
+        // A brokered filter always carries its notify program.
+        assert!(build(Sockets::Brokered, false).unwrap().notify.is_some());
+    }
+
+    #[test]
     fn openat2_is_enosys_in_every_program_whatever_its_arguments() {
         const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
         const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
@@ -1062,7 +1219,12 @@ mod tests {
         };
         let nosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
         let nr = libc::SYS_openat2 as u32;
-        for sockets in [Sockets::None, Sockets::NoUnix, Sockets::All] {
+        for sockets in [
+            Sockets::None,
+            Sockets::NoUnix,
+            Sockets::All,
+            Sockets::Brokered,
+        ] {
             for deny_metadata in [false, true] {
                 for fast in [true, false] {
                     let prog = build_with(sockets, deny_metadata, fast).unwrap().deny;

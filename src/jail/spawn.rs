@@ -65,6 +65,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::broker::{Admission, Broker};
 use super::cgroup::CallGroup;
 use super::fs::{self as jfs, FsAccess};
 use super::hold::{self, Links};
@@ -693,7 +694,10 @@ fn attempt(
                     write: held.write.iter().chain(&home_held).collect(),
                 },
             };
-            Option::<OwnedFd>::from(jfs::ruleset_held(abi, &rules, spec.network)?)
+            // Behind the connect broker the tool holds no TCP right of its
+            // own: the supervisor connects for it.
+            let own_tcp = spec.network && !matches!(plan.net, NetPlan::Brokered(_));
+            Option::<OwnedFd>::from(jfs::ruleset_held(abi, &rules, own_tcp)?)
         }
         None => None,
     };
@@ -751,7 +755,7 @@ fn attempt(
     let drop_caps = plan.drop_caps.then(sys::last_cap);
 
     // --- program, argv, env.
-    let proxied = matches!(plan.net, NetPlan::Proxied(_));
+    let proxied = matches!(plan.net, NetPlan::Proxied(_) | NetPlan::Brokered(_));
     let env = call_env(spec, home.path(), proxied);
     let path_var = env
         .iter()
@@ -947,8 +951,29 @@ fn attempt(
         ..
     } = prepared;
     drop((stdin, stdout, stderr, landlock));
+    // Behind the connect broker: the call's proxy on a loopback port of
+    // the host, serving only the connections the broker makes.
+    let kill = |e: JailError| -> Attempt {
+        let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+        let _ = sys::pidfd_wait(pidfd.as_raw_fd());
+        e.into()
+    };
+    let (brokered_egress, broker) = match &net_plan {
+        NetPlan::Brokered(gateway) => {
+            let (attached, broker) = start_broker(gateway).map_err(|source| {
+                kill(JailError::Prepare {
+                    what: "starting the egress proxy",
+                    source,
+                })
+            })?;
+            (Some(attached), Some(broker))
+        }
+        _ => (None, None),
+    };
+    let brokered = broker.is_some();
     // Without a mount namespace the metadata family is answered by the
-    // supervisor (see `super::metadata`) until the call ends.
+    // supervisor (see `super::metadata`) until the call ends, and behind
+    // the broker `connect` too.
     let watch = match (used_seccomp.and_then(|p| p.notify), notify) {
         (Some(_), Some(h)) => {
             drop(h.child_end);
@@ -958,26 +983,32 @@ fn attempt(
                     what: "receiving the seccomp notification listener",
                     source,
                 })
-                .and_then(|fd| Watch::start(fd, grants).map_err(JailError::from));
+                .and_then(|fd| Watch::start(fd, grants, broker).map_err(JailError::from));
             match started {
                 Ok(w) => Some(w),
-                Err(e) => {
-                    let _ = sys::pidfd_kill(pidfd.as_raw_fd());
-                    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
-                    return Err(e.into());
-                }
+                Err(e) => return Err(kill(e)),
             }
         }
         _ => None,
     };
+    if brokered && watch.is_none() {
+        // Never reached (the broker is planned only with seccomp's
+        // notification listener), but a brokered call without its broker
+        // must not run.
+        return Err(kill(JailError::Prepare {
+            what: "starting the connect broker",
+            source: std::io::Error::other("no seccomp notification listener"),
+        }));
+    }
     // The proxy runs until the call's tree is gone; dropping `egress`
     // closes its listener and connections, which frees the namespace.
     let egress = match (&net_plan, net) {
+        (NetPlan::Brokered(_), _) => brokered_egress,
         (NetPlan::Proxied(gateway), Some(h)) => {
             drop(h.child_end);
             let attached = sys::recv_fd(h.parent_end.as_raw_fd())
                 .map(std::net::TcpListener::from)
-                .and_then(|l| gateway.attach(l));
+                .and_then(|l| gateway.attach(l, None));
             match attached {
                 Ok(a) => Some(a),
                 Err(source) => {
@@ -1063,6 +1094,29 @@ fn attempt(
         warnings,
         cancelled: pumped.cancelled,
     })
+}
+
+/// The proxy of a call behind the connect broker: a listener on a fresh
+/// loopback port of the host, served by `gateway` admitting only the
+/// broker's connections, and the broker that makes them.
+fn start_broker(
+    gateway: &std::sync::Arc<dyn super::spec::Gateway>,
+) -> std::io::Result<(Box<dyn super::spec::Attached>, Broker)> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    let addr = listener.local_addr()?;
+    let admission = Admission::new();
+    let attached = gateway.attach(listener, Some(admission.clone()))?;
+    let (ip, port) = super::spec::PROXY_ADDR;
+    let log = gateway.clone();
+    Ok((
+        attached,
+        Broker {
+            published: std::net::SocketAddr::from((ip, port)),
+            listener: addr,
+            admission,
+            refused: Box::new(move |a| log.refused_direct(a)),
+        },
+    ))
 }
 
 /// The child read a refusal from the caller's gate: the reason, from the

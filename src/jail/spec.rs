@@ -104,7 +104,21 @@ pub const PROXY_URL: &str = "http://127.0.0.1:3128";
 pub trait Gateway: std::fmt::Debug + Send + Sync {
     /// Starts serving `listener`; the returned value stops the proxy and
     /// closes every connection when dropped.
-    fn attach(&self, listener: std::net::TcpListener) -> std::io::Result<Box<dyn Attached>>;
+    ///
+    /// With `admission` (the namespace-free jail's connect broker, whose
+    /// listener is on the host's loopback), only connections from a source
+    /// the broker recorded are served, each once; others are closed unread.
+    fn attach(
+        &self,
+        listener: std::net::TcpListener,
+        admission: Option<std::sync::Arc<super::broker::Admission>>,
+    ) -> std::io::Result<Box<dyn Attached>>;
+
+    /// The connect broker refused the tool's direct connection to `addr`
+    /// (recorded in the call's egress log like a proxy refusal).
+    fn refused_direct(&self, addr: std::net::SocketAddr) {
+        let _ = addr;
+    }
 }
 
 /// A running [`Gateway`]; dropping it stops the proxy.
@@ -288,6 +302,9 @@ pub struct Enforcement {
     pub net_namespace: bool,
     /// Network only through the supervisor's egress proxy.
     pub egress_proxy: bool,
+    /// Without a network namespace: every `connect` decided and made by
+    /// the supervisor (the connect broker, [`super::broker`]).
+    pub connect_broker: bool,
     /// New user namespace (unprivileged supervisor).
     pub user_namespace: bool,
     /// New IPC namespace (no System V / POSIX IPC with the host).

@@ -72,6 +72,81 @@ def udp(host, port):
     attempt(go, f"udp send {host}:{port}")
 
 
+def fastopen(host, port):
+    # MSG_FASTOPEN connects an unconnected TCP socket by a send, to the
+    # address the send names (no connect call to intercept).
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    def go():
+        s = socket.socket(fam, socket.SOCK_STREAM)
+        s.settimeout(2)
+        s.sendto(CANARY, socket.MSG_FASTOPEN, (host, int(port)))
+        s.sendall(CANARY)
+        s.close()
+
+    attempt(go, f"tcp fastopen {host}:{port}")
+
+
+def listen():
+    # A server on the host's network (no network namespace): anyone could
+    # connect in and read what the tool serves.
+    def go():
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        print("LISTENING", s.getsockname()[1], flush=True)
+
+    attempt(go, "tcp listen")
+
+
+def connect_race(host, port, proxy_port="3128", rounds="300"):
+    # One thread connects sockets through a sockaddr_in in memory while
+    # another rewrites that memory between the proxy's address and
+    # HOST:PORT: whatever the supervisor read, nothing may connect to
+    # HOST:PORT. A connection whose peer is HOST:PORT is an escape.
+    import struct
+    import threading
+
+    def sin(p):
+        return struct.pack("!HH4s8x", 0, int(p), socket.inet_aton(host if p == port else "127.0.0.1"))
+
+    good = bytearray(sin(proxy_port))
+    bad = bytearray(sin(port))
+    for b in (good, bad):
+        b[0:2] = struct.pack("=H", socket.AF_INET)
+    buf = ctypes.create_string_buffer(bytes(good), 16)
+    stop = False
+
+    def flip():
+        while not stop:
+            ctypes.memmove(buf, bytes(bad), 16)
+            ctypes.memmove(buf, bytes(good), 16)
+
+    t = threading.Thread(target=flip, daemon=True)
+    t.start()
+    proxied = refused = 0
+    escaped_to = None
+    libc.connect.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint]
+    for _ in range(int(rounds)):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        r = libc.connect(s.fileno(), ctypes.addressof(buf), 16)
+        if r == 0:
+            peer = s.getpeername()
+            if peer == (host, int(port)):
+                escaped_to = peer
+                s.sendall(CANARY)
+            proxied += 1
+        else:
+            refused += 1
+        s.close()
+    stop = True
+    t.join()
+    print("RACE", "proxied", proxied, "refused", refused, flush=True)
+    if escaped_to:
+        escaped(f"connect race reached {escaped_to}")
+    blocked(f"connect race: {proxied} to the proxy, {refused} refused")
+
+
 def unix(path):
     def go():
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -461,6 +536,9 @@ ATTACKS = {
     "netlink": netlink,
     "packet": packet,
     "families": families,
+    "fastopen": fastopen,
+    "listen": listen,
+    "connect_race": connect_race,
     "io_uring": io_uring,
     "socketpair_ok": socketpair_ok,
     "sysv_shm": sysv_shm,

@@ -521,6 +521,30 @@ pub fn read_process(pid: u32, addr: u64, buf: &mut [u8]) -> SysResult<usize> {
     usize::try_from(rc).map_err(|_| errno())
 }
 
+/// The socket (or any file) a caller holds at descriptor `fd`, as a
+/// descriptor of the supervisor's (`pidfd_getfd`): the very object, which
+/// no later `dup2` of the caller can swap. `tid` is the calling thread
+/// (a notification's pid); its process is found through
+/// `/proc/TID/status` (a pidfd names a thread-group leader), so the
+/// caller must confirm afterwards that the notification is still valid.
+pub fn take_callers_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(|_| libc::ESRCH)?;
+    let tgid: libc::pid_t = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or(libc::ESRCH)?;
+    // SAFETY: pidfd_open(2) with no flags returns a new descriptor or -1.
+    let pidfd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, tgid, 0) })?;
+    // SAFETY: the kernel returned a fresh pidfd that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    // SAFETY: pidfd_getfd(2) with no flags returns a new descriptor (with
+    // close-on-exec set) or -1.
+    let got = check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })?;
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
+}
+
 /// `lstat(path)`.
 pub fn lstat(path: &CStr) -> SysResult<libc::stat> {
     // SAFETY: stat is plain data.

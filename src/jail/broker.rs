@@ -1,0 +1,446 @@
+//! The namespace-free jail's connect broker: egress without a network
+//! namespace.
+//!
+//! With namespaces, a `network: true` call has its own network namespace
+//! whose only way out is the egress proxy. Without them (a container's
+//! default profile, user namespaces disabled) the call shares the host's
+//! network, so the jail's seccomp filter refuses every way a socket could
+//! reach an address by itself (`socket` only for inet stream and route
+//! netlink, no `listen`, no `MSG_FASTOPEN`, no unix sockets; see
+//! [`super::seccomp::Sockets::Brokered`]) and hands `connect` to the
+//! supervisor (`SECCOMP_RET_USER_NOTIF`), which for each one:
+//! 1. reads the address from the caller's memory (once) and takes the
+//!    caller's socket itself (`pidfd_getfd`: the very socket object, which
+//!    no later `dup2` of the caller can swap), then checks the notification
+//!    is still valid (the pid still names the caller);
+//! 2. asks [`decide`] — pure — where the connection may go: the proxy's
+//!    published address ([`super::spec::PROXY_ADDR`], what `HTTP_PROXY`
+//!    names) is carried to the call's own proxy listener; every other
+//!    address is refused (`ECONNREFUSED`) and reported to the gateway's
+//!    log;
+//! 3. clears `SO_REUSEADDR`/`SO_REUSEPORT`, binds the socket to a fresh
+//!    loopback port (exclusive: no other socket can share it), records
+//!    that source address in the call's [`Admission`], and only then
+//!    connects it, on the supervisor's side (never
+//!    `SECCOMP_USER_NOTIF_FLAG_CONTINUE`, which would let the caller swap
+//!    the address or the descriptor between the check and the call).
+//!
+//! The call's proxy listens on a loopback port of the host, where any
+//! local process could reach it: it serves only connections whose source
+//! address the broker recorded, each once ([`Admission::admit`]); anything
+//! else is closed unread. With Landlock ABI 4 or later the tool also holds
+//! no TCP `connect`/`bind` right of its own (a second layer; the broker
+//! runs outside the tool's Landlock domain).
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex};
+
+use super::sys;
+
+/// The source addresses of the connections the broker made to one call's
+/// proxy listener, each admitted once.
+#[derive(Debug, Default)]
+pub struct Admission {
+    expected: Mutex<HashSet<SocketAddr>>,
+}
+
+impl Admission {
+    /// A new, empty admission list.
+    pub fn new() -> Arc<Admission> {
+        Arc::new(Admission::default())
+    }
+
+    /// Records `source` before the broker connects from it.
+    pub fn expect(&self, source: SocketAddr) {
+        if let Ok(mut set) = self.expected.lock() {
+            set.insert(canonical(source));
+        }
+    }
+
+    /// Forgets `source` (its connect failed).
+    pub fn forget(&self, source: SocketAddr) {
+        if let Ok(mut set) = self.expected.lock() {
+            set.remove(&canonical(source));
+        }
+    }
+
+    /// Whether a connection accepted from `peer` is one the broker made;
+    /// true once per recorded source.
+    pub fn admit(&self, peer: SocketAddr) -> bool {
+        self.expected
+            .lock()
+            .map(|mut set| set.remove(&canonical(peer)))
+            .unwrap_or(false)
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is (an inet6
+/// socket connected to an inet listener is seen there as inet).
+fn canonical(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::V4(SocketAddrV4::new(v4, v6.port())),
+            None => a,
+        },
+        v4 => v4,
+    }
+}
+
+/// Where the broker sends one call's connections, and whom it tells of
+/// the connections it refuses.
+pub struct Broker {
+    /// The address the tool is told (`PROXY_ADDR`).
+    pub published: SocketAddr,
+    /// The call's own proxy listener (a loopback port of the host).
+    pub listener: SocketAddr,
+    /// The sources the proxy admits.
+    pub admission: Arc<Admission>,
+    /// Told of each refused destination (the egress log).
+    pub refused: Box<dyn Fn(SocketAddr) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("published", &self.published)
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a `connect` asked for, decoded from the caller's `sockaddr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// An inet or inet6 address.
+    Inet(SocketAddr),
+    /// Another family (`AF_UNSPEC`, netlink, …).
+    Other(u16),
+}
+
+/// Decodes a `sockaddr` of `bytes` (as long as the caller said).
+pub fn decode_sockaddr(bytes: &[u8]) -> Result<Dest, i32> {
+    if bytes.len() < 2 {
+        return Err(libc::EINVAL);
+    }
+    let family = u16::from_ne_bytes([bytes[0], bytes[1]]);
+    let port = |b: &[u8]| u16::from_be_bytes([b[2], b[3]]);
+    match i32::from(family) {
+        libc::AF_INET => {
+            if bytes.len() < 16 {
+                return Err(libc::EINVAL);
+            }
+            let ip = Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]);
+            Ok(Dest::Inet(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                port(bytes),
+            ))))
+        }
+        libc::AF_INET6 => {
+            if bytes.len() < 28 {
+                return Err(libc::EINVAL);
+            }
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&bytes[8..24]);
+            let flow = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+            let scope = u32::from_ne_bytes([bytes[24], bytes[25], bytes[26], bytes[27]]);
+            Ok(Dest::Inet(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(octets),
+                port(bytes),
+                flow,
+                scope,
+            ))))
+        }
+        _ => Ok(Dest::Other(family)),
+    }
+}
+
+/// The kind of socket the caller connects, as the supervisor read it from
+/// the socket itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketKind {
+    /// `SO_DOMAIN`.
+    pub domain: i32,
+    /// `SO_TYPE`.
+    pub ty: i32,
+    /// Already bound to a local port or connected.
+    pub bound: bool,
+    /// Connected (has a peer).
+    pub connected: bool,
+}
+
+/// The broker's decision for one `connect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Carry it to the call's proxy listener.
+    Proxy,
+    /// Refuse with this errno; `log` says whether the destination goes to
+    /// the egress log (a refused destination, not a malformed call).
+    Refuse { errno: i32, log: bool },
+}
+
+/// Decides one `connect` of `kind` to `dest` (pure): only an inet stream
+/// socket, not yet bound or connected, to the published proxy address.
+pub fn decide(published: SocketAddr, kind: SocketKind, dest: Dest) -> Route {
+    let refuse = |errno| Route::Refuse { errno, log: false };
+    if kind.domain != libc::AF_INET && kind.domain != libc::AF_INET6 {
+        // Route netlink, the only other family the filter lets a call
+        // create: nothing to connect to.
+        return refuse(libc::EPERM);
+    }
+    if kind.ty != libc::SOCK_STREAM {
+        return refuse(libc::EPERM);
+    }
+    if kind.connected {
+        return refuse(libc::EISCONN);
+    }
+    if kind.bound {
+        // Bound earlier by the caller (only possible without Landlock's
+        // network rights): a port the broker did not choose could be
+        // shared with another socket, so it is never connected.
+        return refuse(libc::EALREADY);
+    }
+    let Dest::Inet(addr) = dest else {
+        return refuse(libc::EAFNOSUPPORT);
+    };
+    if canonical(addr) == published {
+        Route::Proxy
+    } else {
+        Route::Refuse {
+            errno: libc::ECONNREFUSED,
+            log: true,
+        }
+    }
+}
+
+/// The loopback address a socket of `domain` binds to before connecting
+/// to an inet loopback listener.
+fn loopback_source(domain: i32) -> SocketAddr {
+    if domain == libc::AF_INET6 {
+        SocketAddr::new(IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()), 0)
+    } else {
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)
+    }
+}
+
+/// The listener's address as a socket of `domain` connects to it.
+fn as_domain(addr: SocketAddr, domain: i32) -> SocketAddr {
+    match (addr, domain) {
+        (SocketAddr::V4(v4), libc::AF_INET6) => {
+            SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+        }
+        _ => addr,
+    }
+}
+
+/// Answers one `connect` notification: `Ok(())` when the connection was
+/// made (or is in progress on a non-blocking socket: `EINPROGRESS` is
+/// returned as the errno it is), else the errno for the caller.
+pub fn answer(listener: RawFd, n: &sys::Notice, broker: &Broker) -> Result<(), i32> {
+    let fd = i32::try_from(n.args[0] as i64).map_err(|_| libc::EBADF)?;
+    let len = usize::try_from(n.args[2] as u32).map_err(|_| libc::EINVAL)?;
+    if len > 128 {
+        return Err(libc::EINVAL);
+    }
+    let mut raw = vec![0u8; len];
+    if len > 0 {
+        let got = sys::read_process(n.pid, n.args[1], &mut raw).map_err(|_| libc::EFAULT)?;
+        if got != len {
+            return Err(libc::EFAULT);
+        }
+    }
+    let dest = decode_sockaddr(&raw)?;
+    let socket = sys::take_callers_fd(n.pid, fd)?;
+    // The socket and the address were the caller's only if it is still
+    // waiting on this notification.
+    if !sys::notif_id_valid(listener, n.id) {
+        return Err(libc::ESRCH);
+    }
+    let socket = socket2::Socket::from(socket);
+    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    let domain = socket.domain().map_err(errno)?;
+    let kind = SocketKind {
+        domain: domain.into(),
+        ty: socket.r#type().map_err(errno)?.into(),
+        bound: socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .is_some_and(|a| a.port() != 0),
+        connected: socket.peer_addr().is_ok(),
+    };
+    match decide(broker.published, kind, dest) {
+        Route::Refuse { errno, log } => {
+            if let (true, Dest::Inet(addr)) = (log, dest) {
+                (broker.refused)(addr);
+            }
+            Err(errno)
+        }
+        Route::Proxy => {
+            socket.set_reuse_address(false).map_err(errno)?;
+            socket.set_reuse_port(false).map_err(errno)?;
+            socket
+                .bind(&loopback_source(kind.domain).into())
+                .map_err(errno)?;
+            let source = socket
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
+                .ok_or(libc::EADDRNOTAVAIL)?;
+            broker.admission.expect(source);
+            let target = as_domain(broker.listener, kind.domain);
+            match socket.connect(&target.into()) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let code = errno(e);
+                    if code != libc::EINPROGRESS {
+                        broker.admission.forget(source);
+                    }
+                    Err(code)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const PUBLISHED: SocketAddr =
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(127, 0, 0, 1), 3128));
+
+    fn stream(domain: i32) -> SocketKind {
+        SocketKind {
+            domain,
+            ty: libc::SOCK_STREAM,
+            bound: false,
+            connected: false,
+        }
+    }
+
+    fn v4(a: [u8; 4], port: u16) -> Vec<u8> {
+        let mut b = vec![0u8; 16];
+        b[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        b[2..4].copy_from_slice(&port.to_be_bytes());
+        b[4..8].copy_from_slice(&a);
+        b
+    }
+
+    fn v6(a: Ipv6Addr, port: u16) -> Vec<u8> {
+        let mut b = vec![0u8; 28];
+        b[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+        b[2..4].copy_from_slice(&port.to_be_bytes());
+        b[8..24].copy_from_slice(&a.octets());
+        b
+    }
+
+    #[test]
+    fn only_the_published_proxy_address_is_carried() {
+        let d = |b: &[u8]| decode_sockaddr(b).unwrap();
+        assert_eq!(
+            decide(
+                PUBLISHED,
+                stream(libc::AF_INET),
+                d(&v4([127, 0, 0, 1], 3128))
+            ),
+            Route::Proxy
+        );
+        // An inet6 socket naming the proxy by its mapped address.
+        let mapped = Ipv4Addr::LOCALHOST.to_ipv6_mapped();
+        assert_eq!(
+            decide(PUBLISHED, stream(libc::AF_INET6), d(&v6(mapped, 3128))),
+            Route::Proxy
+        );
+        let refused = Route::Refuse {
+            errno: libc::ECONNREFUSED,
+            log: true,
+        };
+        for dest in [
+            v4([127, 0, 0, 1], 3129),
+            v4([127, 0, 0, 2], 3128),
+            v4([169, 254, 169, 254], 80),
+            v4([0, 0, 0, 0], 3128),
+            v4([10, 0, 0, 1], 443),
+            v6(Ipv6Addr::LOCALHOST, 3128),
+            v6(Ipv6Addr::UNSPECIFIED, 3128),
+        ] {
+            assert_eq!(
+                decide(PUBLISHED, stream(libc::AF_INET6), d(&dest)),
+                refused,
+                "{dest:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_sockets_and_states_are_refused_without_a_log_line() {
+        let proxy = decode_sockaddr(&v4([127, 0, 0, 1], 3128)).unwrap();
+        let mut k = stream(libc::AF_INET);
+        k.ty = libc::SOCK_DGRAM;
+        assert!(matches!(
+            decide(PUBLISHED, k, proxy),
+            Route::Refuse { log: false, .. }
+        ));
+        let mut k = stream(libc::AF_NETLINK);
+        k.ty = libc::SOCK_RAW;
+        assert!(matches!(
+            decide(PUBLISHED, k, proxy),
+            Route::Refuse { log: false, .. }
+        ));
+        let mut k = stream(libc::AF_INET);
+        k.bound = true;
+        assert_eq!(
+            decide(PUBLISHED, k, proxy),
+            Route::Refuse {
+                errno: libc::EALREADY,
+                log: false
+            }
+        );
+        k.connected = true;
+        assert_eq!(
+            decide(PUBLISHED, k, proxy),
+            Route::Refuse {
+                errno: libc::EISCONN,
+                log: false
+            }
+        );
+        let unspec = decode_sockaddr(&[0, 0]).unwrap();
+        assert!(matches!(
+            decide(PUBLISHED, stream(libc::AF_INET), unspec),
+            Route::Refuse { log: false, .. }
+        ));
+    }
+
+    #[test]
+    fn short_addresses_are_invalid() {
+        assert_eq!(decode_sockaddr(&[]), Err(libc::EINVAL));
+        assert_eq!(
+            decode_sockaddr(&v4([1, 2, 3, 4], 1)[..8]),
+            Err(libc::EINVAL)
+        );
+        assert_eq!(
+            decode_sockaddr(&v6(Ipv6Addr::LOCALHOST, 1)[..20]),
+            Err(libc::EINVAL)
+        );
+    }
+
+    #[test]
+    fn each_recorded_source_is_admitted_once() {
+        let a = Admission::new();
+        let src: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        assert!(!a.admit(src));
+        a.expect(src);
+        assert!(!a.admit("127.0.0.1:40001".parse().unwrap()));
+        assert!(a.admit(src));
+        assert!(!a.admit(src));
+        // Recorded from an inet6 socket, seen by the inet listener.
+        a.expect("[::ffff:127.0.0.1]:40002".parse().unwrap());
+        assert!(a.admit("127.0.0.1:40002".parse().unwrap()));
+        a.expect(src);
+        a.forget(src);
+        assert!(!a.admit(src));
+    }
+}
