@@ -559,7 +559,10 @@ impl<E: Into<JailError>> From<E> for Attempt {
 /// `/tmp` itself, and that jail has no egress proxy.
 fn protected_paths(spec: &Spec, write_grants: &[PathBuf], tree: bool) -> Vec<PathBuf> {
     let mut protect = spec.protect.clone();
-    if !tree {
+    // Without a tree a call reaches glovebox's servers only behind the
+    // connect broker (with the network on); the write split then keeps
+    // the registry out of its write grants.
+    if !tree && !spec.network {
         return protect;
     }
     protect.extend(
