@@ -112,23 +112,25 @@ fn a_timed_out_call_leaves_no_process() {
 }
 
 #[test]
-fn network_true_is_refused_without_a_network_namespace() {
+fn network_true_runs_behind_the_proxy_in_every_mode() {
     require_jail!();
     let r = sandbox(&["--net"], &["sh", "-c", "echo RAN"]);
-    if namespace_free() {
-        // The egress proxy needs the call's own network namespace: refused,
-        // naming the reason and the explicit opt-in; nothing ran.
-        assert_eq!(r.code, Some(3), "{r:#?}");
-        let text = r.json.to_string();
-        assert!(text.contains("sandbox_unavailable"), "{r:#?}");
-        assert!(text.contains("direct_network"), "{r:#?}");
-        assert!(!r.stdout.contains("RAN"), "{r:#?}");
-        // The opt-in runs it on the host's network, said as a warning.
-        let d = sandbox(&["--net=direct"], &["sh", "-c", "echo RAN"]);
-        assert!(d.stdout.contains("RAN"), "{d:#?}");
-        assert!(d.json.to_string().contains("direct network"), "{d:#?}");
-    } else {
-        assert!(r.stdout.contains("RAN"), "{r:#?}");
-        assert_eq!(r.json["enforcement"]["egress_proxy"], true, "{r:#?}");
-    }
+    assert!(r.stdout.contains("RAN"), "{r:#?}");
+    assert_eq!(r.json["enforcement"]["egress_proxy"], true, "{r:#?}");
+    // Its own network namespace, or without namespaces the connect
+    // broker (each connect made by the supervisor, only to the proxy).
+    assert_eq!(
+        r.json["enforcement"]["net_namespace"],
+        !namespace_free(),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r.json["enforcement"]["connect_broker"],
+        namespace_free(),
+        "{r:#?}"
+    );
+    // The explicit opt-in runs it on the host's network, said as a warning.
+    let d = sandbox(&["--net=direct"], &["sh", "-c", "echo RAN"]);
+    assert!(d.stdout.contains("RAN"), "{d:#?}");
+    assert!(d.json.to_string().contains("direct network"), "{d:#?}");
 }
