@@ -1165,3 +1165,90 @@ fn a_forged_listener_entry_blocks_nothing() {
     assert!(egress(&r).iter().all(|c| c["allowed"] == true), "{r:#?}");
     drop(planted);
 }
+
+/// The loopback TCP ports `pids` listen on (their sockets' inodes found in
+/// `/proc/net/tcp`).
+fn listening_ports(pids: &[u32]) -> Vec<u16> {
+    let mut inodes = std::collections::HashSet::new();
+    for pid in pids {
+        let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if let Ok(l) = std::fs::read_link(e.path()) {
+                let l = l.display().to_string();
+                if let Some(n) = l.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')) {
+                    inodes.insert(n.to_string());
+                }
+            }
+        }
+    }
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    tcp.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let listening = f.get(3) == Some(&"0A");
+            let ours = f.get(9).is_some_and(|i| inodes.contains(*i));
+            let port = f.get(1)?.split(':').nth(1)?;
+            (listening && ours).then(|| u16::from_str_radix(port, 16).ok())?
+        })
+        .collect()
+}
+
+/// Without namespaces the call's proxy listens on a loopback port of the
+/// host, where every local process can connect: it serves only the
+/// connections the connect broker made for the tool. A process outside
+/// the call that finds the port (here the test, by the supervisor's
+/// sockets) and asks it for the allowed server gets nothing, while the
+/// tool itself (the control) reaches it. With a network namespace the
+/// proxy is not on the host's loopback at all.
+#[test]
+fn another_local_process_cannot_use_a_calls_proxy() {
+    require_jail!();
+    let srv = Server::start("127.0.0.1:0", None);
+    let m = marker("borrow");
+    let script = format!(
+        "sleep 2; curl -sS --max-time 10 {url}; echo {m}",
+        url = srv.url("/canary")
+    );
+    let tool =
+        std::thread::spawn(move || sandbox(&["--net", "--allow-private"], &["sh", "-c", &script]));
+    // The tool sleeps 2 s before its own request: the test asks first.
+    assert!(
+        wait_until(Duration::from_secs(10), || pids_with(&m).len() >= 2),
+        "the call did not start"
+    );
+    let mut ports = Vec::new();
+    wait_until(Duration::from_millis(800), || {
+        ports = listening_ports(&pids_with(&m));
+        !ports.is_empty()
+    });
+    if namespace_free() {
+        assert!(!ports.is_empty(), "the call's proxy was not found");
+    } else {
+        assert!(
+            ports.is_empty(),
+            "a proxy on the host's loopback: {ports:?}"
+        );
+    }
+    for port in &ports {
+        let mut s = TcpStream::connect(("127.0.0.1", *port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let req = format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            srv.url("/canary"),
+            srv.addr
+        );
+        let _ = s.write_all(req.as_bytes());
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        assert!(
+            !String::from_utf8_lossy(&got).contains(CANARY),
+            "an outside process used the call's proxy"
+        );
+    }
+    let r = tool.join().unwrap();
+    assert!(r.stdout.contains(CANARY), "the control failed: {r:#?}");
+    assert_eq!(srv.accepted(), 1, "{r:#?}");
+}

@@ -82,7 +82,6 @@ impl Setup {
     }
 }
 
-
 /// Every request's Authorization at the named host was the real token.
 fn all_real(s: &Server) -> usize {
     let reqs = s.requests();
