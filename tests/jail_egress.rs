@@ -729,7 +729,7 @@ fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
     // Without namespaces, as a user other than root, the process limit is
     // RLIMIT_NPROC, which counts every task of the uid: the other tests of
     // this binary run beside this one, so the hundred go in waves there.
-    let wave = if namespace_free() { 25 } else { 100 };
+    let wave = if namespace_free() { 10 } else { 100 };
     let mut results: Vec<(bool, usize)> = Vec::new();
     for _ in 0..100 / wave {
         let handles: Vec<_> = (0..wave)
