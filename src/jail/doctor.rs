@@ -117,13 +117,19 @@ pub fn examine() -> Report {
         ),
         inv(
             "network: true only through glovebox's egress proxy",
-            // Without network namespaces it holds by refusal (fail closed),
-            // which the namespace-free jail counts as its mechanism.
-            kernel.net_ns || free,
+            // Without network namespaces the namespace-free jail's connect
+            // broker holds it (seccomp user notification: the metadata
+            // supervisor's mechanism, which that jail needs anyway).
+            kernel.net_ns || (free && e.seccomp),
             if kernel.net_ns {
                 "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard".into()
+            } else if free && e.seccomp {
+                format!(
+                    "connect broker: each connect() made by the supervisor on the tool's socket (seccomp user notification, pidfd_getfd), only to the call's own proxy, which serves only those connections; only tcp sockets, no listen, no tcp fast open{}",
+                    if e.landlock_abi >= 4 { "; landlock leaves the tool no tcp connect/bind of its own" } else { "" }
+                )
             } else {
-                "no network namespaces here: network: true is refused unless sandbox.direct_network".into()
+                "no network namespaces and no connect broker here: network: true is refused unless sandbox.direct_network".into()
             },
         ),
         inv(
