@@ -34,7 +34,7 @@
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
 use super::sys;
@@ -237,6 +237,14 @@ fn as_domain(addr: SocketAddr, domain: i32) -> SocketAddr {
 /// Answers one `connect` notification: `Ok(())` when the connection was
 /// made (or is in progress on a non-blocking socket: `EINPROGRESS` is
 /// returned as the errno it is), else the errno for the caller.
+///
+/// The caller's own socket is taken with `pidfd_getfd` and connected.
+/// Where a profile refuses `pidfd_getfd` (Docker's default without
+/// `CAP_SYS_PTRACE`), the supervisor connects a socket of its own instead
+/// and puts it in place of the caller's descriptor
+/// (`SECCOMP_IOCTL_NOTIF_ADDFD`, as `dup2` would): the same connection to
+/// the proxy, without the options the caller had set on the old socket
+/// but its non-blocking mode.
 pub fn answer(listener: RawFd, n: &sys::Notice, broker: &Broker) -> Result<(), i32> {
     let fd = i32::try_from(n.args[0] as i64).map_err(|_| libc::EBADF)?;
     let len = usize::try_from(n.args[2] as u32).map_err(|_| libc::EINVAL)?;
@@ -251,18 +259,67 @@ pub fn answer(listener: RawFd, n: &sys::Notice, broker: &Broker) -> Result<(), i
         }
     }
     let dest = decode_sockaddr(&raw)?;
-    let socket = sys::take_callers_fd(n.pid, fd)?;
+    let taken = match sys::take_callers_fd(n.pid, fd) {
+        Ok(s) => Some(s),
+        Err(libc::EPERM | libc::EACCES | libc::ENOSYS) => None,
+        Err(e) => return Err(e),
+    };
     // The socket and the address were the caller's only if it is still
     // waiting on this notification.
     if !sys::notif_id_valid(listener, n.id) {
         return Err(libc::ESRCH);
     }
-    let socket = socket2::Socket::from(socket);
-    let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(libc::EIO);
-    let domain = socket.domain().map_err(errno)?;
+    match taken {
+        Some(socket) => connect_callers(socket2::Socket::from(socket), dest, broker),
+        None => connect_in_place(listener, n, fd, dest, broker),
+    }
+}
+
+fn errno_of(e: std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// Refuses `dest` (reported to the egress log when `log`).
+fn refuse(broker: &Broker, dest: Dest, errno: i32, log: bool) -> Result<(), i32> {
+    if let (true, Dest::Inet(addr)) = (log, dest) {
+        (broker.refused)(addr);
+    }
+    Err(errno)
+}
+
+/// Binds `socket` to a fresh loopback port (no address reuse: no other
+/// socket can share it), records that source, and connects it to the
+/// call's proxy listener.
+fn connect_to_proxy(socket: &socket2::Socket, domain: i32, broker: &Broker) -> Result<(), i32> {
+    socket.set_reuse_address(false).map_err(errno_of)?;
+    socket.set_reuse_port(false).map_err(errno_of)?;
+    socket
+        .bind(&loopback_source(domain).into())
+        .map_err(errno_of)?;
+    let source = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .ok_or(libc::EADDRNOTAVAIL)?;
+    broker.admission.expect(source);
+    match socket.connect(&as_domain(broker.listener, domain).into()) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let code = errno_of(e);
+            if code != libc::EINPROGRESS {
+                broker.admission.forget(source);
+            }
+            Err(code)
+        }
+    }
+}
+
+/// Connects the caller's own socket (taken with `pidfd_getfd`).
+fn connect_callers(socket: socket2::Socket, dest: Dest, broker: &Broker) -> Result<(), i32> {
+    let domain: i32 = socket.domain().map_err(errno_of)?.into();
     let kind = SocketKind {
-        domain: domain.into(),
-        ty: socket.r#type().map_err(errno)?.into(),
+        domain,
+        ty: socket.r#type().map_err(errno_of)?.into(),
         bound: socket
             .local_addr()
             .ok()
@@ -271,35 +328,61 @@ pub fn answer(listener: RawFd, n: &sys::Notice, broker: &Broker) -> Result<(), i
         connected: socket.peer_addr().is_ok(),
     };
     match decide(broker.published, kind, dest) {
-        Route::Refuse { errno, log } => {
-            if let (true, Dest::Inet(addr)) = (log, dest) {
-                (broker.refused)(addr);
-            }
-            Err(errno)
-        }
+        Route::Refuse { errno, log } => refuse(broker, dest, errno, log),
+        Route::Proxy => connect_to_proxy(&socket, domain, broker),
+    }
+}
+
+/// Connects a socket of the supervisor's and puts it in place of the
+/// caller's descriptor `fd` (which must be a socket).
+fn connect_in_place(
+    listener: RawFd,
+    n: &sys::Notice,
+    fd: i32,
+    dest: Dest,
+    broker: &Broker,
+) -> Result<(), i32> {
+    let link = std::fs::read_link(format!("/proc/{}/fd/{fd}", n.pid)).map_err(|_| libc::EBADF)?;
+    if !link.as_os_str().as_encoded_bytes().starts_with(b"socket:") {
+        return Err(libc::ENOTSOCK);
+    }
+    let flags = std::fs::read_to_string(format!("/proc/{}/fdinfo/{fd}", n.pid))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|v| i64::from_str_radix(v.trim(), 8).ok())
+        })
+        .ok_or(libc::EBADF)?;
+    if !sys::notif_id_valid(listener, n.id) {
+        return Err(libc::ESRCH);
+    }
+    // The filter lets a brokered call make inet stream sockets only (and
+    // route netlink): the family the caller names is its socket's, else
+    // its own `connect` would have failed.
+    let domain = match dest {
+        Dest::Inet(SocketAddr::V4(_)) => libc::AF_INET,
+        Dest::Inet(SocketAddr::V6(_)) => libc::AF_INET6,
+        Dest::Other(_) => return refuse(broker, dest, libc::EAFNOSUPPORT, false),
+    };
+    let kind = SocketKind {
+        domain,
+        ty: libc::SOCK_STREAM,
+        bound: false,
+        connected: false,
+    };
+    match decide(broker.published, kind, dest) {
+        Route::Refuse { errno, log } => refuse(broker, dest, errno, log),
         Route::Proxy => {
-            socket.set_reuse_address(false).map_err(errno)?;
-            socket.set_reuse_port(false).map_err(errno)?;
-            socket
-                .bind(&loopback_source(kind.domain).into())
-                .map_err(errno)?;
-            let source = socket
-                .local_addr()
-                .ok()
-                .and_then(|a| a.as_socket())
-                .ok_or(libc::EADDRNOTAVAIL)?;
-            broker.admission.expect(source);
-            let target = as_domain(broker.listener, kind.domain);
-            match socket.connect(&target.into()) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    let code = errno(e);
-                    if code != libc::EINPROGRESS {
-                        broker.admission.forget(source);
-                    }
-                    Err(code)
-                }
+            let socket =
+                socket2::Socket::new(socket2::Domain::from(domain), socket2::Type::STREAM, None)
+                    .map_err(errno_of)?;
+            connect_to_proxy(&socket, domain, broker)?;
+            if flags & i64::from(libc::O_NONBLOCK) != 0 {
+                socket.set_nonblocking(true).map_err(errno_of)?;
             }
+            let cloexec = flags & i64::from(libc::O_CLOEXEC) != 0;
+            sys::notif_replace_fd(listener, n.id, socket.as_raw_fd(), fd, cloexec)
         }
     }
 }

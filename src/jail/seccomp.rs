@@ -865,8 +865,9 @@ pub fn install(filter: &Filter) -> Result<(), i32> {
 }
 
 /// A filter like Docker's default seccomp profile for a process without
-/// `CAP_SYS_ADMIN`: creating or joining namespaces (`unshare`, `setns`,
-/// `clone` with a `CLONE_NEW*` flag) and mounting are refused with EPERM,
+/// `CAP_SYS_ADMIN` or `CAP_SYS_PTRACE`: creating or joining namespaces
+/// (`unshare`, `setns`, `clone` with a `CLONE_NEW*` flag), mounting, and
+/// `kcmp`/`pidfd_getfd`/`process_madvise` are refused with EPERM,
 /// `clone3` and `io_uring_*` are ENOSYS, foreign architectures are killed; everything else
 /// is allowed. `glovebox __container` runs a command under it, so CI can
 /// test the namespace-free jail the way a container gets it (also as
@@ -886,6 +887,9 @@ pub fn container_program() -> Result<BpfProgram, SeccompError> {
         libc::SYS_fsmount,
         libc::SYS_fspick,
         libc::SYS_mount_setattr,
+        libc::SYS_kcmp,
+        libc::SYS_pidfd_getfd,
+        libc::SYS_process_madvise,
     ] {
         deny.insert(nr, Vec::new());
     }

@@ -545,6 +545,28 @@ pub fn take_callers_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
 }
 
+/// Installs the supervisor's `src` in the caller of notification `id` as
+/// its descriptor `target`, replacing whatever was there, as `dup2` would
+/// (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SETFD`, Linux 5.9).
+pub fn notif_replace_fd(
+    listener: RawFd,
+    id: u64,
+    src: RawFd,
+    target: i32,
+    cloexec: bool,
+) -> SysResult<()> {
+    let addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        srcfd: u32::try_from(src).map_err(|_| libc::EBADF)?,
+        newfd: u32::try_from(target).map_err(|_| libc::EBADF)?,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_addfd.
+    let rc = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) };
+    check_int(rc).map(|_| ())
+}
+
 /// `lstat(path)`.
 pub fn lstat(path: &CStr) -> SysResult<libc::stat> {
     // SAFETY: stat is plain data.
