@@ -1290,3 +1290,76 @@ fn one_client_with_listen_streams_and_idle_connections_locks_no_one_out() {
     drop(held);
     s.assert_alive();
 }
+
+/// Issue 32, item 3: a flood of new MCP sessions past `--max-sessions`
+/// closes idle sessions only: the session with a call running keeps it,
+/// and the call's result reaches its client. When every session has a
+/// call running, a new session is refused (503, `Retry-After`).
+#[test]
+fn a_session_flood_never_drops_a_running_call_s_result() {
+    require_jail!();
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &["--max-sessions", "2"]);
+    let nap_on = |session: String| {
+        let addr = s.addr.clone();
+        std::thread::spawn(move || {
+            let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                "params": {"name": "nap", "arguments": {"secs": "3"}}})
+            .to_string();
+            request(
+                &addr,
+                "POST",
+                "/mcp",
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                    ("Mcp-Session-Id", &session),
+                ],
+                body.as_bytes(),
+            )
+        })
+    };
+    let first = s.mcp_session("2025-11-25");
+    let running = nap_on(first.clone());
+    assert!(
+        wait_until(Duration::from_secs(30), || naps_started(&f) == 1),
+        "the call never started: {}",
+        audit_log(&f)
+    );
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "flood", "version": "0"}}});
+    let mut opened = 0;
+    for _ in 0..200 {
+        let a = s.mcp(None, &init);
+        match a.status {
+            200 => opened += 1,
+            503 => assert!(a.header("retry-after").is_some(), "{a:?}"),
+            _ => panic!("{a:?}"),
+        }
+    }
+    // The probe: the flood did pass the cap (sessions were closed).
+    assert!(opened > 2, "only {opened} sessions opened");
+    let r = running.join().unwrap();
+    assert_eq!(r.status, 200, "the running call's session was closed: {r:?}");
+    assert_eq!(r.rpc()["result"]["isError"], json!(false), "{r:?}");
+    // Every session with a call running: a new one is refused.
+    let (a, b) = (s.mcp_session("2025-11-25"), s.mcp_session("2025-11-25"));
+    let calls = [nap_on(a), nap_on(b)];
+    assert!(
+        wait_until(Duration::from_secs(30), || naps_started(&f) == 3),
+        "the calls never started: {}",
+        audit_log(&f)
+    );
+    let refused = s.mcp(None, &init);
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.kind(), "resource_limit", "{refused:?}");
+    assert!(refused.header("retry-after").is_some(), "{refused:?}");
+    for c in calls {
+        let r = c.join().unwrap();
+        assert_eq!(r.rpc()["result"]["isError"], json!(false), "{r:?}");
+    }
+    // Once they are done, sessions open again.
+    assert_eq!(s.mcp(None, &init).status, 200);
+}
