@@ -1363,3 +1363,62 @@ fn a_session_flood_never_drops_a_running_call_s_result() {
     // Once they are done, sessions open again.
     assert_eq!(s.mcp(None, &init).status, 200);
 }
+
+/// Issue 32, item 5: `.glee/tools/` deleted and restored (or `.glee/`
+/// deleted, made again empty, then given its tools) is followed by
+/// reloads, and so is every edit after it: the watcher re-arms on the
+/// directories as they now are.
+#[test]
+fn edits_after_glee_or_its_tools_is_deleted_and_restored_are_noticed() {
+    let f = project();
+    let st = state_env(&f);
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    let echo = command_tool(
+        "echo",
+        schema(json!({"w": {"type": "string"}})),
+        json!({"entrypoint": "echo", "args": ["${w}"]}),
+        read_root(),
+    );
+    let description = |s: &Served| {
+        s.get("/api/v1/tools/echo").json["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let edit = |n: u32, after: &str| {
+        let mut m = echo.clone();
+        m["description"] = json!(format!("edited {n}"));
+        f.tool(&m);
+        let want = format!("edited {n}");
+        assert!(
+            wait_until(Duration::from_secs(20), || description(&s) == want),
+            "after {after}, an edit was not noticed: {:?}\n{}",
+            description(&s),
+            s.stderr()
+        );
+    };
+    let pause = || std::thread::sleep(Duration::from_millis(800));
+    edit(1, "nothing");
+    // `.glee/tools/` deleted, then restored.
+    let saved = f.base.join("tools-saved");
+    copy_tree(&f.root.join(".glee/tools"), &saved);
+    std::fs::remove_dir_all(f.root.join(".glee/tools")).unwrap();
+    pause();
+    copy_tree(&saved, &f.root.join(".glee/tools"));
+    pause();
+    edit(2, "tools/ deleted and restored");
+    // `.glee/` deleted, made again empty, then given its tools.
+    std::fs::remove_dir_all(f.root.join(".glee")).unwrap();
+    pause();
+    std::fs::create_dir(f.root.join(".glee")).unwrap();
+    pause();
+    copy_tree(&saved, &f.root.join(".glee/tools"));
+    pause();
+    edit(3, ".glee/ deleted, made empty, then given tools/");
+    // `.glee/` renamed away and back.
+    std::fs::rename(f.root.join(".glee"), f.base.join("glee-away")).unwrap();
+    pause();
+    std::fs::rename(f.base.join("glee-away"), f.root.join(".glee")).unwrap();
+    pause();
+    edit(4, ".glee/ renamed away and back");
+}
