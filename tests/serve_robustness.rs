@@ -1422,3 +1422,110 @@ fn edits_after_glee_or_its_tools_is_deleted_and_restored_are_noticed() {
     pause();
     edit(4, ".glee/ renamed away and back");
 }
+
+/// Issue 32, item 9: a `tools.json` that is not JSON is said by every
+/// command that loads the project (naming the file, the error and `lint`),
+/// not only by `lint`: `list`, `run`, `mcp` (in `initialize`'s
+/// instructions and on stderr) and `serve`.
+#[test]
+fn a_malformed_tools_json_is_said_everywhere() {
+    let f = project();
+    let st = state_env(&f);
+    std::fs::write(f.root.join("tools.json"), "{\"tools\": [ {\"name\": \"x\",\n").unwrap();
+    let says = |text: &str| {
+        text.contains("tools.json could not be read")
+            && text.contains("not valid JSON")
+            && text.contains("glovebox lint")
+    };
+    let list = f.glovebox(&["list"]);
+    let err = String::from_utf8_lossy(&list.stderr);
+    assert!(says(&err), "list: {err}");
+    let run = f.glovebox(&["run", "x"]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(says(&err) && err.contains("no tool named `x`"), "run: {err}");
+    // MCP over stdio: the instructions say it.
+    let mut child = std::process::Command::new(bin())
+        .args(["--root", f.root.to_str().unwrap(), "mcp"])
+        .envs(envs(&st))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}})
+        )
+        .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let init: Value = serde_json::from_str(stdout.lines().next().unwrap_or("null")).unwrap();
+    let instructions = init["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(says(instructions), "mcp: {init}");
+    assert!(says(&String::from_utf8_lossy(&out.stderr)), "mcp stderr");
+    // serve: on stderr when it starts (before the lines Served keeps) and
+    // when a reload still finds it unreadable.
+    let s = Served::start(&f.root, &envs(&st), &[]);
+    std::fs::write(f.root.join("tools.json"), "{\"tools\": [\n").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || says(&s.stderr())),
+        "serve: {}",
+        s.stderr()
+    );
+    // The HTTP API's unknown-tool error names its route, not the CLI.
+    let a = s.post("/api/v1/tools/x/invoke", &json!({}));
+    let message = a.json["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("GET /api/v1/tools") && !message.contains("glovebox list"),
+        "{a:?}"
+    );
+}
+
+/// Issue 32, item 9: `glovebox mcp` without `--root` outside a project
+/// answers `initialize` (and every request) with an error that says why
+/// and what to pass, instead of exiting before the client hears anything.
+#[test]
+fn mcp_outside_a_project_answers_initialize_with_the_fix() {
+    use std::io::Write;
+    let dir = tempdir();
+    let mut child = std::process::Command::new(bin())
+        .arg("mcp")
+        .current_dir(dir.path())
+        .env("GLOVEBOX_STATE_DIR", dir.path().join("state"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for m in [
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ] {
+            writeln!(stdin, "{m}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let replies: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    for (r, id) in replies.iter().zip([0, 1]) {
+        assert_eq!(r["id"], json!(id), "{r}");
+        let m = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("no .glee/ directory") && m.contains("--root"), "{r}");
+    }
+}

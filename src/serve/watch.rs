@@ -143,8 +143,13 @@ pub fn spawn(live: Arc<Live>) -> Result<Watching, WatchError> {
             ) {
                 eprintln!("glovebox: {e}; some tool changes may go unnoticed");
             }
-            if let Err(e) = live.reload().await {
-                eprintln!("glovebox: the tools changed but cannot be reloaded: {e}");
+            match live.reload().await {
+                Err(e) => eprintln!("glovebox: the tools changed but cannot be reloaded: {e}"),
+                Ok(_) => {
+                    if let Some(notice) = live.engine().project().unread_notice() {
+                        eprintln!("glovebox: {notice}");
+                    }
+                }
             }
         }
     });

@@ -199,7 +199,10 @@ impl ServerHandler for Server {
         // for another supported revision gets that one.
         info.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
         info.server_info = Implementation::new("glovebox", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(INSTRUCTIONS.into());
+        info.instructions = Some(match self.live.engine().project().unread_notice() {
+            Some(notice) => format!("{INSTRUCTIONS} Note: {notice}."),
+            None => INSTRUCTIONS.into(),
+        });
         info
     }
 
