@@ -708,7 +708,11 @@ fn a_call_s_parameters_are_logged_once_and_a_busy_refusal_is_logged() {
         p.log()
     );
     let r = m.call(2, "mark", json!({"w": "b4sy-refused"}));
-    assert_eq!(tool_error(&r["result"])["details"]["busy"], json!(true), "{r}");
+    assert_eq!(
+        tool_error(&r["result"])["details"]["busy"],
+        json!(true),
+        "{r}"
+    );
     assert!(!p.marked("b4sy-refused"));
     // Written beside the answer: wait for it (bounded).
     wait_until(Duration::from_secs(10), || p.log().contains("b4sy-refused"));

@@ -616,7 +616,8 @@ fn the_connection_cap_is_logged_and_connections_wait() {
     // One of the idle connections was closed for it.
     let closed = idle.iter_mut().filter(|c: &&mut std::net::TcpStream| {
         let mut c: &std::net::TcpStream = c;
-        c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
         match c.read(&mut [0u8; 1]) {
             Ok(n) => n == 0,
             Err(e) => !matches!(
@@ -656,7 +657,12 @@ fn the_connection_cap_is_logged_and_connections_wait() {
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut head = [0u8; 15];
         c.read_exact(&mut head).unwrap();
-        assert_eq!(&head, b"HTTP/1.1 200 OK", "{}", String::from_utf8_lossy(&head));
+        assert_eq!(
+            &head,
+            b"HTTP/1.1 200 OK",
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
     }
     let waiting = {
         let addr = s.addr.clone();
@@ -667,10 +673,17 @@ fn the_connection_cap_is_logged_and_connections_wait() {
             .stderr()
             .contains("connections are open and busy")),
         "no log line when the cap was reached (the waiting request: {}): {}",
-        if waiting.is_finished() { "answered" } else { "waiting" },
+        if waiting.is_finished() {
+            "answered"
+        } else {
+            "waiting"
+        },
         s.stderr()
     );
-    assert!(!waiting.is_finished(), "a third connection was served past the cap");
+    assert!(
+        !waiting.is_finished(),
+        "a third connection was served past the cap"
+    );
     drop(first);
     drop(second);
     assert_eq!(waiting.join().unwrap().status, 200);

@@ -442,7 +442,10 @@ fn a_script_whose_interpreter_is_outside_the_grants_says_which() {
     std::os::unix::fs::symlink(python, &interp).unwrap();
     f.script(
         ".venv/bin/pytest",
-        &format!("#!{}\nopen('ran.marker', 'w').write('x')\n", interp.display()),
+        &format!(
+            "#!{}\nopen('ran.marker', 'w').write('x')\n",
+            interp.display()
+        ),
     );
     f.script(".venv/bin/gone", "#!/nonexistent/python3\nprint(1)\n");
     let run = |program: &str| {

@@ -1181,8 +1181,7 @@ fn answer_head(s: &mut std::net::TcpStream, within: Duration) -> Heard {
 /// included); `None` when none came.
 fn answered_within(addr: &str, within: Duration, req: &[u8]) -> Option<Answer> {
     use std::io::{Read, Write};
-    let mut s =
-        std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), within).ok()?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr.parse().unwrap(), within).ok()?;
     s.set_read_timeout(Some(within)).unwrap();
     s.write_all(req).ok()?;
     let mut raw = Vec::new();
@@ -1248,9 +1247,16 @@ fn one_client_with_listen_streams_and_idle_connections_locks_no_one_out() {
     }
     let tally = format!("{streams} streams, {refused} refused, {closed} closed, {hanging} hanging");
     // The probe: the flood did open streams (the attack is real).
-    assert!(streams >= 1, "no listen stream opened ({tally}): {}", s.stderr());
+    assert!(
+        streams >= 1,
+        "no listen stream opened ({tally}): {}",
+        s.stderr()
+    );
     assert_eq!(hanging, 0, "listen requests were left hanging: {tally}");
-    assert!(refused >= 1, "{listens} streams were all kept open: {tally}");
+    assert!(
+        refused >= 1,
+        "{listens} streams were all kept open: {tally}"
+    );
     // Then connections that send nothing, more than the server's cap.
     let quiet: Vec<_> = (0..idle)
         .filter_map(|_| std::net::TcpStream::connect(&s.addr).ok())
@@ -1274,7 +1280,11 @@ fn one_client_with_listen_streams_and_idle_connections_locks_no_one_out() {
     let a = answered_within(&s.addr, Duration::from_secs(60), call.as_bytes())
         .unwrap_or_else(|| panic!("the second client's call got no answer: {}", s.stderr()));
     if jail_available() {
-        assert_eq!((a.status, &a.json["output"]), (200, &json!("through\n")), "{a:?}");
+        assert_eq!(
+            (a.status, &a.json["output"]),
+            (200, &json!("through\n")),
+            "{a:?}"
+        );
     } else {
         assert!(a.json.is_object(), "{a:?}");
     }
@@ -1342,7 +1352,10 @@ fn a_session_flood_never_drops_a_running_call_s_result() {
     // The probe: the flood did pass the cap (sessions were closed).
     assert!(opened > 2, "only {opened} sessions opened");
     let r = running.join().unwrap();
-    assert_eq!(r.status, 200, "the running call's session was closed: {r:?}");
+    assert_eq!(
+        r.status, 200,
+        "the running call's session was closed: {r:?}"
+    );
     assert_eq!(r.rpc()["result"]["isError"], json!(false), "{r:?}");
     // Every session with a call running: a new one is refused.
     let (a, b) = (s.mcp_session("2025-11-25"), s.mcp_session("2025-11-25"));
@@ -1431,7 +1444,11 @@ fn edits_after_glee_or_its_tools_is_deleted_and_restored_are_noticed() {
 fn a_malformed_tools_json_is_said_everywhere() {
     let f = project();
     let st = state_env(&f);
-    std::fs::write(f.root.join("tools.json"), "{\"tools\": [ {\"name\": \"x\",\n").unwrap();
+    std::fs::write(
+        f.root.join("tools.json"),
+        "{\"tools\": [ {\"name\": \"x\",\n",
+    )
+    .unwrap();
     let says = |text: &str| {
         text.contains("tools.json could not be read")
             && text.contains("not valid JSON")
@@ -1442,7 +1459,10 @@ fn a_malformed_tools_json_is_said_everywhere() {
     assert!(says(&err), "list: {err}");
     let run = f.glovebox(&["run", "x"]);
     let err = String::from_utf8_lossy(&run.stderr);
-    assert!(says(&err) && err.contains("no tool named `x`"), "run: {err}");
+    assert!(
+        says(&err) && err.contains("no tool named `x`"),
+        "run: {err}"
+    );
     // MCP over stdio: the instructions say it.
     let mut child = std::process::Command::new(bin())
         .args(["--root", f.root.to_str().unwrap(), "mcp"])
@@ -1526,6 +1546,9 @@ fn mcp_outside_a_project_answers_initialize_with_the_fix() {
     for (r, id) in replies.iter().zip([0, 1]) {
         assert_eq!(r["id"], json!(id), "{r}");
         let m = r["error"]["message"].as_str().unwrap_or_default();
-        assert!(m.contains("no .glee/ directory") && m.contains("--root"), "{r}");
+        assert!(
+            m.contains("no .glee/ directory") && m.contains("--root"),
+            "{r}"
+        );
     }
 }

@@ -84,7 +84,10 @@ fn refuse_stdio(message: &str) {
         }
         let answer = serde_json::json!({"jsonrpc": "2.0", "id": id,
             "error": {"code": -32603, "message": message}});
-        if writeln!(out, "{answer}").and_then(|()| out.flush()).is_err() {
+        if writeln!(out, "{answer}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
             return;
         }
     }

@@ -123,7 +123,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     spec.fs.write = args.write.iter().map(|p| absolute(&here, p)).collect();
     // A grant on a path that does not exist grants nothing (the jail can
     // only grant what is there): say so instead of running without it.
-    if let Some(missing) = spec.fs.write.iter().find(|p| std::fs::symlink_metadata(p).is_err()) {
+    if let Some(missing) = spec
+        .fs
+        .write
+        .iter()
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+    {
         anyhow::bail!(
             "--write {}: no such file or directory, so nothing would be writable there: create it first (mkdir -p for a directory, touch for a file), or grant the directory that will hold it",
             missing.display()

@@ -92,7 +92,10 @@ pub enum JailError {
     #[error("command not found: {program}{}", not_found_hint(program))]
     NotFound { program: String },
     /// The jail refused to execute the program.
-    #[error("{program}: execution denied by the jail (not in a read or exec path){}", not_found_hint(program))]
+    #[error(
+        "{program}: execution denied by the jail (not in a read or exec path){}",
+        not_found_hint(program)
+    )]
     ExecDenied {
         program: String,
         #[source]
@@ -175,10 +178,14 @@ fn not_found_hint(program: &str) -> String {
         return String::new();
     }
     const GRANT: &str = "grant its directory (sandbox --read/--exec DIR, or the manifest's permissions.filesystem.read)";
-    let link = std::fs::read_link(path).ok().map(|_| std::fs::canonicalize(path));
+    let link = std::fs::read_link(path)
+        .ok()
+        .map(|_| std::fs::canonicalize(path));
     match link {
         Some(Err(_)) => {
-            let to = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
+            let to = std::fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
             return format!(" (it is a link to {to}, which does not exist)");
         }
         Some(Ok(target)) if interpreter(&target).is_none() => {

@@ -81,9 +81,10 @@ async fn logged(
         caller.clone(),
         outcome.clone(),
     );
-    let written =
-        tokio::task::spawn_blocking(move || engine.log_not_started(&name, &params, &caller, &refused))
-            .await;
+    let written = tokio::task::spawn_blocking(move || {
+        engine.log_not_started(&name, &params, &caller, &refused)
+    })
+    .await;
     match written {
         Ok(Ok(())) => {}
         Ok(Err(e)) => eprintln!(
@@ -307,7 +308,14 @@ impl Calls {
             Ok(slot) => slot,
             Err(_) => {
                 let Ok(_place) = admission.queue.clone().try_acquire_owned() else {
-                    return Ok(logged(&engine, &name, &params, &caller, busy(&name, admission.limits)).await);
+                    return Ok(logged(
+                        &engine,
+                        &name,
+                        &params,
+                        &caller,
+                        busy(&name, admission.limits),
+                    )
+                    .await);
                 };
                 let refused = tokio::select! {
                     slot = admission.slots.clone().acquire_owned() => match slot {

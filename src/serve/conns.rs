@@ -304,9 +304,7 @@ pub fn is_stream(method: &Method, path: &str, body: &[u8]) -> bool {
         return true;
     }
     method == Method::POST
-        && body
-            .windows(LISTEN.len())
-            .any(|w| w == LISTEN.as_bytes())
+        && body.windows(LISTEN.len()).any(|w| w == LISTEN.as_bytes())
         && serde_json::from_slice::<serde_json::Value>(body)
             .is_ok_and(|v| v.get("method").and_then(|m| m.as_str()) == Some(LISTEN))
 }
@@ -371,9 +369,13 @@ pub async fn track(request: Request, next: Next) -> Response {
     };
     let (parts, body) = request.into_parts();
     let mut stream = None;
-    let body = if parts.uri.path() == "/mcp" && (parts.method == Method::GET || parts.method == Method::POST) {
+    let body = if parts.uri.path() == "/mcp"
+        && (parts.method == Method::GET || parts.method == Method::POST)
+    {
         // The body limit read the body whole already.
-        let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
         if is_stream(&parts.method, parts.uri.path(), &bytes) {
             match conn.stream() {
                 Ok(s) => stream = Some(s),
@@ -402,9 +404,13 @@ fn stream_refused(refusal: StreamRefusal) -> Problem {
             max,
         ),
     };
-    Problem::new(StatusCode::SERVICE_UNAVAILABLE, ErrorKind::ResourceLimit, message)
-        .details(serde_json::json!({"limit": limit, limit: max}))
-        .header(header::RETRY_AFTER, "5")
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::ResourceLimit,
+        message,
+    )
+    .details(serde_json::json!({"limit": limit, limit: max}))
+    .header(header::RETRY_AFTER, "5")
 }
 
 /// The answer written to a connection refused before it is read (its
@@ -459,11 +465,20 @@ mod tests {
     #[test]
     fn derived_caps() {
         let l = ConnLimits::fit(512, None, None, None);
-        assert_eq!((l.max, l.per_peer, l.max_streams, l.streams_per_peer), (512, 256, 128, 32));
+        assert_eq!(
+            (l.max, l.per_peer, l.max_streams, l.streams_per_peer),
+            (512, 256, 128, 32)
+        );
         let l = ConnLimits::fit(1, None, None, None);
-        assert_eq!((l.max, l.per_peer, l.max_streams, l.streams_per_peer), (1, 1, 1, 1));
+        assert_eq!(
+            (l.max, l.per_peer, l.max_streams, l.streams_per_peer),
+            (1, 1, 1, 1)
+        );
         let l = ConnLimits::fit(8, Some(100), Some(3), Some(9));
-        assert_eq!((l.max, l.per_peer, l.max_streams, l.streams_per_peer), (8, 8, 3, 3));
+        assert_eq!(
+            (l.max, l.per_peer, l.max_streams, l.streams_per_peer),
+            (8, 8, 3, 3)
+        );
     }
 
     #[test]

@@ -446,10 +446,13 @@ async fn accept(
             eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
         }
         let tagged = conn.clone();
-        let service = tower::ServiceExt::map_request(router.clone(), move |mut r: Request<hyper::body::Incoming>| {
-            r.extensions_mut().insert(tagged.clone());
-            r
-        });
+        let service = tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut r: Request<hyper::body::Incoming>| {
+                r.extensions_mut().insert(tagged.clone());
+                r
+            },
+        );
         let service = hyper_util::service::TowerToHyperService::new(service);
         let io = hyper_util::rt::TokioIo::new(super::wire::JsonRefusals::new(tcp));
         let served = http.serve_connection(io, service);

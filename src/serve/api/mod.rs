@@ -368,7 +368,11 @@ async fn invoke(
         }
         Ok(mut o) => {
             // The engine's advice is the CLI's; over HTTP the list is a route.
-            if let Some(e) = o.error.as_mut().filter(|e| e.kind == ErrorKind::ToolNotFound) {
+            if let Some(e) = o
+                .error
+                .as_mut()
+                .filter(|e| e.kind == ErrorKind::ToolNotFound)
+            {
                 e.message = e
                     .message
                     .replace(CLI_LIST_ADVICE, "GET /api/v1/tools lists the tools");
