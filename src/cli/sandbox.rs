@@ -334,7 +334,12 @@ fn report_error(e: &JailError, json: bool) -> ExitCode {
         JailError::InvalidSpec { .. } => ("invalid", EXIT_USAGE),
         _ => ("internal", EXIT_USAGE),
     };
-    let message = glovebox::run::error_chain(e);
+    let mut message = glovebox::run::error_chain(e);
+    if let JailError::NotFound { program } | JailError::ExecDenied { program, .. } = e {
+        // The person who typed the command may learn about the host's
+        // files (a tool's caller never gets this).
+        message.push_str(&jail::not_found_hint(program));
+    }
     if json {
         println!(
             "{}",

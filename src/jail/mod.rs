@@ -89,13 +89,10 @@ pub enum JailError {
     InvalidSpec { message: String },
     /// The program is not in the jail's PATH, or it (its link target, its
     /// `#!` interpreter) is not inside the jail.
-    #[error("command not found: {program}{}", not_found_hint(program))]
+    #[error("command not found: {program}")]
     NotFound { program: String },
     /// The jail refused to execute the program.
-    #[error(
-        "{program}: execution denied by the jail (not in a read or exec path){}",
-        not_found_hint(program)
-    )]
+    #[error("{program}: execution denied by the jail (not in a read or exec path)")]
     ExecDenied {
         program: String,
         #[source]
@@ -167,12 +164,14 @@ pub enum JailError {
     Gate { message: String },
 }
 
-/// Why a program that exists on the host was not found in the jail
-/// (what it leads to is outside the paths the jail grants, or missing),
-/// as `: …` to follow "command not found: PROGRAM"; empty when it does
-/// not exist on the host either (or its path is relative: resolved
-/// against the current directory, as the jail's is by default).
-fn not_found_hint(program: &str) -> String {
+/// Why a program that exists on the host was not found (or not allowed)
+/// in the jail — what it leads to is outside the paths the jail grants,
+/// or missing — as ` (…)` to follow the error; empty when it does not
+/// exist on the host either (a relative path is taken from the current
+/// directory). Only for a person at the terminal (`glovebox sandbox`):
+/// it looks at the host's files outside the grants, which a tool's
+/// caller must not learn about.
+pub fn not_found_hint(program: &str) -> String {
     let path = std::path::Path::new(program);
     if !program.contains('/') || std::fs::symlink_metadata(path).is_err() {
         return String::new();
