@@ -367,12 +367,20 @@ fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
     let s = Served::start(&f.root, &envs(&st), &["--request-timeout", "1"]);
     let a = s.post("/api/v1/tools/nap/invoke", &json!({"secs": "20"}));
     assert_eq!((a.status, a.kind()), (504, "timeout"), "{a:?}");
+    // The result line names its intent's call id (the intent holds the
+    // parameters).
     let result_line = |f: &Fixture, secs: &str| {
-        audit_log(f)
+        let log = audit_log(f);
+        let call = log
             .lines()
             .find(|l| {
-                l.contains("TOOL_EXECUTED name=nap") && l.contains(&format!("\"secs\":\"{secs}\""))
-            })
+                l.contains("TOOL_STARTED name=nap") && l.contains(&format!("\"secs\":\"{secs}\""))
+            })?
+            .split(' ')
+            .find_map(|w| w.strip_prefix("call="))?
+            .to_string();
+        log.lines()
+            .find(|l| l.contains("TOOL_EXECUTED name=nap") && l.contains(&format!(" call={call} ")))
             .map(String::from)
     };
     let mut line = None;
@@ -1125,9 +1133,19 @@ fn calls_queued_when_stdin_closes_are_not_started() {
     std::thread::sleep(Duration::from_secs(3));
     let log = audit_log(&f);
     assert!(
-        !log.contains("queued-"),
+        !log.lines()
+            .any(|l| l.contains("TOOL_STARTED") && l.contains("queued-")),
         "a queued call ran after the client left:\n{log}"
     );
+    // Each is in the log, as a call that never started.
+    let queued: Vec<&str> = log.lines().filter(|l| l.contains("queued-")).collect();
+    assert_eq!(queued.len(), 3, "{log}");
+    for l in queued {
+        assert!(
+            l.contains("TOOL_EXECUTED name=echo") && l.contains("kind=cancelled"),
+            "{l}"
+        );
+    }
     let nap = log
         .lines()
         .find(|l| l.contains("TOOL_EXECUTED name=nap"))
