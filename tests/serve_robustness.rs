@@ -1329,11 +1329,12 @@ fn a_session_flood_never_drops_a_running_call_s_result() {
     let f = project();
     let st = state_env(&f);
     let s = Served::start(&f.root, &envs(&st), &["--max-sessions", "2"]);
-    let nap_on = |session: String| {
+    let nap_on = |session: String, secs: &str| {
         let addr = s.addr.clone();
+        let secs = secs.to_string();
         std::thread::spawn(move || {
             let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-                "params": {"name": "nap", "arguments": {"secs": "3"}}})
+                "params": {"name": "nap", "arguments": {"secs": secs}}})
             .to_string();
             request(
                 &addr,
@@ -1349,7 +1350,7 @@ fn a_session_flood_never_drops_a_running_call_s_result() {
         })
     };
     let first = s.mcp_session("2025-11-25");
-    let running = nap_on(first.clone());
+    let running = nap_on(first.clone(), "3");
     assert!(
         wait_until(Duration::from_secs(30), || naps_started(&f) == 1),
         "the call never started: {}",
@@ -1377,7 +1378,9 @@ fn a_session_flood_never_drops_a_running_call_s_result() {
     assert_eq!(r.rpc()["result"]["isError"], json!(false), "{r:?}");
     // Every session with a call running: a new one is refused.
     let (a, b) = (s.mcp_session("2025-11-25"), s.mcp_session("2025-11-25"));
-    let calls = [nap_on(a), nap_on(b)];
+    // Long enough that both still run when the next session is asked for,
+    // however slowly the second one starts.
+    let calls = [nap_on(a, "10"), nap_on(b, "10")];
     assert!(
         wait_until(Duration::from_secs(30), || naps_started(&f) == 3),
         "the calls never started: {}",
