@@ -1,6 +1,7 @@
 # A small image with glovebox, for CI steps in containers:
 #   docker build -t glovebox .
-#   docker run --rm -v "$PWD:/work" -w /work glovebox sandbox --read . -- make test
+#   docker run --rm --security-opt seccomp=unconfined -v "$PWD:/work" -w /work \
+#       glovebox sandbox --read . -- make test
 # Inside a container glovebox needs what its jail is built from: Landlock
 # and seccomp (any recent kernel), and namespaces — run with
 # `--security-opt seccomp=unconfined` (Docker's default profile refuses
@@ -21,6 +22,9 @@ RUN cargo build --release --locked --bin glovebox \
 FROM debian:bookworm-slim
 # The jail's baseline is the system's own runtime files (sandbox-profiles/):
 # add the interpreters your tools use (python3, nodejs, git …) here.
+# Not pinned (hadolint DL3008): the image takes bookworm's security updates
+# to these packages each time it is built.
+# hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates python3 \
     && rm -rf /var/lib/apt/lists/*

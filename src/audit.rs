@@ -51,8 +51,11 @@
 //! says so ([`Verification::key_missing`]), never that lines were edited.
 //!
 //! A call is logged twice ([`crate::engine`]): its intent
-//! (`TOOL_STARTED call=ID`) before the tool starts and its result
-//! (`TOOL_EXECUTED call=ID`) after; `--verify` lists the intents without a
+//! (`TOOL_STARTED call=ID params=…`) before the tool starts and its result
+//! (`TOOL_EXECUTED call=ID`, without the parameters: the intent of the
+//! same call id has them) after; a call refused before any intent
+//! (invalid, not found, busy, never started) has one line, with its
+//! parameters; `--verify` lists the intents without a
 //! result as unfinished calls. Secret values never reach the log: the
 //! caller redacts them.
 
@@ -245,11 +248,12 @@ impl Event {
     /// for want of an approval.
     pub fn call_unapproved(name: &str, call: Option<&str>, params: String, who: Who<'_>) -> Event {
         let mut fields = vec![("name", client_label(name))];
-        if let Some(id) = call {
-            fields.push(("call", id.to_string()));
+        match call {
+            // Its intent line holds the parameters.
+            Some(id) => fields.push(("call", id.to_string())),
+            None => fields.push(("params", params)),
         }
         fields.extend([
-            ("params", params),
             ("reason", "approval_required".into()),
             ("caller", who.caller.to_string()),
         ]);
@@ -263,10 +267,12 @@ impl Event {
     /// [`event::TOOL_EXECUTED`]: a call's result.
     pub fn call_result(r: CallResult<'_>, who: Who<'_>) -> Event {
         let mut fields = vec![("name", client_label(r.name))];
-        if let Some(id) = r.call {
-            fields.push(("call", id.to_string()));
+        match r.call {
+            // The intent line of the same call id holds the parameters:
+            // said once, not twice.
+            Some(id) => fields.push(("call", id.to_string())),
+            None => fields.push(("params", r.params)),
         }
-        fields.push(("params", r.params));
         fields.push(("status", if r.ok { "success" } else { "error" }.to_string()));
         if let Some(k) = r.kind {
             fields.push((

@@ -423,6 +423,31 @@ impl Engine {
         serde_json::to_string(&names).ok()
     }
 
+    /// Logs a call that was refused before it was started (no slot free,
+    /// its client gone or the server stopping while it waited): one
+    /// result line with its parameters (redacted) and `outcome`'s kind,
+    /// so every call a client made is in the log.
+    pub fn log_not_started(
+        &self,
+        name: &str,
+        params: &Value,
+        caller: &Caller,
+        outcome: &Outcome,
+    ) -> Result<(), audit::AuditError> {
+        let params = self.redacted_params(name, params, caller);
+        self.log_call(
+            name,
+            params,
+            caller,
+            outcome,
+            Record {
+                call_id: None,
+                extra: Vec::new(),
+                log: None,
+            },
+        )
+    }
+
     fn log_call(
         &self,
         name: &str,

@@ -661,3 +661,72 @@ fn a_state_directory_deleted_while_calls_run_stops_the_next_ones() {
     assert!(!p.state.join("audit.key").exists(), "a new key was made");
     assert_eq!(p.gb(&["audit", "--verify"]).status.code(), Some(4));
 }
+
+/// Issue 32: a call's parameters are in the log once (its intent line);
+/// its result line names the intent's call id instead, and `--verify`
+/// still passes. A call refused before it started (no slot free) has
+/// its own line, with its parameters.
+#[test]
+fn a_call_s_parameters_are_logged_once_and_a_busy_refusal_is_logged() {
+    require_jail!();
+    let p = Project::new();
+    let unique = "p4r4m-once";
+    let r = p.mark(unique);
+    assert!(p.marked(unique), "{r:?}");
+    let log = p.log();
+    assert_eq!(log.matches(unique).count(), 1, "{log}");
+    let started = log
+        .lines()
+        .find(|l| l.contains("TOOL_STARTED name=mark"))
+        .unwrap_or_else(|| panic!("no intent: {log}"));
+    assert!(started.contains(unique), "{started}");
+    let call = started
+        .split(' ')
+        .find_map(|f| f.strip_prefix("call="))
+        .unwrap();
+    let result = log
+        .lines()
+        .find(|l| l.contains("TOOL_EXECUTED name=mark"))
+        .unwrap_or_else(|| panic!("no result: {log}"));
+    assert!(result.contains(&format!(" call={call} ")), "{result}");
+    assert!(!result.contains("params="), "{result}");
+    assert!(p.verify().0, "{log}");
+    // Busy: one slot, no queue, the slot taken by `sleepy`.
+    let state = p.state.to_str().unwrap().to_string();
+    let mut m = StdioMcp::start(
+        &p.f.root,
+        &[("GLOVEBOX_STATE_DIR", &state)],
+        &["--max-concurrent", "1", "--max-queued", "0"],
+    );
+    m.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "sleepy", "arguments": {}}}));
+    assert!(
+        wait_until(Duration::from_secs(20), || p
+            .log()
+            .contains("TOOL_STARTED name=sleepy")),
+        "{}",
+        p.log()
+    );
+    let r = m.call(2, "mark", json!({"w": "b4sy-refused"}));
+    assert_eq!(
+        tool_error(&r["result"])["details"]["busy"],
+        json!(true),
+        "{r}"
+    );
+    assert!(!p.marked("b4sy-refused"));
+    // Written beside the answer: wait for it (bounded).
+    wait_until(Duration::from_secs(10), || p.log().contains("b4sy-refused"));
+    let log = p.log();
+    let refused = log
+        .lines()
+        .find(|l| l.contains("b4sy-refused"))
+        .unwrap_or_else(|| panic!("the busy refusal is not in the log: {log}"));
+    assert!(
+        refused.contains("TOOL_EXECUTED name=mark")
+            && refused.contains("status=error kind=resource_limit")
+            && !refused.contains(" call=")
+            && refused.contains("caller=mcp:servekit"),
+        "{refused}"
+    );
+    drop(m);
+}

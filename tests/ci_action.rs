@@ -171,3 +171,93 @@ fn run_step_has_no_network_unless_asked() {
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert!(listener.accept().is_err(), "the listener got a connection");
 }
+
+/// The README's CI example (issue 32, items 8 and 10), read from README.md:
+/// its YAML block under "### CI:", each plain `run:` step run by bash and
+/// the action step by `ci/action/run.sh` with its `with:` inputs exactly as
+/// written, in a fresh small crate (no `target/` yet), against this
+/// machine's rustup toolchain (`~/.cargo`, `~/.rustup`), with the PATH a
+/// runner has. Its tests must run and pass inside the jail.
+#[test]
+fn the_readme_ci_example_works_verbatim_with_a_rustup_toolchain() {
+    require_jail!();
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    assert!(
+        home.join(".rustup").is_dir() && home.join(".cargo/bin/cargo").is_file(),
+        "the README's CI example is checked against a rustup toolchain in ~/.rustup and ~/.cargo: install one (https://rustup.rs)"
+    );
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = &readme[readme.find("### CI:").expect("the CI section")..];
+    let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let yaml = &section[start..start + section[start..].find("```").unwrap()];
+    let docs = saphyr::Yaml::load_from_str(yaml).unwrap();
+    let steps = docs[0].as_vec().expect("a list of steps");
+    let dir = tempdir();
+    let krate = dir.path().join("crate");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        krate.join("src/lib.rs"),
+        "pub fn two() -> u32 { 2 }\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn ran_in_the_jail() {\n        assert_eq!(super::two(), 2);\n    }\n}\n",
+    )
+    .unwrap();
+    let path = format!("{}/.cargo/bin:/usr/local/bin:/usr/bin:/bin", home.display());
+    let mut ran_action = false;
+    let get = |m: &'_ saphyr::Yaml<'_>, k: &str| -> Option<String> {
+        m.as_mapping()?
+            .iter()
+            .find(|(key, _)| key.as_str() == Some(k))
+            .and_then(|(_, v)| v.as_str().map(str::to_string))
+    };
+    for step in steps {
+        if let Some(run) = get(step, "run") {
+            let out = Command::new("bash")
+                .args(["-eo", "pipefail", "-c", &run])
+                .current_dir(&krate)
+                .env_clear()
+                .env("PATH", &path)
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "step `{run}`: {out:?}");
+            continue;
+        }
+        assert!(get(step, "uses").is_some(), "a step is run: or uses:");
+        let with = step["with"].as_mapping().expect("with:");
+        let mut cmd = Command::new("bash");
+        cmd.arg(repo().join("ci/action/run.sh"))
+            .current_dir(&krate)
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("GLOVEBOX_BIN", bin())
+            .env("GLOVEBOX_STATE_DIR", dir.path().join("state"));
+        for (k, v) in with {
+            let k = k.as_str().unwrap();
+            if k == "glovebox" {
+                continue;
+            }
+            let v = match (v.as_str(), v.as_integer()) {
+                (Some(s), _) => s.to_string(),
+                (None, Some(n)) => n.to_string(),
+                _ => panic!("input {k}: {v:?}"),
+            };
+            cmd.env(format!("INPUT_{}", k.to_uppercase().replace('-', "_")), v);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+        // The probe: the crate's own test ran, inside the jail.
+        assert!(
+            stdout.contains("test tests::ran_in_the_jail ... ok"),
+            "{stdout}\n{stderr}"
+        );
+        ran_action = true;
+    }
+    assert!(ran_action, "the example has no action step");
+}

@@ -600,25 +600,93 @@ fn idle_connections_are_closed_and_their_fds_come_back() {
     s.assert_alive();
 }
 
-/// `--max-connections 4`: four idle connections fill it; a fifth request
-/// waits (a line on stderr says the cap was reached) and is served once
-/// the idle ones are closed.
+/// Past `--max-connections`, the connection idle longest is closed to
+/// make room (issue 32, item 1): four idle connections do not keep a
+/// fifth out. Only when every connection is busy (here: event streams)
+/// does a new one wait, and stderr says so; it is served once one ends.
 #[test]
 fn the_connection_cap_is_logged_and_connections_wait() {
-    let (_f, s) = served_hello(&["--max-connections", "4", "--header-timeout", "2"]);
-    let idle: Vec<_> = (0..4)
+    use std::io::Read;
+    let (_f, s) = served_hello(&["--max-connections", "4", "--header-timeout", "30"]);
+    let mut idle: Vec<_> = (0..4)
         .map(|_| std::net::TcpStream::connect(&s.addr).unwrap())
         .collect();
     let h = servekit::request(&s.addr, "GET", "/healthz", &[], b"");
     assert_eq!(h.status, 200, "{h:?}");
+    // One of the idle connections was closed for it.
+    let closed = idle.iter_mut().filter(|c: &&mut std::net::TcpStream| {
+        let mut c: &std::net::TcpStream = c;
+        c.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        match c.read(&mut [0u8; 1]) {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+        }
+    });
+    assert!(closed.count() >= 1);
+    drop(idle);
+    // Every slot busy: two event streams hold the two connections.
+    let (_f2, s) = served_hello(&[
+        "--max-connections",
+        "2",
+        "--max-connections-per-peer",
+        "2",
+        "--max-streams",
+        "2",
+        "--max-streams-per-peer",
+        "2",
+    ]);
+    let open_stream = || {
+        let session = s.mcp_session("2025-11-25");
+        let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
+        write!(
+            c,
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\n\r\n",
+            s.addr
+        )
+        .unwrap();
+        c
+    };
+    let first = open_stream();
+    let second = open_stream();
+    // Both streams are open (their answers' heads came).
+    for mut c in [&first, &second] {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 15];
+        c.read_exact(&mut head).unwrap();
+        assert_eq!(
+            &head,
+            b"HTTP/1.1 200 OK",
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+    }
+    let waiting = {
+        let addr = s.addr.clone();
+        std::thread::spawn(move || servekit::request(&addr, "GET", "/healthz", &[], b""))
+    };
     assert!(
         wait_until(Duration::from_secs(10), || s
             .stderr()
-            .contains("connections are open")),
-        "no log line when the cap was reached: {}",
+            .contains("connections are open and busy")),
+        "no log line when the cap was reached (the waiting request: {}): {}",
+        if waiting.is_finished() {
+            "answered"
+        } else {
+            "waiting"
+        },
         s.stderr()
     );
-    drop(idle);
+    assert!(
+        !waiting.is_finished(),
+        "a third connection was served past the cap"
+    );
+    drop(first);
+    drop(second);
+    assert_eq!(waiting.join().unwrap().status, 200);
 }
 
 /// Under a low open-file limit (256) the connection cap is lowered to fit

@@ -394,3 +394,82 @@ fn output_flood_is_resource_limit() {
         "the flood came back whole"
     );
 }
+
+/// Issue 32, item 9: `sandbox --write PATH` of a path that does not exist
+/// is refused, saying to create it, and nothing runs (a grant on a
+/// missing path would grant nothing).
+#[test]
+fn sandbox_write_of_a_missing_path_is_refused_naming_the_fix() {
+    let f = Fixture::new();
+    let missing = f.base.join("missing/out");
+    let marker = f.outside.join("ran.marker");
+    let out = std::process::Command::new(bin())
+        .args(["sandbox", "--write"])
+        .arg(&missing)
+        .arg("--write")
+        .arg(&f.outside)
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .env("GLOVEBOX_STATE_DIR", f.state())
+        .current_dir(&f.cwd)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("--write {}", missing.display())) && err.contains("create it first"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the command ran");
+    assert!(!missing.exists(), "the path was created");
+}
+
+/// Issue 32, item 9: a script that exists but whose `#!` interpreter is
+/// outside the jail's grants is not just "command not found": the error
+/// names the interpreter and says to grant it (and one whose interpreter
+/// does not exist says that).
+#[test]
+fn a_script_whose_interpreter_is_outside_the_grants_says_which() {
+    require_jail!();
+    let f = Fixture::new();
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("python3");
+    let interp_dir = f.outside.join("pyenv/bin");
+    std::fs::create_dir_all(&interp_dir).unwrap();
+    let interp = interp_dir.join("python3");
+    std::os::unix::fs::symlink(python, &interp).unwrap();
+    f.script(
+        ".venv/bin/pytest",
+        &format!(
+            "#!{}\nopen('ran.marker', 'w').write('x')\n",
+            interp.display()
+        ),
+    );
+    f.script(".venv/bin/gone", "#!/nonexistent/python3\nprint(1)\n");
+    let run = |program: &str| {
+        let out = std::process::Command::new(bin())
+            .args(["sandbox", "--write", "."])
+            .args(["--", program])
+            .env("GLOVEBOX_STATE_DIR", f.state())
+            .current_dir(&f.root)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(".venv/bin/pytest");
+    assert!(
+        err.contains(&interp.display().to_string())
+            && err.contains("outside the paths the jail grants")
+            && err.contains("--read"),
+        "{err}"
+    );
+    assert!(!f.root.join("ran.marker").exists());
+    let err = run(".venv/bin/gone");
+    assert!(
+        err.contains("/nonexistent/python3") && err.contains("does not exist"),
+        "{err}"
+    );
+}

@@ -7,9 +7,24 @@ set -euo pipefail
 gb="${GLOVEBOX_BIN:-glovebox}"
 args=()
 lines() { printf '%s\n' "$1" | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' | grep -v '^$' || true; }
-while IFS= read -r p; do args+=(--read "$p"); done < <(lines "${INPUT_READ:-.}")
-while IFS= read -r p; do args+=(--write "$p"); done < <(lines "${INPUT_WRITE:-}")
-while IFS= read -r e; do args+=(--env "$e"); done < <(lines "${INPUT_ENV:-}")
+# A path (or a NAME=VALUE value) starting with ~ is under the runner's $HOME
+# (where rustup, nvm, pyenv and uv install): the jail's own HOME is private.
+home() { case "$1" in "~") printf '%s' "$HOME" ;; "~/"*) printf '%s/%s' "$HOME" "${1#\~/}" ;; *) printf '%s' "$1" ;; esac; }
+while IFS= read -r p; do args+=(--read "$(home "$p")"); done < <(lines "${INPUT_READ:-.}")
+while IFS= read -r p; do
+    p="$(home "$p")"
+    # A grant needs something to grant: a missing write path (cargo's
+    # target/ on a fresh checkout) is made first, as a directory.
+    if [ ! -e "$p" ] && [ ! -L "$p" ]; then
+        echo "glovebox: making the write path $p (it did not exist)" >&2
+        mkdir -p -- "$p"
+    fi
+    args+=(--write "$p")
+done < <(lines "${INPUT_WRITE:-}")
+while IFS= read -r e; do
+    case "$e" in *=*) e="${e%%=*}=$(home "${e#*=}")" ;; esac
+    args+=(--env "$e")
+done < <(lines "${INPUT_ENV:-}")
 case "${INPUT_NETWORK:-off}" in
     off|false|"") ;;
     on|true) args+=(--net) ;;

@@ -52,5 +52,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     if project.config.is_none() {
         eprintln!("glovebox: .glee/config.yml is invalid; run `glovebox lint`");
     }
+    if let Some(notice) = project.unread_notice() {
+        eprintln!("glovebox: {notice}");
+    }
     Ok(ExitCode::SUCCESS)
 }

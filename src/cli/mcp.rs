@@ -22,7 +22,18 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let live = super::live(cli)?;
+    let live = match super::live(cli) {
+        Ok(live) => live,
+        Err(e) => {
+            // A client shows "connection closed" for a server that exits
+            // at once: answer its requests with the reason first.
+            let e = anyhow::Error::from(e);
+            refuse_stdio(&format!(
+                "glovebox cannot serve MCP here: {e:#} (in the client's server config: args [\"--root\", \"/path/to/project\", \"mcp\"])"
+            ));
+            return Err(e);
+        }
+    };
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
     glovebox::jail::cgroup::reuse();
@@ -45,4 +56,39 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     glovebox::run::warm::shutdown();
     glovebox::jail::cgroup::release_idle();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Answers every JSON-RPC request on stdin (`initialize` first) with an
+/// error carrying `message`, until stdin closes; lines are read at most
+/// 1 MiB at a time.
+fn refuse_stdio(message: &str) {
+    use std::io::{BufRead, Read, Write};
+    let mut stdin = std::io::stdin().lock();
+    let mut out = std::io::stdout().lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut stdin).take(1 << 20).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let Ok(serde_json::Value::Object(m)) = serde_json::from_slice::<serde_json::Value>(&line)
+        else {
+            continue;
+        };
+        let Some(id) = m.get("id").filter(|id| id.is_string() || id.is_number()) else {
+            continue;
+        };
+        if !m.get("method").is_some_and(serde_json::Value::is_string) {
+            continue;
+        }
+        let answer = serde_json::json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": -32603, "message": message}});
+        if writeln!(out, "{answer}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return;
+        }
+    }
 }

@@ -132,7 +132,12 @@ fn engine_for(
 fn live(
     cli: &Cli,
 ) -> Result<std::sync::Arc<glovebox::serve::live::Live>, glovebox::serve::live::LiveError> {
-    glovebox::serve::live::Live::open_with(cli.root.as_deref(), cli.tools_json.as_deref())
+    let live =
+        glovebox::serve::live::Live::open_with(cli.root.as_deref(), cli.tools_json.as_deref())?;
+    if let Some(notice) = live.engine().project().unread_notice() {
+        eprintln!("glovebox: {notice}");
+    }
+    Ok(live)
 }
 
 /// Makes a closed stdout (`glovebox doctor | head`) end the process

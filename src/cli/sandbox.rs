@@ -121,6 +121,19 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     // Paths are relative to where the command was typed, like --cwd.
     spec.fs.read = args.read.iter().map(|p| absolute(&here, p)).collect();
     spec.fs.write = args.write.iter().map(|p| absolute(&here, p)).collect();
+    // A grant on a path that does not exist grants nothing (the jail can
+    // only grant what is there): say so instead of running without it.
+    if let Some(missing) = spec
+        .fs
+        .write
+        .iter()
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+    {
+        anyhow::bail!(
+            "--write {}: no such file or directory, so nothing would be writable there: create it first (mkdir -p for a directory, touch for a file), or grant the directory that will hold it",
+            missing.display()
+        );
+    }
     spec.fs.exec = args.exec.iter().map(|p| absolute(&here, p)).collect();
     spec.network = args.net.is_some();
     spec.direct_network = args.net.as_deref() == Some("direct");
@@ -321,7 +334,12 @@ fn report_error(e: &JailError, json: bool) -> ExitCode {
         JailError::InvalidSpec { .. } => ("invalid", EXIT_USAGE),
         _ => ("internal", EXIT_USAGE),
     };
-    let message = glovebox::run::error_chain(e);
+    let mut message = glovebox::run::error_chain(e);
+    if let JailError::NotFound { program } | JailError::ExecDenied { program, .. } = e {
+        // The person who typed the command may learn about the host's
+        // files (a tool's caller never gets this).
+        message.push_str(&jail::not_found_hint(program));
+    }
     if json {
         println!(
             "{}",

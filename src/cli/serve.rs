@@ -36,10 +36,27 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_QUEUED,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=65_536))]
     pub max_queued: usize,
-    /// Connections open at once; more wait (a line on stderr says so).
+    /// Connections open at once; past it the one idle longest is closed,
+    /// and only when all are busy do new ones wait (a line on stderr says so).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub max_connections: usize,
+    /// Connections one client (IP address) may hold; past it its idle one
+    /// is closed, or 503 when all are busy [default: half of
+    /// --max-connections].
+    #[arg(long, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_connections_per_peer: Option<usize>,
+    /// Event streams (subscriptions/listen, GET /mcp) open at once; one
+    /// more gets 503 [default: a quarter of --max-connections].
+    #[arg(long, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_streams: Option<usize>,
+    /// Event streams one client (IP address) may hold [default: a quarter
+    /// of --max-streams].
+    #[arg(long, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_streams_per_peer: Option<usize>,
     /// Seconds to send a request's headers; also the longest a kept-alive
     /// connection may sit idle.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_HEADER_TIMEOUT.as_secs(),
@@ -90,6 +107,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             },
             request_timeout: Duration::from_secs(args.request_timeout),
             max_connections: args.max_connections,
+            max_connections_per_peer: args.max_connections_per_peer,
+            max_streams: args.max_streams,
+            max_streams_per_peer: args.max_streams_per_peer,
             header_timeout: Duration::from_secs(args.header_timeout),
             body_timeout: Duration::from_secs(args.body_timeout),
             max_sessions: args.max_sessions,

@@ -88,7 +88,8 @@ pub enum JailError {
     /// The spec itself is unusable.
     #[error("invalid sandbox request: {message}")]
     InvalidSpec { message: String },
-    /// The program is not in the jail's PATH.
+    /// The program is not in the jail's PATH, or it (its link target, its
+    /// `#!` interpreter) is not inside the jail.
     #[error("command not found: {program}")]
     NotFound { program: String },
     /// The jail refused to execute the program.
@@ -162,6 +163,90 @@ pub enum JailError {
     /// have started (nothing of it ran).
     #[error("the call was not started: {message}")]
     Gate { message: String },
+}
+
+/// Why a program that exists on the host was not found (or not allowed)
+/// in the jail — what it leads to is outside the paths the jail grants,
+/// or missing — as ` (…)` to follow the error; empty when it does not
+/// exist on the host either (a relative path is taken from the current
+/// directory). Only for a person at the terminal (`glovebox sandbox`):
+/// it looks at the host's files outside the grants, which a tool's
+/// caller must not learn about.
+pub fn not_found_hint(program: &str) -> String {
+    let path = std::path::Path::new(program);
+    if !program.contains('/') || std::fs::symlink_metadata(path).is_err() {
+        return String::new();
+    }
+    const GRANT: &str = "grant its directory (sandbox --read/--exec DIR, or the manifest's permissions.filesystem.read)";
+    let link = std::fs::read_link(path)
+        .ok()
+        .map(|_| std::fs::canonicalize(path));
+    match link {
+        Some(Err(_)) => {
+            let to = std::fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            return format!(" (it is a link to {to}, which does not exist)");
+        }
+        Some(Ok(target)) if interpreter(&target).is_none() => {
+            return format!(
+                " (it exists, but it is a link to {}, which is outside the paths the jail grants: {GRANT})",
+                target.display()
+            );
+        }
+        _ => {}
+    }
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    match interpreter(&target) {
+        Some(Interpreter::Env(name)) => format!(
+            " (it exists, but its interpreter {name}, run by `#!/usr/bin/env`, is not on the jail's PATH: set PATH (sandbox --env PATH=…, or the manifest's env) and {GRANT})"
+        ),
+        Some(Interpreter::Path(interp)) => {
+            let real = std::fs::canonicalize(&interp);
+            match real {
+                Err(_) => format!(
+                    " (it exists, but its interpreter {} (its #! line) does not exist: recreate the virtual environment, or fix the #! line)",
+                    interp.display()
+                ),
+                Ok(real) if real != interp => format!(
+                    " (it exists, but its interpreter {} (its #! line), a link to {}, is outside the paths the jail grants (the link, or what it leads to): {GRANT})",
+                    interp.display(),
+                    real.display()
+                ),
+                Ok(_) => format!(
+                    " (it exists, but its interpreter {} (its #! line) is outside the paths the jail grants: {GRANT})",
+                    interp.display()
+                ),
+            }
+        }
+        None => format!(
+            " (it exists on the host, but what it needs to run (its directory, or its ELF loader) is outside the paths the jail grants: {GRANT})"
+        ),
+    }
+}
+
+/// The interpreter a script's `#!` line names.
+enum Interpreter {
+    /// `#!/usr/bin/env NAME`.
+    Env(String),
+    /// `#!/path/to/interpreter`.
+    Path(PathBuf),
+}
+
+fn interpreter(script: &std::path::Path) -> Option<Interpreter> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|b| *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    if first.ends_with("/env") {
+        let name = words.find(|w| !w.starts_with('-'))?;
+        return Some(Interpreter::Env(name.to_string()));
+    }
+    Some(Interpreter::Path(PathBuf::from(first)))
 }
 
 /// The generic advice, unless the message already says what to do.

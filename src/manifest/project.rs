@@ -130,6 +130,29 @@ impl ProjectError {
 }
 
 impl Project {
+    /// Files of tools that could not be read at all (a `tools.json` that
+    /// is not JSON, or too large), as one sentence naming each with its
+    /// first error and `glovebox lint`: every command that loads the
+    /// project says it, not only `lint` (their tools are missing from the
+    /// list, and "no tool named" would not say why). `None` when there is
+    /// none.
+    pub fn unread_notice(&self) -> Option<String> {
+        let file = self.tools_json.as_ref()?;
+        let display = match file.strip_prefix(&self.root) {
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => file.display().to_string(),
+        };
+        let d = self.diagnostics.iter().find(|d| {
+            d.severity == super::diagnostic::Severity::Error
+                && d.tool.is_none()
+                && d.file == display
+        })?;
+        Some(format!(
+            "{display} could not be read (line {}:{}: {}), so none of its tools is loaded; run `glovebox lint` and fix it",
+            d.line, d.col, d.message
+        ))
+    }
+
     /// Finds the root (`--root` or the nearest `.glee/` above the working
     /// directory) and loads it.
     pub fn discover(explicit_root: Option<&Path>) -> Result<Project, ProjectError> {
@@ -400,9 +423,12 @@ impl Project {
             .map(|t| t.name.clone())
             .chain(self.rejected.iter().cloned())
             .collect();
-        let hint = did_you_mean(name, &known)
+        let mut hint = did_you_mean(name, &known)
             .map(|best| format!(" (did you mean `{best}`?)"))
             .unwrap_or_default();
+        if let Some(notice) = self.unread_notice() {
+            hint.push_str(&format!(" ({notice})"));
+        }
         Err(ProjectError::ToolNotFound {
             name: name.to_owned(),
             hint,

@@ -64,6 +64,38 @@ fn never_started(name: &str) -> Outcome {
     )
 }
 
+/// `outcome` (a call refused before it started) once its audit line is
+/// written ([`Engine::log_not_started`]); a line that cannot be written
+/// changes nothing (nothing ran) but is said on stderr.
+async fn logged(
+    engine: &Arc<Engine>,
+    name: &str,
+    params: &Value,
+    caller: &Caller,
+    outcome: Outcome,
+) -> Outcome {
+    let (engine, name, params, caller, refused) = (
+        engine.clone(),
+        name.to_string(),
+        params.clone(),
+        caller.clone(),
+        outcome.clone(),
+    );
+    let written = tokio::task::spawn_blocking(move || {
+        engine.log_not_started(&name, &params, &caller, &refused)
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!(
+            "glovebox: a call refused before it started could not be audited: {}",
+            crate::run::error_chain(&e)
+        ),
+        Err(e) => eprintln!("glovebox: a call refused before it started could not be audited: {e}"),
+    }
+    outcome
+}
+
 /// When the first progress notification goes out, and how often after.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -276,21 +308,34 @@ impl Calls {
             Ok(slot) => slot,
             Err(_) => {
                 let Ok(_place) = admission.queue.clone().try_acquire_owned() else {
-                    return Ok(busy(&name, admission.limits));
+                    return Ok(logged(
+                        &engine,
+                        &name,
+                        &params,
+                        &caller,
+                        busy(&name, admission.limits),
+                    )
+                    .await);
                 };
-                tokio::select! {
+                let refused = tokio::select! {
                     slot = admission.slots.clone().acquire_owned() => match slot {
-                        Ok(slot) => slot,
-                        Err(_) => return Ok(busy(&name, admission.limits)),
+                        Ok(slot) => Ok(slot),
+                        Err(_) => Err(busy(&name, admission.limits)),
                     },
-                    _ = stop.cancelled() => return Ok(not_started(&name, "the call was cancelled while it waited for a slot")),
-                    _ = self.gone.cancelled() => return Ok(never_started(&name)),
-                    _ = self.kill.cancelled() => return Ok(not_started(&name, "the server is shutting down: the call was not started")),
+                    _ = stop.cancelled() => Err(not_started(&name, "the call was cancelled while it waited for a slot")),
+                    _ = self.gone.cancelled() => Err(never_started(&name)),
+                    _ = self.kill.cancelled() => Err(not_started(&name, "the server is shutting down: the call was not started")),
+                };
+                match refused {
+                    Ok(slot) => slot,
+                    Err(outcome) => {
+                        return Ok(logged(&engine, &name, &params, &caller, outcome).await)
+                    }
                 }
             }
         };
         if self.gone.is_cancelled() {
-            return Ok(never_started(&name));
+            return Ok(logged(&engine, &name, &params, &caller, never_started(&name)).await);
         }
         let cancel = Cancel::new();
         caller.cancel = Some(cancel.clone());

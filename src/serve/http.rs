@@ -47,6 +47,7 @@ use axum::Router;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 
+use super::conns::{Admission, Conns};
 use super::limits::{self, Limits};
 use super::live::Live;
 use super::mcp::compat;
@@ -253,6 +254,9 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
         .merge(api::open_routes(live))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::wrong_method)
+        // Inside the body limit: a connection still sending its body is
+        // idle (it may be closed to make room), one being served busy.
+        .layer(middleware::from_fn(super::conns::track))
         .layer(middleware::from_fn_with_state(
             options.limits.clone(),
             limits::limit_body,
@@ -342,10 +346,11 @@ fn fitting_connection_cap(limits: &Limits) -> usize {
     cap
 }
 
-/// Accepts connections until `stopping`, at most `limits.max_connections`
-/// open at once, each closed when its headers take longer than
-/// `limits.header_timeout` or it sits idle that long; then waits for the
-/// open connections to finish.
+/// Accepts connections until `stopping`, shared as [`super::conns`]
+/// says (at most `limits.max_connections` open, per peer and for event
+/// streams too, the oldest idle one closed to make room), each closed
+/// when its headers take longer than `limits.header_timeout` or it sits
+/// idle that long; then waits for the open connections to finish.
 async fn accept(
     listener: tokio::net::TcpListener,
     router: Router,
@@ -353,42 +358,43 @@ async fn accept(
     stopping: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
     let max_connections = fitting_connection_cap(&limits);
-    let open = Arc::new(tokio::sync::Semaphore::new(max_connections));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let conns = Conns::new(limits.connection_limits(max_connections));
+    let tasks = tokio_util::task::TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
     let mut said: Option<std::time::Instant> = None;
     let mut said_accept: Option<std::time::Instant> = None;
-    loop {
-        let permit = match open.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                // Said once per minute at most, however long the flood.
-                if said.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
-                    said = Some(std::time::Instant::now());
-                    eprintln!(
-                        "glovebox: {max_connections} connections are open (glovebox serve --max-connections): new ones wait until one closes"
-                    );
-                }
-                tokio::select! {
-                    p = open.clone().acquire_owned() => match p {
-                        Ok(p) => p,
-                        Err(_) => break,
-                    },
-                    _ = stopping.cancelled() => break,
-                }
+    let mut said_peer: Option<std::time::Instant> = None;
+    let once_a_minute = |t: &mut Option<std::time::Instant>| {
+        let due = t.is_none_or(|t| t.elapsed() > Duration::from_secs(60));
+        if due {
+            *t = Some(std::time::Instant::now());
+        }
+        due
+    };
+    'accepting: loop {
+        // Every slot busy (no idle one to close): wait for one to free
+        // before taking the next connection from the kernel's backlog.
+        while conns.open() >= conns.limits().max && conns.full_of_busy() {
+            if once_a_minute(&mut said) {
+                eprintln!(
+                    "glovebox: {max_connections} connections are open and busy (glovebox serve --max-connections): new ones wait until one is done"
+                );
             }
-        };
-        let tcp = tokio::select! {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = stopping.cancelled() => break 'accepting,
+            }
+        }
+        let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of fds, or a connection reset before it was
                     // accepted: say so (once a minute at most), breathe,
                     // go on.
-                    if said_accept.is_none_or(|t: std::time::Instant| t.elapsed() > Duration::from_secs(60)) {
-                        said_accept = Some(std::time::Instant::now());
+                    if once_a_minute(&mut said_accept) {
                         eprintln!("glovebox: cannot accept a connection: {e} (said once a minute at most)");
                     }
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -397,22 +403,80 @@ async fn accept(
             },
             _ = stopping.cancelled() => break,
         };
+        let conn = match conns.admit(peer.ip().to_canonical()) {
+            Admission::Open(conn) => conn,
+            Admission::PeerFull => {
+                if once_a_minute(&mut said_peer) {
+                    eprintln!(
+                        "glovebox: {} holds {} connections, each busy (glovebox serve --max-connections-per-peer): its new ones are refused (said once a minute at most)",
+                        peer.ip(),
+                        conns.limits().per_peer
+                    );
+                }
+                let _ = tcp.try_write(&super::conns::peer_full_answer(conns.limits().per_peer));
+                continue;
+            }
+            Admission::Wait => {
+                // Taken between the check above and this accept: the
+                // connection waits its turn here instead.
+                if once_a_minute(&mut said) {
+                    eprintln!(
+                        "glovebox: {max_connections} connections are open and busy (glovebox serve --max-connections): new ones wait until one is done"
+                    );
+                }
+                let mut admitted = None;
+                while admitted.is_none() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                        _ = stopping.cancelled() => break 'accepting,
+                    }
+                    if let Admission::Open(c) = conns.admit(peer.ip().to_canonical()) {
+                        admitted = Some(c);
+                    }
+                }
+                match admitted {
+                    Some(c) => c,
+                    None => continue,
+                }
+            }
+        };
         // Replies are small and written in pieces: without TCP_NODELAY,
         // Nagle and the client's delayed ACK add ~40 ms to a call.
         if let Err(e) = tcp.set_nodelay(true) {
             eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
         }
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let tagged = conn.clone();
+        let service = tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut r: Request<hyper::body::Incoming>| {
+                r.extensions_mut().insert(tagged.clone());
+                r
+            },
+        );
+        let service = hyper_util::service::TowerToHyperService::new(service);
         let io = hyper_util::rt::TokioIo::new(super::wire::JsonRefusals::new(tcp));
-        let conn = http.serve_connection(io, service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            let _ = conn.await;
-            drop(permit);
+        let served = http.serve_connection(io, service);
+        let stopping = stopping.clone();
+        tasks.spawn(async move {
+            tokio::pin!(served);
+            let mut draining = false;
+            loop {
+                tokio::select! {
+                    _ = served.as_mut() => break,
+                    // Idle (no request in flight): closed at once.
+                    _ = conn.evicted() => break,
+                    _ = stopping.cancelled(), if !draining => {
+                        draining = true;
+                        served.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+            drop(conn);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    tasks.close();
+    tasks.wait().await;
     Ok(())
 }
 

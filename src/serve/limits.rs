@@ -23,7 +23,8 @@
 //!   call it started is killed (its jail with it, see
 //!   [`super::call::Calls::run`]).
 //! - MCP sessions ([`super::mcp::sessions`]): at most `max_sessions`, the
-//!   oldest closed to make room; one idle for `session_idle_timeout` is
+//!   oldest without a request in flight closed to make room (none: a new
+//!   session is refused 503); one idle for `session_idle_timeout` is
 //!   closed.
 //! - `GET /api/v1/tools/usage` reads at most `usage_scan_bytes` from the
 //!   end of the audit log.
@@ -73,6 +74,15 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Connections open at once.
     pub max_connections: usize,
+    /// Connections of one peer (IP address) at once; `None`: half of
+    /// `max_connections` ([`super::conns::ConnLimits::fit`]).
+    pub max_connections_per_peer: Option<usize>,
+    /// Event streams (`subscriptions/listen`, `GET /mcp`) open at once;
+    /// `None`: a quarter of `max_connections`.
+    pub max_streams: Option<usize>,
+    /// Event streams of one peer at once; `None`: a quarter of
+    /// `max_streams`.
+    pub max_streams_per_peer: Option<usize>,
     /// Time to send a request's headers; also the longest idle keep-alive.
     pub header_timeout: Duration,
     /// Time to send a request's body.
@@ -92,12 +102,28 @@ impl Default for Limits {
             calls: CallLimits::default(),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: None,
+            max_streams: None,
+            max_streams_per_peer: None,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_sessions: DEFAULT_MAX_SESSIONS,
             session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
             usage_scan_bytes: DEFAULT_USAGE_SCAN_BYTES,
         }
+    }
+}
+
+impl Limits {
+    /// The connection and stream caps once the connection cap is `cap`
+    /// (`max_connections`, or fewer to fit the open-file limit).
+    pub fn connection_limits(&self, cap: usize) -> super::conns::ConnLimits {
+        super::conns::ConnLimits::fit(
+            cap,
+            self.max_connections_per_peer,
+            self.max_streams,
+            self.max_streams_per_peer,
+        )
     }
 }
 

@@ -26,11 +26,14 @@
 //!   behind an `Origin` check and an optional bearer token; its refusals
 //!   are [`problem`]s.
 //! - [`limits`]: body size, connection, concurrency and time limits.
+//! - [`conns`]: the connection slots shared fairly: per peer, the oldest
+//!   idle one closed to make room, event streams bounded apart.
 //! - [`wire`]: hyper's own 400/414/431 answers given JSON bodies.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 
 pub mod api;
 pub mod call;
+pub mod conns;
 pub mod http;
 pub mod limits;
 pub mod live;

@@ -1,5 +1,7 @@
 //! Watches `.glee/tools/` (and `.glee/config.yml`, and the project root
-//! for `.glee/` itself being deleted or made again) and reloads the served
+//! for `.glee/` itself being deleted, renamed or made again, in any
+//! order: each change re-arms every watch on the directories as they now
+//! are) and reloads the served
 //! project when they change, after a short debounce, so clients get
 //! `notifications/tools/list_changed` for tools written by hand, by git or
 //! by another process.
@@ -53,20 +55,32 @@ fn watches(live: &Live) -> Vec<(PathBuf, RecursiveMode)> {
     out
 }
 
-/// Watches `wanted` (again: a directory deleted and made anew needs a new
-/// watch); paths that vanished are skipped.
+/// Watches `wanted` instead of `watched` (again: a directory deleted and
+/// made anew needs a new watch); paths that vanished are skipped.
+/// Every old watch goes before any new one is made: unwatching a
+/// directory watched recursively (`.glee/` while it had no `tools/`) also
+/// drops every watch below it, so undoing it after `tools/` was watched
+/// again left `tools/` unwatched, and every later edit unnoticed (issue
+/// 32, item 5).
 fn apply(
     watcher: &mut notify::RecommendedWatcher,
+    watched: &mut Vec<PathBuf>,
     wanted: Vec<(PathBuf, RecursiveMode)>,
 ) -> Result<(), WatchError> {
-    for (path, mode) in wanted {
+    for path in watched.drain(..) {
         let _ = watcher.unwatch(&path);
+    }
+    for (path, mode) in wanted {
         if !path.exists() {
             continue;
         }
         watcher
             .watch(&path, mode)
-            .map_err(|source| WatchError::Watch { path, source })?;
+            .map_err(|source| WatchError::Watch {
+                path: path.clone(),
+                source,
+            })?;
+        watched.push(path);
     }
     Ok(())
 }
@@ -111,8 +125,10 @@ pub fn spawn(live: Arc<Live>) -> Result<Watching, WatchError> {
         source,
     })?;
     let watcher = Arc::new(Mutex::new(watcher));
+    let mut watched = Vec::new();
     apply(
         &mut watcher.lock().unwrap_or_else(|p| p.into_inner()),
+        &mut watched,
         watches(&live),
     )?;
     let rewatch = watcher.clone();
@@ -122,12 +138,18 @@ pub fn spawn(live: Arc<Live>) -> Result<Watching, WatchError> {
             while rx.try_recv().is_ok() {}
             if let Err(e) = apply(
                 &mut rewatch.lock().unwrap_or_else(|p| p.into_inner()),
+                &mut watched,
                 watches(&live),
             ) {
                 eprintln!("glovebox: {e}; some tool changes may go unnoticed");
             }
-            if let Err(e) = live.reload().await {
-                eprintln!("glovebox: the tools changed but cannot be reloaded: {e}");
+            match live.reload().await {
+                Err(e) => eprintln!("glovebox: the tools changed but cannot be reloaded: {e}"),
+                Ok(_) => {
+                    if let Some(notice) = live.engine().project().unread_notice() {
+                        eprintln!("glovebox: {notice}");
+                    }
+                }
             }
         }
     });

@@ -366,10 +366,25 @@ async fn invoke(
             );
             r
         }
-        Ok(o) => json_response(invoke_status(&o), &o),
+        Ok(mut o) => {
+            // The engine's advice is the CLI's; over HTTP the list is a route.
+            if let Some(e) = o
+                .error
+                .as_mut()
+                .filter(|e| e.kind == ErrorKind::ToolNotFound)
+            {
+                e.message = e
+                    .message
+                    .replace(CLI_LIST_ADVICE, "GET /api/v1/tools lists the tools");
+            }
+            json_response(invoke_status(&o), &o)
+        }
         Err(e) => internal(crate::run::error_chain(&e)),
     }
 }
+
+/// The CLI's advice in a `tool_not_found` message.
+const CLI_LIST_ADVICE: &str = "run `glovebox list` to see the tools";
 
 /// The name and definition of a create request: `{name, definition}` (as
 /// MCP's `glee_tool_create`), the fields of `tool.yml` themselves, or an

@@ -17,6 +17,9 @@
 //!   ([`strip_priming`]): those revisions know no event without data, and
 //!   their clients (Gemini CLI's SDK) parse an empty `data:` as JSON and
 //!   give up on the server.
+//!   A new session (`initialize` without one) when every session has a
+//!   request in flight is refused 503 with `Retry-After` (see
+//!   [`super::sessions`]).
 //! - [`json_refusals`] (`/mcp` only): a refusal `rmcp` writes as plain text
 //!   (a missing or unknown session, a wrong `Accept`, a method `/mcp` does
 //!   not serve) is sent as the server's JSON error body instead, with the
@@ -200,7 +203,11 @@ pub async fn mcp(
 }
 
 /// `ping` without a session and `DELETE` answers.
-async fn sessions_and_pings(sessions: &BoundedSessions, request: Request, next: Next) -> Response {
+async fn sessions_and_pings(
+    sessions: &Arc<BoundedSessions>,
+    request: Request,
+    next: Next,
+) -> Response {
     let session = request
         .headers()
         .get(SESSION_HEADER)
@@ -248,6 +255,16 @@ async fn sessions_and_pings(sessions: &BoundedSessions, request: Request, next: 
                     };
                 }
             };
+            if is_initialize(&bytes) && !sessions.has_room().await {
+                return Problem::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    ErrorKind::ResourceLimit,
+                    "every MCP session is busy with a call, and the server keeps no more (glovebox serve --max-sessions): retry shortly, or reuse a session",
+                )
+                .details(json!({"limit": "max_sessions"}))
+                .header(header::RETRY_AFTER, "1")
+                .into_response();
+            }
             if let Some(id) = is_sessionless_ping(&bytes) {
                 let body = json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string();
                 return (
@@ -262,8 +279,38 @@ async fn sessions_and_pings(sessions: &BoundedSessions, request: Request, next: 
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }
+        (Method::POST, Some(id)) => {
+            // A request (not a notification or a response) is in flight
+            // until its answer is sent: its session is not closed to make
+            // room for another meanwhile.
+            let (parts, body) = request.into_parts();
+            let bytes = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .unwrap_or_default();
+            let in_flight = is_request(&bytes).then(|| sessions.begin(&id));
+            let response = next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+            match in_flight {
+                Some(guard) => crate::serve::conns::hold(response, guard),
+                None => response,
+            }
+        }
         (_, _) => next.run(request).await,
     }
+}
+
+/// Whether `body` is a JSON-RPC request (a method and an id).
+fn is_request(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body).is_ok_and(|v| {
+        v.get("method").is_some_and(Value::is_string) && v.get("id").is_some_and(|i| !i.is_null())
+    })
+}
+
+/// Whether `body` is an `initialize` request (one that makes a session).
+fn is_initialize(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"))
 }
 
 /// The message for a refusal `rmcp` wrote as `text` with `status`: what

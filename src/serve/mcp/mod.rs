@@ -84,6 +84,28 @@ pub fn caller_id(client: Option<&str>) -> String {
     }
 }
 
+/// Audits a tool call the stdio screen answered busy (it never reached
+/// the engine): one line with its parameters, written off the runtime.
+fn audit_refused(live: Arc<Live>) -> stdio::OnRefused {
+    Arc::new(move |r: stdio::Refused| {
+        let live = live.clone();
+        tokio::task::spawn_blocking(move || {
+            let engine = live.engine();
+            let caller = Caller {
+                id: caller_id(r.client.as_deref()),
+                ..Caller::default()
+            };
+            let outcome = super::call::busy(&r.name, live.calls().limits());
+            if let Err(e) = engine.log_not_started(&r.name, &r.params, &caller, &outcome) {
+                eprintln!(
+                    "glovebox: a call refused as busy could not be audited: {}",
+                    crate::run::error_chain(&e)
+                );
+            }
+        });
+    })
+}
+
 /// One MCP session's handler over the shared, live project.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -199,7 +221,10 @@ impl ServerHandler for Server {
         // for another supported revision gets that one.
         info.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
         info.server_info = Implementation::new("glovebox", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(INSTRUCTIONS.into());
+        info.instructions = Some(match self.live.engine().project().unread_notice() {
+            Some(notice) => format!("{INSTRUCTIONS} Note: {notice}."),
+            None => INSTRUCTIONS.into(),
+        });
         info
     }
 
@@ -449,6 +474,7 @@ pub async fn serve_stdio(live: Arc<Live>) -> Result<(), McpError> {
         from_server,
         calls.limits(),
         input_closed,
+        Some(audit_refused(live.clone())),
     ));
     let running = match Session(Server::new(live))
         .serve(tokio::io::split(server_end))

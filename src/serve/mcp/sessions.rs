@@ -4,6 +4,12 @@
 //! creating one more than the cap first closes the oldest, so a flood of
 //! `initialize` requests costs a bounded amount of memory.
 //!
+//! A session with a request in flight (a call running, its answer not yet
+//! sent) is never the one closed: the oldest session with none is, and
+//! when every session has one, a new session is refused (503 with
+//! `Retry-After`, [`super::compat::mcp`]) instead of a running call
+//! losing its result (issue 32, item 3).
+//!
 //! It also remembers the revision each session negotiated, so that
 //! [`super::compat::mcp`] sends SSE priming events (an event with an id
 //! and empty data, SEP-1699) only to sessions on `2025-11-25` or later:
@@ -11,7 +17,7 @@
 //! event's data as JSON and drop a server whose event has none.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::Stream;
@@ -32,6 +38,32 @@ pub struct BoundedSessions {
     order: Mutex<VecDeque<SessionId>>,
     /// The revision each session negotiated in `initialize`.
     revisions: Mutex<HashMap<SessionId, String>>,
+    /// Requests in flight, per session.
+    in_flight: Mutex<HashMap<SessionId, usize>>,
+}
+
+/// A request in flight on a session; the session may be closed to make
+/// room only once every such guard is dropped.
+#[derive(Debug)]
+pub struct InFlight {
+    sessions: Arc<BoundedSessions>,
+    id: SessionId,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut map = self
+            .sessions
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.id);
+            }
+        }
+    }
 }
 
 /// The first revision whose SSE streams start with a priming event.
@@ -53,7 +85,49 @@ impl BoundedSessions {
             max: max.max(1),
             order: Mutex::new(VecDeque::new()),
             revisions: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Counts a request in flight on session `id` until the guard drops.
+    pub fn begin(self: &Arc<Self>, id: &str) -> InFlight {
+        let id: SessionId = Arc::from(id);
+        *self
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id.clone())
+            .or_default() += 1;
+        InFlight {
+            sessions: self.clone(),
+            id,
+        }
+    }
+
+    fn busy(&self, id: &SessionId) -> bool {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .is_some_and(|n| *n > 0)
+    }
+
+    /// Whether a new session can be made: fewer than the cap are open,
+    /// or one of them has no request in flight (it is closed for it).
+    pub async fn has_room(&self) -> bool {
+        if self.count().await < self.max {
+            return true;
+        }
+        let order = self.order.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        order.iter().any(|id| !self.busy(id))
+    }
+
+    /// The oldest session without a request in flight, taken out of the
+    /// order.
+    fn take_oldest_idle(&self) -> Option<SessionId> {
+        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        let at = order.iter().position(|id| !self.busy(id))?;
+        order.remove(at)
     }
 
     /// The revision session `id` negotiated, once it is initialized.
@@ -87,13 +161,13 @@ impl SessionManager for BoundedSessions {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        // Only a session without a request in flight is closed; when all
+        // have one (a race past [`Self::has_room`]), the cap is passed
+        // for a moment rather than a call's result lost.
         while self.count().await >= self.max {
-            let oldest = self
-                .order
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop_front();
-            let Some(oldest) = oldest else { break };
+            let Some(oldest) = self.take_oldest_idle() else {
+                break;
+            };
             self.forget(&oldest);
             let _ = self.inner.close_session(&oldest).await;
         }

@@ -61,7 +61,26 @@ pub struct Screen {
     in_flight: HashMap<String, bool>,
     calls: usize,
     limits: CallLimits,
+    /// The client's name, from `initialize` (for the audit `caller`).
+    client: Option<String>,
+    /// Tool calls answered busy here, not yet audited.
+    refused: Vec<Refused>,
 }
+
+/// A tool call the screen answered busy (it never reached the server):
+/// what its audit line needs.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    /// The tool's name (the one `glee_tool` names, for a call through it).
+    pub name: String,
+    /// Its parameters.
+    pub params: Value,
+    /// The client's name, when it gave one.
+    pub client: Option<String>,
+}
+
+/// What audits a [`Refused`] call (called off the pump's task).
+pub type OnRefused = std::sync::Arc<dyn Fn(Refused) + Send + Sync>;
 
 /// The fewest requests other than tool calls let in flight at once,
 /// whatever the call bound (clients send a few at once after
@@ -101,13 +120,36 @@ impl Screen {
     }
 
     /// The answer to request `id` (`m`) past the bound of its kind.
-    fn busy(&self, id: Value, m: &serde_json::Map<String, Value>, is_call: bool) -> Value {
+    fn busy(&mut self, id: Value, m: &serde_json::Map<String, Value>, is_call: bool) -> Value {
         if is_call {
-            let name = m
-                .get("params")
+            let params = m.get("params");
+            let name = params
                 .and_then(|p| p.get("name"))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
+            let args = params
+                .and_then(|p| p.get("arguments"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let client = params
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get("io.modelcontextprotocol/clientInfo"))
+                .and_then(|c| c.get("name"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| self.client.clone());
+            self.refused.push(match (name, args.get("name")) {
+                (super::catalog::GLEE_TOOL, Some(Value::String(inner))) => Refused {
+                    name: inner.clone(),
+                    params: args.get("params").cloned().unwrap_or(Value::Null),
+                    client,
+                },
+                _ => Refused {
+                    name: name.to_string(),
+                    params: args,
+                    client,
+                },
+            });
             let result = super::reply::outcome(&call::busy(name, self.limits));
             return json!({"jsonrpc": "2.0", "id": id, "result": result});
         }
@@ -117,6 +159,11 @@ impl Screen {
             "message": format!("the server is busy: {bound} requests are awaiting their answers; read the answers before sending more"),
             "data": {"busy": true, "in_flight": bound},
         }})
+    }
+
+    /// The calls answered busy since the last time, for their audit lines.
+    pub fn take_refused(&mut self) -> Vec<Refused> {
+        std::mem::take(&mut self.refused)
     }
 
     /// Decides about one line (without its newline).
@@ -176,7 +223,16 @@ impl Screen {
                                 "invalid request: this id is already used by a request in flight; use a new id",
                             )]);
                         }
-                        let is_call = m.get("method").and_then(Value::as_str) == Some("tools/call");
+                        let method = m.get("method").and_then(Value::as_str);
+                        if method == Some("initialize") {
+                            self.client = m
+                                .get("params")
+                                .and_then(|p| p.get("clientInfo"))
+                                .and_then(|c| c.get("name"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
+                        }
+                        let is_call = method == Some("tools/call");
                         let others = self.in_flight.len() - self.calls;
                         let taken = if is_call { self.calls } else { others };
                         if taken >= self.bound(is_call) {
@@ -343,6 +399,7 @@ pub async fn pump<I, O, TS, FS>(
     from_server: FS,
     limits: CallLimits,
     input_closed: CancellationToken,
+    on_refused: Option<OnRefused>,
 ) where
     I: tokio::io::AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
@@ -396,10 +453,15 @@ pub async fn pump<I, O, TS, FS>(
                 }
             }
             Ok(Some(true)) => {
-                let verdict = screen
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .screen(&buf);
+                let (verdict, refused) = {
+                    let mut screen = screen.lock().unwrap_or_else(|p| p.into_inner());
+                    (screen.screen(&buf), screen.take_refused())
+                };
+                if let Some(audit) = &on_refused {
+                    for r in refused {
+                        audit(r);
+                    }
+                }
                 match verdict {
                     Verdict::Skip => {}
                     Verdict::Forward => {
