@@ -216,10 +216,24 @@ fn read() -> Kernel {
     let root = euid == 0;
     let user = libc::CLONE_NEWUSER as libc::c_ulong;
     let user_try = sys::probe_clone(user);
+    // The jail's namespaces, with a fresh /proc mounted in them: a
+    // container that masks parts of the host's /proc (podman's and
+    // Docker's defaults) lets the namespaces be made but refuses that
+    // mount, and a jail without its own /proc has no tree either.
+    let mut proc_refused = None;
     let ns_try = if !root && user_try.is_err() {
         user_try
     } else {
-        sys::probe_clone(jail_flags(root))
+        match sys::probe_clone_proc(jail_flags(root)) {
+            Ok(()) => Ok(()),
+            Err(errno) => {
+                let made = sys::probe_clone(jail_flags(root));
+                if made.is_ok() {
+                    proc_refused = Some(errno);
+                }
+                Err(errno)
+            }
+        }
     };
     let mode = if ns_try.is_ok() {
         Mode::Namespaces
@@ -236,11 +250,17 @@ fn read() -> Kernel {
         egid,
         user_ns: user_try.is_ok(),
         user_ns_error: user_try.err().map(|e| namespace_failure(e, true)),
-        pid_ns: ns_ok,
+        pid_ns: ns_ok || proc_refused.is_some(),
         mount_proc: ns_ok,
-        ipc_ns: ns_ok,
+        ipc_ns: ns_ok || proc_refused.is_some(),
         net_ns: false,
-        namespaces_error: ns_try.err().map(|e| namespace_failure(e, !root)),
+        namespaces_error: match proc_refused {
+            Some(errno) => Some(format!(
+                "{}: the namespaces can be created but a fresh /proc cannot be mounted in them (a container masks parts of its /proc), so the jail has no tree of its own",
+                sys::errno_name(errno)
+            )),
+            None => ns_try.err().map(|e| namespace_failure(e, !root)),
+        },
         mode,
         release,
     }
@@ -272,7 +292,9 @@ mod tests {
     #[test]
     fn the_mode_follows_what_could_be_created() {
         let k = kernel();
-        assert_eq!(k.mode == Mode::Namespaces, k.pid_ns);
-        assert_eq!(k.namespaces_error.is_some(), !k.pid_ns);
+        assert_eq!(k.mode == Mode::Namespaces, k.mount_proc);
+        assert_eq!(k.namespaces_error.is_some(), !k.mount_proc);
+        // Namespaces that cannot have their own /proc are not used.
+        assert!(k.mount_proc <= k.pid_ns);
     }
 }
