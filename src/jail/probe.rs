@@ -141,6 +141,32 @@ pub fn net_ns() -> bool {
     })
 }
 
+/// Why this process has no Landlock (`None` when it has one): told apart
+/// by the active security modules (`/sys/kernel/security/lsm`) and the
+/// kernel release, so `doctor` says what to change.
+pub fn landlock_absence(k: &Kernel) -> Option<String> {
+    if k.landlock_abi > 0 {
+        return None;
+    }
+    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").ok();
+    let release: Vec<u32> = k
+        .release
+        .split(|c: char| !c.is_ascii_digit())
+        .take(2)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    if release.len() == 2 && release.as_slice() < [5, 13].as_slice() {
+        return Some("this kernel predates landlock (5.13)".into());
+    }
+    Some(match lsm.as_deref().map(str::trim) {
+        Some(list) if !list.split(',').any(|m| m == "landlock") => format!(
+            "landlock is not in the active lsm list ({list}): add it to the kernel's lsm= boot parameter (or CONFIG_LSM)"
+        ),
+        Some(_) => "landlock is active in the kernel but its system calls are refused here (a seccomp profile: gVisor, a container runtime's older profile)".into(),
+        None => "the kernel has no landlock, or it is not in the lsm= boot parameter (mount securityfs to see /sys/kernel/security/lsm)".into(),
+    })
+}
+
 fn exists(p: &str) -> bool {
     std::path::Path::new(p).exists()
 }
@@ -287,6 +313,20 @@ mod tests {
             (k.landlock_abi, k.seccomp, k.euid, k.egid)
         );
         assert_eq!(known().map(|k| k.mode), Some(k.mode));
+    }
+
+    #[test]
+    fn landlock_absence_names_a_cause_only_without_landlock() {
+        let mut k = cheap();
+        k.landlock_abi = 1;
+        assert_eq!(landlock_absence(&k), None);
+        k.landlock_abi = 0;
+        k.release = "5.10.0-32-amd64".into();
+        let why = landlock_absence(&k).unwrap_or_default();
+        assert!(why.contains("predates landlock"), "{why}");
+        k.release = "6.12.117+deb13-amd64".into();
+        let why = landlock_absence(&k).unwrap_or_default();
+        assert!(why.contains("landlock") && !why.contains("predates"), "{why}");
     }
 
     #[test]
