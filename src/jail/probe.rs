@@ -326,7 +326,10 @@ mod tests {
         assert!(why.contains("predates landlock"), "{why}");
         k.release = "6.12.117+deb13-amd64".into();
         let why = landlock_absence(&k).unwrap_or_default();
-        assert!(why.contains("landlock") && !why.contains("predates"), "{why}");
+        assert!(
+            why.contains("landlock") && !why.contains("predates"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -375,7 +375,11 @@ pub fn probe_clone_proc(flags: libc::c_ulong) -> Result<(), i32> {
     // SAFETY: the child branch only calls mount(2) and `_exit`.
     match unsafe { clone_process(flags) } {
         Ok(Forked::Child) => {
-            let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EPERM);
+            let errno = || {
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EPERM)
+            };
             // SAFETY: mount(2) with static C strings (or NULL where the
             // kernel ignores the argument), in the child's own mount
             // namespace.
