@@ -1,13 +1,16 @@
 # A small image with glovebox, for CI steps in containers:
 #   docker build -t glovebox .
-#   docker run --rm --security-opt seccomp=unconfined -v "$PWD:/work" -w /work \
+#   docker run --rm --user "$(id -u):$(id -g)" -v "$PWD:/work" -w /work \
 #       glovebox sandbox --read . -- make test
-# Inside a container glovebox needs what its jail is built from: Landlock
-# and seccomp (any recent kernel), and namespaces — run with
-# `--security-opt seccomp=unconfined` (Docker's default profile refuses
-# unshare/clone with namespace flags) or a profile that allows them;
-# `glovebox doctor` says what holds. See README "CI: a GitHub Action and a
-# container image".
+# The runtime's DEFAULT seccomp profile is enough: where it refuses the
+# namespaces (or masks /proc so no jail can have its own), glovebox builds
+# its namespace-free jail (Landlock ABI 6, seccomp, a subreaper; kernel
+# 6.7 or later). Run it as a non-root user (the image's default, 65534):
+# a container's root has no writable pids cgroup, and RLIMIT_NPROC does not
+# bind uid 0, so as root every call is refused by name unless --degraded.
+# `glovebox doctor` (the default command) says what holds. Tested with
+# podman's default profile (.ci/container); see README "CI: a GitHub
+# Action and a container image".
 
 FROM rust:1-bookworm AS build
 WORKDIR /src
@@ -29,5 +32,9 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates python3 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/target/release/glovebox /usr/local/bin/glovebox
+# Any uid works (docker run --user): HOME is the world-writable /tmp, where
+# glovebox keeps its state and audit log.
+ENV HOME=/tmp
+USER 65534:65534
 ENTRYPOINT ["/usr/local/bin/glovebox"]
 CMD ["doctor"]

@@ -259,16 +259,22 @@ fn supervisor_death_takes_the_jail_down() {
     // The killed supervisor could not remove its call's cgroups; the next
     // glovebox sweeps them (a reused pid must never collide with them).
     let prefix = format!("glovebox-{gb_pid}-");
+    // cgroup v1 (pids, memory, and v2 beside them), or v2 alone.
     let bases = [
         "/sys/fs/cgroup/pids",
         "/sys/fs/cgroup/memory",
         "/sys/fs/cgroup/unified",
     ];
+    let bases: &[&str] = if std::path::Path::new("/sys/fs/cgroup/cgroup.procs").exists() {
+        &["/sys/fs/cgroup"]
+    } else {
+        &bases
+    };
     if nix::unistd::geteuid().is_root() {
         // Root uses cgroups: the killed supervisor's are there until swept.
         let leaked: usize = bases
             .iter()
-            .map(|b| walk_names(std::path::Path::new(b), &prefix, 4).len())
+            .map(|b| walk_names(std::path::Path::new(b), &prefix, 6).len())
             .sum();
         assert!(
             leaked > 0,
@@ -277,12 +283,8 @@ fn supervisor_death_takes_the_jail_down() {
     }
     let r = sandbox(&[], &["true"]);
     assert_eq!(r.code, Some(0), "{r:#?}");
-    for base in [
-        "/sys/fs/cgroup/pids",
-        "/sys/fs/cgroup/memory",
-        "/sys/fs/cgroup/unified",
-    ] {
-        let leaked = walk_names(std::path::Path::new(base), &prefix, 4);
+    for base in bases {
+        let leaked = walk_names(std::path::Path::new(base), &prefix, 6);
         assert!(
             leaked.is_empty(),
             "cgroups of a dead supervisor left behind: {leaked:?}"

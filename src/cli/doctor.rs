@@ -30,6 +30,9 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             Err(e) => println!("state dir     none: {e}"),
         }
         println!("landlock      abi {}", k.landlock_abi);
+        if let Some(why) = glovebox::jail::probe::landlock_absence(k) {
+            println!("              {why}");
+        }
         println!("seccomp       {}", if k.seccomp { "yes" } else { "no" });
         println!(
             "namespaces    user {} pid {} mount {} ipc {} net {}",

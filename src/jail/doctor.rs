@@ -77,9 +77,9 @@ pub fn examine() -> Report {
                 )
             } else if e.mount_tree {
                 format!(
-                    "the jail's own root (mount namespace): ungranted paths do not exist (landlock abi {}: no second layer{}; files written in a write grant can also be executed)",
+                    "the jail's own root (mount namespace): ungranted paths do not exist (landlock abi {}: no second layer — {}; files written in a write grant can also be executed)",
                     kernel.landlock_abi,
-                    if kernel.landlock_abi == 0 { " — the kernel has none, or it is not in the lsm= list" } else { " — abi 2 needed" }
+                    probe::landlock_absence(&kernel).unwrap_or_else(|| "abi 2 needed".into())
                 )
             } else {
                 format!(

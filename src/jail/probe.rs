@@ -141,6 +141,32 @@ pub fn net_ns() -> bool {
     })
 }
 
+/// Why this process has no Landlock (`None` when it has one): told apart
+/// by the active security modules (`/sys/kernel/security/lsm`) and the
+/// kernel release, so `doctor` says what to change.
+pub fn landlock_absence(k: &Kernel) -> Option<String> {
+    if k.landlock_abi > 0 {
+        return None;
+    }
+    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").ok();
+    let release: Vec<u32> = k
+        .release
+        .split(|c: char| !c.is_ascii_digit())
+        .take(2)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    if release.len() == 2 && release.as_slice() < [5, 13].as_slice() {
+        return Some("this kernel predates landlock (5.13)".into());
+    }
+    Some(match lsm.as_deref().map(str::trim) {
+        Some(list) if !list.split(',').any(|m| m == "landlock") => format!(
+            "landlock is not in the active lsm list ({list}): add it to the kernel's lsm= boot parameter (or CONFIG_LSM)"
+        ),
+        Some(_) => "landlock is active in the kernel but its system calls are refused here (a seccomp profile: gVisor, a container runtime's older profile)".into(),
+        None => "the kernel has no landlock, or it is not in the lsm= boot parameter (mount securityfs to see /sys/kernel/security/lsm)".into(),
+    })
+}
+
 fn exists(p: &str) -> bool {
     std::path::Path::new(p).exists()
 }
@@ -216,10 +242,24 @@ fn read() -> Kernel {
     let root = euid == 0;
     let user = libc::CLONE_NEWUSER as libc::c_ulong;
     let user_try = sys::probe_clone(user);
+    // The jail's namespaces, with a fresh /proc mounted in them: a
+    // container that masks parts of the host's /proc (podman's and
+    // Docker's defaults) lets the namespaces be made but refuses that
+    // mount, and a jail without its own /proc has no tree either.
+    let mut proc_refused = None;
     let ns_try = if !root && user_try.is_err() {
         user_try
     } else {
-        sys::probe_clone(jail_flags(root))
+        match sys::probe_clone_proc(jail_flags(root)) {
+            Ok(()) => Ok(()),
+            Err(errno) => {
+                let made = sys::probe_clone(jail_flags(root));
+                if made.is_ok() {
+                    proc_refused = Some(errno);
+                }
+                Err(errno)
+            }
+        }
     };
     let mode = if ns_try.is_ok() {
         Mode::Namespaces
@@ -236,11 +276,17 @@ fn read() -> Kernel {
         egid,
         user_ns: user_try.is_ok(),
         user_ns_error: user_try.err().map(|e| namespace_failure(e, true)),
-        pid_ns: ns_ok,
+        pid_ns: ns_ok || proc_refused.is_some(),
         mount_proc: ns_ok,
-        ipc_ns: ns_ok,
+        ipc_ns: ns_ok || proc_refused.is_some(),
         net_ns: false,
-        namespaces_error: ns_try.err().map(|e| namespace_failure(e, !root)),
+        namespaces_error: match proc_refused {
+            Some(errno) => Some(format!(
+                "{}: the namespaces can be created but a fresh /proc cannot be mounted in them (a container masks parts of its /proc), so the jail has no tree of its own",
+                sys::errno_name(errno)
+            )),
+            None => ns_try.err().map(|e| namespace_failure(e, !root)),
+        },
         mode,
         release,
     }
@@ -270,9 +316,28 @@ mod tests {
     }
 
     #[test]
+    fn landlock_absence_names_a_cause_only_without_landlock() {
+        let mut k = cheap();
+        k.landlock_abi = 1;
+        assert_eq!(landlock_absence(&k), None);
+        k.landlock_abi = 0;
+        k.release = "5.10.0-32-amd64".into();
+        let why = landlock_absence(&k).unwrap_or_default();
+        assert!(why.contains("predates landlock"), "{why}");
+        k.release = "6.12.117+deb13-amd64".into();
+        let why = landlock_absence(&k).unwrap_or_default();
+        assert!(
+            why.contains("landlock") && !why.contains("predates"),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn the_mode_follows_what_could_be_created() {
         let k = kernel();
-        assert_eq!(k.mode == Mode::Namespaces, k.pid_ns);
-        assert_eq!(k.namespaces_error.is_some(), !k.pid_ns);
+        assert_eq!(k.mode == Mode::Namespaces, k.mount_proc);
+        assert_eq!(k.namespaces_error.is_some(), !k.mount_proc);
+        // Namespaces that cannot have their own /proc are not used.
+        assert!(k.mount_proc <= k.pid_ns);
     }
 }

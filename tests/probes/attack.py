@@ -466,7 +466,8 @@ def inotify(path):
 def chattr(path, how="set"):
     """Sets the nodump inode flag (`chattr +d`) through a read-only
     descriptor; with `same`, sets the flags the file has (an escape changes
-    nothing)."""
+    nothing); with `get`, only reads them (does this file system have
+    inode flags?)."""
     import fcntl
     import struct
 
@@ -474,6 +475,8 @@ def chattr(path, how="set"):
         fd = os.open(path, os.O_RDONLY)
         try:
             flags = struct.unpack("l", fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0)))[0]
+            if how == "get":
+                return
             new = flags if how == "same" else flags | 0x40
             fcntl.ioctl(fd, 0x40086602, struct.pack("l", new))
         finally:
@@ -484,7 +487,8 @@ def chattr(path, how="set"):
 
 def file_setattr(path, how="set"):
     """Sets the nodump flag by path with file_setattr(2) (no open at all);
-    with `same`, the flags the file has."""
+    with `same`, the flags the file has; with `get`, only reads them (does
+    this kernel have the call?)."""
 
     def go():
         buf = ctypes.create_string_buffer(24)
@@ -492,6 +496,8 @@ def file_setattr(path, how="set"):
         r = libc.syscall(ctypes.c_long(468), ctypes.c_long(-100), p, buf, ctypes.c_long(24), ctypes.c_long(0))
         if r < 0:
             raise OSError(ctypes.get_errno(), "file_getattr")
+        if how == "get":
+            return
         xflags = int.from_bytes(buf.raw[:8], "little")
         if how != "same":
             xflags |= 0x80

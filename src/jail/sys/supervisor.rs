@@ -366,6 +366,57 @@ pub fn probe_clone(flags: libc::c_ulong) -> Result<(), i32> {
     }
 }
 
+/// Like [`probe_clone`] with a mount namespace in `flags`, and the child
+/// also mounts a fresh `/proc` (its mount tree made private first, so
+/// nothing propagates out; the namespace dies with it): a container that
+/// masks parts of the host's `/proc` (podman, Docker) lets the namespaces
+/// be created yet refuses that mount, which every jail with a tree needs.
+pub fn probe_clone_proc(flags: libc::c_ulong) -> Result<(), i32> {
+    // SAFETY: the child branch only calls mount(2) and `_exit`.
+    match unsafe { clone_process(flags) } {
+        Ok(Forked::Child) => {
+            let errno = || {
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EPERM)
+            };
+            // SAFETY: mount(2) with static C strings (or NULL where the
+            // kernel ignores the argument), in the child's own mount
+            // namespace.
+            let private = unsafe {
+                libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                )
+            };
+            if private != 0 {
+                exit_now(errno());
+            }
+            // SAFETY: as above.
+            let proc = unsafe {
+                libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                )
+            };
+            exit_now(if proc == 0 { 0 } else { errno() })
+        }
+        Ok(Forked::Parent { pidfd }) => match pidfd_wait(pidfd.as_raw_fd()) {
+            Ok(Exit::Code(0)) => Ok(()),
+            Ok(Exit::Code(errno)) => Err(errno),
+            Ok(_) => Err(libc::ECHILD),
+            Err(e) => Err(e.raw_os_error().unwrap_or(libc::ECHILD)),
+        },
+        Err(e) => Err(e.raw_os_error().unwrap_or(libc::EINVAL)),
+    }
+}
+
 /// The symbolic name of an errno value, for messages ("ENOSPC").
 pub fn errno_name(errno: i32) -> &'static str {
     match errno {
