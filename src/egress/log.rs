@@ -75,7 +75,8 @@ pub struct Connection {
     /// The port.
     pub port: u16,
     /// How the tool asked: `connect`, `http`, `socks5` or `socks4` (always
-    /// refused).
+    /// refused) through the proxy; `tcp`, `dns` (a lookup, port 0) or `udp`
+    /// (always refused) through transparent egress.
     pub via: &'static str,
     /// Whether the proxy connected it.
     pub allowed: bool,
@@ -97,6 +98,9 @@ impl Connection {
         } else {
             self.host.clone()
         };
+        if self.via == super::transparent::VIA_DNS {
+            return Some(format!("refused lookup of {host} ({why})"));
+        }
         Some(format!("refused connect to {host}:{} ({why})", self.port))
     }
 }

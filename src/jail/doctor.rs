@@ -48,6 +48,18 @@ fn label(c: &Option<cgroup::Controller>) -> &'static str {
     c.as_ref().map_or("none", |c| c.version.label())
 }
 
+/// Whether a call's network namespace gets a TUN device (transparent
+/// egress for clients that ignore the proxy variables), and if not why.
+fn transparent_egress() -> String {
+    match super::sys::tun_openable() {
+        Ok(()) => "transparent egress: a tun device per call, raw tcp clients reach allowed hosts by name (fake-address dns, the same decision as the proxy)".into(),
+        Err(e) => format!(
+            "no transparent egress (/dev/net/tun: {}): only clients that use the proxy variables reach the network; give the container /dev/net/tun (e.g. `--device /dev/net/tun`) for raw tcp clients",
+            super::sys::errno_name(e)
+        ),
+    }
+}
+
 /// Examines this machine.
 pub fn examine() -> Report {
     let mut kernel = probe::kernel().clone();
@@ -121,7 +133,10 @@ pub fn examine() -> Report {
             // which the namespace-free jail counts as its mechanism.
             kernel.net_ns || free,
             if kernel.net_ns {
-                "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard".into()
+                format!(
+                    "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard; {}",
+                    transparent_egress()
+                )
             } else {
                 "no network namespaces here: network: true is refused unless sandbox.direct_network".into()
             },
