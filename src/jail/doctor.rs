@@ -54,8 +54,13 @@ fn transparent_egress() -> String {
     match super::sys::tun_openable() {
         Ok(()) => "transparent egress: a tun device per call, raw tcp clients reach allowed hosts by name (fake-address dns, the same decision as the proxy)".into(),
         Err(e) => format!(
-            "no transparent egress (/dev/net/tun: {}): only clients that use the proxy variables reach the network; give the container /dev/net/tun (e.g. `--device /dev/net/tun`) for raw tcp clients",
-            super::sys::errno_name(e)
+            "no transparent egress (/dev/net/tun: {}): only clients that use the proxy variables reach the network; for raw tcp clients {}",
+            super::sys::errno_name(e),
+            if e == libc::ENOENT {
+                "give the container the device (`--device /dev/net/tun`)"
+            } else {
+                "let this user open it (mode 0666, as most distributions ship it)"
+            }
         ),
     }
 }
