@@ -17,7 +17,7 @@
 //!   [`decide::check_host`] at once (a refusal is a reset, logged), then
 //!   [`decide::open`] (resolve, SSRF guard on every address, glovebox's
 //!   own listeners, connect to exactly a checked address) once the
-//!   user-space stack (`ipstack`) has accepted it; its bytes are then
+//!   user-space stack (`netstack-smoltcp`, smoltcp's TCP) has accepted it; its bytes are then
 //!   relayed and counted in the egress log like a proxied connection's;
 //! - a SYN to any other address (a real one the tool knows, metadata's
 //!   169.254.169.254) is reset and logged: no decision is ever made on an
@@ -33,16 +33,14 @@ use std::collections::HashSet;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::OwnedFd;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
-use ipstack::{IpStack, IpStackConfig, IpStackStream, IpStackTcpStream};
+use futures::{SinkExt, StreamExt};
+use netstack_smoltcp::{Stack, StackBuilder, TcpStream};
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 
 use super::allow::Host;
 use super::decide::{self, Refusal, Rules};
@@ -64,10 +62,6 @@ pub const NOT_BY_NAME: &str =
 /// Refused names and UDP destinations logged per call (each once); more
 /// are refused without a line of their own.
 const MAX_NOTED: usize = 256;
-
-/// Packets the device handles itself (DNS, resets, drops) in one poll
-/// before it lets the runtime run something else.
-const BUDGET: usize = 64;
 
 /// How long closing the tool's side of a connection may take.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -223,71 +217,56 @@ fn udp_reply(from: Ipv4Addr, to: Ipv4Addr, to_port: u16, payload: &[u8]) -> Opti
     Some(out)
 }
 
-/// The TUN device as the TCP stack sees it: packets in and out, less
-/// those [`classify`] answers or drops itself.
-struct Device {
-    fd: AsyncFd<OwnedFd>,
+/// The user-space stack's TCP buffers, each way (its window: a
+/// transfer's rate is at most this much per round trip through it).
+const TCP_BUFFER: u32 = 1 << 20;
+
+/// Packets queued between the device and the stack, each way.
+const QUEUE: usize = 1024;
+
+/// Reads the device: packets [`classify`] passes go to the stack; the
+/// answers it makes go straight back.
+async fn from_jail(
+    tun: Arc<AsyncFd<OwnedFd>>,
     shared: Arc<Shared>,
-}
-
-impl AsyncRead for Device {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        for _ in 0..BUDGET {
-            let mut guard = ready!(this.fd.poll_read_ready(cx))?;
-            let space = buf.initialize_unfilled();
-            let read = guard.try_io(|fd| nix::unistd::read(fd.get_ref(), space).map_err(io::Error::from));
-            let n = match read {
-                Ok(Ok(n)) => n,
-                Ok(Err(e)) => return Poll::Ready(Err(e)),
-                Err(_would_block) => continue,
-            };
-            match classify(&this.shared, &space[..n]) {
-                Verdict::Pass => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
-                }
-                Verdict::Reply(packet) => {
-                    // A full device queue drops the answer: the client asks
-                    // again (DNS) or its SYN is resent and reset then.
-                    let _ = nix::unistd::write(this.fd.get_ref(), &packet);
-                }
-                Verdict::Drop => {}
+    mut to_stack: futures::stream::SplitSink<Stack, Vec<u8>>,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; MAX_PACKET];
+    loop {
+        let n = tun
+            .async_io(Interest::READABLE, |fd| {
+                nix::unistd::read(fd, &mut buf).map_err(io::Error::from)
+            })
+            .await?;
+        match classify(&shared, &buf[..n]) {
+            Verdict::Pass => to_stack.send(buf[..n].to_vec()).await?,
+            Verdict::Reply(packet) => {
+                // A full device queue drops the answer: the client asks
+                // again (DNS) or its SYN is resent and reset then.
+                let _ = nix::unistd::write(tun.get_ref(), &packet);
             }
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-impl AsyncWrite for Device {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        loop {
-            let mut guard = ready!(this.fd.poll_write_ready(cx))?;
-            match guard.try_io(|fd| nix::unistd::write(fd.get_ref(), data).map_err(io::Error::from)) {
-                Ok(r) => return Poll::Ready(r),
-                Err(_would_block) => continue,
-            }
+            Verdict::Drop => {}
         }
     }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
 }
+
+/// Writes the stack's packets to the device.
+async fn to_jail(
+    tun: Arc<AsyncFd<OwnedFd>>,
+    mut from_stack: futures::stream::SplitStream<Stack>,
+) -> io::Result<()> {
+    while let Some(packet) = from_stack.next().await {
+        let packet = packet?;
+        tun.async_io(Interest::WRITABLE, |fd| {
+            nix::unistd::write(fd, &packet).map_err(io::Error::from)
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Largest packet read from the device (its MTU, and a margin).
+const MAX_PACKET: usize = 65_536;
 
 /// Serves the call's TUN device on `handle` until the returned value is
 /// dropped (which closes the device: its route goes with it).
@@ -301,36 +280,46 @@ pub(super) fn start(
         &tun,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
-    let mut config = IpStackConfig::default();
-    let mtu = u16::try_from(crate::jail::TUN.mtu).map_err(io::Error::other)?;
-    config.mtu(mtu).map_err(io::Error::other)?;
+    let mtu = usize::try_from(crate::jail::TUN.mtu).map_err(io::Error::other)?;
+    let (stack, runner, _, listener) = StackBuilder::default()
+        .enable_tcp(true)
+        .mtu(mtu)
+        .stack_buffer_size(QUEUE)
+        .tcp_buffer_size(QUEUE)
+        .tcp_recv_buffer_size(TCP_BUFFER)
+        .tcp_send_buffer_size(TCP_BUFFER)
+        .build()?;
+    let (Some(runner), Some(mut listener)) = (runner, listener) else {
+        return Err(io::Error::other("the tcp stack did not start"));
+    };
     let shared = Arc::new(Shared {
         rules,
         log,
         dns: Mutex::new(FakeDns::new()),
         noted: Mutex::new(HashSet::new()),
     });
+    let tun = {
+        let _entered = handle.enter();
+        Arc::new(crate::jail::sys_async_fd(tun)?)
+    };
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let (finished, done) = std::sync::mpsc::channel::<()>();
-    let mut stack = {
-        let _entered = handle.enter();
-        let device = Device {
-            fd: crate::jail::sys_async_fd(tun)?,
-            shared: shared.clone(),
-        };
-        IpStack::new(config, device)
-    };
     handle.spawn(async move {
         let _finished = finished;
+        let (to_stack, from_stack) = stack.split();
+        let mut device = tokio::task::JoinSet::new();
+        device.spawn(runner);
+        device.spawn(from_jail(tun.clone(), shared.clone(), to_stack));
+        device.spawn(to_jail(tun, from_stack));
         let slots = Arc::new(tokio::sync::Semaphore::new(super::MAX_CONNECTIONS));
         let mut tasks = tokio::task::JoinSet::new();
         loop {
             tokio::select! {
                 _ = &mut stopped => break,
-                accepted = stack.accept() => {
-                    let Ok(stream) = accepted else { break };
-                    // Only TCP reaches here (see `classify`).
-                    let IpStackStream::Tcp(tcp) = stream else { continue };
+                // The device or the stack failed: no more connections.
+                _ = device.join_next() => break,
+                accepted = listener.next() => {
+                    let Some((tcp, _, _)) = accepted else { break };
                     // Over the bound the connection is dropped at once.
                     let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
                     let shared = shared.clone();
@@ -348,7 +337,8 @@ pub(super) fn start(
         .await;
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-        drop(stack);
+        device.abort_all();
+        while device.join_next().await.is_some() {}
     });
     Ok(super::Running {
         stop: Some(stop),
@@ -358,8 +348,8 @@ pub(super) fn start(
 
 /// One connection the stack accepted: decided by the name of its fake
 /// address, then relayed, or closed.
-async fn carry(client: IpStackTcpStream, shared: &Shared) {
-    let dst = client.peer_addr();
+async fn carry(client: TcpStream, shared: &Shared) {
+    let dst = *client.remote_addr();
     let port = dst.port();
     let name = match dst.ip() {
         IpAddr::V4(a) => shared.name_of(a),
@@ -386,12 +376,12 @@ async fn carry(client: IpStackTcpStream, shared: &Shared) {
 
 /// Closes the tool's side (FIN), so that a client waiting for the server
 /// to speak first sees the end at once.
-async fn close(mut client: IpStackTcpStream) {
+async fn close(mut client: TcpStream) {
     let _ = tokio::time::timeout(CLOSE_TIMEOUT, client.shutdown()).await;
 }
 
 /// Relays both ways, counting, until both directions are done.
-async fn relay(client: IpStackTcpStream, upstream: TcpStream, entry: &Entry) {
+async fn relay(client: TcpStream, upstream: tokio::net::TcpStream, entry: &Entry) {
     let (mut from_tool, mut to_tool) = tokio::io::split(client);
     let (mut from_host, mut to_host) = upstream.into_split();
     tokio::join!(
