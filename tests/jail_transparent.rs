@@ -292,3 +292,72 @@ fn the_ssrf_guard_judges_the_names_real_address() {
     assert!(e["reason"].as_str().unwrap().contains("loopback"), "{r:#?}");
     assert_eq!(srv.accepted(), 0);
 }
+
+/// A loopback server that reads everything until the client's end of
+/// stream, then answers the SHA-256 of it (hex) and closes.
+fn digest_server() -> (u16, Arc<AtomicUsize>) {
+    use std::io::Read;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let a = accepted.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            a.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                s.set_read_timeout(Some(Duration::from_secs(20))).ok();
+                let mut body = Vec::new();
+                if s.read_to_end(&mut body).is_ok() {
+                    use sha2::Digest;
+                    let _ = write!(s, "{}", hex::encode(sha2::Sha256::digest(&body)));
+                }
+            });
+        }
+    });
+    (port, accepted)
+}
+
+/// Half-close and volume: the tool sends 8 MiB, shuts its sending half
+/// (as `nc -N`, uploads and many protocols do), and still reads the
+/// server's answer — the digest of exactly what it sent.
+#[test]
+fn a_half_closed_upload_arrives_whole_and_gets_its_answer() {
+    require_jail!();
+    let srv = Server::start();
+    let mode = expect();
+    if mode != Expect::Transparent {
+        return reaches_nothing(&srv, &mode);
+    }
+    let (port, accepted) = digest_server();
+    let code = r#"
+import hashlib, socket, sys
+port = int(sys.argv[1])
+print('PROBE-START', flush=True)
+data = bytes(i % 251 for i in range(8 << 20))
+s = socket.create_connection(('localhost.', port), timeout=20)
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+got = b''
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    got += c
+print('DIGEST', got.decode(), hashlib.sha256(data).hexdigest())
+"#;
+    let allow = format!("localhost:{port}");
+    let r = sandbox(
+        &["--net", "--allow-private", "--allow-host", &allow, "--timeout", "60"],
+        &["python3", "-c", code, &port.to_string()],
+    );
+    r.assert_probe_ran();
+    let line = r.stdout.lines().find(|l| l.starts_with("DIGEST")).unwrap_or("");
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(parts.len(), 3, "{r:#?}");
+    assert_eq!(parts[1], parts[2], "the server got other bytes: {r:#?}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    let e = entry(&r, "localhost", port.into(), "tcp");
+    assert_eq!(e["sent"], 8 << 20, "{r:#?}");
+    assert_eq!(e["received"], 64, "{r:#?}");
+}
