@@ -76,7 +76,15 @@ struct Shared {
     log: Log,
     dns: Mutex<FakeDns>,
     noted: Mutex<HashSet<String>>,
+    /// The SYNs already passed to the stack (source port, destination,
+    /// initial sequence number): a resent one is dropped, as the stack
+    /// would make a second connection of it (the first one's SYN-ACK
+    /// answers the client).
+    syns: Mutex<HashSet<(u16, Ipv4Addr, u16, u32)>>,
 }
+
+/// SYNs remembered for [`Shared::syns`]; the set starts over when full.
+const MAX_SYNS: usize = 4096;
 
 impl Shared {
     /// True the first time `key` is seen (up to [`MAX_NOTED`] keys).
@@ -135,7 +143,18 @@ fn classify(shared: &Shared, packet: &[u8]) -> Verdict {
                     .map(|r| (name, r.reason())),
             };
             match refusal {
-                None => Verdict::Pass,
+                None => {
+                    let key = (tcp.source_port(), dst, port, tcp.sequence_number());
+                    let mut syns = shared.syns.lock().unwrap_or_else(|p| p.into_inner());
+                    if syns.len() >= MAX_SYNS {
+                        syns.clear();
+                    }
+                    if syns.insert(key) {
+                        Verdict::Pass
+                    } else {
+                        Verdict::Drop
+                    }
+                }
                 Some((host, why)) => {
                     shared.log.record(&host, port, VIA_TCP, Some(why));
                     reset(
@@ -297,6 +316,7 @@ pub(super) fn start(
         log,
         dns: Mutex::new(FakeDns::new()),
         noted: Mutex::new(HashSet::new()),
+        syns: Mutex::new(HashSet::new()),
     });
     let tun = {
         let _entered = handle.enter();
@@ -430,6 +450,7 @@ mod tests {
             log: Log::default(),
             dns: Mutex::new(FakeDns::new()),
             noted: Mutex::new(HashSet::new()),
+            syns: Mutex::new(HashSet::new()),
         }
     }
 
@@ -495,9 +516,11 @@ mod tests {
         // AAAA: the name exists, no record.
         assert_eq!(answered(&classify(&s, &dns_query("pypi.org", 28))), (0, None));
         assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Pass);
+        // The same SYN again (resent): not a second connection.
+        assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Drop);
         // Another port of the same name: reset and logged.
         assert!(is_reset(&classify(&s, &syn(addr, 22))));
-        let log = s.log.connections();
+        let log = s.log.connections().0;
         assert_eq!(log.len(), 1, "{log:?}");
         assert_eq!(log[0].host, "pypi.org");
         assert_eq!(log[0].port, 22);
@@ -518,7 +541,7 @@ mod tests {
         ] {
             assert!(is_reset(&classify(&s, &syn(dst, 443))), "{dst}");
         }
-        let log = s.log.connections();
+        let log = s.log.connections().0;
         let hosts: Vec<_> = log.iter().map(|c| (c.host.as_str(), c.via, c.allowed)).collect();
         assert_eq!(
             hosts,
@@ -540,7 +563,7 @@ mod tests {
         b.write(&mut quic, b"hello").unwrap();
         assert_eq!(classify(&s, &quic), Verdict::Drop);
         assert_eq!(classify(&s, &quic), Verdict::Drop);
-        assert_eq!(s.log.connections().len(), 1);
+        assert_eq!(s.log.connections().0.len(), 1);
         let b = PacketBuilder::ipv6([0; 16], [1; 16], 64).tcp(1, 443, 0, 100).syn();
         let mut v6 = Vec::new();
         b.write(&mut v6, &[]).unwrap();
