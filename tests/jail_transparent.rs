@@ -165,14 +165,20 @@ fn reaches_nothing(srv: &Server, mode: &Expect) {
     let by_name = format!("localhost.:{}", srv.port);
     let direct = format!("127.0.0.1:{}", srv.port);
     let allow = format!("localhost:{}", srv.port);
-    let r = client(&["--allow-private", "--allow-host", &allow], &[&by_name, &direct]);
+    let r = client(
+        &["--allow-private", "--allow-host", &allow],
+        &[&by_name, &direct],
+    );
     match mode {
         Expect::Refused => assert_network_refused(&r),
         _ => {
             r.assert_probe_ran();
             assert_eq!(r.json["enforcement"]["egress_proxy"], true, "{r:#?}");
             assert_eq!(r.json["enforcement"]["transparent_egress"], false, "{r:#?}");
-            assert!(outcome(&r, &by_name).starts_with("FAILED gaierror"), "{r:#?}");
+            assert!(
+                outcome(&r, &by_name).starts_with("FAILED gaierror"),
+                "{r:#?}"
+            );
             assert!(outcome(&r, &direct).starts_with("FAILED"), "{r:#?}");
         }
     }
@@ -225,15 +231,24 @@ fn a_raw_socket_reaches_an_allowed_host_by_name_and_nothing_else() {
     assert_eq!(srv.accepted(), 1, "{r:#?}");
     let e = entry(&r, "localhost", other.port.into(), "tcp");
     assert_eq!(e["allowed"], false);
-    assert!(e["reason"].as_str().unwrap().contains("allowlist"), "{r:#?}");
+    assert!(
+        e["reason"].as_str().unwrap().contains("allowlist"),
+        "{r:#?}"
+    );
     for (host, port) in [("169.254.169.254", 80), ("198.18.0.200", srv.port)] {
         let e = entry(&r, host, port.into(), "tcp");
         assert_eq!(e["allowed"], false);
-        assert!(e["reason"].as_str().unwrap().contains("by host name"), "{r:#?}");
+        assert!(
+            e["reason"].as_str().unwrap().contains("by host name"),
+            "{r:#?}"
+        );
     }
     // The listener's real address is the jail's own loopback: it never
     // left the namespace (no route, no log), and the host's got nothing.
-    assert!(!egress(&r).iter().any(|c| c["host"] == "127.0.0.1"), "{r:#?}");
+    assert!(
+        !egress(&r).iter().any(|c| c["host"] == "127.0.0.1"),
+        "{r:#?}"
+    );
 }
 
 #[test]
@@ -254,7 +269,10 @@ fn other_names_fail_dns_at_once_and_are_logged() {
     assert!(secs < 5.0, "the lookup took {secs} s: {r:#?}");
     let e = entry(&r, "not-allowed.example", 0, "dns");
     assert_eq!(e["allowed"], false);
-    assert!(e["reason"].as_str().unwrap().contains("allowlist"), "{r:#?}");
+    assert!(
+        e["reason"].as_str().unwrap().contains("allowlist"),
+        "{r:#?}"
+    );
     // Asked for A and AAAA, maybe more than once: one line.
     let lines = egress(&r)
         .iter()
@@ -348,11 +366,22 @@ print('DIGEST', got.decode(), hashlib.sha256(data).hexdigest())
 "#;
     let allow = format!("localhost:{port}");
     let r = sandbox(
-        &["--net", "--allow-private", "--allow-host", &allow, "--timeout", "60"],
+        &[
+            "--net",
+            "--allow-private",
+            "--allow-host",
+            &allow,
+            "--timeout",
+            "60",
+        ],
         &["python3", "-c", code, &port.to_string()],
     );
     r.assert_probe_ran();
-    let line = r.stdout.lines().find(|l| l.starts_with("DIGEST")).unwrap_or("");
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("DIGEST"))
+        .unwrap_or("");
     let parts: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(parts.len(), 3, "{r:#?}");
     assert_eq!(parts[1], parts[2], "the server got other bytes: {r:#?}");

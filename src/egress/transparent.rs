@@ -157,14 +157,8 @@ fn classify(shared: &Shared, packet: &[u8]) -> Verdict {
                 }
                 Some((host, why)) => {
                     shared.log.record(&host, port, VIA_TCP, Some(why));
-                    reset(
-                        dst,
-                        src,
-                        port,
-                        tcp.source_port(),
-                        tcp.sequence_number(),
-                    )
-                    .map_or(Verdict::Drop, Verdict::Reply)
+                    reset(dst, src, port, tcp.source_port(), tcp.sequence_number())
+                        .map_or(Verdict::Drop, Verdict::Reply)
                 }
             }
         }
@@ -377,9 +371,12 @@ async fn carry(client: TcpStream, shared: &Shared) {
     };
     let Some(name) = name else {
         // `classify` resets these; kept closed here too.
-        shared
-            .log
-            .record(&dst.ip().to_string(), port, VIA_TCP, Some(NOT_BY_NAME.into()));
+        shared.log.record(
+            &dst.ip().to_string(),
+            port,
+            VIA_TCP,
+            Some(NOT_BY_NAME.into()),
+        );
         return close(client).await;
     };
     match decide::open(&shared.rules, &Host::Name(name.clone()), port).await {
@@ -514,7 +511,10 @@ mod tests {
         let addr = addr.unwrap();
         assert!(super::super::fakedns::in_range(addr));
         // AAAA: the name exists, no record.
-        assert_eq!(answered(&classify(&s, &dns_query("pypi.org", 28))), (0, None));
+        assert_eq!(
+            answered(&classify(&s, &dns_query("pypi.org", 28))),
+            (0, None)
+        );
         assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Pass);
         // The same SYN again (resent): not a second connection.
         assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Drop);
@@ -530,9 +530,15 @@ mod tests {
     #[test]
     fn other_names_and_addresses_are_refused_and_logged() {
         let s = shared(&["pypi.org:443"]);
-        assert_eq!(answered(&classify(&s, &dns_query("evil.example", 1))), (3, None));
+        assert_eq!(
+            answered(&classify(&s, &dns_query("evil.example", 1))),
+            (3, None)
+        );
         // Asked again (A and AAAA, retries): logged once.
-        assert_eq!(answered(&classify(&s, &dns_query("evil.example", 28))), (3, None));
+        assert_eq!(
+            answered(&classify(&s, &dns_query("evil.example", 28))),
+            (3, None)
+        );
         // A real address, metadata's, a fake one never handed out.
         for dst in [
             Ipv4Addr::new(127, 0, 0, 1),
@@ -542,7 +548,10 @@ mod tests {
             assert!(is_reset(&classify(&s, &syn(dst, 443))), "{dst}");
         }
         let log = s.log.connections().0;
-        let hosts: Vec<_> = log.iter().map(|c| (c.host.as_str(), c.via, c.allowed)).collect();
+        let hosts: Vec<_> = log
+            .iter()
+            .map(|c| (c.host.as_str(), c.via, c.allowed))
+            .collect();
         assert_eq!(
             hosts,
             [
@@ -564,7 +573,9 @@ mod tests {
         assert_eq!(classify(&s, &quic), Verdict::Drop);
         assert_eq!(classify(&s, &quic), Verdict::Drop);
         assert_eq!(s.log.connections().0.len(), 1);
-        let b = PacketBuilder::ipv6([0; 16], [1; 16], 64).tcp(1, 443, 0, 100).syn();
+        let b = PacketBuilder::ipv6([0; 16], [1; 16], 64)
+            .tcp(1, 443, 0, 100)
+            .syn();
         let mut v6 = Vec::new();
         b.write(&mut v6, &[]).unwrap();
         assert_eq!(classify(&s, &v6), Verdict::Drop);

@@ -116,9 +116,8 @@ fn address_and_route(sock: RawFd, setup: &TunSetup) -> SysResult<()> {
 /// network namespace of the call's own besides). `Err` is the errno.
 pub fn tun_openable() -> SysResult<()> {
     // SAFETY: open(2) of a NUL-terminated literal path.
-    let fd = check_int(unsafe {
-        libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC)
-    })?;
+    let fd =
+        check_int(unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
     close(fd);
     Ok(())
 }
