@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 
-SIZES = [1 << 20, 32 << 20]
+SIZES = [100, 1 << 20, 32 << 20]
 
 CLIENT = r"""
 import json, socket, sys, time
@@ -167,7 +167,8 @@ def main():
             p = statistics.median(res[f"proxied {way} {n}"])
             t = statistics.median(res[f"transparent {way} {n}"])
             mib = n / (1 << 20)
-            print(f"| {int(mib)} MiB {way} | {p * 1000:.1f} ms ({mib / p:.0f} MiB/s) "
+            label = f"{n} B" if n < 1 << 20 else f"{n >> 20} MiB"
+            print(f"| {label} {way} | {p * 1000:.1f} ms ({mib / p:.0f} MiB/s) "
                   f"| {t * 1000:.1f} ms ({mib / t:.0f} MiB/s) | {(t / p - 1) * 100:+.1f} % time |")
     if a.before:
         now, before = [], []

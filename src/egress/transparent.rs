@@ -231,8 +231,11 @@ fn udp_reply(from: Ipv4Addr, to: Ipv4Addr, to_port: u16, payload: &[u8]) -> Opti
 }
 
 /// The user-space stack's TCP buffers, each way (its window: a
-/// transfer's rate is at most this much per round trip through it).
-const TCP_BUFFER: u32 = 1 << 20;
+/// transfer's rate is at most this much per round trip through it, tens
+/// of microseconds here). Each connection has four of them (the stack's
+/// socket and its stream, both ways), touched only as data waits in
+/// them: at most 1 MiB per connection, 256 MiB for a call's 256.
+const TCP_BUFFER: u32 = 256 << 10;
 
 /// Packets queued between the device and the stack, each way.
 const QUEUE: usize = 1024;
