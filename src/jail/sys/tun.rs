@@ -49,8 +49,11 @@ fn sockaddr_in(addr: [u8; 4]) -> libc::sockaddr {
 /// packet information header), gives it `setup.addr` and `setup.mtu`,
 /// brings it up and routes every IPv4 destination through it (a default
 /// route; loopback keeps its own). Returns the device's descriptor,
-/// non-blocking and close-on-exec: closing it removes the device and its
-/// route. Any failure closes what was made and returns the errno.
+/// non-blocking and close-on-exec. The device is persistent: it lives as
+/// long as the namespace (which the descriptor keeps alive), so closing
+/// the descriptor ends it without waiting. Any failure closes what was
+/// made and returns the errno (a device left persistent then has no
+/// address or route and goes with the namespace).
 pub fn tun_up(setup: &TunSetup) -> SysResult<RawFd> {
     // SAFETY: open(2) of a NUL-terminated literal path.
     let tun = check_int(unsafe {
@@ -73,6 +76,13 @@ fn configure(tun: RawFd, setup: &TunSetup) -> SysResult<()> {
     req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
     // SAFETY: TUNSETIFF reads one ifreq, valid for the call.
     check_int(unsafe { libc::ioctl(tun, libc::TUNSETIFF, &req as *const libc::ifreq) })?;
+    // Persistent: closing the supervisor's descriptor then only detaches
+    // it, and the device goes with the namespace, in the kernel's own
+    // clean-up of it (removing a device when its last descriptor closes
+    // waits for the kernel's RCU grace periods, tens of milliseconds at
+    // the end of every call).
+    // SAFETY: TUNSETPERSIST takes an integer argument.
+    check_int(unsafe { libc::ioctl(tun, libc::TUNSETPERSIST, 1 as libc::c_ulong) })?;
     // SAFETY: socket(2) with integer arguments.
     let sock = check_int(unsafe {
         libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
