@@ -217,6 +217,11 @@ impl Pattern {
         if self.port.is_some_and(|p| p != port) {
             return false;
         }
+        self.matches_host(host)
+    }
+
+    /// True when a connection to `host` matches on some port.
+    pub fn matches_host(&self, host: &Host) -> bool {
         match (&self.target, host) {
             (Target::Name(n), Host::Name(h)) => n == h,
             (Target::Suffix(s), Host::Name(h)) => h
@@ -285,6 +290,13 @@ impl Allowlist {
     /// True when some pattern matches `host`:`port`.
     pub fn permits(&self, host: &Host, port: u16) -> bool {
         self.patterns.iter().any(|p| p.matches(host, port))
+    }
+
+    /// True when some pattern matches `host` on some port (transparent
+    /// egress answers its DNS question; each connection is still decided
+    /// with its port by [`Allowlist::permits`]).
+    pub fn names(&self, host: &Host) -> bool {
+        self.patterns.iter().any(|p| p.matches_host(host))
     }
 
     /// True when every pattern of `other` lies inside one of ours.

@@ -74,9 +74,10 @@ pub struct Connection {
     pub host: String,
     /// The port.
     pub port: u16,
-    /// How the tool asked: `connect`, `http`, `socks5`, `socks4` (always
-    /// refused) or `direct` (a connection to an address, not through the
-    /// proxy, refused by the namespace-free jail's connect broker).
+    /// How the tool asked: `connect`, `http`, `socks5` or `socks4` (always
+    /// refused) through the proxy; `tcp`, `dns` (a lookup, port 0) or `udp`
+    /// (always refused) through transparent egress; `direct` (a connection
+    /// to an address, refused by the namespace-free jail's connect broker).
     pub via: &'static str,
     /// Whether the proxy connected it.
     pub allowed: bool,
@@ -98,6 +99,9 @@ impl Connection {
         } else {
             self.host.clone()
         };
+        if self.via == super::transparent::VIA_DNS {
+            return Some(format!("refused lookup of {host} ({why})"));
+        }
         Some(format!("refused connect to {host}:{} ({why})", self.port))
     }
 }

@@ -35,12 +35,18 @@
 //! - [`reflect`]: a value in every form a server may write it back
 //!   (escaped, case-changed, base64, hex), found (pure) and turned into
 //!   the placeholder in responses, or the response refused;
+//! - [`transparent`]: the call's TUN device, where one can be made: its
+//!   DNS ([`dns`], names to fake addresses of [`fakedns`]) and the TCP
+//!   connections of clients that ignore the proxy variables, decided by
+//!   name like the proxy's;
 //! - [`warm`]: one request through the whole path when the egress runtime
 //!   starts, so that a tool's first connection does not pay the process's
 //!   first page faults and allocations.
 
 pub mod allow;
 pub mod decide;
+pub mod dns;
+pub mod fakedns;
 pub mod forward;
 pub mod intercept;
 pub mod listeners;
@@ -48,6 +54,7 @@ pub mod log;
 pub mod placeholder;
 pub mod reflect;
 pub mod relay;
+pub mod transparent;
 pub mod warm;
 
 use std::sync::{Arc, Mutex};
@@ -224,5 +231,11 @@ impl jail::Gateway for Gateway {
             "direct",
             Some("a direct connection; only the egress proxy is reachable".into()),
         );
+    }
+
+    fn attach_tun(&self, tun: std::os::fd::OwnedFd) -> std::io::Result<Box<dyn jail::Attached>> {
+        let handle = runtime()?;
+        let running = transparent::start(&handle, tun, self.rules.clone(), self.log.clone())?;
+        Ok(Box::new(running))
     }
 }

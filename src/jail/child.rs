@@ -203,7 +203,8 @@ fn await_go_ahead(p: &Prepared) -> SysResult<()> {
 }
 
 /// In the call's new network namespace: loopback up, then the proxy's
-/// listening socket handed to the supervisor. Child-side: no allocation.
+/// listening socket handed to the supervisor, then the TUN device when
+/// one can be made. Child-side: no allocation.
 fn child_network(h: &NetHandoff) -> Result<(), i32> {
     sys::close(h.parent_end.as_raw_fd());
     sys::loopback_up()?;
@@ -211,6 +212,15 @@ fn child_network(h: &NetHandoff) -> Result<(), i32> {
     let listener = sys::listen_tcp4(addr, port)?;
     let sent = sys::send_fd(h.child_end.as_raw_fd(), listener);
     sys::close(listener);
+    // Where a TUN device can be made, a second descriptor follows: the
+    // call's transparent egress. Where it cannot (no /dev/net/tun), the
+    // call keeps the proxy alone, as without this step.
+    if sent.is_ok() {
+        if let Ok(tun) = sys::tun_up(&super::spec::TUN) {
+            let _ = sys::send_fd(h.child_end.as_raw_fd(), tun);
+            sys::close(tun);
+        }
+    }
     sys::close(h.child_end.as_raw_fd());
     sent
 }

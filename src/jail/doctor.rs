@@ -48,6 +48,23 @@ fn label(c: &Option<cgroup::Controller>) -> &'static str {
     c.as_ref().map_or("none", |c| c.version.label())
 }
 
+/// Whether a call's network namespace gets a TUN device (transparent
+/// egress for clients that ignore the proxy variables), and if not why.
+fn transparent_egress() -> String {
+    match super::sys::tun_openable() {
+        Ok(()) => "transparent egress: a tun device per call, raw tcp clients reach allowed hosts by name (fake-address dns, the same decision as the proxy)".into(),
+        Err(e) => format!(
+            "no transparent egress (/dev/net/tun: {}): only clients that use the proxy variables reach the network; for raw tcp clients {}",
+            super::sys::errno_name(e),
+            if e == libc::ENOENT {
+                "give the container the device (`--device /dev/net/tun`)"
+            } else {
+                "let this user open it (mode 0666, as most distributions ship it)"
+            }
+        ),
+    }
+}
+
 /// Examines this machine.
 pub fn examine() -> Report {
     let mut kernel = probe::kernel().clone();
@@ -122,14 +139,17 @@ pub fn examine() -> Report {
             // supervisor's mechanism, which that jail needs anyway).
             kernel.net_ns || (free && e.seccomp),
             if kernel.net_ns {
-                "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard".into()
+                format!(
+                    "own network namespace per call (loopback only) + the supervisor's proxy behind the ssrf guard; {}",
+                    transparent_egress()
+                )
             } else if free && e.seccomp {
                 format!(
                     "connect broker: each connect() made by the supervisor on the tool's socket (seccomp user notification, pidfd_getfd), only to the call's own proxy, which serves only those connections; only tcp sockets, no listen, no tcp fast open{}",
                     if e.landlock_abi >= 4 { "; landlock leaves the tool no tcp connect/bind of its own" } else { "" }
                 )
             } else {
-                "no network namespaces and no connect broker here: network: true is refused unless sandbox.direct_network".into()
+                "no network namespaces and no connect broker here: network: true is refused unless sandbox.direct_network".to_string()
             },
         ),
         inv(

@@ -66,8 +66,12 @@ pub use fs::FsAccess;
 pub use spawn::{run, run_keeping_out};
 pub use spec::{
     Attached, Channel, Enforcement, Gate, Gateway, HomeFile, JailResult, LimitHit, Limits, Output,
-    Spec, Status, Stdin, GATE_OPEN, PROXY_URL,
+    Spec, Status, Stdin, GATE_OPEN, PROXY_URL, TUN,
 };
+
+/// The supervisor's side of a call's TUN device, registered with the
+/// egress runtime (`crate::egress::transparent`).
+pub(crate) use sys::async_fd as sys_async_fd;
 
 use std::path::PathBuf;
 

@@ -75,7 +75,7 @@ use super::plan::{self, Cgroups, Host, Plan};
 use super::probe::{self, Kernel, Mode};
 use super::pump::{self, Sink};
 use super::seccomp::{self, Filter};
-use super::spec::{JailResult, LimitHit, Spec, Status, Stdin};
+use super::spec::{Enforcement, JailResult, LimitHit, Spec, Status, Stdin};
 use super::sys::{self, Forked};
 use super::tree::Plan as TreePlan;
 use super::tree::{HeldAccess, MetadataGuard, Tree};
@@ -1005,6 +1005,7 @@ fn attempt(
     }
     // The proxy runs until the call's tree is gone; dropping `egress`
     // closes its listener and connections, which frees the namespace.
+    let mut transparent = None;
     let egress = match (&net_plan, net) {
         (NetPlan::Brokered(_), _) => brokered_egress,
         (NetPlan::Proxied(gateway), Some(h)) => {
@@ -1013,7 +1014,14 @@ fn attempt(
                 .map(std::net::TcpListener::from)
                 .and_then(|l| gateway.attach(l, None));
             match attached {
-                Ok(a) => Some(a),
+                Ok(a) => {
+                    // The TUN device, when the child could make one (sent
+                    // before it exec'd, so already here or never).
+                    transparent = sys::recv_fd(h.parent_end.as_raw_fd())
+                        .and_then(|tun| gateway.attach_tun(tun))
+                        .ok();
+                    Some(a)
+                }
                 Err(source) => {
                     let _ = sys::pidfd_kill(pidfd.as_raw_fd());
                     let _ = sys::pidfd_wait(pidfd.as_raw_fd());
@@ -1061,6 +1069,8 @@ fn attempt(
         let _ = sys::pidfd_kill(pidfd.as_raw_fd());
     }
     let exit = sys::pidfd_wait(pidfd.as_raw_fd()).map_err(|source| JailError::Wait { source })?;
+    let transparent_egress = transparent.is_some();
+    drop(transparent);
     drop(egress);
     drop(watch);
     let pumped = pumped.map_err(|source| JailError::Wait { source })?;
@@ -1093,7 +1103,10 @@ fn attempt(
         stderr: std::mem::take(&mut err.kept),
         limits_hit,
         duration: started.elapsed(),
-        enforcement,
+        enforcement: Enforcement {
+            transparent_egress,
+            ..enforcement
+        },
         warnings,
         cancelled: pumped.cancelled,
     })

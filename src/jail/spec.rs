@@ -99,6 +99,18 @@ pub const ALWAYS_PROTECTED: [&str; 2] = ["/run/glovebox/listeners", "/tmp/gloveb
 /// The proxy URL a networked tool is given (`HTTP_PROXY` and friends).
 pub const PROXY_URL: &str = "http://127.0.0.1:3128";
 
+/// The TUN device a networked call gets in its own namespace, where one
+/// can be made (transparent egress, see `crate::egress::transparent`):
+/// the jail's address on it, inside the reserved 198.18.0.0/15
+/// (RFC 2544), whose other addresses are the fake ones of
+/// `crate::egress::fakedns`; a large MTU, so that a transfer crosses
+/// the supervisor's user-space stack in few packets.
+pub const TUN: super::sys::TunSetup = super::sys::TunSetup {
+    name: b"glovebox0\0",
+    addr: [198, 18, 0, 1],
+    mtu: 65_000,
+};
+
 /// The supervisor side of a networked call: serves the listening socket the
 /// child opened in its own network namespace (see `crate::egress`).
 pub trait Gateway: std::fmt::Debug + Send + Sync {
@@ -118,6 +130,15 @@ pub trait Gateway: std::fmt::Debug + Send + Sync {
     /// (recorded in the call's egress log like a proxy refusal).
     fn refused_direct(&self, addr: std::net::SocketAddr) {
         let _ = addr;
+    }
+
+    /// Starts serving the call's TUN device ([`TUN`]): its DNS and the TCP
+    /// connections of clients that ignore the proxy variables. A gateway
+    /// that has no such service refuses, and the device is closed (the
+    /// call keeps the proxy only).
+    fn attach_tun(&self, tun: std::os::fd::OwnedFd) -> std::io::Result<Box<dyn Attached>> {
+        drop(tun);
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
 }
 
@@ -305,6 +326,10 @@ pub struct Enforcement {
     /// Without a network namespace: every `connect` decided and made by
     /// the supervisor (the connect broker, [`super::broker`]).
     pub connect_broker: bool,
+    /// Clients that ignore the proxy variables reach allowed hosts too,
+    /// through the call's TUN device and the supervisor's DNS and TCP
+    /// stack (by name, under the same decision as the proxy).
+    pub transparent_egress: bool,
     /// New user namespace (unprivileged supervisor).
     pub user_namespace: bool,
     /// New IPC namespace (no System V / POSIX IPC with the host).

@@ -14,10 +14,12 @@ use std::io;
 mod child;
 mod reaper;
 mod supervisor;
+mod tun;
 
 pub use child::*;
 pub use reaper::*;
 pub use supervisor::*;
+pub use tun::*;
 
 /// Result of a child-side call: `Err(errno)`.
 pub type SysResult<T> = Result<T, i32>;

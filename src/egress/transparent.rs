@@ -1,0 +1,587 @@
+//! Transparent egress: a client that ignores the proxy variables (a raw
+//! socket, a database driver, `ssh`, Node's `fetch`) reaches the hosts
+//! its allowlist names, by name, and nothing else.
+//!
+//! The call's network namespace has a TUN device ([`crate::jail::TUN`],
+//! made by the child, its descriptor handed to the supervisor like the
+//! proxy's listener) and every route but loopback's goes through it. The
+//! supervisor reads its packets:
+//!
+//! - a DNS question (UDP port 53, to any address: the host's
+//!   `resolv.conf` names a server the route sends here) for a name the
+//!   allowlist names on some port gets an address of [`super::fakedns`]
+//!   (`AAAA` and other types: no record, so clients use that address);
+//!   any other name gets "no such name", logged as a refusal;
+//! - a TCP connection (SYN) to a fake address is mapped back to its
+//!   name and decided exactly as the proxy decides a `CONNECT`:
+//!   [`decide::check_host`] at once (a refusal is a reset, logged), then
+//!   [`decide::open`] (resolve, SSRF guard on every address, glovebox's
+//!   own listeners, connect to exactly a checked address) once the
+//!   user-space stack (`netstack-smoltcp`, smoltcp's TCP) has accepted it; its bytes are then
+//!   relayed and counted in the egress log like a proxied connection's;
+//! - a SYN to any other address (a real one the tool knows, metadata's
+//!   169.254.169.254) is reset and logged: no decision is ever made on an
+//!   address the tool chose;
+//! - other UDP, IPv6 and anything else are dropped (UDP logged once per
+//!   destination).
+//!
+//! Placeholder secrets are swapped on the proxy path only: a transparent
+//! connection to one of their hosts is relayed untouched (the value is
+//! never added to it).
+
+use std::collections::HashSet;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
+use futures::{SinkExt, StreamExt};
+use netstack_smoltcp::{Stack, StackBuilder, TcpStream};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
+
+use super::allow::Host;
+use super::decide::{self, Refusal, Rules};
+use super::dns::{self, Answer};
+use super::fakedns::FakeDns;
+use super::log::{Entry, Log};
+
+/// How a transparent connection is shown in the egress log.
+pub const VIA_TCP: &str = "tcp";
+/// How a refused DNS question is shown (port 0).
+pub const VIA_DNS: &str = "dns";
+/// How dropped UDP is shown.
+pub const VIA_UDP: &str = "udp";
+
+/// Why a connection to an address glovebox's DNS did not give is reset.
+pub const NOT_BY_NAME: &str =
+    "not an address from glovebox's DNS: connect by host name (transparent egress decides by name)";
+
+/// Refused names and UDP destinations logged per call (each once); more
+/// are refused without a line of their own.
+const MAX_NOTED: usize = 256;
+
+/// How long closing the tool's side of a connection may take.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Bytes read at once from either side of a connection.
+const CHUNK: usize = 256 * 1024;
+
+/// What the TUN service of one call shares between its packets and its
+/// connections.
+struct Shared {
+    rules: Arc<Rules>,
+    log: Log,
+    dns: Mutex<FakeDns>,
+    noted: Mutex<HashSet<String>>,
+    /// The SYNs already passed to the stack (source port, destination,
+    /// initial sequence number): a resent one is dropped, as the stack
+    /// would make a second connection of it (the first one's SYN-ACK
+    /// answers the client).
+    syns: Mutex<HashSet<(u16, Ipv4Addr, u16, u32)>>,
+}
+
+/// SYNs remembered for [`Shared::syns`]; the set starts over when full.
+const MAX_SYNS: usize = 4096;
+
+impl Shared {
+    /// True the first time `key` is seen (up to [`MAX_NOTED`] keys).
+    fn first_time(&self, key: String) -> bool {
+        let mut noted = self.noted.lock().unwrap_or_else(|p| p.into_inner());
+        noted.len() < MAX_NOTED && noted.insert(key)
+    }
+
+    /// True when the allowlist names `host` on some port (or there is no
+    /// allowlist).
+    fn names(&self, host: &Host) -> bool {
+        match &self.rules.allow {
+            Some(list) => list.names(host),
+            None => true,
+        }
+    }
+
+    fn name_of(&self, addr: Ipv4Addr) -> Option<String> {
+        let dns = self.dns.lock().unwrap_or_else(|p| p.into_inner());
+        dns.name_of(addr).map(str::to_string)
+    }
+}
+
+/// What becomes of one packet from the jail.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    /// To the TCP stack.
+    Pass,
+    /// Answered at once with this packet.
+    Reply(Vec<u8>),
+    /// Dropped.
+    Drop,
+}
+
+/// Decides one packet from the jail.
+fn classify(shared: &Shared, packet: &[u8]) -> Verdict {
+    let Ok(p) = SlicedPacket::from_ip(packet) else {
+        return Verdict::Drop;
+    };
+    let Some(NetSlice::Ipv4(ip)) = &p.net else {
+        return Verdict::Drop;
+    };
+    let (src, dst) = (ip.header().source_addr(), ip.header().destination_addr());
+    match &p.transport {
+        Some(TransportSlice::Tcp(tcp)) => {
+            // Only a new connection is decided here; the stack answers
+            // the rest (a segment of no connection of its own: a reset).
+            if !tcp.syn() || tcp.ack() {
+                return Verdict::Pass;
+            }
+            let port = tcp.destination_port();
+            let refusal = match shared.name_of(dst) {
+                None => Some((dst.to_string(), NOT_BY_NAME.to_string())),
+                Some(name) => decide::check_host(&shared.rules, &Host::Name(name.clone()), port)
+                    .err()
+                    .map(|r| (name, r.reason())),
+            };
+            match refusal {
+                None => {
+                    let key = (tcp.source_port(), dst, port, tcp.sequence_number());
+                    let mut syns = shared.syns.lock().unwrap_or_else(|p| p.into_inner());
+                    if syns.len() >= MAX_SYNS {
+                        syns.clear();
+                    }
+                    if syns.insert(key) {
+                        Verdict::Pass
+                    } else {
+                        Verdict::Drop
+                    }
+                }
+                Some((host, why)) => {
+                    shared.log.record(&host, port, VIA_TCP, Some(why));
+                    reset(dst, src, port, tcp.source_port(), tcp.sequence_number())
+                        .map_or(Verdict::Drop, Verdict::Reply)
+                }
+            }
+        }
+        Some(TransportSlice::Udp(udp)) if udp.destination_port() == 53 => {
+            match answer_dns(shared, udp.payload()) {
+                Some(reply) => udp_reply(dst, src, udp.source_port(), &reply)
+                    .map_or(Verdict::Drop, Verdict::Reply),
+                None => Verdict::Drop,
+            }
+        }
+        Some(TransportSlice::Udp(udp)) => {
+            let port = udp.destination_port();
+            if shared.first_time(format!("udp {dst}:{port}")) {
+                shared.log.record(
+                    &dst.to_string(),
+                    port,
+                    VIA_UDP,
+                    Some("udp other than dns is not carried".into()),
+                );
+            }
+            Verdict::Drop
+        }
+        _ => Verdict::Drop,
+    }
+}
+
+/// The answer to a DNS question, or `None` for no answer at all.
+fn answer_dns(shared: &Shared, payload: &[u8]) -> Option<Vec<u8>> {
+    let q = dns::parse(payload)?;
+    let answer = match Host::parse(&q.name) {
+        Some(Host::Name(name)) if shared.names(&Host::Name(name.clone())) => {
+            let mut table = shared.dns.lock().unwrap_or_else(|p| p.into_inner());
+            match table.address_for(&name) {
+                Some(a) if q.wants_address() => Answer::Address(a),
+                Some(_) => Answer::NoData,
+                None => Answer::Refused,
+            }
+        }
+        _ => {
+            // Reverse lookups are no destination: answered, not logged.
+            if !q.name.ends_with(".arpa") && shared.first_time(format!("dns {}", q.name)) {
+                shared
+                    .log
+                    .record(&q.name, 0, VIA_DNS, Some(Refusal::NotAllowed.reason()));
+            }
+            Answer::NoSuchName
+        }
+    };
+    Some(dns::respond(&q, answer))
+}
+
+/// A reset answering a SYN from `to`:`to_port` (sequence `seq`) sent to
+/// `from`:`from_port`.
+fn reset(from: Ipv4Addr, to: Ipv4Addr, from_port: u16, to_port: u16, seq: u32) -> Option<Vec<u8>> {
+    let b = PacketBuilder::ipv4(from.octets(), to.octets(), 64)
+        .tcp(from_port, to_port, 0, 0)
+        .rst()
+        .ack(seq.wrapping_add(1));
+    let mut out = Vec::with_capacity(b.size(0));
+    b.write(&mut out, &[]).ok()?;
+    Some(out)
+}
+
+/// A UDP datagram from `from`:53 to `to`:`to_port` carrying `payload`.
+fn udp_reply(from: Ipv4Addr, to: Ipv4Addr, to_port: u16, payload: &[u8]) -> Option<Vec<u8>> {
+    let b = PacketBuilder::ipv4(from.octets(), to.octets(), 64).udp(53, to_port);
+    let mut out = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut out, payload).ok()?;
+    Some(out)
+}
+
+/// The user-space stack's TCP buffers, each way (its window: a
+/// transfer's rate is at most this much per round trip through it, tens
+/// of microseconds here). Each connection has four of them (the stack's
+/// socket and its stream, both ways), touched only as data waits in
+/// them: at most 1 MiB per connection, 256 MiB for a call's 256.
+const TCP_BUFFER: u32 = 256 << 10;
+
+/// Packets queued between the device and the stack, each way.
+const QUEUE: usize = 1024;
+
+/// Reads the device: packets [`classify`] passes go to the stack; the
+/// answers it makes go straight back.
+async fn from_jail(
+    tun: Arc<AsyncFd<OwnedFd>>,
+    shared: Arc<Shared>,
+    mut to_stack: futures::stream::SplitSink<Stack, Vec<u8>>,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; MAX_PACKET];
+    loop {
+        let n = tun
+            .async_io(Interest::READABLE, |fd| {
+                nix::unistd::read(fd, &mut buf).map_err(io::Error::from)
+            })
+            .await?;
+        match classify(&shared, &buf[..n]) {
+            Verdict::Pass => to_stack.send(buf[..n].to_vec()).await?,
+            Verdict::Reply(packet) => {
+                // A full device queue drops the answer: the client asks
+                // again (DNS) or its SYN is resent and reset then.
+                let _ = nix::unistd::write(tun.get_ref(), &packet);
+            }
+            Verdict::Drop => {}
+        }
+    }
+}
+
+/// Writes the stack's packets to the device.
+async fn to_jail(
+    tun: Arc<AsyncFd<OwnedFd>>,
+    mut from_stack: futures::stream::SplitStream<Stack>,
+) -> io::Result<()> {
+    while let Some(packet) = from_stack.next().await {
+        let packet = packet?;
+        tun.async_io(Interest::WRITABLE, |fd| {
+            nix::unistd::write(fd, &packet).map_err(io::Error::from)
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Largest packet read from the device (its MTU, and a margin).
+const MAX_PACKET: usize = 65_536;
+
+/// Serves the call's TUN device on `handle` until the returned value is
+/// dropped (which closes the device: its route goes with it).
+pub(super) fn start(
+    handle: &tokio::runtime::Handle,
+    tun: OwnedFd,
+    rules: Arc<Rules>,
+    log: Log,
+) -> io::Result<super::Running> {
+    nix::fcntl::fcntl(
+        &tun,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    )?;
+    let mtu = usize::try_from(crate::jail::TUN.mtu).map_err(io::Error::other)?;
+    let (stack, runner, _, listener) = StackBuilder::default()
+        .enable_tcp(true)
+        .mtu(mtu)
+        .stack_buffer_size(QUEUE)
+        .tcp_buffer_size(QUEUE)
+        .tcp_recv_buffer_size(TCP_BUFFER)
+        .tcp_send_buffer_size(TCP_BUFFER)
+        .build()?;
+    let (Some(runner), Some(mut listener)) = (runner, listener) else {
+        return Err(io::Error::other("the tcp stack did not start"));
+    };
+    let shared = Arc::new(Shared {
+        rules,
+        log,
+        dns: Mutex::new(FakeDns::new()),
+        noted: Mutex::new(HashSet::new()),
+        syns: Mutex::new(HashSet::new()),
+    });
+    let tun = {
+        let _entered = handle.enter();
+        Arc::new(crate::jail::sys_async_fd(tun)?)
+    };
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let (finished, done) = std::sync::mpsc::channel::<()>();
+    handle.spawn(async move {
+        let _finished = finished;
+        let (to_stack, from_stack) = stack.split();
+        let mut device = tokio::task::JoinSet::new();
+        device.spawn(runner);
+        device.spawn(from_jail(tun.clone(), shared.clone(), to_stack));
+        device.spawn(to_jail(tun, from_stack));
+        let slots = Arc::new(tokio::sync::Semaphore::new(super::MAX_CONNECTIONS));
+        let mut tasks = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                // The device or the stack failed: no more connections.
+                _ = device.join_next() => break,
+                accepted = listener.next() => {
+                    let Some((tcp, _, _)) = accepted else { break };
+                    // Over the bound the connection is dropped at once.
+                    let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+                    let shared = shared.clone();
+                    tasks.spawn(async move {
+                        carry(tcp, &shared).await;
+                        drop(permit);
+                    });
+                }
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            }
+        }
+        let _ = tokio::time::timeout(super::STOP_GRACE, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        device.abort_all();
+        while device.join_next().await.is_some() {}
+    });
+    Ok(super::Running {
+        stop: Some(stop),
+        done: Some(done),
+    })
+}
+
+/// One connection the stack accepted: decided by the name of its fake
+/// address, then relayed, or closed.
+async fn carry(client: TcpStream, shared: &Shared) {
+    let dst = *client.remote_addr();
+    let port = dst.port();
+    let name = match dst.ip() {
+        IpAddr::V4(a) => shared.name_of(a),
+        IpAddr::V6(_) => None,
+    };
+    let Some(name) = name else {
+        // `classify` resets these; kept closed here too.
+        shared.log.record(
+            &dst.ip().to_string(),
+            port,
+            VIA_TCP,
+            Some(NOT_BY_NAME.into()),
+        );
+        return close(client).await;
+    };
+    match decide::open(&shared.rules, &Host::Name(name.clone()), port).await {
+        Ok(upstream) => {
+            let entry = shared.log.record(&name, port, VIA_TCP, None);
+            relay(client, upstream, &entry).await;
+        }
+        Err(r) => {
+            shared.log.record(&name, port, VIA_TCP, Some(r.reason()));
+            close(client).await;
+        }
+    }
+}
+
+/// Closes the tool's side (FIN), so that a client waiting for the server
+/// to speak first sees the end at once.
+async fn close(mut client: TcpStream) {
+    let _ = tokio::time::timeout(CLOSE_TIMEOUT, client.shutdown()).await;
+}
+
+/// Relays both ways, counting, until both directions are done.
+async fn relay(client: TcpStream, upstream: tokio::net::TcpStream, entry: &Entry) {
+    let (mut from_tool, mut to_tool) = tokio::io::split(client);
+    let (mut from_host, mut to_host) = upstream.into_split();
+    tokio::join!(
+        async {
+            copy(&mut from_tool, &mut to_host, |n| entry.add_sent(n)).await;
+            let _ = to_host.shutdown().await;
+        },
+        async {
+            copy(&mut from_host, &mut to_tool, |n| entry.add_received(n)).await;
+            let _ = tokio::time::timeout(CLOSE_TIMEOUT, to_tool.shutdown()).await;
+        },
+    );
+}
+
+/// One direction until end of stream or an error.
+async fn copy<R, W>(from: &mut R, to: &mut W, count: impl Fn(u64))
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+        count(n as u64);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::egress::allow::Allowlist;
+
+    fn shared(allow: &[&str]) -> Shared {
+        Shared {
+            rules: Arc::new(Rules {
+                allow: Some(Allowlist::parse(allow).unwrap()),
+                ..Rules::default()
+            }),
+            log: Log::default(),
+            dns: Mutex::new(FakeDns::new()),
+            noted: Mutex::new(HashSet::new()),
+            syns: Mutex::new(HashSet::new()),
+        }
+    }
+
+    const JAIL: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+    fn syn(dst: Ipv4Addr, port: u16) -> Vec<u8> {
+        let b = PacketBuilder::ipv4(JAIL.octets(), dst.octets(), 64)
+            .tcp(40000, port, 1000, 65535)
+            .syn();
+        let mut out = Vec::new();
+        b.write(&mut out, &[]).unwrap();
+        out
+    }
+
+    fn dns_query(name: &str, qtype: u16) -> Vec<u8> {
+        let mut m = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in name.split('.') {
+            m.push(label.len() as u8);
+            m.extend_from_slice(label.as_bytes());
+        }
+        m.push(0);
+        m.extend_from_slice(&qtype.to_be_bytes());
+        m.extend_from_slice(&1u16.to_be_bytes());
+        let b = PacketBuilder::ipv4(JAIL.octets(), [10, 255, 255, 53], 64).udp(5353, 53);
+        let mut out = Vec::new();
+        b.write(&mut out, &m).unwrap();
+        out
+    }
+
+    /// The DNS answer's address (the last four bytes of an A answer).
+    fn answered(v: &Verdict) -> (u8, Option<Ipv4Addr>) {
+        let Verdict::Reply(p) = v else {
+            panic!("no reply: {v:?}")
+        };
+        let s = SlicedPacket::from_ip(p).unwrap();
+        let Some(TransportSlice::Udp(u)) = s.transport else {
+            panic!("not udp")
+        };
+        assert_eq!(u.source_port(), 53);
+        assert_eq!(u.destination_port(), 5353);
+        let m = u.payload();
+        let rcode = m[3] & 0x0f;
+        let addr = (m[7] == 1).then(|| {
+            let a = &m[m.len() - 4..];
+            Ipv4Addr::new(a[0], a[1], a[2], a[3])
+        });
+        (rcode, addr)
+    }
+
+    fn is_reset(v: &Verdict) -> bool {
+        let Verdict::Reply(p) = v else { return false };
+        let s = SlicedPacket::from_ip(p).unwrap();
+        matches!(s.transport, Some(TransportSlice::Tcp(t)) if t.rst() && t.acknowledgment_number() == 1001)
+    }
+
+    #[test]
+    fn allowed_names_get_a_fake_address_and_connect_by_it() {
+        let s = shared(&["pypi.org:443"]);
+        let (rcode, addr) = answered(&classify(&s, &dns_query("pypi.org", 1)));
+        assert_eq!(rcode, 0);
+        let addr = addr.unwrap();
+        assert!(super::super::fakedns::in_range(addr));
+        // AAAA: the name exists, no record.
+        assert_eq!(
+            answered(&classify(&s, &dns_query("pypi.org", 28))),
+            (0, None)
+        );
+        assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Pass);
+        // The same SYN again (resent): not a second connection.
+        assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Drop);
+        // Another port of the same name: reset and logged.
+        assert!(is_reset(&classify(&s, &syn(addr, 22))));
+        let log = s.log.connections().0;
+        assert_eq!(log.len(), 1, "{log:?}");
+        assert_eq!(log[0].host, "pypi.org");
+        assert_eq!(log[0].port, 22);
+        assert!(!log[0].allowed);
+    }
+
+    #[test]
+    fn other_names_and_addresses_are_refused_and_logged() {
+        let s = shared(&["pypi.org:443"]);
+        assert_eq!(
+            answered(&classify(&s, &dns_query("evil.example", 1))),
+            (3, None)
+        );
+        // Asked again (A and AAAA, retries): logged once.
+        assert_eq!(
+            answered(&classify(&s, &dns_query("evil.example", 28))),
+            (3, None)
+        );
+        // A real address, metadata's, a fake one never handed out.
+        for dst in [
+            Ipv4Addr::new(127, 0, 0, 1),
+            Ipv4Addr::new(169, 254, 169, 254),
+            Ipv4Addr::new(198, 18, 0, 99),
+        ] {
+            assert!(is_reset(&classify(&s, &syn(dst, 443))), "{dst}");
+        }
+        let log = s.log.connections().0;
+        let hosts: Vec<_> = log
+            .iter()
+            .map(|c| (c.host.as_str(), c.via, c.allowed))
+            .collect();
+        assert_eq!(
+            hosts,
+            [
+                ("evil.example", VIA_DNS, false),
+                ("127.0.0.1", VIA_TCP, false),
+                ("169.254.169.254", VIA_TCP, false),
+                ("198.18.0.99", VIA_TCP, false),
+            ]
+        );
+        assert!(log[1].reason.as_deref().unwrap().contains("by host name"));
+    }
+
+    #[test]
+    fn other_udp_and_ipv6_are_dropped() {
+        let s = shared(&["pypi.org:443"]);
+        let b = PacketBuilder::ipv4(JAIL.octets(), [1, 1, 1, 1], 64).udp(5000, 443);
+        let mut quic = Vec::new();
+        b.write(&mut quic, b"hello").unwrap();
+        assert_eq!(classify(&s, &quic), Verdict::Drop);
+        assert_eq!(classify(&s, &quic), Verdict::Drop);
+        assert_eq!(s.log.connections().0.len(), 1);
+        let b = PacketBuilder::ipv6([0; 16], [1; 16], 64)
+            .tcp(1, 443, 0, 100)
+            .syn();
+        let mut v6 = Vec::new();
+        b.write(&mut v6, &[]).unwrap();
+        assert_eq!(classify(&s, &v6), Verdict::Drop);
+        assert_eq!(classify(&s, b"junk"), Verdict::Drop);
+    }
+}
