@@ -66,6 +66,22 @@ pub struct Fingerprint {
     /// The venv's interpreter, its `bin/python` links resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpreter: Option<String>,
+    /// An MCP server's (`exec.mcp`): the sha256 of the tool list it
+    /// served (names, descriptions, schemas, annotations), so that a
+    /// server that changes what it offers after its approval needs a new
+    /// one (see `crate::mcpwrap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<String>,
+}
+
+/// The name an approval of `tool` is recorded under: its own, or for a
+/// tool of an MCP server, the server's (one approval covers the server
+/// and the tool list it served).
+pub fn key(tool: &Tool) -> &str {
+    match &tool.manifest.exec {
+        Exec::Mcp(m) => m.wrapped.as_ref().map_or(&tool.name, |w| &w.server),
+        _ => &tool.name,
+    }
 }
 
 /// One recorded approval.
@@ -134,6 +150,7 @@ fn grant_paths(root: &Path, tool: &Tool) -> Vec<(String, PathBuf)> {
             }
         }
         Exec::AgentCli(a) => out.push(("cwd".into(), PathBuf::from(&a.dir))),
+        Exec::Mcp(m) => out.push(("cwd".into(), resolve(root, &m.cwd))),
         Exec::Http(_) => {}
     }
     out
@@ -234,11 +251,21 @@ fn fingerprint_hashing(
         }),
         _ => None,
     };
+    let served = match &tool.manifest.exec {
+        Exec::Mcp(m) => Some(
+            m.wrapped
+                .as_ref()
+                .map(|w| w.served.clone())
+                .unwrap_or_default(),
+        ),
+        _ => None,
+    };
     Ok(Fingerprint {
         files,
         paths,
         grants,
         interpreter,
+        served,
     })
 }
 
@@ -275,6 +302,12 @@ pub fn changes(approved: &Fingerprint, now: &Fingerprint) -> Vec<String> {
             say(is),
             say(was)
         ));
+    }
+    if approved.served != now.served {
+        out.push(match now.served.as_deref() {
+            Some("") => "the MCP server's tool list could not be read (the server did not start)".into(),
+            _ => "the MCP server now serves another tool list (a tool added or removed, or a name, description or schema changed)".into(),
+        });
     }
     if approved.interpreter != now.interpreter {
         out.push(format!(
@@ -318,7 +351,7 @@ impl Store {
 
     /// Whether `tool`'s approval holds, and if not, what changed.
     pub fn status(&self, root: &Path, tool: &Tool) -> Result<Status, ApprovalError> {
-        let Some(r) = self.records.get(&tool.name) else {
+        let Some(r) = self.records.get(key(tool)) else {
             return Ok(Status::Missing);
         };
         let now = fingerprint(root, tool)?;
@@ -344,7 +377,7 @@ impl Store {
             approver: approver.to_string(),
             at: crate::audit::now(),
         };
-        self.records.insert(tool.name.clone(), record.clone());
+        self.records.insert(key(tool).to_string(), record.clone());
         self.save()?;
         Ok(record)
     }

@@ -195,7 +195,7 @@ impl Engine {
     /// config enables ([`crate::builtin::add_to`]).
     pub fn new(project: Project) -> Engine {
         Engine {
-            project: crate::builtin::add_to(project),
+            project: crate::mcpwrap::add_to(crate::builtin::add_to(project)),
             schemas: Mutex::new(HashMap::new()),
         }
     }
@@ -615,8 +615,9 @@ impl Engine {
             inputs: &inputs,
             secrets: &jail_values,
         };
-        if matches!(m.exec, Exec::Http(_)) {
-            // glovebox itself makes the request: nothing to overlap.
+        if matches!(m.exec, Exec::Http(_) | Exec::Mcp(_)) {
+            // glovebox itself makes the request (to the web, or to an MCP
+            // server already running in its jail): nothing to overlap.
             intent.record(config)?;
         } else {
             // The sync overlaps the jail's preparation; the jail (or the
@@ -636,10 +637,31 @@ impl Engine {
             extra: &intent.extra,
             gate,
         };
+        if let Exec::Mcp(_) = &m.exec {
+            let call = crate::mcpwrap::Call {
+                project: &self.project,
+                config,
+                tool,
+                params: &params,
+                secrets: &caller.secrets,
+                approved: caller.approved,
+                cancel: caller.cancel.as_ref(),
+                redact: &redact,
+            };
+            return Ok(crate::mcpwrap::call(&call, &mut |k, v| {
+                intent.extra.push((k, v))
+            }));
+        }
         let result = match &m.exec {
             Exec::Command(exec) => self.run_command(exec, &job, &bindings),
             Exec::Python(exec) => self.run_python(exec, &job, &bindings),
             Exec::AgentCli(exec) => self.run_agentcli(exec, &job, stdin.unwrap_or_default()),
+            Exec::Mcp(_) => Err(Box::new(Outcome::failure(
+                name,
+                ErrorKind::Internal,
+                "an MCP tool reached the jail's runner",
+                json!({}),
+            ))),
             Exec::Http(exec) => Ok(run::http::run(
                 &self.project.root,
                 m,

@@ -172,7 +172,9 @@ impl Lint<'_> {
         }
     }
 
-    fn run_document(&mut self, doc: Document) -> Option<Manifest> {
+    fn run_document(&mut self, mut doc: Document) -> Option<Manifest> {
+        // An MCP server's tools bring their own schemas.
+        crate::manifest::model::default_mcp_io(&mut doc.value);
         match schema::check(Which::Tool, &doc) {
             Ok(findings) => {
                 for f in findings {
@@ -247,7 +249,7 @@ impl Lint<'_> {
         let Some(exec) = doc.value.get("exec").and_then(Value::as_object) else {
             return;
         };
-        let blocks: Vec<&str> = ["http", "command", "python"]
+        let blocks: Vec<&str> = ["http", "command", "python", "mcp"]
             .into_iter()
             .filter(|b| exec.contains_key(*b))
             .collect();
@@ -255,11 +257,11 @@ impl Lint<'_> {
             [] => self.report(
                 Rule::ExecBlockCount,
                 doc.positions.key("/exec"),
-                "exec has no block; add exactly one of `http`, `command`, `python`",
+                "exec has no block; add exactly one of `http`, `command`, `python`, `mcp`",
             ),
             [only] => {
                 if let Some(kind) = doc.value.get("kind").and_then(Value::as_str) {
-                    let known = matches!(kind, "http" | "command" | "python");
+                    let known = matches!(kind, "http" | "command" | "python" | "mcp");
                     if known && kind != *only {
                         let message = format!(
                             "kind is `{kind}` but exec holds a `{only}` block; make them match"
