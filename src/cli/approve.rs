@@ -35,6 +35,26 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
+    // An MCP server is approved with the tool list it serves now.
+    let served = match &tool.manifest.exec {
+        glovebox::manifest::model::Exec::Mcp(m) => {
+            let served = m.wrapped.as_ref().map(|w| w.served.as_str());
+            if served.unwrap_or_default().is_empty() {
+                eprintln!("glovebox: {}: the MCP server did not start, so there is no tool list to approve; fix what glovebox said above and approve again", args.name);
+                return Ok(ExitCode::from(1));
+            }
+            let prefix = format!("{}{}", args.name, glovebox::mcpwrap::SEPARATOR);
+            let tools: Vec<String> = engine
+                .project()
+                .tools
+                .iter()
+                .filter(|t| t.name.starts_with(&prefix))
+                .map(|t| format!("  {}: {}", t.name, t.manifest.description))
+                .collect();
+            Some(tools)
+        }
+        _ => None,
+    };
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             eprintln!("glovebox: approving needs a terminal to ask on; pass --yes to approve from a script");
@@ -55,6 +75,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             "covers    {} (a change to any of them, a file that would shadow them, or where a grant leads voids the approval)",
             covered.join(", ")
         )?;
+        if let Some(tools) = &served {
+            writeln!(
+                err,
+                "serves    (a change to this list, a description or a schema voids the approval)"
+            )?;
+            for t in tools {
+                writeln!(err, "{t}")?;
+            }
+        }
         write!(err, "approve tool `{}` as shown? [y/N] ", args.name)?;
         err.flush()?;
         let mut line = String::new();
