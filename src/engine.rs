@@ -213,10 +213,12 @@ impl Engine {
     /// The tool (its manifest lints clean) and the project config (valid),
     /// or the Outcome that says which is not.
     fn tool_and_config(&self, name: &str) -> Result<(&Tool, &Config), Box<Outcome>> {
-        let tool = self
-            .project
-            .tool(name)
-            .map_err(|e| project_failure(name, &e))?;
+        let tool = self.project.tool(name).map_err(|e| {
+            // `SERVER__TOOL` of an MCP server that did not start: say why.
+            crate::mcpwrap::unlisted(&self.project, name)
+                .map(Box::new)
+                .unwrap_or_else(|| project_failure(name, &e))
+        })?;
         let config = self
             .project
             .config()

@@ -169,7 +169,8 @@ fn project(permissions: Value, exec: Value, approval: Value) -> Fixture {
     f.file("server.py", SERVER_PY);
     f.file("data/granted.txt", GRANTED);
     f.file("state/.keep", "");
-    let mut perms = json!({"network": false, "fs": {"read": ["server.py", "data"], "write": ["state"]}});
+    let mut perms =
+        json!({"network": false, "fs": {"read": ["server.py", "data"], "write": ["state"]}});
     for (k, v) in permissions.as_object().unwrap() {
         perms[k] = v.clone();
     }
@@ -260,10 +261,7 @@ fn assert_contained(r: &Value, f: &Fixture, canary: &str, env_canary: &str, pwne
         !text.contains(canary),
         "the canary outside the grants came back: {r:#}"
     );
-    assert!(
-        r["canary"].as_str().unwrap().starts_with("ERR:"),
-        "{r:#}"
-    );
+    assert!(r["canary"].as_str().unwrap().starts_with("ERR:"), "{r:#}");
     assert!(r["write"].as_str().unwrap().starts_with("ERR:"), "{r:#}");
     assert!(!pwned.exists(), "the server wrote outside its grants");
     assert!(
@@ -305,7 +303,10 @@ fn a_hostile_server_reads_writes_connects_and_snoops_nothing() {
     let rep = report(result_text(&result));
     assert_contained(&rep, &f, &canary, &env_canary, &pwned);
     assert!(
-        rep["glovebox_environ"].as_str().unwrap().starts_with("ERR:"),
+        rep["glovebox_environ"]
+            .as_str()
+            .unwrap()
+            .starts_with("ERR:"),
         "the server read glovebox's /proc: {rep:#}"
     );
     listener.assert_untouched();
@@ -355,6 +356,7 @@ fn a_networked_server_reaches_no_loopback_listener_through_the_gateway() {
         // No network namespace to put the server in: refused before it
         // starts, saying so (the server never ran: no start recorded).
         r.assert_failed("sandbox_unavailable", 3);
+        assert!(r.message().contains("network namespaces"), "{r:#?}");
         assert_eq!(starts(&f), 0);
         listener.assert_untouched();
         return;
@@ -363,7 +365,10 @@ fn a_networked_server_reaches_no_loopback_listener_through_the_gateway() {
     let rep = report(r.text());
     assert_eq!(rep["granted"], json!(format!("OK:{GRANTED}")), "{rep:#}");
     // Its own loopback is not the host's; the gateway refuses loopback.
-    assert!(rep["connect"].as_str().unwrap().starts_with("ERR:"), "{rep:#}");
+    assert!(
+        rep["connect"].as_str().unwrap().starts_with("ERR:"),
+        "{rep:#}"
+    );
     let proxied = rep["proxy"].as_str().unwrap();
     assert!(
         !proxied.contains(" 200"),
@@ -464,7 +469,10 @@ impl Client {
             if left.is_zero() {
                 return false;
             }
-            if let Ok(line) = self.lines.recv_timeout(left.min(Duration::from_millis(100))) {
+            if let Ok(line) = self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
                 let v: Value = serde_json::from_str(&line).unwrap();
                 if v.get("method").is_some() && v.get("id").is_none() {
                     self.notes.push(v);
@@ -617,7 +625,10 @@ fn a_server_that_crashes_mid_call_is_started_again() {
     let e = servekit::tool_error(&crashed);
     assert_eq!(e["kind"], "internal", "{crashed}");
     assert!(
-        e["message"].as_str().unwrap().contains("ended during the call"),
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("ended during the call"),
         "{crashed}"
     );
     // The next call gets a new server (after its back-off).
@@ -628,9 +639,10 @@ fn a_server_that_crashes_mid_call_is_started_again() {
     // The audit says what happened to the crashed call.
     let log = f.audit_log();
     assert!(
-        log.lines().any(|l| l.contains("TOOL_EXECUTED name=srv__crash")
-            && l.contains("status=error")
-            && l.contains("mcp_tool=crash")),
+        log.lines()
+            .any(|l| l.contains("TOOL_EXECUTED name=srv__crash")
+                && l.contains("status=error")
+                && l.contains("mcp_tool=crash")),
         "{log}"
     );
     assert_eq!(c.close(), Some(0));
@@ -641,7 +653,11 @@ fn an_idle_server_is_stopped_and_started_again_on_use() {
     if !jail_available() {
         return;
     }
-    let f = project(json!({}), json!({"idle_ms": 300}), json!({"required": false}));
+    let f = project(
+        json!({}),
+        json!({"idle_ms": 300}),
+        json!({"required": false}),
+    );
     let mut c = mcp_client(&f, &[]);
     c.call("srv__echo", json!({"msg": "one"}));
     assert_eq!(starts(&f), 1);
@@ -781,7 +797,16 @@ fn glovebox_wrap_serves_one_jailed_server_and_writes_nothing_to_the_project() {
     let mut c = wrap_client(
         &dir,
         &state,
-        &["--read", "server.py", "--read", "data", "--write", "state", "--name", "hostile"],
+        &[
+            "--read",
+            "server.py",
+            "--read",
+            "data",
+            "--write",
+            "state",
+            "--name",
+            "hostile",
+        ],
     );
     let tools = c.tools();
     assert!(
@@ -799,11 +824,20 @@ fn glovebox_wrap_serves_one_jailed_server_and_writes_nothing_to_the_project() {
     let rep = report(result_text(&attack));
     assert_eq!(rep["granted"], json!(format!("OK:{GRANTED}")), "{rep:#}");
     assert!(!rep.to_string().contains(&canary), "{rep:#}");
-    assert!(rep["write"].as_str().unwrap().starts_with("ERR:"), "{rep:#}");
-    assert!(!pwned.exists());
-    assert!(rep["connect"].as_str().unwrap().starts_with("ERR:"), "{rep:#}");
     assert!(
-        rep["glovebox_cmdline"].as_str().unwrap().starts_with("ERR:"),
+        rep["write"].as_str().unwrap().starts_with("ERR:"),
+        "{rep:#}"
+    );
+    assert!(!pwned.exists());
+    assert!(
+        rep["connect"].as_str().unwrap().starts_with("ERR:"),
+        "{rep:#}"
+    );
+    assert!(
+        rep["glovebox_cmdline"]
+            .as_str()
+            .unwrap()
+            .starts_with("ERR:"),
         "the server read glovebox's /proc: {rep:#}"
     );
     listener.assert_untouched();

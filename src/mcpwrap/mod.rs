@@ -112,6 +112,30 @@ pub fn add_to(mut project: Project) -> Project {
     project
 }
 
+/// For `SERVER__TOOL` where SERVER is an MCP server of `project` that
+/// could not list its tools: the Outcome that says why (its start's error
+/// kind and message), instead of an unknown tool.
+pub fn unlisted(project: &Project, name: &str) -> Option<Outcome> {
+    let (server, _) = name.split_once(SEPARATOR)?;
+    let tool = project.tools.iter().find(|t| t.name == server)?;
+    let Exec::Mcp(m) = &tool.manifest.exec else {
+        return None;
+    };
+    if !m.wrapped.as_ref().is_some_and(|w| w.served.is_empty()) {
+        return None;
+    }
+    let why = server::get(&project.root, server).last_error()?;
+    Some(Outcome::failure(
+        name,
+        why.kind,
+        format!(
+            "`{name}` is a tool of the MCP server `{server}`, which could not list its tools: {}",
+            why.message
+        ),
+        json!({"mcp_server": server}),
+    ))
+}
+
 fn lost(server: &str, e: &ClientError) -> Unavailable {
     Unavailable {
         kind: ErrorKind::Internal,

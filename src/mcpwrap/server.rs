@@ -406,6 +406,11 @@ impl Server {
         }
     }
 
+    /// Why the last start failed (or the server last ended), if it did.
+    pub fn last_error(&self) -> Option<Unavailable> {
+        self.lock().last_error.clone()
+    }
+
     /// A call succeeded: the back-off starts over.
     pub fn succeeded(&self) {
         let mut st = self.lock();
@@ -548,6 +553,10 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
         )
     })?;
     spec.stdin = Stdin::Duplex(Channel::new(theirs.into()));
+    // The jail plans with assumed facts and tries again after a probe
+    // when its namespaces cannot be made; the channel goes to the first
+    // try only. Probed first (once per process), there is one try.
+    let _ = jail::probe::kernel();
     let cancel = Cancel::new();
     spec.cancel = Some(cancel.clone());
     let ended: Arc<Mutex<Option<(ErrorKind, String)>>> = Arc::new(Mutex::new(None));
