@@ -490,7 +490,12 @@ impl Lint<'_> {
                 }
             }
         }
-        for pointer in ["/exec/command/cwd", "/exec/python/cwd", "/exec/python/venv"] {
+        for pointer in [
+            "/exec/command/cwd",
+            "/exec/python/cwd",
+            "/exec/python/venv",
+            "/exec/mcp/cwd",
+        ] {
             if let Some(path) = doc.value.pointer(pointer).and_then(Value::as_str) {
                 paths.push((pointer.to_owned(), path));
             }
@@ -803,9 +808,12 @@ impl Lint<'_> {
 
     /// `entrypoint-placeholder` and `entrypoint-missing`.
     fn entrypoint(&mut self, doc: &Document, inputs: &[String]) {
-        let pointer = "/exec/command/entrypoint";
-        let Some(entrypoint) = doc.value.pointer(pointer).and_then(Value::as_str) else {
-            return;
+        let (pointer, entrypoint) = match ["/exec/command/entrypoint", "/exec/mcp/entrypoint"]
+            .into_iter()
+            .find_map(|p| Some((p, doc.value.pointer(p)?.as_str()?)))
+        {
+            Some(found) => found,
+            None => return,
         };
         let at = doc.positions.value(pointer);
         let Ok(found) = placeholder::scan(entrypoint) else {

@@ -396,8 +396,9 @@ pub struct McpExec {
     /// Program to run: a path (relative to the root) or a name looked up
     /// in the jail's PATH.
     pub entrypoint: String,
-    /// Its arguments, as written (no templates: the server gets no call's
-    /// parameters on its command line).
+    /// Its arguments; an argument may name declared secrets as `${NAME}`
+    /// (as `env`): the server gets no call's parameters on its command
+    /// line.
     #[serde(default, deserialize_with = "string_list")]
     pub args: Vec<String>,
     /// Working directory, relative to the root.

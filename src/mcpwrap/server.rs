@@ -517,7 +517,15 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
         ));
     }
     let mut argv: Vec<std::ffi::OsString> = vec![program.clone().into()];
-    argv.extend(exec.args.iter().map(Into::into));
+    for (i, template) in exec.args.iter().enumerate() {
+        let a = expand(template, &jail_values).map_err(|why| {
+            fail(
+                ErrorKind::ManifestInvalid,
+                format!("MCP server `{name}`: exec.mcp.args[{i}]: {why}"),
+            )
+        })?;
+        argv.push(a.into());
+    }
     let mut spec = Spec::new(argv);
     spec.cwd = cwd;
     spec.fs = policy.fs_access();
