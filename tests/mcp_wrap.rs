@@ -972,3 +972,53 @@ fn lint_knows_the_mcp_kind() {
     let out = f.glovebox(&["lint"]);
     assert!(out.status.success(), "{out:?}");
 }
+
+#[test]
+fn a_slow_call_is_cancelled_by_its_client_and_timed_out_by_its_limit() {
+    if !jail_available() {
+        return;
+    }
+    let f = project(
+        json!({}),
+        json!({"timeout_ms": 1000}),
+        json!({"required": false}),
+    );
+    let mut c = mcp_client(&f, &[]);
+    c.call("srv__echo", json!({"msg": "up"}));
+    // Past exec.mcp.timeout_ms: `timeout`, long before the server answers.
+    let began = Instant::now();
+    let late = c.call("srv__slow", json!({"ms": 20000}));
+    assert_eq!(servekit::tool_error(&late)["kind"], "timeout", "{late}");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+    // Cancelled by the client: answered at once as cancelled.
+    let id = 777;
+    c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "srv__slow", "arguments": {"ms": 900}}}));
+    std::thread::sleep(Duration::from_millis(200));
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "test"}}),
+    );
+    // The server keeps serving the next call.
+    let ok = c.call("srv__echo", json!({"msg": "still"}));
+    assert_eq!(ok["structuredContent"]["msg"], "still", "{ok}");
+    assert_eq!(starts(&f), 1);
+    let log = f.audit_log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("name=srv__slow") && l.contains("kind=timeout")),
+        "{log}"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || f.audit_log().lines().any(|l| l
+            .contains("name=srv__slow")
+            && l.contains("kind=cancelled"))),
+        "{}",
+        f.audit_log()
+    );
+    assert_eq!(c.close(), Some(0));
+}

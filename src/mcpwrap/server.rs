@@ -338,8 +338,15 @@ impl Server {
             }
             if let Some(old) = st.running.take() {
                 drop(st);
+                // A server that died on its own counts as a crash: its
+                // next start waits the back-off (one that dies right
+                // after each start is not restarted in a loop).
+                let died = (!old.alive()).then(|| old.ended()).flatten();
                 old.stop();
                 GENERATION.fetch_add(1, Ordering::SeqCst);
+                if let Some((kind, message)) = died {
+                    self.failed(unavailable(kind, message));
+                }
                 st = self.lock();
             }
             match st.retry_at {
