@@ -365,6 +365,18 @@ impl Store {
         Ok(Status::Changed(changed))
     }
 
+    /// Whether `tool` has an approval whose every part but the served
+    /// tool list matches it now: an MCP server that may start without a
+    /// person, to read the list its approval is then checked against.
+    pub fn approved_but_served(&self, root: &Path, tool: &Tool) -> Result<bool, ApprovalError> {
+        let Some(r) = self.records.get(key(tool)) else {
+            return Ok(false);
+        };
+        let mut now = fingerprint(root, tool)?;
+        now.served.clone_from(&r.fingerprint.served);
+        Ok(now == r.fingerprint)
+    }
+
     /// Records an approval of `tool` as it is now.
     pub fn approve(
         &mut self,

@@ -697,10 +697,17 @@ fn a_server_that_changes_its_tools_after_approval_needs_approval_again() {
         json!({"required": true, "reason": "a third-party server"}),
     );
     let state = state_env(&f);
-    // Unapproved: nothing runs.
+    // Unapproved: nothing runs, not even the server's start.
     let refused = f.run_env("srv__echo", &["msg=hi"], &envs(&state));
     refused.assert_failed("approval_required", 1);
+    assert!(
+        refused.message().contains("glovebox approve srv"),
+        "{refused:#?}"
+    );
+    let listed = f.glovebox(&["list"]);
+    assert!(listed.status.success(), "{listed:?}");
     assert_eq!(calls_log(&f), "");
+    assert_eq!(starts(&f), 0, "an unapproved server ran");
     // Approved as it serves now.
     let out = f.glovebox(&["approve", "srv", "--yes"]);
     assert!(out.status.success(), "{out:?}");
@@ -1021,4 +1028,39 @@ fn a_slow_call_is_cancelled_by_its_client_and_timed_out_by_its_limit() {
         f.audit_log()
     );
     assert_eq!(c.close(), Some(0));
+}
+
+#[test]
+fn an_edited_server_does_not_start_on_its_old_approval() {
+    if !jail_available() {
+        return;
+    }
+    let approval = json!({"required": true, "reason": "a third-party server"});
+    let f = project(json!({}), json!({}), approval.clone());
+    let state = state_env(&f);
+    let out = f.glovebox(&["approve", "srv", "--yes"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(starts(&f), 1, "approve starts it once, to read its list");
+    f.run_env("srv__echo", &["msg=ok"], &envs(&state))
+        .assert_ok();
+    assert_eq!(starts(&f), 2);
+    // The manifest widened after its approval: the server never starts.
+    let mut m: Value = serde_json::from_str(
+        &std::fs::read_to_string(f.root.join(".glee/tools/srv/tool.yml")).unwrap(),
+    )
+    .unwrap();
+    m["permissions"]["fs"]["read"] = json!(["server.py", "data", "/etc"]);
+    f.tool(&m);
+    let r = f.run_env("srv__echo", &["msg=no"], &envs(&state));
+    r.assert_failed("approval_required", 1);
+    assert_eq!(starts(&f), 2, "the edited server ran on its old approval");
+    // And the edited server's script too.
+    let f2 = project(json!({}), json!({}), approval);
+    let out = f2.glovebox(&["approve", "srv", "--yes"]);
+    assert!(out.status.success(), "{out:?}");
+    f2.file("server.py", &format!("{SERVER_PY}\n# edited\n"));
+    let state2 = state_env(&f2);
+    let r = f2.run_env("srv__echo", &["msg=no"], &envs(&state2));
+    r.assert_failed("approval_required", 1);
+    assert_eq!(starts(&f2), 1);
 }

@@ -35,26 +35,42 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
-    // An MCP server is approved with the tool list it serves now.
-    let served = match &tool.manifest.exec {
+    // An MCP server is started (jailed) to read the tool list it serves
+    // now, which is shown and recorded with the approval.
+    let mut tool = tool.clone();
+    let served = match &mut tool.manifest.exec {
         glovebox::manifest::model::Exec::Mcp(m) => {
-            let served = m.wrapped.as_ref().map(|w| w.served.as_str());
-            if served.unwrap_or_default().is_empty() {
-                eprintln!("glovebox: {}: the MCP server did not start, so there is no tool list to approve; fix what glovebox said above and approve again", args.name);
-                return Ok(ExitCode::from(1));
-            }
-            let prefix = format!("{}{}", args.name, glovebox::mcpwrap::SEPARATOR);
-            let tools: Vec<String> = engine
-                .project()
+            let listed = match glovebox::mcpwrap::list_for_approval(engine.project(), &args.name) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!(
+                        "glovebox: {}: {e}; there is no tool list to approve",
+                        args.name
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            m.wrapped = Some(glovebox::manifest::model::Wrapped {
+                server: args.name.clone(),
+                tool: String::new(),
+                served: listed.hash.clone(),
+            });
+            let tools: Vec<String> = listed
                 .tools
                 .iter()
-                .filter(|t| t.name.starts_with(&prefix))
-                .map(|t| format!("  {}: {}", t.name, t.manifest.description))
+                .map(|t| {
+                    format!(
+                        "  {}: {}",
+                        t["name"].as_str().unwrap_or("?"),
+                        t["description"].as_str().unwrap_or("")
+                    )
+                })
                 .collect();
             Some(tools)
         }
         _ => None,
     };
+    let tool = &tool;
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             eprintln!("glovebox: approving needs a terminal to ask on; pass --yes to approve from a script");

@@ -75,7 +75,7 @@ impl Shared {
 
 /// One connection to a server.
 pub struct Connection {
-    writer: Mutex<UnixStream>,
+    writer: Arc<Mutex<UnixStream>>,
     shared: Arc<Shared>,
     next: AtomicU64,
 }
@@ -100,13 +100,14 @@ impl Connection {
             list_changed: AtomicBool::new(false),
             on_change,
         });
-        let answer = stream.try_clone()?;
+        let writer = Arc::new(Mutex::new(stream));
+        let answer = writer.clone();
         let s = shared.clone();
         std::thread::Builder::new()
             .name("glovebox-mcp-rd".into())
-            .spawn(move || read_loop(reader, answer, &s))?;
+            .spawn(move || read_loop(reader, &answer, &s))?;
         Ok(Connection {
-            writer: Mutex::new(stream),
+            writer,
             shared,
             next: AtomicU64::new(1),
         })
@@ -219,7 +220,7 @@ impl Connection {
 }
 
 /// Reads messages until end of file, an error or an overlong line.
-fn read_loop(stream: UnixStream, mut answer: UnixStream, shared: &Shared) {
+fn read_loop(stream: UnixStream, answer: &Mutex<UnixStream>, shared: &Shared) {
     let mut reader = BufReader::new(stream);
     let mut line = Vec::new();
     let why = loop {
@@ -242,12 +243,12 @@ fn read_loop(stream: UnixStream, mut answer: UnixStream, shared: &Shared) {
             // so a line that is not one is dropped.
             continue;
         };
-        dispatch(message, &mut answer, shared);
+        dispatch(message, answer, shared);
     };
     shared.close(why);
 }
 
-fn dispatch(message: Value, answer: &mut UnixStream, shared: &Shared) {
+fn dispatch(message: Value, answer: &Mutex<UnixStream>, shared: &Shared) {
     let method = message.get("method").and_then(Value::as_str);
     let id = message.get("id").cloned();
     match (method, id) {
@@ -288,7 +289,9 @@ fn dispatch(message: Value, answer: &mut UnixStream, shared: &Shared) {
             };
             let mut line = serde_json::to_vec(&reply).unwrap_or_default();
             line.push(b'\n');
-            let _ = answer.write_all(&line);
+            // Through the writer's lock: a line is never cut by another.
+            let mut w = answer.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = w.write_all(&line);
         }
         (Some("notifications/tools/list_changed"), None) => {
             shared.list_changed.store(true, Ordering::SeqCst);

@@ -71,6 +71,24 @@ pub fn add_to(mut project: Project) -> Project {
     for i in servers {
         let tool = project.tools[i].clone();
         let s = server::get(&project.root, &tool.name);
+        if !may_start(&project, &tool) {
+            s.refuse(Unavailable {
+                kind: ErrorKind::ApprovalRequired,
+                message: format!(
+                    "MCP server `{0}` needs an approval before it runs ({1}); `glovebox approve {0}` starts it to read its tool list, shows the list and records it",
+                    tool.name,
+                    tool.manifest.approval.reason.as_deref().unwrap_or("no reason given"),
+                ),
+            });
+            if let Exec::Mcp(m) = &mut project.tools[i].manifest.exec {
+                m.wrapped = Some(Wrapped {
+                    server: tool.name.clone(),
+                    tool: String::new(),
+                    served: String::new(),
+                });
+            }
+            continue;
+        }
         let launch = Launch {
             project: &project,
             tool: &tool,
@@ -134,6 +152,41 @@ pub fn unlisted(project: &Project, name: &str) -> Option<Outcome> {
         ),
         json!({"mcp_server": server}),
     ))
+}
+
+/// Whether the server `tool` may start without a person: its manifest
+/// asks no approval, or an approval of its manifest, files and grants
+/// holds (the tool list it serves is checked against it at each call).
+/// An unapproved server's code never runs, jailed or not.
+fn may_start(project: &Project, tool: &Tool) -> bool {
+    !tool.manifest.approval.required
+        || crate::approval::Store::open(&project.root)
+            .and_then(|s| s.approved_but_served(&project.root, tool))
+            .unwrap_or(false)
+}
+
+/// Starts the server `name` of `project` (approved or not: a person is
+/// about to read what it serves) and returns its tool list, for
+/// `glovebox approve`.
+pub fn list_for_approval(project: &Project, name: &str) -> Result<server::Listed, Unavailable> {
+    let tool = project.tool(name).map_err(|e| Unavailable {
+        kind: e.kind(),
+        message: e.to_string(),
+    })?;
+    let config = project.config().map_err(|e| Unavailable {
+        kind: e.kind(),
+        message: e.to_string(),
+    })?;
+    let source = SecretSource::default();
+    let launch = Launch {
+        project,
+        tool,
+        config,
+        secrets: &source,
+    };
+    server::get(&project.root, name)
+        .ensure(&launch)
+        .and_then(|r| r.listed().map_err(|e| lost(name, &e)))
 }
 
 fn lost(server: &str, e: &ClientError) -> Unavailable {

@@ -137,9 +137,6 @@ pub struct Running {
     ended: Arc<Mutex<Option<(ErrorKind, String)>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     busy: AtomicUsize,
-    /// The jailed server's first process, as glovebox sees it (for the
-    /// tests and `doctor`-like reports; 0 when unknown).
-    pub started: Instant,
 }
 
 impl std::fmt::Debug for Running {
@@ -413,6 +410,11 @@ impl Server {
         }
     }
 
+    /// Records why the server is not started (it needs an approval).
+    pub fn refuse(&self, why: Unavailable) {
+        self.lock().last_error = Some(why);
+    }
+
     /// Why the last start failed (or the server last ended), if it did.
     pub fn last_error(&self) -> Option<Unavailable> {
         self.lock().last_error.clone()
@@ -642,7 +644,6 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
         ended,
         thread: Mutex::new(Some(thread)),
         busy: AtomicUsize::new(0),
-        started: Instant::now(),
     };
     let ready = handshake(&running.conn);
     match ready {
