@@ -104,3 +104,80 @@ fn the_reference_time_server_runs_jailed_through_glovebox_mcp() {
         "{log}"
     );
 }
+
+/// What an agent's `.mcp.json` runs: `glovebox wrap -- mcp-server-time`,
+/// driven by the official MCP Python client (tests/mcp/setup.sh).
+const SDK_CLIENT: &str = r#"
+import asyncio, json, os, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    gb, venv, prog = sys.argv[1], sys.argv[2], sys.argv[3]
+    params = StdioServerParameters(command=gb, args=[
+        "wrap", "--read", venv, "--name", "time", "--", prog, "--local-timezone", "UTC"],
+        env=dict(os.environ))
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            tools = (await s.list_tools()).tools
+            names = sorted(t.name for t in tools)
+            assert "time__get_current_time" in names, names
+            res = await s.call_tool("time__get_current_time", {"timezone": "Asia/Tokyo"})
+            assert not res.isError, res
+            text = json.dumps([c.model_dump() for c in res.content])
+            assert "+09:00" in text, text
+            bad = await s.call_tool("time__get_current_time", {})
+            assert bad.isError, bad
+            print("SDK-OK", names)
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn the_official_client_drives_glovebox_wrap_of_a_real_server() {
+    if !jail_available() {
+        return;
+    }
+    let Some(program) = venv_program(
+        "tests/mcp/setup-time.sh",
+        "GLOVEBOX_MCP_TIME_VENV",
+        "mcp-time-venv",
+        "mcp-server-time",
+    ) else {
+        return;
+    };
+    let Some(python) = venv_program(
+        "tests/mcp/setup.sh",
+        "GLOVEBOX_MCP_VENV",
+        "mcp-venv",
+        "python",
+    ) else {
+        return;
+    };
+    let venv = program.parent().unwrap().parent().unwrap();
+    let work = tempdir();
+    let state = work.path().join("state");
+    let out = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(SDK_CLIENT)
+        .arg(bin())
+        .arg(venv)
+        .arg(&program)
+        .current_dir(work.path())
+        .env("GLOVEBOX_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("SDK-OK"),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing written where the client ran it but the state directory.
+    let left: Vec<_> = std::fs::read_dir(work.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("state")], "{left:?}");
+}
