@@ -1064,3 +1064,181 @@ fn an_edited_server_does_not_start_on_its_old_approval() {
     r.assert_failed("approval_required", 1);
     assert_eq!(starts(&f2), 1);
 }
+
+/// A remote MCP server (Streamable HTTP) on loopback: answers JSON, and
+/// tools/call as an event stream; gives a session id; logs each request's
+/// method, session and Authorization header to the file in argv[1].
+const REMOTE_PY: &str = r#"
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+log = sys.argv[1]
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with open(log, "a") as f:
+            f.write(json.dumps({"method": body.get("method"), "session": self.headers.get("Mcp-Session-Id"),
+                                "auth": self.headers.get("Authorization")}) + "\n")
+        if "id" not in body:
+            self.send_response(202); self.end_headers(); return
+        m = body["method"]
+        if m == "initialize":
+            r = {"protocolVersion": body["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                 "serverInfo": {"name": "remote", "version": "1"}}
+        elif m == "tools/list":
+            r = {"tools": [{"name": "echo", "description": "remote echo", "inputSchema": {
+                "type": "object", "required": ["msg"], "properties": {"msg": {"type": "string"}}}}]}
+        elif m == "tools/call":
+            r = {"content": [{"type": "text", "text": "remote: " + body["params"]["arguments"]["msg"]}]}
+            data = json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": r})
+            out = ("event: message\ndata: " + data + "\n\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers(); self.wfile.write(out); return
+        else:
+            r = {}
+        out = json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": r}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if m == "initialize":
+            self.send_header("Mcp-Session-Id", "session-1")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers(); self.wfile.write(out)
+s = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+struct RemoteServer {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl RemoteServer {
+    fn start(dir: &Path) -> RemoteServer {
+        let script = dir.join("remote.py");
+        std::fs::write(&script, REMOTE_PY).unwrap();
+        let log = dir.join("remote.log");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        RemoteServer {
+            child,
+            port: line.trim().parse().unwrap(),
+            log,
+        }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for RemoteServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn remote_project(port: u16, allow: Value, allow_private: bool) -> Fixture {
+    let f = Fixture::new();
+    f.config(&json!({"security": {"http": {"allow_private": allow_private}}}));
+    f.tool(&json!({
+        "name": "far",
+        "description": "a remote MCP server",
+        "kind": "mcp",
+        "version": 1,
+        "exec": {"mcp": {
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "headers": {"Authorization": "Bearer ${RT_TOKEN}"},
+        }},
+        "permissions": {"network": {"allow": allow}, "secrets": {"RT_TOKEN": {}}},
+    }));
+    f
+}
+
+#[test]
+fn a_remote_server_is_reached_by_glovebox_under_its_allowlist_and_guard() {
+    let tmp = tempdir();
+    let remote = RemoteServer::start(tmp.path());
+    let token = marker("token");
+    let f = remote_project(
+        remote.port,
+        json!([format!("127.0.0.1:{}", remote.port)]),
+        true,
+    );
+    let out = f.glovebox(&["lint"]);
+    assert!(out.status.success(), "{out:?}");
+    let state = state_env(&f);
+    let mut e = envs(&state);
+    e.push(("RT_TOKEN", &token));
+    let r = f.run_env("far__echo", &["msg=hi"], &e);
+    r.assert_ok();
+    assert_eq!(r.output(), &json!("remote: hi"));
+    let reqs = remote.requests();
+    let methods: Vec<&str> = reqs.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ],
+        "{reqs:?}"
+    );
+    // The secret reached its server only, in the header the manifest
+    // names; the session the server gave went with every later request.
+    assert!(
+        reqs.iter().all(|r| r["auth"] == format!("Bearer {token}")),
+        "{reqs:?}"
+    );
+    assert!(
+        reqs[1..].iter().all(|r| r["session"] == "session-1"),
+        "{reqs:?}"
+    );
+    assert!(r.piece_of(&token).is_none(), "the token came back: {r:#?}");
+    let log = f.audit_log();
+    assert!(
+        log.contains("mcp_server=far") && log.contains("mcp_tool=echo"),
+        "{log}"
+    );
+
+    // Loopback without the config's opt-in, or a host outside the
+    // allowlist: refused before anything is sent.
+    for f in [
+        remote_project(
+            remote.port,
+            json!([format!("127.0.0.1:{}", remote.port)]),
+            false,
+        ),
+        remote_project(remote.port, json!(["example.com"]), true),
+    ] {
+        let before = remote.requests().len();
+        let state = state_env(&f);
+        let mut e = envs(&state);
+        e.push(("RT_TOKEN", &token));
+        let r = f.run_env("far__echo", &["msg=hi"], &e);
+        r.assert_failed("http_error", 1);
+        assert_eq!(
+            remote.requests().len(),
+            before,
+            "the server got a request: {r:#?}"
+        );
+    }
+}

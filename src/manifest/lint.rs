@@ -191,6 +191,7 @@ impl Lint<'_> {
         }
         self.name(&doc);
         self.exec_blocks(&doc);
+        self.mcp_transport(&doc);
         self.approval(&doc);
         let inputs = self.schemas(&doc);
         let input_names = keys_at(&doc.value, "/inputs/schema/properties");
@@ -280,6 +281,52 @@ impl Lint<'_> {
                     doc.positions.key(&format!("/exec/{second}")),
                     message,
                 );
+            }
+        }
+    }
+
+    /// `exec-block-count` for `exec.mcp`: a program or a URL, exactly
+    /// one; a remote server needs the network.
+    fn mcp_transport(&mut self, doc: &Document) {
+        let Some(mcp) = doc.value.pointer("/exec/mcp").and_then(Value::as_object) else {
+            return;
+        };
+        match (mcp.contains_key("entrypoint"), mcp.contains_key("url")) {
+            (true, true) => self.report(
+                Rule::ExecBlockCount,
+                doc.positions.key("/exec/mcp/url"),
+                "exec.mcp has both `entrypoint` and `url`; keep one: a program glovebox runs in its jail, or a remote server's URL",
+            ),
+            (false, false) => self.report(
+                Rule::ExecBlockCount,
+                doc.positions.key("/exec/mcp"),
+                "exec.mcp names no server; add `entrypoint` (a program glovebox runs in its jail) or `url` (a remote server)",
+            ),
+            (false, true) => {
+                let network = doc.value.pointer("/permissions/network");
+                if matches!(network, None | Some(Value::Bool(false))) {
+                    self.report(
+                        Rule::InvalidValue,
+                        doc.positions.key("/exec/mcp/url"),
+                        "a remote MCP server needs the network; add its host to permissions.network.allow",
+                    );
+                }
+                if mcp.contains_key("args") || mcp.contains_key("env") {
+                    self.report(
+                        Rule::InvalidValue,
+                        doc.positions.key("/exec/mcp/url"),
+                        "`args` and `env` are for a program; a remote server takes `headers`",
+                    );
+                }
+            }
+            (true, false) => {
+                if mcp.contains_key("headers") {
+                    self.report(
+                        Rule::InvalidValue,
+                        doc.positions.key("/exec/mcp/headers"),
+                        "`headers` are for a remote server (`url`); a program takes `env`",
+                    );
+                }
             }
         }
     }

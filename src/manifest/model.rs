@@ -394,8 +394,24 @@ pub struct AgentCliExec {
 #[serde(deny_unknown_fields)]
 pub struct McpExec {
     /// Program to run: a path (relative to the root) or a name looked up
-    /// in the jail's PATH.
+    /// in the jail's PATH. Empty for a remote server ([`McpExec::url`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub entrypoint: String,
+    /// A remote server's Streamable HTTP endpoint, instead of a program:
+    /// glovebox sends its requests itself, as it does an http tool's
+    /// (the network allowlist and SSRF guard on every request, TLS
+    /// verified, no redirect to another origin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent to a remote server; a value may name declared secrets
+    /// as `${NAME}` (their real values: glovebox sends them, to that
+    /// origin only).
+    #[serde(
+        default,
+        deserialize_with = "string_map",
+        skip_serializing_if = "IndexMap::is_empty"
+    )]
+    pub headers: IndexMap<String, String>,
     /// Its arguments; an argument may name declared secrets as `${NAME}`
     /// (as `env`): the server gets no call's parameters on its command
     /// line.

@@ -43,6 +43,13 @@ pub enum ClientError {
     /// The caller cancelled the request.
     #[error("the request was cancelled")]
     Cancelled,
+    /// A remote server's request failed (refused by the guard, an HTTP
+    /// error status, an unreadable answer).
+    #[error("{message}")]
+    Http {
+        kind: crate::kind::ErrorKind,
+        message: String,
+    },
 }
 
 type Reply = Result<Value, ClientError>;
@@ -216,6 +223,64 @@ impl Connection {
             "notifications/cancelled",
             json!({"requestId": id, "reason": reason}),
         );
+    }
+}
+
+/// A server's connection: its stdio in the jail, or a remote server.
+#[derive(Debug)]
+pub enum Link {
+    /// A jailed server's stdin and stdout.
+    Stdio(Connection),
+    /// A remote server over Streamable HTTP.
+    Remote(Box<super::remote::Remote>),
+}
+
+impl Link {
+    /// Why the link is closed, if it is.
+    pub fn closed(&self) -> Option<String> {
+        match self {
+            Link::Stdio(c) => c.closed(),
+            Link::Remote(r) => r.closed(),
+        }
+    }
+
+    /// Whether the server said its tool list changed (clears it).
+    pub fn take_list_changed(&self) -> bool {
+        match self {
+            Link::Stdio(c) => c.take_list_changed(),
+            Link::Remote(r) => r.take_list_changed(),
+        }
+    }
+
+    /// Ends the link.
+    pub fn shutdown(&self) {
+        match self {
+            Link::Stdio(c) => c.shutdown(),
+            Link::Remote(r) => r.shutdown(),
+        }
+    }
+
+    /// Sends a notification.
+    pub fn notify(&self, method: &str, params: Value) -> Result<(), ClientError> {
+        match self {
+            Link::Stdio(c) => c.notify(method, params),
+            Link::Remote(r) => r.notify(method, params),
+        }
+    }
+
+    /// Sends a request and waits for its result (see
+    /// [`Connection::request`]).
+    pub fn request(
+        &self,
+        method: &str,
+        params: Value,
+        limit: Duration,
+        cancel: Option<&Cancel>,
+    ) -> Result<Value, ClientError> {
+        match self {
+            Link::Stdio(c) => c.request(method, params, limit, cancel),
+            Link::Remote(r) => r.request(method, params, limit, cancel),
+        }
     }
 }
 

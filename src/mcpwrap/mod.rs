@@ -1,8 +1,10 @@
 //! MCP servers as glovebox tools (`kind: mcp`, a Glee extension).
 //!
 //! A manifest `.glee/tools/SERVER/tool.yml` with `exec.mcp` names a stdio
-//! MCP server (`entrypoint`, `args`, `cwd`, `env` over declared secrets)
-//! and the usual `permissions` and `approval`. glovebox runs the server in
+//! MCP server (`entrypoint`, `args`, `cwd`, `env` over declared secrets),
+//! or a remote one (`url`, `headers`: [`remote`], reached by glovebox
+//! itself as an http tool's request is), and the usual `permissions` and
+//! `approval`. glovebox runs the server in
 //! one jail per glovebox process ([`server`]: the jail every tool call
 //! gets, built from the manifest's policy; started on first use,
 //! restarted after a crash with back-off, stopped when idle and at
@@ -27,6 +29,7 @@
 //! flags for one server and serves it over stdio.
 
 pub mod client;
+pub mod remote;
 pub mod rules;
 pub mod server;
 pub mod wrap;
@@ -191,7 +194,10 @@ pub fn list_for_approval(project: &Project, name: &str) -> Result<server::Listed
 
 fn lost(server: &str, e: &ClientError) -> Unavailable {
     Unavailable {
-        kind: ErrorKind::Internal,
+        kind: match e {
+            ClientError::Http { kind, .. } => *kind,
+            _ => ErrorKind::Internal,
+        },
         message: format!("MCP server `{server}`: {e}"),
     }
 }
@@ -400,6 +406,14 @@ pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcom
                 },
             );
             return Outcome::failure(name, kind, message, details());
+        }
+        Err(ClientError::Http { kind, message }) => {
+            return Outcome::failure(
+                name,
+                kind,
+                format!("MCP server `{}`: {}", w.server, c.redact.text(&message)),
+                details(),
+            );
         }
         Err(ClientError::Rpc { code, message }) => {
             let mut d = details();

@@ -24,7 +24,7 @@ use indexmap::IndexMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::client::{ClientError, Connection};
+use super::client::{ClientError, Connection, Link};
 use crate::jail::{self, Cancel, Channel, Output, Spec, Stdin};
 use crate::kind::ErrorKind;
 use crate::manifest::config::Config;
@@ -129,7 +129,7 @@ impl Listed {
 
 /// A started server.
 pub struct Running {
-    conn: Connection,
+    conn: Link,
     cancel: Cancel,
     digest: String,
     listed: Mutex<Listed>,
@@ -147,7 +147,7 @@ impl std::fmt::Debug for Running {
 
 impl Running {
     /// The connection.
-    pub fn conn(&self) -> &Connection {
+    pub fn conn(&self) -> &Link {
         &self.conn
     }
 
@@ -486,6 +486,9 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
             format!("`{name}` is not an MCP server"),
         ));
     };
+    if let Some(url) = &exec.url {
+        return start_remote(launch, exec, url, digest);
+    }
     let root = &launch.project.root;
     let m = &launch.tool.manifest;
     let fail = |kind, message: String| unavailable(kind, message);
@@ -629,13 +632,15 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
             })
             .map_err(|e| fail(ErrorKind::Internal, format!("starting its thread: {e}")))?
     };
-    let conn = Connection::new(
-        ours,
-        Box::new(|| {
-            GENERATION.fetch_add(1, Ordering::SeqCst);
-        }),
-    )
-    .map_err(|e| fail(ErrorKind::Internal, format!("reading the server: {e}")))?;
+    let conn = Link::Stdio(
+        Connection::new(
+            ours,
+            Box::new(|| {
+                GENERATION.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .map_err(|e| fail(ErrorKind::Internal, format!("reading the server: {e}")))?,
+    );
     let running = Running {
         conn,
         cancel,
@@ -688,7 +693,103 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
     }
 }
 
-fn handshake(conn: &Connection) -> Result<Listed, ClientError> {
+/// Connects to the remote server of `launch` (nothing to jail: glovebox
+/// sends every request itself, under the manifest's network allowlist and
+/// the SSRF guard) and lists its tools.
+fn start_remote(
+    launch: &Launch<'_>,
+    exec: &McpExec,
+    url: &str,
+    digest: String,
+) -> Result<Running, Unavailable> {
+    let name = &launch.tool.name;
+    let m = &launch.tool.manifest;
+    let root = &launch.project.root;
+    let fail = |kind, message: String| unavailable(kind, format!("MCP server `{name}`: {message}"));
+    if !m.permissions.network.enabled() {
+        return Err(fail(
+            ErrorKind::ManifestInvalid,
+            "a remote server needs the network; add its host to permissions.network.allow".into(),
+        ));
+    }
+    let values = secrets::resolve(&m.permissions, launch.secrets).map_err(|missing| {
+        fail(
+            ErrorKind::SecretMissing,
+            format!(
+                "required secrets not set in the environment: {}",
+                missing.join(", ")
+            ),
+        )
+    })?;
+    let mut headers = Vec::new();
+    for (k, template) in &exec.headers {
+        let v = expand(template, &values).map_err(|why| {
+            fail(
+                ErrorKind::ManifestInvalid,
+                format!("exec.mcp.headers.{k}: {why}"),
+            )
+        })?;
+        headers.push((k.clone(), v, template.contains("${")));
+    }
+    let extra_ca = launch
+        .config
+        .security
+        .http
+        .extra_ca_file
+        .as_deref()
+        .map(|f| resolve(root, f));
+    let tls = crate::proxy::tls::client_config(extra_ca.as_deref())
+        .map_err(|e| fail(ErrorKind::ManifestInvalid, run::error_chain(&e)))?;
+    let allow = m.permissions.network.allowlist().map_err(|e| {
+        fail(
+            ErrorKind::ManifestInvalid,
+            format!("permissions.network: {e}"),
+        )
+    })?;
+    let opts = crate::proxy::Options {
+        allow_private: launch.config.security.http.allow_private,
+        allow,
+        tls,
+        timeout: START_LIMIT,
+        max_body: super::client::MAX_LINE as u64,
+        follow_cross_origin: false,
+        secret_query_keys: Vec::new(),
+        secret_values: values.values().cloned().collect(),
+    };
+    let remote = super::remote::Remote::new(url, &headers, opts)
+        .map_err(|why| fail(ErrorKind::ManifestInvalid, why))?;
+    let running = Running {
+        conn: Link::Remote(Box::new(remote)),
+        cancel: Cancel::new(),
+        digest,
+        listed: Mutex::new(Listed::new(Vec::new())),
+        ended: Arc::new(Mutex::new(None)),
+        thread: Mutex::new(None),
+        busy: AtomicUsize::new(0),
+    };
+    let listed = handshake(&running.conn).map_err(|e| {
+        let kind = match &e {
+            ClientError::Http { kind, .. } => *kind,
+            ClientError::Timeout { .. } => ErrorKind::Timeout,
+            _ => ErrorKind::HttpError,
+        };
+        fail(
+            kind,
+            format!(
+                "did not start: {}",
+                Redactor::new(&values).text(&e.to_string())
+            ),
+        )
+    })?;
+    *running
+        .listed
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = listed;
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+    Ok(running)
+}
+
+fn handshake(conn: &Link) -> Result<Listed, ClientError> {
     conn.request(
         "initialize",
         json!({
@@ -703,7 +804,7 @@ fn handshake(conn: &Connection) -> Result<Listed, ClientError> {
     list_all(conn)
 }
 
-fn list_all(conn: &Connection) -> Result<Listed, ClientError> {
+fn list_all(conn: &Link) -> Result<Listed, ClientError> {
     let mut tools = Vec::new();
     let mut cursor: Option<Value> = None;
     for _ in 0..MAX_PAGES {
