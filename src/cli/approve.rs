@@ -61,8 +61,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                 .map(|t| {
                     format!(
                         "  {}: {}",
-                        t["name"].as_str().unwrap_or("?"),
-                        t["description"].as_str().unwrap_or("")
+                        glovebox::mcpwrap::printable(t["name"].as_str().unwrap_or("?")),
+                        glovebox::mcpwrap::printable(t["description"].as_str().unwrap_or(""))
                     )
                 })
                 .collect();

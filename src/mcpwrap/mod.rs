@@ -228,11 +228,7 @@ fn tools_of(server: &Tool, listed: &server::Listed) -> Vec<Tool> {
         }
         let mut m = server.manifest.clone();
         m.name = full.clone();
-        m.description = t
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or(name)
-            .to_string();
+        m.description = printable(t.get("description").and_then(Value::as_str).unwrap_or(name));
         m.inputs.schema = match t.get("inputSchema") {
             Some(s @ Value::Object(_)) => s.clone(),
             _ => json!({"type": "object"}),
@@ -263,6 +259,21 @@ fn tools_of(server: &Tool, listed: &server::Listed) -> Vec<Tool> {
         });
     }
     out
+}
+
+/// `text` without control characters (but newlines and tabs): what a
+/// server says is shown on terminals (`glovebox list`, `approve`), where
+/// an escape sequence could hide or rewrite what a person reads.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// One call of a server's tool, decided by the engine (its inputs
@@ -474,4 +485,15 @@ fn outcome(name: &str, w: &Wrapped, result: &Value, redact: &Redactor) -> Outcom
         (_, None) => Value::Array(content),
     };
     Outcome::success(name, redact.value(output))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn what_a_server_says_is_printed_without_escapes() {
+        assert_eq!(
+            super::printable("ok\n\tline \u{1b}[2Kgone\u{7}\u{9b}"),
+            "ok\n\tline \u{FFFD}[2Kgone\u{FFFD}\u{FFFD}"
+        );
+    }
 }
