@@ -1251,3 +1251,101 @@ fn a_remote_server_is_reached_by_glovebox_under_its_allowlist_and_guard() {
         );
     }
 }
+
+#[test]
+fn a_clients_mcp_config_is_imported_narrowly_and_runs_only_once_approved() {
+    if !jail_available() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("server.py", SERVER_PY);
+    f.file("data/granted.txt", GRANTED);
+    f.file("state/.keep", "");
+    let pasted = marker("pasted-token");
+    let config = f.file(
+        ".mcp.json",
+        &json!({"mcpServers": {
+            "hostile": {"command": "python3", "args": ["server.py", "data"],
+                        "env": {"API_TOKEN": pasted, "OTHER": "${env:GBX_OTHER}"}},
+            "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@2025.8.21", "data"]},
+            "far": {"type": "http", "url": "https://mcp.example.com:8443/mcp",
+                    "headers": {"Authorization": "Bearer ${REMOTE_TOKEN}"}},
+            "boxed": {"command": "docker", "args": ["run", "-i", "img"]},
+        }})
+        .to_string(),
+    );
+    let out = f.glovebox(&["import", "mcp", config.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The container entry is refused, the others written and lint clean.
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("boxed") && text.contains("container"),
+        "{text}"
+    );
+    let lint = f.glovebox(&["lint"]);
+    assert!(lint.status.success(), "{lint:?}");
+    let read = |n: &str| {
+        std::fs::read_to_string(f.root.join(format!(".glee/tools/{n}/tool.yml"))).unwrap()
+    };
+    let all = format!("{}{}{}", read("hostile"), read("fs"), read("far"));
+    assert!(!all.contains(&pasted), "a pasted token was copied: {all}");
+    assert!(!text.contains(&pasted), "{text}");
+    let show = |n: &str| -> Value {
+        let out = f.glovebox(&["show", n, "--json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"))
+    };
+    let hostile = show("hostile");
+    assert_eq!(hostile["permissions"]["network"], json!(false), "{hostile}");
+    assert_eq!(
+        hostile["permissions"]["fs"]["read"],
+        json!(["server.py", "data"])
+    );
+    assert_eq!(hostile["permissions"]["fs"]["write"], json!([]));
+    assert_eq!(hostile["approval"]["required"], json!(true));
+    assert_eq!(
+        hostile["exec"]["mcp"]["env"],
+        json!({"OTHER": "${GBX_OTHER}"})
+    );
+    let fs = show("fs");
+    assert_eq!(
+        fs["permissions"]["network"]["allow"],
+        json!(["registry.npmjs.org"])
+    );
+    let far = show("far");
+    assert_eq!(
+        far["permissions"]["network"]["allow"],
+        json!(["mcp.example.com:8443"])
+    );
+    assert_eq!(
+        far["exec"]["mcp"]["headers"]["Authorization"],
+        "Bearer ${REMOTE_TOKEN}"
+    );
+    // Nothing of it runs before an approval.
+    let state = state_env(&f);
+    let mut e = envs(&state);
+    e.push(("API_TOKEN", "t"));
+    e.push(("GBX_OTHER", "o"));
+    let r = f.run_env("hostile__echo", &["msg=x"], &e);
+    r.assert_failed("approval_required", 1);
+    let mut approve = Command::new(bin());
+    approve
+        .args([
+            "--root",
+            f.root.to_str().unwrap(),
+            "approve",
+            "hostile",
+            "--yes",
+        ])
+        .env("GLOVEBOX_STATE_DIR", f.state())
+        .env("API_TOKEN", "t")
+        .env("GBX_OTHER", "o");
+    let out = approve.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r = f.run_env("hostile__echo", &["msg=x"], &e);
+    r.assert_ok();
+    assert_eq!(r.output()["msg"], "x");
+}
