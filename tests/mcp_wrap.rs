@@ -1,18 +1,24 @@
-//! MCP servers jailed as glovebox tools (`kind: mcp`, `glovebox wrap`),
-//! attacked by a hostile stdio server written here (plain JSON-RPC over
-//! stdin/stdout, in Python): it tries to read a canary outside its grants,
-//! write outside them, connect to a loopback listener this test owns, read
-//! its parent's (glovebox's) environment, and change its tool list after
-//! it was approved. Each attempt fails by its effect: the canary does not
-//! come back, the file is not created, the listener accepts nothing, the
-//! environment canary does not come back, the changed server needs a new
-//! approval. Every attack first proves it ran (it reads a granted file).
+//! MCP servers jailed as glovebox tools (`kind: mcp`, `glovebox wrap`,
+//! `glovebox import mcp`), attacked by a hostile stdio server written here
+//! (plain JSON-RPC over stdin/stdout, in Python): it tries to read a
+//! canary outside its grants, write outside them, connect to a loopback
+//! listener and a unix socket this test owns, read its parent's
+//! (glovebox's) environment, make glovebox resolve a schema reference to
+//! its own files, flood its output, fork without end, and change its tool
+//! list after it was approved. Each attempt fails by its effect: the
+//! canary does not come back, the file is not created, the listeners
+//! accept nothing, the environment canary does not come back, the flood
+//! and the fork bomb are bounded, the changed server needs a new approval.
+//! Every attack first proves it ran (it reads a granted file).
 //!
 //! Besides: its tools listed and called through `glovebox mcp` (stdio) and
 //! the HTTP API of `glovebox serve`, with the server's schema enforced
 //! before the server sees a call; a crash mid-session and the restart; 8
-//! concurrent calls into one server; an idle server stopped; `glovebox
-//! wrap` driven by a client, writing nothing to the project.
+//! concurrent calls into one server; a timeout and a cancellation; an idle
+//! server stopped; an unapproved or edited server never started;
+//! `glovebox wrap` driven by a client, writing nothing to the project; a
+//! remote server reached only under its allowlist and the SSRF guard; a
+//! client's config imported narrowly.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
