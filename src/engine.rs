@@ -184,7 +184,11 @@ impl Engine {
             return Engine::open_with(root, tools_json);
         }
         match crate::manifest::discover::find_root(root) {
-            Ok(root) => Ok(Engine::new(Project::load_one(&root, name)?)),
+            // A tool of an MCP server loads (and starts) that server only.
+            Ok(root) => Ok(Engine::new(Project::load_one(
+                &root,
+                crate::mcpwrap::directory_of(&root, name),
+            )?)),
             // No .glee/ above: maybe a tools.json drop-in; the full
             // discovery decides (and reports).
             Err(_) => Engine::open_with(root, None),

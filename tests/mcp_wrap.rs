@@ -1429,3 +1429,29 @@ fn a_flooding_or_forking_server_is_bounded_and_glovebox_keeps_serving() {
     );
     assert_eq!(c.close(), Some(0));
 }
+
+#[test]
+fn running_one_servers_tool_starts_no_other_server() {
+    if !jail_available() {
+        return;
+    }
+    let f = plain();
+    // A second server that records its start.
+    f.tool(&json!({
+        "name": "other",
+        "description": "another server",
+        "kind": "mcp",
+        "version": 1,
+        "exec": {"mcp": {"entrypoint": "python3", "args": ["-c", "open('state/other-started', 'w').write('x')"]}},
+        "permissions": {"fs": {"write": ["state"]}},
+    }));
+    let state = state_env(&f);
+    f.run_env("srv__echo", &["msg=one"], &envs(&state))
+        .assert_ok();
+    assert_eq!(starts(&f), 1);
+    assert!(!f.root.join("state/other-started").exists());
+    // `list` starts every server (it shows their tools).
+    let out = f.glovebox(&["list"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(f.root.join("state/other-started").exists());
+}

@@ -133,6 +133,17 @@ pub fn add_to(mut project: Project) -> Project {
     project
 }
 
+/// The tool directory a one-tool load of `name` reads: the server's, for
+/// `SERVER__TOOL` when `.glee/tools/SERVER` exists and no directory of
+/// that full name does; else `name`.
+pub fn directory_of<'a>(root: &std::path::Path, name: &'a str) -> &'a str {
+    let tools = root.join(crate::manifest::discover::TOOLS_DIR);
+    match name.split_once(SEPARATOR) {
+        Some((server, _)) if !tools.join(name).is_dir() && tools.join(server).is_dir() => server,
+        _ => name,
+    }
+}
+
 /// For `SERVER__TOOL` where SERVER is an MCP server of `project` that
 /// could not list its tools: the Outcome that says why (its start's error
 /// kind and message), instead of an unknown tool.
