@@ -181,3 +181,75 @@ fn the_official_client_drives_glovebox_wrap_of_a_real_server() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("state")], "{left:?}");
 }
+
+/// The reference filesystem server (npm; tests/mcp/setup-node.sh),
+/// granted only to read `data/`, though it is told `data/` is its own to
+/// change: it reads there, and its writes fail by the jail, whatever the
+/// server itself allows.
+#[test]
+fn the_reference_filesystem_server_reads_its_grant_and_writes_nothing() {
+    if !jail_available() {
+        return;
+    }
+    let Some(node_dir) = venv_program(
+        "tests/mcp/setup-node.sh",
+        "GLOVEBOX_MCP_NODE",
+        "mcp-node",
+        "",
+    ) else {
+        return;
+    };
+    // venv_program names DIR/bin/; the install is DIR.
+    let install = node_dir.parent().unwrap().to_path_buf();
+    let main = install.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(main.is_file(), "{main:?}");
+    let f = Fixture::new();
+    let data = f
+        .file("data/a.txt", "hello from data")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    f.tool(&json!({
+        "name": "fs",
+        "description": "the reference filesystem server",
+        "kind": "mcp",
+        "version": 1,
+        "exec": {"mcp": {"entrypoint": "node", "args": [main, data]}},
+        "permissions": {"fs": {"read": [install, "data"]}},
+    }));
+    let state = f.state();
+    let mut s = StdioMcp::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &[],
+    );
+    let read = s.call(1, "fs__read_text_file", json!({"path": data.join("a.txt")}));
+    assert_ne!(read["result"]["isError"], json!(true), "{read}");
+    assert!(read.to_string().contains("hello from data"), "{read}");
+    // The server believes data/ is writable; the jail says otherwise.
+    let wrote = s.call(
+        2,
+        "fs__write_file",
+        json!({"path": data.join("new.txt"), "content": "pwned"}),
+    );
+    assert_eq!(wrote["result"]["isError"], json!(true), "{wrote}");
+    let said = wrote.to_string();
+    assert!(
+        said.contains("EROFS") || said.contains("EACCES") || said.contains("EPERM"),
+        "refused by the server, not the jail: {wrote}"
+    );
+    assert!(
+        !data.join("new.txt").exists(),
+        "the server wrote past its grant"
+    );
+    let edit = s.call(
+        3,
+        "fs__edit_file",
+        json!({"path": data.join("a.txt"), "edits": [{"oldText": "hello", "newText": "pwned"}]}),
+    );
+    assert_eq!(edit["result"]["isError"], json!(true), "{edit}");
+    assert_eq!(
+        std::fs::read_to_string(data.join("a.txt")).unwrap(),
+        "hello from data"
+    );
+}

@@ -227,11 +227,11 @@ fn convert(root: &Path, file: &str, key: &str, entry: &Value) -> Result<Converte
         match program {
             "npx" | "bunx" | "pnpm" | "npm" => {
                 network.push("registry.npmjs.org".into());
-                notes.push("network: registry.npmjs.org, for the package it fetches at start; pin the version in args (pkg@1.2.3)".into());
+                notes.push("network: registry.npmjs.org, for the package it fetches at start; but what it fetches lands in the jail's HOME, which no jail may execute: install the package (pinned) under a read grant and run it with node instead".into());
             }
             "uvx" | "uv" | "pipx" => {
                 network.extend(["pypi.org".into(), "files.pythonhosted.org".into()]);
-                notes.push("network: PyPI, for the package it fetches at start; pin the version in args (pkg==1.2.3)".into());
+                notes.push("network: PyPI, for the package it fetches at start; what it fetches lands in the jail's HOME: install the package (pinned) in a venv under a read grant and run its script instead".into());
             }
             "docker" | "podman" => {
                 return Err(refuse(format!(
