@@ -832,6 +832,14 @@ fn tools_rules_filter_and_gate_the_servers_tools() {
     let out = f.glovebox(&["list", "--json"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("srv__echo"), "{text}");
+    // Its claim to be read-only contradicts its write grant: said, dropped.
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(
+            "says its tool `echo` is read-only, not destructive, but its grants allow writes"
+        ),
+        "{said}"
+    );
     for hidden in ["srv__slow", "srv__attack", "srv__crash"] {
         assert!(!text.contains(hidden), "{hidden} offered: {text}");
     }

@@ -237,6 +237,7 @@ fn tools_of(server: &Tool, listed: &server::Listed) -> Vec<Tool> {
             );
             continue;
         }
+        contradicted_hints(server, name, t);
         let mut m = server.manifest.clone();
         m.name = full.clone();
         m.description = printable(t.get("description").and_then(Value::as_str).unwrap_or(name));
@@ -285,6 +286,52 @@ pub fn printable(text: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Says once per process (on stderr) when a server's own hints for its
+/// tool `name` claim less than its grants allow: glovebox's hints come
+/// from the grants ([`crate::export::mcp_annotations`]), so the claim is
+/// dropped, not believed.
+fn contradicted_hints(server: &Tool, name: &str, t: &Value) {
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    static TOLD: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
+    let Some(a) = t.get("annotations") else {
+        return;
+    };
+    let p = &server.manifest.permissions;
+    let (writes, net) = (!p.fs.write.is_empty(), p.network.enabled());
+    let mut claims = Vec::new();
+    if a.get("readOnlyHint") == Some(&Value::Bool(true)) && (writes || net) {
+        claims.push("read-only");
+    }
+    if a.get("destructiveHint") == Some(&Value::Bool(false)) && writes {
+        claims.push("not destructive");
+    }
+    if a.get("openWorldHint") == Some(&Value::Bool(false)) && net {
+        claims.push("closed-world");
+    }
+    if claims.is_empty() {
+        return;
+    }
+    let key = format!("{}{SEPARATOR}{name}", server.name);
+    let first = TOLD
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key.clone());
+    if first {
+        eprintln!(
+            "glovebox: warning: MCP server `{}` says its tool `{}` is {}, but its grants allow {}: glovebox's hints follow the grants",
+            server.name,
+            printable(name),
+            claims.join(", "),
+            match (writes, net) {
+                (true, true) => "writes and the network",
+                (true, false) => "writes",
+                _ => "the network",
+            }
+        );
+    }
 }
 
 /// One call of a server's tool, decided by the engine (its inputs
