@@ -197,6 +197,16 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}})
 "#;
 
+/// Tests that start servers hold this shared; the fork bomb holds it
+/// alone. Without namespaces the process limit is `RLIMIT_NPROC`, which
+/// counts every process of the uid: a fork bomb in one test would starve
+/// another test's server (of the same uid) of threads.
+static PROCESSES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    PROCESSES.read().unwrap_or_else(|p| p.into_inner())
+}
+
 /// What the server's `attack` reads to prove it ran.
 const GRANTED: &str = "granted-marker";
 
@@ -324,6 +334,7 @@ fn a_hostile_server_reads_writes_connects_and_snoops_nothing() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = plain();
     let canary = marker("canary");
     let canary_file = f.outside.join("canary.txt");
@@ -396,6 +407,7 @@ fn a_networked_server_reaches_no_loopback_listener_through_the_gateway() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = project(
         json!({"network": {"allow": ["example.invalid"]}}),
         json!({}),
@@ -576,6 +588,7 @@ fn tools_are_listed_and_called_through_glovebox_mcp_with_the_servers_schema() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = plain();
     let mut c = mcp_client(&f, &[]);
     let tools = c.tools();
@@ -629,6 +642,7 @@ fn tools_are_listed_and_called_through_the_http_api() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = plain();
     let state = state_env(&f);
     let s = Served::start(&f.root, &envs(&state), &[]);
@@ -648,6 +662,7 @@ fn eight_concurrent_calls_share_one_server() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = plain();
     let state = state_env(&f);
     let s = std::sync::Arc::new(Served::start(&f.root, &envs(&state), &[]));
@@ -685,6 +700,7 @@ fn a_server_that_crashes_mid_call_is_started_again() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = plain();
     let mut c = mcp_client(&f, &[]);
     let ok = c.call("srv__echo", json!({"msg": "one"}));
@@ -722,6 +738,7 @@ fn an_idle_server_is_stopped_and_started_again_on_use() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = project(
         json!({}),
         json!({"idle_ms": 300}),
@@ -746,6 +763,7 @@ fn a_server_that_changes_its_tools_after_approval_needs_approval_again() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = project(
         json!({}),
         json!({}),
@@ -801,6 +819,7 @@ fn the_approval_of_a_server_survives_a_restart_that_serves_the_same_list() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = project(
         json!({}),
         json!({}),
@@ -822,6 +841,7 @@ fn tools_rules_filter_and_gate_the_servers_tools() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = project(
         json!({}),
         json!({"tools": {"allow": ["echo", "slow"], "deny": ["slow"], "approve": ["echo"]}}),
@@ -865,6 +885,7 @@ fn glovebox_wrap_serves_one_jailed_server_and_writes_nothing_to_the_project() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let tmp = tempdir();
     let dir = tmp.path().join("work");
     std::fs::create_dir_all(dir.join("data")).unwrap();
@@ -1048,6 +1069,7 @@ fn a_slow_call_is_cancelled_by_its_client_and_timed_out_by_its_limit() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = project(
         json!({}),
         json!({"timeout_ms": 1000}),
@@ -1098,6 +1120,7 @@ fn an_edited_server_does_not_start_on_its_old_approval() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let approval = json!({"required": true, "reason": "a third-party server"});
     let f = project(json!({}), json!({}), approval.clone());
     let state = state_env(&f);
@@ -1311,6 +1334,7 @@ fn a_clients_mcp_config_is_imported_narrowly_and_runs_only_once_approved() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = Fixture::new();
     f.file("server.py", SERVER_PY);
     f.file("data/granted.txt", GRANTED);
@@ -1409,6 +1433,7 @@ fn a_flooding_or_forking_server_is_bounded_and_glovebox_keeps_serving() {
     if !jail_available() {
         return;
     }
+    let _alone = PROCESSES.write().unwrap_or_else(|p| p.into_inner());
     let f = plain();
     let mut c = mcp_client(&f, &[]);
     c.call("srv__echo", json!({"msg": "up"}));
@@ -1442,6 +1467,7 @@ fn running_one_servers_tool_starts_no_other_server() {
     if !jail_available() {
         return;
     }
+    let _shared = shared();
     let f = plain();
     // A second server that records its start.
     f.tool(&json!({
