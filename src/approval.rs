@@ -230,6 +230,11 @@ fn fingerprint_hashing(
     for f in &fp.files {
         files.insert(rel(root, f), hash(f)?);
     }
+    if let Exec::Mcp(m) = &tool.manifest.exec {
+        for f in mcp_code_outside(root, m) {
+            files.insert(f.display().to_string(), hash(&f)?);
+        }
+    }
     let paths = fp
         .paths
         .iter()
@@ -267,6 +272,53 @@ fn fingerprint_hashing(
         interpreter,
         served,
     })
+}
+
+/// An MCP server's code outside the project (a server installed under
+/// a read grant elsewhere: `~/.mcp-servers/…/index.js`, a venv's script),
+/// which [`footprint`] does not cover: the entrypoint and each argument
+/// naming an existing regular file outside the root, and the
+/// `package.json` of the npm package such a file belongs to (its name
+/// and version). Absolute paths, hashed like the project's files.
+pub fn mcp_code_outside(root: &Path, m: &crate::manifest::model::McpExec) -> Vec<PathBuf> {
+    let cwd = resolve(root, &m.cwd);
+    let real_root = footprint::resolved(root);
+    let mut out: Vec<PathBuf> = Vec::new();
+    let named = (m.entrypoint.contains('/'))
+        .then(|| resolve(root, &m.entrypoint))
+        .into_iter()
+        .chain(
+            m.args
+                .iter()
+                .filter(|a| !a.starts_with('-') && !a.contains("${"))
+                .map(|a| resolve(&cwd, a)),
+        );
+    for p in named {
+        let real = footprint::resolved(&p);
+        if real.starts_with(&real_root) || !real.is_file() {
+            continue;
+        }
+        // The package the file belongs to: the directory below the
+        // nearest `node_modules` (one more level for a `@scope`).
+        let parts: Vec<_> = real.components().collect();
+        if let Some(i) = parts.iter().rposition(|c| c.as_os_str() == "node_modules") {
+            let scoped = parts
+                .get(i + 1)
+                .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('@'));
+            let end = i + if scoped { 3 } else { 2 };
+            if end <= parts.len() {
+                let package: PathBuf = parts[..end].iter().collect();
+                let manifest = package.join("package.json");
+                if manifest.is_file() && !out.contains(&manifest) {
+                    out.push(manifest);
+                }
+            }
+        }
+        if !out.contains(&real) {
+            out.push(real);
+        }
+    }
+    out
 }
 
 /// What differs between the approved fingerprint and the current one, one
@@ -420,6 +472,32 @@ impl Store {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_mcp_servers_code_outside_the_project_is_covered() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("project");
+        let pkg = d.path().join("srv/node_modules/@scope/pkg");
+        std::fs::create_dir_all(pkg.join("dist")).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(pkg.join("package.json"), "{}").unwrap();
+        std::fs::write(pkg.join("dist/index.js"), "x").unwrap();
+        std::fs::write(root.join("inside.py"), "x").unwrap();
+        let m: crate::manifest::model::McpExec = serde_json::from_value(serde_json::json!({
+            "entrypoint": "node",
+            "args": [pkg.join("dist/index.js"), "inside.py", "--flag", "data"]
+        }))
+        .unwrap();
+        let got = mcp_code_outside(&root, &m);
+        let real = |p: PathBuf| footprint::resolved(&p);
+        assert_eq!(
+            got,
+            vec![
+                real(pkg.join("package.json")),
+                real(pkg.join("dist/index.js"))
+            ]
+        );
+    }
 
     #[test]
     fn a_stamped_hash_follows_every_rewrite_of_the_file() {

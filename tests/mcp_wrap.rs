@@ -1149,6 +1149,29 @@ fn an_edited_server_does_not_start_on_its_old_approval() {
     let r = f2.run_env("srv__echo", &["msg=no"], &envs(&state2));
     r.assert_failed("approval_required", 1);
     assert_eq!(starts(&f2), 1);
+    // And a server installed outside the project, under a read grant:
+    // its code is covered too.
+    let f3 = Fixture::new();
+    f3.file("data/granted.txt", GRANTED);
+    f3.file("state/.keep", "");
+    let script = f3.outside.join("server.py");
+    std::fs::write(&script, SERVER_PY).unwrap();
+    f3.tool(&json!({
+        "name": "srv", "description": "installed elsewhere", "kind": "mcp", "version": 1,
+        "exec": {"mcp": {"entrypoint": "python3", "args": [script, server_marker(&f3)]}},
+        "permissions": {"fs": {"read": [script, "data"], "write": ["state"]}},
+        "approval": {"required": true, "reason": "a third-party server"},
+    }));
+    let out = f3.glovebox(&["approve", "srv", "--yes"]);
+    assert!(out.status.success(), "{out:?}");
+    let state3 = state_env(&f3);
+    f3.run_env("srv__echo", &["msg=ok"], &envs(&state3))
+        .assert_ok();
+    assert_eq!(starts(&f3), 2);
+    std::fs::write(&script, format!("{SERVER_PY}\n# edited\n")).unwrap();
+    let r = f3.run_env("srv__echo", &["msg=no"], &envs(&state3));
+    r.assert_failed("approval_required", 1);
+    assert_eq!(starts(&f3), 2, "the edited server outside the project ran");
 }
 
 /// A remote MCP server (Streamable HTTP) on loopback: answers JSON, and
