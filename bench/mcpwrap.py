@@ -67,6 +67,25 @@ class Client:
         self.p.wait(timeout=30)
 
 
+def rss_kib(pid):
+    """VmRSS of `pid` and of every process below it, in KiB."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/status" % p) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            # Children of every thread (glovebox starts the jail from one).
+            for t in os.listdir("/proc/%d/task" % p):
+                with open("/proc/%d/task/%s/children" % (p, t)) as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return total
+
+
 def session(argv, cwd, tool, calls, env=None):
     t0 = time.perf_counter()
     c = Client(argv, cwd, env)
@@ -83,8 +102,9 @@ def session(argv, cwd, tool, calls, env=None):
         r = c.request("tools/call", {"name": tool, "arguments": {"msg": "m%d" % k}})
         lat.append(time.perf_counter() - t)
         assert "result" in r and not r["result"].get("isError"), r
+    rss = rss_kib(c.p.pid)
     c.close()
-    return start, sorted(lat)
+    return start, sorted(lat), rss
 
 
 def pct(xs, q):
@@ -107,14 +127,14 @@ def main():
                        "exec": {"mcp": {"entrypoint": "python3", "args": ["server.py"]}},
                        "permissions": {"fs": {"read": ["server.py"]}}}, f)
         env = dict(os.environ, GLOVEBOX_STATE_DIR=os.path.join(d, "state"))
-        bare_start, bare = session(["python3", "server.py"], d, "echo", a.calls)
-        gb_start, wrapped = session([gb, "--root", d, "mcp"], d, "echo__echo", a.calls, env)
-    print("| | start (spawn → tools/list) | call p50 | p90 | p99 |")
-    print("|---|---|---|---|---|")
-    print("| bare server | %.1f ms | %.3f ms | %.3f ms | %.3f ms |" % (
-        bare_start * 1000, pct(bare, .5), pct(bare, .9), pct(bare, .99)))
-    print("| through `glovebox mcp` (jailed) | %.1f ms | %.3f ms | %.3f ms | %.3f ms |" % (
-        gb_start * 1000, pct(wrapped, .5), pct(wrapped, .9), pct(wrapped, .99)))
+        bare_start, bare, bare_rss = session(["python3", "server.py"], d, "echo", a.calls)
+        gb_start, wrapped, gb_rss = session([gb, "--root", d, "mcp"], d, "echo__echo", a.calls, env)
+    print("| | start (spawn → tools/list) | call p50 | p90 | p99 | RSS (its process tree) |")
+    print("|---|---|---|---|---|---|")
+    print("| bare server | %.1f ms | %.3f ms | %.3f ms | %.3f ms | %.1f MiB |" % (
+        bare_start * 1000, pct(bare, .5), pct(bare, .9), pct(bare, .99), bare_rss / 1024))
+    print("| through `glovebox mcp` (jailed) | %.1f ms | %.3f ms | %.3f ms | %.3f ms | %.1f MiB |" % (
+        gb_start * 1000, pct(wrapped, .5), pct(wrapped, .9), pct(wrapped, .99), gb_rss / 1024))
     print("\nadded per call (p50): %.3f ms; of which the audit log's durable intent and result lines are part"
           % (pct(wrapped, .5) - pct(bare, .5)))
     print("calls: %d, mean bare %.3f ms, wrapped %.3f ms" % (
