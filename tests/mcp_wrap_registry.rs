@@ -253,3 +253,77 @@ fn the_reference_filesystem_server_reads_its_grant_and_writes_nothing() {
         "hello from data"
     );
 }
+
+/// The same with the official 2.x client (tests/mcp/setup2.sh), on both
+/// MCP revisions it speaks: 2026-07-28 (`auto`) and 2025-11-25 (`legacy`).
+const SDK2_CLIENT: &str = r#"
+import asyncio, json, os, sys, warnings
+warnings.simplefilter("ignore")
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+
+async def main():
+    gb, venv, prog, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    server = StdioServerParameters(command=gb, args=[
+        "wrap", "--read", venv, "--name", "time", "--", prog, "--local-timezone", "UTC"],
+        env=dict(os.environ))
+    async with Client(server, mode=mode,
+                      client_info=types.Implementation(name="mcp-wrap-test", version="1")) as c:
+        want = "2026-07-28" if mode == "auto" else "2025-11-25"
+        assert c.protocol_version == want, c.protocol_version
+        names = sorted(t.name for t in (await c.list_tools()).tools)
+        assert "time__convert_time" in names, names
+        r = await c.call_tool("time__convert_time", {
+            "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+        assert not r.is_error, r
+        assert "+09:00" in json.dumps([x.model_dump() for x in r.content]), r
+        bad = await c.call_tool("time__convert_time", {"time": "12:00"})
+        assert bad.is_error, bad
+        print("SDK2-OK", mode)
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn the_official_2x_client_drives_glovebox_wrap_on_both_revisions() {
+    if !jail_available() {
+        return;
+    }
+    let Some(program) = venv_program(
+        "tests/mcp/setup-time.sh",
+        "GLOVEBOX_MCP_TIME_VENV",
+        "mcp-time-venv",
+        "mcp-server-time",
+    ) else {
+        return;
+    };
+    let Some(python) = venv_program(
+        "tests/mcp/setup2.sh",
+        "GLOVEBOX_MCP2_VENV",
+        "mcp2-venv",
+        "python",
+    ) else {
+        return;
+    };
+    let venv = program.parent().unwrap().parent().unwrap();
+    for mode in ["auto", "legacy"] {
+        let work = tempdir();
+        let out = std::process::Command::new(&python)
+            .arg("-c")
+            .arg(SDK2_CLIENT)
+            .arg(bin())
+            .arg(venv)
+            .arg(&program)
+            .arg(mode)
+            .current_dir(work.path())
+            .env("GLOVEBOX_STATE_DIR", work.path().join("state"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("SDK2-OK"),
+            "{mode}: stdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
