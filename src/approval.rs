@@ -66,6 +66,22 @@ pub struct Fingerprint {
     /// The venv's interpreter, its `bin/python` links resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpreter: Option<String>,
+    /// An MCP server's (`exec.mcp`): the sha256 of the tool list it
+    /// served (names, descriptions, schemas, annotations), so that a
+    /// server that changes what it offers after its approval needs a new
+    /// one (see `crate::mcpwrap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<String>,
+}
+
+/// The name an approval of `tool` is recorded under: its own, or for a
+/// tool of an MCP server, the server's (one approval covers the server
+/// and the tool list it served).
+pub fn key(tool: &Tool) -> &str {
+    match &tool.manifest.exec {
+        Exec::Mcp(m) => m.wrapped.as_ref().map_or(&tool.name, |w| &w.server),
+        _ => &tool.name,
+    }
 }
 
 /// One recorded approval.
@@ -134,6 +150,7 @@ fn grant_paths(root: &Path, tool: &Tool) -> Vec<(String, PathBuf)> {
             }
         }
         Exec::AgentCli(a) => out.push(("cwd".into(), PathBuf::from(&a.dir))),
+        Exec::Mcp(m) => out.push(("cwd".into(), resolve(root, &m.cwd))),
         Exec::Http(_) => {}
     }
     out
@@ -213,6 +230,11 @@ fn fingerprint_hashing(
     for f in &fp.files {
         files.insert(rel(root, f), hash(f)?);
     }
+    if let Exec::Mcp(m) = &tool.manifest.exec {
+        for f in mcp_code_outside(root, m) {
+            files.insert(f.display().to_string(), hash(&f)?);
+        }
+    }
     let paths = fp
         .paths
         .iter()
@@ -234,12 +256,69 @@ fn fingerprint_hashing(
         }),
         _ => None,
     };
+    let served = match &tool.manifest.exec {
+        Exec::Mcp(m) => Some(
+            m.wrapped
+                .as_ref()
+                .map(|w| w.served.clone())
+                .unwrap_or_default(),
+        ),
+        _ => None,
+    };
     Ok(Fingerprint {
         files,
         paths,
         grants,
         interpreter,
+        served,
     })
+}
+
+/// An MCP server's code outside the project (a server installed under
+/// a read grant elsewhere: `~/.mcp-servers/…/index.js`, a venv's script),
+/// which [`footprint`] does not cover: the entrypoint and each argument
+/// naming an existing regular file outside the root, and the
+/// `package.json` of the npm package such a file belongs to (its name
+/// and version). Absolute paths, hashed like the project's files.
+pub fn mcp_code_outside(root: &Path, m: &crate::manifest::model::McpExec) -> Vec<PathBuf> {
+    let cwd = resolve(root, &m.cwd);
+    let real_root = footprint::resolved(root);
+    let mut out: Vec<PathBuf> = Vec::new();
+    let named = (m.entrypoint.contains('/'))
+        .then(|| resolve(root, &m.entrypoint))
+        .into_iter()
+        .chain(
+            m.args
+                .iter()
+                .filter(|a| !a.starts_with('-') && !a.contains("${"))
+                .map(|a| resolve(&cwd, a)),
+        );
+    for p in named {
+        let real = footprint::resolved(&p);
+        if real.starts_with(&real_root) || !real.is_file() {
+            continue;
+        }
+        // The package the file belongs to: the directory below the
+        // nearest `node_modules` (one more level for a `@scope`).
+        let parts: Vec<_> = real.components().collect();
+        if let Some(i) = parts.iter().rposition(|c| c.as_os_str() == "node_modules") {
+            let scoped = parts
+                .get(i + 1)
+                .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('@'));
+            let end = i + if scoped { 3 } else { 2 };
+            if end <= parts.len() {
+                let package: PathBuf = parts[..end].iter().collect();
+                let manifest = package.join("package.json");
+                if manifest.is_file() && !out.contains(&manifest) {
+                    out.push(manifest);
+                }
+            }
+        }
+        if !out.contains(&real) {
+            out.push(real);
+        }
+    }
+    out
 }
 
 /// What differs between the approved fingerprint and the current one, one
@@ -275,6 +354,12 @@ pub fn changes(approved: &Fingerprint, now: &Fingerprint) -> Vec<String> {
             say(is),
             say(was)
         ));
+    }
+    if approved.served != now.served {
+        out.push(match now.served.as_deref() {
+            Some("") => "the MCP server's tool list could not be read (the server did not start)".into(),
+            _ => "the MCP server now serves another tool list (a tool added or removed, or a name, description or schema changed)".into(),
+        });
     }
     if approved.interpreter != now.interpreter {
         out.push(format!(
@@ -318,7 +403,7 @@ impl Store {
 
     /// Whether `tool`'s approval holds, and if not, what changed.
     pub fn status(&self, root: &Path, tool: &Tool) -> Result<Status, ApprovalError> {
-        let Some(r) = self.records.get(&tool.name) else {
+        let Some(r) = self.records.get(key(tool)) else {
             return Ok(Status::Missing);
         };
         let now = fingerprint(root, tool)?;
@@ -330,6 +415,18 @@ impl Store {
             changed.push("what the approval covers changed".into());
         }
         Ok(Status::Changed(changed))
+    }
+
+    /// Whether `tool` has an approval whose every part but the served
+    /// tool list matches it now: an MCP server that may start without a
+    /// person, to read the list its approval is then checked against.
+    pub fn approved_but_served(&self, root: &Path, tool: &Tool) -> Result<bool, ApprovalError> {
+        let Some(r) = self.records.get(key(tool)) else {
+            return Ok(false);
+        };
+        let mut now = fingerprint(root, tool)?;
+        now.served.clone_from(&r.fingerprint.served);
+        Ok(now == r.fingerprint)
     }
 
     /// Records an approval of `tool` as it is now.
@@ -344,7 +441,7 @@ impl Store {
             approver: approver.to_string(),
             at: crate::audit::now(),
         };
-        self.records.insert(tool.name.clone(), record.clone());
+        self.records.insert(key(tool).to_string(), record.clone());
         self.save()?;
         Ok(record)
     }
@@ -375,6 +472,32 @@ impl Store {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_mcp_servers_code_outside_the_project_is_covered() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("project");
+        let pkg = d.path().join("srv/node_modules/@scope/pkg");
+        std::fs::create_dir_all(pkg.join("dist")).unwrap();
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(pkg.join("package.json"), "{}").unwrap();
+        std::fs::write(pkg.join("dist/index.js"), "x").unwrap();
+        std::fs::write(root.join("inside.py"), "x").unwrap();
+        let m: crate::manifest::model::McpExec = serde_json::from_value(serde_json::json!({
+            "entrypoint": "node",
+            "args": [pkg.join("dist/index.js"), "inside.py", "--flag", "data"]
+        }))
+        .unwrap();
+        let got = mcp_code_outside(&root, &m);
+        let real = |p: PathBuf| footprint::resolved(&p);
+        assert_eq!(
+            got,
+            vec![
+                real(pkg.join("package.json")),
+                real(pkg.join("dist/index.js"))
+            ]
+        );
+    }
 
     #[test]
     fn a_stamped_hash_follows_every_rewrite_of_the_file() {

@@ -184,7 +184,11 @@ impl Engine {
             return Engine::open_with(root, tools_json);
         }
         match crate::manifest::discover::find_root(root) {
-            Ok(root) => Ok(Engine::new(Project::load_one(&root, name)?)),
+            // A tool of an MCP server loads (and starts) that server only.
+            Ok(root) => Ok(Engine::new(Project::load_one(
+                &root,
+                crate::mcpwrap::directory_of(&root, name),
+            )?)),
             // No .glee/ above: maybe a tools.json drop-in; the full
             // discovery decides (and reports).
             Err(_) => Engine::open_with(root, None),
@@ -195,7 +199,7 @@ impl Engine {
     /// config enables ([`crate::builtin::add_to`]).
     pub fn new(project: Project) -> Engine {
         Engine {
-            project: crate::builtin::add_to(project),
+            project: crate::mcpwrap::add_to(crate::builtin::add_to(project)),
             schemas: Mutex::new(HashMap::new()),
         }
     }
@@ -213,10 +217,12 @@ impl Engine {
     /// The tool (its manifest lints clean) and the project config (valid),
     /// or the Outcome that says which is not.
     fn tool_and_config(&self, name: &str) -> Result<(&Tool, &Config), Box<Outcome>> {
-        let tool = self
-            .project
-            .tool(name)
-            .map_err(|e| project_failure(name, &e))?;
+        let tool = self.project.tool(name).map_err(|e| {
+            // `SERVER__TOOL` of an MCP server that did not start: say why.
+            crate::mcpwrap::unlisted(&self.project, name)
+                .map(Box::new)
+                .unwrap_or_else(|| project_failure(name, &e))
+        })?;
         let config = self
             .project
             .config()
@@ -640,8 +646,9 @@ impl Engine {
             inputs: &inputs,
             secrets: &jail_values,
         };
-        if matches!(m.exec, Exec::Http(_)) {
-            // glovebox itself makes the request: nothing to overlap.
+        if matches!(m.exec, Exec::Http(_) | Exec::Mcp(_)) {
+            // glovebox itself makes the request (to the web, or to an MCP
+            // server already running in its jail): nothing to overlap.
             intent.record(config)?;
         } else {
             // The sync overlaps the jail's preparation; the jail (or the
@@ -661,10 +668,31 @@ impl Engine {
             extra: &intent.extra,
             gate,
         };
+        if let Exec::Mcp(_) = &m.exec {
+            let call = crate::mcpwrap::Call {
+                project: &self.project,
+                config,
+                tool,
+                params: &params,
+                secrets: &caller.secrets,
+                approved: caller.approved,
+                cancel: caller.cancel.as_ref(),
+                redact: &redact,
+            };
+            return Ok(crate::mcpwrap::call(&call, &mut |k, v| {
+                intent.extra.push((k, v))
+            }));
+        }
         let result = match &m.exec {
             Exec::Command(exec) => self.run_command(exec, &job, &bindings),
             Exec::Python(exec) => self.run_python(exec, &job, &bindings),
             Exec::AgentCli(exec) => self.run_agentcli(exec, &job, stdin.unwrap_or_default()),
+            Exec::Mcp(_) => Err(Box::new(Outcome::failure(
+                name,
+                ErrorKind::Internal,
+                "an MCP tool reached the jail's runner",
+                json!({}),
+            ))),
             Exec::Http(exec) => Ok(run::http::run(
                 &self.project.root,
                 m,

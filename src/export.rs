@@ -290,12 +290,41 @@ pub fn mcp_tool(m: &Manifest) -> Tool {
     };
     let mut t = Tool::new(m.name.clone(), m.description.clone(), Arc::new(input))
         .with_annotations(mcp_annotations(m));
+    t.meta = Some(mcp_meta(m).into());
     if let Some(Value::Object(o)) = &m.outputs.schema {
         if o.get("type") == Some(&json!("object")) {
             t = t.with_raw_output_schema(Arc::new(o.clone()));
         }
     }
     t
+}
+
+/// The tool's `_meta`: the grants the jail enforces (`fs` read and write
+/// paths as the manifest names them, the network, and the hosts each
+/// secret may reach), under `dev.glovebox/grants`, so that a client can
+/// show them; and for a tool of an MCP server, the server.
+pub fn mcp_meta(m: &Manifest) -> rmcp::model::JsonObject {
+    let p = &m.permissions;
+    let secret_hosts: serde_json::Map<String, Value> = p
+        .secrets
+        .iter()
+        .map(|(k, s)| (k.clone(), json!(s.hosts)))
+        .collect();
+    let mut meta = JsonObject::new();
+    meta.insert(
+        "dev.glovebox/grants".into(),
+        json!({
+            "fs": {"read": p.fs.read, "write": p.fs.write},
+            "network": p.network,
+            "secret_hosts": secret_hosts,
+        }),
+    );
+    if let crate::manifest::model::Exec::Mcp(e) = &m.exec {
+        if let Some(w) = &e.wrapped {
+            meta.insert("dev.glovebox/mcp_server".into(), json!(w.server));
+        }
+    }
+    meta
 }
 
 /// Hints from the permissions: read-only when nothing is writable and the

@@ -131,6 +131,16 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             }
         }
         Exec::Python(p) => b.python(&tool.name, p),
+        Exec::Mcp(m) => {
+            let cwd = resolve(root, &m.cwd);
+            if m.entrypoint.contains('/') {
+                b.program(&cwd, &resolve(root, &m.entrypoint), 4);
+            }
+            for a in &m.args {
+                b.argument(&cwd, a);
+            }
+            b.interpreted(&cwd, &m.entrypoint, &m.args);
+        }
         Exec::Http(_) => {}
     }
     b.files.sort();

@@ -106,6 +106,7 @@ pub mod interpreter;
 pub mod jail;
 pub mod kind;
 pub mod manifest;
+pub mod mcpwrap;
 pub mod migrate;
 pub mod planted;
 pub mod policy;

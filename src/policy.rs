@@ -211,6 +211,7 @@ impl Policy {
             Exec::Python(py) => py.timeout_ms,
             Exec::Http(h) => h.timeout_ms,
             Exec::AgentCli(a) => a.timeout_ms.unwrap_or(config.limits.timeout_ms),
+            Exec::Mcp(m) => m.timeout_ms,
         };
         let limits = Limits {
             wall: Duration::from_millis(timeout_ms),

@@ -35,6 +35,42 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
+    // An MCP server is started (jailed) to read the tool list it serves
+    // now, which is shown and recorded with the approval.
+    let mut tool = tool.clone();
+    let served = match &mut tool.manifest.exec {
+        glovebox::manifest::model::Exec::Mcp(m) => {
+            let listed = match glovebox::mcpwrap::list_for_approval(engine.project(), &args.name) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!(
+                        "glovebox: {}: {e}; there is no tool list to approve",
+                        args.name
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            m.wrapped = Some(glovebox::manifest::model::Wrapped {
+                server: args.name.clone(),
+                tool: String::new(),
+                served: listed.hash.clone(),
+            });
+            let tools: Vec<String> = listed
+                .tools
+                .iter()
+                .map(|t| {
+                    format!(
+                        "  {}: {}",
+                        glovebox::mcpwrap::printable(t["name"].as_str().unwrap_or("?")),
+                        glovebox::mcpwrap::printable(t["description"].as_str().unwrap_or(""))
+                    )
+                })
+                .collect();
+            Some(tools)
+        }
+        _ => None,
+    };
+    let tool = &tool;
     if !args.yes {
         if !std::io::stdin().is_terminal() {
             eprintln!("glovebox: approving needs a terminal to ask on; pass --yes to approve from a script");
@@ -55,6 +91,15 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             "covers    {} (a change to any of them, a file that would shadow them, or where a grant leads voids the approval)",
             covered.join(", ")
         )?;
+        if let Some(tools) = &served {
+            writeln!(
+                err,
+                "serves    (a change to this list, a description or a schema voids the approval)"
+            )?;
+            for t in tools {
+                writeln!(err, "{t}")?;
+            }
+        }
         write!(err, "approve tool `{}` as shown? [y/N] ", args.name)?;
         err.flush()?;
         let mut line = String::new();

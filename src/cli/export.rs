@@ -44,7 +44,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let project = super::project(cli)?;
+    let project = super::project_with_servers(cli)?;
     let document = match export::export(&project, args.format.into()) {
         Ok(d) => d,
         Err(ExportError::Rejected { target, problems }) => {

@@ -1,4 +1,4 @@
-//! `glovebox import hdn FILE [--force]`: another runner's tool file as
+//! `glovebox import hdn|mcp FILE [--force]`: another runner's tool file as
 //! v2 tool directories (see `glovebox::import`). Exit 0 when every entry
 //! was imported, 2 when any was refused (the others are still written).
 
@@ -14,6 +14,19 @@ use super::{Cli, EXIT_USAGE};
 pub enum Command {
     /// Import an HDN tools_bootstrap.json (Tool JSON) as command tools.
     Hdn(Args),
+    /// Import the MCP servers of a client's config (.mcp.json, Cursor's,
+    /// Gemini CLI's `mcpServers`, VS Code's `servers`) as `kind: mcp`
+    /// tools that need an approval.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// The client's config: {"mcpServers": {...}} or {"servers": {...}}.
+    pub file: PathBuf,
+    /// Replace tool directories that already exist.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -31,9 +44,11 @@ pub fn run(cli: &Cli, command: &Command) -> anyhow::Result<ExitCode> {
             "import writes .glee/tools/ directories and does not read --tools-json; pass --root DIR instead"
         );
     }
-    let Command::Hdn(args) = command;
     let root = discover::find_root(cli.root.as_deref())?;
-    let report = import::hdn::import(&root, &args.file, args.force)?;
+    let report = match command {
+        Command::Hdn(args) => import::hdn::import(&root, &args.file, args.force)?,
+        Command::Mcp(args) => import::mcp::import(&root, &args.file, args.force)?,
+    };
     Ok(print(&report))
 }
 

@@ -12,7 +12,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let project = super::project(cli)?;
+    let project = super::project_with_servers(cli)?;
     if args.json {
         let tools: Vec<_> = project
             .tools

@@ -25,6 +25,7 @@ mod sandbox;
 mod serve;
 mod show;
 mod untaint;
+mod wrap;
 
 /// Exit status: usage or manifest error.
 pub const EXIT_USAGE: u8 = 2;
@@ -109,6 +110,7 @@ pub enum Command {
     Untaint(untaint::Args),
     /// Turn Glee v1 single-file tools (.glee/tools/<name>.yml) into v2 tool directories.
     Migrate(migrate::Args),
+    Wrap(wrap::Args),
 }
 
 /// The project named by `--root` / `--tools-json` (or found from the
@@ -117,6 +119,30 @@ fn project(cli: &Cli) -> anyhow::Result<glovebox::manifest::Project> {
     Ok(glovebox::builtin::add_to(
         glovebox::manifest::Project::discover_with(cli.root.as_deref(), cli.tools_json.as_deref())?,
     ))
+}
+
+/// [`project`] with each MCP server's tools (the servers started to list
+/// them): for the commands that show the tools a client would see.
+fn project_with_servers(cli: &Cli) -> anyhow::Result<glovebox::manifest::Project> {
+    Ok(glovebox::mcpwrap::add_to(project(cli)?))
+}
+
+/// Reloads the served project whenever a wrapped MCP server's tool list
+/// may have changed, so that clients are told (`list_changed`).
+fn relay_mcp_lists(
+    live: std::sync::Arc<glovebox::serve::live::Live>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut seen = glovebox::mcpwrap::generation();
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let now = glovebox::mcpwrap::generation();
+            if now != seen {
+                seen = now;
+                let _ = live.reload().await;
+            }
+        }
+    })
 }
 
 /// The engine with only tool `name` loaded when that is enough (see
@@ -187,7 +213,10 @@ pub fn main() -> ExitCode {
         Command::Import(a) => import::run(&cli, a),
         Command::Migrate(a) => migrate::run(&cli, a),
         Command::Untaint(a) => untaint::run(&cli, a),
+        Command::Wrap(a) => wrap::run(&cli, a),
     };
+    // Wrapped MCP servers end with their jails.
+    glovebox::mcpwrap::shutdown();
     match result {
         Ok(code) => code,
         // A reader that stopped reading (`glovebox export | head`) ends

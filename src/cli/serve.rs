@@ -132,6 +132,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         let _watcher = watch::spawn(live.clone())
             .inspect_err(|e| eprintln!("glovebox: {e:#}; tool changes on disk will not be noticed"))
             .ok();
+        let _relay = super::relay_mcp_lists(live.clone());
         let router = http::router(live.clone(), &options);
         http::serve(
             router,

@@ -16,7 +16,7 @@ pub struct Args {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
-    let project = super::project(cli)?;
+    let project = super::project_with_servers(cli)?;
     let tool = match project.tool(&args.name) {
         Ok(tool) => tool,
         Err(ProjectError::ToolInvalid { name, diagnostics }) => {

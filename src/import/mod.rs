@@ -16,6 +16,7 @@
 //!   for the new one atomically and then removed.
 
 pub mod hdn;
+pub mod mcp;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

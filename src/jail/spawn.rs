@@ -786,14 +786,23 @@ fn attempt(
             Some(fd) => (fd, None),
             None => (open_null()?, None),
         },
-        Stdin::Channel(channel) => (
+        Stdin::Channel(channel) | Stdin::Duplex(channel) => (
             high(channel.take().ok_or_else(|| JailError::InvalidSpec {
                 message: "the control channel was already given to another process".into(),
             })?)?,
             None,
         ),
     };
-    let (out_r, out_w) = pipe()?;
+    let (out_r, mut out_w) = pipe()?;
+    if matches!(spec.stdin, Stdin::Duplex(_)) {
+        // The channel is the child's stdout too; the pipe gets no writer.
+        out_w = stdin_child
+            .try_clone()
+            .map_err(|source| JailError::Prepare {
+                what: "duplicating a descriptor",
+                source,
+            })?;
+    }
     let (err_r, err_w) = pipe()?;
 
     let id_maps = if plan.id_maps {

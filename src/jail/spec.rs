@@ -57,6 +57,10 @@ pub enum Stdin {
     /// it, so the jailed process holds the only copy: its end closes when
     /// the process ends.
     Channel(Channel),
+    /// This descriptor as stdin and stdout both (one end of a socket pair:
+    /// an MCP server's stdio, see `crate::mcpwrap`), taken like
+    /// [`Stdin::Channel`]. The result's `stdout` stays empty.
+    Duplex(Channel),
 }
 
 /// A descriptor handed to exactly one jailed process as its stdin.

@@ -56,6 +56,7 @@ pub fn excess(root: &Path, m: &Manifest, ceiling: &MaxPermissions) -> Vec<String
     let mut granted: Vec<(&str, &str)> = Vec::new();
     match &m.exec {
         Exec::Command(c) => granted.push(("exec.command.cwd", &c.cwd)),
+        Exec::Mcp(m) => granted.push(("exec.mcp.cwd", &m.cwd)),
         Exec::Python(py) => {
             granted.push(("exec.python.cwd", &py.cwd));
             if let Some(v) = &py.venv {

@@ -172,7 +172,9 @@ impl Lint<'_> {
         }
     }
 
-    fn run_document(&mut self, doc: Document) -> Option<Manifest> {
+    fn run_document(&mut self, mut doc: Document) -> Option<Manifest> {
+        // An MCP server's tools bring their own schemas.
+        crate::manifest::model::default_mcp_io(&mut doc.value);
         match schema::check(Which::Tool, &doc) {
             Ok(findings) => {
                 for f in findings {
@@ -189,6 +191,7 @@ impl Lint<'_> {
         }
         self.name(&doc);
         self.exec_blocks(&doc);
+        self.mcp_transport(&doc);
         self.approval(&doc);
         let inputs = self.schemas(&doc);
         let input_names = keys_at(&doc.value, "/inputs/schema/properties");
@@ -247,7 +250,7 @@ impl Lint<'_> {
         let Some(exec) = doc.value.get("exec").and_then(Value::as_object) else {
             return;
         };
-        let blocks: Vec<&str> = ["http", "command", "python"]
+        let blocks: Vec<&str> = ["http", "command", "python", "mcp"]
             .into_iter()
             .filter(|b| exec.contains_key(*b))
             .collect();
@@ -255,11 +258,11 @@ impl Lint<'_> {
             [] => self.report(
                 Rule::ExecBlockCount,
                 doc.positions.key("/exec"),
-                "exec has no block; add exactly one of `http`, `command`, `python`",
+                "exec has no block; add exactly one of `http`, `command`, `python`, `mcp`",
             ),
             [only] => {
                 if let Some(kind) = doc.value.get("kind").and_then(Value::as_str) {
-                    let known = matches!(kind, "http" | "command" | "python");
+                    let known = matches!(kind, "http" | "command" | "python" | "mcp");
                     if known && kind != *only {
                         let message = format!(
                             "kind is `{kind}` but exec holds a `{only}` block; make them match"
@@ -278,6 +281,52 @@ impl Lint<'_> {
                     doc.positions.key(&format!("/exec/{second}")),
                     message,
                 );
+            }
+        }
+    }
+
+    /// `exec-block-count` for `exec.mcp`: a program or a URL, exactly
+    /// one; a remote server needs the network.
+    fn mcp_transport(&mut self, doc: &Document) {
+        let Some(mcp) = doc.value.pointer("/exec/mcp").and_then(Value::as_object) else {
+            return;
+        };
+        match (mcp.contains_key("entrypoint"), mcp.contains_key("url")) {
+            (true, true) => self.report(
+                Rule::ExecBlockCount,
+                doc.positions.key("/exec/mcp/url"),
+                "exec.mcp has both `entrypoint` and `url`; keep one: a program glovebox runs in its jail, or a remote server's URL",
+            ),
+            (false, false) => self.report(
+                Rule::ExecBlockCount,
+                doc.positions.key("/exec/mcp"),
+                "exec.mcp names no server; add `entrypoint` (a program glovebox runs in its jail) or `url` (a remote server)",
+            ),
+            (false, true) => {
+                let network = doc.value.pointer("/permissions/network");
+                if matches!(network, None | Some(Value::Bool(false))) {
+                    self.report(
+                        Rule::InvalidValue,
+                        doc.positions.key("/exec/mcp/url"),
+                        "a remote MCP server needs the network; add its host to permissions.network.allow",
+                    );
+                }
+                if mcp.contains_key("args") || mcp.contains_key("env") {
+                    self.report(
+                        Rule::InvalidValue,
+                        doc.positions.key("/exec/mcp/url"),
+                        "`args` and `env` are for a program; a remote server takes `headers`",
+                    );
+                }
+            }
+            (true, false) => {
+                if mcp.contains_key("headers") {
+                    self.report(
+                        Rule::InvalidValue,
+                        doc.positions.key("/exec/mcp/headers"),
+                        "`headers` are for a remote server (`url`); a program takes `env`",
+                    );
+                }
             }
         }
     }
@@ -488,7 +537,12 @@ impl Lint<'_> {
                 }
             }
         }
-        for pointer in ["/exec/command/cwd", "/exec/python/cwd", "/exec/python/venv"] {
+        for pointer in [
+            "/exec/command/cwd",
+            "/exec/python/cwd",
+            "/exec/python/venv",
+            "/exec/mcp/cwd",
+        ] {
             if let Some(path) = doc.value.pointer(pointer).and_then(Value::as_str) {
                 paths.push((pointer.to_owned(), path));
             }
@@ -801,9 +855,12 @@ impl Lint<'_> {
 
     /// `entrypoint-placeholder` and `entrypoint-missing`.
     fn entrypoint(&mut self, doc: &Document, inputs: &[String]) {
-        let pointer = "/exec/command/entrypoint";
-        let Some(entrypoint) = doc.value.pointer(pointer).and_then(Value::as_str) else {
-            return;
+        let (pointer, entrypoint) = match ["/exec/command/entrypoint", "/exec/mcp/entrypoint"]
+            .into_iter()
+            .find_map(|p| Some((p, doc.value.pointer(p)?.as_str()?)))
+        {
+            Some(found) => found,
+            None => return,
         };
         let at = doc.positions.value(pointer);
         let Ok(found) = placeholder::scan(entrypoint) else {

@@ -67,6 +67,9 @@ pub enum Kind {
     Command,
     /// A python function run in the jail.
     Python,
+    /// An MCP server run in the jail, its tools offered as glovebox tools
+    /// (a Glee extension; see [`McpExec`]).
+    Mcp,
 }
 
 impl Kind {
@@ -76,6 +79,7 @@ impl Kind {
             Kind::Http => "http",
             Kind::Command => "command",
             Kind::Python => "python",
+            Kind::Mcp => "mcp",
         }
     }
 }
@@ -130,6 +134,8 @@ pub enum Exec {
     /// argv as given, the call's arguments on stdin, one JSON line back.
     #[serde(rename = "agentcli")]
     AgentCli(AgentCliExec),
+    /// `exec.mcp`: an MCP server speaking over stdio (a Glee extension).
+    Mcp(McpExec),
 }
 
 impl Exec {
@@ -140,6 +146,7 @@ impl Exec {
             Exec::Command(_) => Kind::Command,
             Exec::Python(_) => Kind::Python,
             Exec::AgentCli(_) => Kind::Command,
+            Exec::Mcp(_) => Kind::Mcp,
         }
     }
 }
@@ -377,6 +384,124 @@ pub struct AgentCliExec {
     /// config's `limits.timeout_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+}
+
+/// `exec.mcp`: an MCP server glovebox starts in one jail (per glovebox
+/// process, on first use) and speaks to over its stdin and stdout; each
+/// tool the server lists is offered as the glovebox tool `SERVER__TOOL`
+/// (see `crate::mcpwrap`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpExec {
+    /// Program to run: a path (relative to the root) or a name looked up
+    /// in the jail's PATH. Empty for a remote server ([`McpExec::url`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub entrypoint: String,
+    /// A remote server's Streamable HTTP endpoint, instead of a program:
+    /// glovebox sends its requests itself, as it does an http tool's
+    /// (the network allowlist and SSRF guard on every request, TLS
+    /// verified, no redirect to another origin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent to a remote server; a value may name declared secrets
+    /// as `${NAME}` (their real values: glovebox sends them, to that
+    /// origin only).
+    #[serde(
+        default,
+        deserialize_with = "string_map",
+        skip_serializing_if = "IndexMap::is_empty"
+    )]
+    pub headers: IndexMap<String, String>,
+    /// Its arguments; an argument may name declared secrets as `${NAME}`
+    /// (as `env`): the server gets no call's parameters on its command
+    /// line.
+    #[serde(default, deserialize_with = "string_list")]
+    pub args: Vec<String>,
+    /// Working directory, relative to the root.
+    #[serde(default = "dot")]
+    pub cwd: String,
+    /// Extra environment variables; a value may name declared secrets as
+    /// `${NAME}` (expanded once, to the value the jail gets: a placeholder
+    /// for a secret bound to hosts).
+    #[serde(
+        default,
+        deserialize_with = "string_map",
+        skip_serializing_if = "IndexMap::is_empty"
+    )]
+    pub env: IndexMap<String, String>,
+    /// Wall-clock limit of one tool call, in milliseconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// The server is stopped after this long without a call, in
+    /// milliseconds (started again on the next one).
+    #[serde(default = "default_idle_ms")]
+    pub idle_ms: u64,
+    /// Which of the server's tools are offered, and which need approval.
+    #[serde(default, skip_serializing_if = "ToolRules::is_empty")]
+    pub tools: ToolRules,
+    /// Set by glovebox on the tools it makes of the server's list; never
+    /// written in a manifest.
+    #[serde(skip)]
+    pub wrapped: Option<Wrapped>,
+}
+
+/// Default idle time of an MCP server before glovebox stops it: 5 minutes.
+pub const DEFAULT_MCP_IDLE_MS: u64 = 300_000;
+
+fn default_idle_ms() -> u64 {
+    DEFAULT_MCP_IDLE_MS
+}
+
+/// `exec.mcp.tools`: name patterns (`*` any run of characters, `?` one)
+/// over the server's own tool names.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRules {
+    /// Only these tools are offered (default: all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// These tools are never offered (wins over `allow`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// Calls of these tools need an approval (`glovebox approve SERVER`),
+    /// even when the manifest's `approval` does not ask for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approve: Vec<String>,
+}
+
+impl ToolRules {
+    /// No rule at all.
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty() && self.approve.is_empty()
+    }
+}
+
+/// What makes an `exec.mcp` tool one of a server's tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrapped {
+    /// The server's tool name (its directory under `.glee/tools/`).
+    pub server: String,
+    /// The tool's name on the server; empty for the server's own entry.
+    pub tool: String,
+    /// sha256 of the tool list the server served when this was made
+    /// (names, descriptions, schemas, annotations): what an approval
+    /// covers besides the manifest.
+    pub served: String,
+}
+
+/// Gives an `exec.mcp` manifest (as JSON) the `inputs` and `outputs` it
+/// does not write: a server's tools bring their own schemas.
+pub fn default_mcp_io(manifest: &mut Value) {
+    if manifest.get("kind").and_then(Value::as_str) != Some("mcp") {
+        return;
+    }
+    let Some(m) = manifest.as_object_mut() else {
+        return;
+    };
+    m.entry("inputs")
+        .or_insert_with(|| serde_json::json!({"schema": {"type": "object"}}));
+    m.entry("outputs")
+        .or_insert_with(|| serde_json::json!({"format": "json"}));
 }
 
 /// Gives a manifest (as JSON, before it becomes a [`Manifest`]) without

@@ -112,6 +112,8 @@ pub struct Response {
     pub content_type: Option<String>,
     /// The body, at most `max_body` bytes.
     pub body: Bytes,
+    /// Its headers.
+    pub headers: hyper::HeaderMap,
 }
 
 /// Errors of one exchange.
@@ -295,12 +297,14 @@ async fn exchange(mut req: Request, opts: &Options) -> Result<Response, ProxyErr
                 .get(hyper::header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .map(String::from);
+            let headers = res.headers().clone();
             let body = read_body(res.into_body(), opts.max_body, &req.url).await?;
             return Ok(Response {
                 status,
                 url: req.url,
                 content_type,
                 body,
+                headers,
             });
         }
         let location = res

@@ -1,0 +1,329 @@
+//! A real MCP server from a package registry, jailed as `kind: mcp`: the
+//! reference `mcp-server-time` (PyPI, pinned; tests/mcp/setup-time.sh
+//! installs it in target/mcp-time-venv with the system python, which the
+//! jail's baseline holds). Listed and called through `glovebox mcp`, with
+//! its own schemas; granted nothing but its venv.
+//!
+//! Without the venv (no network) the test skips with the reason, and
+//! fails under `GLOVEBOX_REQUIRE_KERNEL=1` (CI).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+mod servekit;
+
+use common::*;
+use runkit::*;
+use serde_json::json;
+use servekit::StdioMcp;
+
+#[test]
+fn the_reference_time_server_runs_jailed_through_glovebox_mcp() {
+    if !jail_available() {
+        return;
+    }
+    let Some(program) = venv_program(
+        "tests/mcp/setup-time.sh",
+        "GLOVEBOX_MCP_TIME_VENV",
+        "mcp-time-venv",
+        "mcp-server-time",
+    ) else {
+        return;
+    };
+    let venv = program.parent().unwrap().parent().unwrap();
+    let f = Fixture::new();
+    f.tool(&json!({
+        "name": "time",
+        "description": "the reference time server",
+        "kind": "mcp",
+        "version": 1,
+        "exec": {"mcp": {"entrypoint": program, "args": ["--local-timezone", "UTC"]}},
+        "permissions": {"fs": {"read": [venv]}},
+    }));
+    let state = f.state();
+    let mut s = StdioMcp::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &[],
+    );
+    s.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}));
+    let list = s.reply();
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let current = tools
+        .iter()
+        .find(|t| t["name"] == "time__get_current_time")
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(
+        current["inputSchema"]["required"],
+        json!(["timezone"]),
+        "{current}"
+    );
+    assert!(tools.iter().any(|t| t["name"] == "time__convert_time"));
+
+    let now = s.call(
+        2,
+        "time__get_current_time",
+        json!({"timezone": "Asia/Tokyo"}),
+    );
+    let out = &now["result"];
+    assert_ne!(out["isError"], json!(true), "{now}");
+    let text = out.to_string();
+    assert!(
+        text.contains("Asia/Tokyo") && text.contains("+09:00"),
+        "{now}"
+    );
+
+    let converted = s.call(
+        3,
+        "time__convert_time",
+        json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Europe/Paris"}),
+    );
+    assert_ne!(converted["result"]["isError"], json!(true), "{converted}");
+    assert!(
+        converted.to_string().contains("Europe/Paris"),
+        "{converted}"
+    );
+
+    // Its schema is enforced by glovebox; its own errors come back as one.
+    let missing = s.call(4, "time__get_current_time", json!({}));
+    assert_eq!(
+        servekit::tool_error(&missing["result"])["kind"],
+        "input_invalid",
+        "{missing}"
+    );
+    let bad = s.call(
+        5,
+        "time__get_current_time",
+        json!({"timezone": "Not/AZone"}),
+    );
+    assert_eq!(bad["result"]["isError"], json!(true), "{bad}");
+    let log = f.audit_log();
+    assert!(
+        log.contains("mcp_server=time") && log.contains("mcp_tool=convert_time"),
+        "{log}"
+    );
+}
+
+/// What an agent's `.mcp.json` runs: `glovebox wrap -- mcp-server-time`,
+/// driven by the official MCP Python client (tests/mcp/setup.sh).
+const SDK_CLIENT: &str = r#"
+import asyncio, json, os, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    gb, venv, prog = sys.argv[1], sys.argv[2], sys.argv[3]
+    params = StdioServerParameters(command=gb, args=[
+        "wrap", "--read", venv, "--name", "time", "--", prog, "--local-timezone", "UTC"],
+        env=dict(os.environ))
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            tools = (await s.list_tools()).tools
+            names = sorted(t.name for t in tools)
+            assert "time__get_current_time" in names, names
+            res = await s.call_tool("time__get_current_time", {"timezone": "Asia/Tokyo"})
+            assert not res.isError, res
+            text = json.dumps([c.model_dump() for c in res.content])
+            assert "+09:00" in text, text
+            bad = await s.call_tool("time__get_current_time", {})
+            assert bad.isError, bad
+            print("SDK-OK", names)
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn the_official_client_drives_glovebox_wrap_of_a_real_server() {
+    if !jail_available() {
+        return;
+    }
+    let Some(program) = venv_program(
+        "tests/mcp/setup-time.sh",
+        "GLOVEBOX_MCP_TIME_VENV",
+        "mcp-time-venv",
+        "mcp-server-time",
+    ) else {
+        return;
+    };
+    let Some(python) = venv_program(
+        "tests/mcp/setup.sh",
+        "GLOVEBOX_MCP_VENV",
+        "mcp-venv",
+        "python",
+    ) else {
+        return;
+    };
+    let venv = program.parent().unwrap().parent().unwrap();
+    let work = tempdir();
+    let state = work.path().join("state");
+    let out = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(SDK_CLIENT)
+        .arg(bin())
+        .arg(venv)
+        .arg(&program)
+        .current_dir(work.path())
+        .env("GLOVEBOX_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("SDK-OK"),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing written where the client ran it but the state directory.
+    let left: Vec<_> = std::fs::read_dir(work.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("state")], "{left:?}");
+}
+
+/// The reference filesystem server (npm; tests/mcp/setup-node.sh),
+/// granted only to read `data/`, though it is told `data/` is its own to
+/// change: it reads there, and its writes fail by the jail, whatever the
+/// server itself allows.
+#[test]
+fn the_reference_filesystem_server_reads_its_grant_and_writes_nothing() {
+    if !jail_available() {
+        return;
+    }
+    let Some(node_dir) = venv_program(
+        "tests/mcp/setup-node.sh",
+        "GLOVEBOX_MCP_NODE",
+        "mcp-node",
+        "",
+    ) else {
+        return;
+    };
+    // venv_program names DIR/bin/; the install is DIR.
+    let install = node_dir.parent().unwrap().to_path_buf();
+    let main = install.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(main.is_file(), "{main:?}");
+    let f = Fixture::new();
+    let data = f
+        .file("data/a.txt", "hello from data")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    f.tool(&json!({
+        "name": "fs",
+        "description": "the reference filesystem server",
+        "kind": "mcp",
+        "version": 1,
+        "exec": {"mcp": {"entrypoint": "node", "args": [main, data]}},
+        "permissions": {"fs": {"read": [install, "data"]}},
+    }));
+    let state = f.state();
+    let mut s = StdioMcp::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &[],
+    );
+    let read = s.call(1, "fs__read_text_file", json!({"path": data.join("a.txt")}));
+    assert_ne!(read["result"]["isError"], json!(true), "{read}");
+    assert!(read.to_string().contains("hello from data"), "{read}");
+    // The server believes data/ is writable; the jail says otherwise.
+    let wrote = s.call(
+        2,
+        "fs__write_file",
+        json!({"path": data.join("new.txt"), "content": "pwned"}),
+    );
+    assert_eq!(wrote["result"]["isError"], json!(true), "{wrote}");
+    let said = wrote.to_string();
+    assert!(
+        said.contains("EROFS") || said.contains("EACCES") || said.contains("EPERM"),
+        "refused by the server, not the jail: {wrote}"
+    );
+    assert!(
+        !data.join("new.txt").exists(),
+        "the server wrote past its grant"
+    );
+    let edit = s.call(
+        3,
+        "fs__edit_file",
+        json!({"path": data.join("a.txt"), "edits": [{"oldText": "hello", "newText": "pwned"}]}),
+    );
+    assert_eq!(edit["result"]["isError"], json!(true), "{edit}");
+    assert_eq!(
+        std::fs::read_to_string(data.join("a.txt")).unwrap(),
+        "hello from data"
+    );
+}
+
+/// The same with the official 2.x client (tests/mcp/setup2.sh), on both
+/// MCP revisions it speaks: 2026-07-28 (`auto`) and 2025-11-25 (`legacy`).
+const SDK2_CLIENT: &str = r#"
+import asyncio, json, os, sys, warnings
+warnings.simplefilter("ignore")
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+
+async def main():
+    gb, venv, prog, mode = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    server = StdioServerParameters(command=gb, args=[
+        "wrap", "--read", venv, "--name", "time", "--", prog, "--local-timezone", "UTC"],
+        env=dict(os.environ))
+    async with Client(server, mode=mode,
+                      client_info=types.Implementation(name="mcp-wrap-test", version="1")) as c:
+        want = "2026-07-28" if mode == "auto" else "2025-11-25"
+        assert c.protocol_version == want, c.protocol_version
+        names = sorted(t.name for t in (await c.list_tools()).tools)
+        assert "time__convert_time" in names, names
+        r = await c.call_tool("time__convert_time", {
+            "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+        assert not r.is_error, r
+        assert "+09:00" in json.dumps([x.model_dump() for x in r.content]), r
+        bad = await c.call_tool("time__convert_time", {"time": "12:00"})
+        assert bad.is_error, bad
+        print("SDK2-OK", mode)
+
+asyncio.run(main())
+"#;
+
+#[test]
+fn the_official_2x_client_drives_glovebox_wrap_on_both_revisions() {
+    if !jail_available() {
+        return;
+    }
+    let Some(program) = venv_program(
+        "tests/mcp/setup-time.sh",
+        "GLOVEBOX_MCP_TIME_VENV",
+        "mcp-time-venv",
+        "mcp-server-time",
+    ) else {
+        return;
+    };
+    let Some(python) = venv_program(
+        "tests/mcp/setup2.sh",
+        "GLOVEBOX_MCP2_VENV",
+        "mcp2-venv",
+        "python",
+    ) else {
+        return;
+    };
+    let venv = program.parent().unwrap().parent().unwrap();
+    for mode in ["auto", "legacy"] {
+        let work = tempdir();
+        let out = std::process::Command::new(&python)
+            .arg("-c")
+            .arg(SDK2_CLIENT)
+            .arg(bin())
+            .arg(venv)
+            .arg(&program)
+            .arg(mode)
+            .current_dir(work.path())
+            .env("GLOVEBOX_STATE_DIR", work.path().join("state"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("SDK2-OK"),
+            "{mode}: stdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
