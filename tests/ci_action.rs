@@ -38,15 +38,24 @@ fn action_yml_names_only_scripts_that_exist() {
     let doc = &docs[0];
     assert_eq!(doc["runs"]["using"].as_str(), Some("composite"));
     let steps = doc["runs"]["steps"].as_vec().unwrap();
-    assert_eq!(steps.len(), 2);
-    for step in steps {
+    assert_eq!(steps.len(), 4);
+    // The cache of an earlier job's build, keyed by its source.
+    let has = |step: &saphyr::Yaml, key: &str| {
+        step.as_mapping()
+            .unwrap()
+            .iter()
+            .any(|(k, _)| k.as_str() == Some(key))
+    };
+    assert!(has(&steps[1], "uses") && !has(&steps[1], "run"));
+    assert!(text.contains("uses: actions/cache@v4"));
+    assert!(text.contains(
+        "key: glovebox-${{ runner.os }}-${{ runner.arch }}-${{ steps.key.outputs.hash }}"
+    ));
+    for step in steps.iter().filter(|s| has(s, "run")) {
         assert_eq!(step["shell"].as_str(), Some("bash"));
         let run = step["run"].as_str().unwrap();
-        let script = run
-            .split('"')
-            .nth(1)
-            .unwrap()
-            .replace("$GITHUB_ACTION_PATH/", "");
+        let at = run.find("$GITHUB_ACTION_PATH/").unwrap() + "$GITHUB_ACTION_PATH/".len();
+        let script = run[at..].split('"').next().unwrap().to_string();
         assert!(repo().join(&script).is_file(), "{script} is missing");
         // Every INPUT_* the script reads is wired from an input.
         let env = step["env"].as_mapping().unwrap();
@@ -62,6 +71,59 @@ fn action_yml_names_only_scripts_that_exist() {
         }
     }
     assert_eq!(doc["inputs"]["run"]["required"].as_bool(), Some(true));
+}
+
+/// Without `glovebox:`, a binary an earlier job built from the same
+/// source (restored by actions/cache under `install.sh --key`) is used as
+/// it is: no cargo needed. Another source's key finds nothing there and
+/// needs cargo (a clear error without it).
+#[test]
+fn install_step_uses_the_binary_an_earlier_job_built_from_this_source() {
+    let tmp = tempdir();
+    let key = Command::new("bash")
+        .arg(repo().join("ci/action/install.sh"))
+        .arg("--key")
+        .env("GLOVEBOX_SRC", repo())
+        .output()
+        .unwrap();
+    assert!(key.status.success());
+    let key = String::from_utf8(key.stdout).unwrap().trim().to_string();
+    assert_eq!(key.len(), 32, "{key}");
+    let cache = tmp.path().join("cache");
+    std::fs::create_dir_all(cache.join(&key)).unwrap();
+    std::fs::copy(bin(), cache.join(&key).join("glovebox")).unwrap();
+    let path_file = tmp.path().join("github_path");
+    let install = |cache: &Path| {
+        Command::new("bash")
+            .arg(repo().join("ci/action/install.sh"))
+            .env("GLOVEBOX_SRC", repo())
+            .env("GLOVEBOX_CACHE", cache)
+            .env("RUNNER_TEMP", tmp.path())
+            .env("GITHUB_PATH", &path_file)
+            // No cargo on this PATH: only the cached binary can do.
+            .env("PATH", "/usr/bin:/bin")
+            .env_remove("INPUT_GLOVEBOX")
+            .output()
+            .unwrap()
+    };
+    let out = install(&cache);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("built earlier from this source"), "{text}");
+    let dest = std::fs::read_to_string(&path_file).unwrap();
+    let v = Command::new(Path::new(dest.trim()).join("glovebox"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(v.status.success());
+    // An empty cache: a build is needed, and cargo is not there.
+    let out = install(&tmp.path().join("empty"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cargo is needed"));
 }
 
 #[test]
