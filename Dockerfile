@@ -5,9 +5,9 @@
 # The runtime's DEFAULT seccomp profile is enough: where it refuses the
 # namespaces (or masks /proc so no jail can have its own), glovebox builds
 # its namespace-free jail (Landlock ABI 6, seccomp, a subreaper; kernel
-# 6.7 or later). Run it as a non-root user (the image's default, 65534):
-# a container's root has no writable pids cgroup, and RLIMIT_NPROC does not
-# bind uid 0, so as root every call is refused by name unless --degraded.
+# 6.7 or later). It runs as a non-root user (65534) by default; as the
+# container's root (no writable pids cgroup, and RLIMIT_NPROC does not bind
+# uid 0) glovebox counts each call's processes itself.
 # `glovebox doctor` (the default command) says what holds. Tested with
 # podman's default profile (.ci/container); see README "CI: a GitHub
 # Action and a container image".

@@ -344,6 +344,67 @@ fn fork_bomb_is_contained() {
     );
 }
 
+/// Where no cgroup can be made (a container's read-only cgroup file
+/// system; `GLOVEBOX_NO_CGROUPS=1` here) the process limit still holds:
+/// `RLIMIT_NPROC` for a uid other than root, and for root in the
+/// namespace-free jail the supervisor's count of the call's tasks
+/// (`jail::forks`), which `RLIMIT_NPROC` cannot give uid 0. Root with
+/// namespaces has neither and is refused by name.
+#[test]
+fn fork_bomb_is_contained_without_cgroups() {
+    require_jail!();
+    let dir = tempdir();
+    let probes = probes();
+    let probe = probe();
+    let r = sandbox_env(
+        &[
+            "--read",
+            path_str(&probes),
+            "--pids",
+            "32",
+            "--timeout",
+            "20",
+            "--write",
+            path_str(dir.path()),
+        ],
+        &[
+            "python3",
+            path_str(&probe),
+            "forkbomb",
+            path_str(dir.path()),
+        ],
+        &[("GLOVEBOX_NO_CGROUPS", "1")],
+    );
+    let root = nix::unistd::geteuid().is_root();
+    if root && !namespace_free() {
+        assert_eq!(r.code, Some(3), "{r:#?}");
+        assert!(r.json.to_string().contains("a process limit"), "{r:#?}");
+        assert!(!dir.path().join("bomb-started").exists());
+        return;
+    }
+    r.assert_probe_ran();
+    let how = if root {
+        "seccomp-count"
+    } else {
+        "rlimit-nproc"
+    };
+    assert_eq!(r.json["enforcement"]["pids_limit"], how, "{r:#?}");
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("FORKS"))
+        .expect("FORKS line");
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    let forks: u64 = parts[1].parse().unwrap();
+    let refused: u64 = parts[3].parse().unwrap();
+    assert!(forks < 32, "{forks} forks got through a limit of 32");
+    assert!(refused > 0, "no fork was refused: {r:#?}");
+    assert!(
+        pids_with(path_str(dir.path())).is_empty(),
+        "bomb processes survived"
+    );
+}
+
 #[test]
 fn memory_bomb_is_contained() {
     require_jail!();

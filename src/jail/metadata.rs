@@ -451,10 +451,13 @@ impl Watch {
     /// Starts answering the notifications of `listener` under `grants`.
     ///
     /// With `broker`, `connect` is answered by [`super::broker::answer`].
+    /// With `forks`, the calls that make processes are counted against
+    /// the call's limit ([`super::forks`]).
     pub fn start(
         listener: OwnedFd,
         grants: Grants,
         broker: Option<super::broker::Broker>,
+        forks: Option<super::forks::ForkLimit>,
     ) -> Result<Watch, MetadataError> {
         if !sys::notif_sizes_match() {
             return Err(MetadataError::Sizes);
@@ -465,7 +468,7 @@ impl Watch {
         let thread = std::thread::Builder::new()
             .name("glovebox-metadata".into())
             .spawn(move || {
-                serve(&listener, &stop_r, &grants, broker.as_ref());
+                serve(&listener, &stop_r, &grants, broker.as_ref(), forks);
                 drop(done);
             })
             .map_err(|source| MetadataError::Start { source })?;
@@ -502,6 +505,7 @@ fn serve(
     stop: &OwnedFd,
     grants: &Grants,
     broker: Option<&super::broker::Broker>,
+    forks: Option<super::forks::ForkLimit>,
 ) {
     let l = listener.as_raw_fd();
     loop {
@@ -523,10 +527,17 @@ fn serve(
             // gone (the filter was freed).
             Err(_) => return,
         };
-        let answered = match broker {
-            Some(b) if i64::from(notice.nr) == libc::SYS_connect => {
-                super::broker::answer(l, &notice, b)
+        let nr = i64::from(notice.nr);
+        if let Some(f) = forks.filter(|_| super::forks::counted_calls().contains(&nr)) {
+            if f.admit() {
+                let _ = sys::notif_continue(l, notice.id);
+            } else {
+                let _ = sys::notif_send(l, notice.id, libc::EAGAIN);
             }
+            continue;
+        }
+        let answered = match broker {
+            Some(b) if nr == libc::SYS_connect => super::broker::answer(l, &notice, b),
             _ => answer(l, &notice, grants),
         };
         let errno = match answered {

@@ -45,6 +45,15 @@ pub struct Cgroups {
 impl Cgroups {
     /// What [`super::cgroup::available`] found.
     pub fn found() -> Cgroups {
+        // Tests of the mechanisms used where no cgroup can be made (a
+        // container's read-only cgroup file system) set this; it can only
+        // take a mechanism away, never a refusal.
+        if std::env::var_os("GLOVEBOX_NO_CGROUPS").is_some_and(|v| v == "1") {
+            return Cgroups {
+                memory: None,
+                pids: None,
+            };
+        }
         let a = super::cgroup::available();
         Cgroups {
             memory: a.memory.as_ref().map(|c| c.version),
@@ -68,8 +77,12 @@ pub struct Plan {
     pub net: NetPlan,
     /// Use the memory cgroup (else `RLIMIT_DATA`, in `rlimits`).
     pub memory_cgroup: bool,
-    /// Use the pids cgroup (else `RLIMIT_NPROC`, in `rlimits`).
+    /// Use the pids cgroup (else `RLIMIT_NPROC`, in `rlimits`, or
+    /// `count_forks`).
     pub pids_cgroup: bool,
+    /// Root without a pids cgroup in the namespace-free jail: the
+    /// supervisor counts the call's tasks ([`super::forks`]).
+    pub count_forks: bool,
     /// Resource limits set in the child.
     pub rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
     /// Drop every capability (a root supervisor).
@@ -300,12 +313,20 @@ pub fn plan(
             e.memory_limit = "rlimit-data".into();
         }
     }
+    let mut count_forks = false;
     match cgroups.pids {
         Some(v) => e.pids_limit = v.label().into(),
         None if !root => {
             // RLIMIT_NPROC binds every uid but root.
             rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
             e.pids_limit = "rlimit-nproc".into();
+        }
+        // Root without a pids cgroup (a container's): in the
+        // namespace-free jail the supervisor counts the call's tasks
+        // below its reaper (`super::forks`).
+        None if guard == MetadataGuard::Seccomp && kernel.seccomp && reaper => {
+            count_forks = true;
+            e.pids_limit = "seccomp-count".into();
         }
         None => {
             gaps.require(
@@ -334,6 +355,7 @@ pub fn plan(
         seccomp,
         memory_cgroup: cgroups.memory.is_some(),
         pids_cgroup: cgroups.pids.is_some(),
+        count_forks,
         rlimits,
         drop_caps: root,
         id_maps: userns,

@@ -133,7 +133,26 @@ pub fn filter(network: bool, deny_metadata: bool) -> Result<&'static Filter, Sec
 /// Returns the filter for `sockets` (and `deny_metadata`, as in
 /// [`filter`]), compiled once per process.
 pub fn filter_for(sockets: Sockets, deny_metadata: bool) -> Result<&'static Filter, SeccompError> {
-    static CELLS: [OnceLock<Result<Filter, String>>; 8] = [
+    filter_with(sockets, deny_metadata, false)
+}
+
+/// [`filter_for`]; with `count_forks` (a jail without a mount namespace,
+/// whose metadata supervisor runs anyway) the notify program hands the
+/// calls that make processes to the supervisor too ([`super::forks`]).
+pub fn filter_with(
+    sockets: Sockets,
+    deny_metadata: bool,
+    count_forks: bool,
+) -> Result<&'static Filter, SeccompError> {
+    static CELLS: [OnceLock<Result<Filter, String>>; 16] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
@@ -143,18 +162,21 @@ pub fn filter_for(sockets: Sockets, deny_metadata: bool) -> Result<&'static Filt
         OnceLock::new(),
         OnceLock::new(),
     ];
+    let count_forks = count_forks && deny_metadata;
     let kind = match sockets {
         Sockets::None => 0,
         Sockets::NoUnix => 1,
         Sockets::All => 2,
         Sockets::Brokered => 3,
     };
-    let cell = &CELLS[kind * 2 + usize::from(deny_metadata)];
-    cell.get_or_init(|| build(sockets, deny_metadata).map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(|message| SeccompError::Compile {
-            message: message.clone(),
-        })
+    let cell = &CELLS[kind * 4 + usize::from(deny_metadata) * 2 + usize::from(count_forks)];
+    cell.get_or_init(|| {
+        build_with(sockets, deny_metadata, true, count_forks).map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|message| SeccompError::Compile {
+        message: message.clone(),
+    })
 }
 
 fn arch() -> Result<TargetArch, SeccompError> {
@@ -332,9 +354,24 @@ pub fn notify_program() -> Result<&'static BpfProgram, SeccompError> {
 /// [`notify_program`], and with `connect` also `connect` (the connect
 /// broker's, [`Sockets::Brokered`]).
 pub fn notify_program_for(connect: bool) -> Result<&'static BpfProgram, SeccompError> {
-    static CELLS: [OnceLock<Result<BpfProgram, String>>; 2] = [OnceLock::new(), OnceLock::new()];
-    CELLS[usize::from(connect)]
-        .get_or_init(|| build_notify(connect).map_err(|e| e.to_string()))
+    notify_program_with(connect, false)
+}
+
+/// [`notify_program_for`], and with `forks` also the calls that make a
+/// process or thread (`clone`, `fork`, `vfork`: a root call's process
+/// limit where no pids cgroup exists, [`super::forks`]).
+pub fn notify_program_with(
+    connect: bool,
+    forks: bool,
+) -> Result<&'static BpfProgram, SeccompError> {
+    static CELLS: [OnceLock<Result<BpfProgram, String>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    CELLS[usize::from(connect) + 2 * usize::from(forks)]
+        .get_or_init(|| build_notify(connect, forks).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|message| SeccompError::Compile {
             message: message.clone(),
@@ -342,16 +379,19 @@ pub fn notify_program_for(connect: bool) -> Result<&'static BpfProgram, SeccompE
 }
 
 /// The calls the notify program hands to the supervisor.
-pub fn notified_calls(connect: bool) -> Vec<libc::c_long> {
+pub fn notified_calls(connect: bool, forks: bool) -> Vec<libc::c_long> {
     let mut v = super::metadata::notified_calls();
     if connect {
         v.push(libc::SYS_connect);
     }
+    if forks {
+        v.extend(super::forks::counted_calls());
+    }
     v
 }
 
-fn build_notify(connect: bool) -> Result<BpfProgram, SeccompError> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = notified_calls(connect)
+fn build_notify(connect: bool, forks: bool) -> Result<BpfProgram, SeccompError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = notified_calls(connect, forks)
         .into_iter()
         .map(|nr| (nr, Vec::new()))
         .collect();
@@ -542,13 +582,19 @@ fn namespace_rules(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
         .collect()
 }
 
+#[cfg(test)]
 fn build(sockets: Sockets, deny_metadata: bool) -> Result<Filter, SeccompError> {
-    build_with(sockets, deny_metadata, true)
+    build_with(sockets, deny_metadata, true, false)
 }
 
 /// [`build`]; `fast: false` leaves out the guard's search (the tests
 /// compare both programs call by call).
-fn build_with(sockets: Sockets, deny_metadata: bool, fast: bool) -> Result<Filter, SeccompError> {
+fn build_with(
+    sockets: Sockets,
+    deny_metadata: bool,
+    fast: bool,
+    count_forks: bool,
+) -> Result<Filter, SeccompError> {
     let arch = arch()?;
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for nr in always_denied() {
@@ -641,7 +687,10 @@ fn build_with(sockets: Sockets, deny_metadata: bool, fast: bool) -> Result<Filte
     // The broker's `connect` goes to the supervisor whatever else does:
     // without it a brokered call would connect by itself.
     let notify = if deny_metadata || sockets == Sockets::Brokered {
-        Some(notify_program_for(sockets == Sockets::Brokered)?)
+        Some(notify_program_with(
+            sockets == Sockets::Brokered,
+            count_forks,
+        )?)
     } else {
         None
     };
@@ -1115,8 +1164,12 @@ mod tests {
             Sockets::Brokered,
         ] {
             for deny_metadata in [false, true] {
-                let fast = build_with(sockets, deny_metadata, true).unwrap().deny;
-                let slow = build_with(sockets, deny_metadata, false).unwrap().deny;
+                let fast = build_with(sockets, deny_metadata, true, false)
+                    .unwrap()
+                    .deny;
+                let slow = build_with(sockets, deny_metadata, false, false)
+                    .unwrap()
+                    .deny;
                 assert!(fast.len() > slow.len(), "the search is in the program");
                 for a in [arch, 0x4000_0003] {
                     for nr in &calls {
@@ -1231,7 +1284,9 @@ mod tests {
         ] {
             for deny_metadata in [false, true] {
                 for fast in [true, false] {
-                    let prog = build_with(sockets, deny_metadata, fast).unwrap().deny;
+                    let prog = build_with(sockets, deny_metadata, fast, false)
+                        .unwrap()
+                        .deny;
                     for args in [[0; 6], [u64::MAX; 6], [0, 0x1000, 0x2000, 24, 0, 0]] {
                         assert_eq!(run(&prog, arch, nr, args).0, nosys, "{sockets:?}");
                     }

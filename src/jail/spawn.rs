@@ -67,6 +67,7 @@ use std::time::Instant;
 
 use super::broker::{Admission, Broker};
 use super::cgroup::CallGroup;
+use super::forks::ForkLimit;
 use super::fs::{self as jfs, FsAccess};
 use super::hold::{self, Links};
 use super::metadata::{Grants, Watch};
@@ -554,9 +555,10 @@ impl<E: Into<JailError>> From<E> for Attempt {
 /// (`Spec::protect`), and, with a mount tree, [`super::spec::ALWAYS_PROTECTED`]
 /// where a write grant covers it (a tool that could remove a server's
 /// listener record would have the egress proxy let it reach that server).
-/// Without a tree the registry is left as the grant says: splitting a
-/// grant of `/tmp` around it would take from the tool every new entry in
-/// `/tmp` itself, and that jail has no egress proxy.
+/// Without a tree the registry is split out of the grant only for a
+/// networked call (behind the connect broker): splitting a grant of `/tmp`
+/// around it takes from the tool every new entry in `/tmp` itself, which
+/// only a call that could reach glovebox's servers must pay.
 fn protected_paths(spec: &Spec, write_grants: &[PathBuf], tree: bool) -> Vec<PathBuf> {
     let mut protect = spec.protect.clone();
     // Without a tree a call reaches glovebox's servers only behind the
@@ -668,7 +670,13 @@ fn attempt(
         net_ns,
         subreaper,
     };
-    let mut plan = plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied)?;
+    let mut plan = match plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied) {
+        Ok(p) => p,
+        // Planned with assumed facts: the jail the kernel really gives
+        // (the namespace-free one, say) may hold what these could not.
+        Err(e) if assumed && e.is_unavailable() => return Err(Attempt::Probe),
+        Err(e) => return Err(e.into()),
+    };
     // --- the private HOME: a tmpfs in the jail's own tree, else a host
     // directory granted like a write path.
     let mut home_held = Vec::new();
@@ -739,9 +747,10 @@ fn attempt(
     };
     let (seccomp, seccomp_without_tree) = match plan.seccomp {
         Some(sockets) => (
-            Some(seccomp::filter_for(
+            Some(seccomp::filter_with(
                 sockets,
                 plan.guard == MetadataGuard::Seccomp,
+                plan.count_forks,
             )?),
             Some(seccomp::filter_for(sockets, true)?),
         ),
@@ -949,6 +958,7 @@ fn attempt(
         enforcement,
         warnings,
         net: net_plan,
+        count_forks,
         ..
     } = plan;
     // The child has exec'd: its copies of these are its own now.
@@ -983,6 +993,30 @@ fn attempt(
         _ => (None, None),
     };
     let brokered = broker.is_some();
+    // Root without a pids cgroup: the supervisor counts the call's tasks
+    // below its reaper (the first child here).
+    let forks = if count_forks {
+        match sys::pidfd_pid(pidfd.as_raw_fd()) {
+            Some(reaper) => Some(ForkLimit {
+                reaper,
+                limit: spec.limits.pids,
+            }),
+            None => {
+                return Err(kill(JailError::Prepare {
+                    what: "finding the call's reaper for its process limit",
+                    source: std::io::Error::other("no pid in the pidfd's fdinfo"),
+                }))
+            }
+        }
+    } else {
+        None
+    };
+    if count_forks && used_seccomp.and_then(|p| p.notify).is_none() {
+        return Err(kill(JailError::Prepare {
+            what: "counting the call's processes",
+            source: std::io::Error::other("no seccomp notification listener"),
+        }));
+    }
     // Without a mount namespace the metadata family is answered by the
     // supervisor (see `super::metadata`) until the call ends, and behind
     // the broker `connect` too.
@@ -995,7 +1029,7 @@ fn attempt(
                     what: "receiving the seccomp notification listener",
                     source,
                 })
-                .and_then(|fd| Watch::start(fd, grants, broker).map_err(JailError::from));
+                .and_then(|fd| Watch::start(fd, grants, broker, forks).map_err(JailError::from));
             match started {
                 Ok(w) => Some(w),
                 Err(e) => return Err(kill(e)),

@@ -138,6 +138,19 @@ pub fn read_link_fd(fd: RawFd) -> io::Result<std::path::PathBuf> {
     Ok(std::ffi::OsString::from_vec(buf).into())
 }
 
+/// The pid (in this process's namespace) of the process behind `pidfd`,
+/// from `/proc/self/fdinfo` (`None` when it is gone).
+pub fn pidfd_pid(pidfd: RawFd) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{pidfd}")).ok()?;
+    let pid: i64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Pid:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    u32::try_from(pid).ok()
+}
+
 /// Sends `SIGKILL` to the process behind `pidfd`.
 pub fn pidfd_kill(pidfd: RawFd) -> io::Result<()> {
     pidfd_signal(pidfd, libc::SIGKILL)
@@ -594,6 +607,28 @@ pub fn take_callers_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
     let got = check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })?;
     // SAFETY: a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
+}
+
+/// Lets the call of notification `id` go on as the caller made it
+/// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): only for calls whose arguments
+/// are all registers, which no other thread can change.
+pub fn notif_continue(listener: RawFd, id: u64) -> io::Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: the ioctl reads one seccomp_notif_resp.
+    let rc = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::ENOENT) {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Installs the supervisor's `src` in the caller of notification `id` as

@@ -1,0 +1,127 @@
+//! The process limit of a root call where no pids cgroup can be made (a
+//! container's root: its cgroup file system is read-only), counted by the
+//! supervisor.
+//!
+//! `RLIMIT_NPROC` does not bind uid 0, so without a pids cgroup a root
+//! call had no process limit at all and was refused. In the namespace-free
+//! jail (whose supervisor answers seccomp notifications anyway) the calls
+//! that make a process or a thread ([`counted_calls`]) are handed to the
+//! supervisor, which counts the call's tasks — every thread of every
+//! process below the call's reaper (a subreaper: orphans come back to it,
+//! so nothing of the call is outside that tree) — and lets the call go on
+//! (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: its arguments are registers, which
+//! the deny filter has checked already; nothing can change between the
+//! decision and the call) only below the limit, else answers `EAGAIN`, as
+//! a pids cgroup would. The notifications are answered one at a time, so
+//! the count can run ahead of the decision only by the forks already let
+//! through and not yet visible in `/proc`: at most one per task, so a
+//! call never holds more than twice its limit.
+
+use std::collections::VecDeque;
+
+/// The calls that make a process or a thread.
+pub fn counted_calls() -> Vec<libc::c_long> {
+    let mut v = vec![libc::SYS_clone];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([libc::SYS_fork, libc::SYS_vfork]);
+    v
+}
+
+/// Whether a new task may be made when the call has `count` (pure).
+pub fn allows(count: u64, limit: u64) -> bool {
+    count < limit
+}
+
+/// One call's process limit: its reaper (a host pid) and the limit.
+#[derive(Debug, Clone, Copy)]
+pub struct ForkLimit {
+    /// The call's reaper, whose descendants are the call.
+    pub reaper: u32,
+    /// At most this many tasks (threads included), the reaper not counted.
+    pub limit: u64,
+}
+
+impl ForkLimit {
+    /// The call's tasks now: every thread of every process below the
+    /// reaper (read from `/proc/PID/task/TID/children`).
+    pub fn count(&self) -> u64 {
+        let mut count = 0u64;
+        let mut queue: VecDeque<u32> = children_of(self.reaper).into();
+        // Bounded: a tree far past any limit is counted only so far.
+        let bound = self.limit.saturating_mul(4).max(64);
+        while let Some(pid) = queue.pop_front() {
+            let tasks = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+                Ok(rd) => rd.filter_map(Result::ok).count() as u64,
+                Err(_) => continue,
+            };
+            count += tasks.max(1);
+            if count >= bound {
+                break;
+            }
+            queue.extend(children_of(pid));
+        }
+        count
+    }
+
+    /// Answers one notification of a counted call: `true` to let it go
+    /// on, `false` for `EAGAIN`.
+    pub fn admit(&self) -> bool {
+        allows(self.count(), self.limit)
+    }
+}
+
+/// The children of every thread of `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tasks.filter_map(Result::ok) {
+        let path = t.path().join("children");
+        if let Ok(text) = std::fs::read_to_string(path) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_is_a_count_of_tasks() {
+        assert!(allows(0, 1));
+        assert!(allows(31, 32));
+        assert!(!allows(32, 32));
+        assert!(!allows(40, 32));
+    }
+
+    #[test]
+    fn the_tasks_below_a_process_are_counted() {
+        // Three sleeping children of a shell, counted below it.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & sleep 5 & sleep 5 & wait"])
+            .spawn()
+            .unwrap();
+        let limit = ForkLimit {
+            reaper: child.id(),
+            limit: 100,
+        };
+        let mut seen = 0;
+        for _ in 0..100 {
+            seen = limit.count();
+            if seen >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(seen, 3);
+    }
+}
