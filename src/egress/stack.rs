@@ -44,6 +44,9 @@ const ROUNDS: usize = 8;
 /// How long a socket may wait for the handshake its SYN began.
 const HANDSHAKE: SmolDuration = SmolDuration::from_secs(10);
 
+/// The judge of each packet from the jail.
+pub type Decide = Box<dyn FnMut(&[u8]) -> Ingress + Send>;
+
 /// What the device side decides about one packet from the jail.
 pub enum Ingress {
     /// To the stack.
@@ -100,7 +103,7 @@ impl Device for Queues {
     }
 
     fn transmit(&mut self, _: SmolInstant) -> Option<Tx<'_>> {
-        (self.tx.len() < MAX_QUEUED).then(|| Tx(&mut self.tx))
+        (self.tx.len() < MAX_QUEUED).then_some(Tx(&mut self.tx))
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
@@ -129,7 +132,7 @@ struct Conn {
 /// The stack of one call; a future that runs until the device fails.
 pub struct Stack {
     tun: Arc<AsyncFd<OwnedFd>>,
-    decide: Box<dyn FnMut(&[u8]) -> Ingress + Send>,
+    decide: Decide,
     accepted: tokio::sync::mpsc::UnboundedSender<(DuplexStream, SocketAddrV4)>,
     iface: Interface,
     device: Queues,
@@ -146,7 +149,7 @@ impl Stack {
     pub fn new(
         tun: Arc<AsyncFd<OwnedFd>>,
         mtu: usize,
-        decide: Box<dyn FnMut(&[u8]) -> Ingress + Send>,
+        decide: Decide,
         accepted: tokio::sync::mpsc::UnboundedSender<(DuplexStream, SocketAddrV4)>,
     ) -> Stack {
         let mut device = Queues {
