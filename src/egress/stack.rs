@@ -2,10 +2,11 @@
 //! future per call that owns the TUN device, the stack and every
 //! connection's socket ([`Stack`]). Each connection the jail opens (a
 //! SYN [`super::transparent`] passed) gets a socket listening on exactly
-//! its destination and one end of an in-memory duplex stream; the other
-//! end goes to the relay, which sees an ordinary byte stream. Bytes move
-//! between socket and stream in the same poll that moves packets, so a
-//! segment crosses no channel and no other task.
+//! its destination; the decision (by name, [`super::transparent`]) is made
+//! on another task, which hands back the connected host socket or a
+//! refusal. Bytes then move between the smoltcp socket and the host
+//! socket in the same poll that moves packets: a segment crosses no
+//! channel, no other task and no buffer of its own.
 //!
 //! Sockets acknowledge at once (no delayed ACK: smoltcp's fixed 10 ms
 //! would stall a client whose Nagle waits for it) and send at once (no
@@ -26,11 +27,14 @@ use smoltcp::socket::tcp;
 use smoltcp::time::{Duration as SmolDuration, Instant as SmolInstant};
 use smoltcp::wire::{HardwareAddress, IpAddress, IpCidr, Ipv4Address};
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use super::log::Entry;
 
 /// Each socket's buffers, each way (its window: tens of microseconds of
-/// round trip here). With the duplex stream's, a connection holds at
-/// most four of them: 1 MiB, 256 MiB for a call's 256 connections.
+/// round trip here): 512 KiB per connection, 128 MiB for a call's 256
+/// (as many as the proxy serves at once; more are reset).
 pub const BUFFER: usize = 256 << 10;
 
 /// Packets waiting for the device, at most (then the stack holds back).
@@ -41,8 +45,18 @@ const MAX_QUEUED: usize = 1024;
 const BATCH: usize = 64;
 const ROUNDS: usize = 8;
 
+/// Reads or writes per socket and direction in one pass.
+const MOVES: usize = 16;
+
 /// How long a socket may wait for the handshake its SYN began.
 const HANDSHAKE: SmolDuration = SmolDuration::from_secs(10);
+
+/// A connection opened: its id and destination, to be decided.
+pub type Opened = (u64, SocketAddrV4);
+
+/// A connection decided: its id and the connected host socket with its
+/// log entry, or `None` when refused.
+pub type Decided = (u64, Option<(TcpStream, Arc<Entry>)>);
 
 /// The judge of each packet from the jail.
 pub type Decide = Box<dyn FnMut(&[u8]) -> Ingress + Send>;
@@ -119,43 +133,58 @@ impl Device for Queues {
     }
 }
 
-/// One connection: its socket and the stack's end of its stream.
+/// Where a connection's bytes go.
+enum Upstream {
+    /// Not decided yet: the tool's bytes wait in the socket.
+    Waiting,
+    /// The host socket, and the log entry that counts the bytes.
+    Open(TcpStream, Arc<Entry>),
+    /// Refused: the tool's side is closed.
+    Refused,
+}
+
+/// One connection.
 struct Conn {
-    end: DuplexStream,
+    handle: SocketHandle,
+    upstream: Upstream,
     opened: SmolInstant,
     /// The handshake is done.
     established: bool,
-    /// The tool's end of stream was passed on (the stream's write half
-    /// shut).
+    /// The tool's end of stream was passed on (the host socket's write
+    /// half shut).
     shut: bool,
-    /// The relay's end of stream was seen (the socket closing).
+    /// The host's end of stream was seen (the socket closing).
     eof: bool,
-    /// The relay is gone: nothing more can be passed on.
-    gone: bool,
+    /// Seen closed once: removed the next time (after the stack had a
+    /// poll to send the reset an abort queued).
+    closed: bool,
 }
 
 /// The stack of one call; a future that runs until the device fails.
 pub struct Stack {
     tun: Arc<AsyncFd<OwnedFd>>,
     decide: Decide,
-    accepted: tokio::sync::mpsc::UnboundedSender<(DuplexStream, SocketAddrV4)>,
+    opened: UnboundedSender<Opened>,
+    decided: UnboundedReceiver<Decided>,
+    next_id: u64,
     iface: Interface,
     device: Queues,
     sockets: SocketSet<'static>,
-    conns: HashMap<SocketHandle, Conn>,
+    conns: HashMap<u64, Conn>,
     timer: Pin<Box<tokio::time::Sleep>>,
     buf: Vec<u8>,
 }
 
 impl Stack {
     /// A stack on `tun` (MTU `mtu`): `decide` judges each packet from the
-    /// jail; each connection opened is sent on `accepted` with its
-    /// destination.
+    /// jail; each connection opened is sent on `opened`, and its decision
+    /// comes back on `decided`.
     pub fn new(
         tun: Arc<AsyncFd<OwnedFd>>,
         mtu: usize,
         decide: Decide,
-        accepted: tokio::sync::mpsc::UnboundedSender<(DuplexStream, SocketAddrV4)>,
+        opened: UnboundedSender<Opened>,
+        decided: UnboundedReceiver<Decided>,
     ) -> Stack {
         let mut device = Queues {
             rx: VecDeque::new(),
@@ -178,7 +207,9 @@ impl Stack {
         Stack {
             tun,
             decide,
-            accepted,
+            opened,
+            decided,
+            next_id: 0,
             iface,
             device,
             sockets: SocketSet::new(vec![]),
@@ -188,8 +219,13 @@ impl Stack {
         }
     }
 
-    /// A socket listening on `dst`, and its connection.
+    /// A socket listening on `dst`, and its connection (none past
+    /// [`super::MAX_CONNECTIONS`]: with no socket listening, the SYN is
+    /// answered with a reset).
     fn open(&mut self, dst: SocketAddrV4, now: SmolInstant) {
+        if self.conns.len() >= super::MAX_CONNECTIONS {
+            return;
+        }
         let mut s = tcp::Socket::new(
             tcp::SocketBuffer::new(vec![0u8; BUFFER]),
             tcp::SocketBuffer::new(vec![0u8; BUFFER]),
@@ -199,22 +235,40 @@ impl Stack {
         if s.listen(dst).is_err() {
             return;
         }
-        let (ours, theirs) = tokio::io::duplex(BUFFER);
-        if self.accepted.send((theirs, dst)).is_err() {
+        let id = self.next_id;
+        self.next_id += 1;
+        if self.opened.send((id, dst)).is_err() {
             return;
         }
         let handle = self.sockets.add(s);
         self.conns.insert(
-            handle,
+            id,
             Conn {
-                end: ours,
+                handle,
+                upstream: Upstream::Waiting,
                 opened: now,
                 established: false,
                 shut: false,
                 eof: false,
-                gone: false,
+                closed: false,
             },
         );
+    }
+
+    /// Takes the decisions made since the last poll; true when any came.
+    fn take_decisions(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut any = false;
+        while let Poll::Ready(Some((id, decided))) = self.decided.poll_recv(cx) {
+            any = true;
+            // A connection already over drops its host socket here.
+            if let Some(conn) = self.conns.get_mut(&id) {
+                conn.upstream = match decided {
+                    Some((stream, entry)) => Upstream::Open(stream, entry),
+                    None => Upstream::Refused,
+                };
+            }
+        }
+        any
     }
 
     /// Reads what the device has (up to [`BATCH`] packets); true when it
@@ -266,31 +320,40 @@ impl Stack {
         Ok(any)
     }
 
-    /// Moves bytes between each socket and its stream; drops the
+    /// Moves bytes between each socket and its host socket; drops the
     /// connections that are over. True when anything moved.
     fn shuttle(&mut self, cx: &mut Context<'_>, now: SmolInstant) -> bool {
         let mut moved = false;
         let mut over = Vec::new();
-        for (&handle, conn) in self.conns.iter_mut() {
-            let s = self.sockets.get_mut::<tcp::Socket>(handle);
+        for (&id, conn) in self.conns.iter_mut() {
+            let s = self.sockets.get_mut::<tcp::Socket>(conn.handle);
             moved |= shuttle_one(s, conn, cx);
-            let state = s.state();
-            let done = match state {
-                tcp::State::Closed => true,
-                tcp::State::TimeWait => conn.shut || conn.gone,
+            let done = match s.state() {
+                tcp::State::Closed => std::mem::replace(&mut conn.closed, true),
+                tcp::State::TimeWait => conn.shut || matches!(conn.upstream, Upstream::Refused),
                 tcp::State::Listen | tcp::State::SynReceived => now - conn.opened > HANDSHAKE,
                 _ => false,
             };
             if done {
-                over.push(handle);
+                over.push(id);
             }
         }
-        for handle in over {
-            self.conns.remove(&handle);
-            self.sockets.remove(handle);
+        for id in over {
+            if let Some(conn) = self.conns.remove(&id) {
+                self.sockets.remove(conn.handle);
+            }
         }
         moved
     }
+}
+
+/// What one read or write of a socket did.
+enum Moved {
+    Bytes(usize),
+    /// Nothing now (the other side is not ready).
+    Nothing,
+    /// End of stream, or an error: this direction is over.
+    End,
 }
 
 /// Bytes of one connection, both ways; true when any moved.
@@ -299,57 +362,97 @@ fn shuttle_one(s: &mut tcp::Socket<'static>, conn: &mut Conn, cx: &mut Context<'
     if !conn.established && !matches!(s.state(), tcp::State::Listen | tcp::State::SynReceived) {
         conn.established = true;
     }
-    // The tool's bytes, to the relay.
-    while !conn.gone && s.can_recv() {
-        let end = &mut conn.end;
-        let r = s.recv(|data| match Pin::new(&mut *end).poll_write(cx, data) {
-            Poll::Ready(Ok(n)) => (n, Some(n)),
-            Poll::Ready(Err(_)) => (0, None),
-            Poll::Pending => (0, Some(0)),
+    let (up, entry) = match &conn.upstream {
+        Upstream::Waiting => return false,
+        Upstream::Refused => {
+            if !conn.eof {
+                // Closed at once: a client waiting for the server to speak
+                // first sees the end; one that sends anyway is reset.
+                conn.eof = true;
+                s.close();
+                moved = true;
+            }
+            if s.can_recv() {
+                s.abort();
+            }
+            return moved;
+        }
+        Upstream::Open(up, entry) => (up, entry),
+    };
+    // The tool's bytes, to the host.
+    for _ in 0..MOVES {
+        if conn.shut || !s.can_recv() {
+            break;
+        }
+        match up.poll_write_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(_)) => {
+                s.abort();
+                return true;
+            }
+            Poll::Pending => break,
+        }
+        let r = s.recv(|data| match up.try_write(data) {
+            Ok(n) => (n, Moved::Bytes(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => (0, Moved::Nothing),
+            Err(_) => (0, Moved::End),
         });
         match r {
-            Ok(Some(0)) => break,
-            Ok(Some(_)) => moved = true,
-            Ok(None) | Err(_) => {
-                // The relay is gone: the tool's connection is cut.
-                conn.gone = true;
+            Ok(Moved::Bytes(n)) => {
+                entry.add_sent(n as u64);
+                moved = true;
+            }
+            Ok(Moved::Nothing) => {}
+            Ok(Moved::End) | Err(_) => {
+                // The host is gone: the tool's connection is cut.
                 s.abort();
                 return true;
             }
         }
     }
     // The tool's end of stream, once all its bytes went on.
-    if conn.established && !conn.shut && !conn.gone && !s.may_recv() {
-        if let Poll::Ready(r) = Pin::new(&mut conn.end).poll_shutdown(cx) {
-            conn.shut = true;
-            conn.gone |= r.is_err();
-            moved = true;
-        }
+    if conn.established && !conn.shut && !s.may_recv() {
+        conn.shut = true;
+        let _ = nix::sys::socket::shutdown(
+            std::os::fd::AsRawFd::as_raw_fd(up),
+            nix::sys::socket::Shutdown::Write,
+        );
+        moved = true;
     }
-    // The relay's bytes, to the tool.
-    while conn.established && !conn.eof && s.can_send() {
-        let end = &mut conn.end;
-        let r = s.send(|space| {
-            let mut rb = ReadBuf::new(space);
-            match Pin::new(&mut *end).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) => {
-                    let n = rb.filled().len();
-                    (n, Some(n))
-                }
-                Poll::Ready(Err(_)) => (0, Some(0)),
-                Poll::Pending => (0, None),
+    // The host's bytes, to the tool.
+    for _ in 0..MOVES {
+        if !conn.established || conn.eof || !s.can_send() {
+            break;
+        }
+        match up.poll_read_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(_)) => {
+                conn.eof = true;
+                s.close();
+                moved = true;
+                break;
             }
+            Poll::Pending => break,
+        }
+        let r = s.send(|space| match up.try_read(space) {
+            Ok(0) => (0, Moved::End),
+            Ok(n) => (n, Moved::Bytes(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => (0, Moved::Nothing),
+            Err(_) => (0, Moved::End),
         });
         match r {
-            Ok(Some(0)) => {
-                // End of stream (or the relay gone): FIN after what is
-                // queued.
+            Ok(Moved::Bytes(n)) => {
+                entry.add_received(n as u64);
+                moved = true;
+            }
+            Ok(Moved::Nothing) => {}
+            Ok(Moved::End) => {
+                // FIN after what is queued.
                 conn.eof = true;
                 s.close();
                 moved = true;
             }
-            Ok(Some(_)) => moved = true,
-            Ok(None) | Err(_) => break,
+            Err(_) => break,
         }
     }
     moved
@@ -365,6 +468,7 @@ impl Future for Stack {
         for _ in 0..ROUNDS {
             now = SmolInstant::now();
             let mut progress = this.read_device(cx, now)?;
+            progress |= this.take_decisions(cx);
             let _ = this.iface.poll(now, &mut this.device, &mut this.sockets);
             progress |= this.shuttle(cx, now);
             let _ = this.iface.poll(now, &mut this.device, &mut this.sockets);

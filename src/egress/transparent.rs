@@ -36,7 +36,6 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 
 use super::stack::{Ingress, Stack};
 
@@ -60,9 +59,6 @@ pub const NOT_BY_NAME: &str =
 /// Refused names and UDP destinations logged per call (each once); more
 /// are refused without a line of their own.
 const MAX_NOTED: usize = 256;
-
-/// Bytes read at once from either side of a connection.
-const CHUNK: usize = 256 * 1024;
 
 /// What the TUN service of one call shares between its packets and its
 /// connections.
@@ -251,7 +247,8 @@ pub(super) fn start(
     // egress runtime.
     let _entered = handle.enter();
     let tun = Arc::new(crate::jail::sys_async_fd(tun)?);
-    let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+    let (opened_tx, mut opened) = tokio::sync::mpsc::unbounded_channel();
+    let (decided_tx, decided) = tokio::sync::mpsc::unbounded_channel();
     let judge = shared.clone();
     let decide = Box::new(move |packet: &[u8]| match classify(&judge, packet) {
         Verdict::Pass => Ingress::Pass,
@@ -259,25 +256,21 @@ pub(super) fn start(
         Verdict::Reply(p) => Ingress::Reply(p),
         Verdict::Drop => Ingress::Drop,
     });
-    let mut stack = Box::pin(Stack::new(tun, mtu, decide, accepted_tx));
+    let mut stack = Box::pin(Stack::new(tun, mtu, decide, opened_tx, decided));
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let (finished, done) = std::sync::mpsc::channel::<()>();
     handle.spawn(async move {
         let _finished = finished;
-        let slots = Arc::new(tokio::sync::Semaphore::new(super::MAX_CONNECTIONS));
         let mut tasks = tokio::task::JoinSet::new();
         loop {
             tokio::select! {
                 _ = &mut stopped => break,
                 // The device failed: no more packets.
                 _ = &mut stack => break,
-                Some((end, dst)) = accepted.recv() => {
-                    // Over the bound the connection is closed at once.
-                    let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
-                    let shared = shared.clone();
+                Some((id, dst)) = opened.recv() => {
+                    let (shared, decided) = (shared.clone(), decided_tx.clone());
                     tasks.spawn(async move {
-                        carry(end, dst, &shared).await;
-                        drop(permit);
+                        let _ = decided.send((id, decide_one(dst, &shared).await));
                     });
                 }
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
@@ -297,70 +290,30 @@ pub(super) fn start(
     })
 }
 
-/// One connection the stack accepted: decided by the name of its fake
-/// address, then relayed, or closed.
-async fn carry(client: DuplexStream, dst: SocketAddrV4, shared: &Shared) {
+/// The decision on one connection the stack accepted, by the name of
+/// its fake address: the connected host socket and its log entry, or
+/// `None` (refused, logged).
+async fn decide_one(
+    dst: SocketAddrV4,
+    shared: &Shared,
+) -> Option<(tokio::net::TcpStream, Arc<Entry>)> {
     let port = dst.port();
     let Some(name) = shared.name_of(*dst.ip()) else {
-        // `classify` resets these; kept closed here too.
+        // `classify` resets these; refused here too.
         shared.log.record(
             &dst.ip().to_string(),
             port,
             VIA_TCP,
             Some(NOT_BY_NAME.into()),
         );
-        return close(client).await;
+        return None;
     };
     match decide::open(&shared.rules, &Host::Name(name.clone()), port).await {
-        Ok(upstream) => {
-            let entry = shared.log.record(&name, port, VIA_TCP, None);
-            relay(client, upstream, &entry).await;
-        }
+        Ok(upstream) => Some((upstream, shared.log.record(&name, port, VIA_TCP, None))),
         Err(r) => {
             shared.log.record(&name, port, VIA_TCP, Some(r.reason()));
-            close(client).await;
+            None
         }
-    }
-}
-
-/// Closes the tool's side (FIN), so that a client waiting for the server
-/// to speak first sees the end at once.
-async fn close(mut client: DuplexStream) {
-    let _ = client.shutdown().await;
-}
-
-/// Relays both ways, counting, until both directions are done.
-async fn relay(client: DuplexStream, upstream: tokio::net::TcpStream, entry: &Entry) {
-    let (mut from_tool, mut to_tool) = tokio::io::split(client);
-    let (mut from_host, mut to_host) = upstream.into_split();
-    tokio::join!(
-        async {
-            copy(&mut from_tool, &mut to_host, |n| entry.add_sent(n)).await;
-            let _ = to_host.shutdown().await;
-        },
-        async {
-            copy(&mut from_host, &mut to_tool, |n| entry.add_received(n)).await;
-            let _ = to_tool.shutdown().await;
-        },
-    );
-}
-
-/// One direction until end of stream or an error.
-async fn copy<R, W>(from: &mut R, to: &mut W, count: impl Fn(u64))
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-        count(n as u64);
     }
 }
 
