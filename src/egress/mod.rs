@@ -38,7 +38,7 @@
 //! - [`transparent`]: the call's TUN device, where one can be made: its
 //!   DNS ([`dns`], names to fake addresses of [`fakedns`]) and the TCP
 //!   connections of clients that ignore the proxy variables, decided by
-//!   name like the proxy's;
+//!   name like the proxy's, carried by [`stack`] (smoltcp's TCP);
 //! - [`warm`]: one request through the whole path when the egress runtime
 //!   starts, so that a tool's first connection does not pay the process's
 //!   first page faults and allocations.
@@ -54,6 +54,7 @@ pub mod log;
 pub mod placeholder;
 pub mod reflect;
 pub mod relay;
+pub mod stack;
 pub mod transparent;
 pub mod warm;
 

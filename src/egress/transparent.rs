@@ -17,7 +17,7 @@
 //!   [`decide::check_host`] at once (a refusal is a reset, logged), then
 //!   [`decide::open`] (resolve, SSRF guard on every address, glovebox's
 //!   own listeners, connect to exactly a checked address) once the
-//!   user-space stack (`netstack-smoltcp`, smoltcp's TCP) has accepted it; its bytes are then
+//!   user-space stack ([`super::stack`], smoltcp's TCP) has accepted it; its bytes are then
 //!   relayed and counted in the egress log like a proxied connection's;
 //! - a SYN to any other address (a real one the tool knows, metadata's
 //!   169.254.169.254) is reset and logged: no decision is ever made on an
@@ -31,16 +31,13 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
-use futures::{SinkExt, StreamExt};
-use netstack_smoltcp::{Stack, StackBuilder, TcpStream};
-use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
+
+use super::stack::{Ingress, Stack};
 
 use super::allow::Host;
 use super::decide::{self, Refusal, Rules};
@@ -62,12 +59,6 @@ pub const NOT_BY_NAME: &str =
 /// Refused names and UDP destinations logged per call (each once); more
 /// are refused without a line of their own.
 const MAX_NOTED: usize = 256;
-
-/// How long closing the tool's side of a connection may take.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Bytes read at once from either side of a connection.
-const CHUNK: usize = 256 * 1024;
 
 /// What the TUN service of one call shares between its packets and its
 /// connections.
@@ -113,6 +104,8 @@ impl Shared {
 enum Verdict {
     /// To the TCP stack.
     Pass,
+    /// To the TCP stack, opening a connection to this destination.
+    Open(SocketAddrV4),
     /// Answered at once with this packet.
     Reply(Vec<u8>),
     /// Dropped.
@@ -150,7 +143,7 @@ fn classify(shared: &Shared, packet: &[u8]) -> Verdict {
                         syns.clear();
                     }
                     if syns.insert(key) {
-                        Verdict::Pass
+                        Verdict::Open(SocketAddrV4::new(dst, port))
                     } else {
                         Verdict::Drop
                     }
@@ -230,62 +223,8 @@ fn udp_reply(from: Ipv4Addr, to: Ipv4Addr, to_port: u16, payload: &[u8]) -> Opti
     Some(out)
 }
 
-/// The user-space stack's TCP buffers, each way (its window: a
-/// transfer's rate is at most this much per round trip through it, tens
-/// of microseconds here). Each connection has four of them (the stack's
-/// socket and its stream, both ways), touched only as data waits in
-/// them: at most 1 MiB per connection, 256 MiB for a call's 256.
-const TCP_BUFFER: u32 = 256 << 10;
-
-/// Packets queued between the device and the stack, each way.
-const QUEUE: usize = 1024;
-
-/// Reads the device: packets [`classify`] passes go to the stack; the
-/// answers it makes go straight back.
-async fn from_jail(
-    tun: Arc<AsyncFd<OwnedFd>>,
-    shared: Arc<Shared>,
-    mut to_stack: futures::stream::SplitSink<Stack, Vec<u8>>,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; MAX_PACKET];
-    loop {
-        let n = tun
-            .async_io(Interest::READABLE, |fd| {
-                nix::unistd::read(fd, &mut buf).map_err(io::Error::from)
-            })
-            .await?;
-        match classify(&shared, &buf[..n]) {
-            Verdict::Pass => to_stack.send(buf[..n].to_vec()).await?,
-            Verdict::Reply(packet) => {
-                // A full device queue drops the answer: the client asks
-                // again (DNS) or its SYN is resent and reset then.
-                let _ = nix::unistd::write(tun.get_ref(), &packet);
-            }
-            Verdict::Drop => {}
-        }
-    }
-}
-
-/// Writes the stack's packets to the device.
-async fn to_jail(
-    tun: Arc<AsyncFd<OwnedFd>>,
-    mut from_stack: futures::stream::SplitStream<Stack>,
-) -> io::Result<()> {
-    while let Some(packet) = from_stack.next().await {
-        let packet = packet?;
-        tun.async_io(Interest::WRITABLE, |fd| {
-            nix::unistd::write(fd, &packet).map_err(io::Error::from)
-        })
-        .await?;
-    }
-    Ok(())
-}
-
-/// Largest packet read from the device (its MTU, and a margin).
-const MAX_PACKET: usize = 65_536;
-
 /// Serves the call's TUN device on `handle` until the returned value is
-/// dropped (which closes the device: its route goes with it).
+/// dropped (which closes the device; it goes with the namespace).
 pub(super) fn start(
     handle: &tokio::runtime::Handle,
     tun: OwnedFd,
@@ -297,17 +236,6 @@ pub(super) fn start(
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
     )?;
     let mtu = usize::try_from(crate::jail::TUN.mtu).map_err(io::Error::other)?;
-    let (stack, runner, _, listener) = StackBuilder::default()
-        .enable_tcp(true)
-        .mtu(mtu)
-        .stack_buffer_size(QUEUE)
-        .tcp_buffer_size(QUEUE)
-        .tcp_recv_buffer_size(TCP_BUFFER)
-        .tcp_send_buffer_size(TCP_BUFFER)
-        .build()?;
-    let (Some(runner), Some(mut listener)) = (runner, listener) else {
-        return Err(io::Error::other("the tcp stack did not start"));
-    };
     let shared = Arc::new(Shared {
         rules,
         log,
@@ -315,34 +243,34 @@ pub(super) fn start(
         noted: Mutex::new(HashSet::new()),
         syns: Mutex::new(HashSet::new()),
     });
-    let tun = {
-        let _entered = handle.enter();
-        Arc::new(crate::jail::sys_async_fd(tun)?)
-    };
+    // The device's registration and the stack's timer belong to the
+    // egress runtime.
+    let _entered = handle.enter();
+    let tun = Arc::new(crate::jail::sys_async_fd(tun)?);
+    let (opened_tx, mut opened) = tokio::sync::mpsc::unbounded_channel();
+    let (decided_tx, decided) = tokio::sync::mpsc::unbounded_channel();
+    let judge = shared.clone();
+    let decide = Box::new(move |packet: &[u8]| match classify(&judge, packet) {
+        Verdict::Pass => Ingress::Pass,
+        Verdict::Open(dst) => Ingress::Open(dst),
+        Verdict::Reply(p) => Ingress::Reply(p),
+        Verdict::Drop => Ingress::Drop,
+    });
+    let mut stack = Box::pin(Stack::new(tun, mtu, decide, opened_tx, decided));
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let (finished, done) = std::sync::mpsc::channel::<()>();
     handle.spawn(async move {
         let _finished = finished;
-        let (to_stack, from_stack) = stack.split();
-        let mut device = tokio::task::JoinSet::new();
-        device.spawn(runner);
-        device.spawn(from_jail(tun.clone(), shared.clone(), to_stack));
-        device.spawn(to_jail(tun, from_stack));
-        let slots = Arc::new(tokio::sync::Semaphore::new(super::MAX_CONNECTIONS));
         let mut tasks = tokio::task::JoinSet::new();
         loop {
             tokio::select! {
                 _ = &mut stopped => break,
-                // The device or the stack failed: no more connections.
-                _ = device.join_next() => break,
-                accepted = listener.next() => {
-                    let Some((tcp, _, _)) = accepted else { break };
-                    // Over the bound the connection is dropped at once.
-                    let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
-                    let shared = shared.clone();
+                // The device failed: no more packets.
+                _ = &mut stack => break,
+                Some((id, dst)) = opened.recv() => {
+                    let (shared, decided) = (shared.clone(), decided_tx.clone());
                     tasks.spawn(async move {
-                        carry(tcp, &shared).await;
-                        drop(permit);
+                        let _ = decided.send((id, decide_one(dst, &shared).await));
                     });
                 }
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
@@ -354,8 +282,7 @@ pub(super) fn start(
         .await;
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-        device.abort_all();
-        while device.join_next().await.is_some() {}
+        drop(stack);
     });
     Ok(super::Running {
         stop: Some(stop),
@@ -363,75 +290,30 @@ pub(super) fn start(
     })
 }
 
-/// One connection the stack accepted: decided by the name of its fake
-/// address, then relayed, or closed.
-async fn carry(client: TcpStream, shared: &Shared) {
-    let dst = *client.remote_addr();
+/// The decision on one connection the stack accepted, by the name of
+/// its fake address: the connected host socket and its log entry, or
+/// `None` (refused, logged).
+async fn decide_one(
+    dst: SocketAddrV4,
+    shared: &Shared,
+) -> Option<(tokio::net::TcpStream, Arc<Entry>)> {
     let port = dst.port();
-    let name = match dst.ip() {
-        IpAddr::V4(a) => shared.name_of(a),
-        IpAddr::V6(_) => None,
-    };
-    let Some(name) = name else {
-        // `classify` resets these; kept closed here too.
+    let Some(name) = shared.name_of(*dst.ip()) else {
+        // `classify` resets these; refused here too.
         shared.log.record(
             &dst.ip().to_string(),
             port,
             VIA_TCP,
             Some(NOT_BY_NAME.into()),
         );
-        return close(client).await;
+        return None;
     };
     match decide::open(&shared.rules, &Host::Name(name.clone()), port).await {
-        Ok(upstream) => {
-            let entry = shared.log.record(&name, port, VIA_TCP, None);
-            relay(client, upstream, &entry).await;
-        }
+        Ok(upstream) => Some((upstream, shared.log.record(&name, port, VIA_TCP, None))),
         Err(r) => {
             shared.log.record(&name, port, VIA_TCP, Some(r.reason()));
-            close(client).await;
+            None
         }
-    }
-}
-
-/// Closes the tool's side (FIN), so that a client waiting for the server
-/// to speak first sees the end at once.
-async fn close(mut client: TcpStream) {
-    let _ = tokio::time::timeout(CLOSE_TIMEOUT, client.shutdown()).await;
-}
-
-/// Relays both ways, counting, until both directions are done.
-async fn relay(client: TcpStream, upstream: tokio::net::TcpStream, entry: &Entry) {
-    let (mut from_tool, mut to_tool) = tokio::io::split(client);
-    let (mut from_host, mut to_host) = upstream.into_split();
-    tokio::join!(
-        async {
-            copy(&mut from_tool, &mut to_host, |n| entry.add_sent(n)).await;
-            let _ = to_host.shutdown().await;
-        },
-        async {
-            copy(&mut from_host, &mut to_tool, |n| entry.add_received(n)).await;
-            let _ = tokio::time::timeout(CLOSE_TIMEOUT, to_tool.shutdown()).await;
-        },
-    );
-}
-
-/// One direction until end of stream or an error.
-async fn copy<R, W>(from: &mut R, to: &mut W, count: impl Fn(u64))
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-        count(n as u64);
     }
 }
 
@@ -518,7 +400,10 @@ mod tests {
             answered(&classify(&s, &dns_query("pypi.org", 28))),
             (0, None)
         );
-        assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Pass);
+        assert_eq!(
+            classify(&s, &syn(addr, 443)),
+            Verdict::Open(SocketAddrV4::new(addr, 443))
+        );
         // The same SYN again (resent): not a second connection.
         assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Drop);
         // Another port of the same name: reset and logged.
