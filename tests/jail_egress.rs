@@ -173,17 +173,7 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
     let srv = Server::start("127.0.0.1:0", None);
     let r = curl(&["--allow-private"], &srv.url("/canary"));
     assert!(r.stdout.contains(CANARY), "{r:#?}");
-    assert_eq!(
-        r.json["enforcement"]["net_namespace"],
-        !namespace_free(),
-        "{r:#?}"
-    );
-    assert_eq!(
-        r.json["enforcement"]["connect_broker"],
-        namespace_free(),
-        "{r:#?}"
-    );
-    assert_eq!(r.json["enforcement"]["egress_proxy"], true, "{r:#?}");
+    r.assert_behind_the_proxy();
     let log = egress(&r);
     assert_eq!(log.len(), 1, "{r:#?}");
     assert_eq!(log[0]["allowed"], true);

@@ -157,17 +157,7 @@ fn with_network_through_glovebox_host_listeners_get_nothing() {
         let port = l.local_addr().unwrap().port().to_string();
         let r = attack(&["--net"], &["tcp", host, &port]);
         r.assert_blocked();
-        assert_eq!(
-            r.json["enforcement"]["net_namespace"],
-            !namespace_free(),
-            "{r:#?}"
-        );
-        assert_eq!(
-            r.json["enforcement"]["connect_broker"],
-            namespace_free(),
-            "{r:#?}"
-        );
-        assert_eq!(r.json["enforcement"]["egress_proxy"], true, "{r:#?}");
+        r.assert_behind_the_proxy();
         assert_no_connection(&l);
         // UDP to the same address lands on the namespace's own loopback
         // (the send itself may succeed), or is refused (the broker's jail

@@ -311,6 +311,28 @@ fn timeout_kills_the_whole_tree() {
     assert!(pids_with(&m).is_empty());
 }
 
+/// The fork bomb's `FORKS n FAILED m` line: fewer than `limit` forks got
+/// through, some were refused, and no bomb process outlived the call.
+fn assert_bomb_bounded(r: &Run, marker_dir: &std::path::Path, limit: u64) {
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("FORKS"))
+        .expect("FORKS line");
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    let forks: u64 = parts[1].parse().unwrap();
+    let refused: u64 = parts[3].parse().unwrap();
+    assert!(
+        forks < limit,
+        "{forks} forks got through a limit of {limit}"
+    );
+    assert!(refused > 0, "no fork was refused: {r:#?}");
+    assert!(
+        pids_with(path_str(marker_dir)).is_empty(),
+        "bomb processes survived"
+    );
+}
+
 #[test]
 fn fork_bomb_is_contained() {
     require_jail!();
@@ -328,20 +350,7 @@ fn fork_bomb_is_contained() {
     );
     r.assert_probe_ran();
     assert!(dir.path().join("bomb-started").exists());
-    let line = r
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("FORKS"))
-        .expect("FORKS line");
-    let parts: Vec<&str> = line.split_whitespace().collect();
-    let forks: u64 = parts[1].parse().unwrap();
-    let refused: u64 = parts[3].parse().unwrap();
-    assert!(forks < 32, "{forks} forks got through a limit of 32");
-    assert!(refused > 0, "no fork was refused: {r:#?}");
-    assert!(
-        pids_with(path_str(dir.path())).is_empty(),
-        "bomb processes survived"
-    );
+    assert_bomb_bounded(&r, dir.path(), 32);
 }
 
 /// Where no cgroup can be made (a container's read-only cgroup file
@@ -389,20 +398,7 @@ fn fork_bomb_is_contained_without_cgroups() {
         "rlimit-nproc"
     };
     assert_eq!(r.json["enforcement"]["pids_limit"], how, "{r:#?}");
-    let line = r
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("FORKS"))
-        .expect("FORKS line");
-    let parts: Vec<&str> = line.split_whitespace().collect();
-    let forks: u64 = parts[1].parse().unwrap();
-    let refused: u64 = parts[3].parse().unwrap();
-    assert!(forks < 32, "{forks} forks got through a limit of 32");
-    assert!(refused > 0, "no fork was refused: {r:#?}");
-    assert!(
-        pids_with(path_str(dir.path())).is_empty(),
-        "bomb processes survived"
-    );
+    assert_bomb_bounded(&r, dir.path(), 32);
 }
 
 #[test]

@@ -162,6 +162,17 @@ impl Run {
         self
     }
 
+    /// Asserts a networked call ran behind glovebox's egress proxy: in its
+    /// own network namespace, or without namespaces behind the connect
+    /// broker (each connect made by the supervisor, only to the proxy).
+    pub fn assert_behind_the_proxy(&self) -> &Self {
+        let e = &self.json["enforcement"];
+        assert_eq!(e["egress_proxy"], true, "{self:#?}");
+        assert_eq!(e["net_namespace"], !namespace_free(), "{self:#?}");
+        assert_eq!(e["connect_broker"], namespace_free(), "{self:#?}");
+        self
+    }
+
     pub fn limits_hit(&self) -> Vec<String> {
         self.json["limits_hit"]
             .as_array()

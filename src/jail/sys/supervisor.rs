@@ -521,12 +521,19 @@ pub fn notif_id_valid(listener: RawFd, id: u64) -> bool {
 /// 0), otherwise it fails with that errno. A caller gone meanwhile is not
 /// an error.
 pub fn notif_send(listener: RawFd, id: u64, errno: i32) -> io::Result<()> {
-    let resp = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: -errno,
-        flags: 0,
-    };
+    notif_respond(
+        listener,
+        libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: -errno,
+            flags: 0,
+        },
+    )
+}
+
+/// Sends `resp`; a caller gone meanwhile is not an error.
+fn notif_respond(listener: RawFd, resp: libc::seccomp_notif_resp) -> io::Result<()> {
     // SAFETY: the ioctl reads one seccomp_notif_resp.
     let rc = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
     if rc < 0 {
@@ -613,22 +620,15 @@ pub fn take_callers_fd(tid: u32, fd: i32) -> SysResult<OwnedFd> {
 /// (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): only for calls whose arguments
 /// are all registers, which no other thread can change.
 pub fn notif_continue(listener: RawFd, id: u64) -> io::Result<()> {
-    let resp = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: 0,
-        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-    };
-    // SAFETY: the ioctl reads one seccomp_notif_resp.
-    let rc = unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::ENOENT) {
-            return Ok(());
-        }
-        return Err(e);
-    }
-    Ok(())
+    notif_respond(
+        listener,
+        libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: 0,
+            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        },
+    )
 }
 
 /// Installs the supervisor's `src` in the caller of notification `id` as
