@@ -29,7 +29,12 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             Ok(d) => println!("state dir     {}", d.display()),
             Err(e) => println!("state dir     none: {e}"),
         }
-        println!("landlock      abi {}", k.landlock_abi);
+        match report.facts.landlock_errata {
+            Some(errata) if k.landlock_abi > 0 => {
+                println!("landlock      abi {} (errata {errata:#x})", k.landlock_abi)
+            }
+            _ => println!("landlock      abi {}", k.landlock_abi),
+        }
         if let Some(why) = glovebox::jail::probe::landlock_absence(k) {
             println!("              {why}");
         }
@@ -65,6 +70,19 @@ pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             println!(
                 "note          the cgroup2 hierarchy is not mounted with favordynmods: each call waits\n              for an RCU grace period (~5-15 ms) when it joins its cgroup; remounting\n              it with -o favordynmods makes that cheap"
             );
+        }
+        let f = &report.facts;
+        println!("runtime       {} ({})", f.runtime, f.runtime_evidence);
+        if !f.userns_switches.is_empty() {
+            println!("userns        {}", f.userns_switches.join(" "));
+        }
+        if let Some(why) = glovebox::jail::facts::userns_restriction(&f.userns_switches) {
+            println!("              {why}");
+        }
+        match f.legacy_tiocsti {
+            Some(true) => println!("tiocsti       allowed by this kernel (dev.tty.legacy_tiocsti=1): any process may push input into its terminal; jails refuse it by seccomp"),
+            Some(false) => println!("tiocsti       refused by this kernel (dev.tty.legacy_tiocsti=0)"),
+            None => println!("tiocsti       allowed by this kernel (no dev.tty.legacy_tiocsti before 6.2); jails refuse it by seccomp"),
         }
         match &report.enforcement {
             Ok(_) => println!("jailed run    ok"),

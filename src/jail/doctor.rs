@@ -35,6 +35,9 @@ pub struct Report {
     pub enforcement: Result<Enforcement, String>,
     /// Each invariant of DESIGN.md.
     pub invariants: Vec<Invariant>,
+    /// The runtime, user-namespace switches, `legacy_tiocsti`, Landlock
+    /// errata.
+    pub facts: super::facts::HostFacts,
 }
 
 impl Report {
@@ -207,5 +210,6 @@ pub fn examine() -> Report {
         cgroup_fast_attach: cgroup::fast_attach(),
         enforcement,
         invariants,
+        facts: super::facts::read(),
     }
 }

@@ -47,6 +47,7 @@ pub mod cancel;
 pub mod cgroup;
 mod child;
 pub mod doctor;
+pub mod facts;
 pub mod forks;
 pub mod fs;
 pub mod hold;

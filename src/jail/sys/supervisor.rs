@@ -269,6 +269,23 @@ pub fn landlock_abi() -> i32 {
     }
 }
 
+/// Landlock's errata bits (`LANDLOCK_CREATE_RULESET_ERRATA`, Linux 6.15),
+/// or `None` where the kernel does not report them.
+pub fn landlock_errata() -> Option<u32> {
+    const LANDLOCK_CREATE_RULESET_ERRATA: libc::c_uint = 1 << 1;
+    // SAFETY: with a NULL attr, size 0 and the ERRATA flag the call only
+    // returns a number.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0 as libc::size_t,
+            LANDLOCK_CREATE_RULESET_ERRATA,
+        )
+    };
+    u32::try_from(rc).ok()
+}
+
 /// `prctl(PR_GET_SECCOMP)`: the calling thread's seccomp mode, or `None`
 /// when the kernel has no seccomp.
 pub fn seccomp_mode() -> Option<i32> {
