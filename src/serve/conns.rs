@@ -92,6 +92,11 @@ struct Conn {
 struct State {
     next: u64,
     open: HashMap<u64, Conn>,
+    /// Evicted connections whose handle (and so descriptor) is not yet
+    /// dropped: they still count against the cap, or a burst of new
+    /// connections would each evict one and outrun their closing (the
+    /// descriptor limit the cap was sized to).
+    closing: usize,
 }
 
 /// The open connections.
@@ -148,7 +153,11 @@ impl ConnHandle {
 
 impl Drop for ConnHandle {
     fn drop(&mut self) {
-        self.conns.lock().open.remove(&self.id);
+        let mut state = self.conns.lock();
+        if state.open.remove(&self.id).is_none() {
+            // Evicted earlier: its descriptor is closed now.
+            state.closing = state.closing.saturating_sub(1);
+        }
     }
 }
 
@@ -225,7 +234,14 @@ impl Conns {
                     Admission::PeerFull
                 };
             }
-        } else if state.open.len() >= self.limits.max && !evict_oldest_idle(&mut state, None) {
+        } else if state.open.len() + state.closing >= self.limits.max
+            && state.closing == 0
+            && !evict_oldest_idle(&mut state, None)
+        {
+            return Admission::Wait;
+        }
+        // Room is made once an evicted connection is really closed.
+        if state.open.len() + state.closing >= self.limits.max {
             return Admission::Wait;
         }
         let id = state.next;
@@ -443,6 +459,7 @@ fn evict_oldest_idle(state: &mut State, peer: Option<IpAddr>) -> bool {
     let Some(id) = oldest else { return false };
     if let Some(c) = state.open.remove(&id) {
         c.evict.cancel();
+        state.closing += 1;
     }
     true
 }
@@ -489,19 +506,27 @@ mod tests {
         let b = open(conns.admit(ip("127.0.0.1")));
         let c = open(conns.admit(ip("127.0.0.1")));
         let _busy = conns.begin(&a).unwrap();
-        // Full: b (idle longest; a is busy) is evicted.
-        let d = open(conns.admit(ip("127.0.0.2")));
+        // Full: b (idle longest; a is busy) is evicted, and the new one
+        // waits until b is really closed.
+        assert!(matches!(conns.admit(ip("127.0.0.2")), Admission::Wait));
         assert!(b.evicted.is_cancelled());
+        // No second eviction while b closes.
+        assert!(matches!(conns.admit(ip("127.0.0.2")), Admission::Wait));
+        assert!(!c.evicted.is_cancelled());
         assert!(!a.evicted.is_cancelled() && !c.evicted.is_cancelled());
         // An evicted connection runs no new request.
         assert!(conns.begin(&b).is_none());
+        drop(b);
+        let d = open(conns.admit(ip("127.0.0.2")));
         let _c = conns.begin(&c).unwrap();
         let _d = conns.begin(&d).unwrap();
         // Every one busy: wait.
         assert!(matches!(conns.admit(ip("127.0.0.3")), Admission::Wait));
         drop(_c);
-        let _e = open(conns.admit(ip("127.0.0.3")));
+        assert!(matches!(conns.admit(ip("127.0.0.3")), Admission::Wait));
         assert!(c.evicted.is_cancelled());
+        drop(c);
+        let _e = open(conns.admit(ip("127.0.0.3")));
     }
 
     #[test]
