@@ -159,6 +159,15 @@ fn with_network_through_glovebox_host_listeners_get_nothing() {
         r.assert_blocked();
         r.assert_behind_the_proxy();
         assert_no_connection(&l);
+        if namespace_free() {
+            // The broker's refusal is in the call's egress log.
+            let logged = r.json["egress"].as_array().into_iter().flatten().any(|c| {
+                c["via"] == "direct"
+                    && c["allowed"] == false
+                    && c["port"].as_u64() == port.parse::<u64>().ok()
+            });
+            assert!(logged, "no direct refusal logged: {r:#?}");
+        }
         // UDP to the same address lands on the namespace's own loopback
         // (the send itself may succeed), or is refused (the broker's jail
         // makes no UDP socket): the host's socket gets nothing.

@@ -27,6 +27,16 @@ pub fn counted_calls() -> Vec<libc::c_long> {
     v
 }
 
+/// Whether `nr` is one of [`counted_calls`] (asked for every notification:
+/// no list is built for it).
+pub fn is_counted(nr: libc::c_long) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if nr == libc::SYS_fork || nr == libc::SYS_vfork {
+        return true;
+    }
+    nr == libc::SYS_clone
+}
+
 /// Whether a new task may be made when the call has `count` (pure).
 pub fn allows(count: u64, limit: u64) -> bool {
     count < limit
@@ -92,6 +102,15 @@ fn children_of(pid: u32) -> Vec<u32> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn is_counted_names_exactly_the_counted_calls() {
+        for nr in counted_calls() {
+            assert!(is_counted(nr));
+        }
+        assert!(!is_counted(libc::SYS_connect));
+        assert!(!is_counted(libc::SYS_fchmod));
+    }
 
     #[test]
     fn the_limit_is_a_count_of_tasks() {

@@ -528,7 +528,7 @@ fn serve(
             Err(_) => return,
         };
         let nr = i64::from(notice.nr);
-        if let Some(f) = forks.filter(|_| super::forks::counted_calls().contains(&nr)) {
+        if let Some(f) = forks.filter(|_| super::forks::is_counted(nr)) {
             if f.admit() {
                 let _ = sys::notif_continue(l, notice.id);
             } else {

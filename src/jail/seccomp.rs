@@ -1068,6 +1068,18 @@ mod tests {
 
     /// Runs a classic BPF seccomp program on one call, as the kernel
     /// does: the result and how many instructions ran.
+    /// The `AUDIT_ARCH_*` value of this build's architecture (what the
+    /// kernel puts in `seccomp_data.arch`).
+    fn native_arch() -> u32 {
+        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+        const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
+        if cfg!(target_arch = "x86_64") {
+            AUDIT_ARCH_X86_64
+        } else {
+            AUDIT_ARCH_AARCH64
+        }
+    }
+
     fn run(prog: &[seccompiler::sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> (u32, usize) {
         let word = |off: u32| -> u32 {
             match off {
@@ -1110,13 +1122,7 @@ mod tests {
 
     #[test]
     fn the_fast_allow_search_decides_every_call_as_the_deny_list_does() {
-        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-        const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
-        let arch = if cfg!(target_arch = "x86_64") {
-            AUDIT_ARCH_X86_64
-        } else {
-            AUDIT_ARCH_AARCH64
-        };
+        let arch = native_arch();
         // Arguments that hit the deny list's argument rules (terminal
         // ioctls, socket families and types, CLONE_NEW* flags, set-id modes
         // in every position) and pseudo-random ones.
@@ -1198,13 +1204,7 @@ mod tests {
 
     #[test]
     fn the_brokers_jail_makes_only_tcp_sockets_never_listens_and_notifies_connect() {
-        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-        const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
-        let arch = if cfg!(target_arch = "x86_64") {
-            AUDIT_ARCH_X86_64
-        } else {
-            AUDIT_ARCH_AARCH64
-        };
+        let arch = native_arch();
         let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
         let allow = libc::SECCOMP_RET_ALLOW;
         let f = build(Sockets::Brokered, true).unwrap();
@@ -1267,13 +1267,7 @@ mod tests {
 
     #[test]
     fn openat2_is_enosys_in_every_program_whatever_its_arguments() {
-        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-        const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
-        let arch = if cfg!(target_arch = "x86_64") {
-            AUDIT_ARCH_X86_64
-        } else {
-            AUDIT_ARCH_AARCH64
-        };
+        let arch = native_arch();
         let nosys = libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
         let nr = libc::SYS_openat2 as u32;
         for sockets in [

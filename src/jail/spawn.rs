@@ -1066,13 +1066,10 @@ fn attempt(
                     Some(a)
                 }
                 Err(source) => {
-                    let _ = sys::pidfd_kill(pidfd.as_raw_fd());
-                    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
-                    return Err(JailError::Prepare {
+                    return Err(kill(JailError::Prepare {
                         what: "starting the egress proxy",
                         source,
-                    }
-                    .into());
+                    }))
                 }
             }
         }
