@@ -448,3 +448,105 @@ for i in range(40):
         .count();
     assert_eq!(logged, 40, "{r:#?}");
 }
+
+/// A DNS client that asks a loopback server itself (as a resolver does
+/// when `resolv.conf` names systemd-resolved's `127.0.0.53`, or when the
+/// jail has no usable `resolv.conf` and resolvers fall back to
+/// `127.0.0.1`): for each `SERVER NAME PORT` triple, the A answer and the
+/// address it came from, then a connection to that answer.
+const LOOPBACK_RESOLVER: &str = r#"
+import socket, struct, sys
+print('PROBE-START', flush=True)
+def query(server, name):
+    labels = b''.join(bytes([len(p)]) + p.encode() for p in name.split('.'))
+    q = struct.pack('>HHHHHH', 0x4242, 0x0100, 1, 0, 0, 0) + labels + b'\0' + struct.pack('>HH', 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    s.sendto(q, (server, 53))
+    data, frm = s.recvfrom(4096)
+    rcode, answers = data[3] & 15, struct.unpack('>H', data[6:8])[0]
+    if rcode or not answers:
+        return frm, None, 'RCODE%d' % rcode
+    return frm, socket.inet_ntoa(data[-4:]), 'A'
+args = sys.argv[1:]
+for server, name, port in zip(args[0::3], args[1::3], args[2::3]):
+    try:
+        frm, addr, kind = query(server, name)
+    except OSError as e:
+        print(server, name, 'DNS-FAILED', type(e).__name__, flush=True)
+        continue
+    print(server, name, 'FROM', '%s:%d' % frm, kind, addr, flush=True)
+    if addr:
+        try:
+            c = socket.create_connection((addr, int(port)), timeout=5)
+            c.sendall(b'PING\n')
+            data = b''
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            print(server, name, 'GOT', data.decode() or '(nothing)', flush=True)
+        except OSError as e:
+            print(server, name, 'FAILED', type(e).__name__, flush=True)
+"#;
+
+/// A resolver that asks a loopback address (systemd-resolved's stub, or
+/// the fallback when the jail has no usable `resolv.conf`) gets
+/// glovebox's answers from that very address — resolvers drop an answer
+/// from any other — and the answer reaches the allowed host; another
+/// name gets "no such name" there too and is logged.
+#[test]
+fn a_resolver_asking_loopback_gets_glovebox_s_answers() {
+    require_jail!();
+    let srv = Server::start();
+    if expect() != Expect::Transparent {
+        return reaches_nothing(&srv);
+    }
+    let port = srv.port.to_string();
+    let allow = format!("localhost:{}", srv.port);
+    let r = sandbox(
+        &[
+            "--net",
+            "--timeout",
+            "60",
+            "--allow-private",
+            "--allow-host",
+            &allow,
+        ],
+        &[
+            "python3",
+            "-c",
+            LOOPBACK_RESOLVER,
+            "127.0.0.1",
+            "localhost",
+            &port,
+            "127.0.0.1",
+            "not-allowed.example",
+            &port,
+        ],
+    );
+    r.assert_probe_ran();
+    let line = |name: &str, what: &str| -> String {
+        r.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("127.0.0.1 {name} {what}")))
+            .unwrap_or_else(|| panic!("no {what} line for {name}: {r:#?}"))
+            .trim()
+            .to_string()
+    };
+    let answer = line("localhost", "FROM");
+    assert!(
+        answer.starts_with("127.0.0.1:53 A 198.18."),
+        "{answer}: {r:#?}"
+    );
+    assert_eq!(line("localhost", "GOT"), format!("{CANARY} PING"), "{r:#?}");
+    assert_eq!(srv.accepted(), 1, "{r:#?}");
+    assert_eq!(
+        line("not-allowed.example", "FROM"),
+        "127.0.0.1:53 RCODE3 None",
+        "{r:#?}"
+    );
+    let e = entry(&r, "not-allowed.example", 0, "dns");
+    assert_eq!(e["allowed"], false, "{r:#?}");
+}

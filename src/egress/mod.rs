@@ -234,9 +234,13 @@ impl jail::Gateway for Gateway {
         );
     }
 
-    fn attach_tun(&self, tun: std::os::fd::OwnedFd) -> std::io::Result<Box<dyn jail::Attached>> {
+    fn attach_tun(
+        &self,
+        tun: std::os::fd::OwnedFd,
+        dns: Vec<std::os::fd::OwnedFd>,
+    ) -> std::io::Result<Box<dyn jail::Attached>> {
         let handle = runtime()?;
-        let running = transparent::start(&handle, tun, self.rules.clone(), self.log.clone())?;
+        let running = transparent::start(&handle, tun, dns, self.rules.clone(), self.log.clone())?;
         Ok(Box::new(running))
     }
 }

@@ -8,7 +8,9 @@
 //! supervisor reads its packets:
 //!
 //! - a DNS question (UDP port 53, to any address: the host's
-//!   `resolv.conf` names a server the route sends here) for a name the
+//!   `resolv.conf` names a server the route sends here; or to a loopback
+//!   address of [`crate::jail::network::LoopbackDns`], on a socket the
+//!   child bound there) for a name the
 //!   allowlist names on some port gets an address of [`super::fakedns`]
 //!   (`AAAA` and other types: no record, so clients use that address);
 //!   any other name gets "no such name", logged as a refusal;
@@ -228,6 +230,7 @@ fn udp_reply(from: Ipv4Addr, to: Ipv4Addr, to_port: u16, payload: &[u8]) -> Opti
 pub(super) fn start(
     handle: &tokio::runtime::Handle,
     tun: OwnedFd,
+    dns: Vec<OwnedFd>,
     rules: Arc<Rules>,
     log: Log,
 ) -> io::Result<super::Running> {
@@ -247,6 +250,14 @@ pub(super) fn start(
     // egress runtime.
     let _entered = handle.enter();
     let tun = Arc::new(crate::jail::sys_async_fd(tun)?);
+    let dns = dns
+        .into_iter()
+        .map(|fd| {
+            let sock = std::net::UdpSocket::from(fd);
+            sock.set_nonblocking(true)?;
+            tokio::net::UdpSocket::from_std(sock)
+        })
+        .collect::<io::Result<Vec<_>>>()?;
     let (opened_tx, mut opened) = tokio::sync::mpsc::unbounded_channel();
     let (decided_tx, decided) = tokio::sync::mpsc::unbounded_channel();
     let judge = shared.clone();
@@ -262,6 +273,10 @@ pub(super) fn start(
     handle.spawn(async move {
         let _finished = finished;
         let mut tasks = tokio::task::JoinSet::new();
+        let mut servers = tokio::task::JoinSet::new();
+        for sock in dns {
+            servers.spawn(serve_loopback_dns(sock, shared.clone()));
+        }
         loop {
             tokio::select! {
                 _ = &mut stopped => break,
@@ -281,13 +296,30 @@ pub(super) fn start(
         })
         .await;
         tasks.abort_all();
+        servers.abort_all();
         while tasks.join_next().await.is_some() {}
+        while servers.join_next().await.is_some() {}
         drop(stack);
     });
     Ok(super::Running {
         stop: Some(stop),
         done: Some(done),
     })
+}
+
+/// Answers the DNS questions sent to one loopback address of the call's
+/// namespace (its socket bound there by the child) as those through the
+/// device are answered, until the call ends.
+async fn serve_loopback_dns(sock: tokio::net::UdpSocket, shared: Arc<Shared>) {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let Ok((n, from)) = sock.recv_from(&mut buf).await else {
+            return;
+        };
+        if let Some(reply) = answer_dns(&shared, &buf[..n]) {
+            let _ = sock.send_to(&reply, from).await;
+        }
+    }
 }
 
 /// The decision on one connection the stack accepted, by the name of

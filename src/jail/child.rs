@@ -204,7 +204,8 @@ fn await_go_ahead(p: &Prepared) -> SysResult<()> {
 
 /// In the call's new network namespace: loopback up, then the proxy's
 /// listening socket handed to the supervisor, then the TUN device when
-/// one can be made. Child-side: no allocation.
+/// one can be made, with a UDP socket on port 53 of each loopback DNS
+/// address. Child-side: no allocation.
 fn child_network(h: &NetHandoff) -> Result<(), i32> {
     sys::close(h.parent_end.as_raw_fd());
     sys::loopback_up()?;
@@ -217,7 +218,15 @@ fn child_network(h: &NetHandoff) -> Result<(), i32> {
     // call keeps the proxy alone, as without this step.
     if sent.is_ok() {
         if let Ok(tun) = sys::tun_up(&super::spec::TUN) {
-            let _ = sys::send_fd(h.child_end.as_raw_fd(), tun);
+            if sys::send_fd(h.child_end.as_raw_fd(), tun).is_ok() {
+                // Then the loopback DNS sockets (those it can bind).
+                for addr in h.dns.addrs() {
+                    if let Ok(dns) = sys::bind_udp4(*addr, 53) {
+                        let _ = sys::send_fd(h.child_end.as_raw_fd(), dns);
+                        sys::close(dns);
+                    }
+                }
+            }
             sys::close(tun);
         }
     }

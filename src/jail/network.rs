@@ -105,6 +105,58 @@ pub fn proxy_environment(env: &mut Vec<(OsString, OsString)>) {
     }
 }
 
+/// Loopback addresses a call's resolver may send its DNS questions to,
+/// at most this many.
+pub const MAX_LOOPBACK_DNS: usize = 4;
+
+/// The loopback DNS addresses of a call's own network namespace: where
+/// its resolver asks when the host's `resolv.conf` names a loopback
+/// server (systemd-resolved's `127.0.0.53`, a local dnsmasq) or when the
+/// jail has no usable `resolv.conf` (a link into `/run` the tree does not
+/// hold: resolvers then ask `127.0.0.1`). The child binds UDP port 53 on
+/// each, in its own namespace, and hands the sockets to the supervisor,
+/// which answers them as it answers DNS through the TUN device: a
+/// loopback address never leaves the namespace, so nothing else would.
+/// Prepared before clone (the child does not allocate).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoopbackDns {
+    addrs: [[u8; 4]; MAX_LOOPBACK_DNS],
+    len: usize,
+}
+
+impl LoopbackDns {
+    /// `127.0.0.1` and every IPv4 loopback `nameserver` of `resolv_conf`
+    /// (the host's, read by the supervisor), without repeats, in order.
+    pub fn from_resolv_conf(resolv_conf: &str) -> LoopbackDns {
+        let mut dns = LoopbackDns::default();
+        dns.push([127, 0, 0, 1]);
+        for line in resolv_conf.lines() {
+            let mut words = line.split_whitespace();
+            if words.next() != Some("nameserver") {
+                continue;
+            }
+            if let Some(Ok(addr)) = words.next().map(str::parse::<std::net::Ipv4Addr>) {
+                if addr.is_loopback() {
+                    dns.push(addr.octets());
+                }
+            }
+        }
+        dns
+    }
+
+    fn push(&mut self, addr: [u8; 4]) {
+        if self.len < MAX_LOOPBACK_DNS && !self.addrs().contains(&addr) {
+            self.addrs[self.len] = addr;
+            self.len += 1;
+        }
+    }
+
+    /// The addresses.
+    pub fn addrs(&self) -> &[[u8; 4]] {
+        &self.addrs[..self.len]
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -181,5 +233,26 @@ mod tests {
         assert_eq!(get("no_proxy").unwrap(), "");
         assert_eq!(get("NODE_USE_ENV_PROXY").unwrap(), "1");
         assert_eq!(env.iter().filter(|(k, _)| k == "HTTPS_PROXY").count(), 1);
+    }
+
+    #[test]
+    fn loopback_dns_is_127_0_0_1_and_the_loopback_servers_of_resolv_conf() {
+        let dns = LoopbackDns::from_resolv_conf(
+            "# systemd-resolved\nnameserver 127.0.0.53\noptions edns0 trust-ad\n\
+             nameserver 10.0.0.2\nnameserver ::1\nnameserver 127.0.0.1\n\
+             search example.com\nnameserver\nnameserver 127.0.1.1 # dnsmasq\n",
+        );
+        assert_eq!(
+            dns.addrs(),
+            &[[127, 0, 0, 1], [127, 0, 0, 53], [127, 0, 1, 1]]
+        );
+        assert_eq!(LoopbackDns::from_resolv_conf("").addrs(), &[[127, 0, 0, 1]]);
+        let many: String = (1..=9)
+            .map(|i| format!("nameserver 127.0.0.{i}\n"))
+            .collect();
+        assert_eq!(
+            LoopbackDns::from_resolv_conf(&many).addrs().len(),
+            MAX_LOOPBACK_DNS
+        );
     }
 }

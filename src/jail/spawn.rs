@@ -235,6 +235,9 @@ pub(super) struct Prepared {
 pub(super) struct NetHandoff {
     pub(super) child_end: OwnedFd,
     pub(super) parent_end: OwnedFd,
+    /// Where the child answers DNS on loopback for transparent egress
+    /// (empty for the notification listener's hand-off).
+    pub(super) dns: super::network::LoopbackDns,
 }
 
 pub(super) struct IdMaps {
@@ -864,6 +867,7 @@ fn attempt(
             Some(NetHandoff {
                 child_end,
                 parent_end,
+                dns: Default::default(),
             })
         } else {
             None
@@ -875,9 +879,13 @@ fn attempt(
                         what: "creating the egress hand-off socket",
                         source,
                     })?;
+                // The host's resolver configuration, as the jail sees it
+                // (the tree binds the host's `/etc`); unreadable is none.
+                let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
                 Some(NetHandoff {
                     child_end,
                     parent_end,
+                    dns: super::network::LoopbackDns::from_resolv_conf(&resolv),
                 })
             }
             _ => None,
@@ -1061,7 +1069,15 @@ fn attempt(
                     // The TUN device, when the child could make one (sent
                     // before it exec'd, so already here or never).
                     transparent = sys::recv_fd(h.parent_end.as_raw_fd())
-                        .and_then(|tun| gateway.attach_tun(tun))
+                        .and_then(|tun| {
+                            // Then its loopback DNS sockets, until the
+                            // child's end is closed.
+                            let dns =
+                                std::iter::from_fn(|| sys::recv_fd(h.parent_end.as_raw_fd()).ok())
+                                    .take(super::network::MAX_LOOPBACK_DNS)
+                                    .collect();
+                            gateway.attach_tun(tun, dns)
+                        })
                         .ok();
                     Some(a)
                 }

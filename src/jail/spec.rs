@@ -137,11 +137,18 @@ pub trait Gateway: std::fmt::Debug + Send + Sync {
     }
 
     /// Starts serving the call's TUN device ([`TUN`]): its DNS and the TCP
-    /// connections of clients that ignore the proxy variables. A gateway
+    /// connections of clients that ignore the proxy variables; `dns` are
+    /// UDP sockets bound to port 53 of loopback addresses in the call's
+    /// namespace ([`super::network::LoopbackDns`]), answered the same
+    /// way. A gateway
     /// that has no such service refuses, and the device is closed (the
     /// call keeps the proxy only).
-    fn attach_tun(&self, tun: std::os::fd::OwnedFd) -> std::io::Result<Box<dyn Attached>> {
-        drop(tun);
+    fn attach_tun(
+        &self,
+        tun: std::os::fd::OwnedFd,
+        dns: Vec<std::os::fd::OwnedFd>,
+    ) -> std::io::Result<Box<dyn Attached>> {
+        drop((tun, dns));
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
 }

@@ -715,10 +715,27 @@ pub fn loopback_up() -> SysResult<()> {
 /// A close-on-exec TCP socket listening on `addr`:`port` (IPv4).
 /// Child-side: no allocation.
 pub fn listen_tcp4(addr: [u8; 4], port: u16) -> SysResult<RawFd> {
+    let fd = bound4(libc::SOCK_STREAM, addr, port)?;
+    // SAFETY: listen(2) with integer arguments.
+    match check_int(unsafe { libc::listen(fd, 1024) }) {
+        Ok(_) => Ok(fd),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
+/// A UDP socket bound to `addr`:`port` (close-on-exec). Child-side: no
+/// allocation.
+pub fn bind_udp4(addr: [u8; 4], port: u16) -> SysResult<RawFd> {
+    bound4(libc::SOCK_DGRAM, addr, port)
+}
+
+/// An IPv4 socket of `kind` bound to `addr`:`port` (close-on-exec).
+fn bound4(kind: libc::c_int, addr: [u8; 4], port: u16) -> SysResult<RawFd> {
     // SAFETY: socket(2) with integer arguments.
-    let fd = check_int(unsafe {
-        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)
-    })?;
+    let fd = check_int(unsafe { libc::socket(libc::AF_INET, kind | libc::SOCK_CLOEXEC, 0) })?;
     let sa = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: port.to_be(),
@@ -734,9 +751,7 @@ pub fn listen_tcp4(addr: [u8; 4], port: u16) -> SysResult<RawFd> {
             &sa as *const libc::sockaddr_in as *const libc::sockaddr,
             std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
         )
-    })
-    // SAFETY: listen(2) with integer arguments.
-    .and_then(|_| check_int(unsafe { libc::listen(fd, 1024) }));
+    });
     match r {
         Ok(_) => Ok(fd),
         Err(e) => {
