@@ -3,9 +3,10 @@
 //! `/dev/net/tun`, a raw TCP client reaches an allowed `host:port` by
 //! name — glovebox's DNS answers an allowed name with a fake address and
 //! the supervisor carries the connection to the name under the proxy's
-//! decision — and nothing else: other names fail DNS, a connect to any
-//! real address (the listener's own, metadata's) or to a fake address
-//! never handed out is reset, the SSRF guard holds on the name's real
+//! decision — or an IP literal the allowlist names, also without
+//! namespaces (the connect broker), and nothing else: other names fail
+//! DNS, a connect to any other real address (metadata's) or to a fake
+//! address never handed out is reset, the SSRF guard holds on the name's real
 //! addresses, and the egress log records each. Every refusal is judged by
 //! a live listener that records nothing, next to a control that reaches
 //! it.
@@ -229,13 +230,15 @@ fn a_raw_socket_reaches_an_allowed_host_by_name_and_nothing_else() {
         e["reason"].as_str().unwrap().contains("allowlist"),
         "{r:#?}"
     );
-    for (host, port) in [("169.254.169.254", 80), ("198.18.0.200", srv.port)] {
+    // A real address is decided as that IP (the allowlist names none); a
+    // fake one never handed out, as no address at all.
+    for (host, port, why) in [
+        ("169.254.169.254", 80, "allowlist"),
+        ("198.18.0.200", srv.port, "by host name"),
+    ] {
         let e = entry(&r, host, port.into(), "tcp");
         assert_eq!(e["allowed"], false);
-        assert!(
-            e["reason"].as_str().unwrap().contains("by host name"),
-            "{r:#?}"
-        );
+        assert!(e["reason"].as_str().unwrap().contains(why), "{r:#?}");
     }
     // The listener's real address is the jail's own loopback: it never
     // left the namespace (no route, no log), and the host's got nothing.
@@ -549,4 +552,84 @@ fn a_resolver_asking_loopback_gets_glovebox_s_answers() {
     );
     let e = entry(&r, "not-allowed.example", 0, "dns");
     assert_eq!(e["allowed"], false, "{r:#?}");
+}
+
+/// This machine's first non-loopback IPv4 address (where the route to a
+/// private address leaves from; no packet is sent).
+fn host_address() -> std::net::Ipv4Addr {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.connect("10.255.255.1:9").unwrap();
+    match s.local_addr().unwrap().ip() {
+        std::net::IpAddr::V4(a) if !a.is_loopback() => a,
+        other => panic!("no non-loopback IPv4 address here: {other}"),
+    }
+}
+
+/// A loopback-free [`Server`]: listening on every address.
+fn server_on_all() -> Server {
+    let l = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let a = accepted.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            a.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || answer(s));
+        }
+    });
+    Server { port, accepted }
+}
+
+/// A raw client connecting to an IP literal the allowlist names (a
+/// database at a private address) reaches it — through transparent
+/// egress with namespaces, through the connect broker without them — and
+/// the same address on a port the allowlist does not name, or metadata's,
+/// reaches nothing; each is logged (`via: tcp` when carried).
+#[test]
+fn a_raw_client_reaches_an_ip_literal_the_allowlist_names() {
+    require_jail!();
+    let srv = server_on_all();
+    let other = server_on_all();
+    let ip = host_address();
+    let allowed = format!("{ip}:{}", srv.port);
+    let other_port = format!("{ip}:{}", other.port);
+    let metadata = "169.254.169.254:80";
+    let r = client(
+        &["--allow-private", "--allow-host", &allowed],
+        &[&allowed, &other_port, metadata],
+    );
+    r.assert_probe_ran();
+    if !namespace_free() && expect() == Expect::ProxyOnly {
+        // No TUN device, a namespace of its own: no route out but the
+        // proxy.
+        assert!(outcome(&r, &allowed).starts_with("FAILED"), "{r:#?}");
+        assert_eq!(srv.accepted(), 0);
+        return;
+    }
+    assert_eq!(
+        outcome(&r, &allowed),
+        format!("GOT {CANARY} PING"),
+        "{r:#?}"
+    );
+    assert_eq!(srv.accepted(), 1, "{r:#?}");
+    let ok = entry(&r, &ip.to_string(), srv.port.into(), "tcp");
+    assert_eq!(ok["allowed"], true, "{r:#?}");
+    assert_eq!(ok["sent"], 5, "{r:#?}");
+    for t in [&other_port, metadata] {
+        assert!(
+            outcome(&r, t).starts_with("FAILED ConnectionRefusedError"),
+            "{t}: {r:#?}"
+        );
+    }
+    assert_eq!(other.accepted(), 0, "{r:#?}");
+    assert_eq!(srv.accepted(), 1, "{r:#?}");
+    let via = if namespace_free() { "direct" } else { "tcp" };
+    for (host, port) in [
+        (ip.to_string(), u64::from(other.port)),
+        ("169.254.169.254".into(), 80),
+    ] {
+        let e = entry(&r, &host, port, via);
+        assert_eq!(e["allowed"], false, "{r:#?}");
+    }
 }

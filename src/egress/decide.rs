@@ -114,6 +114,15 @@ pub fn check_host(rules: &Rules, host: &Host, port: u16) -> Result<(), Refusal> 
     }
 }
 
+/// The policy decision on a connection the tool made to `addr` itself
+/// (the connect broker's raw TCP client): the allowlist on the address
+/// as an IP literal, the SSRF guard and glovebox's own listeners — the
+/// checks [`open`] makes again when it connects.
+pub fn check_direct(rules: &Rules, addr: SocketAddr) -> Result<(), Refusal> {
+    check_host(rules, &Host::Ip(addr.ip()), addr.port())?;
+    check_addr(rules, &Registry::current(), addr)
+}
+
 /// Decides and connects: a stream to a checked address of `host`:`port`.
 pub async fn open(rules: &Rules, host: &Host, port: u16) -> Result<TcpStream, Refusal> {
     open_with(rules, host, port, Registry::current).await

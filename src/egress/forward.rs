@@ -114,6 +114,30 @@ fn authority(text: &str) -> Option<(Host, u16)> {
     Some((Host::parse(h)?, port))
 }
 
+/// Serves a connection the connect broker carried here for a raw TCP
+/// client that connected to `addr` itself: decided again like a
+/// `CONNECT` to that address (allowlist, SSRF guard, glovebox's own
+/// listeners), logged (`via: tcp`, as transparent egress logs its
+/// connections), and relayed untouched — no placeholder is swapped on
+/// this path. A refusal closes the connection without a byte.
+pub async fn direct(client: TcpStream, rules: &Rules, log: &Log, addr: std::net::SocketAddr) {
+    let _ = client.set_nodelay(true);
+    let host = Host::Ip(addr.ip());
+    let shown = addr.ip().to_string();
+    if let Ok((upstream, entry)) = dial(
+        rules,
+        log,
+        &shown,
+        Some(&host),
+        addr.port(),
+        super::transparent::VIA_TCP,
+    )
+    .await
+    {
+        relay(client, upstream, &entry).await;
+    }
+}
+
 /// Decides, logs and connects; `Err` carries the log entry of the refusal.
 async fn dial(
     rules: &Rules,

@@ -65,6 +65,7 @@ pub use decide::Rules;
 pub use log::{Connection, Log};
 
 use crate::jail;
+use crate::jail::broker::Carried;
 
 /// How long connections still open when the call ends may take to finish.
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -194,14 +195,23 @@ impl jail::Gateway for Gateway {
                     accepted = listener.accept() => {
                         let Ok((stream, peer)) = accepted else { continue };
                         // Behind the connect broker: only what it connected.
-                        if admission.as_ref().is_some_and(|a| !a.admit(peer)) {
-                            continue;
-                        }
+                        let carried = match &admission {
+                            None => Carried::Proxy,
+                            Some(a) => match a.admit(peer) {
+                                Some(c) => c,
+                                None => continue,
+                            },
+                        };
                         // Over the bound the connection is closed at once.
                         let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
                         let (rules, log) = (rules.clone(), log.clone());
                         tasks.spawn(async move {
-                            forward::serve(stream, &rules, &log).await;
+                            match carried {
+                                Carried::Proxy => forward::serve(stream, &rules, &log).await,
+                                Carried::To(addr) => {
+                                    forward::direct(stream, &rules, &log, addr).await
+                                }
+                            }
                             drop(permit);
                         });
                     }
@@ -225,13 +235,17 @@ impl jail::Gateway for Gateway {
         }))
     }
 
+    fn carries_direct(&self, addr: std::net::SocketAddr) -> bool {
+        decide::check_direct(&self.rules, addr).is_ok()
+    }
+
     fn refused_direct(&self, addr: std::net::SocketAddr) {
-        self.log.record(
-            &addr.ip().to_string(),
-            addr.port(),
-            "direct",
-            Some("a direct connection; only the egress proxy is reachable".into()),
-        );
+        let why = match decide::check_direct(&self.rules, addr) {
+            Err(r) => format!("a direct connection: {}", r.reason()),
+            Ok(()) => "a direct connection the broker did not carry".into(),
+        };
+        self.log
+            .record(&addr.ip().to_string(), addr.port(), "direct", Some(why));
     }
 
     fn attach_tun(

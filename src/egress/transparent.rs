@@ -21,9 +21,13 @@
 //!   own listeners, connect to exactly a checked address) once the
 //!   user-space stack ([`super::stack`], smoltcp's TCP) has accepted it; its bytes are then
 //!   relayed and counted in the egress log like a proxied connection's;
-//! - a SYN to any other address (a real one the tool knows, metadata's
-//!   169.254.169.254) is reset and logged: no decision is ever made on an
-//!   address the tool chose;
+//! - a SYN to any other address (a real one the tool knows) is decided
+//!   as that IP, exactly as the proxy decides a `CONNECT` to it: the
+//!   allowlist must name the IP literal (and port), the SSRF guard judges
+//!   it (metadata's 169.254.169.254 never passes); refused, it is reset
+//!   and logged. A name is only ever decided by name: the tool's own DNS
+//!   answer never selects one;
+//! - a SYN to a fake address never handed out is reset and logged;
 //! - other UDP, IPv6 and anything else are dropped (UDP logged once per
 //!   destination).
 //!
@@ -131,11 +135,11 @@ fn classify(shared: &Shared, packet: &[u8]) -> Verdict {
                 return Verdict::Pass;
             }
             let port = tcp.destination_port();
-            let refusal = match shared.name_of(dst) {
+            let refusal = match destination(shared, dst) {
                 None => Some((dst.to_string(), NOT_BY_NAME.to_string())),
-                Some(name) => decide::check_host(&shared.rules, &Host::Name(name.clone()), port)
+                Some((shown, host)) => decide::check_host(&shared.rules, &host, port)
                     .err()
-                    .map(|r| (name, r.reason())),
+                    .map(|r| (shown, r.reason())),
             };
             match refusal {
                 None => {
@@ -177,6 +181,19 @@ fn classify(shared: &Shared, packet: &[u8]) -> Verdict {
             Verdict::Drop
         }
         _ => Verdict::Drop,
+    }
+}
+
+/// Where a connection to `dst` goes, as shown in the log and as decided:
+/// the name of a fake address glovebox's DNS gave; any other address as
+/// the IP it is (decided like a `CONNECT` to that IP: the allowlist must
+/// name it as a literal, and the SSRF guard judges it); `None` for a
+/// fake address never handed out.
+fn destination(shared: &Shared, dst: Ipv4Addr) -> Option<(String, Host)> {
+    match shared.name_of(dst) {
+        Some(name) => Some((name.clone(), Host::Name(name))),
+        None if super::fakedns::in_range(dst) => None,
+        None => Some((dst.to_string(), Host::Ip(dst.into()))),
     }
 }
 
@@ -330,7 +347,7 @@ async fn decide_one(
     shared: &Shared,
 ) -> Option<(tokio::net::TcpStream, Arc<Entry>)> {
     let port = dst.port();
-    let Some(name) = shared.name_of(*dst.ip()) else {
+    let Some((shown, host)) = destination(shared, *dst.ip()) else {
         // `classify` resets these; refused here too.
         shared.log.record(
             &dst.ip().to_string(),
@@ -340,10 +357,10 @@ async fn decide_one(
         );
         return None;
     };
-    match decide::open(&shared.rules, &Host::Name(name.clone()), port).await {
-        Ok(upstream) => Some((upstream, shared.log.record(&name, port, VIA_TCP, None))),
+    match decide::open(&shared.rules, &host, port).await {
+        Ok(upstream) => Some((upstream, shared.log.record(&shown, port, VIA_TCP, None))),
         Err(r) => {
-            shared.log.record(&name, port, VIA_TCP, Some(r.reason()));
+            shared.log.record(&shown, port, VIA_TCP, Some(r.reason()));
             None
         }
     }
@@ -481,6 +498,29 @@ mod tests {
                 ("198.18.0.99", VIA_TCP, false),
             ]
         );
+        // Real addresses: the allowlist names no IP literal.
+        assert!(log[1].reason.as_deref().unwrap().contains("allowlist"));
+        assert!(log[2].reason.as_deref().unwrap().contains("allowlist"));
+        assert!(log[3].reason.as_deref().unwrap().contains("by host name"));
+    }
+
+    #[test]
+    fn an_ip_literal_the_allowlist_names_is_opened_as_that_ip() {
+        let s = shared(&["10.0.0.5:5432", "pypi.org:443"]);
+        let db = Ipv4Addr::new(10, 0, 0, 5);
+        assert_eq!(
+            classify(&s, &syn(db, 5432)),
+            Verdict::Open(SocketAddrV4::new(db, 5432))
+        );
+        // Another port of it, and a fake address it was never given.
+        assert!(is_reset(&classify(&s, &syn(db, 22))));
+        assert!(is_reset(&classify(
+            &s,
+            &syn(Ipv4Addr::new(198, 18, 0, 16), 5432)
+        )));
+        let log = s.log.connections().0;
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert_eq!((log[0].host.as_str(), log[0].port), ("10.0.0.5", 22));
         assert!(log[1].reason.as_deref().unwrap().contains("by host name"));
     }
 

@@ -15,9 +15,12 @@
 //!    is still valid (the pid still names the caller);
 //! 2. asks [`decide`] — pure — where the connection may go: the proxy's
 //!    published address ([`super::spec::PROXY_ADDR`], what `HTTP_PROXY`
-//!    names) is carried to the call's own proxy listener; every other
-//!    address is refused (`ECONNREFUSED`) and reported to the gateway's
-//!    log;
+//!    names) is carried to the call's own proxy listener; an address the
+//!    gateway carries as it is (an IP the allowlist names, past the SSRF
+//!    guard: a raw TCP client's, [`Broker::carries`]) is carried there
+//!    too, marked with its destination, and the proxy connects it there
+//!    after deciding again; every other address is refused
+//!    (`ECONNREFUSED`) and reported to the gateway's log;
 //! 3. clears `SO_REUSEADDR`/`SO_REUSEPORT`, binds the socket to a fresh
 //!    loopback port (exclusive: no other socket can share it), records
 //!    that source address in the call's [`Admission`], and only then
@@ -32,18 +35,28 @@
 //! no TCP `connect`/`bind` right of its own (a second layer; the broker
 //! runs outside the tool's Landlock domain).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 
 use super::sys;
 
+/// What the broker asked of the proxy for one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried {
+    /// The tool connected to the proxy: it speaks a proxy protocol.
+    Proxy,
+    /// The tool connected to this address itself: the proxy decides it
+    /// again and relays the connection's bytes there untouched.
+    To(SocketAddr),
+}
+
 /// The source addresses of the connections the broker made to one call's
-/// proxy listener, each admitted once.
+/// proxy listener, each admitted once, with what each asked for.
 #[derive(Debug, Default)]
 pub struct Admission {
-    expected: Mutex<HashSet<SocketAddr>>,
+    expected: Mutex<HashMap<SocketAddr, Carried>>,
 }
 
 impl Admission {
@@ -52,10 +65,11 @@ impl Admission {
         Arc::new(Admission::default())
     }
 
-    /// Records `source` before the broker connects from it.
-    pub fn expect(&self, source: SocketAddr) {
-        if let Ok(mut set) = self.expected.lock() {
-            set.insert(canonical(source));
+    /// Records `source` (and what it asks for) before the broker connects
+    /// from it.
+    pub fn expect(&self, source: SocketAddr, carried: Carried) {
+        if let Ok(mut map) = self.expected.lock() {
+            map.insert(canonical(source), carried);
         }
     }
 
@@ -66,13 +80,13 @@ impl Admission {
         }
     }
 
-    /// Whether a connection accepted from `peer` is one the broker made;
-    /// true once per recorded source.
-    pub fn admit(&self, peer: SocketAddr) -> bool {
+    /// What a connection accepted from `peer` asks for, when it is one the
+    /// broker made; once per recorded source (`None` after that).
+    pub fn admit(&self, peer: SocketAddr) -> Option<Carried> {
         self.expected
             .lock()
-            .map(|mut set| set.remove(&canonical(peer)))
-            .unwrap_or(false)
+            .ok()
+            .and_then(|mut map| map.remove(&canonical(peer)))
     }
 }
 
@@ -97,6 +111,9 @@ pub struct Broker {
     pub listener: SocketAddr,
     /// The sources the proxy admits.
     pub admission: Arc<Admission>,
+    /// Whether the gateway carries a connection to this address as it is
+    /// (asked only of addresses other than the published one).
+    pub carries: Box<dyn Fn(SocketAddr) -> bool + Send + Sync>,
     /// Told of each refused destination (the egress log).
     pub refused: Box<dyn Fn(SocketAddr) + Send + Sync>,
 }
@@ -175,14 +192,23 @@ pub struct SocketKind {
 pub enum Route {
     /// Carry it to the call's proxy listener.
     Proxy,
+    /// Carry it to the call's proxy listener, for the proxy to connect to
+    /// this address.
+    Direct(SocketAddr),
     /// Refuse with this errno; `log` says whether the destination goes to
     /// the egress log (a refused destination, not a malformed call).
     Refuse { errno: i32, log: bool },
 }
 
 /// Decides one `connect` of `kind` to `dest` (pure): only an inet stream
-/// socket, not yet bound or connected, to the published proxy address.
-pub fn decide(published: SocketAddr, kind: SocketKind, dest: Dest) -> Route {
+/// socket, not yet bound or connected, to the published proxy address or
+/// to an address the gateway `carries`.
+pub fn decide(
+    published: SocketAddr,
+    kind: SocketKind,
+    dest: Dest,
+    carries: &dyn Fn(SocketAddr) -> bool,
+) -> Route {
     let refuse = |errno| Route::Refuse { errno, log: false };
     if kind.domain != libc::AF_INET && kind.domain != libc::AF_INET6 {
         // Route netlink, the only other family the filter lets a call
@@ -204,8 +230,11 @@ pub fn decide(published: SocketAddr, kind: SocketKind, dest: Dest) -> Route {
     let Dest::Inet(addr) = dest else {
         return refuse(libc::EAFNOSUPPORT);
     };
-    if canonical(addr) == published {
+    let addr = canonical(addr);
+    if addr == published {
         Route::Proxy
+    } else if carries(addr) {
+        Route::Direct(addr)
     } else {
         Route::Refuse {
             errno: libc::ECONNREFUSED,
@@ -288,9 +317,14 @@ fn refuse(broker: &Broker, dest: Dest, errno: i32, log: bool) -> Result<(), i32>
 }
 
 /// Binds `socket` to a fresh loopback port (no address reuse: no other
-/// socket can share it), records that source, and connects it to the
-/// call's proxy listener.
-fn connect_to_proxy(socket: &socket2::Socket, domain: i32, broker: &Broker) -> Result<(), i32> {
+/// socket can share it), records that source with what it asks for, and
+/// connects it to the call's proxy listener.
+fn connect_to_proxy(
+    socket: &socket2::Socket,
+    domain: i32,
+    carried: Carried,
+    broker: &Broker,
+) -> Result<(), i32> {
     socket.set_reuse_address(false).map_err(errno_of)?;
     socket.set_reuse_port(false).map_err(errno_of)?;
     socket
@@ -301,7 +335,7 @@ fn connect_to_proxy(socket: &socket2::Socket, domain: i32, broker: &Broker) -> R
         .ok()
         .and_then(|a| a.as_socket())
         .ok_or(libc::EADDRNOTAVAIL)?;
-    broker.admission.expect(source);
+    broker.admission.expect(source, carried);
     match socket.connect(&as_domain(broker.listener, domain).into()) {
         Ok(()) => Ok(()),
         Err(e) => {
@@ -327,9 +361,19 @@ fn connect_callers(socket: socket2::Socket, dest: Dest, broker: &Broker) -> Resu
             .is_some_and(|a| a.port() != 0),
         connected: socket.peer_addr().is_ok(),
     };
-    match decide(broker.published, kind, dest) {
-        Route::Refuse { errno, log } => refuse(broker, dest, errno, log),
-        Route::Proxy => connect_to_proxy(&socket, domain, broker),
+    match carried(decide(broker.published, kind, dest, &broker.carries)) {
+        Err((errno, log)) => refuse(broker, dest, errno, log),
+        Ok(carried) => connect_to_proxy(&socket, domain, carried, broker),
+    }
+}
+
+/// What the proxy is asked for on a route, or the refusal's errno and
+/// whether it is logged.
+fn carried(route: Route) -> Result<Carried, (i32, bool)> {
+    match route {
+        Route::Proxy => Ok(Carried::Proxy),
+        Route::Direct(addr) => Ok(Carried::To(addr)),
+        Route::Refuse { errno, log } => Err((errno, log)),
     }
 }
 
@@ -371,13 +415,13 @@ fn connect_in_place(
         bound: false,
         connected: false,
     };
-    match decide(broker.published, kind, dest) {
-        Route::Refuse { errno, log } => refuse(broker, dest, errno, log),
-        Route::Proxy => {
+    match carried(decide(broker.published, kind, dest, &broker.carries)) {
+        Err((errno, log)) => refuse(broker, dest, errno, log),
+        Ok(carried) => {
             let socket =
                 socket2::Socket::new(socket2::Domain::from(domain), socket2::Type::STREAM, None)
                     .map_err(errno_of)?;
-            connect_to_proxy(&socket, domain, broker)?;
+            connect_to_proxy(&socket, domain, carried, broker)?;
             if flags & i64::from(libc::O_NONBLOCK) != 0 {
                 socket.set_nonblocking(true).map_err(errno_of)?;
             }
@@ -420,6 +464,14 @@ mod tests {
         b
     }
 
+    /// Gateways carrying no address, or every address, as it is.
+    fn none(_: SocketAddr) -> bool {
+        false
+    }
+    fn all(_: SocketAddr) -> bool {
+        true
+    }
+
     #[test]
     fn only_the_published_proxy_address_is_carried() {
         let d = |b: &[u8]| decode_sockaddr(b).unwrap();
@@ -427,14 +479,20 @@ mod tests {
             decide(
                 PUBLISHED,
                 stream(libc::AF_INET),
-                d(&v4([127, 0, 0, 1], 3128))
+                d(&v4([127, 0, 0, 1], 3128)),
+                &none
             ),
             Route::Proxy
         );
         // An inet6 socket naming the proxy by its mapped address.
         let mapped = Ipv4Addr::LOCALHOST.to_ipv6_mapped();
         assert_eq!(
-            decide(PUBLISHED, stream(libc::AF_INET6), d(&v6(mapped, 3128))),
+            decide(
+                PUBLISHED,
+                stream(libc::AF_INET6),
+                d(&v6(mapped, 3128)),
+                &all
+            ),
             Route::Proxy
         );
         let refused = Route::Refuse {
@@ -451,11 +509,55 @@ mod tests {
             v6(Ipv6Addr::UNSPECIFIED, 3128),
         ] {
             assert_eq!(
-                decide(PUBLISHED, stream(libc::AF_INET6), d(&dest)),
+                decide(PUBLISHED, stream(libc::AF_INET6), d(&dest), &none),
                 refused,
                 "{dest:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_address_the_gateway_carries_goes_to_the_proxy_marked_with_it() {
+        let d = |b: &[u8]| decode_sockaddr(b).unwrap();
+        let db: SocketAddr = "10.0.0.5:5432".parse().unwrap();
+        let only_db = move |a: SocketAddr| a == db;
+        assert_eq!(
+            decide(
+                PUBLISHED,
+                stream(libc::AF_INET),
+                d(&v4([10, 0, 0, 5], 5432)),
+                &only_db
+            ),
+            Route::Direct(db)
+        );
+        // Named by an inet6 socket through its mapped form: the same.
+        let mapped = Ipv4Addr::new(10, 0, 0, 5).to_ipv6_mapped();
+        assert_eq!(
+            decide(
+                PUBLISHED,
+                stream(libc::AF_INET6),
+                d(&v6(mapped, 5432)),
+                &only_db
+            ),
+            Route::Direct(db)
+        );
+        // Another port, another address: refused and logged.
+        for dest in [v4([10, 0, 0, 5], 5433), v4([10, 0, 0, 6], 5432)] {
+            assert_eq!(
+                decide(PUBLISHED, stream(libc::AF_INET), d(&dest), &only_db),
+                Route::Refuse {
+                    errno: libc::ECONNREFUSED,
+                    log: true
+                }
+            );
+        }
+        // The socket's state is checked first, whatever the gateway says.
+        let mut k = stream(libc::AF_INET);
+        k.bound = true;
+        assert!(matches!(
+            decide(PUBLISHED, k, d(&v4([10, 0, 0, 5], 5432)), &all),
+            Route::Refuse { log: false, .. }
+        ));
     }
 
     #[test]
@@ -464,19 +566,19 @@ mod tests {
         let mut k = stream(libc::AF_INET);
         k.ty = libc::SOCK_DGRAM;
         assert!(matches!(
-            decide(PUBLISHED, k, proxy),
+            decide(PUBLISHED, k, proxy, &none),
             Route::Refuse { log: false, .. }
         ));
         let mut k = stream(libc::AF_NETLINK);
         k.ty = libc::SOCK_RAW;
         assert!(matches!(
-            decide(PUBLISHED, k, proxy),
+            decide(PUBLISHED, k, proxy, &none),
             Route::Refuse { log: false, .. }
         ));
         let mut k = stream(libc::AF_INET);
         k.bound = true;
         assert_eq!(
-            decide(PUBLISHED, k, proxy),
+            decide(PUBLISHED, k, proxy, &none),
             Route::Refuse {
                 errno: libc::EALREADY,
                 log: false
@@ -484,7 +586,7 @@ mod tests {
         );
         k.connected = true;
         assert_eq!(
-            decide(PUBLISHED, k, proxy),
+            decide(PUBLISHED, k, proxy, &none),
             Route::Refuse {
                 errno: libc::EISCONN,
                 log: false
@@ -492,7 +594,7 @@ mod tests {
         );
         let unspec = decode_sockaddr(&[0, 0]).unwrap();
         assert!(matches!(
-            decide(PUBLISHED, stream(libc::AF_INET), unspec),
+            decide(PUBLISHED, stream(libc::AF_INET), unspec, &all),
             Route::Refuse { log: false, .. }
         ));
     }
@@ -514,16 +616,20 @@ mod tests {
     fn each_recorded_source_is_admitted_once() {
         let a = Admission::new();
         let src: SocketAddr = "127.0.0.1:40000".parse().unwrap();
-        assert!(!a.admit(src));
-        a.expect(src);
-        assert!(!a.admit("127.0.0.1:40001".parse().unwrap()));
-        assert!(a.admit(src));
-        assert!(!a.admit(src));
+        let db: SocketAddr = "10.0.0.5:5432".parse().unwrap();
+        assert_eq!(a.admit(src), None);
+        a.expect(src, Carried::To(db));
+        assert_eq!(a.admit("127.0.0.1:40001".parse().unwrap()), None);
+        assert_eq!(a.admit(src), Some(Carried::To(db)));
+        assert_eq!(a.admit(src), None);
         // Recorded from an inet6 socket, seen by the inet listener.
-        a.expect("[::ffff:127.0.0.1]:40002".parse().unwrap());
-        assert!(a.admit("127.0.0.1:40002".parse().unwrap()));
-        a.expect(src);
+        a.expect("[::ffff:127.0.0.1]:40002".parse().unwrap(), Carried::Proxy);
+        assert_eq!(
+            a.admit("127.0.0.1:40002".parse().unwrap()),
+            Some(Carried::Proxy)
+        );
+        a.expect(src, Carried::Proxy);
         a.forget(src);
-        assert!(!a.admit(src));
+        assert_eq!(a.admit(src), None);
     }
 }

@@ -1179,13 +1179,14 @@ fn start_broker(
     let admission = Admission::new();
     let attached = gateway.attach(listener, Some(admission.clone()))?;
     let (ip, port) = super::spec::PROXY_ADDR;
-    let log = gateway.clone();
+    let (log, judge) = (gateway.clone(), gateway.clone());
     Ok((
         attached,
         Broker {
             published: std::net::SocketAddr::from((ip, port)),
             listener: addr,
             admission,
+            carries: Box::new(move |a| judge.carries_direct(a)),
             refused: Box::new(move |a| log.refused_direct(a)),
         },
     ))

@@ -130,6 +130,16 @@ pub trait Gateway: std::fmt::Debug + Send + Sync {
         admission: Option<std::sync::Arc<super::broker::Admission>>,
     ) -> std::io::Result<Box<dyn Attached>>;
 
+    /// Whether the connect broker may carry the tool's own connection to
+    /// `addr` (not the proxy's address) to the proxy, for the proxy to
+    /// decide again and connect there ([`super::broker::Carried::To`]): a
+    /// raw TCP client's, to an address the call may reach. Asked by the
+    /// broker only; a gateway that carries none refuses all.
+    fn carries_direct(&self, addr: std::net::SocketAddr) -> bool {
+        let _ = addr;
+        false
+    }
+
     /// The connect broker refused the tool's direct connection to `addr`
     /// (recorded in the call's egress log like a proxy refusal).
     fn refused_direct(&self, addr: std::net::SocketAddr) {
