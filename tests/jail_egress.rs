@@ -209,13 +209,15 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
     assert_eq!(srv.accepted(), before + 2);
 }
 
-/// Where no network namespace can be made — here a user namespace whose
-/// `max_net_namespaces` is 0 — `network: true` is refused before the tool
-/// runs, in degraded mode too, naming the reason, and the listener gets
-/// nothing; the same call in the same kind of user namespace without
-/// that limit goes through (the control: the refusal is the namespace's).
+/// Where the probe made namespaces but no network namespace can be made
+/// at the call's launch — here a user namespace whose
+/// `max_net_namespaces` is 0 — the call is planned again as where there
+/// are none: it runs behind the connect broker (not degraded), reaches
+/// the allowed server through the proxy, and its direct connection to
+/// the same listener is refused; the same call without that limit gets
+/// its network namespace (the control: the change is the namespace's).
 #[test]
-fn refused_where_no_network_namespace_can_be_made_even_degraded() {
+fn where_no_network_namespace_can_be_made_the_call_runs_behind_the_broker() {
     if !jail_available() {
         return;
     }
@@ -224,17 +226,23 @@ fn refused_where_no_network_namespace_can_be_made_even_degraded() {
         return;
     }
     let srv = Server::start("127.0.0.1:0", None);
-    let url = srv.url("/canary");
+    let port = srv.addr.port();
+    // Allowed by name; the direct connection names the address.
+    let by_name = format!("http://localhost:{port}/canary");
+    let direct = srv.url("/canary");
+    let allow = format!("localhost:{port}");
     let run = |limit: &str| -> Option<(Value, String)> {
         let script = format!(
             "echo {limit} > /proc/sys/user/max_net_namespaces && \
-             exec \"$0\" sandbox --json --degraded --net --allow-private -- \
-             curl -sS --max-time 10 \"$1\""
+             exec \"$0\" sandbox --json --net --allow-private --allow-host {allow} -- sh -c \
+             'curl -sS --max-time 10 \"$1\"; echo; \
+              curl -sS --noproxy \"*\" --max-time 5 \"$2\" || echo DIRECT-REFUSED' sh \"$1\" \"$2\""
         );
         let out = Command::new("unshare")
             .args(["-U", "-r", "sh", "-c", &script])
             .arg(bin())
-            .arg(&url)
+            .arg(&by_name)
+            .arg(&direct)
             .stdin(Stdio::null())
             .output()
             .ok()?;
@@ -250,20 +258,25 @@ fn refused_where_no_network_namespace_can_be_made_even_degraded() {
         eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
         return;
     };
-    assert_eq!(
-        limited["error"]["kind"], "sandbox_unavailable",
+    let out = limited["stdout"].as_str().unwrap_or("");
+    assert!(out.contains(CANARY), "{limited:#} {stderr}");
+    assert!(out.contains("DIRECT-REFUSED"), "{limited:#} {stderr}");
+    let e = &limited["enforcement"];
+    assert_eq!(e["net_namespace"], false, "{limited:#}");
+    assert_eq!(e["connect_broker"], true, "{limited:#}");
+    assert_eq!(e["mode"], "namespace-free", "{limited:#}");
+    assert!(
+        !limited.to_string().contains("degraded"),
         "{limited:#} {stderr}"
     );
-    let message = limited["error"]["message"].as_str().unwrap_or("");
-    assert!(message.contains("network namespaces"), "{message}");
-    assert!(message.contains("direct_network"), "{message}");
-    assert_eq!(srv.accepted(), 0, "the listener got a connection");
+    assert_eq!(srv.accepted(), 1, "only the proxied request arrived");
     let (control, stderr) = run("100").expect("the control ran");
     assert!(
         control["stdout"].as_str().unwrap_or("").contains(CANARY),
         "{control:#} {stderr}"
     );
-    assert_eq!(srv.accepted(), 1);
+    assert_eq!(control["enforcement"]["net_namespace"], true, "{control:#}");
+    assert_eq!(srv.accepted(), 2);
 }
 
 /// Megabytes each way arrive whole through the relay (splice), by plain

@@ -12,6 +12,7 @@
 //! would stall a client whose Nagle waits for it) and send at once (no
 //! Nagle: the relay already writes whole reads).
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
@@ -73,22 +74,60 @@ pub enum Ingress {
     Drop,
 }
 
+/// Packet buffers kept for reuse, at most (each one device packet long).
+const MAX_FREE: usize = 64;
+
+/// One packet: `buf[..len]`. Its buffer goes back to [`Pool`] once the
+/// packet is consumed, so a packet costs no allocation and no zeroing
+/// once the stack is running.
+struct Packet {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+/// The buffers of packets consumed, for the next ones.
+struct Pool {
+    free: RefCell<Vec<Vec<u8>>>,
+    /// A buffer's size: a device packet.
+    size: usize,
+}
+
+impl Pool {
+    fn take(&self) -> Vec<u8> {
+        self.free
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0u8; self.size])
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        let mut free = self.free.borrow_mut();
+        if free.len() < MAX_FREE && buf.len() == self.size {
+            free.push(buf);
+        }
+    }
+}
+
 /// The packets between the device and the stack.
 struct Queues {
-    rx: VecDeque<Vec<u8>>,
-    tx: VecDeque<Vec<u8>>,
+    rx: VecDeque<Packet>,
+    tx: VecDeque<Packet>,
+    pool: Pool,
     mtu: usize,
 }
 
-struct Rx(Vec<u8>);
-struct Tx<'a>(&'a mut VecDeque<Vec<u8>>);
+struct Rx<'a>(Packet, &'a Pool);
+struct Tx<'a>(&'a mut VecDeque<Packet>, &'a Pool);
 
-impl RxToken for Rx {
+impl RxToken for Rx<'_> {
     fn consume<R, F>(self, f: F) -> R
     where
         F: FnOnce(&[u8]) -> R,
     {
-        f(&self.0)
+        let Rx(packet, pool) = self;
+        let r = f(&packet.buf[..packet.len]);
+        pool.give(packet.buf);
+        r
     }
 }
 
@@ -97,27 +136,31 @@ impl TxToken for Tx<'_> {
     where
         F: FnOnce(&mut [u8]) -> R,
     {
-        let mut packet = vec![0u8; len];
-        let r = f(&mut packet);
-        self.0.push_back(packet);
+        let Tx(queue, pool) = self;
+        let mut buf = pool.take();
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let r = f(&mut buf[..len]);
+        queue.push_back(Packet { buf, len });
         r
     }
 }
 
 impl Device for Queues {
-    type RxToken<'a> = Rx;
+    type RxToken<'a> = Rx<'a>;
     type TxToken<'a> = Tx<'a>;
 
-    fn receive(&mut self, _: SmolInstant) -> Option<(Rx, Tx<'_>)> {
+    fn receive(&mut self, _: SmolInstant) -> Option<(Rx<'_>, Tx<'_>)> {
         if self.tx.len() >= MAX_QUEUED {
             return None;
         }
         let packet = self.rx.pop_front()?;
-        Some((Rx(packet), Tx(&mut self.tx)))
+        Some((Rx(packet, &self.pool), Tx(&mut self.tx, &self.pool)))
     }
 
     fn transmit(&mut self, _: SmolInstant) -> Option<Tx<'_>> {
-        (self.tx.len() < MAX_QUEUED).then_some(Tx(&mut self.tx))
+        (self.tx.len() < MAX_QUEUED).then_some(Tx(&mut self.tx, &self.pool))
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
@@ -172,7 +215,6 @@ pub struct Stack {
     sockets: SocketSet<'static>,
     conns: HashMap<u64, Conn>,
     timer: Pin<Box<tokio::time::Sleep>>,
-    buf: Vec<u8>,
 }
 
 impl Stack {
@@ -189,6 +231,10 @@ impl Stack {
         let mut device = Queues {
             rx: VecDeque::new(),
             tx: VecDeque::new(),
+            pool: Pool {
+                free: RefCell::new(Vec::new()),
+                size: mtu.max(1500) + 64,
+            },
             mtu,
         };
         let mut config = Config::new(HardwareAddress::Ip);
@@ -215,7 +261,6 @@ impl Stack {
             sockets: SocketSet::new(vec![]),
             conns: HashMap::new(),
             timer: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
-            buf: vec![0u8; mtu.max(1500) + 64],
         }
     }
 
@@ -280,21 +325,30 @@ impl Stack {
                 Poll::Ready(r) => r?,
                 Poll::Pending => break,
             };
-            let buf = &mut self.buf;
-            let n = match guard.try_io(|fd| nix::unistd::read(fd, buf).map_err(io::Error::from)) {
-                Ok(r) => r?,
-                Err(_would_block) => continue,
-            };
+            // Read straight into the packet's own buffer (no copy after).
+            let mut buf = self.device.pool.take();
+            let n =
+                match guard.try_io(|fd| nix::unistd::read(fd, &mut buf).map_err(io::Error::from)) {
+                    Ok(r) => r?,
+                    Err(_would_block) => {
+                        self.device.pool.give(buf);
+                        continue;
+                    }
+                };
             any = true;
-            match (self.decide)(&self.buf[..n]) {
-                Ingress::Pass => self.device.rx.push_back(self.buf[..n].to_vec()),
+            match (self.decide)(&buf[..n]) {
+                Ingress::Pass => self.device.rx.push_back(Packet { buf, len: n }),
                 Ingress::Open(dst) => {
                     self.open(dst, now);
-                    self.device.rx.push_back(self.buf[..n].to_vec());
+                    self.device.rx.push_back(Packet { buf, len: n });
                 }
                 // A full device drops it: DNS is asked again, a SYN resent.
-                Ingress::Reply(p) => self.device.tx.push_back(p),
-                Ingress::Drop => {}
+                Ingress::Reply(p) => {
+                    self.device.pool.give(buf);
+                    let len = p.len();
+                    self.device.tx.push_back(Packet { buf: p, len });
+                }
+                Ingress::Drop => self.device.pool.give(buf),
             }
         }
         Ok(any)
@@ -308,13 +362,16 @@ impl Stack {
                 Poll::Ready(r) => r?,
                 Poll::Pending => break,
             };
-            match guard.try_io(|fd| nix::unistd::write(fd, packet).map_err(io::Error::from)) {
+            let bytes = &packet.buf[..packet.len];
+            match guard.try_io(|fd| nix::unistd::write(fd, bytes).map_err(io::Error::from)) {
                 Ok(Ok(_)) => {}
                 // A packet the device refuses is lost, as on a wire.
                 Ok(Err(e)) if e.kind() != io::ErrorKind::WouldBlock => {}
                 _ => continue,
             }
-            self.device.tx.pop_front();
+            if let Some(sent) = self.device.tx.pop_front() {
+                self.device.pool.give(sent.buf);
+            }
             any = true;
         }
         Ok(any)

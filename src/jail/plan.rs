@@ -8,8 +8,6 @@
 //! ([`JailError::Unavailable`], naming it), unless the spec opted into
 //! degraded mode, where each gap is a warning on the result instead.
 
-use std::path::PathBuf;
-
 use super::cgroup::Version;
 use super::fs as jfs;
 use super::network::{self as net, NetPlan};
@@ -93,9 +91,6 @@ pub struct Plan {
     pub private_proc: bool,
     /// No PID namespace: the first process is the call's subreaper.
     pub reaper: bool,
-    /// When the namespaces fail in the child, the namespace-free jail
-    /// keeps every invariant of this call (see [`Plan::without_namespaces`]).
-    pub free_fallback: bool,
     /// What the result reports as enforced.
     pub enforcement: Enforcement,
     /// Gaps accepted in degraded mode, and notes.
@@ -136,18 +131,11 @@ impl Gaps<'_> {
     }
 }
 
-/// Decides the jail of `spec` on `host` with `cgroups`; `protected` are
-/// the protected paths inside its write grants (from its
-/// [`tree::Tree`]); `split` says that, without a tree, the write grants
-/// were split around them ([`jfs::split_held`]). Refuses what
-/// cannot be enforced unless `spec.degraded`.
-pub fn plan(
-    spec: &Spec,
-    host: &Host,
-    cgroups: &Cgroups,
-    protected: &[PathBuf],
-    split: bool,
-) -> Result<Plan, JailError> {
+/// Decides the jail of `spec` on `host` with `cgroups`; `split` says
+/// that, without a tree, the write grants were split around the protected
+/// paths inside them ([`jfs::split_held`]). Refuses what cannot be
+/// enforced unless `spec.degraded`.
+pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<Plan, JailError> {
     if spec.argv.is_empty() {
         return Err(JailError::InvalidSpec {
             message: "no command given".into(),
@@ -338,16 +326,6 @@ pub fn plan(
     }
     e.capabilities_dropped = root;
 
-    // Namespaces the probe could create may still fail in the child (a
-    // container that masks /proc refuses a fresh one): the namespace-free
-    // jail then keeps every invariant of this call only when Landlock is
-    // recent enough, seccomp and a subreaper are there, and nothing needs
-    // the tree's protected rebinds.
-    let free_fallback = landlock_ok
-        && kernel.landlock_abi >= probe::NAMESPACE_FREE_ABI
-        && kernel.seccomp
-        && host.subreaper
-        && protected.is_empty();
     Ok(Plan {
         flags,
         landlock_abi,
@@ -361,70 +339,10 @@ pub fn plan(
         id_maps: userns,
         private_proc,
         reaper,
-        free_fallback,
         net: net_plan,
         enforcement: e,
         warnings,
     })
-}
-
-impl Plan {
-    /// Whether the jail may go on without namespaces after the child
-    /// failed to make them: the namespace-free jail keeps every invariant
-    /// ([`Plan::free_fallback`]) or the caller opted into degraded mode;
-    /// never for a call behind the egress proxy (its own network
-    /// namespace is the only way out).
-    pub fn may_fall_back(&self, degraded: bool) -> bool {
-        (degraded || self.free_fallback) && !matches!(self.net, NetPlan::Proxied(_))
-    }
-
-    /// The same call without namespaces (see [`Plan::may_fall_back`]):
-    /// no tree, no private `/proc`, the subreaper ends the call, seccomp
-    /// refuses the metadata family. `why` says what failed (a warning in
-    /// degraded mode); `protected` whether the call's write grants hold
-    /// protected paths (writable now: a warning, only reachable in
-    /// degraded mode).
-    pub fn without_namespaces(
-        &mut self,
-        degraded: bool,
-        why: &str,
-        protected: bool,
-        subreaper: bool,
-    ) {
-        if degraded {
-            self.warnings.push(format!(
-                "degraded: namespaces are not available here ({why})"
-            ));
-        }
-        if protected {
-            self.warnings.push(
-                "degraded: protected paths (.glee/, tools.json, .git/, tool files) are writable inside write grants (no mount namespace)".into(),
-            );
-        }
-        self.flags = 0;
-        self.private_proc = false;
-        self.id_maps = false;
-        self.guard = MetadataGuard::Seccomp;
-        self.reaper = subreaper;
-        let e = &mut self.enforcement;
-        e.mode = if self.free_fallback {
-            Mode::NamespaceFree.label().into()
-        } else {
-            Mode::None.label().into()
-        };
-        e.pid_namespace = false;
-        e.private_proc = false;
-        e.mount_tree = false;
-        e.metadata_guard = if e.seccomp {
-            "seccomp".into()
-        } else {
-            String::new()
-        };
-        e.ipc_namespace = false;
-        e.net_namespace = false;
-        e.user_namespace = false;
-        e.subreaper = subreaper;
-    }
 }
 
 #[cfg(test)]
@@ -549,7 +467,7 @@ mod tests {
         ];
         for (mode, root, cg, want) in table {
             let k = kernel(*mode, *root);
-            let p = plan(&spec(), &host(&k), cg, &[], false).expect("planned");
+            let p = plan(&spec(), &host(&k), cg, false).expect("planned");
             let e = &p.enforcement;
             let got = (
                 flag(&p, libc::CLONE_NEWUSER),
@@ -627,11 +545,11 @@ mod tests {
                 net_ns: true,
                 subreaper,
             };
-            let m = refused(plan(&spec(), &h, &cg, &[], false));
+            let m = refused(plan(&spec(), &h, &cg, false));
             assert!(m.contains(words), "{what}: {m}");
             let mut s = spec();
             s.degraded = true;
-            let p = plan(&s, &h, &cg, &[], false).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let p = plan(&s, &h, &cg, false).unwrap_or_else(|e| panic!("{what}: {e}"));
             assert!(
                 p.warnings
                     .iter()
@@ -649,7 +567,7 @@ mod tests {
         k.seccomp = false;
         let mut s = spec();
         s.degraded = true;
-        let p = plan(&s, &host(&k), &V1, &[], false).unwrap();
+        let p = plan(&s, &host(&k), &V1, false).unwrap();
         assert_eq!(p.landlock_abi, None);
         assert_eq!(p.seccomp, None);
         assert_eq!(p.enforcement.landlock_abi, 0);
@@ -657,7 +575,6 @@ mod tests {
         // The tree holds the filesystem view without Landlock: only
         // seccomp is a gap.
         assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
-        assert!(!p.free_fallback, "no namespace-free jail without landlock");
     }
 
     #[test]
@@ -673,7 +590,7 @@ mod tests {
         ] {
             let mut k = kernel(Mode::Namespaces, root);
             k.landlock_abi = abi;
-            let p = plan(&spec(), &host(&k), &V1, &[], false)
+            let p = plan(&spec(), &host(&k), &V1, false)
                 .unwrap_or_else(|e| panic!("abi {abi}: refused: {e}"));
             assert_eq!(p.landlock_abi, used, "abi {abi}");
             assert_eq!(p.guard, MetadataGuard::Tree);
@@ -683,7 +600,7 @@ mod tests {
         // Without a tree, ABI 3 at least.
         let mut k = kernel(Mode::NamespaceFree, false);
         k.landlock_abi = 2;
-        assert!(refused(plan(&spec(), &host(&k), &NONE, &[], false)).contains("abi 2 found"));
+        assert!(refused(plan(&spec(), &host(&k), &NONE, false)).contains("abi 2 found"));
     }
 
     #[test]
@@ -691,8 +608,7 @@ mod tests {
         // Namespace-free: planned, the split write grants said in a
         // warning (the supervisor decides the metadata family).
         let k = kernel(Mode::NamespaceFree, false);
-        let prot = [PathBuf::from("/p/.glee")];
-        let p = plan(&spec(), &host(&k), &NONE, &prot, true).unwrap();
+        let p = plan(&spec(), &host(&k), &NONE, true).unwrap();
         assert_eq!(p.guard, MetadataGuard::Seccomp);
         assert!(
             p.warnings
@@ -701,17 +617,11 @@ mod tests {
             "{:?}",
             p.warnings
         );
-        // With namespaces the tree binds them read-only: planned, and the
-        // namespace-free fallback is then not allowed.
+        // With namespaces the tree binds them read-only.
         let k = kernel(Mode::Namespaces, true);
-        let p = plan(&spec(), &host(&k), &V1, &prot, false).unwrap();
+        let p = plan(&spec(), &host(&k), &V1, false).unwrap();
         assert_eq!(p.guard, MetadataGuard::Tree);
         assert!(p.warnings.is_empty());
-        assert!(!p.free_fallback);
-        assert!(!p.may_fall_back(false));
-        assert!(p.may_fall_back(true));
-        let p = plan(&spec(), &host(&k), &V1, &[], false).unwrap();
-        assert!(p.free_fallback && p.may_fall_back(false));
     }
 
     #[test]
@@ -721,28 +631,24 @@ mod tests {
         s.network = true;
         s.gateway = Some(Arc::new(NoGateway));
         assert!(wants_net_ns(&s));
-        let p = plan(&s, &host(&k), &NONE, &[], false).unwrap();
+        let p = plan(&s, &host(&k), &NONE, false).unwrap();
         assert!(matches!(p.net, NetPlan::Proxied(_)));
         assert!(flag(&p, libc::CLONE_NEWNET) && p.enforcement.egress_proxy);
         assert_eq!(p.seccomp, Some(Sockets::NoUnix));
-        assert!(
-            !p.may_fall_back(true),
-            "never without the proxy's namespace"
-        );
         // No network namespace here: refused, degraded or not.
         let h = Host {
             net_ns: false,
             ..host(&k)
         };
-        refused(plan(&s, &h, &NONE, &[], false));
+        refused(plan(&s, &h, &NONE, false));
         s.degraded = true;
-        refused(plan(&s, &h, &NONE, &[], false));
+        refused(plan(&s, &h, &NONE, false));
         // Explicitly direct.
         let mut s = spec();
         s.network = true;
         s.direct_network = true;
         assert!(!wants_net_ns(&s));
-        let p = plan(&s, &h, &NONE, &[], false).unwrap();
+        let p = plan(&s, &h, &NONE, false).unwrap();
         assert!(matches!(p.net, NetPlan::Direct));
         assert_eq!(p.seccomp, Some(Sockets::All));
         assert!(p.warnings[0].starts_with("direct network"));
@@ -750,44 +656,83 @@ mod tests {
         let mut s = spec();
         s.network = true;
         assert!(matches!(
-            plan(&s, &host(&k), &NONE, &[], false),
+            plan(&s, &host(&k), &NONE, false),
             Err(JailError::InvalidSpec { .. })
         ));
         // An empty namespace on request.
         let mut s = spec();
         s.netns = true;
         assert!(wants_net_ns(&s));
-        let p = plan(&s, &host(&k), &NONE, &[], false).unwrap();
+        let p = plan(&s, &host(&k), &NONE, false).unwrap();
         assert!(flag(&p, libc::CLONE_NEWNET) && !p.enforcement.egress_proxy);
-        let m = refused(plan(&s, &h, &NONE, &[], false));
+        let m = refused(plan(&s, &h, &NONE, false));
         assert!(m.contains("network namespaces"), "{m}");
         assert!(!wants_net_ns(&spec()));
     }
 
+    /// When the namespaces the probe made fail at a call's launch, the
+    /// call is planned again from the facts of a machine without them
+    /// (`Kernel::without_namespaces`): nothing is patched after a plan.
     #[test]
-    fn falling_back_drops_every_namespace_and_says_so() {
+    fn a_launch_without_namespaces_is_planned_again_without_them() {
+        let why = "creating the namespaces: EPERM: test".to_string();
+        let gateway = |s: &mut Spec| {
+            s.network = true;
+            s.gateway = Some(Arc::new(NoGateway));
+        };
+        // (root, landlock abi, networked, degraded) -> mode, or refused
+        let table: &[(bool, i32, bool, bool, Option<&str>)] = &[
+            (false, 7, false, false, Some("namespace-free")),
+            (true, 7, false, false, Some("namespace-free")),
+            // A call behind the egress proxy: the connect broker.
+            (false, 7, true, false, Some("namespace-free")),
+            (true, 6, true, false, Some("namespace-free")),
+            // Landlock too old for the namespace-free jail: refused,
+            // naming what failed, unless degraded.
+            (false, 3, false, false, None),
+            (false, 3, false, true, Some("none")),
+            (false, 3, true, true, None),
+        ];
+        for &(root, abi, networked, degraded, want) in table {
+            let mut k = kernel(Mode::Namespaces, root);
+            k.landlock_abi = abi;
+            let without = k.without_namespaces(why.clone(), true);
+            assert!(!without.pid_ns && !without.mount_proc && !without.net_ns);
+            let mut s = spec();
+            s.degraded = degraded;
+            if networked {
+                gateway(&mut s);
+            }
+            let h = Host {
+                net_ns: false,
+                ..host(&without)
+            };
+            let case = format!("root {root}, abi {abi}, network {networked}, degraded {degraded}");
+            match (plan(&s, &h, &V1, false), want) {
+                (Ok(p), Some(mode)) => {
+                    assert_eq!(p.enforcement.mode, mode, "{case}");
+                    assert_eq!(p.flags, 0, "{case}");
+                    assert!(p.reaper, "{case}");
+                    assert_eq!(p.guard, MetadataGuard::Seccomp, "{case}");
+                    assert_eq!(matches!(p.net, NetPlan::Brokered(_)), networked, "{case}");
+                    if degraded {
+                        assert!(
+                            p.warnings.iter().any(|w| w.contains("EPERM: test")),
+                            "{case}: {:?}",
+                            p.warnings
+                        );
+                    }
+                }
+                (Err(e), None) => {
+                    let m = e.to_string();
+                    assert!(m.contains("EPERM: test") || networked, "{case}: {m}");
+                }
+                (r, _) => panic!("{case}: {:?}", r.map(|p| p.enforcement.mode)),
+            }
+        }
+        // Without a subreaper there is no namespace-free jail either.
         let k = kernel(Mode::Namespaces, false);
-        let mut s = spec();
-        s.degraded = true;
-        let prot = [PathBuf::from("/p/.git")];
-        let mut p = plan(&s, &host(&k), &NONE, &prot, false).unwrap();
-        assert!(p.may_fall_back(true));
-        p.without_namespaces(true, "clone: EPERM", true, true);
-        assert_eq!(p.flags, 0);
-        assert!(!p.private_proc && !p.id_maps && p.reaper);
-        assert_eq!(p.guard, MetadataGuard::Seccomp);
-        let e = &p.enforcement;
-        assert_eq!(
-            e.mode, "none",
-            "protected paths: not the namespace-free jail"
-        );
-        assert!(!e.pid_namespace && !e.mount_tree && !e.user_namespace && e.subreaper);
-        assert_eq!(e.metadata_guard, "seccomp");
-        assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
-        let mut p = plan(&spec(), &host(&k), &NONE, &[], false).unwrap();
-        p.without_namespaces(false, "mount: EPERM", false, true);
-        assert_eq!(p.enforcement.mode, "namespace-free");
-        assert!(p.warnings.is_empty());
+        assert_eq!(k.without_namespaces(why, false).mode, Mode::None);
     }
 
     #[test]
@@ -795,7 +740,7 @@ mod tests {
         let k = kernel(Mode::Namespaces, true);
         let s = Spec::new(Vec::<String>::new());
         assert!(matches!(
-            plan(&s, &host(&k), &V1, &[], false),
+            plan(&s, &host(&k), &V1, false),
             Err(JailError::InvalidSpec { .. })
         ));
     }

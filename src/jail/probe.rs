@@ -84,6 +84,29 @@ pub struct Kernel {
     pub release: String,
 }
 
+impl Kernel {
+    /// These facts once the jail's namespaces failed at a call's launch
+    /// (`why`) although the probe made them: what a probe that found none
+    /// would say — the namespace-free jail where Landlock, seccomp and a
+    /// subreaper (`subreaper`) hold it, else none.
+    pub fn without_namespaces(&self, why: String, subreaper: bool) -> Kernel {
+        let mode = if self.landlock_abi >= NAMESPACE_FREE_ABI && self.seccomp && subreaper {
+            Mode::NamespaceFree
+        } else {
+            Mode::None
+        };
+        Kernel {
+            pid_ns: false,
+            mount_proc: false,
+            ipc_ns: false,
+            net_ns: false,
+            namespaces_error: Some(why),
+            mode,
+            ..self.clone()
+        }
+    }
+}
+
 static PROBED: OnceLock<Kernel> = OnceLock::new();
 
 /// The facts, found once per process (namespaces tried).

@@ -211,7 +211,6 @@ pub(super) struct Prepared {
     pub(super) seccomp: Option<&'static Filter>,
     /// The filter to use instead when the namespaces fail in degraded mode
     /// (no tree: the metadata family is refused by seccomp).
-    pub(super) seccomp_without_tree: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
     pub(super) tree: Option<TreePlan>,
     pub(super) cgroup_procs: Vec<RawFd>,
@@ -517,11 +516,27 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
 pub fn run_keeping_out(spec: &Spec, keep_out: &[PathBuf]) -> Result<JailResult, JailError> {
     let started = Instant::now();
     if let Some(kernel) = probe::known() {
-        return attempt(spec, keep_out, kernel, false, started).map_err(Attempt::into_error);
+        return probed(spec, keep_out, kernel, started);
     }
     match attempt(spec, keep_out, probe::assumed(), true, started) {
-        Err(Attempt::Probe) => {
-            attempt(spec, keep_out, probe::kernel(), false, started).map_err(Attempt::into_error)
+        Err(Attempt::Probe) => probed(spec, keep_out, probe::kernel(), started),
+        other => other.map_err(Attempt::into_error),
+    }
+}
+
+/// An attempt with probed facts; when the jail's namespaces fail at its
+/// launch all the same, one more with the facts of a machine that has
+/// none (the plan decides again: nothing is patched after it).
+fn probed(
+    spec: &Spec,
+    keep_out: &[PathBuf],
+    kernel: &Kernel,
+    started: Instant,
+) -> Result<JailResult, JailError> {
+    match attempt(spec, keep_out, kernel, false, started) {
+        Err(Attempt::WithoutNamespaces(why)) => {
+            let without = kernel.without_namespaces(why, probe::subreaper_available());
+            attempt(spec, keep_out, &without, false, started).map_err(Attempt::into_error)
         }
         other => other.map_err(Attempt::into_error),
     }
@@ -534,6 +549,9 @@ enum Attempt {
     /// Planned with assumed facts, the namespaces could not be made:
     /// probe, then plan again.
     Probe,
+    /// Planned with probed facts, the namespaces could not be made all
+    /// the same (why): plan again as where there are none.
+    WithoutNamespaces(String),
 }
 
 impl Attempt {
@@ -543,6 +561,9 @@ impl Attempt {
             Attempt::Probe => JailError::Unavailable {
                 feature: "the jail's namespaces (they failed after the kernel probe found them)"
                     .into(),
+            },
+            Attempt::WithoutNamespaces(why) => JailError::Unavailable {
+                feature: format!("the jail's namespaces ({why})"),
             },
         }
     }
@@ -654,7 +675,6 @@ fn attempt(
     let split_applied = split.as_ref().is_some_and(|s| !s.read_only.is_empty());
     let cwd_dir = [spec.cwd.clone()];
     let fs_tree = Tree::from_held(&held, &protect_held, &cwd_dir);
-    let protected: Vec<PathBuf> = fs_tree.protected().map(Path::to_path_buf).collect();
 
     // --- what is enforced by which mechanism, or the refusal.
     let subreaper = probe::subreaper_available();
@@ -673,7 +693,7 @@ fn attempt(
         net_ns,
         subreaper,
     };
-    let mut plan = match plan::plan(spec, &host, &Cgroups::found(), &protected, split_applied) {
+    let plan = match plan::plan(spec, &host, &Cgroups::found(), split_applied) {
         Ok(p) => p,
         // Planned with assumed facts: the jail the kernel really gives
         // (the namespace-free one, say) may hold what these could not.
@@ -683,7 +703,7 @@ fn attempt(
     // --- the private HOME: a tmpfs in the jail's own tree, else a host
     // directory granted like a write path.
     let mut home_held = Vec::new();
-    let mut home = match plan.guard {
+    let home = match plan.guard {
         MetadataGuard::Tree => Home::Jail,
         MetadataGuard::Seccomp => {
             let dir = host_home()?;
@@ -748,16 +768,13 @@ fn attempt(
         (Home::Jail, Some(abi)) => Some(jfs::write_access_bits(abi)),
         _ => None,
     };
-    let (seccomp, seccomp_without_tree) = match plan.seccomp {
-        Some(sockets) => (
-            Some(seccomp::filter_with(
-                sockets,
-                plan.guard == MetadataGuard::Seccomp,
-                plan.count_forks,
-            )?),
-            Some(seccomp::filter_for(sockets, true)?),
-        ),
-        None => (None, None),
+    let seccomp = match plan.seccomp {
+        Some(sockets) => Some(seccomp::filter_with(
+            sockets,
+            plan.guard == MetadataGuard::Seccomp,
+            plan.count_forks,
+        )?),
+        None => None,
     };
     let group = if plan.memory_cgroup || plan.pids_cgroup {
         Some(CallGroup::create(
@@ -846,7 +863,6 @@ fn attempt(
         landlock,
         home_rule,
         seccomp,
-        seccomp_without_tree,
         tree: tree_plan,
         cgroup_procs: group
             .as_ref()
@@ -902,62 +918,26 @@ fn attempt(
         }
     }
     // Namespaces may still fail in the child (a container that masks /proc
-    // refuses a fresh one): planned with assumed facts, probe and plan
-    // again; else fall back to the namespace-free jail when it keeps every
-    // invariant of this call, or to a degraded run when the caller opted in.
+    // refuses a fresh one, a limit on network namespaces): planned with
+    // assumed facts, probe and plan again; with probed facts, plan again
+    // with the facts of a machine without namespaces (`run_keeping_out`):
+    // the namespace-free jail (the connect broker for a networked call)
+    // where it keeps every invariant of the call, a degraded run where the
+    // caller opted in, else a refusal that names what failed.
     let flags = plan.flags;
     let pidfd = match launch(&mut prepared, flags) {
         Ok(pidfd) => pidfd,
         Err((Step::Gate, _)) => return Err(refused_by_gate(spec).into()),
-        Err((step, errno)) if flags != 0 && step_is_namespace(step, errno) && assumed => {
-            return Err(Attempt::Probe)
-        }
-        Err((step, errno))
-            if plan.may_fall_back(spec.degraded) && step_is_namespace(step, errno) =>
-        {
-            let why = format!(
+        Err((step, errno)) if flags != 0 && step_is_namespace(step, errno) => {
+            if assumed {
+                return Err(Attempt::Probe);
+            }
+            return Err(Attempt::WithoutNamespaces(format!(
                 "{}: {}: {}",
                 step.describe(),
                 sys::errno_name(errno),
                 std::io::Error::from_raw_os_error(errno)
-            );
-            plan.without_namespaces(spec.degraded, &why, !protected.is_empty(), subreaper);
-            if matches!(home, Home::Jail) {
-                // No tree for its tmpfs: a host directory instead, granted
-                // (Landlock, the metadata supervisor) and named in the
-                // environment like the namespace-free jail's.
-                let dir = host_home()?;
-                write_home_files(spec, dir.path())?;
-                if let (Some(fd), Some(abi)) = (&prepared.landlock, plan.landlock_abi) {
-                    let path = cstring(dir.path().as_os_str(), "the home directory")?;
-                    sys::landlock_allow_path(fd.as_raw_fd(), &path, jfs::write_access_bits(abi))
-                        .map_err(|e| JailError::Prepare {
-                            what: "granting the private home directory",
-                            source: std::io::Error::from_raw_os_error(e),
-                        })?;
-                }
-                let (envp, envp_ptrs) = env_cstrings(&call_env(spec, dir.path(), proxied))?;
-                prepared._envp = envp;
-                prepared.envp_ptrs = envp_ptrs;
-                prepared.home_rule = None;
-                write_grants.push(dir.path().to_path_buf());
-                home = Home::Host(dir);
-            }
-            prepared.private_proc = false;
-            prepared.id_maps = None;
-            prepared.tree = None;
-            prepared.reaper = plan.reaper;
-            prepared.seccomp = prepared.seccomp_without_tree;
-            launch(&mut prepared, 0).map_err(|(step, errno)| match step {
-                Step::Gate => refused_by_gate(spec),
-                _ => JailError::child_failed(step, errno, &program),
-            })?
-        }
-        // The network namespace was the one this kernel refuses: say so.
-        Err((step, errno))
-            if prepared.net.is_some() && step_is_namespace(step, errno) && !probe::net_ns() =>
-        {
-            return Err(net::no_namespace().into())
+            )));
         }
         Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program).into()),
     };
