@@ -72,7 +72,9 @@ use crate::kind::ErrorKind;
 use crate::state::{self, StateError};
 
 mod background;
+pub mod checkpoint;
 mod commit;
+pub mod export;
 mod head;
 
 pub use background::{Durable, SIGNAL_DURABLE};
@@ -574,8 +576,12 @@ fn digest(items: &[String]) -> String {
 impl Log {
     /// The log of the project at `root`.
     pub fn for_project(root: &Path) -> Result<Log, AuditError> {
+        let path = match crate::replica::audit_dir() {
+            Some(dir) => dir.join("tools.log"),
+            None => root.join(".glee/audit/tools.log"),
+        };
         Ok(Log {
-            path: root.join(".glee/audit/tools.log"),
+            path,
             head: state::dir()?
                 .join("audit")
                 .join(format!("{}.head", state::project_key(root))),
@@ -919,6 +925,8 @@ impl Log {
             let _ = file.set_len(before);
             return Err(self.io(e));
         }
+        // Exported while the writers' lock is held: in the log's order.
+        export::written(&out);
         head.lines = Some(lines);
         head.bytes = Some(before + out.len() as u64);
         head.own = Some(own + events.len() as u64);
@@ -1265,6 +1273,10 @@ impl Event {
             line.push_str(k);
             line.push('=');
             line.push_str(&field_value(v));
+        }
+        if let Some(id) = crate::replica::id() {
+            line.push_str(" replica=");
+            line.push_str(id);
         }
         line.push_str(" key_id=");
         line.push_str(key_id);

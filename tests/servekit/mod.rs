@@ -28,6 +28,11 @@ pub struct Served {
 
 impl Served {
     pub fn start(root: &Path, envs: &[(&str, &str)], extra: &[&str]) -> Served {
+        Served::start_to(root, envs, extra, Stdio::null())
+    }
+
+    /// [`Served::start`] with its stdout sent to `stdout`.
+    pub fn start_to(root: &Path, envs: &[(&str, &str)], extra: &[&str], stdout: Stdio) -> Served {
         let mut c = Command::new(bin());
         c.args([
             "--root",
@@ -38,7 +43,7 @@ impl Served {
         ])
         .args(extra)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .env_remove("GLOVEBOX_API_TOKEN");
         for (k, v) in envs {
