@@ -164,10 +164,12 @@ pub fn find(source: &Source, name: &str) -> Found {
     let text = match read_capped(&path) {
         Ok(Some(t)) => t,
         Ok(None) => return Found::None,
-        Err(e) => return Found::Refused(format!(
+        Err(e) => {
+            return Found::Refused(format!(
             "the signed approval {} cannot be read ({e}); check the mounted approvals directory",
             path.display()
-        )),
+        ))
+        }
     };
     check(&source.key, name, &path, &text)
 }
