@@ -91,8 +91,9 @@ pub struct Args {
     pub grace: u64,
     /// A host name (`name` or `name:port`) a non-loopback server answers
     /// to besides its own address; repeatable. Requests naming another
-    /// host get 421 (DNS rebinding). Ignored on loopback, which answers to
-    /// localhost, 127.0.0.1 and [::1] only.
+    /// host get 421 (DNS rebinding). On loopback, which answers to
+    /// localhost, 127.0.0.1 and [::1] with its port, only such a name with
+    /// another port counts (`127.0.0.1:8080`: a balancer in front).
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_host: Vec<String>,
     /// Seconds after SIGTERM during which new calls get 503 with

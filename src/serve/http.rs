@@ -163,7 +163,15 @@ impl Hosts {
             return true;
         }
         if addr.ip().is_loopback() {
-            return false;
+            // A balancer on this machine in front (`--allow-host
+            // 127.0.0.1:8080`): a loopback name with the port named.
+            return loopback_name
+                && port.is_some()
+                && self.names.iter().any(|allowed| {
+                    split_host(allowed).is_some_and(|(n, p)| {
+                        p.is_some() && p == port && n.eq_ignore_ascii_case(name)
+                    })
+                });
         }
         // An address literal cannot be a rebound DNS name.
         if let Ok(ip) = name.parse::<std::net::IpAddr>() {
@@ -814,12 +822,16 @@ mod tests {
 
     #[test]
     fn host_check() {
-        let lo = hosts("127.0.0.1:7878", &["tools.example"]);
+        let lo = hosts(
+            "127.0.0.1:7878",
+            &["tools.example", "127.0.0.1:8080", "tools.example:9000"],
+        );
         for ok in [
             "localhost:7878",
             "LocalHost:7878",
             "127.0.0.1:7878",
             "[::1]:7878",
+            "127.0.0.1:8080",
         ] {
             assert!(lo.allows(ok), "{ok}");
         }
@@ -833,6 +845,9 @@ mod tests {
             "localhost:7878@x",
             "",
             "[::1]",
+            "localhost:8080",
+            "127.0.0.1:8081",
+            "tools.example:9000",
         ] {
             assert!(!lo.allows(bad), "{bad}");
         }
