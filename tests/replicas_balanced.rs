@@ -98,6 +98,10 @@ struct Cluster {
 
 impl Cluster {
     fn start_replica(&mut self, i: usize) {
+        self.start_replica_with(i, true);
+    }
+
+    fn start_replica_with(&mut self, i: usize, export: bool) {
         let front = self.front;
         let r = &mut self.replicas[i];
         let base = &self.f.base;
@@ -106,35 +110,41 @@ impl Cluster {
         let audit = base.join(format!("{}-audit", r.id));
         let listen = format!("127.0.0.1:{}", r.port);
         let allow = format!("127.0.0.1:{front}");
+        let mut args = vec![
+            "--approvals-dir",
+            self.approvals.to_str().unwrap(),
+            "--approval-key",
+            &self.public,
+            "--replica-id",
+            &r.id,
+            "--audit-dir",
+            audit.to_str().unwrap(),
+            "--audit-export",
+            "stdout",
+            "--checkpoint-key",
+            self.key.to_str().unwrap(),
+            "--checkpoint-every",
+            "16",
+            "--max-concurrent",
+            "16",
+            "--max-queued",
+            "64",
+            "--ready-interval",
+            "1",
+            "--allow-host",
+            &allow,
+            "--listen",
+            &listen,
+        ];
+        if !export {
+            // Drop the export's flags and their values.
+            let at = args.iter().position(|a| *a == "--audit-export").unwrap();
+            args.drain(at..at + 6);
+        }
         let served = Served::start_to(
             &self.f.root,
             &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
-            &[
-                "--approvals-dir",
-                self.approvals.to_str().unwrap(),
-                "--approval-key",
-                &self.public,
-                "--replica-id",
-                &r.id,
-                "--audit-dir",
-                audit.to_str().unwrap(),
-                "--audit-export",
-                "stdout",
-                "--checkpoint-key",
-                self.key.to_str().unwrap(),
-                "--checkpoint-every",
-                "16",
-                "--max-concurrent",
-                "16",
-                "--max-queued",
-                "64",
-                "--ready-interval",
-                "1",
-                "--allow-host",
-                &allow,
-                "--listen",
-                &listen,
-            ],
+            &args,
             Stdio::from(std::fs::File::create(&out).unwrap()),
         );
         r.served = Some(served);
@@ -458,4 +468,127 @@ fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_toge
     }
     // The whole set fails as a set (one tail is unsealed), saying so.
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// CPU seconds (user + system) `pid` and its reaped children used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // Fields 14–17 (utime, stime, cutime, cstime), counted after the
+    // name: indexes 11–14 here.
+    let ticks: f64 = f.get(11..15).map(|s| s.iter().sum()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// Starts `n` replicas (exporting or not) and, unless `direct`, HAProxy
+/// in front; runs `CLIENTS` clients for `secs`; prints calls/s, p50 and
+/// CPU per call.
+fn measure(n: usize, direct: bool, export: bool, secs: u64) -> (f64, f64, f64) {
+    let f = Fixture::new();
+    f.tool(&command_tool(
+        "signed_echo",
+        schema(json!({"n": {"type": "integer"}})),
+        json!({"entrypoint": "echo", "args": ["call", "${n}"]}),
+        read_root(),
+    ));
+    std::fs::create_dir_all(f.base.join("keys")).unwrap();
+    let key = f.base.join("keys/approval");
+    let approvals = f.base.join("approvals");
+    std::fs::create_dir_all(&approvals).unwrap();
+    let o = f.glovebox(&["approve", "--generate-key", key.to_str().unwrap()]);
+    assert!(o.status.success());
+    let public = format!("{}.pub", key.display());
+    let front = free_port();
+    let stats = free_port();
+    let replicas = (0..n)
+        .map(|i| Replica {
+            id: format!("r{i}"),
+            port: free_port(),
+            served: None,
+            streams: Vec::new(),
+        })
+        .collect();
+    let mut c = Cluster {
+        f,
+        key,
+        approvals,
+        public,
+        front,
+        replicas,
+    };
+    for i in 0..n {
+        c.start_replica_with(i, export);
+    }
+    let _lb = (!direct).then(|| {
+        let cfg = c.f.base.join("haproxy.cfg");
+        std::fs::write(&cfg, haproxy_config(front, stats, &c.replicas)).unwrap();
+        let lb = HaProxy(
+            Command::new("/usr/sbin/haproxy")
+                .args(["-db", "-f", cfg.to_str().unwrap()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        assert!(wait_until(Duration::from_secs(60), || {
+            let s = states(stats);
+            s.len() == n && s.iter().all(|(_, st)| st == "UP")
+        }));
+        lb
+    });
+    let port = if direct { c.replicas[0].port } else { front };
+    let pids: Vec<u32> = c
+        .replicas
+        .iter()
+        .map(|r| r.served.as_ref().unwrap().child.id())
+        .collect();
+    let cpu0: f64 = pids.iter().map(|p| cpu_seconds(*p)).sum();
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let running = clients(port, stop.clone());
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::SeqCst);
+    let done: Vec<Done> = running
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let took = started.elapsed().as_secs_f64();
+    let cpu1: f64 = pids.iter().map(|p| cpu_seconds(*p)).sum();
+    assert!(done.iter().all(|d| d.result.is_ok()), "errors in the bench");
+    let mut lat: Vec<f64> = done
+        .iter()
+        .map(|d| (d.ended - d.began).as_secs_f64() * 1000.0)
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let p50 = lat[lat.len() / 2];
+    let rate = done.len() as f64 / took;
+    let cpu_ms = (cpu1 - cpu0) * 1000.0 / done.len() as f64;
+    for r in &mut c.replicas {
+        let s = r.served.as_mut().unwrap();
+        s.terminate();
+        s.wait_exit();
+    }
+    eprintln!(
+        "replicas={n} {} export={export}: {} calls in {took:.1} s = {rate:.0} calls/s, p50 {p50:.1} ms, {cpu_ms:.1} ms supervisor CPU per call",
+        if direct { "direct" } else { "haproxy" },
+        done.len()
+    );
+    (rate, p50, cpu_ms)
+}
+
+/// `cargo test --test replicas_balanced -- --ignored --nocapture`: the
+/// rows of bench/RESULTS.md's replicas table.
+#[test]
+#[ignore = "a benchmark: run it by name"]
+fn bench_calls_per_second_at_1_2_3_replicas() {
+    require_jail!();
+    measure(1, true, false, 8);
+    measure(1, true, true, 8);
+    for n in 1..=3 {
+        measure(n, false, true, 8);
+    }
 }
