@@ -253,7 +253,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     // Idle warm workers end with their jails (and private HOMEs) removed.
     glovebox::run::warm::shutdown();
     glovebox::jail::cgroup::release_idle();
-    // Every line is written (the calls have ended): the final checkpoint.
+    // Every line is written (the calls have ended): synced, then the
+    // final checkpoint.
+    let synced = glovebox::audit::Log::for_project(live.root()).and_then(|l| l.sync_tail());
+    if let Err(e) = synced {
+        eprintln!("glovebox: the audit log could not be synced at shutdown: {e}");
+    }
     glovebox::audit::export::finish();
     eprintln!("glovebox: stopped");
     Ok(ExitCode::SUCCESS)
