@@ -76,6 +76,7 @@ pub mod checkpoint;
 mod commit;
 pub mod export;
 mod head;
+pub mod otlp;
 
 pub use background::{Durable, SIGNAL_DURABLE};
 pub use head::{Acknowledged, Head};

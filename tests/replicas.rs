@@ -13,6 +13,7 @@ mod servekit;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
@@ -525,4 +526,135 @@ fn exported_audit_streams_of_two_replicas_verify_together_and_a_cut_or_missing_t
     let other = new_key(&f, "other");
     let o = verify_exported(&paths, &format!("{}.pub", other.display()));
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+/// A stand-in OTLP/HTTP collector on loopback: every request body it got.
+fn collector() -> (String, Arc<Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let sink = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(64) {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            loop {
+                let mut len = None;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        len = v.trim().parse::<usize>().ok();
+                    }
+                }
+                let Some(len) = len else { break };
+                let mut body = vec![0; len];
+                if reader.read_exact(&mut body).is_err() {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&body).into_owned());
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+                );
+            }
+        }
+    });
+    (addr, got)
+}
+
+/// A log record as the collector got it: (attributes with the
+/// resource's, body, event name).
+type Record = (Vec<(String, String)>, String, String);
+
+/// Every log record the collector got.
+fn records(bodies: &[String]) -> Vec<Record> {
+    let mut out = Vec::new();
+    for b in bodies {
+        let v: Value = serde_json::from_str(b).unwrap();
+        for rl in v["resourceLogs"].as_array().unwrap() {
+            let resource: Vec<(String, String)> = rl["resource"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| {
+                    (
+                        a["key"].as_str().unwrap().to_string(),
+                        a["value"]["stringValue"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            for sl in rl["scopeLogs"].as_array().unwrap() {
+                for r in sl["logRecords"].as_array().unwrap() {
+                    let mut attrs = resource.clone();
+                    for a in r["attributes"].as_array().into_iter().flatten() {
+                        attrs.push((
+                            a["key"].as_str().unwrap().to_string(),
+                            a["value"]["stringValue"].as_str().unwrap_or("").to_string(),
+                        ));
+                    }
+                    out.push((
+                        attrs,
+                        r["body"]["stringValue"].as_str().unwrap_or("").to_string(),
+                        r["eventName"].as_str().unwrap_or("").to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn audit_lines_reach_an_otlp_collector_with_the_genai_attributes() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let (addr, got) = collector();
+    let state = f.state();
+    let url = format!("http://{addr}/v1/logs");
+    let mut s = Served::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &["--replica-id", "web-7", "--audit-otlp", &url],
+    );
+    let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": 5}));
+    assert_eq!(ok.json["ok"], true, "{ok:?}");
+    s.terminate();
+    assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+    let bodies = got.lock().unwrap().clone();
+    let recs = records(&bodies);
+    let attr = |r: &Record, k: &str| r.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    let executed: Vec<_> = recs.iter().filter(|r| r.2 == "TOOL_EXECUTED").collect();
+    assert_eq!(executed.len(), 1, "{bodies:?}");
+    let r = executed[0];
+    assert_eq!(attr(r, "gen_ai.tool.name").as_deref(), Some("quick"));
+    assert_eq!(
+        attr(r, "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(attr(r, "service.instance.id").as_deref(), Some("web-7"));
+    assert_eq!(attr(r, "service.name").as_deref(), Some("glovebox"));
+    assert!(attr(r, "gen_ai.tool.call.id").is_some_and(|c| !c.is_empty()));
+    // The body is the line as the log has it, its mac included.
+    assert!(
+        r.1.contains(" replica=web-7 ") && r.1.contains(" mac="),
+        "{}",
+        r.1
+    );
+    let log = std::fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap();
+    assert!(
+        log.lines().any(|l| l == r.1),
+        "the body is not a line of the log"
+    );
+    assert!(recs.iter().any(|r| r.2 == "TOOL_STARTED"));
 }

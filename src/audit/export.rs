@@ -11,6 +11,9 @@
 //! {"replica":"web-0","stream":"9f…","seq":7,"checkpoint":{"lines":7,"chain":"…","final":false,"at":"…"},"key_id":"…","sig":"…"}
 //! ```
 //!
+//! With `--audit-otlp URL` every line also goes out as an OpenTelemetry
+//! log record ([`super::otlp`]).
+//!
 //! `stream` is new at each start, so a restarted replica's lines never
 //! read as a repeat of its earlier ones. Lines are exported while the
 //! writers' lock on the log is held, in the order they are in the log.
@@ -25,6 +28,8 @@ use super::checkpoint::{self, Chain};
 
 /// Where exported lines go.
 pub enum Sink {
+    /// Nowhere (only OTLP, [`Exporter::with_otlp`]).
+    None,
     /// The process's stdout.
     Stdout,
     /// Anything else (tests).
@@ -34,6 +39,7 @@ pub enum Sink {
 impl std::fmt::Debug for Sink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Sink::None => "Sink::None",
             Sink::Stdout => "Sink::Stdout",
             Sink::Writer(_) => "Sink::Writer",
         })
@@ -47,6 +53,7 @@ pub struct Exporter {
     stream: String,
     every: u64,
     key: Option<SigningKey>,
+    otlp: Option<super::otlp::Otlp>,
     state: Mutex<State>,
 }
 
@@ -71,6 +78,7 @@ impl Exporter {
             replica: replica.to_string(),
             every: every.max(1),
             key,
+            otlp: None,
             state: Mutex::new(State {
                 sink,
                 chain: Chain::start(replica, &stream),
@@ -81,6 +89,12 @@ impl Exporter {
         }
     }
 
+    /// Also exports every line as an OpenTelemetry log record.
+    pub fn with_otlp(mut self, otlp: super::otlp::Otlp) -> Exporter {
+        self.otlp = Some(otlp);
+        self
+    }
+
     /// Exports `text`, complete lines as the log got them.
     pub fn lines(&self, text: &str) {
         let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -89,6 +103,9 @@ impl Exporter {
         }
         let mut out = String::new();
         for line in text.lines() {
+            if let Some(o) = &self.otlp {
+                o.line(line);
+            }
             st.chain.push(line);
             let event = line
                 .split_once("] ")
@@ -126,6 +143,9 @@ impl Exporter {
         if let Some(c) = self.checkpoint(&st.chain, true) {
             emit(&mut st.sink, &c);
         }
+        if let Some(o) = &self.otlp {
+            o.shutdown();
+        }
     }
 
     fn checkpoint(&self, chain: &Chain, last: bool) -> Option<String> {
@@ -142,6 +162,7 @@ fn emit(sink: &mut Sink, text: &str) {
         return;
     }
     let written = match sink {
+        Sink::None => Ok(()),
         Sink::Stdout => {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes()).and_then(|()| out.flush())

@@ -127,6 +127,10 @@ pub struct Args {
     /// per line, for a log collector).
     #[arg(long, value_name = "SINK", value_enum, env = "GLOVEBOX_AUDIT_EXPORT")]
     pub audit_export: Option<AuditExport>,
+    /// Also export every audit line as an OpenTelemetry log record over
+    /// OTLP/HTTP (JSON) to this URL (a collector's `/v1/logs`).
+    #[arg(long, value_name = "URL", env = "GLOVEBOX_AUDIT_OTLP")]
+    pub audit_otlp: Option<String>,
     /// The secret key (`glovebox approve --generate-key`) that signs the
     /// exported stream's checkpoints.
     #[arg(
@@ -157,7 +161,9 @@ fn replica(cli: &Cli, args: &Args) -> anyhow::Result<()> {
             anyhow::bail!("--replica-id {id:?}: use letters, digits, `.`, `_` and `-` (at most 63)")
         }
         Some(id) => Some(id.clone()),
-        None if replicated || args.audit_export.is_some() => Some(glovebox::replica::default_id()),
+        None if replicated || args.audit_export.is_some() || args.audit_otlp.is_some() => {
+            Some(glovebox::replica::default_id())
+        }
         None => None,
     };
     if let Some(dir) = &args.audit_dir {
@@ -171,20 +177,27 @@ fn replica(cli: &Cli, args: &Args) -> anyhow::Result<()> {
             .as_ref()
             .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
     });
-    if let Some(AuditExport::Stdout) = args.audit_export {
+    if args.audit_export.is_some() || args.audit_otlp.is_some() {
+        use glovebox::audit::export::{Exporter, Sink};
         let key = match &args.checkpoint_key {
             Some(p) => Some(glovebox::signing::load_signing(p)?),
-            None => {
+            None if args.audit_export.is_some() => {
                 eprintln!("glovebox: audit export without --checkpoint-key: the exported stream has no signed checkpoints, and `glovebox audit --verify --exported` cannot check it");
                 None
             }
+            None => None,
         };
-        glovebox::audit::export::install(glovebox::audit::export::Exporter::new(
-            id.as_deref().unwrap_or("replica"),
-            glovebox::audit::export::Sink::Stdout,
-            key,
-            args.checkpoint_every,
-        ));
+        let replica = id.as_deref().unwrap_or("replica");
+        let sink = match args.audit_export {
+            Some(AuditExport::Stdout) => Sink::Stdout,
+            None => Sink::None,
+        };
+        let mut exporter = Exporter::new(replica, sink, key, args.checkpoint_every);
+        if let Some(url) = &args.audit_otlp {
+            // Built here, before the async runtime (its client blocks).
+            exporter = exporter.with_otlp(glovebox::audit::otlp::Otlp::start(url, replica)?);
+        }
+        glovebox::audit::export::install(exporter);
     }
     if replicated {
         eprintln!(
