@@ -326,6 +326,13 @@ fn metrics_readiness_and_the_drain_on_sigterm() {
     let f = Fixture::new();
     f.tool(&quick_tool());
     f.tool(&slow_tool());
+    // A networked tool whose one connection (to loopback) is refused.
+    f.tool(&command_tool(
+        "fetch",
+        schema(json!({})),
+        json!({"entrypoint": "curl", "args": ["-sS", "--max-time", "10", "http://127.0.0.1:9/"]}),
+        json!({"network": true, "fs": {"read": ["."]}}),
+    ));
     let state = f.state();
     let mut s = Served::start(
         &f.root,
@@ -342,6 +349,13 @@ fn metrics_readiness_and_the_drain_on_sigterm() {
     assert_eq!(ok.json["ok"], true, "{ok:?}");
     let missing = s.post("/api/v1/tools/nope/invoke", &json!({}));
     assert_eq!(missing.status, 404);
+    let fetched = s.post("/api/v1/tools/fetch/invoke", &json!({}));
+    assert!(
+        fetched.json["warnings"]
+            .to_string()
+            .contains("refused connect to 127.0.0.1:9"),
+        "{fetched:?}"
+    );
     let m = s.get("/metrics");
     assert_eq!(m.status, 200);
     for want in [
@@ -351,6 +365,8 @@ fn metrics_readiness_and_the_drain_on_sigterm() {
         r#"glovebox_call_duration_seconds_count{tool="quick",outcome="ok"} 1"#,
         "glovebox_jail_posture_ok 1",
         "glovebox_draining 0",
+        "\nglovebox_egress_connections_total{decision=\"refused\"} 1",
+        r#"glovebox_calls_total{tool="fetch",outcome="ok"} 1"#,
         &format!(r#"glovebox_jail_info{{mode="{}""#, jail_mode()),
     ] {
         assert!(m.body.contains(want), "{want} not in:\n{}", m.body);

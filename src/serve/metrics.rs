@@ -11,6 +11,8 @@
 //! | `glovebox_jail_info` | `mode`, `landlock_abi`, `seccomp`, `mount_tree` | the jail the last readiness probe built (value 1) |
 //! | `glovebox_jail_posture_ok` | | 1 while that jail meets what the server requires ([`super::ready`]) |
 //! | `glovebox_draining` | | 1 once SIGTERM was received |
+//! | `glovebox_egress_connections_total` | `decision` | connections tools asked for, `allowed` or `refused` ([`crate::egress::totals`]) |
+//! | `glovebox_egress_bytes_total` | `direction` | bytes they moved, `sent` or `received` |
 //!
 //! A tool's name is a label only when the project has that tool (else
 //! `unknown`): a client cannot grow the label set.
@@ -123,6 +125,7 @@ impl Metrics {
             posture_ok.clone(),
         );
         registry.register("draining", "1 once SIGTERM was received", draining.clone());
+        registry.register_collector(Box::new(EgressTotals));
         Metrics {
             registry,
             calls,
@@ -182,6 +185,41 @@ impl Metrics {
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// The egress totals, read at each scrape.
+#[derive(Debug)]
+struct EgressTotals;
+
+impl prometheus_client::collector::Collector for EgressTotals {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::MetricType;
+        let t = crate::egress::totals::get();
+        let mut family = encoder.encode_descriptor(
+            "egress_connections",
+            "Connections tools asked for through glovebox's egress, by decision",
+            None,
+            MetricType::Counter,
+        )?;
+        for (decision, n) in [("allowed", t.allowed), ("refused", t.refused)] {
+            ConstCounter::new(n).encode(family.encode_family(&[("decision", decision)])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "egress_bytes",
+            "Bytes tools moved through glovebox's egress, by direction",
+            None,
+            MetricType::Counter,
+        )?;
+        for (direction, n) in [("sent", t.sent), ("received", t.received)] {
+            ConstCounter::new(n).encode(family.encode_family(&[("direction", direction)])?)?;
+        }
+        Ok(())
     }
 }
 
@@ -250,6 +288,20 @@ mod tests {
         );
         assert!(
             text.contains("glovebox_call_duration_seconds_bucket"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"
+glovebox_egress_connections_total{decision="refused"} "#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"
+glovebox_egress_bytes_total{direction="sent"} "#
+            ),
             "{text}"
         );
     }

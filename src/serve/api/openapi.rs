@@ -397,7 +397,7 @@ fn paths() -> Value {
             }))
         },
         "/metrics": {
-            "get": operation("Metrics", "Prometheus metrics (OpenMetrics text): calls and latency by tool and outcome, refusals by kind, calls in flight and queued, the jail's mode and posture, draining.", false, json!({
+            "get": operation("Metrics", "Prometheus metrics (OpenMetrics text): calls and latency by tool and outcome, refusals by kind, calls in flight and queued, the jail's mode and posture, draining, egress connections and bytes.", false, json!({
                 "200": {"description": "The metrics.", "content": {"application/openmetrics-text; version=1.0.0; charset=utf-8": {"schema": {"type": "string"}}}}
             }))
         },
