@@ -13,7 +13,9 @@
 //! statements, and what warm workers were seen loading); a file the code
 //! merely opens on its own is data and is not covered. Records live in
 //! glovebox's state directory (see [`crate::state`]), in
-//! `approvals/<project key>.json`, out of every jail's reach.
+//! `approvals/<project key>.json`, out of every jail's reach; signed
+//! approvals ([`signed`]) can also come from a read-only directory, for
+//! replicas that share one approval.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +27,8 @@ use crate::manifest::discover::resolve;
 use crate::manifest::model::Exec;
 use crate::manifest::project::Tool;
 use crate::state::{self, StateError};
+
+pub mod signed;
 
 /// Errors reading or writing approvals.
 #[derive(Debug, thiserror::Error)]
@@ -401,8 +405,35 @@ impl Store {
         Ok(self.status(root, tool)? == Status::Approved)
     }
 
-    /// Whether `tool`'s approval holds, and if not, what changed.
+    /// Whether `tool`'s approval holds, and if not, what changed: the
+    /// state directory's record, else a signed one ([`signed`]) when a
+    /// source of them is configured.
     pub fn status(&self, root: &Path, tool: &Tool) -> Result<Status, ApprovalError> {
+        let local = self.local_status(root, tool)?;
+        if local == Status::Approved {
+            return Ok(local);
+        }
+        let Some(source) = signed::source() else {
+            return Ok(local);
+        };
+        match signed::find(source, key(tool)) {
+            signed::Found::None => Ok(local),
+            signed::Found::Refused(why) => Ok(Status::Changed(vec![why])),
+            signed::Found::Valid(r) => {
+                let now = signed::portable(root, &fingerprint(root, tool)?);
+                if r.fingerprint == now {
+                    return Ok(Status::Approved);
+                }
+                let mut changed = changes(&r.fingerprint, &now);
+                if changed.is_empty() {
+                    changed.push("what the signed approval covers changed".into());
+                }
+                Ok(Status::Changed(changed))
+            }
+        }
+    }
+
+    fn local_status(&self, root: &Path, tool: &Tool) -> Result<Status, ApprovalError> {
         let Some(r) = self.records.get(key(tool)) else {
             return Ok(Status::Missing);
         };
@@ -421,10 +452,20 @@ impl Store {
     /// tool list matches it now: an MCP server that may start without a
     /// person, to read the list its approval is then checked against.
     pub fn approved_but_served(&self, root: &Path, tool: &Tool) -> Result<bool, ApprovalError> {
-        let Some(r) = self.records.get(key(tool)) else {
+        if let Some(r) = self.records.get(key(tool)) {
+            let mut now = fingerprint(root, tool)?;
+            now.served.clone_from(&r.fingerprint.served);
+            if now == r.fingerprint {
+                return Ok(true);
+            }
+        }
+        let Some(source) = signed::source() else {
             return Ok(false);
         };
-        let mut now = fingerprint(root, tool)?;
+        let signed::Found::Valid(r) = signed::find(source, key(tool)) else {
+            return Ok(false);
+        };
+        let mut now = signed::portable(root, &fingerprint(root, tool)?);
         now.served.clone_from(&r.fingerprint.served);
         Ok(now == r.fingerprint)
     }
@@ -444,6 +485,22 @@ impl Store {
         self.records.insert(key(tool).to_string(), record.clone());
         self.save()?;
         Ok(record)
+    }
+
+    /// A signed approval of `tool` as it is now (the text of its file,
+    /// see [`signed`]); nothing is recorded in the state directory.
+    pub fn signed_approval(
+        root: &Path,
+        tool: &Tool,
+        approver: &str,
+        secret: &ed25519_dalek::SigningKey,
+    ) -> Result<String, ApprovalError> {
+        let record = Record {
+            fingerprint: signed::portable(root, &fingerprint(root, tool)?),
+            approver: approver.to_string(),
+            at: crate::audit::now(),
+        };
+        Ok(signed::sign(secret, key(tool), record))
     }
 
     /// Forgets the approval of `name` (a deleted or replaced tool).

@@ -72,8 +72,11 @@ use crate::kind::ErrorKind;
 use crate::state::{self, StateError};
 
 mod background;
+pub mod checkpoint;
 mod commit;
+pub mod export;
 mod head;
+pub mod otlp;
 
 pub use background::{Durable, SIGNAL_DURABLE};
 pub use head::{Acknowledged, Head};
@@ -574,8 +577,12 @@ fn digest(items: &[String]) -> String {
 impl Log {
     /// The log of the project at `root`.
     pub fn for_project(root: &Path) -> Result<Log, AuditError> {
+        let path = match crate::replica::audit_dir() {
+            Some(dir) => dir.join("tools.log"),
+            None => root.join(".glee/audit/tools.log"),
+        };
         Ok(Log {
-            path: root.join(".glee/audit/tools.log"),
+            path,
             head: state::dir()?
                 .join("audit")
                 .join(format!("{}.head", state::project_key(root))),
@@ -919,6 +926,8 @@ impl Log {
             let _ = file.set_len(before);
             return Err(self.io(e));
         }
+        // Exported while the writers' lock is held: in the log's order.
+        export::written(&out);
         head.lines = Some(lines);
         head.bytes = Some(before + out.len() as u64);
         head.own = Some(own + events.len() as u64);
@@ -949,6 +958,18 @@ impl Log {
     /// durable append waits for, and until then a crash can leave the
     /// head ahead of the log, the window the renamed head of before had
     /// too (a journal commit carried every earlier rename with it).
+    /// Makes every line written so far durable (the log, then the head),
+    /// at a server's shutdown; a log that does not exist is nothing to
+    /// sync.
+    pub fn sync_tail(&self) -> Result<(), AuditError> {
+        let log = match fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(self.io(e)),
+        };
+        self.sync(&log).map_err(|e| self.not_durable(e))
+    }
+
     fn sync(&self, log: &fs::File) -> std::io::Result<()> {
         let head = fs::File::open(&self.head)?;
         log.sync_data()?;
@@ -1265,6 +1286,10 @@ impl Event {
             line.push_str(k);
             line.push('=');
             line.push_str(&field_value(v));
+        }
+        if let Some(id) = crate::replica::id() {
+            line.push_str(" replica=");
+            line.push_str(id);
         }
         line.push_str(" key_id=");
         line.push_str(key_id);

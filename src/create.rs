@@ -55,6 +55,10 @@ pub enum CreateError {
     /// Deleting a tool that does not exist.
     #[error("no agent-created tool `{name}`")]
     NotFound { name: String },
+    /// A replica of a replicated `glovebox serve`: tools come from the
+    /// image or the mounted project, never from one replica's disk.
+    #[error("this glovebox serve is a replica (--replicated): tools come from the image or the mounted project, so a tool created here would exist on this replica alone; add `.glee/tools/{name}/tool.yml` to the project, approve it with `glovebox approve {name} --sign-with KEY`, and roll it out")]
+    Replicated { name: String },
     /// Writing failed.
     #[error("cannot write {path:?}")]
     Io {
@@ -78,9 +82,9 @@ impl CreateError {
     /// and HTTP (`POST`/`DELETE /api/v1/tools`).
     pub fn kind(&self) -> crate::kind::ErrorKind {
         match self {
-            CreateError::ExceedsCeiling { .. } | CreateError::NotCreated { .. } => {
-                crate::kind::ErrorKind::PermissionExceedsCeiling
-            }
+            CreateError::ExceedsCeiling { .. }
+            | CreateError::NotCreated { .. }
+            | CreateError::Replicated { .. } => crate::kind::ErrorKind::PermissionExceedsCeiling,
             CreateError::NotFound { .. } => crate::kind::ErrorKind::ToolNotFound,
             CreateError::InvalidName { .. }
             | CreateError::InvalidDefinition { .. }
@@ -148,6 +152,9 @@ pub fn create(
     definition: Value,
     creator: &str,
 ) -> Result<Created, CreateError> {
+    if crate::replica::replicated() {
+        return Err(CreateError::Replicated { name: name.into() });
+    }
     let root = &project.root;
     let log = audit::Log::for_project(root)?;
     let deny = |reason: &str, detail: String| {
@@ -325,6 +332,9 @@ fn save_registry(root: &Path, registry: &BTreeMap<String, String>) -> Result<(),
 /// and its approval go; the audit log gets `TOOL_DELETED`, or
 /// `TOOL_DENIED` when the tool is not an agent's.
 pub fn delete(project: &Project, name: &str, deleter: &str) -> Result<(), CreateError> {
+    if crate::replica::replicated() {
+        return Err(CreateError::Replicated { name: name.into() });
+    }
     let root = &project.root;
     let log = audit::Log::for_project(root)?;
     if !valid_name(name) {

@@ -1,4 +1,6 @@
-//! `glovebox approve NAME`: approve a tool as it is now.
+//! `glovebox approve NAME`: approve a tool as it is now; with
+//! `--sign-with KEY`, as a signed record every replica honours (see
+//! `glovebox::approval::signed`); `--generate-key PATH` makes the key.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -12,13 +14,45 @@ use super::{Cli, EXIT_USAGE};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The tool to approve.
-    pub name: String,
+    #[arg(required_unless_present = "generate_key")]
+    pub name: Option<String>,
     /// Approve without asking (for scripts).
     #[arg(long)]
     pub yes: bool,
+    /// Write a signed approval (Ed25519, with this secret key file)
+    /// instead of recording it in the state directory: into
+    /// --approvals-dir, else the project's `.glee/approvals/`.
+    #[arg(long, value_name = "KEYFILE")]
+    pub sign_with: Option<std::path::PathBuf>,
+    /// Make a new approval key: the secret at PATH (mode 0600) and the
+    /// public key, which replicas are given, at PATH.pub.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["name", "sign_with"])]
+    pub generate_key: Option<std::path::PathBuf>,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.generate_key {
+        let public = glovebox::signing::generate(path)?;
+        println!(
+            "made approval key {} (secret: {}, public: {})",
+            glovebox::signing::key_id(&public),
+            path.display(),
+            glovebox::signing::public_path(path).display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(name) = &args.name else {
+        eprintln!("glovebox: name the tool to approve");
+        return Ok(ExitCode::from(EXIT_USAGE));
+    };
+    let secret = match &args.sign_with {
+        Some(p) => Some(glovebox::signing::load_signing(p)?),
+        None => None,
+    };
+    let args = &NamedArgs {
+        name: name.clone(),
+        yes: args.yes,
+    };
     let engine = super::engine_for(cli, &args.name)?;
     let tool = match engine.tool(&args.name) {
         Ok(t) => t,
@@ -111,6 +145,31 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     }
     let root = &engine.project().root;
     let approver = std::env::var("USER").unwrap_or_else(|_| "user".into());
+    if let Some(secret) = &secret {
+        let text = Store::signed_approval(root, tool, &approver, secret)?;
+        let dir = cli
+            .approvals_dir
+            .clone()
+            .unwrap_or_else(|| root.join(".glee/approvals"));
+        std::fs::create_dir_all(&dir)?;
+        let path = glovebox::approval::signed::path_of(&dir, glovebox::approval::key(tool));
+        glovebox::state::write_atomic(&path, text.as_bytes())?;
+        let key_id = glovebox::signing::key_id(&secret.verifying_key());
+        Log::for_project(root)?.append(&Event {
+            kind: glovebox::audit::event::TOOL_APPROVED,
+            fields: vec![
+                ("name", args.name.clone()),
+                ("approver", approver),
+                ("signed", key_id.clone()),
+            ],
+        })?;
+        println!(
+            "approved {} (signed with key {key_id}: {})",
+            args.name,
+            path.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     Store::open(root)?.approve(root, tool, &approver)?;
     Log::for_project(root)?.append(&Event {
         kind: glovebox::audit::event::TOOL_APPROVED,
@@ -118,4 +177,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     })?;
     println!("approved {} ({})", args.name, glovebox::state::describe());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The arguments once a tool is named.
+struct NamedArgs {
+    name: String,
+    yes: bool,
 }

@@ -30,6 +30,66 @@ pub struct Args {
     /// next break.
     #[arg(long)]
     pub reseal: bool,
+    /// With --verify: check exported audit streams instead (`glovebox
+    /// serve --audit-export`, one or several replicas', merged in any
+    /// order; `-` reads stdin): every line there, each once, in order, up
+    /// to a signed final checkpoint. Repeatable.
+    #[arg(long, value_name = "FILE", requires_all = ["verify", "checkpoint_key"])]
+    pub exported: Vec<std::path::PathBuf>,
+    /// The public key the exported checkpoints must verify with.
+    #[arg(long, value_name = "PUBKEY", requires = "exported")]
+    pub checkpoint_key: Option<std::path::PathBuf>,
+}
+
+/// `audit --verify --exported`: each stream intact and sealed, or exit 1.
+fn verify_exported(args: &Args, key: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let key = glovebox::signing::load_verifying(key)?;
+    let mut text = String::new();
+    for f in &args.exported {
+        if f.as_os_str() == "-" {
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+        } else {
+            text.push_str(&std::fs::read_to_string(f)?);
+        }
+        text.push('\n');
+    }
+    let (streams, stray) = audit::checkpoint::verify(text.lines(), &key);
+    let intact = stray.is_empty() && !streams.is_empty() && streams.iter().all(|s| s.intact());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({"intact": intact, "streams": streams, "problems": stray})
+        );
+    } else {
+        for s in &streams {
+            println!(
+                "replica {} (stream {}): {} line(s), {} checkpoint(s) verified, {}",
+                s.replica,
+                s.stream,
+                s.lines,
+                s.checkpoints,
+                if s.intact() {
+                    "intact and sealed"
+                } else {
+                    "NOT INTACT"
+                }
+            );
+            for p in &s.problems {
+                println!("  {p}");
+            }
+        }
+        for p in &stray {
+            println!("{p}");
+        }
+        if streams.is_empty() {
+            println!("no exported audit stream found");
+        }
+    }
+    Ok(if intact {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// `1-3, 7` for `[1, 2, 3, 7]`.
@@ -52,6 +112,9 @@ fn ranges(lines: &[usize]) -> String {
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(key) = &args.checkpoint_key {
+        return verify_exported(args, key);
+    }
     let root = super::project(cli)?.root;
     let log = Log::for_project(&root)?;
     if args.reseal {

@@ -57,6 +57,26 @@ pub struct Cli {
     #[arg(long = "state-dir", global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
+    /// A directory of signed approvals (`glovebox approve --sign-with`)
+    /// to honour, read only; needs --approval-key.
+    #[arg(
+        long = "approvals-dir",
+        global = true,
+        value_name = "DIR",
+        env = "GLOVEBOX_APPROVALS_DIR"
+    )]
+    pub approvals_dir: Option<PathBuf>,
+
+    /// The public key (`KEY.pub` of `glovebox approve --generate-key`)
+    /// signed approvals must verify with.
+    #[arg(
+        long = "approval-key",
+        global = true,
+        value_name = "PUBKEY",
+        env = "GLOVEBOX_APPROVAL_KEY"
+    )]
+    pub approval_key: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -187,12 +207,39 @@ fn quiet_broken_pipe() {
 }
 
 /// Parses the command line and runs the chosen command.
+/// Honours the signed approvals of --approvals-dir with --approval-key;
+/// one without the other is refused, as is a key that cannot be read (no
+/// approval would ever verify). `glovebox approve --sign-with` only writes
+/// into --approvals-dir and needs no key.
+fn signed_approvals(cli: &Cli) -> Result<(), ExitCode> {
+    let writing = matches!(&cli.command, Command::Approve(a) if a.sign_with.is_some() || a.generate_key.is_some());
+    match (&cli.approvals_dir, &cli.approval_key) {
+        (None, None) => Ok(()),
+        (Some(_), None) if writing => Ok(()),
+        (Some(dir), Some(key)) => glovebox::approval::signed::configure(dir, key).map_err(|e| {
+            eprintln!("glovebox: signed approvals: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }),
+        (Some(_), None) => {
+            eprintln!("glovebox: --approvals-dir needs --approval-key PUBKEY (or GLOVEBOX_APPROVAL_KEY) to verify its records with");
+            Err(ExitCode::from(EXIT_USAGE))
+        }
+        (None, Some(_)) => {
+            eprintln!("glovebox: --approval-key needs --approvals-dir DIR (or GLOVEBOX_APPROVALS_DIR), the directory of signed approvals");
+            Err(ExitCode::from(EXIT_USAGE))
+        }
+    }
+}
+
 pub fn main() -> ExitCode {
     quiet_broken_pipe();
     let cli = Cli::parse();
     if let Some(dir) = &cli.state_dir {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.clone());
         glovebox::state::set_dir(dir);
+    }
+    if let Err(code) = signed_approvals(&cli) {
+        return code;
     }
     let result = match &cli.command {
         Command::Lint(a) => lint::run(&cli, a),

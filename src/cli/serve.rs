@@ -5,6 +5,7 @@
 //! bearer token. Stops on SIGTERM/SIGINT after a grace period.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,7 +16,8 @@ use glovebox::serve::limits::{
     DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_QUEUED, DEFAULT_MAX_SESSIONS,
     DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_USAGE_SCAN_BYTES,
 };
-use glovebox::serve::{shutdown, watch};
+use glovebox::serve::ready::Require;
+use glovebox::serve::{ready, shutdown, watch};
 
 use super::Cli;
 
@@ -89,10 +91,121 @@ pub struct Args {
     pub grace: u64,
     /// A host name (`name` or `name:port`) a non-loopback server answers
     /// to besides its own address; repeatable. Requests naming another
-    /// host get 421 (DNS rebinding). Ignored on loopback, which answers to
-    /// localhost, 127.0.0.1 and [::1] only.
+    /// host get 421 (DNS rebinding). On loopback, which answers to
+    /// localhost, 127.0.0.1 and [::1] with its port, only such a name with
+    /// another port counts (`127.0.0.1:8080`: a balancer in front).
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_host: Vec<String>,
+    /// Seconds after SIGTERM during which new calls get 503 with
+    /// Retry-After and /readyz is 503, before the server stops accepting
+    /// (time for a balancer to take it out).
+    #[arg(long, value_name = "SECS", default_value_t = 0, env = "GLOVEBOX_DRAIN_DELAY",
+          value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub drain_delay: u64,
+    /// The weakest jail /readyz accepts: `any` (namespaces or the
+    /// namespace-free mode) or `namespaces`.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = Require::Any, env = "GLOVEBOX_REQUIRE_JAIL")]
+    pub require_jail: Require,
+    /// Seconds between the readiness probe's jails.
+    #[arg(long, value_name = "SECS", default_value_t = 10, env = "GLOVEBOX_READY_INTERVAL",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub ready_interval: u64,
+    /// Run as one replica of many: tools come only from the image or the
+    /// mounted project, and creating or deleting one (glee_tool_create,
+    /// POST/DELETE /api/v1/tools) is refused. Implied by --approvals-dir.
+    #[arg(long, env = "GLOVEBOX_REPLICATED")]
+    pub replicated: bool,
+    /// This replica's id, written as `replica=` on every audit line and
+    /// exported record [default when replicated: the host name].
+    #[arg(long, value_name = "ID", env = "GLOVEBOX_REPLICA_ID")]
+    pub replica_id: Option<String>,
+    /// The directory of the audit log (tools.log) instead of the
+    /// project's .glee/audit/ (a replica's project is read-only).
+    #[arg(long, value_name = "DIR", env = "GLOVEBOX_AUDIT_DIR")]
+    pub audit_dir: Option<PathBuf>,
+    /// Export every audit line as it is written: `stdout` (one JSON object
+    /// per line, for a log collector).
+    #[arg(long, value_name = "SINK", value_enum, env = "GLOVEBOX_AUDIT_EXPORT")]
+    pub audit_export: Option<AuditExport>,
+    /// Also export every audit line as an OpenTelemetry log record over
+    /// OTLP/HTTP (JSON) to this URL (a collector's `/v1/logs`).
+    #[arg(long, value_name = "URL", env = "GLOVEBOX_AUDIT_OTLP")]
+    pub audit_otlp: Option<String>,
+    /// The secret key (`glovebox approve --generate-key`) that signs the
+    /// exported stream's checkpoints.
+    #[arg(
+        long,
+        value_name = "KEYFILE",
+        env = "GLOVEBOX_CHECKPOINT_KEY",
+        requires = "audit_export"
+    )]
+    pub checkpoint_key: Option<PathBuf>,
+    /// Lines between two signed checkpoints (and one at shutdown).
+    #[arg(long, value_name = "N", default_value_t = 64, env = "GLOVEBOX_CHECKPOINT_EVERY",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub checkpoint_every: u64,
+}
+
+/// Where exported audit lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditExport {
+    /// JSON lines on stdout.
+    Stdout,
+}
+
+/// Sets up the replica's settings and the audit export.
+fn replica(cli: &Cli, args: &Args) -> anyhow::Result<()> {
+    let replicated = args.replicated || cli.approvals_dir.is_some();
+    let id = match &args.replica_id {
+        Some(id) if !glovebox::replica::valid_id(id) => {
+            anyhow::bail!("--replica-id {id:?}: use letters, digits, `.`, `_` and `-` (at most 63)")
+        }
+        Some(id) => Some(id.clone()),
+        None if replicated || args.audit_export.is_some() || args.audit_otlp.is_some() => {
+            Some(glovebox::replica::default_id())
+        }
+        None => None,
+    };
+    if let Some(dir) = &args.audit_dir {
+        std::fs::create_dir_all(dir)?;
+    }
+    glovebox::replica::set(glovebox::replica::Settings {
+        id: id.clone(),
+        replicated,
+        audit_dir: args
+            .audit_dir
+            .as_ref()
+            .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())),
+    });
+    if args.audit_export.is_some() || args.audit_otlp.is_some() {
+        use glovebox::audit::export::{Exporter, Sink};
+        let key = match &args.checkpoint_key {
+            Some(p) => Some(glovebox::signing::load_signing(p)?),
+            None if args.audit_export.is_some() => {
+                eprintln!("glovebox: audit export without --checkpoint-key: the exported stream has no signed checkpoints, and `glovebox audit --verify --exported` cannot check it");
+                None
+            }
+            None => None,
+        };
+        let replica = id.as_deref().unwrap_or("replica");
+        let sink = match args.audit_export {
+            Some(AuditExport::Stdout) => Sink::Stdout,
+            None => Sink::None,
+        };
+        let mut exporter = Exporter::new(replica, sink, key, args.checkpoint_every);
+        if let Some(url) = &args.audit_otlp {
+            // Built here, before the async runtime (its client blocks).
+            exporter = exporter.with_otlp(glovebox::audit::otlp::Otlp::start(url, replica)?);
+        }
+        glovebox::audit::export::install(exporter);
+    }
+    if replicated {
+        eprintln!(
+            "glovebox: replica {}: tools come from the image or the mounted project; creating tools is refused",
+            id.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(())
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
@@ -117,10 +230,12 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             usage_scan_bytes: args.usage_scan_bytes,
         },
         grace: Duration::from_secs(args.grace),
+        drain_delay: Duration::from_secs(args.drain_delay),
         hosts: args.allow_host.clone(),
         bound: Default::default(),
     };
     options.check()?;
+    replica(cli, args)?;
     let live = super::live(cli)?;
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
@@ -133,6 +248,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             .inspect_err(|e| eprintln!("glovebox: {e:#}; tool changes on disk will not be noticed"))
             .ok();
         let _relay = super::relay_mcp_lists(live.clone());
+        ready::spawn_probes(args.require_jail, Duration::from_secs(args.ready_interval));
         let router = http::router(live.clone(), &options);
         http::serve(
             router,
@@ -150,6 +266,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     // Idle warm workers end with their jails (and private HOMEs) removed.
     glovebox::run::warm::shutdown();
     glovebox::jail::cgroup::release_idle();
+    // Every line is written (the calls have ended): synced, then the
+    // final checkpoint.
+    let synced = glovebox::audit::Log::for_project(live.root()).and_then(|l| l.sync_tail());
+    if let Err(e) = synced {
+        eprintln!("glovebox: the audit log could not be synced at shutdown: {e}");
+    }
+    glovebox::audit::export::finish();
     eprintln!("glovebox: stopped");
     Ok(ExitCode::SUCCESS)
 }

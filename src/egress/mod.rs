@@ -55,6 +55,7 @@ pub mod placeholder;
 pub mod reflect;
 pub mod relay;
 pub mod stack;
+pub mod totals;
 pub mod transparent;
 pub mod warm;
 

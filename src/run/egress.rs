@@ -30,6 +30,7 @@ pub fn report(outcome: &mut Outcome, log: &Log, redact: &Redactor) -> Vec<(&'sta
 
 fn connections(outcome: &mut Outcome, log: &Log, redact: &Redactor) -> (&'static str, String) {
     let (connections, unrecorded) = log.connections();
+    crate::egress::totals::add(&connections, unrecorded);
     let mut list = serde_json::to_value(&connections).unwrap_or(Value::Null);
     if unrecorded > 0 {
         if let Value::Array(items) = &mut list {

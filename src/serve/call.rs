@@ -308,6 +308,11 @@ impl Calls {
             Ok(slot) => slot,
             Err(_) => {
                 let Ok(_place) = admission.queue.clone().try_acquire_owned() else {
+                    super::metrics::get().call_ended(
+                        None,
+                        &busy(&name, admission.limits),
+                        Duration::ZERO,
+                    );
                     return Ok(logged(
                         &engine,
                         &name,
@@ -317,6 +322,8 @@ impl Calls {
                     )
                     .await);
                 };
+                let queued = super::metrics::get().queued.clone();
+                queued.inc();
                 let refused = tokio::select! {
                     slot = admission.slots.clone().acquire_owned() => match slot {
                         Ok(slot) => Ok(slot),
@@ -326,6 +333,7 @@ impl Calls {
                     _ = self.gone.cancelled() => Err(never_started(&name)),
                     _ = self.kill.cancelled() => Err(not_started(&name, "the server is shutting down: the call was not started")),
                 };
+                queued.dec();
                 match refused {
                     Ok(slot) => slot,
                     Err(outcome) => {
@@ -364,6 +372,9 @@ impl Calls {
             // its caller stopped waiting.
             let slot = slot;
             super::workers::name_this_thread(&thread_name);
+            let metrics = super::metrics::get();
+            metrics.in_flight.inc();
+            let began = Instant::now();
             // A bug in one call must not take the server down: its panic
             // becomes an `internal` Outcome for that call alone.
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -377,6 +388,9 @@ impl Calls {
                     serde_json::json!({"panic": true}),
                 )
             });
+            metrics.in_flight.dec();
+            let known = engine.project().tool(&name).is_ok();
+            metrics.call_ended(known.then_some(name.as_str()), &outcome, began.elapsed());
             // Freed before the answer goes out: a client that sends its
             // next call on this answer finds the slot free (else, with no
             // queue, it could be told "busy" by this ended call).

@@ -113,6 +113,10 @@ pub struct Options {
     /// The address actually bound, once [`serve`] bound it (port 0 picks
     /// one): the port every `Host` must carry.
     pub bound: Arc<std::sync::OnceLock<SocketAddr>>,
+    /// After SIGTERM, how long new calls get 503 with `Retry-After` (and
+    /// `/readyz` 503) before the server stops accepting connections
+    /// ([`super::ready`]): time for a balancer to take it out.
+    pub drain_delay: Duration,
 }
 
 /// Default grace period on shutdown.
@@ -159,7 +163,15 @@ impl Hosts {
             return true;
         }
         if addr.ip().is_loopback() {
-            return false;
+            // A balancer on this machine in front (`--allow-host
+            // 127.0.0.1:8080`): a loopback name with the port named.
+            return loopback_name
+                && port.is_some()
+                && self.names.iter().any(|allowed| {
+                    split_host(allowed).is_some_and(|(n, p)| {
+                        p.is_some() && p == port && n.eq_ignore_ascii_case(name)
+                    })
+                });
         }
         // An address literal cannot be a rebound DNS name.
         if let Ok(ip) = name.parse::<std::net::IpAddr>() {
@@ -248,10 +260,13 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
         .layer(middleware::from_fn_with_state(
             options.limits.clone(),
             limits::limit_time,
-        ));
+        ))
+        .layer(middleware::from_fn(super::ready::refuse_while_draining));
     Router::new()
         .merge(limited)
         .merge(api::open_routes(live))
+        .route("/readyz", axum::routing::get(super::ready::readyz))
+        .route("/metrics", axum::routing::get(super::ready::metrics_text))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::wrong_method)
         // Inside the body limit: a connection still sending its body is
@@ -307,8 +322,19 @@ pub async fn serve(
     let stopping = tokio_util::sync::CancellationToken::new();
     let server = accept(listener, router, options.limits.clone(), stopping.clone());
     let ending = live.clone();
+    let drain_delay = options.drain_delay;
     let stop = async move {
         stop.await;
+        // Not ready, and new calls refused with 503 + Retry-After, while
+        // the balancer takes this server out; then stop accepting.
+        super::ready::start_draining();
+        if !drain_delay.is_zero() {
+            eprintln!(
+                "glovebox: draining: new calls get 503 for {} s",
+                drain_delay.as_secs_f64()
+            );
+            tokio::time::sleep(drain_delay).await;
+        }
         // Listen streams would otherwise hold their connections open
         // through the whole grace period.
         ending.end_subscriptions();
@@ -689,8 +715,8 @@ fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> 
     if is_oauth_path(path) {
         return Err(Refusal::NoOAuth);
     }
-    // The liveness probe is open.
-    if path == "/healthz" {
+    // The liveness and readiness probes are open.
+    if path == "/healthz" || path == "/readyz" {
         return Ok(());
     }
     if let Some(want) = &guard.token_digest {
@@ -774,6 +800,7 @@ mod tests {
             token: None,
             limits: Limits::default(),
             grace: DEFAULT_GRACE,
+            drain_delay: Duration::ZERO,
             hosts: Vec::new(),
             bound: Arc::default(),
         };
@@ -795,12 +822,16 @@ mod tests {
 
     #[test]
     fn host_check() {
-        let lo = hosts("127.0.0.1:7878", &["tools.example"]);
+        let lo = hosts(
+            "127.0.0.1:7878",
+            &["tools.example", "127.0.0.1:8080", "tools.example:9000"],
+        );
         for ok in [
             "localhost:7878",
             "LocalHost:7878",
             "127.0.0.1:7878",
             "[::1]:7878",
+            "127.0.0.1:8080",
         ] {
             assert!(lo.allows(ok), "{ok}");
         }
@@ -814,6 +845,9 @@ mod tests {
             "localhost:7878@x",
             "",
             "[::1]",
+            "localhost:8080",
+            "127.0.0.1:8081",
+            "tools.example:9000",
         ] {
             assert!(!lo.allows(bad), "{bad}");
         }

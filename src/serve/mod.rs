@@ -30,6 +30,9 @@
 //!   idle one closed to make room, event streams bounded apart.
 //! - [`wire`]: hyper's own 400/414/431 answers given JSON bodies.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
+//! - [`metrics`]: `GET /metrics` (Prometheus); [`ready`]: `/readyz`
+//!   (the jail's posture, draining) and the refusal of new calls while
+//!   draining.
 
 pub mod api;
 pub mod call;
@@ -38,7 +41,9 @@ pub mod http;
 pub mod limits;
 pub mod live;
 pub mod mcp;
+pub mod metrics;
 pub mod problem;
+pub mod ready;
 pub mod shutdown;
 pub mod watch;
 pub mod wire;

@@ -83,6 +83,9 @@ pub fn json_response(status: StatusCode, body: &impl serde::Serialize) -> Respon
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
+        if self.status != StatusCode::SERVICE_UNAVAILABLE || self.details["draining"] != true {
+            super::metrics::get().refused(&format!("http_{}", self.status.as_u16()));
+        }
         let mut response = json_response(self.status, &self.body());
         for (name, value) in self.headers {
             response.headers_mut().insert(name, value);

@@ -28,19 +28,21 @@ pub struct Served {
 
 impl Served {
     pub fn start(root: &Path, envs: &[(&str, &str)], extra: &[&str]) -> Served {
+        Served::start_to(root, envs, extra, Stdio::null())
+    }
+
+    /// [`Served::start`] with its stdout sent to `stdout`.
+    pub fn start_to(root: &Path, envs: &[(&str, &str)], extra: &[&str], stdout: Stdio) -> Served {
         let mut c = Command::new(bin());
-        c.args([
-            "--root",
-            root.to_str().unwrap(),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .env_remove("GLOVEBOX_API_TOKEN");
+        c.args(["--root", root.to_str().unwrap(), "serve"]);
+        if !extra.contains(&"--listen") {
+            c.args(["--listen", "127.0.0.1:0"]);
+        }
+        c.args(extra)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .env_remove("GLOVEBOX_API_TOKEN");
         for (k, v) in envs {
             c.env(k, v);
         }

@@ -106,9 +106,9 @@ pub fn create_problem(e: &CreateError) -> Problem {
     // The kind and details are the error's own (as on MCP); the status
     // tells HTTP clients apart the cases that share a kind.
     let status = match e {
-        CreateError::ExceedsCeiling { .. } | CreateError::NotCreated { .. } => {
-            StatusCode::FORBIDDEN
-        }
+        CreateError::ExceedsCeiling { .. }
+        | CreateError::NotCreated { .. }
+        | CreateError::Replicated { .. } => StatusCode::FORBIDDEN,
         CreateError::NotFound { .. } => StatusCode::NOT_FOUND,
         CreateError::InvalidName { .. } | CreateError::InvalidDefinition { .. } => {
             StatusCode::BAD_REQUEST

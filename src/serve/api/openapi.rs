@@ -70,7 +70,7 @@ fn refusals(limited: bool) -> Map<String, Value> {
     if limited {
         m.insert(
             "503".into(),
-            error("--max-concurrent calls run and --max-queued wait; retry after Retry-After seconds."),
+            error("--max-concurrent calls run and --max-queued wait, or the server is draining after SIGTERM (`details.draining`); retry after Retry-After seconds."),
         );
         m.insert(
             "504".into(),
@@ -390,6 +390,17 @@ fn paths() -> Value {
                 "200": answer("Running.", reference("Health"))
             }))
         },
+        "/readyz": {
+            "get": operation("Readiness", "200 while the jail this node builds meets --require-jail and the server is not draining; 503 otherwise, with the reason (open, like /healthz).", false, json!({
+                "200": answer("Ready.", json!({"type": "object", "required": ["ready"], "properties": {"ready": {"type": "boolean"}, "draining": {"type": "boolean"}, "jail": {"type": "object"}, "reason": {"type": ["string", "null"]}}})),
+                "503": answer("Not ready: the jail's posture does not hold, or draining.", json!({"type": "object", "required": ["ready"], "properties": {"ready": {"type": "boolean"}, "draining": {"type": "boolean"}, "jail": {"type": "object"}, "reason": {"type": ["string", "null"]}}}))
+            }))
+        },
+        "/metrics": {
+            "get": operation("Metrics", "Prometheus metrics (OpenMetrics text): calls and latency by tool and outcome, refusals by kind, calls in flight and queued, the jail's mode and posture, draining, egress connections and bytes.", false, json!({
+                "200": {"description": "The metrics.", "content": {"application/openmetrics-text; version=1.0.0; charset=utf-8": {"schema": {"type": "string"}}}}
+            }))
+        },
         "/openapi.json": {
             "get": operation("This document", "The OpenAPI 3.1 description of the API.", false, json!({
                 "200": answer("The document.", json!({"type": "object"}))
@@ -433,6 +444,8 @@ mod tests {
             "/api/v1/tools/discover",
             "/api/v1/tools/usage",
             "/healthz",
+            "/readyz",
+            "/metrics",
             "/openapi.json",
         ] {
             assert!(paths.iter().any(|k| *k == p), "{p}");

@@ -1,0 +1,422 @@
+//! Signed checkpoints over exported audit streams ([`super::export`]),
+//! and their verification across replicas.
+//!
+//! Each stream (one replica's process) keeps a running SHA-256 chain over
+//! its exported lines, seeded with its replica id and stream id. A
+//! checkpoint signs (Ed25519) the replica, the stream, how many lines it
+//! covers, the chain at that line and whether it is the final one
+//! (written at shutdown). [`verify`] takes the records of any number of
+//! streams, in any order a collector merged them, and for each stream
+//! requires lines `1..=N` each once, the chain to match every checkpoint,
+//! every signature to verify, and the last line to be covered by a final
+//! checkpoint. So a line cut out, edited or moved breaks the chain at the
+//! next checkpoint, and a missing tail (lines or the final checkpoint
+//! gone) is reported as such. A stream dropped whole is not detectable
+//! from the others: count the replicas you expect.
+
+use std::collections::BTreeMap;
+
+use ed25519_dalek::{SigningKey, VerifyingKey};
+use serde::Serialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::signing;
+
+/// The running chain of one stream.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    /// Lines pushed so far.
+    pub lines: u64,
+    hash: [u8; 32],
+}
+
+impl Chain {
+    /// The chain of a new stream.
+    pub fn start(replica: &str, stream: &str) -> Chain {
+        let mut h = Sha256::new();
+        h.update(b"glovebox audit export v1\n");
+        h.update(replica.as_bytes());
+        h.update(b"\n");
+        h.update(stream.as_bytes());
+        Chain {
+            lines: 0,
+            hash: h.finalize().into(),
+        }
+    }
+
+    /// Takes in the next line.
+    pub fn push(&mut self, line: &str) {
+        let mut h = Sha256::new();
+        h.update(self.hash);
+        h.update(line.as_bytes());
+        self.hash = h.finalize().into();
+        self.lines += 1;
+    }
+
+    /// The chain's value, in hex.
+    pub fn value(&self) -> String {
+        hex::encode(self.hash)
+    }
+}
+
+fn message(replica: &str, stream: &str, lines: u64, chain: &str, last: bool, at: &str) -> Vec<u8> {
+    format!(
+        "glovebox audit checkpoint v1\nreplica={replica}\nstream={stream}\nlines={lines}\nchain={chain}\nfinal={last}\nat={at}\n"
+    )
+    .into_bytes()
+}
+
+/// A checkpoint record of `chain`, signed with `key`.
+pub fn signed(key: &SigningKey, replica: &str, stream: &str, chain: &Chain, last: bool) -> Value {
+    let at = super::now();
+    let value = chain.value();
+    let sig = signing::sign(
+        key,
+        &message(replica, stream, chain.lines, &value, last, &at),
+    );
+    json!({
+        "replica": replica,
+        "stream": stream,
+        "seq": chain.lines,
+        "checkpoint": {"lines": chain.lines, "chain": value, "final": last, "at": at},
+        "key_id": signing::key_id(&key.verifying_key()),
+        "sig": sig,
+    })
+}
+
+/// What verifying one stream found.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StreamReport {
+    /// The replica's id.
+    pub replica: String,
+    /// The stream (one start of the replica).
+    pub stream: String,
+    /// Lines seen.
+    pub lines: u64,
+    /// Checkpoints that verified.
+    pub checkpoints: u64,
+    /// Whether a verified final checkpoint covers the last line.
+    pub sealed: bool,
+    /// What is wrong, one line each.
+    pub problems: Vec<String>,
+}
+
+impl StreamReport {
+    /// Nothing wrong, and sealed.
+    pub fn intact(&self) -> bool {
+        self.problems.is_empty() && self.sealed
+    }
+}
+
+#[derive(Default)]
+struct Collected {
+    lines: BTreeMap<u64, Vec<String>>,
+    checkpoints: Vec<(u64, Value)>,
+}
+
+/// Verifies exported records (one JSON object each, as
+/// [`super::export`] writes them; other lines are counted as problems of
+/// no stream) with the checkpoint key `key`. Returns a report per stream
+/// and the problems of records that belong to none.
+pub fn verify<'a>(
+    records: impl IntoIterator<Item = &'a str>,
+    key: &VerifyingKey,
+) -> (Vec<StreamReport>, Vec<String>) {
+    let mut streams: BTreeMap<(String, String), Collected> = BTreeMap::new();
+    let mut stray = Vec::new();
+    for (i, raw) in records.into_iter().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(raw) else {
+            stray.push(format!("record {}: not JSON", i + 1));
+            continue;
+        };
+        let (Some(replica), Some(stream), Some(seq)) = (
+            v["replica"].as_str(),
+            v["stream"].as_str(),
+            v["seq"].as_u64(),
+        ) else {
+            stray.push(format!("record {}: not an exported audit record", i + 1));
+            continue;
+        };
+        let c = streams
+            .entry((replica.to_string(), stream.to_string()))
+            .or_default();
+        if v.get("checkpoint").is_some() {
+            c.checkpoints.push((seq, v));
+        } else if let Some(line) = v["line"].as_str() {
+            c.lines.entry(seq).or_default().push(line.to_string());
+        } else {
+            stray.push(format!("record {}: neither a line nor a checkpoint", i + 1));
+        }
+    }
+    let reports = streams
+        .into_iter()
+        .map(|((replica, stream), c)| verify_stream(&replica, &stream, c, key))
+        .collect();
+    (reports, stray)
+}
+
+fn verify_stream(replica: &str, stream: &str, c: Collected, key: &VerifyingKey) -> StreamReport {
+    let mut problems = Vec::new();
+    let last = c.lines.keys().next_back().copied().unwrap_or(0);
+    // Each line once, 1..=last.
+    let mut missing = Vec::new();
+    for seq in 1..=last {
+        match c.lines.get(&seq).map(Vec::as_slice) {
+            None => missing.push(seq),
+            Some([_]) => {}
+            Some(_) => problems.push(format!(
+                "line {seq} appears more than once with different content"
+            )),
+        }
+    }
+    if !missing.is_empty() {
+        problems.push(format!(
+            "{} line(s) missing (cut): {}",
+            missing.len(),
+            missing
+                .iter()
+                .take(20)
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    // The chain at each line.
+    let mut chain = Chain::start(replica, stream);
+    let mut at = BTreeMap::new();
+    at.insert(0, chain.value());
+    for seq in 1..=last {
+        if let Some([line]) = c.lines.get(&seq).map(Vec::as_slice) {
+            chain.push(line);
+        } else {
+            chain.push("");
+        }
+        at.insert(seq, chain.value());
+    }
+    let mut checkpoints = 0;
+    let mut sealed_at = None;
+    let mut verified_to = 0;
+    let mut seen = std::collections::BTreeSet::new();
+    for (seq, v) in &c.checkpoints {
+        let cp = &v["checkpoint"];
+        let (Some(lines), Some(value), Some(is_final), Some(when), Some(sig)) = (
+            cp["lines"].as_u64(),
+            cp["chain"].as_str(),
+            cp["final"].as_bool(),
+            cp["at"].as_str(),
+            v["sig"].as_str(),
+        ) else {
+            problems.push(format!("checkpoint at line {seq} is malformed"));
+            continue;
+        };
+        if !signing::verify(
+            key,
+            &message(replica, stream, lines, value, is_final, when),
+            sig,
+        ) {
+            problems.push(format!(
+                "checkpoint at line {seq}: its signature does not verify with the checkpoint key {} (forged or edited)",
+                signing::key_id(key)
+            ));
+            continue;
+        }
+        if lines != *seq {
+            problems.push(format!(
+                "checkpoint at line {seq} says it covers {lines} line(s)"
+            ));
+            continue;
+        }
+        // A final checkpoint may fall on the line of a periodic one.
+        if !seen.insert((lines, is_final)) {
+            continue;
+        }
+        match at.get(&lines) {
+            None => problems.push(format!(
+                "checkpoint at line {lines}: the stream ends at line {last} (its tail is missing)"
+            )),
+            Some(mine) if mine != value => problems.push(format!(
+                "checkpoint at line {lines}: the lines up to it do not match what was signed (a line was cut, edited or reordered before it)"
+            )),
+            Some(_) => {
+                checkpoints += 1;
+                verified_to = verified_to.max(lines);
+                if is_final {
+                    sealed_at = Some(lines);
+                }
+            }
+        }
+    }
+    let sealed = sealed_at == Some(last);
+    if let Some(s) = sealed_at {
+        if s < last {
+            problems.push(format!(
+                "{} line(s) follow the final checkpoint at line {s}",
+                last - s
+            ));
+        }
+    } else if last > verified_to {
+        problems.push(format!(
+            "lines {}-{last} are not covered by any checkpoint and no final checkpoint was found: the tail was cut, or the replica ended without a shutdown (killed)",
+            verified_to + 1
+        ));
+    } else {
+        problems.push(format!(
+            "no final checkpoint after line {last}: the stream's tail may be missing, or the replica ended without a shutdown (killed)"
+        ));
+    }
+    StreamReport {
+        replica: replica.to_string(),
+        stream: stream.to_string(),
+        lines: last,
+        checkpoints,
+        sealed,
+        problems,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::super::export::{Exporter, Sink};
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Two replicas' streams, merged line by line as a collector would.
+    fn two_streams(key: &SigningKey) -> Vec<String> {
+        let mut all = Vec::new();
+        // web-1's final checkpoint falls on the line of a periodic one.
+        for (r, n) in [("web-0", 10), ("web-1", 8)] {
+            let buf = Buf::default();
+            let e = Exporter::new(r, Sink::Writer(Box::new(buf.clone())), Some(key.clone()), 4);
+            for i in 0..n {
+                e.lines(&format!("[t] TOOL_EXECUTED n={i} replica={r} mac=x\n"));
+            }
+            e.finish();
+            let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+            all.push(text.lines().map(String::from).collect::<Vec<_>>());
+        }
+        let (a, b) = (&all[0], &all[1]);
+        let mut merged = Vec::new();
+        for i in 0..a.len().max(b.len()) {
+            merged.extend(a.get(i).cloned());
+            merged.extend(b.get(i).cloned());
+        }
+        merged
+    }
+
+    fn keys() -> (SigningKey, VerifyingKey) {
+        let k = SigningKey::from_bytes(&[7u8; 32]);
+        let v = k.verifying_key();
+        (k, v)
+    }
+
+    fn check(records: &[String], v: &VerifyingKey) -> Vec<StreamReport> {
+        let (r, stray) = verify(records.iter().map(String::as_str), v);
+        assert!(stray.is_empty(), "{stray:?}");
+        r
+    }
+
+    #[test]
+    fn intact_streams_of_several_replicas_verify_in_any_merge_order() {
+        let (k, v) = keys();
+        let mut records = two_streams(&k);
+        let r = check(&records, &v);
+        assert_eq!(r.len(), 2);
+        assert!(r.iter().all(StreamReport::intact), "{r:?}");
+        assert_eq!(
+            r.iter()
+                .map(|s| (s.lines, s.checkpoints))
+                .collect::<Vec<_>>(),
+            [(10, 3), (8, 3)]
+        );
+        records.reverse(); // a collector's order is not the stream's
+        assert!(check(&records, &v).iter().all(StreamReport::intact));
+    }
+
+    fn line_index(records: &[String], replica: &str, seq: u64) -> usize {
+        records
+            .iter()
+            .position(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["replica"] == replica && v["seq"] == seq && v.get("line").is_some()
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_cut_a_reorder_an_edit_and_a_missing_tail_are_each_found() {
+        let (k, v) = keys();
+        let good = two_streams(&k);
+        let broken = |r: &[StreamReport], want: &str| {
+            let web0 = r.iter().find(|s| s.replica == "web-0").unwrap();
+            let web1 = r.iter().find(|s| s.replica == "web-1").unwrap();
+            assert!(web1.intact(), "the other replica stays intact: {web1:?}");
+            assert!(!web0.intact(), "{want}: not detected");
+            assert!(
+                web0.problems.iter().any(|p| p.contains(want)),
+                "{want}: {:?}",
+                web0.problems
+            );
+        };
+
+        // A cut: line 3 of web-0 removed.
+        let mut cut = good.clone();
+        cut.remove(line_index(&cut, "web-0", 3));
+        broken(&check(&cut, &v), "missing (cut)");
+
+        // A reorder: lines 2 and 3 swap their content (seq kept).
+        let mut swapped = good.clone();
+        let (i, j) = (line_index(&good, "web-0", 2), line_index(&good, "web-0", 3));
+        let li: Value = serde_json::from_str(&good[i]).unwrap();
+        let lj: Value = serde_json::from_str(&good[j]).unwrap();
+        let mut ni = li.clone();
+        ni["line"] = lj["line"].clone();
+        let mut nj = lj.clone();
+        nj["line"] = li["line"].clone();
+        swapped[i] = ni.to_string();
+        swapped[j] = nj.to_string();
+        broken(&check(&swapped, &v), "do not match what was signed");
+
+        // An edit of one line.
+        let mut edited = good.clone();
+        let e = line_index(&good, "web-0", 5);
+        edited[e] = edited[e].replace("n=4", "n=99");
+        assert_ne!(edited[e], good[e]);
+        broken(&check(&edited, &v), "do not match what was signed");
+
+        // A missing tail: everything of web-0 past line 8 (lines 9, 10
+        // and the final checkpoint).
+        let tail: Vec<String> = good
+            .iter()
+            .filter(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                !(v["replica"] == "web-0" && v["seq"].as_u64().unwrap() > 8)
+            })
+            .cloned()
+            .collect();
+        broken(&check(&tail, &v), "no final checkpoint");
+
+        // A forged checkpoint (another key) does not count.
+        let other = SigningKey::from_bytes(&[9u8; 32]);
+        let forged = two_streams(&other);
+        let r = check(&forged, &v);
+        assert!(r.iter().all(|s| !s.intact()));
+        assert!(r[0].problems.iter().any(|p| p.contains("does not verify")));
+    }
+}

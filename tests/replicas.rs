@@ -1,0 +1,676 @@
+//! `glovebox serve` as one replica of many (README, "Running replicas"):
+//! signed approvals honoured from a read-only directory and refused when
+//! forged, edited, renamed or stale; tool creation refused in replicated
+//! mode; `/metrics`, `/readyz` and the SIGTERM drain; the audit exported
+//! on stdout with signed checkpoints that `glovebox audit --verify
+//! --exported` checks across replicas (a cut or a missing tail found).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod runkit;
+mod servekit;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use runkit::*;
+use serde_json::{json, Value};
+use servekit::Served;
+
+/// A tool that needs approval and, when it runs, creates `out/ran`.
+fn marker_tool(f: &Fixture) -> PathBuf {
+    f.script("scripts/mark.sh", "#!/bin/sh\ntouch out/ran\necho ran\n");
+    std::fs::create_dir_all(f.root.join("out")).unwrap();
+    let mut tool = command_tool(
+        "marked",
+        schema(json!({})),
+        json!({"entrypoint": "./scripts/mark.sh", "args": []}),
+        json!({"fs": {"read": ["."], "write": ["out"]}}),
+    );
+    tool["approval"] = json!({"required": true, "reason": "writes a marker"});
+    f.tool(&tool);
+    f.root.join("out/ran")
+}
+
+fn glovebox_in(root: &Path, state: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin());
+    c.arg("--root")
+        .arg(root)
+        .args(args)
+        .env("GLOVEBOX_STATE_DIR", state)
+        .env_remove("GLOVEBOX_APPROVALS_DIR")
+        .env_remove("GLOVEBOX_APPROVAL_KEY")
+        .stdin(Stdio::null());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `glovebox approve --generate-key BASE/keys/NAME`: the secret's path.
+fn new_key(f: &Fixture, name: &str) -> PathBuf {
+    let dir = f.base.join("keys");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join(name);
+    let o = glovebox_in(
+        &f.root,
+        &f.state(),
+        &["approve", "--generate-key", key.to_str().unwrap()],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    key
+}
+
+fn public(key: &Path) -> String {
+    format!("{}.pub", key.display())
+}
+
+/// Signs an approval of `tool` with `key` into `dir`.
+fn sign(f: &Fixture, tool: &str, key: &Path, dir: &Path) {
+    let o = glovebox_in(
+        &f.root,
+        &f.state(),
+        &[
+            "approve",
+            tool,
+            "--yes",
+            "--sign-with",
+            key.to_str().unwrap(),
+            "--approvals-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// `glovebox run NAME --json` on a replica: its own (empty) state
+/// directory, the signed approvals of `dir` verified with `public`.
+fn run_on_replica(f: &Fixture, name: &str, dir: &Path, public: &str) -> Called {
+    let state = f.base.join("replica-state");
+    call_glovebox(
+        &f.root,
+        &f.cwd,
+        name,
+        &[],
+        &[
+            ("GLOVEBOX_STATE_DIR", state.to_str().unwrap()),
+            ("GLOVEBOX_APPROVALS_DIR", dir.to_str().unwrap()),
+            ("GLOVEBOX_APPROVAL_KEY", public),
+        ],
+    )
+}
+
+#[test]
+fn a_signed_approval_is_honoured_read_only_and_refused_when_forged_edited_renamed_or_stale() {
+    require_jail!();
+    let f = Fixture::new();
+    let ran = marker_tool(&f);
+    let key = new_key(&f, "approval");
+    let approvals = f.base.join("approvals");
+    sign(&f, "marked", &key, &approvals);
+    let record = approvals.join("marked.json");
+    assert!(record.is_file());
+    // Only the signed record approves: the approver's state directory
+    // holds no approval of its own.
+    assert!(!f.state().join("approvals").exists());
+
+    // Without the signed approvals, a replica refuses (and runs nothing).
+    let bare = f.base.join("bare-state");
+    let r = call_glovebox(
+        &f.root,
+        &f.cwd,
+        "marked",
+        &[],
+        &[("GLOVEBOX_STATE_DIR", bare.to_str().unwrap())],
+    );
+    r.assert_failed("approval_required", 1);
+    assert!(!ran.exists());
+
+    // A read-only approvals directory, another state directory: honoured.
+    let ro = |mode| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&approvals, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    ro(0o555);
+    let r = run_on_replica(&f, "marked", &approvals, &public(&key));
+    r.assert_ok();
+    assert!(ran.exists(), "the approved tool did not run: {r:#?}");
+    std::fs::remove_file(&ran).unwrap();
+    // The replica wrote no approval of its own either.
+    assert!(!f.base.join("replica-state/approvals").exists());
+    ro(0o755);
+
+    let refused = |why: &str| {
+        let r = run_on_replica(&f, "marked", &approvals, &public(&key));
+        r.assert_failed("approval_required", 1);
+        assert!(r.message().contains(why), "want {why:?}: {r:#?}");
+        assert!(!ran.exists(), "a refused approval let the tool run");
+    };
+    let good = std::fs::read_to_string(&record).unwrap();
+
+    // Edited: one hash in the signed payload changed.
+    let v: Value = serde_json::from_str(&good).unwrap();
+    let payload = v["payload"].as_str().unwrap();
+    let hash = payload
+        .split('"')
+        .find(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap();
+    let flipped = format!(
+        "{}{}",
+        if &hash[..1] == "0" { "1" } else { "0" },
+        &hash[1..]
+    );
+    let mut edited = v.clone();
+    edited["payload"] = json!(payload.replace(hash, &flipped));
+    std::fs::write(&record, edited.to_string()).unwrap();
+    refused("signature does not verify");
+
+    // Signed with another key (a forger's).
+    let other = new_key(&f, "forger");
+    std::fs::remove_file(&record).unwrap();
+    sign(&f, "marked", &other, &approvals);
+    refused("signature does not verify");
+
+    // A good record of another tool, renamed to approve this one.
+    let mut twin = command_tool(
+        "twin",
+        schema(json!({})),
+        json!({"entrypoint": "true", "args": []}),
+        read_root(),
+    );
+    twin["approval"] = json!({"required": true, "reason": "a twin"});
+    f.tool(&twin);
+    sign(&f, "twin", &key, &approvals);
+    std::fs::rename(approvals.join("twin.json"), &record).unwrap();
+    refused("approves tool `twin`, not `marked`");
+
+    // The good record again, but the script changed since: void.
+    std::fs::write(&record, &good).unwrap();
+    let r = run_on_replica(&f, "marked", &approvals, &public(&key));
+    r.assert_ok();
+    std::fs::remove_file(&ran).unwrap();
+    f.script(
+        "scripts/mark.sh",
+        "#!/bin/sh\ntouch out/ran\necho changed\n",
+    );
+    refused("scripts/mark.sh changed");
+
+    // A key that is not a key: refused at start, nothing runs.
+    let o = glovebox_in(
+        &f.root,
+        &f.base.join("replica-state"),
+        &["run", "marked", "--json"],
+        &[
+            ("GLOVEBOX_APPROVALS_DIR", approvals.to_str().unwrap()),
+            ("GLOVEBOX_APPROVAL_KEY", record.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("not an ed25519 public key"),
+        "{}",
+        text(&o)
+    );
+    assert!(!ran.exists());
+}
+
+#[test]
+fn a_signed_approval_holds_where_the_project_is_mounted_elsewhere() {
+    require_jail!();
+    let f = Fixture::new();
+    marker_tool(&f);
+    let key = new_key(&f, "approval");
+    let approvals = f.base.join("approvals");
+    sign(&f, "marked", &key, &approvals);
+    // The image's copy of the project, at another path.
+    let mounted = f.base.join("mounted");
+    copy_tree(&f.root, &mounted);
+    let r = call_glovebox(
+        &mounted,
+        &f.cwd,
+        "marked",
+        &[],
+        &[
+            (
+                "GLOVEBOX_STATE_DIR",
+                f.base.join("pod-state").to_str().unwrap(),
+            ),
+            ("GLOVEBOX_APPROVALS_DIR", approvals.to_str().unwrap()),
+            ("GLOVEBOX_APPROVAL_KEY", &public(&key)),
+        ],
+    );
+    r.assert_ok();
+    assert!(mounted.join("out/ran").exists());
+    assert!(!f.root.join("out/ran").exists());
+}
+
+fn quick_tool() -> Value {
+    command_tool(
+        "quick",
+        schema(json!({"n": {"type": "integer"}})),
+        json!({"entrypoint": "echo", "args": ["quick", "${n}"]}),
+        read_root(),
+    )
+}
+
+fn slow_tool() -> Value {
+    command_tool(
+        "slow",
+        schema(json!({})),
+        json!({"entrypoint": "sleep", "args": ["2"]}),
+        read_root(),
+    )
+}
+
+#[test]
+fn a_replica_refuses_to_create_tools_and_says_where_tools_come_from() {
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let state = f.state();
+    let s = Served::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &["--replicated", "--replica-id", "web-0"],
+    );
+    let def = json!({"name": "made", "definition": {
+        "description": "x", "kind": "command", "version": "1.0.0",
+        "inputs": {"schema": {"type": "object"}},
+        "exec": {"command": {"entrypoint": "true", "args": []}},
+        "permissions": {"network": false, "fs": {"read": ["."], "write": []}}}});
+    let a = s.post("/api/v1/tools", &def);
+    assert_eq!(a.status, 403, "{a:?}");
+    assert!(
+        a.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tools come from the image or the mounted project"),
+        "{a:?}"
+    );
+    assert!(!f.root.join(".glee/tools/made").exists());
+    // MCP's glee_tool_create takes the same refusal.
+    let session = s.mcp_session("2025-06-18");
+    let r = s.mcp(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                "params": {"name": "glee_tool_create", "arguments": def}}),
+    );
+    let reply = r.rpc().to_string();
+    assert!(reply.contains("tools come from the image"), "{reply}");
+    assert!(!f.root.join(".glee/tools/made").exists());
+}
+
+fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        wait_until(Duration::from_secs(60), cond),
+        "timed out waiting for {what}"
+    );
+}
+
+#[test]
+fn metrics_readiness_and_the_drain_on_sigterm() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    f.tool(&slow_tool());
+    // A networked tool whose one connection (to loopback) is refused.
+    f.tool(&command_tool(
+        "fetch",
+        schema(json!({})),
+        json!({"entrypoint": "curl", "args": ["-sS", "--max-time", "10", "http://127.0.0.1:9/"]}),
+        json!({"network": true, "fs": {"read": ["."]}}),
+    ));
+    let state = f.state();
+    let mut s = Served::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &["--drain-delay", "3", "--grace", "20"],
+    );
+    assert_eq!(s.get("/healthz").status, 200);
+    // Ready once the readiness probe built a jail.
+    wait_for("/readyz 200", || s.get("/readyz").status == 200);
+    let ready = s.get("/readyz");
+    assert_eq!(ready.json["jail"]["mode"], jail_mode(), "{ready:?}");
+
+    let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": 1}));
+    assert_eq!(ok.json["ok"], true, "{ok:?}");
+    let missing = s.post("/api/v1/tools/nope/invoke", &json!({}));
+    assert_eq!(missing.status, 404);
+    let fetched = s.post("/api/v1/tools/fetch/invoke", &json!({}));
+    assert!(
+        fetched.json["warnings"]
+            .to_string()
+            .contains("refused connect to 127.0.0.1:9"),
+        "{fetched:?}"
+    );
+    let m = s.get("/metrics");
+    assert_eq!(m.status, 200);
+    for want in [
+        r#"glovebox_calls_total{tool="quick",outcome="ok"} 1"#,
+        r#"glovebox_calls_total{tool="unknown",outcome="tool_not_found"} 1"#,
+        r#"glovebox_refusals_total{kind="tool_not_found"} 1"#,
+        r#"glovebox_call_duration_seconds_count{tool="quick",outcome="ok"} 1"#,
+        "glovebox_jail_posture_ok 1",
+        "glovebox_draining 0",
+        "\nglovebox_egress_connections_total{decision=\"refused\"} 1",
+        r#"glovebox_calls_total{tool="fetch",outcome="ok"} 1"#,
+        &format!(r#"glovebox_jail_info{{mode="{}""#, jail_mode()),
+    ] {
+        assert!(m.body.contains(want), "{want} not in:\n{}", m.body);
+    }
+
+    // A call in flight, then SIGTERM.
+    let addr = s.addr.clone();
+    let slow = std::thread::spawn(move || {
+        servekit::request(
+            &addr,
+            "POST",
+            "/api/v1/tools/slow/invoke",
+            &[("Content-Type", "application/json")],
+            b"{}",
+        )
+    });
+    wait_for("the slow call in flight", || {
+        s.get("/metrics")
+            .body
+            .contains("glovebox_calls_in_flight 1")
+    });
+    s.terminate();
+    wait_for("/readyz 503", || s.get("/readyz").status == 503);
+    let r = s.get("/readyz");
+    assert_eq!(r.json["draining"], true, "{r:?}");
+    let refused = s.post("/api/v1/tools/quick/invoke", &json!({"n": 2}));
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.header("retry-after").as_deref(), Some("1"));
+    assert!(refused.json["error"]["details"]["draining"] == true);
+    // The call in flight finishes whole.
+    let done = slow.join().unwrap();
+    assert_eq!(done.json["ok"], true, "{done:?}");
+    let m = s.get("/metrics").body;
+    assert!(
+        m.contains(r#"glovebox_refusals_total{kind="draining"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"glovebox_calls_total{tool="slow",outcome="ok"} 1"#),
+        "{m}"
+    );
+    assert!(m.contains("glovebox_draining 1"), "{m}");
+    assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+}
+
+/// Every file under `dir` with its content.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn verify_exported(files: &[&Path], public: &str) -> Output {
+    let mut args = vec!["audit", "--verify", "--checkpoint-key", public];
+    for f in files {
+        args.push("--exported");
+        args.push(f.to_str().unwrap());
+    }
+    Command::new(bin()).args(&args).output().unwrap()
+}
+
+#[test]
+fn exported_audit_streams_of_two_replicas_verify_together_and_a_cut_or_missing_tail_fails() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let key = new_key(&f, "checkpoints");
+    let before = snapshot(&f.root);
+    let mut exported = Vec::new();
+    let mut servers = Vec::new();
+    for id in ["web-0", "web-1"] {
+        let out = f.base.join(format!("{id}.jsonl"));
+        let state = f.base.join(format!("{id}-state"));
+        let audit = f.base.join(format!("{id}-audit"));
+        let s = Served::start_to(
+            &f.root,
+            &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+            &[
+                "--replicated",
+                "--replica-id",
+                id,
+                "--audit-dir",
+                audit.to_str().unwrap(),
+                "--audit-export",
+                "stdout",
+                "--checkpoint-key",
+                key.to_str().unwrap(),
+                "--checkpoint-every",
+                "3",
+            ],
+            Stdio::from(std::fs::File::create(&out).unwrap()),
+        );
+        exported.push(out);
+        servers.push(s);
+    }
+    for n in 0..5 {
+        for s in &servers {
+            let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": n}));
+            assert_eq!(ok.json["ok"], true, "{ok:?}");
+        }
+    }
+    for s in &mut servers {
+        s.terminate();
+        assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+    }
+    // The project was only read.
+    assert_eq!(
+        snapshot(&f.root),
+        before,
+        "a replica wrote into the project"
+    );
+
+    // Each exported line carries its replica, in the JSON and in the line.
+    let web0 = std::fs::read_to_string(&exported[0]).unwrap();
+    let lines: Vec<Value> = web0
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<&Value> = lines.iter().filter(|v| v.get("line").is_some()).collect();
+    assert_eq!(calls.len(), 10, "an intent and a result per call: {web0}");
+    for v in &calls {
+        assert_eq!(v["replica"], "web-0");
+        assert!(
+            v["line"].as_str().unwrap().contains(" replica=web-0 "),
+            "{v}"
+        );
+    }
+    assert!(lines.iter().any(|v| v["checkpoint"]["final"] == true));
+
+    let public = public(&key);
+    let paths: Vec<&Path> = exported.iter().map(PathBuf::as_path).collect();
+    let o = verify_exported(&paths, &public);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        text(&o).matches("intact and sealed").count(),
+        2,
+        "{}",
+        text(&o)
+    );
+
+    // One replica's stream with a line cut out: that stream fails.
+    let cut: Vec<&str> = web0
+        .lines()
+        .filter(|l| !l.contains(r#""seq":4,"event""#))
+        .collect();
+    assert_eq!(cut.len() + 1, web0.lines().count());
+    let cut_file = f.base.join("cut.jsonl");
+    std::fs::write(&cut_file, cut.join("\n")).unwrap();
+    let o = verify_exported(&[&cut_file, &exported[1]], &public);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("missing (cut): 4"), "{}", text(&o));
+
+    // Its tail gone (the last line and the final checkpoint).
+    let n = web0.lines().count();
+    let tail: Vec<&str> = web0.lines().take(n - 2).collect();
+    std::fs::write(&cut_file, tail.join("\n")).unwrap();
+    let o = verify_exported(&[&cut_file, &exported[1]], &public);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("no final checkpoint"), "{}", text(&o));
+
+    // Verified with another key: nothing is sealed.
+    let other = new_key(&f, "other");
+    let o = verify_exported(&paths, &format!("{}.pub", other.display()));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+/// A stand-in OTLP/HTTP collector on loopback: every request body it got.
+fn collector() -> (String, Arc<Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let sink = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(64) {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            loop {
+                let mut len = None;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        break;
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        len = v.trim().parse::<usize>().ok();
+                    }
+                }
+                let Some(len) = len else { break };
+                let mut body = vec![0; len];
+                if reader.read_exact(&mut body).is_err() {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&body).into_owned());
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+                );
+            }
+        }
+    });
+    (addr, got)
+}
+
+/// A log record as the collector got it: (attributes with the
+/// resource's, body, event name).
+type Record = (Vec<(String, String)>, String, String);
+
+/// Every log record the collector got.
+fn records(bodies: &[String]) -> Vec<Record> {
+    let mut out = Vec::new();
+    for b in bodies {
+        let v: Value = serde_json::from_str(b).unwrap();
+        for rl in v["resourceLogs"].as_array().unwrap() {
+            let resource: Vec<(String, String)> = rl["resource"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| {
+                    (
+                        a["key"].as_str().unwrap().to_string(),
+                        a["value"]["stringValue"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            for sl in rl["scopeLogs"].as_array().unwrap() {
+                for r in sl["logRecords"].as_array().unwrap() {
+                    let mut attrs = resource.clone();
+                    for a in r["attributes"].as_array().into_iter().flatten() {
+                        attrs.push((
+                            a["key"].as_str().unwrap().to_string(),
+                            a["value"]["stringValue"].as_str().unwrap_or("").to_string(),
+                        ));
+                    }
+                    out.push((
+                        attrs,
+                        r["body"]["stringValue"].as_str().unwrap_or("").to_string(),
+                        r["eventName"].as_str().unwrap_or("").to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn audit_lines_reach_an_otlp_collector_with_the_genai_attributes() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let (addr, got) = collector();
+    let state = f.state();
+    let url = format!("http://{addr}/v1/logs");
+    let mut s = Served::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &["--replica-id", "web-7", "--audit-otlp", &url],
+    );
+    let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": 5}));
+    assert_eq!(ok.json["ok"], true, "{ok:?}");
+    s.terminate();
+    assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+    let bodies = got.lock().unwrap().clone();
+    let recs = records(&bodies);
+    let attr = |r: &Record, k: &str| r.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    let executed: Vec<_> = recs.iter().filter(|r| r.2 == "TOOL_EXECUTED").collect();
+    assert_eq!(executed.len(), 1, "{bodies:?}");
+    let r = executed[0];
+    assert_eq!(attr(r, "gen_ai.tool.name").as_deref(), Some("quick"));
+    assert_eq!(
+        attr(r, "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(attr(r, "service.instance.id").as_deref(), Some("web-7"));
+    assert_eq!(attr(r, "service.name").as_deref(), Some("glovebox"));
+    assert!(attr(r, "gen_ai.tool.call.id").is_some_and(|c| !c.is_empty()));
+    // The body is the line as the log has it, its mac included.
+    assert!(
+        r.1.contains(" replica=web-7 ") && r.1.contains(" mac="),
+        "{}",
+        r.1
+    );
+    let log = std::fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap();
+    assert!(
+        log.lines().any(|l| l == r.1),
+        "the body is not a line of the log"
+    );
+    assert!(recs.iter().any(|r| r.2 == "TOOL_STARTED"));
+}
