@@ -352,6 +352,8 @@ pub struct Call<'a> {
     pub approved: bool,
     /// Fires when the client cancels the call.
     pub cancel: Option<&'a Cancel>,
+    /// Where the server's progress reports for the call go.
+    pub relay: Option<&'a client::Relay>,
     /// Removes secret values from what comes back.
     pub redact: &'a Redactor,
 }
@@ -425,11 +427,12 @@ pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcom
         );
     }
     let _busy = running.busy();
-    let reply = running.conn().request(
-        "tools/call",
-        json!({"name": w.tool, "arguments": c.params}),
+    let reply = running.conn().call_tool(
+        &w.tool,
+        c.params,
         std::time::Duration::from_millis(exec.timeout_ms),
         c.cancel,
+        c.relay,
     );
     let result = match reply {
         Ok(r) => r,
