@@ -416,6 +416,11 @@ impl Connection {
         self.shared.list_changed.swap(false, Ordering::SeqCst)
     }
 
+    /// Marks the tool list as changed again (its reading failed).
+    pub fn list_changed_again(&self) {
+        self.shared.list_changed.store(true, Ordering::SeqCst);
+    }
+
     /// Ends the connection (the server sees end of file).
     pub fn shutdown(&self) {
         self.shared.close("glovebox closed it".into());

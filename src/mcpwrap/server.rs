@@ -178,17 +178,22 @@ impl Running {
             .clone()
     }
 
-    /// The server's tool list: read again when the server said it changed.
+    /// The server's tool list: read again when the server said it changed
+    /// (under the list's lock: no call is checked against the list the
+    /// change replaced while it is read; a failed read is tried again on
+    /// the next call).
     pub fn listed(&self) -> Result<Listed, ClientError> {
+        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
         if self.conn.take_list_changed() {
-            let fresh = list_all(&self.conn)?;
-            *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = fresh;
+            match list_all(&self.conn) {
+                Ok(fresh) => *listed = fresh,
+                Err(e) => {
+                    self.conn.list_changed_again();
+                    return Err(e);
+                }
+            }
         }
-        Ok(self
-            .listed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone())
+        Ok(listed.clone())
     }
 
     /// Counts a call in flight while the guard lives (an idle stop waits).
