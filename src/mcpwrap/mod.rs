@@ -29,6 +29,7 @@
 //! flags for one server and serves it over stdio.
 
 pub mod client;
+pub mod npx;
 pub mod remote;
 pub mod rules;
 pub mod server;

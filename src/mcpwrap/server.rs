@@ -567,6 +567,20 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
     run::safepath::apply(&mut spec, false);
     let gateway = network(&policy, &placeholders, &mut spec)
         .map_err(|e| fail(ErrorKind::Internal, run::error_chain(&e)))?;
+    // `npx -y PACKAGE`: installed once into the server's cache directory,
+    // then run from there, read and execute only (see [`super::npx`]).
+    let expanded: Vec<String> = spec.argv[1..]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(n) = super::npx::parse(&exec.entrypoint, &expanded) {
+        let dir = super::npx::directory(root, name)?;
+        let program = super::npx::install(name, &n, &dir, &spec)?;
+        spec.argv = std::iter::once(program.into_os_string())
+            .chain(n.args.iter().map(Into::into))
+            .collect();
+        spec.fs.exec.push(dir.join("package"));
+    }
 
     let (ours, theirs) = UnixStream::pair().map_err(|e| {
         fail(
