@@ -186,11 +186,7 @@ impl ClientHandler for Handler {
         (self.0.on_change)();
     }
 
-    async fn on_progress(
-        &self,
-        p: ProgressNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
+    async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
         let relay = self
             .0
             .relays
@@ -307,9 +303,11 @@ impl Connection {
     ) -> Result<Connection, ClientError> {
         let rt = runtime()?;
         let shared = shared(on_change);
-        stream.set_nonblocking(true).map_err(|e| ClientError::Closed {
-            why: format!("preparing the server's channel: {e}"),
-        })?;
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| ClientError::Closed {
+                why: format!("preparing the server's channel: {e}"),
+            })?;
         let stream = {
             let _in = rt.enter();
             tokio::net::UnixStream::from_std(stream).map_err(|e| ClientError::Closed {

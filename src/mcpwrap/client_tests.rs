@@ -78,7 +78,11 @@ fn an_overlong_line_closes_the_connection() {
         .call_tool("a", &Map::new(), Duration::from_secs(20), None, None)
         .unwrap_err();
     assert!(matches!(e, ClientError::Closed { .. }), "{e:?}");
-    assert!(c.closed().unwrap().contains("longer than"), "{:?}", c.closed());
+    assert!(
+        c.closed().unwrap().contains("longer than"),
+        "{:?}",
+        c.closed()
+    );
 }
 
 #[test]
@@ -156,7 +160,10 @@ fn a_cancelled_call_is_cancelled_at_the_server_and_progress_reaches_its_relay() 
 fn the_servers_requests_get_ping_only() {
     let (c, mut r, mut w) = pair();
     writeln!(w, r#"{{"jsonrpc":"2.0","id":"p","method":"ping"}}"#).unwrap();
-    assert_eq!(read(&mut r), json!({"jsonrpc": "2.0", "id": "p", "result": {}}));
+    assert_eq!(
+        read(&mut r),
+        json!({"jsonrpc": "2.0", "id": "p", "result": {}})
+    );
     writeln!(w, r#"{{"jsonrpc":"2.0","id":"q","method":"roots/list"}}"#).unwrap();
     let no = read(&mut r);
     assert_eq!(no["error"]["code"], -32601, "{no}");

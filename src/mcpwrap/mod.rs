@@ -105,7 +105,7 @@ pub fn add_to(mut project: Project) -> Project {
         let served = match listed {
             Ok(listed) => {
                 added.extend(tools_of(&tool, &listed));
-                listed.hash
+                listed.hash.clone()
             }
             Err(e) => {
                 eprintln!("glovebox: {e}");
@@ -202,6 +202,7 @@ pub fn list_for_approval(project: &Project, name: &str) -> Result<server::Listed
     server::get(&project.root, name)
         .ensure(&launch)
         .and_then(|r| r.listed().map_err(|e| lost(name, &e)))
+        .map(|l| l.as_ref().clone())
 }
 
 fn lost(server: &str, e: &ClientError) -> Unavailable {

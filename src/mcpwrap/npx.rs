@@ -91,16 +91,18 @@ pub fn program(install: &Path, name: &str) -> Result<PathBuf, String> {
                 format!("{name} has several programs and none named {base}; run one with its path")
             })?
             .to_string(),
-        _ => return Err(format!("{name} has no program (no `bin` in its package.json)")),
+        _ => {
+            return Err(format!(
+                "{name} has no program (no `bin` in its package.json)"
+            ))
+        }
     };
     let path = pkg.join(&file);
     // Its own file: a `bin` leading out of the package is refused.
     let real = path
         .canonicalize()
         .map_err(|e| format!("{name}'s program {file}: {e}"))?;
-    let root = pkg
-        .canonicalize()
-        .map_err(|e| format!("{name}: {e}"))?;
+    let root = pkg.canonicalize().map_err(|e| format!("{name}: {e}"))?;
     if !real.starts_with(&root) {
         return Err(format!("{name}'s program {file} leads out of the package"));
     }
@@ -230,7 +232,10 @@ pub fn install(server: &str, npx: &Npx, dir: &Path, spec: &Spec) -> Result<PathB
 fn trust_system_cas(s: &mut Spec) {
     use crate::egress::intercept::SYSTEM_BUNDLES;
     const VAR: &str = "NODE_EXTRA_CA_CERTS";
-    if s.home_files.iter().any(|h| h.variables.iter().any(|v| v == VAR)) {
+    if s.home_files
+        .iter()
+        .any(|h| h.variables.iter().any(|v| v == VAR))
+    {
         return;
     }
     let Some(bundle) = SYSTEM_BUNDLES.iter().find_map(|p| std::fs::read(p).ok()) else {

@@ -51,7 +51,8 @@ pub fn failure_in(e: &(dyn std::error::Error + 'static)) -> Option<ClientError> 
                 message: f.message.clone(),
             });
         }
-        if let Some(StreamableHttpError::Client(f)) = e.downcast_ref::<StreamableHttpError<Failure>>()
+        if let Some(StreamableHttpError::Client(f)) =
+            e.downcast_ref::<StreamableHttpError<Failure>>()
         {
             return failure_in(f);
         }
@@ -184,7 +185,8 @@ impl StreamableHttpClient for Guarded {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Failure>> {
         let mut extra = custom_headers;
-        if let Some(v) = auth_header.and_then(|a| HeaderValue::from_str(&format!("Bearer {a}")).ok())
+        if let Some(v) =
+            auth_header.and_then(|a| HeaderValue::from_str(&format!("Bearer {a}")).ok())
         {
             extra.insert(hyper::header::AUTHORIZATION, v);
         }

@@ -129,7 +129,7 @@ pub struct Running {
     conn: Connection,
     cancel: Cancel,
     digest: String,
-    listed: Mutex<Listed>,
+    listed: Mutex<Arc<Listed>>,
     /// Set by the jail's thread when the server ended: the kind and why.
     ended: Arc<Mutex<Option<(ErrorKind, String)>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -182,11 +182,11 @@ impl Running {
     /// (under the list's lock: no call is checked against the list the
     /// change replaced while it is read; a failed read is tried again on
     /// the next call).
-    pub fn listed(&self) -> Result<Listed, ClientError> {
+    pub fn listed(&self) -> Result<Arc<Listed>, ClientError> {
         let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
         if self.conn.take_list_changed() {
             match list_all(&self.conn) {
-                Ok(fresh) => *listed = fresh,
+                Ok(fresh) => *listed = Arc::new(fresh),
                 Err(e) => {
                     self.conn.list_changed_again();
                     return Err(e);
@@ -660,7 +660,7 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
                 conn,
                 cancel,
                 digest,
-                listed: Mutex::new(listed),
+                listed: Mutex::new(Arc::new(listed)),
                 ended,
                 thread: Mutex::new(Some(thread)),
                 busy: AtomicUsize::new(0),
@@ -671,7 +671,10 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
             // the closed channel.
             let deadline = Instant::now() + Duration::from_secs(2);
             while Instant::now() < deadline
-                && ended.lock().unwrap_or_else(PoisonError::into_inner).is_none()
+                && ended
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_none()
                 && matches!(e, ClientError::Closed { .. })
             {
                 std::thread::sleep(Duration::from_millis(10));
@@ -781,7 +784,7 @@ fn start_remote(
         conn,
         cancel: Cancel::new(),
         digest,
-        listed: Mutex::new(listed),
+        listed: Mutex::new(Arc::new(listed)),
         ended: Arc::new(Mutex::new(None)),
         thread: Mutex::new(None),
         busy: AtomicUsize::new(0),
