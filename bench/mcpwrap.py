@@ -8,7 +8,7 @@ server's, in its jail). Prints, for each: the start (spawn to the first
 `tools/list` answer) and the latency of N sequential `tools/call`s
 (p50/p90/p99), and the added latency per call.
 
-    python3 bench/mcpwrap.py [--glovebox target/release/glovebox] [--calls 300] [--dir /dev/shm]
+    python3 bench/mcpwrap.py [--glovebox target/release/glovebox] [--calls 300]
 """
 
 import argparse
@@ -115,12 +115,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--glovebox", default="target/release/glovebox")
     ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--dir", default=None,
-                    help="where the project (and its audit log) is made, e.g. /dev/shm "
-                         "to see what the audit log's fsyncs cost")
     a = ap.parse_args()
     gb = os.path.abspath(a.glovebox)
-    with tempfile.TemporaryDirectory(dir=a.dir) as d:
+    with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "server.py"), "w") as f:
             f.write(SERVER)
         tool_dir = os.path.join(d, ".glee", "tools", "echo")
