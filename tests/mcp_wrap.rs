@@ -263,8 +263,13 @@ fn server_running(f: &Fixture) -> bool {
     !pids_with(&server_marker(f)).is_empty()
 }
 
+/// The server with no approval asked, `exec` merged into `exec.mcp`.
+fn unapproved(exec: Value) -> Fixture {
+    project(json!({}), exec, json!({"required": false}))
+}
+
 fn plain() -> Fixture {
-    project(json!({}), json!({}), json!({"required": false}))
+    unapproved(json!({}))
 }
 
 fn state_env(f: &Fixture) -> Vec<(String, String)> {
@@ -631,11 +636,7 @@ fn an_idle_server_is_stopped_and_started_again_on_use() {
         return;
     }
     let _shared = shared();
-    let f = project(
-        json!({}),
-        json!({"idle_ms": 300}),
-        json!({"required": false}),
-    );
+    let f = unapproved(json!({"idle_ms": 300}));
     let mut c = mcp_client(&f, &[]);
     c.call_tool("srv__echo", json!({"msg": "one"}));
     assert_eq!(starts(&f), 1);
@@ -734,10 +735,8 @@ fn tools_rules_filter_and_gate_the_servers_tools() {
         return;
     }
     let _shared = shared();
-    let f = project(
-        json!({}),
+    let f = unapproved(
         json!({"tools": {"allow": ["echo", "slow"], "deny": ["slow"], "approve": ["echo"]}}),
-        json!({"required": false}),
     );
     let state = state_env(&f);
     let out = f.glovebox(&["list", "--json"]);
@@ -962,11 +961,7 @@ fn a_slow_call_is_cancelled_by_its_client_and_timed_out_by_its_limit() {
         return;
     }
     let _shared = shared();
-    let f = project(
-        json!({}),
-        json!({"timeout_ms": 1000}),
-        json!({"required": false}),
-    );
+    let f = unapproved(json!({"timeout_ms": 1000}));
     let mut c = mcp_client(&f, &[]);
     c.call_tool("srv__echo", json!({"msg": "up"}));
     // Past exec.mcp.timeout_ms: `timeout`, long before the server answers.
