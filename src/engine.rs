@@ -63,6 +63,9 @@ pub struct Caller {
     /// When the request carrying the call runs out of time (HTTP
     /// `--request-timeout`); a call ended past it was timed out.
     pub deadline: Option<(Instant, std::time::Duration)>,
+    /// Where a wrapped MCP server's progress reports for the call go (the
+    /// MCP client's, with its progress token); `None`: dropped.
+    pub progress: Option<crate::mcpwrap::client::Relay>,
 }
 
 /// Why a call was cancelled.
@@ -207,6 +210,14 @@ impl Engine {
     /// The project.
     pub fn project(&self) -> &Project {
         &self.project
+    }
+
+    /// Whether `name` is a wrapped MCP server's tool, whose server reports
+    /// its own progress ([`Caller::progress`]).
+    pub fn relays_progress(&self, name: &str) -> bool {
+        self.project.tool(name).is_ok_and(|t| {
+            matches!(&t.manifest.exec, Exec::Mcp(m) if m.wrapped.as_ref().is_some_and(|w| !w.tool.is_empty()))
+        })
     }
 
     /// The tool named `name`, if its manifest is valid.
@@ -677,6 +688,7 @@ impl Engine {
                 secrets: &caller.secrets,
                 approved: caller.approved,
                 cancel: caller.cancel.as_ref(),
+                relay: caller.progress.as_ref(),
                 redact: &redact,
             };
             return Ok(crate::mcpwrap::call(&call, &mut |k, v| {

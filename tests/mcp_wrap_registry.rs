@@ -6,6 +6,10 @@
 //!
 //! Without the venv (no network) the test skips with the reason, and
 //! fails under `GLOVEBOX_REQUIRE_KERNEL=1` (CI).
+//!
+//! And `npx -y` of a pinned npm server, as clients' configs name it:
+//! installed by glovebox through the egress proxy (the registry allowed),
+//! run from its cache directory, which the server cannot write.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,18 +21,44 @@ use common::*;
 use runkit::*;
 use serde_json::json;
 use servekit::StdioMcp;
+use std::path::{Path, PathBuf};
+
+/// The reference time server (tests/mcp/setup-time.sh), or a skip.
+fn time_server() -> Option<PathBuf> {
+    venv_program(
+        "tests/mcp/setup-time.sh",
+        "GLOVEBOX_MCP_TIME_VENV",
+        "mcp-time-venv",
+        "mcp-server-time",
+    )
+}
+
+/// Runs the python `client` with glovebox and `args` as its arguments in
+/// `dir` (its state in `dir/state`); it must end well, printing `ok`.
+fn drive(python: &Path, client: &str, args: &[&Path], dir: &Path, ok: &str) {
+    let out = std::process::Command::new(python)
+        .arg("-c")
+        .arg(client)
+        .arg(bin())
+        .args(args)
+        .current_dir(dir)
+        .env("GLOVEBOX_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(ok),
+        "{args:?}: stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 #[test]
 fn the_reference_time_server_runs_jailed_through_glovebox_mcp() {
     if !jail_available() {
         return;
     }
-    let Some(program) = venv_program(
-        "tests/mcp/setup-time.sh",
-        "GLOVEBOX_MCP_TIME_VENV",
-        "mcp-time-venv",
-        "mcp-server-time",
-    ) else {
+    let Some(program) = time_server() else {
         return;
     };
     let venv = program.parent().unwrap().parent().unwrap();
@@ -139,12 +169,7 @@ fn the_official_client_drives_glovebox_wrap_of_a_real_server() {
     if !jail_available() {
         return;
     }
-    let Some(program) = venv_program(
-        "tests/mcp/setup-time.sh",
-        "GLOVEBOX_MCP_TIME_VENV",
-        "mcp-time-venv",
-        "mcp-server-time",
-    ) else {
+    let Some(program) = time_server() else {
         return;
     };
     let Some(python) = venv_program(
@@ -157,22 +182,12 @@ fn the_official_client_drives_glovebox_wrap_of_a_real_server() {
     };
     let venv = program.parent().unwrap().parent().unwrap();
     let work = tempdir();
-    let state = work.path().join("state");
-    let out = std::process::Command::new(&python)
-        .arg("-c")
-        .arg(SDK_CLIENT)
-        .arg(bin())
-        .arg(venv)
-        .arg(&program)
-        .current_dir(work.path())
-        .env("GLOVEBOX_STATE_DIR", &state)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("SDK-OK"),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
+    drive(
+        &python,
+        SDK_CLIENT,
+        &[venv, &program],
+        work.path(),
+        "SDK-OK",
     );
     // Nothing written where the client ran it but the state directory.
     let left: Vec<_> = std::fs::read_dir(work.path())
@@ -289,12 +304,7 @@ fn the_official_2x_client_drives_glovebox_wrap_on_both_revisions() {
     if !jail_available() {
         return;
     }
-    let Some(program) = venv_program(
-        "tests/mcp/setup-time.sh",
-        "GLOVEBOX_MCP_TIME_VENV",
-        "mcp-time-venv",
-        "mcp-server-time",
-    ) else {
+    let Some(program) = time_server() else {
         return;
     };
     let Some(python) = venv_program(
@@ -308,22 +318,124 @@ fn the_official_2x_client_drives_glovebox_wrap_on_both_revisions() {
     let venv = program.parent().unwrap().parent().unwrap();
     for mode in ["auto", "legacy"] {
         let work = tempdir();
-        let out = std::process::Command::new(&python)
-            .arg("-c")
-            .arg(SDK2_CLIENT)
-            .arg(bin())
-            .arg(venv)
-            .arg(&program)
-            .arg(mode)
-            .current_dir(work.path())
-            .env("GLOVEBOX_STATE_DIR", work.path().join("state"))
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("SDK2-OK"),
-            "{mode}: stdout: {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = [venv, &program, Path::new(mode)];
+        drive(&python, SDK2_CLIENT, &args, work.path(), "SDK2-OK");
     }
+}
+
+/// The npm server `npx -y` fetches in the test below.
+const MEMORY: &str = "@modelcontextprotocol/server-memory@2026.8.31";
+
+/// Whether the npm registry answers (`npm view`); a skip says why, and
+/// fails under `GLOVEBOX_REQUIRE_KERNEL=1`.
+fn npm_registry_reachable() -> bool {
+    let out = std::process::Command::new("timeout")
+        .args(["60", "npm", "view", MEMORY, "version"])
+        .output();
+    let why = match out {
+        Ok(o) if o.status.success() => return true,
+        Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        Err(e) => format!("cannot run npm: {e}"),
+    };
+    if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+        panic!("GLOVEBOX_REQUIRE_KERNEL=1 and the npm registry is unreachable: {why}");
+    }
+    eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): the npm registry is unreachable: {why}");
+    false
+}
+
+fn memory_server(f: &Fixture, name: &str, allow: serde_json::Value, memory_file: Option<&Path>) {
+    let mut exec = json!({"entrypoint": "npx", "args": ["-y", MEMORY]});
+    if let Some(m) = memory_file {
+        exec["env"] = json!({"MEMORY_FILE_PATH": m});
+    }
+    f.tool(&json!({
+        "name": name,
+        "description": "the reference memory server, by npx -y",
+        "kind": "mcp",
+        "version": 1,
+        "exec": {"mcp": exec},
+        "permissions": {"network": {"allow": allow}, "fs": {"write": ["state"]}},
+    }));
+}
+
+#[test]
+fn an_npx_y_server_is_installed_through_the_proxy_and_cannot_change_its_code() {
+    if !jail_available() || !npm_registry_reachable() {
+        return;
+    }
+    let f = Fixture::new();
+    f.file("state/.keep", "");
+    let memory_file = f.root.join("state/memory.jsonl");
+    memory_server(
+        &f,
+        "memory",
+        json!(["registry.npmjs.org"]),
+        Some(&memory_file),
+    );
+    // Its default memory file lies beside its code, in the cache.
+    memory_server(&f, "nomem", json!(["registry.npmjs.org"]), None);
+    // Without the registry in the allowlist nothing is installed.
+    memory_server(&f, "closed", json!(["example.com"]), None);
+    let state = f.state();
+    let env = [("GLOVEBOX_STATE_DIR", state.to_str().unwrap())];
+    let mut s = StdioMcp::start(&f.root, &env, &[]);
+    let made = s.call(
+        1,
+        "memory__create_entities",
+        json!({"entities": [{"name": "glovebox", "entityType": "tool",
+                             "observations": ["jails MCP servers"]}]}),
+    );
+    assert_ne!(made["result"]["isError"], json!(true), "{made}");
+    let graph = s.call(2, "memory__read_graph", json!({}));
+    assert!(graph.to_string().contains("jails MCP servers"), "{graph}");
+    assert!(
+        memory_file.is_file(),
+        "the server wrote nothing to its grant"
+    );
+    // Installed under glovebox's state, once per server.
+    let cache = std::fs::read_dir(state.join("cache/mcp"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let code = cache.join("memory/package/node_modules/@modelcontextprotocol/server-memory/dist");
+    assert!(code.join("index.js").is_file(), "{code:?}");
+    // The server cannot write beside its code: its default memory file
+    // is refused by the jail, and nothing is created there.
+    let refused = s.call(
+        3,
+        "nomem__create_entities",
+        json!({"entities": [{"name": "x", "entityType": "y", "observations": ["pwned"]}]}),
+    );
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    let said = refused.to_string();
+    assert!(
+        said.contains("EROFS") || said.contains("EACCES") || said.contains("EPERM"),
+        "refused by the server, not the jail: {refused}"
+    );
+    let nomem = cache.join("nomem/package/node_modules/@modelcontextprotocol/server-memory/dist");
+    assert!(nomem.join("index.js").is_file(), "{nomem:?}");
+    assert!(
+        !nomem.join("memory.jsonl").exists(),
+        "the server wrote into its code"
+    );
+    // The registry only through the proxy, under the allowlist: a server
+    // whose manifest does not allow it installs nothing, and says why.
+    let closed = s.call(4, "closed__read_graph", json!({}));
+    assert_eq!(
+        closed["error"]["data"]["kind"], "tool_not_found",
+        "{closed}"
+    );
+    assert!(
+        !cache.join("closed/package/node_modules").exists(),
+        "installed past the allowlist"
+    );
+    // Said by glovebox run, with the proxy's refusal.
+    let out = f.glovebox(&["run", "closed__read_graph", "--json"]);
+    let said =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("403") && said.contains("npx -y"), "{said}");
 }

@@ -1,23 +1,45 @@
-//! glovebox's side of an MCP server's stdio: JSON-RPC 2.0, one message a
-//! line (the MCP stdio transport), over the socket that is the jailed
-//! server's stdin and stdout.
+//! glovebox as an MCP client of a wrapped server: rmcp's client side,
+//! over the jailed server's stdio (one end of a socket pair, one message a
+//! line) or over Streamable HTTP to a remote server ([`super::remote`]
+//! carries rmcp's HTTP requests through glovebox's own outbound client).
 //!
 //! Bounded everywhere the server decides: a line longer than
-//! [`MAX_LINE`] ends the connection, requests wait at most their deadline,
-//! and the server's own requests get a fixed answer (`ping` an empty
-//! result, anything else "method not found": glovebox offers the server
-//! no sampling, roots or elicitation). Requests are multiplexed by id, so
-//! calls from many threads share one connection.
+//! [`MAX_LINE`] ends the connection ([`LineCap`]: the call fails at once
+//! and the next one gets a new server, rather than waiting on an answer
+//! that was dropped), requests wait at most their deadline (the server is
+//! then told `notifications/cancelled`), and the server's own requests get
+//! a fixed answer (`ping` an empty result, elicitation declined, anything
+//! else "method not found": glovebox offers the server no sampling, roots
+//! or elicitation).
+//! rmcp's response cache is off: a tool list is always the one the server
+//! serves now (the approval's tool-list hash is checked against it). The
+//! server's `notifications/progress` for a call go to that call's
+//! [`Relay`]; a caller's cancellation is sent on as `notifications/cancelled`.
+//!
+//! The connections of a process share one small tokio runtime; the
+//! callers (jail threads, call workers) block on their answer.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::future::Future;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use serde_json::{json, Value};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, ErrorData, Implementation, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult,
+};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, ServiceError,
+};
+use rmcp::{ClientCacheConfig, ClientHandler};
+use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio_util::sync::CancellationToken;
 
 use crate::jail::Cancel;
 
@@ -25,8 +47,11 @@ use crate::jail::Cancel;
 /// schemas, a result): past it the connection is closed.
 pub const MAX_LINE: usize = 16 << 20;
 
-/// How often a waiting request looks at its cancel token.
+/// How often a waiting call looks at its cancel token.
 const TICK: Duration = Duration::from_millis(25);
+
+/// The MCP revision glovebox asks for.
+pub const PROTOCOL: ProtocolVersion = ProtocolVersion::V_2025_06_18;
 
 /// Why a request got no result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,39 +77,204 @@ pub enum ClientError {
     },
 }
 
-type Reply = Result<Value, ClientError>;
+/// One progress report of a server for a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reported {
+    /// The progress so far.
+    pub progress: f64,
+    /// The total, if the server knows it.
+    pub total: Option<f64>,
+    /// What the server says it is doing.
+    pub message: Option<String>,
+}
+
+/// Where a call's progress reports go (the client of the call, with its
+/// own progress token).
+#[derive(Clone)]
+pub struct Relay(Arc<dyn Fn(Reported) + Send + Sync>);
+
+impl Relay {
+    /// A relay calling `f` for each report.
+    pub fn new(f: impl Fn(Reported) + Send + Sync + 'static) -> Relay {
+        Relay(Arc::new(f))
+    }
+
+    /// Passes one report on.
+    pub fn send(&self, r: Reported) {
+        (self.0)(r)
+    }
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Relay")
+    }
+}
+
+/// The runtime every client connection of this process runs on.
+fn runtime() -> Result<&'static tokio::runtime::Runtime, ClientError> {
+    static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("glovebox-mcp-io")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| ClientError::Closed {
+        why: format!("starting the MCP client's runtime failed: {e}"),
+    })
+}
+
+/// Runs `f` on the clients' runtime and waits for it (from any thread,
+/// a runtime's own included).
+fn block<F>(f: F) -> Result<F::Output, ClientError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let rt = runtime()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    rt.spawn(async move {
+        let _ = tx.send(f.await);
+    });
+    rx.recv().map_err(|_| ClientError::Closed {
+        why: "the MCP client's runtime stopped".into(),
+    })
+}
 
 struct Shared {
-    pending: Mutex<HashMap<u64, mpsc::Sender<Reply>>>,
     closed: Mutex<Option<String>>,
     list_changed: AtomicBool,
     on_change: Box<dyn Fn() + Send + Sync>,
+    relays: Mutex<HashMap<ProgressToken, Relay>>,
 }
 
 impl Shared {
     fn close(&self, why: String) {
         let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
         if closed.is_none() {
-            *closed = Some(why.clone());
+            *closed = Some(why);
         }
-        drop(closed);
-        let pending: Vec<_> = self
-            .pending
+    }
+
+    fn closed(&self) -> Option<String> {
+        self.closed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-            .collect();
-        for (_, tx) in pending {
-            let _ = tx.send(Err(ClientError::Closed { why: why.clone() }));
+            .clone()
+    }
+}
+
+/// glovebox's side of the MCP session: what it does with the server's
+/// notifications and requests.
+struct Handler(Arc<Shared>);
+
+fn no_client_features<T>() -> Result<T, ErrorData> {
+    Err(ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        "glovebox offers MCP servers no client features",
+        None,
+    ))
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.0.list_changed.store(true, Ordering::SeqCst);
+        (self.0.on_change)();
+    }
+
+    async fn on_progress(&self, p: ProgressNotificationParam, _: NotificationContext<RoleClient>) {
+        let relay = self
+            .0
+            .relays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&p.progress_token)
+            .cloned();
+        if let Some(relay) = relay {
+            relay.send(Reported {
+                progress: p.progress,
+                total: p.total,
+                message: p.message.map(|m| m.chars().take(1024).collect()),
+            });
+        }
+    }
+
+    // glovebox declares no roots (the server's grants are its roots).
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, ErrorData> {
+        no_client_features()
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        let mut c = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("glovebox", env!("CARGO_PKG_VERSION")),
+        );
+        c.protocol_version = PROTOCOL;
+        c
+    }
+}
+
+/// Removes a call's relay when the call ends.
+struct Route(Arc<Shared>, ProgressToken);
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        self.0
+            .relays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.1);
+    }
+}
+
+/// The server's stdout as read by rmcp, ended (an error) by a line longer
+/// than [`MAX_LINE`]: rmcp alone would drop the line and keep waiting.
+struct LineCap<R> {
+    inner: R,
+    line: usize,
+    shared: Arc<Shared>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineCap<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let me = &mut *self;
+        match Pin::new(&mut me.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                for b in &buf.filled()[before..] {
+                    me.line = if *b == b'\n' { 0 } else { me.line + 1 };
+                    if me.line > MAX_LINE {
+                        let why = format!("the server sent a message longer than {MAX_LINE} bytes");
+                        me.shared.close(why.clone());
+                        return Poll::Ready(Err(std::io::Error::other(why)));
+                    }
+                }
+                Poll::Ready(Ok(()))
+            }
+            other => other,
         }
     }
 }
 
 /// One connection to a server.
 pub struct Connection {
-    writer: Arc<Mutex<UnixStream>>,
+    peer: Peer<RoleClient>,
+    stop: CancellationToken,
     shared: Arc<Shared>,
-    next: AtomicU64,
+    /// Turns a transport failure into the remote request's own error.
+    remote: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -93,40 +283,129 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+fn shared(on_change: Box<dyn Fn() + Send + Sync>) -> Arc<Shared> {
+    Arc::new(Shared {
+        closed: Mutex::new(None),
+        list_changed: AtomicBool::new(false),
+        on_change,
+        relays: Mutex::new(HashMap::new()),
+    })
+}
+
 impl Connection {
-    /// Speaks over `stream`; `on_change` runs (on the reader thread) when
-    /// the server says its tool list changed.
-    pub fn new(
+    /// Speaks MCP over `stream` (the server's stdin and stdout): the
+    /// `initialize` handshake, within `limit`. `on_change` runs when the
+    /// server says its tool list changed.
+    pub fn stdio(
         stream: UnixStream,
         on_change: Box<dyn Fn() + Send + Sync>,
-    ) -> std::io::Result<Connection> {
-        let reader = stream.try_clone()?;
-        let shared = Arc::new(Shared {
-            pending: Mutex::new(HashMap::new()),
-            closed: Mutex::new(None),
-            list_changed: AtomicBool::new(false),
-            on_change,
-        });
-        let writer = Arc::new(Mutex::new(stream));
-        let answer = writer.clone();
-        let s = shared.clone();
-        std::thread::Builder::new()
-            .name("glovebox-mcp-rd".into())
-            .spawn(move || read_loop(reader, &answer, &s))?;
+        limit: Duration,
+    ) -> Result<Connection, ClientError> {
+        let rt = runtime()?;
+        let shared = shared(on_change);
+        stream
+            .set_nonblocking(true)
+            .map_err(|e| ClientError::Closed {
+                why: format!("preparing the server's channel: {e}"),
+            })?;
+        let stream = {
+            let _in = rt.enter();
+            tokio::net::UnixStream::from_std(stream).map_err(|e| ClientError::Closed {
+                why: format!("preparing the server's channel: {e}"),
+            })?
+        };
+        let (read, write) = stream.into_split();
+        let read = LineCap {
+            inner: read,
+            line: 0,
+            shared: shared.clone(),
+        };
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write)
+            .with_max_line_length(usize::MAX);
+        Self::start(transport, shared, limit, false)
+    }
+
+    /// Speaks MCP to a remote server through `client` at `url`.
+    pub fn remote(
+        client: super::remote::Guarded,
+        url: &str,
+        on_change: Box<dyn Fn() + Send + Sync>,
+        limit: Duration,
+    ) -> Result<Connection, ClientError> {
+        use rmcp::transport::streamable_http_client::{
+            StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+        };
+        let rt = runtime()?;
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+        // A forgotten session ends the connection: the next call starts a
+        // new one and reads its tool list again.
+        config.reinit_on_expired_session = false;
+        config.max_json_response_size = MAX_LINE;
+        config.max_sse_event_size = MAX_LINE;
+        let transport = {
+            let _in = rt.enter();
+            StreamableHttpClientTransport::with_client(client, config)
+        };
+        Self::start(transport, shared(on_change), limit, true)
+    }
+
+    fn start<T, E, A>(
+        transport: T,
+        shared: Arc<Shared>,
+        limit: Duration,
+        remote: bool,
+    ) -> Result<Connection, ClientError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+        A: 'static,
+    {
+        let stop = CancellationToken::new();
+        let handler = Handler(shared.clone());
+        let (s, ct) = (shared.clone(), stop.clone());
+        let started = block(async move {
+            let serving = rmcp::service::serve_client_with_ct(handler, transport, ct.clone());
+            let service = match tokio::time::timeout(limit, serving).await {
+                Ok(Ok(service)) => service,
+                Ok(Err(e)) => {
+                    ct.cancel();
+                    return Err(init_error(&e, &s, remote));
+                }
+                Err(_) => {
+                    ct.cancel();
+                    return Err(ClientError::Timeout {
+                        ms: limit.as_millis() as u64,
+                    });
+                }
+            };
+            let peer = service.peer().clone();
+            peer.set_response_cache_config(ClientCacheConfig::disabled())
+                .await;
+            tokio::spawn(async move {
+                let why = match service.waiting().await {
+                    Ok(reason) => format!("the server ended the session ({reason:?})"),
+                    Err(e) => format!("its session ended: {e}"),
+                };
+                s.close(why);
+            });
+            Ok(peer)
+        })?;
+        let peer = started?;
         Ok(Connection {
-            writer,
+            peer,
+            stop,
             shared,
-            next: AtomicU64::new(1),
+            remote,
         })
     }
 
     /// Why the connection is closed, if it is.
     pub fn closed(&self) -> Option<String> {
-        self.shared
-            .closed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.shared.closed().or_else(|| {
+            self.peer
+                .is_transport_closed()
+                .then(|| "the server ended (end of its output)".to_string())
+        })
     }
 
     /// Whether the server said its tool list changed since the last call
@@ -135,305 +414,194 @@ impl Connection {
         self.shared.list_changed.swap(false, Ordering::SeqCst)
     }
 
+    /// Marks the tool list as changed again (its reading failed).
+    pub fn list_changed_again(&self) {
+        self.shared.list_changed.store(true, Ordering::SeqCst);
+    }
+
     /// Ends the connection (the server sees end of file).
     pub fn shutdown(&self) {
-        let w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let _ = w.shutdown(std::net::Shutdown::Both);
-        drop(w);
         self.shared.close("glovebox closed it".into());
+        self.stop.cancel();
     }
 
-    fn send(&self, message: &Value) -> Result<(), ClientError> {
-        let mut line = serde_json::to_vec(message).unwrap_or_default();
-        line.push(b'\n');
-        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        w.write_all(&line).map_err(|e| {
-            let why = format!("writing to it failed: {e}");
-            self.shared.close(why.clone());
-            ClientError::Closed { why }
-        })
+    fn error(&self, e: ServiceError, limit: Duration) -> ClientError {
+        service_error(&e, &self.shared, limit, self.remote)
     }
 
-    /// Sends a notification.
-    pub fn notify(&self, method: &str, params: Value) -> Result<(), ClientError> {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-    }
-
-    /// Sends a request and waits for its result, at most `limit`, or until
-    /// `cancel` fires; either sends `notifications/cancelled`.
-    pub fn request(
+    /// One page of the server's tool list (each tool as the server
+    /// describes it) and the cursor of the next.
+    pub fn list_tools(
         &self,
-        method: &str,
-        params: Value,
+        cursor: Option<String>,
+        limit: Duration,
+    ) -> Result<(Vec<Value>, Option<String>), ClientError> {
+        if let Some(why) = self.shared.closed() {
+            return Err(ClientError::Closed { why });
+        }
+        let peer = self.peer.clone();
+        let request = ClientRequest::ListToolsRequest(rmcp::model::ListToolsRequest::with_param(
+            PaginatedRequestParams::default().with_cursor(cursor),
+        ));
+        let result = block(ask_cancellable(peer, request, limit, None, None))?;
+        match result {
+            Ok(ServerResult::ListToolsResult(page)) => {
+                let tools = page
+                    .tools
+                    .iter()
+                    .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+                    .collect();
+                Ok((tools, page.next_cursor))
+            }
+            Ok(_) => Err(ClientError::Rpc {
+                code: 0,
+                message: "the server answered tools/list with another result".into(),
+            }),
+            Err(Failed::Cancelled) => Err(ClientError::Cancelled),
+            Err(Failed::Service(e)) => Err(self.error(e, limit)),
+        }
+    }
+
+    /// Calls the server's tool `name` with `arguments` and returns its
+    /// result (`content`, `structuredContent`, `isError`), waiting at most
+    /// `limit` or until `cancel` fires (either tells the server
+    /// `notifications/cancelled`); its progress reports go to `relay`.
+    pub fn call_tool(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
         limit: Duration,
         cancel: Option<&Cancel>,
+        relay: Option<&Relay>,
     ) -> Result<Value, ClientError> {
-        if let Some(why) = self.closed() {
+        if let Some(why) = self.shared.closed() {
             return Err(ClientError::Closed { why });
         }
-        let id = self.next.fetch_add(1, Ordering::SeqCst);
-        let (tx, rx) = mpsc::channel();
-        self.shared
-            .pending
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments.clone());
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let route = relay.map(|r| (self.shared.clone(), r.clone()));
+        let result = block(ask_cancellable(
+            self.peer.clone(),
+            request,
+            limit,
+            cancel.cloned(),
+            route,
+        ))?;
+        match result {
+            Ok(ServerResult::CallToolResult(r)) => Ok(serde_json::to_value(r).unwrap_or_default()),
+            Ok(_) => Err(ClientError::Rpc {
+                code: 0,
+                message: "the server answered tools/call with another result".into(),
+            }),
+            Err(Failed::Cancelled) => Err(ClientError::Cancelled),
+            Err(Failed::Service(e)) => Err(self.error(e, limit)),
+        }
+    }
+}
+
+enum Failed {
+    Cancelled,
+    Service(ServiceError),
+}
+
+async fn ask_cancellable(
+    peer: Peer<RoleClient>,
+    request: ClientRequest,
+    limit: Duration,
+    cancel: Option<Cancel>,
+    relay: Option<(Arc<Shared>, Relay)>,
+) -> Result<ServerResult, Failed> {
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::with_timeout(limit))
+        .await
+        .map_err(Failed::Service)?;
+    let id = handle.id.clone();
+    let _route = relay.map(|(shared, r)| {
+        let token = handle.progress_token.clone();
+        shared
+            .relays
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, tx);
-        // Closed between the check and the insert: nobody would answer.
-        if let Some(why) = self.closed() {
-            self.forget(id);
-            return Err(ClientError::Closed { why });
-        }
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        let deadline = Instant::now() + limit;
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                self.abandon(id, "timeout");
-                return Err(ClientError::Timeout {
-                    ms: limit.as_millis() as u64,
-                });
-            }
-            if cancel.is_some_and(Cancel::is_cancelled) {
-                self.abandon(id, "cancelled by the client");
-                return Err(ClientError::Cancelled);
-            }
-            match rx.recv_timeout(TICK.min(deadline - now)) {
-                Ok(reply) => return reply,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(ClientError::Closed {
-                        why: self.closed().unwrap_or_else(|| "it ended".into()),
-                    })
+            .insert(token.clone(), r);
+        Route(shared, token)
+    });
+    let answer = handle.await_response();
+    tokio::pin!(answer);
+    let mut tick = tokio::time::interval(TICK);
+    loop {
+        tokio::select! {
+            r = &mut answer => return r.map_err(Failed::Service),
+            _ = tick.tick(), if cancel.is_some() => {
+                if cancel.as_ref().is_some_and(Cancel::is_cancelled) {
+                    let note = CancelledNotificationParam::new(
+                        Some(id),
+                        Some("cancelled by the client".into()),
+                    );
+                    let _ = peer.notify_cancelled(note).await;
+                    return Err(Failed::Cancelled);
                 }
             }
         }
     }
-
-    fn forget(&self, id: u64) {
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-    }
-
-    fn abandon(&self, id: u64, reason: &str) {
-        self.forget(id);
-        let _ = self.notify(
-            "notifications/cancelled",
-            json!({"requestId": id, "reason": reason}),
-        );
-    }
 }
 
-/// A server's connection: its stdio in the jail, or a remote server.
-#[derive(Debug)]
-pub enum Link {
-    /// A jailed server's stdin and stdout.
-    Stdio(Connection),
-    /// A remote server over Streamable HTTP.
-    Remote(Box<super::remote::Remote>),
-}
-
-impl Link {
-    /// Why the link is closed, if it is.
-    pub fn closed(&self) -> Option<String> {
-        match self {
-            Link::Stdio(c) => c.closed(),
-            Link::Remote(r) => r.closed(),
-        }
-    }
-
-    /// Whether the server said its tool list changed (clears it).
-    pub fn take_list_changed(&self) -> bool {
-        match self {
-            Link::Stdio(c) => c.take_list_changed(),
-            Link::Remote(r) => r.take_list_changed(),
-        }
-    }
-
-    /// Ends the link.
-    pub fn shutdown(&self) {
-        match self {
-            Link::Stdio(c) => c.shutdown(),
-            Link::Remote(r) => r.shutdown(),
-        }
-    }
-
-    /// Sends a notification.
-    pub fn notify(&self, method: &str, params: Value) -> Result<(), ClientError> {
-        match self {
-            Link::Stdio(c) => c.notify(method, params),
-            Link::Remote(r) => r.notify(method, params),
-        }
-    }
-
-    /// Sends a request and waits for its result (see
-    /// [`Connection::request`]).
-    pub fn request(
-        &self,
-        method: &str,
-        params: Value,
-        limit: Duration,
-        cancel: Option<&Cancel>,
-    ) -> Result<Value, ClientError> {
-        match self {
-            Link::Stdio(c) => c.request(method, params, limit, cancel),
-            Link::Remote(r) => r.request(method, params, limit, cancel),
-        }
-    }
-}
-
-/// Reads messages until end of file, an error or an overlong line.
-fn read_loop(stream: UnixStream, answer: &Mutex<UnixStream>, shared: &Shared) {
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
-    let why = loop {
-        line.clear();
-        let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
-        match limited.read_until(b'\n', &mut line) {
-            Ok(0) => break "the server ended (end of file on its stdout)".to_string(),
-            Ok(_) if line.len() > MAX_LINE => {
-                break format!("the server sent a message longer than {MAX_LINE} bytes")
+/// The glovebox error of an rmcp one.
+fn service_error(e: &ServiceError, shared: &Shared, limit: Duration, remote: bool) -> ClientError {
+    match e {
+        ServiceError::McpError(e) => ClientError::Rpc {
+            code: i64::from(e.code.0),
+            message: e.message.chars().take(4096).collect(),
+        },
+        ServiceError::Timeout { .. } => ClientError::Timeout {
+            ms: limit.as_millis() as u64,
+        },
+        ServiceError::Cancelled { .. } => ClientError::Cancelled,
+        ServiceError::TransportSend(t) => {
+            if remote {
+                if let Some(h) = super::remote::failure_in(t) {
+                    return h;
+                }
             }
-            Ok(_) => {}
-            Err(e) => break format!("reading from it failed: {e}"),
+            ClientError::Closed {
+                why: shared.closed().unwrap_or_else(|| t.to_string()),
+            }
         }
-        let text = line.trim_ascii();
-        if text.is_empty() {
-            continue;
-        }
-        let Ok(message) = serde_json::from_slice::<Value>(text) else {
-            // Servers print stray lines; MCP says stdout is messages only,
-            // so a line that is not one is dropped.
-            continue;
-        };
-        dispatch(message, answer, shared);
-    };
-    shared.close(why);
+        ServiceError::TransportClosed => ClientError::Closed {
+            why: shared
+                .closed()
+                .unwrap_or_else(|| "the server ended (end of its output)".into()),
+        },
+        other => ClientError::Rpc {
+            code: 0,
+            message: other.to_string(),
+        },
+    }
 }
 
-fn dispatch(message: Value, answer: &Mutex<UnixStream>, shared: &Shared) {
-    let method = message.get("method").and_then(Value::as_str);
-    let id = message.get("id").cloned();
-    match (method, id) {
-        // A response to one of ours.
-        (None, Some(id)) => {
-            let Some(id) = id.as_u64() else { return };
-            let tx = shared
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
-            let Some(tx) = tx else { return };
-            let reply = match (message.get("result"), message.get("error")) {
-                (Some(r), _) => Ok(r.clone()),
-                (None, Some(e)) => Err(ClientError::Rpc {
-                    code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    message: e
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .chars()
-                        .take(4096)
-                        .collect(),
-                }),
-                (None, None) => Err(ClientError::Rpc {
-                    code: 0,
-                    message: "a response with neither result nor error".into(),
-                }),
-            };
-            let _ = tx.send(reply);
+fn init_error(
+    e: &rmcp::service::ClientInitializeError,
+    shared: &Shared,
+    remote: bool,
+) -> ClientError {
+    if remote {
+        if let Some(h) = super::remote::failure_in(e) {
+            return h;
         }
-        // A request of the server's.
-        (Some(method), Some(id)) => {
-            let reply = if method == "ping" {
-                json!({"jsonrpc": "2.0", "id": id, "result": {}})
-            } else {
-                json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "glovebox offers MCP servers no client features"}})
-            };
-            let mut line = serde_json::to_vec(&reply).unwrap_or_default();
-            line.push(b'\n');
-            // Through the writer's lock: a line is never cut by another.
-            let mut w = answer.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = w.write_all(&line);
-        }
-        (Some("notifications/tools/list_changed"), None) => {
-            shared.list_changed.store(true, Ordering::SeqCst);
-            (shared.on_change)();
-        }
-        _ => {}
+    }
+    if let Some(why) = shared.closed() {
+        return ClientError::Closed { why };
+    }
+    match e {
+        rmcp::service::ClientInitializeError::ConnectionClosed(_) => ClientError::Closed {
+            why: "the server ended (end of its output)".into(),
+        },
+        other => ClientError::Closed {
+            why: format!("the MCP handshake failed: {other}"),
+        },
     }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn pair() -> (Connection, BufReader<UnixStream>, UnixStream) {
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        let c = Connection::new(ours, Box::new(|| {})).unwrap();
-        let w = theirs.try_clone().unwrap();
-        (c, BufReader::new(theirs), w)
-    }
-
-    #[test]
-    fn answers_reach_their_requests_in_any_order() {
-        let (c, mut r, mut w) = pair();
-        let c = Arc::new(c);
-        let a = {
-            let c = c.clone();
-            std::thread::spawn(move || c.request("a", json!({}), Duration::from_secs(5), None))
-        };
-        let mut l1 = String::new();
-        r.read_line(&mut l1).unwrap();
-        let b = {
-            let c = c.clone();
-            std::thread::spawn(move || c.request("b", json!({}), Duration::from_secs(5), None))
-        };
-        let mut l2 = String::new();
-        r.read_line(&mut l2).unwrap();
-        let (m1, m2): (Value, Value) = (
-            serde_json::from_str(&l1).unwrap(),
-            serde_json::from_str(&l2).unwrap(),
-        );
-        for m in [&m2, &m1] {
-            writeln!(
-                w,
-                "{}",
-                json!({"jsonrpc": "2.0", "id": m["id"], "result": {"m": m["method"]}})
-            )
-            .unwrap();
-        }
-        assert_eq!(a.join().unwrap().unwrap()["m"], "a");
-        assert_eq!(b.join().unwrap().unwrap()["m"], "b");
-    }
-
-    #[test]
-    fn an_overlong_line_closes_the_connection() {
-        let (c, _r, mut w) = pair();
-        let big = vec![b'x'; MAX_LINE + 10];
-        std::thread::spawn(move || {
-            let _ = w.write_all(&big);
-        });
-        let e = c
-            .request("a", json!({}), Duration::from_secs(10), None)
-            .unwrap_err();
-        assert!(matches!(e, ClientError::Closed { .. }), "{e:?}");
-    }
-
-    #[test]
-    fn a_silent_server_times_out_and_is_told() {
-        let (c, mut r, _w) = pair();
-        let e = c
-            .request("slow", json!({}), Duration::from_millis(100), None)
-            .unwrap_err();
-        assert_eq!(e, ClientError::Timeout { ms: 100 });
-        let mut l = String::new();
-        r.read_line(&mut l).unwrap();
-        l.clear();
-        r.read_line(&mut l).unwrap();
-        assert!(l.contains("notifications/cancelled"), "{l}");
-    }
-}
+#[path = "client_tests.rs"]
+mod tests;

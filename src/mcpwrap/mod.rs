@@ -29,6 +29,7 @@
 //! flags for one server and serves it over stdio.
 
 pub mod client;
+pub mod npx;
 pub mod remote;
 pub mod rules;
 pub mod server;
@@ -104,7 +105,7 @@ pub fn add_to(mut project: Project) -> Project {
         let served = match listed {
             Ok(listed) => {
                 added.extend(tools_of(&tool, &listed));
-                listed.hash
+                listed.hash.clone()
             }
             Err(e) => {
                 eprintln!("glovebox: {e}");
@@ -201,6 +202,7 @@ pub fn list_for_approval(project: &Project, name: &str) -> Result<server::Listed
     server::get(&project.root, name)
         .ensure(&launch)
         .and_then(|r| r.listed().map_err(|e| lost(name, &e)))
+        .map(|l| l.as_ref().clone())
 }
 
 fn lost(server: &str, e: &ClientError) -> Unavailable {
@@ -352,6 +354,8 @@ pub struct Call<'a> {
     pub approved: bool,
     /// Fires when the client cancels the call.
     pub cancel: Option<&'a Cancel>,
+    /// Where the server's progress reports for the call go.
+    pub relay: Option<&'a client::Relay>,
     /// Removes secret values from what comes back.
     pub redact: &'a Redactor,
 }
@@ -425,11 +429,12 @@ pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcom
         );
     }
     let _busy = running.busy();
-    let reply = running.conn().request(
-        "tools/call",
-        json!({"name": w.tool, "arguments": c.params}),
+    let reply = running.conn().call_tool(
+        &w.tool,
+        c.params,
         std::time::Duration::from_millis(exec.timeout_ms),
         c.cancel,
+        c.relay,
     );
     let result = match reply {
         Ok(r) => r,

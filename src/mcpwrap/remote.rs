@@ -1,56 +1,87 @@
-//! A remote MCP server (`exec.mcp.url`): MCP's Streamable HTTP transport,
-//! each message a `POST` that glovebox sends itself through the one
-//! outbound client of http tools ([`crate::proxy::send`]): the network
-//! allowlist and the SSRF guard on every request, TLS verified, no
-//! redirect to another origin, the answer bounded. An answer is JSON or
-//! an event stream holding it; the session id the server gives at
-//! `initialize` goes with every later request, and a session the server
-//! forgot (404) ends the connection, so the next call starts a new one.
-//! No stream is held open for the server's own messages: a tool list
-//! change it announces inside an answer is seen, others are not.
+//! A remote MCP server (`exec.mcp.url`): rmcp's Streamable HTTP client
+//! transport, with every HTTP request sent by glovebox itself through the
+//! one outbound client of http tools ([`crate::proxy::send_async`]): the
+//! network allowlist and the SSRF guard on every request, TLS verified,
+//! no redirect to another origin, the answer bounded. [`Guarded`] is the
+//! HTTP backend rmcp's transport is given ([`StreamableHttpClient`]);
+//! rmcp does the rest (the session id, the protocol header, JSON or
+//! event-stream answers). No stream is held open for the server's own
+//! messages (glovebox's client reads whole answers): a tool list change
+//! the server announces inside an answer is seen, others are not. A
+//! session the server forgot (404) ends the connection, so the next call
+//! starts a new one and reads its tool list again.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
 use hyper::header::{HeaderName, HeaderValue};
-use serde_json::{json, Value};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+use sse_stream::{Sse, SseStream};
 
 use super::client::ClientError;
-use crate::jail::Cancel;
 use crate::kind::ErrorKind;
 use crate::proxy::{self, Header, Options, Request};
 
 const SESSION: &str = "mcp-session-id";
-const TICK: Duration = Duration::from_millis(25);
 
-/// One remote server.
-#[derive(Debug)]
-pub struct Remote {
-    url: url::Url,
-    headers: Vec<Header>,
-    opts: Options,
-    session: Mutex<Option<String>>,
-    protocol: Mutex<Option<String>>,
-    list_changed: AtomicBool,
-    closed: Mutex<Option<String>>,
-    next: AtomicU64,
+/// A request glovebox refused to send, or that failed (the guard, the
+/// network, an HTTP error status): its Outcome kind and what happened.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    /// The Outcome's kind.
+    pub kind: ErrorKind,
+    /// What happened.
+    pub message: String,
 }
 
-impl Remote {
-    /// A server at `url`, sent `headers` (name, value, whether the value
-    /// holds a secret) with every request, under `opts`.
+/// The [`Failure`] inside `e`'s chain of sources, as a client error.
+pub fn failure_in(e: &(dyn std::error::Error + 'static)) -> Option<ClientError> {
+    let mut at = Some(e);
+    while let Some(e) = at {
+        if let Some(f) = e.downcast_ref::<Failure>() {
+            return Some(ClientError::Http {
+                kind: f.kind,
+                message: f.message.clone(),
+            });
+        }
+        if let Some(StreamableHttpError::Client(f)) =
+            e.downcast_ref::<StreamableHttpError<Failure>>()
+        {
+            return failure_in(f);
+        }
+        at = e.source();
+    }
+    None
+}
+
+/// rmcp's HTTP backend for one remote server: glovebox's outbound client
+/// under the server's manifest.
+#[derive(Debug, Clone)]
+pub struct Guarded {
+    headers: Arc<Vec<Header>>,
+    opts: Arc<Options>,
+}
+
+impl Guarded {
+    /// The backend sending `headers` (name, value, whether the value holds
+    /// a secret) with every request, under `opts`; `url` is checked to be
+    /// an http(s) URL.
     pub fn new(
         url: &str,
         headers: &[(String, String, bool)],
         opts: Options,
-    ) -> Result<Remote, String> {
-        let url = url::Url::parse(url).map_err(|e| format!("exec.mcp.url {url:?}: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
+    ) -> Result<Guarded, String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("exec.mcp.url {url:?}: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
             return Err(format!(
-                "exec.mcp.url {url}: only http and https servers can be reached"
+                "exec.mcp.url {parsed}: only http and https servers can be reached"
             ));
         }
         let mut hs = Vec::new();
@@ -65,260 +96,171 @@ impl Remote {
                 secret: *secret,
             });
         }
-        Ok(Remote {
-            url,
-            headers: hs,
-            opts,
-            session: Mutex::new(None),
-            protocol: Mutex::new(None),
-            list_changed: AtomicBool::new(false),
-            closed: Mutex::new(None),
-            next: AtomicU64::new(1),
+        Ok(Guarded {
+            headers: Arc::new(hs),
+            opts: Arc::new(opts),
         })
     }
 
-    /// Why it is closed, if it is.
-    pub fn closed(&self) -> Option<String> {
-        self.closed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Whether the server announced a tool list change (clears it).
-    pub fn take_list_changed(&self) -> bool {
-        self.list_changed.swap(false, Ordering::SeqCst)
-    }
-
-    /// Marks it closed.
-    pub fn shutdown(&self) {
-        let mut c = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
-        if c.is_none() {
-            *c = Some("glovebox closed it".into());
-        }
-    }
-
-    fn request_of(&self, message: &Value) -> Request {
-        let mut headers = self.headers.clone();
-        let fixed = [
-            ("content-type", Some("application/json".to_string())),
+    async fn send(
+        &self,
+        method: hyper::Method,
+        uri: &str,
+        body: Option<Bytes>,
+        session: Option<&str>,
+        extra: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<proxy::Response, StreamableHttpError<Failure>> {
+        let url = url::Url::parse(uri).map_err(|e| {
+            StreamableHttpError::Client(Failure {
+                kind: ErrorKind::ManifestInvalid,
+                message: format!("exec.mcp.url {uri:?}: {e}"),
+            })
+        })?;
+        let mut headers: Vec<Header> = self.headers.as_ref().clone();
+        let mut fixed = vec![
             (
-                "accept",
-                Some("application/json, text/event-stream".to_string()),
+                HeaderName::from_static("accept"),
+                HeaderValue::from_static("application/json, text/event-stream"),
             ),
             (
-                SESSION,
-                self.session
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone(),
-            ),
-            (
-                "mcp-protocol-version",
-                self.protocol
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone(),
+                HeaderName::from_static("content-type"),
+                HeaderValue::from_static("application/json"),
             ),
         ];
+        if let Some(s) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
+            fixed.push((HeaderName::from_static(SESSION), s));
+        }
+        fixed.extend(extra);
         for (name, value) in fixed {
-            let Some(value) = value else { continue };
-            if let Ok(v) = HeaderValue::from_str(&value) {
-                headers.push(Header {
-                    name: HeaderName::from_static(name),
-                    value: v,
-                    secret: false,
-                });
-            }
+            headers.retain(|h| h.name != name);
+            headers.push(Header {
+                name,
+                value,
+                secret: false,
+            });
         }
-        Request {
-            method: hyper::Method::POST,
-            url: self.url.clone(),
+        let req = Request {
+            method,
+            url,
             headers,
-            body: Some(Bytes::from(serde_json::to_vec(message).unwrap_or_default())),
+            body,
             body_secret: false,
-        }
-    }
-
-    /// Sends `message`, waiting at most `limit` or until `cancel` fires.
-    fn exchange(
-        &self,
-        message: &Value,
-        limit: Duration,
-        cancel: Option<&Cancel>,
-    ) -> Result<proxy::Response, ClientError> {
-        if let Some(why) = self.closed() {
-            return Err(ClientError::Closed { why });
-        }
-        let req = self.request_of(message);
-        let mut opts = self.opts.clone();
-        opts.timeout = limit;
-        let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("glovebox-mcp-http".into())
-            .spawn(move || {
-                let _ = tx.send(proxy::send(req, &opts));
+        };
+        proxy::send_async(req, &self.opts).await.map_err(|e| {
+            StreamableHttpError::Client(Failure {
+                kind: e.kind(),
+                message: crate::run::error_chain(&e),
             })
-            .map_err(|e| ClientError::Closed {
-                why: format!("starting its request: {e}"),
-            })?;
-        let deadline = Instant::now() + limit + Duration::from_secs(1);
-        loop {
-            if cancel.is_some_and(Cancel::is_cancelled) {
-                return Err(ClientError::Cancelled);
-            }
-            match rx.recv_timeout(TICK) {
-                Ok(Ok(res)) => return Ok(res),
-                Ok(Err(proxy::ProxyError::Timeout { ms })) => {
-                    return Err(ClientError::Timeout { ms })
-                }
-                Ok(Err(e)) => {
-                    return Err(ClientError::Http {
-                        kind: e.kind(),
-                        message: crate::run::error_chain(&e),
-                    })
-                }
-                Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => continue,
-                Err(_) => {
-                    return Err(ClientError::Timeout {
-                        ms: limit.as_millis() as u64,
-                    })
-                }
-            }
-        }
-    }
-
-    /// Sends a notification.
-    pub fn notify(&self, method: &str, params: Value) -> Result<(), ClientError> {
-        let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        let res = self.exchange(&msg, Duration::from_secs(30), None)?;
-        self.status(&res).map(|_| ())
-    }
-
-    fn status(&self, res: &proxy::Response) -> Result<(), ClientError> {
-        let code = res.status.as_u16();
-        if res.status.is_success() {
-            return Ok(());
-        }
-        if code == 404
-            && self
-                .session
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some()
-        {
-            let why = "the server ended its session (404)".to_string();
-            *self.closed.lock().unwrap_or_else(PoisonError::into_inner) = Some(why.clone());
-            return Err(ClientError::Closed { why });
-        }
-        let excerpt: String = String::from_utf8_lossy(&res.body)
-            .chars()
-            .take(512)
-            .collect();
-        Err(ClientError::Http {
-            kind: ErrorKind::HttpError,
-            message: format!("the server answered {code}: {excerpt}"),
         })
     }
+}
 
-    /// Sends a request and returns its result.
-    pub fn request(
+fn refused(res: &proxy::Response) -> StreamableHttpError<Failure> {
+    let excerpt: String = String::from_utf8_lossy(&res.body)
+        .chars()
+        .take(512)
+        .collect();
+    StreamableHttpError::Client(Failure {
+        kind: ErrorKind::HttpError,
+        message: format!("the server answered {}: {excerpt}", res.status.as_u16()),
+    })
+}
+
+fn events(body: Bytes) -> BoxStream<'static, Result<Sse, SseError>> {
+    SseStream::from_bytes_stream(futures::stream::once(async move {
+        Ok::<Bytes, std::io::Error>(body)
+    }))
+    .boxed()
+}
+
+impl StreamableHttpClient for Guarded {
+    type Error = Failure;
+
+    async fn post_message(
         &self,
-        method: &str,
-        params: Value,
-        limit: Duration,
-        cancel: Option<&Cancel>,
-    ) -> Result<Value, ClientError> {
-        let id = self.next.fetch_add(1, Ordering::SeqCst);
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let res = self.exchange(&msg, limit, cancel)?;
-        self.status(&res)?;
-        if method == "initialize" {
-            if let Some(s) = res.headers.get(SESSION).and_then(|v| v.to_str().ok()) {
-                *self.session.lock().unwrap_or_else(PoisonError::into_inner) = Some(s.into());
-            }
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Failure>> {
+        let mut extra = custom_headers;
+        if let Some(v) =
+            auth_header.and_then(|a| HeaderValue::from_str(&format!("Bearer {a}")).ok())
+        {
+            extra.insert(hyper::header::AUTHORIZATION, v);
         }
-        let messages = messages(res.content_type.as_deref(), &res.body);
-        let mut answer = None;
-        for m in messages {
-            if m.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed") {
-                self.list_changed.store(true, Ordering::SeqCst);
-            }
-            if m.get("id").and_then(Value::as_u64) == Some(id) && m.get("method").is_none() {
-                answer = Some(m);
-            }
+        let body = Bytes::from(serde_json::to_vec(&message)?);
+        let res = self
+            .send(
+                hyper::Method::POST,
+                &uri,
+                Some(body),
+                session_id.as_deref(),
+                extra,
+            )
+            .await?;
+        let code = res.status.as_u16();
+        if code == 404 && session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
         }
-        let Some(m) = answer else {
-            return Err(ClientError::Http {
-                kind: ErrorKind::HttpError,
-                message: "the server's answer holds no response to the request".into(),
-            });
-        };
-        if let Some(e) = m.get("error") {
-            return Err(ClientError::Rpc {
-                code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                message: e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .chars()
-                    .take(4096)
-                    .collect(),
-            });
+        if !res.status.is_success() {
+            return Err(refused(&res));
         }
-        let result = m.get("result").cloned().unwrap_or(Value::Null);
-        if method == "initialize" {
-            if let Some(v) = result.get("protocolVersion").and_then(Value::as_str) {
-                *self.protocol.lock().unwrap_or_else(PoisonError::into_inner) = Some(v.into());
+        let session = res
+            .headers
+            .get(SESSION)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        if code == 202 || res.body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        match res.content_type.as_deref() {
+            Some(c) if c.starts_with("text/event-stream") => {
+                Ok(StreamableHttpPostResponse::Sse(events(res.body), session))
             }
+            Some(c) if c.starts_with("application/json") => {
+                let m: ServerJsonRpcMessage = serde_json::from_slice(&res.body)?;
+                Ok(StreamableHttpPostResponse::Json(m, session))
+            }
+            other => Err(StreamableHttpError::UnexpectedContentType(
+                other.map(String::from),
+            )),
         }
-        Ok(result)
     }
-}
 
-/// The JSON-RPC messages of an answer: its JSON (one message or a batch),
-/// or the `data` of each event of an event stream.
-fn messages(content_type: Option<&str>, body: &[u8]) -> Vec<Value> {
-    let text = String::from_utf8_lossy(body);
-    let flatten = |v: Value| match v {
-        Value::Array(items) => items,
-        other => vec![other],
-    };
-    if content_type.is_some_and(|c| c.starts_with("text/event-stream")) {
-        let mut out = Vec::new();
-        for event in text.split("\n\n").flat_map(|e| e.split("\r\n\r\n")) {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            if data.is_empty() {
-                continue;
-            }
-            if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
-                out.extend(flatten(v));
-            }
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Failure>> {
+        let res = self
+            .send(
+                hyper::Method::DELETE,
+                &uri,
+                None,
+                Some(&session_id),
+                custom_headers,
+            )
+            .await?;
+        if res.status.is_success() || res.status.as_u16() == 405 {
+            Ok(())
+        } else {
+            Err(refused(&res))
         }
-        return out;
     }
-    serde_json::from_str::<Value>(&text)
-        .map(flatten)
-        .unwrap_or_default()
-}
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answers_are_read_from_json_or_an_event_stream() {
-        let one = messages(Some("application/json"), br#"{"id":1,"result":{}}"#);
-        assert_eq!(one, vec![json!({"id": 1, "result": {}})]);
-        let sse = b"event: message\ndata: {\"method\":\"notifications/tools/list_changed\"}\n\nid: 7\ndata: {\"id\":2,\ndata: \"result\":{\"x\":1}}\n\n";
-        let got = messages(Some("text/event-stream"), sse);
-        assert_eq!(got.len(), 2, "{got:?}");
-        assert_eq!(got[1]["result"]["x"], 1);
-        assert!(messages(Some("application/json"), b"not json").is_empty());
+    async fn get_stream(
+        &self,
+        _uri: Arc<str>,
+        _session_id: Option<Arc<str>>,
+        _last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        _custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Failure>> {
+        // Whole answers only: no long-lived stream is held open.
+        Err(StreamableHttpError::ServerDoesNotSupportSse)
     }
 }

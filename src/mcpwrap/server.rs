@@ -24,7 +24,7 @@ use indexmap::IndexMap;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::client::{ClientError, Connection, Link};
+use super::client::{ClientError, Connection};
 use crate::jail::{self, Cancel, Channel, Output, Spec, Stdin};
 use crate::kind::ErrorKind;
 use crate::manifest::config::Config;
@@ -56,9 +56,6 @@ const MAX_PAGES: usize = 100;
 
 /// Bytes of the server's stderr quoted in an error.
 const STDERR_TAIL: usize = 2048;
-
-/// The MCP revision glovebox asks for.
-pub const PROTOCOL: &str = "2025-06-18";
 
 /// Why a server is not available.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -129,10 +126,10 @@ impl Listed {
 
 /// A started server.
 pub struct Running {
-    conn: Link,
+    conn: Connection,
     cancel: Cancel,
     digest: String,
-    listed: Mutex<Listed>,
+    listed: Mutex<Arc<Listed>>,
     /// Set by the jail's thread when the server ended: the kind and why.
     ended: Arc<Mutex<Option<(ErrorKind, String)>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -147,7 +144,7 @@ impl std::fmt::Debug for Running {
 
 impl Running {
     /// The connection.
-    pub fn conn(&self) -> &Link {
+    pub fn conn(&self) -> &Connection {
         &self.conn
     }
 
@@ -181,17 +178,22 @@ impl Running {
             .clone()
     }
 
-    /// The server's tool list: read again when the server said it changed.
-    pub fn listed(&self) -> Result<Listed, ClientError> {
+    /// The server's tool list: read again when the server said it changed
+    /// (under the list's lock: no call is checked against the list the
+    /// change replaced while it is read; a failed read is tried again on
+    /// the next call).
+    pub fn listed(&self) -> Result<Arc<Listed>, ClientError> {
+        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
         if self.conn.take_list_changed() {
-            let fresh = list_all(&self.conn)?;
-            *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = fresh;
+            match list_all(&self.conn) {
+                Ok(fresh) => *listed = Arc::new(fresh),
+                Err(e) => {
+                    self.conn.list_changed_again();
+                    return Err(e);
+                }
+            }
         }
-        Ok(self
-            .listed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone())
+        Ok(listed.clone())
     }
 
     /// Counts a call in flight while the guard lives (an idle stop waits).
@@ -565,6 +567,20 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
     run::safepath::apply(&mut spec, false);
     let gateway = network(&policy, &placeholders, &mut spec)
         .map_err(|e| fail(ErrorKind::Internal, run::error_chain(&e)))?;
+    // `npx -y PACKAGE`: installed once into the server's cache directory,
+    // then run from there, read and execute only (see [`super::npx`]).
+    let expanded: Vec<String> = spec.argv[1..]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(n) = super::npx::parse(&exec.entrypoint, &expanded) {
+        let dir = super::npx::directory(root, name)?;
+        let program = super::npx::install(name, &n, &dir, &spec)?;
+        spec.argv = std::iter::once(program.into_os_string())
+            .chain(n.args.iter().map(Into::into))
+            .collect();
+        spec.fs.exec.push(dir.join("package"));
+    }
 
     let (ours, theirs) = UnixStream::pair().map_err(|e| {
         fail(
@@ -632,41 +648,30 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
             })
             .map_err(|e| fail(ErrorKind::Internal, format!("starting its thread: {e}")))?
     };
-    let conn = Link::Stdio(
-        Connection::new(
-            ours,
-            Box::new(|| {
-                GENERATION.fetch_add(1, Ordering::SeqCst);
-            }),
-        )
-        .map_err(|e| fail(ErrorKind::Internal, format!("reading the server: {e}")))?,
-    );
-    let running = Running {
-        conn,
-        cancel,
-        digest,
-        listed: Mutex::new(Listed::new(Vec::new())),
-        ended,
-        thread: Mutex::new(Some(thread)),
-        busy: AtomicUsize::new(0),
-    };
-    let ready = handshake(&running.conn);
+    let on_change: Box<dyn Fn() + Send + Sync> = Box::new(|| {
+        GENERATION.fetch_add(1, Ordering::SeqCst);
+    });
+    let ready = Connection::stdio(ours, on_change, START_LIMIT)
+        .and_then(|conn| list_all(&conn).map(|listed| (conn, listed)));
     match ready {
-        Ok(listed) => {
-            *running
-                .listed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = listed;
+        Ok((conn, listed)) => {
             GENERATION.fetch_add(1, Ordering::SeqCst);
-            Ok(running)
+            Ok(Running {
+                conn,
+                cancel,
+                digest,
+                listed: Mutex::new(Arc::new(listed)),
+                ended,
+                thread: Mutex::new(Some(thread)),
+                busy: AtomicUsize::new(0),
+            })
         }
         Err(e) => {
             // The jail's own reason (refused, not found) says more than
             // the closed channel.
             let deadline = Instant::now() + Duration::from_secs(2);
             while Instant::now() < deadline
-                && running
-                    .ended
+                && ended
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .is_none()
@@ -674,13 +679,10 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
             {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            let ended = running
-                .ended
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            running.stop();
-            Err(match ended {
+            let why = ended.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            cancel.cancel();
+            let _ = thread.join();
+            Err(match why {
                 Some((kind, why)) => {
                     fail(kind, format!("MCP server `{name}` did not start: {why}"))
                 }
@@ -756,18 +758,14 @@ fn start_remote(
         secret_query_keys: Vec::new(),
         secret_values: values.values().cloned().collect(),
     };
-    let remote = super::remote::Remote::new(url, &headers, opts)
+    let guarded = super::remote::Guarded::new(url, &headers, opts)
         .map_err(|why| fail(ErrorKind::ManifestInvalid, why))?;
-    let running = Running {
-        conn: Link::Remote(Box::new(remote)),
-        cancel: Cancel::new(),
-        digest,
-        listed: Mutex::new(Listed::new(Vec::new())),
-        ended: Arc::new(Mutex::new(None)),
-        thread: Mutex::new(None),
-        busy: AtomicUsize::new(0),
-    };
-    let listed = handshake(&running.conn).map_err(|e| {
+    let on_change: Box<dyn Fn() + Send + Sync> = Box::new(|| {
+        GENERATION.fetch_add(1, Ordering::SeqCst);
+    });
+    let ready = Connection::remote(guarded, url, on_change, START_LIMIT)
+        .and_then(|conn| list_all(&conn).map(|listed| (conn, listed)));
+    let (conn, listed) = ready.map_err(|e| {
         let kind = match &e {
             ClientError::Http { kind, .. } => *kind,
             ClientError::Timeout { .. } => ErrorKind::Timeout,
@@ -781,44 +779,28 @@ fn start_remote(
             ),
         )
     })?;
-    *running
-        .listed
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = listed;
     GENERATION.fetch_add(1, Ordering::SeqCst);
-    Ok(running)
+    Ok(Running {
+        conn,
+        cancel: Cancel::new(),
+        digest,
+        listed: Mutex::new(Arc::new(listed)),
+        ended: Arc::new(Mutex::new(None)),
+        thread: Mutex::new(None),
+        busy: AtomicUsize::new(0),
+    })
 }
 
-fn handshake(conn: &Link) -> Result<Listed, ClientError> {
-    conn.request(
-        "initialize",
-        json!({
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "glovebox", "version": env!("CARGO_PKG_VERSION")}
-        }),
-        START_LIMIT,
-        None,
-    )?;
-    conn.notify("notifications/initialized", json!({}))?;
-    list_all(conn)
-}
-
-fn list_all(conn: &Link) -> Result<Listed, ClientError> {
+/// The server's whole tool list, read now (never from a cache).
+fn list_all(conn: &Connection) -> Result<Listed, ClientError> {
     let mut tools = Vec::new();
-    let mut cursor: Option<Value> = None;
+    let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let params = match &cursor {
-            Some(c) => json!({"cursor": c}),
-            None => json!({}),
-        };
-        let page = conn.request("tools/list", params, START_LIMIT, None)?;
-        if let Some(items) = page.get("tools").and_then(Value::as_array) {
-            tools.extend(items.iter().cloned());
-        }
-        match page.get("nextCursor") {
-            Some(c) if !c.is_null() => cursor = Some(c.clone()),
-            _ => break,
+        let (page, next) = conn.list_tools(cursor.take(), START_LIMIT)?;
+        tools.extend(page);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
         }
     }
     Ok(Listed::new(tools))

@@ -268,16 +268,19 @@ pub fn send(req: Request, opts: &Options) -> Result<Response, ProxyError> {
         .enable_time()
         .build()
         .map_err(ProxyError::Runtime)?;
-    let ms = u64::try_from(opts.timeout.as_millis()).unwrap_or(u64::MAX);
-    let result = rt.block_on(async {
-        tokio::time::timeout(opts.timeout, exchange(req, opts))
-            .await
-            .unwrap_or(Err(ProxyError::Timeout { ms }))
-    });
+    let result = rt.block_on(send_async(req, opts));
     // A DNS lookup still blocking in the pool must not hold the call past
     // its deadline.
     rt.shutdown_background();
     result
+}
+
+/// [`send`] on the caller's runtime (the MCP client's remote transport).
+pub async fn send_async(req: Request, opts: &Options) -> Result<Response, ProxyError> {
+    let ms = u64::try_from(opts.timeout.as_millis()).unwrap_or(u64::MAX);
+    tokio::time::timeout(opts.timeout, exchange(req, opts))
+        .await
+        .unwrap_or(Err(ProxyError::Timeout { ms }))
 }
 
 fn origin_text(url: &Url) -> String {

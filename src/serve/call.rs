@@ -11,7 +11,8 @@
 //! result, turns the request's cancellation into [`Cancel::cancel`] (the
 //! jail kills the whole tree) and, when the client sent a progress token,
 //! sends `notifications/progress` every second once the call has run for
-//! a second.
+//! a second — or, for a wrapped MCP server's tool, relays the server's own
+//! progress reports for the call with the client's token.
 //!
 //! [`Calls`] admits calls under one bound, the same for every interface
 //! (stdio MCP, MCP over HTTP, the HTTP API) and every MCP revision:
@@ -42,6 +43,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::engine::{Caller, Cancelled, Engine};
 use crate::jail::Cancel;
+use crate::mcpwrap::client::Relay;
 use crate::run::{ErrorKind, Outcome};
 
 /// A call that never started: cancelled or shut down while it waited.
@@ -98,6 +100,9 @@ async fn logged(
 
 /// When the first progress notification goes out, and how often after.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// A wrapped MCP server's progress reports waiting for the client.
+const RELAYED: usize = 64;
 
 /// Why a call produced no [`Outcome`].
 #[derive(Debug, thiserror::Error)]
@@ -347,6 +352,18 @@ impl Calls {
         }
         let cancel = Cancel::new();
         caller.cancel = Some(cancel.clone());
+        // A wrapped MCP server reports its own progress: relayed with the
+        // client's token, in place of glovebox's running time (progress
+        // must only grow, and the two scales differ).
+        let wrapped = progress.is_some() && engine.relays_progress(&name);
+        let mut relayed = wrapped.then(|| {
+            let (tx, rx) = tokio::sync::mpsc::channel(RELAYED);
+            caller.progress = Some(Relay::new(move |r| {
+                // A client slower than the server's reports misses some.
+                let _ = tx.try_send(r);
+            }));
+            rx
+        });
         if self.kill.is_cancelled() {
             cancel.cancel();
         }
@@ -433,7 +450,19 @@ impl Calls {
                     stopped = true;
                     cancel.cancel();
                 }
-                _ = ticker.tick(), if progress.is_some() && !stopped => {
+                r = async { relayed.as_mut()?.recv().await }, if relayed.is_some() => {
+                    match (r, &progress) {
+                        (Some(r), Some(p)) if !stopped => {
+                            let mut param = ProgressNotificationParam::new(p.token.clone(), r.progress);
+                            param.total = r.total;
+                            param.message = r.message;
+                            let _ = p.peer.notify_progress(param).await;
+                        }
+                        (Some(_), _) => {}
+                        (None, _) => relayed = None,
+                    }
+                }
+                _ = ticker.tick(), if progress.is_some() && !wrapped && !stopped => {
                     if let Some(p) = &progress {
                         let secs = started.elapsed().as_secs();
                         let mut param = ProgressNotificationParam::new(p.token.clone(), secs as f64);

@@ -300,11 +300,15 @@ pub fn raw_request(addr: &str, bytes: &[u8]) -> Answer {
     parse_answer(&raw)
 }
 
-/// `glovebox mcp` over stdio, raw lines in, JSON replies out.
+/// `glovebox mcp` (or `glovebox wrap`) over stdio, raw lines in, JSON
+/// replies out; the notifications read while waiting are kept in `notes`.
 pub struct StdioMcp {
     pub child: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     lines: Receiver<String>,
+    /// The server's notifications seen so far.
+    pub notes: Vec<Value>,
+    next: u64,
 }
 
 impl StdioMcp {
@@ -319,14 +323,19 @@ impl StdioMcp {
             .arg("--root")
             .arg(root)
             .arg("mcp")
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .args(extra);
         for (k, v) in envs {
             c.env(k, v);
         }
-        let mut child = c.spawn().expect("start glovebox mcp");
+        StdioMcp::over(c)
+    }
+
+    /// Runs `c` (a glovebox command speaking MCP on stdio) and initializes.
+    pub fn over(mut c: Command) -> StdioMcp {
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = c.spawn().expect("start glovebox");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
@@ -340,8 +349,11 @@ impl StdioMcp {
         });
         let mut s = StdioMcp {
             child,
-            stdin,
+            stdin: Some(stdin),
             lines,
+            notes: Vec::new(),
+            // Ids of [`StdioMcp::request`], apart from a test's own.
+            next: 1 << 32,
         };
         s.send(
             &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -355,8 +367,9 @@ impl StdioMcp {
     }
 
     pub fn write_raw(&mut self, bytes: &[u8]) {
-        self.stdin.write_all(bytes).expect("write to server");
-        self.stdin.flush().expect("flush to server");
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).expect("write to server");
+        stdin.flush().expect("flush to server");
     }
 
     pub fn send(&mut self, msg: &Value) {
@@ -365,17 +378,25 @@ impl StdioMcp {
         self.write_raw(line.as_bytes());
     }
 
+    /// The next message within `limit`; a notification is also kept.
+    fn message(&mut self, limit: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(limit).ok()?;
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("server wrote a non-JSON line ({e}): {line:?}"));
+        if v.get("method").is_some() && v.get("id").is_none() {
+            self.notes.push(v.clone());
+        }
+        Some(v)
+    }
+
     /// The next message with an `id` and no `method` (a reply).
     pub fn reply(&mut self) -> Value {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no reply from the server within {WAIT:?}: {e}"));
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("server wrote a non-JSON line ({e}): {line:?}"));
+            let v = self
+                .message(left)
+                .unwrap_or_else(|| panic!("no reply from the server within {WAIT:?}"));
             if v.get("id").is_some() && v.get("method").is_none() {
                 return v;
             }
@@ -391,8 +412,62 @@ impl StdioMcp {
         r
     }
 
+    /// A request with an id of its own, waited for (replies to others are
+    /// passed over).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let r = self.reply();
+            if r["id"] == json!(id) {
+                return r;
+            }
+        }
+    }
+
+    /// The `result` of a `tools/call` of `name`.
+    pub fn call_tool(&mut self, name: &str, args: Value) -> Value {
+        self.request("tools/call", json!({"name": name, "arguments": args}))["result"].clone()
+    }
+
+    /// The tools listed.
+    pub fn tools(&mut self) -> Vec<Value> {
+        let r = self.request("tools/list", json!({}));
+        r["result"]["tools"].as_array().unwrap().clone()
+    }
+
+    /// Waits up to `limit` for a notification of `method`.
+    pub fn wait_note(&mut self, method: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while !self.notes.iter().any(|n| n["method"] == method) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.message(left.min(Duration::from_millis(100)));
+        }
+        true
+    }
+
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().ok().flatten().is_none()
+    }
+
+    /// Closes stdin and waits (30 s at most) for the process to end.
+    pub fn close(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "glovebox did not end when its client closed stdin"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
