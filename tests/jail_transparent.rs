@@ -47,7 +47,11 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        Server::start_on("127.0.0.1:0")
+    }
+
+    fn start_on(addr: &str) -> Server {
+        let l = TcpListener::bind(addr).unwrap();
         let port = l.local_addr().unwrap().port();
         let accepted = Arc::new(AtomicUsize::new(0));
         let a = accepted.clone();
@@ -565,22 +569,6 @@ fn host_address() -> std::net::Ipv4Addr {
     }
 }
 
-/// A loopback-free [`Server`]: listening on every address.
-fn server_on_all() -> Server {
-    let l = TcpListener::bind("0.0.0.0:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let a = accepted.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(s) = s else { continue };
-            a.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || answer(s));
-        }
-    });
-    Server { port, accepted }
-}
-
 /// A raw client connecting to an IP literal the allowlist names (a
 /// database at a private address) reaches it — through transparent
 /// egress with namespaces, through the connect broker without them — and
@@ -589,8 +577,9 @@ fn server_on_all() -> Server {
 #[test]
 fn a_raw_client_reaches_an_ip_literal_the_allowlist_names() {
     require_jail!();
-    let srv = server_on_all();
-    let other = server_on_all();
+    // Listening on every address: reached at this machine's own address.
+    let srv = Server::start_on("0.0.0.0:0");
+    let other = Server::start_on("0.0.0.0:0");
     let ip = host_address();
     let allowed = format!("{ip}:{}", srv.port);
     let other_port = format!("{ip}:{}", other.port);
