@@ -73,6 +73,13 @@ pub struct Args {
     /// Capture the output and print one JSON object with the result.
     #[arg(long)]
     pub json: bool,
+    /// Learn mode: run the command in an observing jail (the filesystem
+    /// readable as you see it, less glovebox's own state; writes going to
+    /// a throw-away copy of the working directory; with `--net`, any public
+    /// host through the egress proxy, logged) and print the `--read`,
+    /// `--write`, `--allow-host` and `--env` flags that keep it working.
+    #[arg(long)]
+    pub learn: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,

@@ -53,6 +53,7 @@ pub mod fs;
 pub mod hold;
 pub mod metadata;
 pub mod network;
+pub mod observe;
 pub mod plan;
 pub mod probe;
 pub mod profile;
