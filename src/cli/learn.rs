@@ -292,6 +292,13 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
         flags.push("--allow-private".into());
     }
     flags.extend(env_names.iter().map(|e| format!("--env {e}")));
+    let mut argv = proposal.sandbox_args();
+    if args.allow_private && !proposal.hosts.is_empty() {
+        argv.push("--allow-private".into());
+    }
+    for e in &env_names {
+        argv.extend(["--env".to_string(), e.clone()]);
+    }
     let code = result.status.code();
     if args.json {
         println!(
@@ -303,6 +310,7 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
                 "stderr": String::from_utf8_lossy(&result.stderr),
                 "proposal": proposal,
                 "flags": flags,
+                "args": argv,
             })
         );
     } else {

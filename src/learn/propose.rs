@@ -49,6 +49,9 @@ impl Proposal {
 
     /// `path` for a person (and a shell): `~/…` under the home.
     pub fn shown(&self, path: &Path) -> String {
+        if let Ok(rest) = path.strip_prefix(&self.root) {
+            return self.manifest_path(&self.root.join(rest));
+        }
         match self.home.as_deref().and_then(|h| path.strip_prefix(h).ok()) {
             Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
             _ => path.display().to_string(),
@@ -141,6 +144,27 @@ impl Proposal {
             v.push("--net".into());
             for h in &self.hosts {
                 v.push(format!("--allow-host {}", shell_word(h)));
+            }
+        }
+        v
+    }
+
+    /// [`Proposal::sandbox_flags`] as arguments (absolute paths, nothing
+    /// quoted): what a program passes to `glovebox sandbox`.
+    pub fn sandbox_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for g in &self.folded.grants {
+            v.push(match g.access {
+                Access::Read => "--read".into(),
+                Access::Write => "--write".into(),
+            });
+            v.push(g.path.display().to_string());
+        }
+        if !self.hosts.is_empty() {
+            v.push("--net".into());
+            for h in &self.hosts {
+                v.push("--allow-host".into());
+                v.push(h.clone());
             }
         }
         v
