@@ -648,8 +648,16 @@ impl Engine {
         };
         let jail_values = secrets::jail_values(&secret_values, &placeholders);
 
+        // Learn mode runs on a throw-away copy of the project, loaded once
+        // for the learning calls: the copy's control surface is not kept
+        // read-only there (without a mount tree that would keep the tool
+        // from creating what it creates in the root, and nothing of the
+        // copy outlives the learning run).
         let policy = Policy::for_tool(&self.project.root, m, config)
-            .map(|p| p.with_surface(&self.project))
+            .map(|p| match self.observer {
+                Some(_) => p,
+                None => p.with_surface(&self.project),
+            })
             .map_err(|e| policy_failure(name, &e))?;
         let inputs: Vec<String> = m.input_names().map(String::from).collect();
         let bindings = Bindings {
