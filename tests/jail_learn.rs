@@ -336,3 +336,37 @@ fn a_python_http_fetch_proposes_only_the_host_it_reached_and_reruns_green() {
     let (_, rerun) = enforce(d.path(), &learned, &[], &["python3", "-c", &code]);
     assert!(rerun["stdout"].as_str().unwrap().contains("BLOCKED"), "{rerun:#}");
 }
+
+#[test]
+fn a_refused_path_is_named_with_the_line_that_allows_it() {
+    require_jail!();
+    let d = tempdir();
+    // glovebox run: the tool as first written cannot make out/ (its
+    // glob of data/ finds nothing there, silently); the hint names out/,
+    // the manifest line and the learn command.
+    let root = tool_project(d.path());
+    let out = Command::new(bin())
+        .current_dir(&root)
+        .args(["run", "crunch"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("out: not in fs.write — add `out` to permissions.fs.write"), "{stderr}");
+    assert!(stderr.contains("glovebox learn crunch"), "{stderr}");
+    // glovebox sandbox: a file outside the grants.
+    let outside = d.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("f.txt"), "x").unwrap();
+    let r = sandbox(
+        &["--read", path_str(&root)],
+        &["cat", path_str(&outside.join("f.txt"))],
+    );
+    assert_ne!(r.code, Some(0), "{r:#?}");
+    let hints = r.json["hints"].to_string();
+    assert!(hints.contains("f.txt: not in fs.read"), "{r:#?}");
+    // Folded as a person would write it (the test's directory in /tmp).
+    assert!(hints.contains(&format!("--read {}", d.path().display())), "{r:#?}");
+    assert!(hints.contains("glovebox sandbox --learn"), "{r:#?}");
+}

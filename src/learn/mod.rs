@@ -19,6 +19,7 @@
 //! person applies it, and the enforcing re-run decides as always.
 
 pub mod fold;
+pub mod hint;
 pub mod observe;
 pub mod propose;
 
