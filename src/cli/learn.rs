@@ -149,7 +149,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(EXIT_SANDBOX_UNAVAILABLE));
     }
-    let proposal = learn::propose(&observer, Some(&ws), &root, network);
+    let all_ok = outcomes.iter().all(|o| o.error.is_none());
+    let proposal = learn::propose(&observer, Some(&ws), &root, network, all_ok);
     drop(ws);
     let current_net = serde_json::to_string(&perms.network).unwrap_or_default();
     let diff = proposal.diff(&perms.fs.read, &perms.fs.write, &current_net);
@@ -285,7 +286,8 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
             observer.record_host(&c.host, c.port);
         }
     }
-    let proposal: Proposal = learn::propose(&observer, Some(&ws), &cwd, spec.network);
+    let succeeded = result.status.code() == 0 && !result.timed_out();
+    let proposal: Proposal = learn::propose(&observer, Some(&ws), &cwd, spec.network, succeeded);
     drop(ws);
     let mut flags = proposal.sandbox_flags();
     if args.allow_private && !proposal.hosts.is_empty() {

@@ -68,6 +68,10 @@ pub struct Context {
     pub baseline_write: Vec<PathBuf>,
     /// glovebox's own files: never proposed.
     pub hidden: Vec<PathBuf>,
+    /// The learning run succeeded. Its writes outside the root were
+    /// refused (only the copy of the root is writable there), so a run
+    /// that succeeded did not need them: they are noted, not proposed.
+    pub succeeded: bool,
 }
 
 /// The folded proposal.
@@ -78,6 +82,9 @@ pub struct Folded {
     /// Observed paths under glovebox's own files (never proposed; the
     /// learning run could not read them either).
     pub kept_out: Vec<PathBuf>,
+    /// Writes outside the root that the learning run was refused and
+    /// succeeded without (a lock or cache a tool tries and does without).
+    pub unneeded_writes: Vec<PathBuf>,
     /// Distinct observed paths that needed a grant (after dropping the
     /// baseline, the jail's own files and glovebox's).
     pub observed: usize,
@@ -93,6 +100,7 @@ const PROTECTED: [&str; 2] = [".git", ".glee"];
 pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     let mut groups: BTreeMap<(Access, PathBuf), Grant> = BTreeMap::new();
     let mut kept_out = BTreeSet::new();
+    let mut unneeded = BTreeSet::new();
     let mut distinct = BTreeSet::new();
     for s in seen {
         if jails_own(&s.path) {
@@ -113,6 +121,10 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
                 .is_some_and(|c| PROTECTED.iter().any(|p| c.as_os_str() == *p))
         {
             access = Access::Read;
+        }
+        if access == Access::Write && under_root.is_none() && ctx.succeeded {
+            unneeded.insert(s.path.clone());
+            continue;
         }
         let base = match access {
             Access::Read => &ctx.baseline_read,
@@ -189,6 +201,7 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     Folded {
         grants,
         kept_out: kept_out.into_iter().collect(),
+        unneeded_writes: unneeded.into_iter().collect(),
         observed: distinct.len(),
     }
 }

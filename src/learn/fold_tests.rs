@@ -18,6 +18,7 @@ fn ctx() -> Context {
         baseline_read: vec!["/usr".into(), "/etc/ssl".into()],
         baseline_write: vec!["/dev/null".into()],
         hidden: vec!["/home/u/.local/state/glovebox".into()],
+        succeeded: false,
     }
 }
 
@@ -159,4 +160,18 @@ fn a_file_beside_the_project_does_not_bring_the_project_in() {
             (Access::Read, "/tmp/lt/proj/data".into()),
         ]
     );
+}
+
+#[test]
+fn a_write_outside_the_run_succeeded_without_is_noted_not_proposed() {
+    let v = vec![
+        seen(Op::Create, "/home/u/.cargo/.package-cache", "cargo"),
+        seen(Op::Read, "/home/u/.cargo/bin/cargo", "sh"),
+    ];
+    let f = fold(&v, &Context { succeeded: true, ..ctx() });
+    assert_eq!(paths(&f), vec![(Access::Read, "/home/u/.cargo".into())]);
+    assert_eq!(f.unneeded_writes, vec![PathBuf::from("/home/u/.cargo/.package-cache")]);
+    // A failed run may have failed for it: proposed.
+    let f = fold(&v, &ctx());
+    assert_eq!(paths(&f), vec![(Access::Write, "/home/u/.cargo".into())]);
 }

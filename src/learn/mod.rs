@@ -51,7 +51,7 @@ pub enum LearnError {
 /// The folding context for a learning run rooted at `root` (the
 /// original, not the copy): the user's home, the baseline for `network`,
 /// glovebox's own files.
-pub fn context(root: &std::path::Path, network: bool) -> fold::Context {
+pub fn context(root: &std::path::Path, network: bool, succeeded: bool) -> fold::Context {
     let baseline = crate::jail::profile::baseline(network).unwrap_or_default();
     let mut baseline_read = baseline.read.clone();
     baseline_read.extend(baseline.exec.iter().cloned());
@@ -69,20 +69,23 @@ pub fn context(root: &std::path::Path, network: bool) -> fold::Context {
         baseline_read,
         baseline_write: baseline.write.clone(),
         hidden: observe::hidden(),
+        succeeded,
     }
 }
 
 /// Builds the proposal from what `observer` recorded in a run rooted at
-/// `root` (`workspace`: its throw-away copy).
+/// `root` (`workspace`: its throw-away copy); `succeeded`: every learning
+/// call succeeded.
 pub fn propose(
     observer: &crate::jail::observe::Observer,
     workspace: Option<&Workspace>,
     root: &std::path::Path,
     network: bool,
+    succeeded: bool,
 ) -> Proposal {
     let (accesses, unrecorded) = observer.accesses();
     let seen = observe::settle(&accesses, workspace);
-    let ctx = context(root, network);
+    let ctx = context(root, network, succeeded);
     let mut folded = fold::fold(&seen, &ctx);
     for g in folded.grants.iter_mut().filter(|g| g.create) {
         g.create = !g.path.exists();

@@ -216,6 +216,13 @@ impl Proposal {
                 self.shown(k)
             );
         }
+        for w in &self.folded.unneeded_writes {
+            let _ = writeln!(
+                s,
+                "  not proposed: a write to {} (refused in the learning run, which succeeded without it)",
+                self.shown(w)
+            );
+        }
         if self.unrecorded > 0 {
             let _ = writeln!(
                 s,
@@ -383,6 +390,7 @@ mod tests {
                     grant(Access::Write, "/p/target"),
                 ],
                 kept_out: vec![],
+                unneeded_writes: vec![],
                 observed: 5,
             },
             hosts: vec!["pypi.org:443".into()],
@@ -411,7 +419,7 @@ mod tests {
         let f = p.sandbox_flags();
         assert!(f.contains(&"--read ~/.rustup".to_string()), "{f:?}");
         assert!(f.contains(&"--read ~/'a b'".to_string()), "{f:?}");
-        assert!(f.contains(&"--write /p/target".to_string()));
+        assert!(f.contains(&"--write target".to_string()), "{f:?}");
         assert!(f.contains(&"--allow-host pypi.org:443".to_string()));
     }
 
