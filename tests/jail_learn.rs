@@ -370,3 +370,66 @@ fn a_refused_path_is_named_with_the_line_that_allows_it() {
     assert!(hints.contains(&format!("--read {}", d.path().display())), "{r:#?}");
     assert!(hints.contains("glovebox sandbox --learn"), "{r:#?}");
 }
+
+/// A racer flips the path an `open` names between a file outside the
+/// project and a key in glovebox's state directory, in a loop, while
+/// another thread opens it: whatever the supervisor read, the state key
+/// never came back, the proposal never names the state directory, and
+/// the outside file is proposed.
+#[test]
+fn a_raced_path_never_brings_the_state_directory_into_the_proposal() {
+    require_jail!();
+    let d = tempdir();
+    let proj = d.path().join("proj");
+    let outside = d.path().join("outside");
+    let state = d.path().join("state");
+    for p in [&proj, &outside, &state] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let canary = marker("race-outside");
+    let secret = marker("race-state");
+    let a = outside.join("canary.txt");
+    let b = state.join("audit.key");
+    std::fs::write(&a, &canary).unwrap();
+    std::fs::write(&b, &secret).unwrap();
+    let code = format!(
+        r#"
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = {a:?}.encode(), {b:?}.encode()
+buf = ctypes.create_string_buffer(512)
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, a + b"\0", len(a) + 1)
+        ctypes.memmove(buf, b + b"\0", len(b) + 1)
+t = threading.Thread(target=flip); t.start()
+print("PROBE-START")
+got = set()
+for _ in range(3000):
+    fd = libc.open(buf, os.O_RDONLY)
+    if fd >= 0:
+        got.add(os.read(fd, 200).decode())
+        os.close(fd)
+stop = True; t.join()
+print("READ", sorted(got))
+"#,
+        a = path_str(&a),
+        b = path_str(&b)
+    );
+    let learned = learn(
+        &proj,
+        &[],
+        &["python3", "-c", &code],
+        &[("GLOVEBOX_STATE_DIR", path_str(&state))],
+    );
+    let out = learned["stdout"].as_str().unwrap();
+    assert!(out.contains("PROBE-START"), "{learned:#}");
+    assert!(out.contains(&canary), "the racer never opened the outside file: {learned:#}");
+    assert!(!learned.to_string().contains(&secret), "the state key came back: {learned:#}");
+    let g = grants(&learned);
+    for (_, p) in &g {
+        assert!(!state.starts_with(p) && !p.starts_with(&state), "{p:?}: {g:?}");
+    }
+    assert!(g.contains(&("read".into(), outside.clone())), "{g:?}");
+}
