@@ -3,6 +3,7 @@
 //! green in enforcing mode, grants no more than it saw (files and hosts),
 //! leaves the project byte-identical, shows a read outside the project,
 //! and never names glovebox's state directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -24,7 +25,13 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             let p = e.unwrap().path();
             let m = std::fs::symlink_metadata(&p).unwrap();
             if m.file_type().is_symlink() {
-                out.insert(p.clone(), std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes());
+                out.insert(
+                    p.clone(),
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                );
             } else if m.is_dir() {
                 out.insert(p.clone(), b"<dir>".to_vec());
                 stack.push(p);
@@ -130,19 +137,46 @@ fn git_status_and_log_are_learned_and_rerun_green_and_the_repo_is_unchanged() {
         "git status --short && git log --oneline && echo x > written-by-learn.txt",
     ];
     let learned = learn(&repo, &[], &cmd, &[]);
-    assert!(learned["stdout"].as_str().unwrap().contains("first-commit-marker"), "{learned:#}");
-    assert!(learned["stdout"].as_str().unwrap().contains("M a.txt"), "{learned:#}");
-    assert_eq!(snapshot(&repo), before, "the learning run changed the project");
+    assert!(
+        learned["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("first-commit-marker"),
+        "{learned:#}"
+    );
+    assert!(
+        learned["stdout"].as_str().unwrap().contains("M a.txt"),
+        "{learned:#}"
+    );
+    assert_eq!(
+        snapshot(&repo),
+        before,
+        "the learning run changed the project"
+    );
     // No host proposed: none was reached.
     assert!(learned["proposal"]["hosts"].as_array().unwrap().is_empty());
     // The enforcing re-run (without the write: that one is proposed as
     // the root, which it needs to create a file there).
     let g = grants(&learned);
     assert!(g.contains(&("write".into(), repo.clone())), "{g:?}");
-    let (code, rerun) = enforce(&repo, &learned, &[], &["sh", "-c", "git status --short && git log --oneline"]);
+    let (code, rerun) = enforce(
+        &repo,
+        &learned,
+        &[],
+        &["sh", "-c", "git status --short && git log --oneline"],
+    );
     assert_eq!(code, Some(0), "{rerun:#}");
-    assert!(rerun["stdout"].as_str().unwrap().contains("first-commit-marker"), "{rerun:#}");
-    assert!(rerun["stdout"].as_str().unwrap().contains("M a.txt"), "{rerun:#}");
+    assert!(
+        rerun["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("first-commit-marker"),
+        "{rerun:#}"
+    );
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains("M a.txt"),
+        "{rerun:#}"
+    );
     // Nothing outside the repository is proposed for git here (its
     // programs and libraries are the baseline's).
     for (_, p) in &g {
@@ -189,7 +223,10 @@ fn regular_files_under(p: &Path) -> usize {
     if p.is_file() {
         return 1;
     }
-    snapshot(p).values().filter(|v| v.as_slice() != b"<dir>").count()
+    snapshot(p)
+        .values()
+        .filter(|v| v.as_slice() != b"<dir>")
+        .count()
 }
 
 #[test]
@@ -200,34 +237,73 @@ fn a_tool_is_learned_applied_linted_and_reruns_green_granting_only_what_it_used(
     let before = snapshot(&root);
     let (code, learned, stderr) = glovebox_json(&root, &["learn", "crunch", "--json"], &[]);
     assert_eq!(code, Some(0), "{learned:#} {stderr}");
-    assert!(learned["outcomes"][0]["output"].as_str().unwrap().contains("SUM 15"), "{learned:#}");
+    assert!(
+        learned["outcomes"][0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("SUM 15"),
+        "{learned:#}"
+    );
     assert_eq!(snapshot(&root), before, "learning changed the project");
     let g = grants(&learned);
     assert_eq!(
         g,
-        vec![("read".into(), root.join("data")), ("write".into(), root.join("out"))],
+        vec![
+            ("read".into(), root.join("data")),
+            ("write".into(), root.join("out"))
+        ],
         "{learned:#}"
     );
     let block = learned["permissions"].as_str().unwrap();
     assert!(block.contains("# read by python3"), "{block}");
-    assert!(learned["diff"].as_str().unwrap().contains("- fs.read: notes"), "{learned:#}");
+    assert!(
+        learned["diff"]
+            .as_str()
+            .unwrap()
+            .contains("- fs.read: notes"),
+        "{learned:#}"
+    );
     // (b) the grants hold at most 1.2 times the files it touched.
     let observed = learned["proposal"]["observed"].as_u64().unwrap() as f64;
     let (_, applied, stderr) = glovebox_json(&root, &["learn", "crunch", "--json", "--apply"], &[]);
-    assert_eq!(applied["applied"]["lint"], Value::Null, "{applied:#} {stderr}");
-    assert!(root.join("out").is_dir(), "--apply creates the write directory");
+    assert_eq!(
+        applied["applied"]["lint"],
+        Value::Null,
+        "{applied:#} {stderr}"
+    );
+    assert!(
+        root.join("out").is_dir(),
+        "--apply creates the write directory"
+    );
     let granted: usize = g.iter().map(|(_, p)| regular_files_under(p)).sum();
     // out/ is empty before the enforcing run, data/ holds 5 files.
     assert_eq!(granted, 5);
-    assert!((granted as f64) <= 1.2 * observed, "{granted} files granted, {observed} observed");
-    let lint = Command::new(bin()).current_dir(&root).arg("lint").output().unwrap();
-    assert!(lint.status.success(), "{}", String::from_utf8_lossy(&lint.stdout));
+    assert!(
+        (granted as f64) <= 1.2 * observed,
+        "{granted} files granted, {observed} observed"
+    );
+    let lint = Command::new(bin())
+        .current_dir(&root)
+        .arg("lint")
+        .output()
+        .unwrap();
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
     // (a) the enforcing run is green with the applied manifest, and the
     // unread notes are out of its reach.
     let (code, run, _) = glovebox_json(&root, &["run", "crunch", "--json"], &[]);
     assert_eq!(code, Some(0), "{run:#}");
-    assert!(run["output"].as_str().unwrap().contains("SUM 15"), "{run:#}");
-    assert_eq!(std::fs::read_to_string(root.join("out/sum.txt")).unwrap(), "15");
+    assert!(
+        run["output"].as_str().unwrap().contains("SUM 15"),
+        "{run:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/sum.txt")).unwrap(),
+        "15"
+    );
     let manifest = std::fs::read_to_string(root.join(".glee/tools/crunch/tool.yml")).unwrap();
     assert!(!manifest.contains("notes"), "{manifest}");
 }
@@ -259,15 +335,24 @@ fn a_read_outside_shows_up_and_glovebox_state_is_never_readable_nor_proposed() {
     );
     let out = learned["stdout"].as_str().unwrap();
     assert!(out.contains("PROBE-START"), "{learned:#}");
-    assert!(out.contains(&canary), "the outside file was readable while learning: {learned:#}");
-    assert!(!out.contains(&secret), "the state directory was readable: {learned:#}");
+    assert!(
+        out.contains(&canary),
+        "the outside file was readable while learning: {learned:#}"
+    );
+    assert!(
+        !out.contains(&secret),
+        "the state directory was readable: {learned:#}"
+    );
     assert!(out.contains("STATE-UNREADABLE"), "{learned:#}");
     let g = grants(&learned);
     // The read outside is proposed (not hidden), folded to its directory.
     assert!(g.contains(&("read".into(), outside.clone())), "{g:?}");
     // The state directory is in no grant, and named as not proposed.
     for (_, p) in &g {
-        assert!(!state.starts_with(p) && !p.starts_with(&state), "{p:?}: {g:?}");
+        assert!(
+            !state.starts_with(p) && !p.starts_with(&state),
+            "{p:?}: {g:?}"
+        );
     }
     let kept: Vec<&str> = learned["proposal"]["kept_out"]
         .as_array()
@@ -275,7 +360,10 @@ fn a_read_outside_shows_up_and_glovebox_state_is_never_readable_nor_proposed() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(kept.iter().any(|k| Path::new(k).starts_with(&state)), "{learned:#}");
+    assert!(
+        kept.iter().any(|k| Path::new(k).starts_with(&state)),
+        "{learned:#}"
+    );
     assert!(!learned.to_string().contains(&secret));
 }
 
@@ -290,7 +378,8 @@ fn http_server() -> std::net::SocketAddr {
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
             std::thread::spawn(move || {
-                s.set_read_timeout(Some(std::time::Duration::from_secs(10))).ok();
+                s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .ok();
                 let mut r = BufReader::new(s.try_clone().unwrap());
                 let mut line = String::new();
                 while r.read_line(&mut line).is_ok_and(|n| n > 2) {
@@ -317,24 +406,37 @@ fn a_python_http_fetch_proposes_only_the_host_it_reached_and_reruns_green() {
     );
     let cmd = ["python3", "-c", code.as_str()];
     let learned = learn(d.path(), &["--net", "--allow-private"], &cmd, &[]);
-    assert!(learned["stdout"].as_str().unwrap().contains(CANARY), "{learned:#}");
+    assert!(
+        learned["stdout"].as_str().unwrap().contains(CANARY),
+        "{learned:#}"
+    );
     let hosts: Vec<&str> = learned["proposal"]["hosts"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(hosts, vec![format!("127.0.0.1:{}", addr.port())], "{learned:#}");
+    assert_eq!(
+        hosts,
+        vec![format!("127.0.0.1:{}", addr.port())],
+        "{learned:#}"
+    );
     let (code, rerun) = enforce(d.path(), &learned, &[], &cmd);
     assert_eq!(code, Some(0), "{rerun:#}");
-    assert!(rerun["stdout"].as_str().unwrap().contains(CANARY), "{rerun:#}");
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains(CANARY),
+        "{rerun:#}"
+    );
     // Another port of the same host is not in the proposal: refused.
     let other = http_server();
     let code = format!(
         "import urllib.request\ntry:\n  urllib.request.urlopen('http://{other}/x', timeout=10).read(); print('ESCAPED')\nexcept Exception as e:\n  print('BLOCKED', e)"
     );
     let (_, rerun) = enforce(d.path(), &learned, &[], &["python3", "-c", &code]);
-    assert!(rerun["stdout"].as_str().unwrap().contains("BLOCKED"), "{rerun:#}");
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains("BLOCKED"),
+        "{rerun:#}"
+    );
 }
 
 #[test]
@@ -353,7 +455,10 @@ fn a_refused_path_is_named_with_the_line_that_allows_it() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("out: not in fs.write — add `out` to permissions.fs.write"), "{stderr}");
+    assert!(
+        stderr.contains("out: not in fs.write — add `out` to permissions.fs.write"),
+        "{stderr}"
+    );
     assert!(stderr.contains("glovebox learn crunch"), "{stderr}");
     // glovebox sandbox: a file outside the grants.
     let outside = d.path().join("outside");
@@ -367,7 +472,10 @@ fn a_refused_path_is_named_with_the_line_that_allows_it() {
     let hints = r.json["hints"].to_string();
     assert!(hints.contains("f.txt: not in fs.read"), "{r:#?}");
     // Folded as a person would write it (the test's directory in /tmp).
-    assert!(hints.contains(&format!("--read {}", d.path().display())), "{r:#?}");
+    assert!(
+        hints.contains(&format!("--read {}", d.path().display())),
+        "{r:#?}"
+    );
     assert!(hints.contains("glovebox sandbox --learn"), "{r:#?}");
 }
 
@@ -425,11 +533,20 @@ print("READ", sorted(got))
     );
     let out = learned["stdout"].as_str().unwrap();
     assert!(out.contains("PROBE-START"), "{learned:#}");
-    assert!(out.contains(&canary), "the racer never opened the outside file: {learned:#}");
-    assert!(!learned.to_string().contains(&secret), "the state key came back: {learned:#}");
+    assert!(
+        out.contains(&canary),
+        "the racer never opened the outside file: {learned:#}"
+    );
+    assert!(
+        !learned.to_string().contains(&secret),
+        "the state key came back: {learned:#}"
+    );
     let g = grants(&learned);
     for (_, p) in &g {
-        assert!(!state.starts_with(p) && !p.starts_with(&state), "{p:?}: {g:?}");
+        assert!(
+            !state.starts_with(p) && !p.starts_with(&state),
+            "{p:?}: {g:?}"
+        );
     }
     assert!(g.contains(&("read".into(), outside.clone())), "{g:?}");
 }

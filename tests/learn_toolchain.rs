@@ -4,6 +4,7 @@
 //! only). The proposal is the toolchain's two directories and the crate's
 //! own writes, and it re-runs green in enforcing mode; the crate is
 //! byte-identical after learning.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -50,9 +51,8 @@ fn cargo_check_under_rustup_is_learned_and_reruns_green() {
             c.env(k, v);
         }
         let out = c.output().unwrap();
-        let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("no json ({e}): {}", String::from_utf8_lossy(&out.stderr))
-        });
+        let json = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no json ({e}): {}", String::from_utf8_lossy(&out.stderr)));
         (out.status.code(), json)
     };
     let cmd = ["cargo", "check", "--offline"];
@@ -70,11 +70,22 @@ fn cargo_check_under_rustup_is_learned_and_reruns_green() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|g| (g["access"].as_str().unwrap().into(), g["path"].as_str().unwrap().into()))
+        .map(|g| {
+            (
+                g["access"].as_str().unwrap().into(),
+                g["path"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     // The toolchain as two directories, not its thousands of files.
-    assert!(grants.contains(&("read".into(), rustup_home.clone())), "{grants:?}");
-    assert!(grants.contains(&("read".into(), cargo_home.clone())), "{grants:?}");
+    assert!(
+        grants.contains(&("read".into(), rustup_home.clone())),
+        "{grants:?}"
+    );
+    assert!(
+        grants.contains(&("read".into(), cargo_home.clone())),
+        "{grants:?}"
+    );
     for (_, p) in &grants {
         assert!(
             p.starts_with(&krate) || *p == rustup_home || *p == cargo_home,

@@ -177,7 +177,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             })
         );
     } else {
-        println!("# proposed by `glovebox learn {}` for {}", args.name, tool.file.display());
+        println!(
+            "# proposed by `glovebox learn {}` for {}",
+            args.name,
+            tool.file.display()
+        );
         print!("{block}");
         let mut notes = String::new();
         proposal.notes(&mut notes);
@@ -190,10 +194,16 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                 }
                 match lint {
                     Ok(()) => eprintln!("glovebox: wrote {} (lint: ok)", tool.file.display()),
-                    Err(e) => eprintln!("glovebox: wrote {}, but lint says: {e}", tool.file.display()),
+                    Err(e) => eprintln!(
+                        "glovebox: wrote {}, but lint says: {e}",
+                        tool.file.display()
+                    ),
                 }
             }
-            None => eprintln!("glovebox: nothing written; run again with --apply to write it into {}", tool.file.display()),
+            None => eprintln!(
+                "glovebox: nothing written; run again with --apply to write it into {}",
+                tool.file.display()
+            ),
         }
     }
     let lint_failed = applied.as_ref().is_some_and(|(_, l)| l.is_err());
@@ -222,13 +232,21 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
     let cwd = args
         .cwd
         .as_deref()
-        .map(|c| if c.is_absolute() { c.to_path_buf() } else { here.join(c) })
+        .map(|c| {
+            if c.is_absolute() {
+                c.to_path_buf()
+            } else {
+                here.join(c)
+            }
+        })
         .unwrap_or(here);
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         anyhow::bail!("--timeout must be a positive number of seconds");
     }
     if args.net.as_deref() == Some("direct") {
-        anyhow::bail!("--learn observes the network through the egress proxy: use --net, not --net=direct");
+        anyhow::bail!(
+            "--learn observes the network through the egress proxy: use --net, not --net=direct"
+        );
     }
     let ws = Workspace::copy_of(&cwd)?;
     let mut spec = Spec::new(args.command.iter().cloned());
@@ -270,15 +288,24 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
         spec.env.push((k.into(), v));
     }
     spec.stdin = Stdin::InheritIfSafe;
-    spec.output = if args.json { Output::Capture } else { Output::Stream };
+    spec.output = if args.json {
+        Output::Capture
+    } else {
+        Output::Stream
+    };
     let observer = Arc::new(Observer::new());
     spec.observe = Some(observer.clone());
     let result = match glovebox::run::start(&spec) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("glovebox: {}", glovebox::run::error_chain(&e));
-            let unavailable = matches!(&e, glovebox::run::StartError::Jail(j) if j.is_unavailable());
-            return Ok(ExitCode::from(if unavailable { EXIT_SANDBOX_UNAVAILABLE } else { EXIT_USAGE }));
+            let unavailable =
+                matches!(&e, glovebox::run::StartError::Jail(j) if j.is_unavailable());
+            return Ok(ExitCode::from(if unavailable {
+                EXIT_SANDBOX_UNAVAILABLE
+            } else {
+                EXIT_USAGE
+            }));
         }
     };
     if let Some(g) = &gateway {
@@ -336,7 +363,9 @@ mod tests {
     #[test]
     fn the_learning_block_is_a_manifest_block() {
         let b = learning_block(&["/usr".into(), "/a b".into()], true, Some("{\"K\":{}}"));
-        let v = glovebox::manifest::yaml::parse(&format!("name: x\n{b}")).unwrap().value;
+        let v = glovebox::manifest::yaml::parse(&format!("name: x\n{b}"))
+            .unwrap()
+            .value;
         assert_eq!(v["permissions"]["fs"]["read"][1], "/a b");
         assert_eq!(v["permissions"]["fs"]["write"][0], ".");
         assert_eq!(v["permissions"]["network"], true);

@@ -353,9 +353,17 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
 fn refusal_hints(spec: &Spec, stderr: &str) -> Vec<String> {
     let baseline = jail::profile::baseline(spec.network).unwrap_or_default();
     let readable = |p: &Path| {
-        [&spec.fs.read, &spec.fs.write, &spec.fs.exec, &baseline.read, &baseline.exec, &baseline.read_only, &baseline.write]
-            .iter()
-            .any(|l| jail::fs::covered(p, l))
+        [
+            &spec.fs.read,
+            &spec.fs.write,
+            &spec.fs.exec,
+            &baseline.read,
+            &baseline.exec,
+            &baseline.read_only,
+            &baseline.write,
+        ]
+        .iter()
+        .any(|l| jail::fs::covered(p, l))
     };
     let writable = |p: &Path| jail::fs::covered(p, &spec.fs.write);
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();

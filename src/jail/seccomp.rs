@@ -439,10 +439,8 @@ pub fn observing(
 }
 
 fn build_notify_of(calls: Vec<libc::c_long>) -> Result<BpfProgram, SeccompError> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = calls
-        .into_iter()
-        .map(|nr| (nr, Vec::new()))
-        .collect();
+    let rules: BTreeMap<i64, Vec<SeccompRule>> =
+        calls.into_iter().map(|nr| (nr, Vec::new())).collect();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

@@ -941,10 +941,13 @@ fn attempt(
     // answers starts before it (it receives the listener itself).
     let mut early = match (&spec.observe, &prepared.notify) {
         (Some(observer), Some(h)) => {
-            let handoff = h.parent_end.try_clone().map_err(|source| JailError::Prepare {
-                what: "duplicating the seccomp notification hand-off",
-                source,
-            })?;
+            let handoff = h
+                .parent_end
+                .try_clone()
+                .map_err(|source| JailError::Prepare {
+                    what: "duplicating the seccomp notification hand-off",
+                    source,
+                })?;
             Some(Watch::start_early(handoff, observer.clone())?)
         }
         (Some(_), None) => return Err(super::observe::unavailable().into()),

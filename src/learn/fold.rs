@@ -135,7 +135,14 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
         }
         let (mut path, mut create) = match under_root {
             Some(rel) => fold_in_root(&ctx.root, rel, s, access),
-            None => (beside_root(fold_outside(&s.path, ctx.home.as_deref()), &s.path, &ctx.root), false),
+            None => (
+                beside_root(
+                    fold_outside(&s.path, ctx.home.as_deref()),
+                    &s.path,
+                    &ctx.root,
+                ),
+                false,
+            ),
         };
         // A folded grant never holds glovebox's own files: then the path
         // itself, and if even that holds them, nothing.
@@ -148,14 +155,16 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
             }
         }
         distinct.insert((access, s.path.clone()));
-        let g = groups.entry((access, path.clone())).or_insert_with(|| Grant {
-            access,
-            path,
-            programs: BTreeSet::new(),
-            examples: Vec::new(),
-            covers: 0,
-            create,
-        });
+        let g = groups
+            .entry((access, path.clone()))
+            .or_insert_with(|| Grant {
+                access,
+                path,
+                programs: BTreeSet::new(),
+                examples: Vec::new(),
+                covers: 0,
+                create,
+            });
         g.create &= create;
         if !s.program.is_empty() {
             g.programs.insert(s.program.clone());
@@ -195,7 +204,9 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     // A write directory to create is one under which nothing observed
     // existed before the run.
     for g in grants.iter_mut().filter(|g| g.create) {
-        g.create = !seen.iter().any(|s| s.existed && s.path.starts_with(&g.path));
+        g.create = !seen
+            .iter()
+            .any(|s| s.existed && s.path.starts_with(&g.path));
     }
     grants.sort_by(|a, b| a.access.cmp(&b.access).then(a.path.cmp(&b.path)));
     Folded {

@@ -32,7 +32,13 @@ fn paths(f: &Folded) -> Vec<(Access, String)> {
 #[test]
 fn a_toolchain_folds_to_its_directory_and_the_baseline_is_dropped() {
     let mut v: Vec<Seen> = (0..4000)
-        .map(|i| seen(Op::Read, &format!("/home/u/.rustup/toolchains/x/lib/f{i}.rlib"), "rustc"))
+        .map(|i| {
+            seen(
+                Op::Read,
+                &format!("/home/u/.rustup/toolchains/x/lib/f{i}.rlib"),
+                "rustc",
+            )
+        })
         .collect();
     v.push(seen(Op::Exec, "/usr/bin/git", "sh"));
     v.push(seen(Op::Read, "/etc/ssl/certs/a.pem", "curl"));
@@ -110,9 +116,15 @@ fn glovebox_state_is_never_proposed_even_through_a_folded_parent() {
         ]
     );
     for g in &f.grants {
-        assert!(!Path::new("/home/u/.local/state/glovebox").starts_with(&g.path), "{g:?}");
+        assert!(
+            !Path::new("/home/u/.local/state/glovebox").starts_with(&g.path),
+            "{g:?}"
+        );
     }
-    assert_eq!(paths(&f), vec![(Access::Read, "/home/u/.local/state/other".into())]);
+    assert_eq!(
+        paths(&f),
+        vec![(Access::Read, "/home/u/.local/state/other".into())]
+    );
 }
 
 #[test]
@@ -130,14 +142,26 @@ fn the_jails_own_files_are_dropped() {
 #[test]
 fn outside_paths_keep_a_readable_depth() {
     let h = Some(Path::new("/home/u"));
-    assert_eq!(fold_outside(Path::new("/opt/tool/bin/x"), h), PathBuf::from("/opt/tool"));
-    assert_eq!(fold_outside(Path::new("/tmp/data/a/b"), h), PathBuf::from("/tmp/data"));
-    assert_eq!(fold_outside(Path::new("/srv/x"), h), PathBuf::from("/srv/x"));
+    assert_eq!(
+        fold_outside(Path::new("/opt/tool/bin/x"), h),
+        PathBuf::from("/opt/tool")
+    );
+    assert_eq!(
+        fold_outside(Path::new("/tmp/data/a/b"), h),
+        PathBuf::from("/tmp/data")
+    );
+    assert_eq!(
+        fold_outside(Path::new("/srv/x"), h),
+        PathBuf::from("/srv/x")
+    );
     assert_eq!(
         fold_outside(Path::new("/home/u/.local/share/app/db/x"), h),
         PathBuf::from("/home/u/.local/share/app")
     );
-    assert_eq!(fold_outside(Path::new("/home/u/.cargo/bin/cargo"), h), PathBuf::from("/home/u/.cargo"));
+    assert_eq!(
+        fold_outside(Path::new("/home/u/.cargo/bin/cargo"), h),
+        PathBuf::from("/home/u/.cargo")
+    );
 }
 
 #[test]
@@ -168,9 +192,18 @@ fn a_write_outside_the_run_succeeded_without_is_noted_not_proposed() {
         seen(Op::Create, "/home/u/.cargo/.package-cache", "cargo"),
         seen(Op::Read, "/home/u/.cargo/bin/cargo", "sh"),
     ];
-    let f = fold(&v, &Context { succeeded: true, ..ctx() });
+    let f = fold(
+        &v,
+        &Context {
+            succeeded: true,
+            ..ctx()
+        },
+    );
     assert_eq!(paths(&f), vec![(Access::Read, "/home/u/.cargo".into())]);
-    assert_eq!(f.unneeded_writes, vec![PathBuf::from("/home/u/.cargo/.package-cache")]);
+    assert_eq!(
+        f.unneeded_writes,
+        vec![PathBuf::from("/home/u/.cargo/.package-cache")]
+    );
     // A failed run may have failed for it: proposed.
     let f = fold(&v, &ctx());
     assert_eq!(paths(&f), vec![(Access::Write, "/home/u/.cargo".into())]);

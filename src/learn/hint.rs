@@ -41,7 +41,10 @@ pub struct Grants<'a> {
 pub fn refusals(stderr: &str, g: &Grants<'_>, learn: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
-    for line in stderr.lines().filter(|l| REFUSALS.iter().any(|r| l.contains(r))) {
+    for line in stderr
+        .lines()
+        .filter(|l| REFUSALS.iter().any(|r| l.contains(r)))
+    {
         let read_only = line.contains("Read-only file system");
         let denied = line.contains("Permission denied") || line.contains("Operation not permitted");
         for word in candidates(line) {
@@ -156,7 +159,10 @@ mod tests {
             "glovebox learn build",
         );
         assert_eq!(hints.len(), 1, "{hints:?}");
-        assert!(hints[0].starts_with("~/.cargo/bin/cargo: not in fs.read — add `~/.cargo`"), "{hints:?}");
+        assert!(
+            hints[0].starts_with("~/.cargo/bin/cargo: not in fs.read — add `~/.cargo`"),
+            "{hints:?}"
+        );
         assert!(hints[0].contains("glovebox learn build"));
     }
 
@@ -172,7 +178,10 @@ mod tests {
             "glovebox learn check",
         );
         assert_eq!(hints.len(), 1, "{hints:?}");
-        assert!(hints[0].contains("not in fs.write — add `target`"), "{hints:?}");
+        assert!(
+            hints[0].contains("not in fs.write — add `target`"),
+            "{hints:?}"
+        );
         // Nothing to say about a path that is granted, or that does not
         // exist anywhere.
         let hints = refusals("cat: /p/src/x: No such file or directory", &g, "x");
@@ -187,8 +196,15 @@ mod tests {
         let w = |_: &Path| false;
         let e = |p: &Path| p == Path::new("/p");
         let g = grants(&r, &w, &e);
-        let hints = refusals("PermissionError: [Errno 13] Permission denied: 'out'", &g, "glovebox learn t");
+        let hints = refusals(
+            "PermissionError: [Errno 13] Permission denied: 'out'",
+            &g,
+            "glovebox learn t",
+        );
         assert_eq!(hints.len(), 1, "{hints:?}");
-        assert!(hints[0].starts_with("/p/out: not in fs.write — add `out`"), "{hints:?}");
+        assert!(
+            hints[0].starts_with("/p/out: not in fs.write — add `out`"),
+            "{hints:?}"
+        );
     }
 }

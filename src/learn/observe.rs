@@ -21,11 +21,16 @@ const NOT_VIEWED: [&str; 4] = ["proc", "sys", "dev", "lost+found"];
 /// the user's configuration directory.
 pub fn hidden() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = crate::state::dir().into_iter().collect();
-    if let Some(dir) = crate::state::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf)) {
+    if let Some(dir) =
+        crate::state::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf))
+    {
         v.push(dir);
     }
     // Both spellings: as configured and with links resolved.
-    let resolved: Vec<PathBuf> = v.iter().map(|p| crate::manifest::discover::resolved(p)).collect();
+    let resolved: Vec<PathBuf> = v
+        .iter()
+        .map(|p| crate::manifest::discover::resolved(p))
+        .collect();
     v.extend(resolved);
     v.sort();
     v.dedup();
@@ -59,7 +64,10 @@ pub fn view(hidden: &[PathBuf]) -> Vec<PathBuf> {
 /// one, is left out.
 fn around(p: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>, depth: u32) {
     let real = crate::manifest::discover::resolved(p);
-    if hidden.iter().any(|h| real.starts_with(h) || p.starts_with(h)) {
+    if hidden
+        .iter()
+        .any(|h| real.starts_with(h) || p.starts_with(h))
+    {
         return;
     }
     let holds = hidden
@@ -107,7 +115,10 @@ impl Workspace {
                 path: original.to_path_buf(),
                 source,
             })?;
-        let name = original.file_name().map(PathBuf::from).unwrap_or_else(|| "root".into());
+        let name = original
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "root".into());
         let copy = dir.path().join(name);
         copy_tree(original, &copy).map_err(|source| LearnError::Copy {
             path: original.to_path_buf(),
@@ -142,7 +153,10 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
             let e = e?;
             copy_tree(&e.path(), &to.join(e.file_name()))?;
         }
-        std::fs::set_permissions(to, std::fs::Permissions::from_mode(meta.permissions().mode()))
+        std::fs::set_permissions(
+            to,
+            std::fs::Permissions::from_mode(meta.permissions().mode()),
+        )
     } else if t.is_file() {
         std::fs::copy(from, to).map(|_| ())
     } else {
@@ -203,8 +217,17 @@ mod tests {
         std::fs::create_dir_all(d.path().join("home/.cargo")).unwrap();
         std::fs::create_dir_all(d.path().join("home/.local/share")).unwrap();
         let mut out = Vec::new();
-        around(&d.path().join("home"), &[state.clone()], &mut out, 0);
-        assert!(out.iter().all(|p| !state.starts_with(p) && !p.starts_with(&state)), "{out:?}");
+        around(
+            &d.path().join("home"),
+            std::slice::from_ref(&state),
+            &mut out,
+            0,
+        );
+        assert!(
+            out.iter()
+                .all(|p| !state.starts_with(p) && !p.starts_with(&state)),
+            "{out:?}"
+        );
         assert!(out.contains(&d.path().join("home/.cargo")));
         assert!(out.contains(&d.path().join("home/.local/share")));
         // The real view: no grant holds the state directory.
@@ -224,9 +247,18 @@ mod tests {
         std::fs::write(proj.join("data/a.txt"), "a").unwrap();
         std::os::unix::fs::symlink("data/a.txt", proj.join("link")).unwrap();
         let w = Workspace::copy_of(&proj).unwrap();
-        assert_eq!(std::fs::read_to_string(w.copy.join("data/a.txt")).unwrap(), "a");
-        assert!(std::fs::symlink_metadata(w.copy.join("link")).unwrap().file_type().is_symlink());
-        assert_eq!(w.map_back(&w.copy.join("data/a.txt")), proj.join("data/a.txt"));
+        assert_eq!(
+            std::fs::read_to_string(w.copy.join("data/a.txt")).unwrap(),
+            "a"
+        );
+        assert!(std::fs::symlink_metadata(w.copy.join("link"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            w.map_back(&w.copy.join("data/a.txt")),
+            proj.join("data/a.txt")
+        );
         assert_eq!(w.map_back(&w.copy), proj);
         assert_eq!(w.map_back(Path::new("/etc/x")), PathBuf::from("/etc/x"));
     }

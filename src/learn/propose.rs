@@ -68,8 +68,16 @@ impl Proposal {
             Access::Write => "written by",
         };
         let who: Vec<&str> = g.programs.iter().map(String::as_str).take(3).collect();
-        let who = if who.is_empty() { "the tool".to_string() } else { who.join(", ") };
-        let first = g.examples.first().map(|e| self.shown(e)).unwrap_or_default();
+        let who = if who.is_empty() {
+            "the tool".to_string()
+        } else {
+            who.join(", ")
+        };
+        let first = g
+            .examples
+            .first()
+            .map(|e| self.shown(e))
+            .unwrap_or_default();
         let more = if g.covers > 1 {
             format!(" (+{} more)", g.covers - 1)
         } else {
@@ -80,7 +88,10 @@ impl Proposal {
     }
 
     fn of(&self, access: Access) -> impl Iterator<Item = &Grant> {
-        self.folded.grants.iter().filter(move |g| g.access == access)
+        self.folded
+            .grants
+            .iter()
+            .filter(move |g| g.access == access)
     }
 
     /// The `network` value: `false`, or the hosts reached.
@@ -178,8 +189,17 @@ impl Proposal {
             .folded
             .grants
             .iter()
-            .map(|g| self.why_with(g, "; the run created it: mkdir -p it first (a grant names only what exists)"))
-            .chain(self.hosts.iter().map(|_| "reached in the learning run".to_string()))
+            .map(|g| {
+                self.why_with(
+                    g,
+                    "; the run created it: mkdir -p it first (a grant names only what exists)",
+                )
+            })
+            .chain(
+                self.hosts
+                    .iter()
+                    .map(|_| "reached in the learning run".to_string()),
+            )
             .collect();
         let flags = self.sandbox_flags();
         let mut reasons = reasons.into_iter();
@@ -191,7 +211,11 @@ impl Proposal {
             let _ = writeln!(s, "  {f}   # {}", reasons.next().unwrap_or_default());
         }
         for e in env {
-            let _ = writeln!(s, "  --env {}   # passed in the learning run", shell_word(e));
+            let _ = writeln!(
+                s,
+                "  --env {}   # passed in the learning run",
+                shell_word(e)
+            );
         }
         self.notes(&mut s);
         let mut line = String::from("glovebox sandbox");
@@ -236,8 +260,14 @@ impl Proposal {
     /// `network` as written) and the proposal, one `+`/`-` line each.
     pub fn diff(&self, read: &[String], write: &[String], network: &str) -> String {
         let mut s = String::new();
-        for (key, access, current) in [("fs.read", Access::Read, read), ("fs.write", Access::Write, write)] {
-            let proposed: Vec<String> = self.of(access).map(|g| self.manifest_path(&g.path)).collect();
+        for (key, access, current) in [
+            ("fs.read", Access::Read, read),
+            ("fs.write", Access::Write, write),
+        ] {
+            let proposed: Vec<String> = self
+                .of(access)
+                .map(|g| self.manifest_path(&g.path))
+                .collect();
             for p in &proposed {
                 if !current.iter().any(|c| same_entry(c, p)) {
                     let _ = writeln!(s, "+ {key}: {p}");
@@ -404,7 +434,10 @@ mod tests {
     fn the_block_explains_each_line_and_parses_as_a_manifest() {
         let p = proposal();
         let block = p.manifest_block(None);
-        assert!(block.contains("- \"/home/u/.rustup\"   # read by rustc: ~/.rustup/x (+1 more)"), "{block}");
+        assert!(
+            block.contains("- \"/home/u/.rustup\"   # read by rustc: ~/.rustup/x (+1 more)"),
+            "{block}"
+        );
         assert!(block.contains("- \"src\""));
         assert!(block.contains("network: {allow: [\"pypi.org:443\"]}"));
         let doc = format!("name: t\n{block}");
@@ -427,7 +460,10 @@ mod tests {
     fn the_block_replaces_only_the_permissions_block() {
         let text = "name: t\npermissions:\n  fs: {read: [docs]}\n  # old\n\n# next\nexec:\n  command: [x]\n";
         let out = replace_block(text, "permissions:\n  network: false\n");
-        assert_eq!(out, "name: t\npermissions:\n  network: false\n\n# next\nexec:\n  command: [x]\n");
+        assert_eq!(
+            out,
+            "name: t\npermissions:\n  network: false\n\n# next\nexec:\n  command: [x]\n"
+        );
         let added = replace_block("name: t\n", "permissions: {}\n");
         assert_eq!(added, "name: t\npermissions: {}\n");
     }
