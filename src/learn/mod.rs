@@ -12,7 +12,7 @@
 //!    cannot.
 //! 2. [`fold`]: the record folded into the grants a person would write,
 //!    the baseline and the jail's own files dropped.
-//! 3. [`propose`]: the `permissions` block (each line explained), the
+//! 3. [`mod@propose`]: the `permissions` block (each line explained), the
 //!    `sandbox` flags, the difference with the manifest, `--apply`.
 //!
 //! A proposal is only a proposal: nothing learned widens any call until a
