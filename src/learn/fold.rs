@@ -85,12 +85,19 @@ pub struct Folded {
     /// Writes outside the root that the learning run was refused and
     /// succeeded without (a lock or cache a tool tries and does without).
     pub unneeded_writes: Vec<PathBuf>,
+    /// Reads of the user databases (`/etc/passwd`, `/etc/group`): lookups
+    /// programs make and run without in every jail (which leaves them
+    /// out); noted, not proposed.
+    pub lookups: Vec<PathBuf>,
     /// Distinct observed paths that needed a grant (after dropping the
     /// baseline, the jail's own files and glovebox's).
     pub observed: usize,
 }
 
 const EXAMPLES: usize = 3;
+
+/// The user databases: not proposed (see [`Folded::lookups`]).
+const LOOKUPS: [&str; 2] = ["/etc/passwd", "/etc/group"];
 
 /// Top-level names below the project root that are never writable in any
 /// jail (the control surface): a write there is proposed as a read.
@@ -101,6 +108,7 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     let mut groups: BTreeMap<(Access, PathBuf), Grant> = BTreeMap::new();
     let mut kept_out = BTreeSet::new();
     let mut unneeded = BTreeSet::new();
+    let mut lookups = BTreeSet::new();
     let mut distinct = BTreeSet::new();
     for s in seen {
         if jails_own(&s.path) {
@@ -121,6 +129,10 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
                 .is_some_and(|c| PROTECTED.iter().any(|p| c.as_os_str() == *p))
         {
             access = Access::Read;
+        }
+        if access == Access::Read && LOOKUPS.iter().any(|l| s.path == Path::new(l)) {
+            lookups.insert(s.path.clone());
+            continue;
         }
         if access == Access::Write && under_root.is_none() && ctx.succeeded {
             unneeded.insert(s.path.clone());
@@ -213,6 +225,7 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
         grants,
         kept_out: kept_out.into_iter().collect(),
         unneeded_writes: unneeded.into_iter().collect(),
+        lookups: lookups.into_iter().collect(),
         observed: distinct.len(),
     }
 }

@@ -247,6 +247,13 @@ impl Proposal {
                 self.shown(w)
             );
         }
+        for l in &self.folded.lookups {
+            let _ = writeln!(
+                s,
+                "  not proposed: {} (a user-database lookup programs run without; add it by hand if the tool needs it)",
+                l.display()
+            );
+        }
         if self.unrecorded > 0 {
             let _ = writeln!(
                 s,
@@ -421,6 +428,7 @@ mod tests {
                 ],
                 kept_out: vec![],
                 unneeded_writes: vec![],
+                lookups: vec![],
                 observed: 5,
             },
             hosts: vec!["pypi.org:443".into()],
