@@ -347,8 +347,15 @@ fn policy_learn_writes_the_proposed_inputs_to_the_job_summary() {
         ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("STEP-START") && stdout.contains("done"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("STEP-START") && stdout.contains("done"),
+        "{stdout}"
+    );
     assert!(!work.join("out").exists(), "learning changed the workspace");
     let text = std::fs::read_to_string(&summary).unwrap();
     assert!(text.contains("policy: enforce"), "{text}");
@@ -358,12 +365,26 @@ fn policy_learn_writes_the_proposed_inputs_to_the_job_summary() {
     // The proposed inputs, enforced.
     let out = run_step(
         &work,
-        &[("INPUT_RUN", step), ("INPUT_READ", "src"), ("INPUT_WRITE", "out")],
+        &[
+            ("INPUT_RUN", step),
+            ("INPUT_READ", "src"),
+            ("INPUT_WRITE", "out"),
+        ],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(std::fs::read_to_string(work.join("out/copy.txt")).unwrap(), "step-input\n");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("out/copy.txt")).unwrap(),
+        "step-input\n"
+    );
     // A bad policy is a usage error before anything runs.
-    let out = run_step(&work, &[("INPUT_RUN", "touch ran"), ("INPUT_POLICY", "maybe")]);
+    let out = run_step(
+        &work,
+        &[("INPUT_RUN", "touch ran"), ("INPUT_POLICY", "maybe")],
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(!work.join("ran").exists());
 }

@@ -138,6 +138,18 @@ pub fn unavailable() -> super::JailError {
     }
 }
 
+/// The refusal of a learning run whose child could not install the
+/// observing filter with its listener (`errno`: the kernel or a
+/// container's seccomp profile refuses notification listeners).
+pub fn refused(errno: i32) -> super::JailError {
+    super::JailError::Unavailable {
+        feature: format!(
+            "learn mode: seccomp user notification, which learn mode needs to see every file the tool opens, was refused here ({}); nothing is learned where the observation would be incomplete: run `glovebox learn` on a host or container that allows seccomp notification listeners (not gVisor)",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    }
+}
+
 /// The calls handed to the observer.
 pub fn observed_calls() -> Vec<libc::c_long> {
     let mut v = vec![

@@ -968,6 +968,11 @@ fn attempt(
                 std::io::Error::from_raw_os_error(errno)
             )));
         }
+        // Learn mode's listener refused (gVisor, a container's profile):
+        // it cannot observe, so it does not run.
+        Err((Step::Seccomp, errno)) if spec.observe.is_some() => {
+            return Err(super::observe::refused(errno).into())
+        }
         Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program).into()),
     };
     let flags_used = plan.flags;

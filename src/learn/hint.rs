@@ -59,7 +59,7 @@ pub fn refusals(stderr: &str, g: &Grants<'_>, learn: &str) -> Vec<String> {
             let parent_exists = path.parent().is_some_and(|d| (g.exists)(d));
             let advice = if !readable && exists {
                 Some(("fs.read", "--read", suggest(&path, g), ""))
-            } else if (read_only || (denied && readable))
+            } else if (read_only || (denied && (readable || !exists)))
                 && !(g.writable)(&path)
                 && (exists || parent_exists)
             {
