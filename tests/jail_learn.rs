@@ -603,3 +603,64 @@ print("READ", sorted(got))
     }
     assert!(g.contains(&("read".into(), outside.clone())), "{g:?}");
 }
+
+#[test]
+fn a_networked_tool_is_narrowed_to_the_host_it_reached() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let root = d.path().join("proj");
+    let tool = root.join(".glee/tools/fetch");
+    std::fs::create_dir_all(&tool).unwrap();
+    std::fs::write(
+        root.join(".glee/config.yml"),
+        "security:\n  http:\n    allow_private: true\n",
+    )
+    .unwrap();
+    let addr = http_server();
+    std::fs::write(
+        tool.join("tool.yml"),
+        format!(
+            r#"name: fetch
+description: fetches a page
+kind: command
+version: 1
+inputs:
+  schema: {{type: object}}
+outputs:
+  format: text
+exec:
+  command:
+    entrypoint: python3
+    args: ["-c", "import urllib.request; print(urllib.request.urlopen('http://{addr}/', timeout=10).read().decode())"]
+permissions:
+  network: true
+"#
+        ),
+    )
+    .unwrap();
+    let (code, learned, stderr) =
+        glovebox_json(&root, &["learn", "fetch", "--json", "--apply"], &[]);
+    assert_eq!(code, Some(0), "{learned:#} {stderr}");
+    assert!(learned["outcomes"][0]["output"]
+        .as_str()
+        .unwrap()
+        .contains(CANARY));
+    assert_eq!(
+        learned["proposal"]["hosts"],
+        serde_json::json!([format!("127.0.0.1:{}", addr.port())]),
+        "{learned:#}"
+    );
+    assert!(
+        learned["diff"]
+            .as_str()
+            .unwrap()
+            .contains("- network: true"),
+        "{learned:#}"
+    );
+    let (code, run, _) = glovebox_json(&root, &["run", "fetch", "--json"], &[]);
+    assert_eq!(code, Some(0), "{run:#}");
+    assert!(run["output"].as_str().unwrap().contains(CANARY), "{run:#}");
+}
