@@ -150,7 +150,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_SANDBOX_UNAVAILABLE));
     }
     let all_ok = outcomes.iter().all(|o| o.error.is_none());
-    let proposal = learn::propose(&observer, Some(&ws), &root, network, all_ok);
+    // What the jail grants this tool anyway: its runtime (interpreter,
+    // venv).
+    let granted: Vec<PathBuf> = engine
+        .policy(&args.name)
+        .map(|p| p.runtime)
+        .unwrap_or_default();
+    let proposal = learn::propose(&observer, Some(&ws), &root, network, all_ok, &granted);
     drop(ws);
     let current_net = serde_json::to_string(&perms.network).unwrap_or_default();
     let diff = proposal.diff(&perms.fs.read, &perms.fs.write, &current_net);
@@ -314,7 +320,8 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
         }
     }
     let succeeded = result.status.code() == 0 && !result.timed_out();
-    let proposal: Proposal = learn::propose(&observer, Some(&ws), &cwd, spec.network, succeeded);
+    let proposal: Proposal =
+        learn::propose(&observer, Some(&ws), &cwd, spec.network, succeeded, &[]);
     drop(ws);
     let mut flags = proposal.sandbox_flags();
     if args.allow_private && !proposal.hosts.is_empty() {

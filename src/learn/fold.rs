@@ -64,6 +64,9 @@ pub struct Context {
     pub home: Option<PathBuf>,
     /// What the jail's baseline already grants for reading.
     pub baseline_read: Vec<PathBuf>,
+    /// What the jail grants this tool anyway, beside the baseline (its
+    /// interpreter and venv, its own directory): not proposed.
+    pub granted: Vec<PathBuf>,
     /// What it already grants for writing (`/dev/null`, …).
     pub baseline_write: Vec<PathBuf>,
     /// glovebox's own files: never proposed.
@@ -143,6 +146,9 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
             Access::Write => &ctx.baseline_write,
         };
         if base.iter().any(|b| s.path.starts_with(b)) {
+            continue;
+        }
+        if access == Access::Read && ctx.granted.iter().any(|b| s.path.starts_with(b)) {
             continue;
         }
         let (mut path, mut create) = match under_root {
@@ -250,10 +256,10 @@ fn jails_own(p: &Path) -> bool {
 /// in the root (it cannot be granted before it exists) makes the root
 /// itself writable.
 fn fold_in_root(root: &Path, rel: &Path, s: &Seen, access: Access) -> (PathBuf, bool) {
-    let Some(first) = rel.components().next() else {
+    if rel.as_os_str().is_empty() {
         return (root.to_path_buf(), false);
-    };
-    let top = root.join(first.as_os_str());
+    }
+    let top = project_entry(root, rel);
     if access == Access::Read {
         return (top, false);
     }
@@ -277,6 +283,22 @@ fn beside_root(folded: PathBuf, path: &Path, root: &Path) -> PathBuf {
         .take_while(|(a, b)| a == b)
         .count();
     path.components().take(shared + 1).collect()
+}
+
+/// The entry a person names for `rel` below the root: its top-level
+/// entry, or a tool's own directory (`.glee/tools/NAME`) rather than all
+/// of `.glee`.
+pub fn project_entry(root: &Path, rel: &Path) -> PathBuf {
+    let parts: Vec<&std::ffi::OsStr> = rel.components().map(|c| c.as_os_str()).collect();
+    let keep = match parts.as_slice() {
+        [g, t, _, ..] if *g == ".glee" && *t == "tools" => 3,
+        _ => 1,
+    };
+    let mut out = root.to_path_buf();
+    for p in parts.iter().take(keep) {
+        out.push(p);
+    }
+    out
 }
 
 /// How many components below `anchor` a grant keeps: containers of many

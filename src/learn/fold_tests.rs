@@ -17,6 +17,7 @@ fn ctx() -> Context {
         home: Some("/home/u".into()),
         baseline_read: vec!["/usr".into(), "/etc/ssl".into()],
         baseline_write: vec!["/dev/null".into()],
+        granted: vec!["/usr/lib/python3/venv".into()],
         hidden: vec!["/home/u/.local/state/glovebox".into()],
         succeeded: false,
     }
@@ -136,6 +137,7 @@ fn the_jails_own_files_are_dropped() {
         seen(Op::Write, "/dev/null", "x"),
         seen(Op::Read, "/", "ls"),
         seen(Op::Read, "/etc/passwd", "bash"),
+        seen(Op::Read, "/usr/lib/python3/venv/x.py", "python3"),
     ];
     let f = fold(&v, &ctx());
     assert!(f.grants.is_empty(), "{f:?}");
@@ -210,4 +212,14 @@ fn a_write_outside_the_run_succeeded_without_is_noted_not_proposed() {
     // A failed run may have failed for it: proposed.
     let f = fold(&v, &ctx());
     assert_eq!(paths(&f), vec![(Access::Write, "/home/u/.cargo".into())]);
+}
+
+#[test]
+fn a_tools_own_files_fold_to_its_directory_not_all_of_glee() {
+    let v = vec![
+        seen(Op::Read, "/p/.glee/tools/t/run.py", "python3"),
+        seen(Op::Read, "/p/.glee/tools/t/conf/a.txt", "python3"),
+    ];
+    let f = fold(&v, &ctx());
+    assert_eq!(paths(&f), vec![(Access::Read, "/p/.glee/tools/t".into())]);
 }

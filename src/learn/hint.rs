@@ -96,12 +96,18 @@ fn shown(p: &Path, g: &Grants<'_>) -> String {
 /// The entry a person would write for `p`: its top-level entry in the
 /// project, else the folded directory (`~/.cargo`).
 fn suggest(p: &Path, g: &Grants<'_>) -> String {
-    if let Some(rest) = g.root.and_then(|r| p.strip_prefix(r).ok()) {
-        return rest
-            .components()
-            .next()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .unwrap_or_else(|| ".".into());
+    if let Some((root, rest)) = g
+        .root
+        .and_then(|r| p.strip_prefix(r).ok().map(|rest| (r, rest)))
+    {
+        if rest.as_os_str().is_empty() {
+            return ".".into();
+        }
+        let entry = super::fold::project_entry(root, rest);
+        return entry
+            .strip_prefix(root)
+            .map(|e| e.display().to_string())
+            .unwrap_or_else(|_| ".".into());
     }
     shown(&super::fold::fold_outside(p, g.home), g)
 }

@@ -39,6 +39,9 @@ pub enum LearnError {
         #[source]
         source: std::io::Error,
     },
+    /// The directory is too large to copy for a learning run.
+    #[error("{path:?} is too large for a learning copy (more than 200,000 entries or 4 GiB); learn from a smaller working directory (--cwd, or `glovebox learn` in the project)")]
+    TooLarge { path: PathBuf },
     /// The manifest could not be read or written.
     #[error("failed to update {path:?}; check its permissions")]
     Manifest {
@@ -51,7 +54,12 @@ pub enum LearnError {
 /// The folding context for a learning run rooted at `root` (the
 /// original, not the copy): the user's home, the baseline for `network`,
 /// glovebox's own files.
-pub fn context(root: &std::path::Path, network: bool, succeeded: bool) -> fold::Context {
+pub fn context(
+    root: &std::path::Path,
+    network: bool,
+    succeeded: bool,
+    granted: &[PathBuf],
+) -> fold::Context {
     let baseline = crate::jail::profile::baseline(network).unwrap_or_default();
     let mut baseline_read = baseline.read.clone();
     baseline_read.extend(baseline.exec.iter().cloned());
@@ -68,6 +76,7 @@ pub fn context(root: &std::path::Path, network: bool, succeeded: bool) -> fold::
         home: crate::state::home(),
         baseline_read,
         baseline_write: baseline.write.clone(),
+        granted: granted.to_vec(),
         hidden: observe::hidden(),
         succeeded,
     }
@@ -75,17 +84,19 @@ pub fn context(root: &std::path::Path, network: bool, succeeded: bool) -> fold::
 
 /// Builds the proposal from what `observer` recorded in a run rooted at
 /// `root` (`workspace`: its throw-away copy); `succeeded`: every learning
-/// call succeeded.
+/// call succeeded; `granted`: what the jail grants the tool anyway
+/// ([`fold::Context::granted`]).
 pub fn propose(
     observer: &crate::jail::observe::Observer,
     workspace: Option<&Workspace>,
     root: &std::path::Path,
     network: bool,
     succeeded: bool,
+    granted: &[PathBuf],
 ) -> Proposal {
     let (accesses, unrecorded) = observer.accesses();
     let seen = observe::settle(&accesses, workspace);
-    let ctx = context(root, network, succeeded);
+    let ctx = context(root, network, succeeded, granted);
     let mut folded = fold::fold(&seen, &ctx);
     for g in folded.grants.iter_mut().filter(|g| g.create) {
         g.create = !g.path.exists();

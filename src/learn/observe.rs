@@ -120,9 +120,22 @@ impl Workspace {
             .map(PathBuf::from)
             .unwrap_or_else(|| "root".into());
         let copy = dir.path().join(name);
-        copy_tree(original, &copy).map_err(|source| LearnError::Copy {
-            path: original.to_path_buf(),
-            source,
+        let mut budget = Budget {
+            entries: MAX_ENTRIES,
+            bytes: MAX_BYTES,
+        };
+        let skip = original.join(".glee/audit");
+        copy_tree(original, &copy, &mut budget, &skip).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::FileTooLarge {
+                LearnError::TooLarge {
+                    path: original.to_path_buf(),
+                }
+            } else {
+                LearnError::Copy {
+                    path: original.to_path_buf(),
+                    source,
+                }
+            }
         })?;
         Ok(Workspace {
             original: original.to_path_buf(),
@@ -141,9 +154,33 @@ impl Workspace {
     }
 }
 
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// The most a learning copy holds: a learning run is for a project or a
+/// step's working directory, not a home directory.
+const MAX_ENTRIES: u64 = 200_000;
+const MAX_BYTES: u64 = 4 << 30;
+
+struct Budget {
+    entries: u64,
+    bytes: u64,
+}
+
+/// Copies `from` to `to`, leaving out `skip` (the project's audit log:
+/// the learning calls are not the project's calls, and a copied log would
+/// not match the head glovebox keeps for it).
+fn copy_tree(from: &Path, to: &Path, budget: &mut Budget, skip: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
+    if from == skip {
+        return Ok(());
+    }
     let meta = std::fs::symlink_metadata(from)?;
+    budget.entries = budget
+        .entries
+        .checked_sub(1)
+        .ok_or(std::io::ErrorKind::FileTooLarge)?;
+    budget.bytes = budget
+        .bytes
+        .checked_sub(meta.len())
+        .ok_or(std::io::ErrorKind::FileTooLarge)?;
     let t = meta.file_type();
     if t.is_symlink() {
         std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
@@ -151,7 +188,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         std::fs::create_dir(to)?;
         for e in std::fs::read_dir(from)? {
             let e = e?;
-            copy_tree(&e.path(), &to.join(e.file_name()))?;
+            copy_tree(&e.path(), &to.join(e.file_name()), budget, skip)?;
         }
         std::fs::set_permissions(
             to,
