@@ -303,6 +303,26 @@ mod tests {
     }
 
     #[test]
+    fn the_observing_filter_keeps_the_deny_program_and_always_notifies() {
+        use super::super::seccomp::{self, Sockets};
+        for (sockets, metadata) in [
+            (Sockets::None, false),
+            (Sockets::None, true),
+            (Sockets::Brokered, true),
+        ] {
+            let base = seccomp::filter_for(sockets, metadata).unwrap();
+            let f = seccomp::observing(base, sockets, false).unwrap();
+            assert_eq!(f.deny, base.deny, "the deny list is the call's own");
+            assert!(f.notify.is_some(), "learn mode always has a listener");
+            // Compiled once per combination.
+            assert!(std::ptr::eq(
+                f,
+                seccomp::observing(base, sockets, false).unwrap()
+            ));
+        }
+    }
+
+    #[test]
     fn a_relative_name_is_made_absolute_against_the_callers_cwd() {
         let me = std::process::id();
         let cwd = std::env::current_dir().unwrap();
