@@ -48,12 +48,13 @@ case "${INPUT_POLICY:-enforce}" in
                 *) learn+=("${args[i]}") ;;
             esac
         done
+        result="$(mktemp)"
+        trap 'rm -f "$result"' EXIT
         set +e
-        "$gb" sandbox "${learn[@]}" -- bash -eo pipefail -c "$INPUT_RUN" > "${TMPDIR:-/tmp}/glovebox-learn-$$.json"
+        "$gb" sandbox "${learn[@]}" -- bash -eo pipefail -c "$INPUT_RUN" > "$result"
         status=$?
         set -e
-        python3 "$(dirname "$0")/summary.py" "${TMPDIR:-/tmp}/glovebox-learn-$$.json" "$PWD" "${HOME:-}" "${INPUT_NETWORK:-off}" "${INPUT_ENV:-}"
-        rm -f "${TMPDIR:-/tmp}/glovebox-learn-$$.json"
+        python3 "$(dirname "$0")/summary.py" "$result" "$PWD" "${HOME:-}" "${INPUT_NETWORK:-off}" "${INPUT_ENV:-}"
         exit "$status"
         ;;
     *) echo "glovebox: policy must be learn or enforce, not ${INPUT_POLICY}" >&2; exit 2 ;;
