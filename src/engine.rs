@@ -141,6 +141,9 @@ impl EngineError {
 pub struct Engine {
     project: Project,
     schemas: Mutex<HashMap<String, Arc<Schemas>>>,
+    /// Learn mode (`glovebox learn`, on a throw-away copy of the project):
+    /// every jailed call records what it touches here.
+    observer: Option<Arc<jail::observe::Observer>>,
 }
 
 fn project_failure(name: &str, e: &ProjectError) -> Box<Outcome> {
@@ -204,7 +207,15 @@ impl Engine {
         Engine {
             project: crate::mcpwrap::add_to(crate::builtin::add_to(project)),
             schemas: Mutex::new(HashMap::new()),
+            observer: None,
         }
+    }
+
+    /// Learn mode: every jailed call of this engine records what it
+    /// touches in `observer`, and is refused where the jail cannot
+    /// observe it ([`crate::learn`]).
+    pub fn observe(&mut self, observer: Arc<jail::observe::Observer>) {
+        self.observer = Some(observer);
     }
 
     /// The project.
@@ -648,8 +659,16 @@ impl Engine {
         };
         let jail_values = secrets::jail_values(&secret_values, &placeholders);
 
+        // Learn mode runs on a throw-away copy of the project, loaded once
+        // for the learning calls: the copy's control surface is not kept
+        // read-only there (without a mount tree that would keep the tool
+        // from creating what it creates in the root, and nothing of the
+        // copy outlives the learning run).
         let policy = Policy::for_tool(&self.project.root, m, config)
-            .map(|p| p.with_surface(&self.project))
+            .map(|p| match self.observer {
+                Some(_) => p,
+                None => p.with_surface(&self.project),
+            })
             .map_err(|e| policy_failure(name, &e))?;
         let inputs: Vec<String> = m.input_names().map(String::from).collect();
         let bindings = Bindings {
@@ -678,6 +697,7 @@ impl Engine {
             caller,
             extra: &intent.extra,
             gate,
+            observer: self.observer.as_ref(),
         };
         if let Exec::Mcp(_) = &m.exec {
             let call = crate::mcpwrap::Call {
@@ -1144,6 +1164,8 @@ struct Job<'a> {
     extra: &'a AuditExtra,
     /// Asked right before the call's code starts ([`Intent::begin`]).
     gate: Option<Arc<IntentGate>>,
+    /// Learn mode's observer ([`Engine::observe`]).
+    observer: Option<&'a Arc<jail::observe::Observer>>,
 }
 
 /// Fields a run adds to the call's audit line (`egress=[…]`,
@@ -1185,6 +1207,7 @@ impl Job<'_> {
             .collect();
         spec.cancel = self.caller.cancel.clone();
         spec.gate = self.gate.clone().map(|g| g as Arc<dyn jail::Gate>);
+        spec.observe = self.observer.cloned();
         spec
     }
 
@@ -1271,6 +1294,11 @@ impl Job<'_> {
                 outcome.warnings.push(
                     "direct network (sandbox.direct_network): no egress proxy, so placeholder secrets reached the network as placeholders only; their hosts got no real value".into(),
                 );
+            }
+        }
+        if let (Some(g), Some(o)) = (&gateway, self.observer) {
+            for c in g.log().connections().0.iter().filter(|c| c.allowed) {
+                o.record_host(&c.host, c.port);
             }
         }
         if let Some(g) = gateway {

@@ -105,6 +105,7 @@ pub mod imports_seen;
 pub mod interpreter;
 pub mod jail;
 pub mod kind;
+pub mod learn;
 pub mod manifest;
 pub mod mcpwrap;
 pub mod migrate;

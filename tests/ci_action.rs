@@ -323,3 +323,68 @@ fn the_readme_ci_example_works_verbatim_with_a_rustup_toolchain() {
     }
     assert!(ran_action, "the example has no action step");
 }
+
+/// `policy: learn`: the step runs observed on a copy (the workspace is
+/// unchanged), its output comes through, and the job summary holds the
+/// inputs that keep it working; with them, `policy: enforce` is green.
+#[test]
+fn policy_learn_writes_the_proposed_inputs_to_the_job_summary() {
+    require_jail!();
+    let tmp = tempdir();
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::create_dir_all(work.join("docs")).unwrap();
+    std::fs::write(work.join("src/input.txt"), "step-input\n").unwrap();
+    std::fs::write(work.join("docs/unread.txt"), "never read\n").unwrap();
+    let summary = tmp.path().join("summary.md");
+    let step = "echo STEP-START; mkdir -p out; cat src/input.txt > out/copy.txt; echo done";
+    let out = run_step(
+        &work,
+        &[
+            ("INPUT_RUN", step),
+            ("INPUT_POLICY", "learn"),
+            ("GITHUB_STEP_SUMMARY", summary.to_str().unwrap()),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("STEP-START") && stdout.contains("done"),
+        "{stdout}"
+    );
+    assert!(!work.join("out").exists(), "learning changed the workspace");
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.contains("policy: enforce"), "{text}");
+    assert!(text.contains("    read: |\n      src\n"), "{text}");
+    assert!(text.contains("    write: |\n      out\n"), "{text}");
+    assert!(!text.contains("docs"), "{text}");
+    // The proposed inputs, enforced.
+    let out = run_step(
+        &work,
+        &[
+            ("INPUT_RUN", step),
+            ("INPUT_READ", "src"),
+            ("INPUT_WRITE", "out"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("out/copy.txt")).unwrap(),
+        "step-input\n"
+    );
+    // A bad policy is a usage error before anything runs.
+    let out = run_step(
+        &work,
+        &[("INPUT_RUN", "touch ran"), ("INPUT_POLICY", "maybe")],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!work.join("ran").exists());
+}

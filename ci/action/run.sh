@@ -32,4 +32,30 @@ case "${INPUT_NETWORK:-off}" in
     *) echo "glovebox: network must be off, on or direct, not ${INPUT_NETWORK}" >&2; exit 2 ;;
 esac
 args+=(--timeout "${INPUT_TIMEOUT:-600}" --memory "${INPUT_MEMORY:-2G}")
-exec "$gb" sandbox "${args[@]}" -- bash -eo pipefail -c "$INPUT_RUN"
+case "${INPUT_POLICY:-enforce}" in
+    enforce|"")
+        while IFS= read -r h; do args+=(--allow-host "$h"); done < <(lines "${INPUT_ALLOW_HOSTS:-}")
+        exec "$gb" sandbox "${args[@]}" -- bash -eo pipefail -c "$INPUT_RUN"
+        ;;
+    learn)
+        # Observed, on a throw-away copy (the read/write inputs are not
+        # needed: the step reads what the runner sees, less glovebox's own
+        # state); the proposed inputs go to the job summary.
+        learn=(--learn --json)
+        for ((i = 0; i < ${#args[@]}; i++)); do
+            case "${args[i]}" in
+                --read|--write) i=$((i + 1)) ;;
+                *) learn+=("${args[i]}") ;;
+            esac
+        done
+        result="$(mktemp)"
+        trap 'rm -f "$result"' EXIT
+        set +e
+        "$gb" sandbox "${learn[@]}" -- bash -eo pipefail -c "$INPUT_RUN" > "$result"
+        status=$?
+        set -e
+        python3 "$(dirname "$0")/summary.py" "$result" "$PWD" "${HOME:-}" "${INPUT_NETWORK:-off}" "${INPUT_ENV:-}"
+        exit "$status"
+        ;;
+    *) echo "glovebox: policy must be learn or enforce, not ${INPUT_POLICY}" >&2; exit 2 ;;
+esac

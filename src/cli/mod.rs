@@ -16,6 +16,7 @@ mod doctor;
 mod explain;
 mod export;
 mod import;
+mod learn;
 mod lint;
 mod list;
 mod mcp;
@@ -107,6 +108,9 @@ pub enum Command {
     Audit(audit::Args),
     /// Run an ad-hoc command inside the jail.
     Sandbox(Box<sandbox::Args>),
+    /// Run a tool in an observing jail on a throw-away copy of the project
+    /// and propose the narrowest permissions that keep it working.
+    Learn(learn::Args),
     /// Report which kernel features this machine enforces.
     Doctor(doctor::Args),
     /// Serve the tools over MCP on stdin/stdout.
@@ -250,7 +254,9 @@ pub fn main() -> ExitCode {
         Command::Approve(a) => approve::run(&cli, a),
         Command::Create(a) => create::run(&cli, a),
         Command::Audit(a) => audit::run(&cli, a),
+        Command::Sandbox(a) if a.learn => learn::sandbox(a),
         Command::Sandbox(a) => sandbox::run(&cli, a),
+        Command::Learn(a) => learn::run(&cli, a),
         Command::Doctor(a) => doctor::run(&cli, a),
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),

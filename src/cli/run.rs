@@ -233,7 +233,47 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     };
     let outcome = engine.call(&args.name, params, &caller);
     print(&outcome, args.json)?;
+    if !args.json && !outcome.ok {
+        for hint in refusal_hints(&engine, &args.name, &outcome) {
+            eprintln!("glovebox: hint: {hint}");
+        }
+    }
     Ok(ExitCode::from(outcome.exit_status()))
+}
+
+/// What the jail may have refused the failed call, named with the line
+/// that would allow it (for the person at the terminal only: it looks at
+/// the host's files, see `glovebox::learn::hint`).
+fn refusal_hints(engine: &Engine, name: &str, outcome: &Outcome) -> Vec<String> {
+    let Ok(policy) = engine.policy(name) else {
+        return Vec::new();
+    };
+    let stderr = outcome
+        .stderr
+        .clone()
+        .or_else(|| {
+            outcome
+                .error
+                .as_ref()
+                .and_then(|e| e.details.get("stderr"))
+                .and_then(Value::as_str)
+                .map(String::from)
+        })
+        .unwrap_or_default();
+    let root = engine.project().root.clone();
+    let home = glovebox::state::home();
+    let readable = |p: &std::path::Path| policy.can_read(p);
+    let writable = |p: &std::path::Path| policy.write.iter().any(|w| p.starts_with(w));
+    let exists = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
+    let g = glovebox::learn::hint::Grants {
+        readable: &readable,
+        writable: &writable,
+        exists: &exists,
+        cwd: &root,
+        root: Some(&root),
+        home: home.as_deref(),
+    };
+    glovebox::learn::hint::refusals(&stderr, &g, &format!("glovebox learn {name}"))
 }
 
 fn print(outcome: &Outcome, json: bool) -> anyhow::Result<()> {

@@ -73,6 +73,13 @@ pub struct Args {
     /// Capture the output and print one JSON object with the result.
     #[arg(long)]
     pub json: bool,
+    /// Learn mode: run the command in an observing jail (the filesystem
+    /// readable as you see it, less glovebox's own state; writes going to
+    /// a throw-away copy of the working directory; with `--net`, any public
+    /// host through the egress proxy, logged) and print the `--read`,
+    /// `--write`, `--allow-host` and `--env` flags that keep it working.
+    #[arg(long)]
+    pub learn: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -288,6 +295,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("glovebox: warning: {w}");
     }
     let code = result.status.code();
+    // What the jail may have refused, for the person who typed the
+    // command (it looks at the host's files outside the grants).
+    let hints = if code != 0 {
+        refusal_hints(&spec, &String::from_utf8_lossy(&result.stderr))
+    } else {
+        Vec::new()
+    };
     if args.json {
         let out = serde_json::json!({
             "ok": code == 0 && !result.timed_out() && !planted_failure,
@@ -302,6 +316,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             "enforcement": result.enforcement,
             "warnings": result.warnings,
             "egress": egress,
+            "hints": hints,
         });
         println!("{out}");
     } else {
@@ -317,6 +332,14 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             eprintln!("glovebox: {what}");
         }
     }
+    if !args.json && code != 0 {
+        eprintln!("glovebox: the command failed (exit status {code}); if the jail refused something it needs, `glovebox sandbox --learn [--net] -- CMD…` runs it observed and prints the flags that allow it");
+    }
+    for h in &hints {
+        if !args.json {
+            eprintln!("glovebox: hint: {h}");
+        }
+    }
     if result.timed_out() {
         return Ok(ExitCode::from(124));
     }
@@ -324,6 +347,36 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+/// The refusals named in `stderr` (captured with `--json` only).
+fn refusal_hints(spec: &Spec, stderr: &str) -> Vec<String> {
+    let baseline = jail::profile::baseline(spec.network).unwrap_or_default();
+    let readable = |p: &Path| {
+        [
+            &spec.fs.read,
+            &spec.fs.write,
+            &spec.fs.exec,
+            &baseline.read,
+            &baseline.exec,
+            &baseline.read_only,
+            &baseline.write,
+        ]
+        .iter()
+        .any(|l| jail::fs::covered(p, l))
+    };
+    let writable = |p: &Path| jail::fs::covered(p, &spec.fs.write);
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    let home = glovebox::state::home();
+    let g = glovebox::learn::hint::Grants {
+        readable: &readable,
+        writable: &writable,
+        exists: &exists,
+        cwd: &spec.cwd,
+        root: Some(&spec.cwd),
+        home: home.as_deref(),
+    };
+    glovebox::learn::hint::refusals(stderr, &g, "glovebox sandbox --learn -- …")
 }
 
 fn report_error(e: &JailError, json: bool) -> ExitCode {

@@ -452,7 +452,8 @@ impl Watch {
     ///
     /// With `broker`, `connect` is answered by [`super::broker::answer`].
     /// With `forks`, the calls that make processes are counted against
-    /// the call's limit ([`super::forks`]).
+    /// the call's limit ([`super::forks`]). Learn mode's watch is
+    /// [`Watch::start_early`].
     pub fn start(
         listener: OwnedFd,
         grants: Grants,
@@ -468,7 +469,7 @@ impl Watch {
         let thread = std::thread::Builder::new()
             .name("glovebox-metadata".into())
             .spawn(move || {
-                serve(&listener, &stop_r, &grants, broker.as_ref(), forks);
+                serve(&listener, &stop_r, &grants, broker.as_ref(), forks, None);
                 drop(done);
             })
             .map_err(|source| MetadataError::Start { source })?;
@@ -477,6 +478,139 @@ impl Watch {
             ended: Some(ended),
             thread: Some(thread),
         })
+    }
+}
+
+/// What the supervisor's thread needs besides the listener, known only
+/// once the child has exec'd (its pid, its broker).
+pub struct Context {
+    /// The metadata decisions' grants.
+    pub grants: Grants,
+    /// The connect broker, behind it.
+    pub broker: Option<super::broker::Broker>,
+    /// The process limit counted here.
+    pub forks: Option<super::forks::ForkLimit>,
+}
+
+/// Learn mode's watch, started before the child execs: its own `execve`
+/// is an observed call, which must be answered while the supervisor
+/// still waits for the exec ([`Watch::start_early`]).
+pub struct EarlyWatch {
+    watch: Watch,
+    context: std::sync::mpsc::Sender<Context>,
+}
+
+impl EarlyWatch {
+    /// Hands the thread its context: from now on it answers every call.
+    pub fn provide(self, context: Context) -> Watch {
+        // A thread already gone (its call ended) needs none.
+        let _ = self.context.send(context);
+        self.watch
+    }
+}
+
+impl Watch {
+    /// Learn mode: a thread that receives the listener from `handoff`
+    /// (the child sends it right before it execs), records and lets go
+    /// on the observed calls at once, and answers the others with the
+    /// context given later ([`EarlyWatch::provide`]), waiting for it
+    /// (they come only after the exec, when it is on its way).
+    pub fn start_early(
+        handoff: OwnedFd,
+        observer: std::sync::Arc<super::observe::Observer>,
+    ) -> Result<EarlyWatch, MetadataError> {
+        if !sys::notif_sizes_match() {
+            return Err(MetadataError::Sizes);
+        }
+        let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| MetadataError::Start { source: e.into() })?;
+        let (done, ended) = std::sync::mpsc::channel::<()>();
+        let (context, given) = std::sync::mpsc::channel::<Context>();
+        let thread = std::thread::Builder::new()
+            .name("glovebox-observe".into())
+            .spawn(move || {
+                serve_early(&handoff, &stop_r, &observer, &given);
+                drop(done);
+            })
+            .map_err(|source| MetadataError::Start { source })?;
+        Ok(EarlyWatch {
+            watch: Watch {
+                stop: Some(stop_w),
+                ended: Some(ended),
+                thread: Some(thread),
+            },
+            context,
+        })
+    }
+}
+
+fn serve_early(
+    handoff: &OwnedFd,
+    stop: &OwnedFd,
+    observer: &super::observe::Observer,
+    given: &std::sync::mpsc::Receiver<Context>,
+) {
+    // The listener, or the end: every end of the hand-off closed (the
+    // child failed before sending it), or the call stopped.
+    let Ok((_, stopped)) = sys::poll_two(handoff.as_raw_fd(), stop.as_raw_fd()) else {
+        return;
+    };
+    if stopped {
+        return;
+    }
+    let Ok(listener) = sys::recv_fd(handoff.as_raw_fd()) else {
+        return;
+    };
+    let l = listener.as_raw_fd();
+    loop {
+        let Ok((events, stopped)) = sys::poll_two(l, stop.as_raw_fd()) else {
+            return;
+        };
+        if stopped || events & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return;
+        }
+        if events & libc::POLLIN == 0 {
+            continue;
+        }
+        let notice = match sys::notif_recv(l) {
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
+            Err(_) => return,
+        };
+        if super::observe::is_observed(i64::from(notice.nr)) {
+            observer.record(&notice);
+            let _ = sys::notif_continue(l, notice.id);
+            continue;
+        }
+        // Another notified call: the child has exec'd, its context is
+        // coming. Without it (the call failed) nothing is let through.
+        let Ok(ctx) = given.recv() else {
+            let _ = sys::notif_send(l, notice.id, libc::EPERM);
+            return;
+        };
+        let nr = i64::from(notice.nr);
+        if let Some(f) = ctx.forks.filter(|_| super::forks::is_counted(nr)) {
+            if f.admit() {
+                let _ = sys::notif_continue(l, notice.id);
+            } else {
+                let _ = sys::notif_send(l, notice.id, libc::EAGAIN);
+            }
+        } else {
+            let answered = match &ctx.broker {
+                Some(b) if nr == libc::SYS_connect => super::broker::answer(l, &notice, b),
+                _ => answer(l, &notice, &ctx.grants),
+            };
+            let _ = sys::notif_send(l, notice.id, answered.err().unwrap_or(0));
+        }
+        serve(
+            &listener,
+            stop,
+            &ctx.grants,
+            ctx.broker.as_ref(),
+            ctx.forks,
+            Some(observer),
+        );
+        return;
     }
 }
 
@@ -506,6 +640,7 @@ fn serve(
     grants: &Grants,
     broker: Option<&super::broker::Broker>,
     forks: Option<super::forks::ForkLimit>,
+    observer: Option<&super::observe::Observer>,
 ) {
     let l = listener.as_raw_fd();
     loop {
@@ -528,6 +663,13 @@ fn serve(
             Err(_) => return,
         };
         let nr = i64::from(notice.nr);
+        // Learn mode: recorded, then let go on (the jail's grants decide
+        // it; the observer decides nothing).
+        if let Some(o) = observer.filter(|_| super::observe::is_observed(nr)) {
+            o.record(&notice);
+            let _ = sys::notif_continue(l, notice.id);
+            continue;
+        }
         if let Some(f) = forks.filter(|_| super::forks::is_counted(nr)) {
             if f.admit() {
                 let _ = sys::notif_continue(l, notice.id);
@@ -550,7 +692,7 @@ fn serve(
 
 /// Reads a NUL-terminated string of at most `PATH_MAX` bytes at `addr` in
 /// `pid`, page by page (a string may end just before an unmapped page).
-fn read_cstr(pid: u32, addr: u64, max: usize) -> Result<CString, i32> {
+pub(super) fn read_cstr(pid: u32, addr: u64, max: usize) -> Result<CString, i32> {
     if addr == 0 {
         return Err(libc::EFAULT);
     }

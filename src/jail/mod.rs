@@ -53,6 +53,7 @@ pub mod fs;
 pub mod hold;
 pub mod metadata;
 pub mod network;
+pub mod observe;
 pub mod plan;
 pub mod probe;
 pub mod profile;
@@ -259,6 +260,7 @@ fn interpreter(script: &std::path::Path) -> Option<Interpreter> {
 fn unavailable_hint(feature: &str) -> &'static str {
     if feature.contains("degraded mode")
         || feature.contains("namespace-free jail")
+        || feature.contains("learn mode")
         || feature.contains("direct_network")
     {
         ""

@@ -64,7 +64,7 @@
 //! filter always allows).
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -391,10 +391,56 @@ pub fn notified_calls(connect: bool, forks: bool) -> Vec<libc::c_long> {
 }
 
 fn build_notify(connect: bool, forks: bool) -> Result<BpfProgram, SeccompError> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = notified_calls(connect, forks)
-        .into_iter()
-        .map(|nr| (nr, Vec::new()))
-        .collect();
+    build_notify_of(notified_calls(connect, forks))
+}
+
+/// `base` with learn mode's observer ([`super::observe`]): the same deny
+/// program, and a notify program that hands the observed calls to the
+/// supervisor besides whatever `base`'s handed it (the metadata family
+/// when it had a notify program, `connect` behind the broker, the counted
+/// calls with `forks`): `sockets` and `forks` are those `base` was built
+/// with. Compiled once per combination, kept for the process's life.
+pub fn observing(
+    base: &'static Filter,
+    sockets: Sockets,
+    forks: bool,
+) -> Result<&'static Filter, SeccompError> {
+    let metadata = base.notify.is_some();
+    let connect = sockets == Sockets::Brokered;
+    let forks = forks && metadata;
+    type Cache = Mutex<Vec<(usize, u8, &'static Filter)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (
+        base as *const Filter as usize,
+        u8::from(metadata) | u8::from(connect) << 1 | u8::from(forks) << 2,
+    );
+    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, _, f)) = cache.iter().find(|(b, k, _)| (*b, *k) == key) {
+        return Ok(f);
+    }
+    let mut calls = super::observe::observed_calls();
+    if metadata {
+        calls.extend(super::metadata::notified_calls());
+    }
+    if connect {
+        calls.push(libc::SYS_connect);
+    }
+    if forks {
+        calls.extend(super::forks::counted_calls());
+    }
+    let notify: &'static BpfProgram = Box::leak(Box::new(build_notify_of(calls)?));
+    let filter: &'static Filter = Box::leak(Box::new(Filter {
+        deny: base.deny.clone(),
+        notify: Some(notify),
+    }));
+    cache.push((key.0, key.1, filter));
+    Ok(filter)
+}
+
+fn build_notify_of(calls: Vec<libc::c_long>) -> Result<BpfProgram, SeccompError> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> =
+        calls.into_iter().map(|nr| (nr, Vec::new())).collect();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

@@ -776,6 +776,19 @@ fn attempt(
         )?),
         None => None,
     };
+    // Learn mode: the same filter, with the observer's calls handed to
+    // the supervisor too; no learning run without it (it would miss what
+    // it cannot see).
+    let seccomp = match (&spec.observe, plan.seccomp) {
+        (None, _) => seccomp,
+        (Some(_), Some(sockets)) if kernel.seccomp => seccomp
+            .map(|f| {
+                let forks = plan.count_forks && plan.guard == MetadataGuard::Seccomp;
+                seccomp::observing(f, sockets, forks)
+            })
+            .transpose()?,
+        (Some(_), _) => return Err(super::observe::unavailable().into()),
+    };
     let group = if plan.memory_cgroup || plan.pids_cgroup {
         Some(CallGroup::create(
             plan.memory_cgroup.then_some(spec.limits.memory_bytes),
@@ -924,6 +937,22 @@ fn attempt(
     // the namespace-free jail (the connect broker for a networked call)
     // where it keeps every invariant of the call, a degraded run where the
     // caller opted in, else a refusal that names what failed.
+    // Learn mode: the child's own `execve` is observed, so the thread that
+    // answers starts before it (it receives the listener itself).
+    let mut early = match (&spec.observe, &prepared.notify) {
+        (Some(observer), Some(h)) => {
+            let handoff = h
+                .parent_end
+                .try_clone()
+                .map_err(|source| JailError::Prepare {
+                    what: "duplicating the seccomp notification hand-off",
+                    source,
+                })?;
+            Some(Watch::start_early(handoff, observer.clone())?)
+        }
+        (Some(_), None) => return Err(super::observe::unavailable().into()),
+        _ => None,
+    };
     let flags = plan.flags;
     let pidfd = match launch(&mut prepared, flags) {
         Ok(pidfd) => pidfd,
@@ -938,6 +967,11 @@ fn attempt(
                 sys::errno_name(errno),
                 std::io::Error::from_raw_os_error(errno)
             )));
+        }
+        // Learn mode's listener refused (gVisor, a container's profile):
+        // it cannot observe, so it does not run.
+        Err((Step::Seccomp, errno)) if spec.observe.is_some() => {
+            return Err(super::observe::refused(errno).into())
         }
         Err((step, errno)) => return Err(JailError::child_failed(step, errno, &program).into()),
     };
@@ -1009,6 +1043,16 @@ fn attempt(
     // supervisor (see `super::metadata`) until the call ends, and behind
     // the broker `connect` too.
     let watch = match (used_seccomp.and_then(|p| p.notify), notify) {
+        (Some(_), Some(h)) if early.is_some() => {
+            drop(h.child_end);
+            early.take().map(|e| {
+                e.provide(super::metadata::Context {
+                    grants: Grants::new(&write_grants, &spec.protect),
+                    broker,
+                    forks,
+                })
+            })
+        }
         (Some(_), Some(h)) => {
             drop(h.child_end);
             let grants = Grants::new(&write_grants, &spec.protect);
@@ -1025,6 +1069,9 @@ fn attempt(
         }
         _ => None,
     };
+    if spec.observe.is_some() && watch.is_none() {
+        return Err(kill(super::observe::unavailable()));
+    }
     if brokered && watch.is_none() {
         // Never reached (the broker is planned only with seccomp's
         // notification listener), but a brokered call without its broker

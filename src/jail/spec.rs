@@ -255,6 +255,10 @@ pub struct Spec {
     /// (paths typed for one command), or refused below the project root
     /// (paths a policy checked in resolved form).
     pub links: super::hold::Links,
+    /// Learn mode: every path the call's processes open, execute, create
+    /// or remove is recorded here ([`super::observe`]); the call is
+    /// refused where the jail cannot observe it.
+    pub observe: Option<std::sync::Arc<super::observe::Observer>>,
 }
 
 impl Spec {
@@ -283,6 +287,7 @@ impl Spec {
             cancel: None,
             gate: None,
             links: super::hold::Links::Follow,
+            observe: None,
         }
     }
 }

@@ -1,0 +1,353 @@
+//! Folding observed paths into the grants a person would write: a
+//! toolchain directory, not the 4,000 files read under it; the project's
+//! own top-level entries; nothing the baseline already grants; nothing of
+//! glovebox's own.
+//!
+//! Pure: the observed record in, the grants out (tested without a jail).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use crate::jail::observe::Op;
+
+/// One observed access, mapped back to the real paths and checked against
+/// the filesystem after the run (see [`super::observe::settle`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// What was done.
+    pub op: Op,
+    /// The real path (a path in the throw-away copy is spelled in the
+    /// original).
+    pub path: PathBuf,
+    /// The program that did it.
+    pub program: String,
+    /// It is a directory (in the copy, after the run).
+    pub dir: bool,
+    /// It exists in the original (before any write of the run).
+    pub existed: bool,
+}
+
+/// Read (and execute) or read-write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    /// `fs.read`, `--read`.
+    Read,
+    /// `fs.write`, `--write`.
+    Write,
+}
+
+/// One proposed grant.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Grant {
+    /// Read or write.
+    pub access: Access,
+    /// The path granted (absolute).
+    pub path: PathBuf,
+    /// The programs whose accesses it covers.
+    pub programs: BTreeSet<String>,
+    /// The first few paths it covers, as observed.
+    pub examples: Vec<PathBuf>,
+    /// How many distinct observed paths it covers.
+    pub covers: usize,
+    /// A write directory that does not exist yet (the run created it):
+    /// `--apply` creates it, since a grant can only name what exists.
+    pub create: bool,
+}
+
+/// What folding needs to know.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// The project root (or the sandbox's working directory).
+    pub root: PathBuf,
+    /// The user's home directory, for the folding anchors.
+    pub home: Option<PathBuf>,
+    /// What the jail's baseline already grants for reading.
+    pub baseline_read: Vec<PathBuf>,
+    /// What the jail grants this tool anyway, beside the baseline (its
+    /// interpreter and venv, its own directory): not proposed.
+    pub granted: Vec<PathBuf>,
+    /// What it already grants for writing (`/dev/null`, …).
+    pub baseline_write: Vec<PathBuf>,
+    /// glovebox's own files: never proposed.
+    pub hidden: Vec<PathBuf>,
+    /// The learning run succeeded. Its writes outside the root were
+    /// refused (only the copy of the root is writable there), so a run
+    /// that succeeded did not need them: they are noted, not proposed.
+    pub succeeded: bool,
+}
+
+/// The folded proposal.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Folded {
+    /// The grants, reads then writes, each sorted.
+    pub grants: Vec<Grant>,
+    /// Observed paths under glovebox's own files (never proposed; the
+    /// learning run could not read them either).
+    pub kept_out: Vec<PathBuf>,
+    /// Writes outside the root that the learning run was refused and
+    /// succeeded without (a lock or cache a tool tries and does without).
+    pub unneeded_writes: Vec<PathBuf>,
+    /// Reads of the user databases (`/etc/passwd`, `/etc/group`): lookups
+    /// programs make and run without in every jail (which leaves them
+    /// out); noted, not proposed.
+    pub lookups: Vec<PathBuf>,
+    /// Distinct observed paths that needed a grant (after dropping the
+    /// baseline, the jail's own files and glovebox's).
+    pub observed: usize,
+}
+
+const EXAMPLES: usize = 3;
+
+/// The user databases: not proposed (see [`Folded::lookups`]).
+const LOOKUPS: [&str; 2] = ["/etc/passwd", "/etc/group"];
+
+/// Top-level names below the project root that are never writable in any
+/// jail (the control surface): a write there is proposed as a read.
+const PROTECTED: [&str; 2] = [".git", ".glee"];
+
+/// Folds `seen` under `ctx`.
+pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
+    let mut groups: BTreeMap<(Access, PathBuf), Grant> = BTreeMap::new();
+    let mut kept_out = BTreeSet::new();
+    let mut unneeded = BTreeSet::new();
+    let mut lookups = BTreeSet::new();
+    let mut distinct = BTreeSet::new();
+    for s in seen {
+        if jails_own(&s.path) {
+            continue;
+        }
+        if ctx.hidden.iter().any(|h| s.path.starts_with(h)) {
+            kept_out.insert(s.path.clone());
+            continue;
+        }
+        let mut access = match s.op {
+            Op::Read | Op::Exec => Access::Read,
+            Op::Write | Op::Create | Op::Remove => Access::Write,
+        };
+        let under_root = s.path.strip_prefix(&ctx.root).ok();
+        if access == Access::Write
+            && under_root
+                .and_then(|r| r.components().next())
+                .is_some_and(|c| PROTECTED.iter().any(|p| c.as_os_str() == *p))
+        {
+            access = Access::Read;
+        }
+        if access == Access::Read && LOOKUPS.iter().any(|l| s.path == Path::new(l)) {
+            lookups.insert(s.path.clone());
+            continue;
+        }
+        if access == Access::Write && under_root.is_none() && ctx.succeeded {
+            unneeded.insert(s.path.clone());
+            continue;
+        }
+        let base = match access {
+            Access::Read => &ctx.baseline_read,
+            Access::Write => &ctx.baseline_write,
+        };
+        if base.iter().any(|b| s.path.starts_with(b)) {
+            continue;
+        }
+        if access == Access::Read && ctx.granted.iter().any(|b| s.path.starts_with(b)) {
+            continue;
+        }
+        let (mut path, mut create) = match under_root {
+            Some(rel) => fold_in_root(&ctx.root, rel, s, access),
+            None => (
+                beside_root(
+                    fold_outside(&s.path, ctx.home.as_deref()),
+                    &s.path,
+                    &ctx.root,
+                ),
+                false,
+            ),
+        };
+        // A folded grant never holds glovebox's own files: then the path
+        // itself, and if even that holds them, nothing.
+        if ctx.hidden.iter().any(|h| h.starts_with(&path)) {
+            path = s.path.clone();
+            create = false;
+            if ctx.hidden.iter().any(|h| h.starts_with(&path)) {
+                kept_out.insert(s.path.clone());
+                continue;
+            }
+        }
+        distinct.insert((access, s.path.clone()));
+        let g = groups
+            .entry((access, path.clone()))
+            .or_insert_with(|| Grant {
+                access,
+                path,
+                programs: BTreeSet::new(),
+                examples: Vec::new(),
+                covers: 0,
+                create,
+            });
+        g.create &= create;
+        if !s.program.is_empty() {
+            g.programs.insert(s.program.clone());
+        }
+        if !g.examples.contains(&s.path) {
+            if g.examples.len() < EXAMPLES {
+                g.examples.push(s.path.clone());
+            }
+            g.covers += 1;
+        }
+    }
+    // Drop what another grant covers: a path under a grant of the same
+    // access, or a read under a write grant.
+    let all: Vec<Grant> = groups.into_values().collect();
+    let mut grants: Vec<Grant> = Vec::new();
+    for g in &all {
+        let covered = all.iter().any(|o| {
+            !std::ptr::eq(o, g)
+                && g.path.starts_with(&o.path)
+                && (o.path != g.path || o.access == Access::Write)
+                && (o.access == g.access || o.access == Access::Write)
+        });
+        if !covered {
+            grants.push(g.clone());
+        }
+    }
+    // Fold what the dropped ones covered into the grant that covers them.
+    let dropped: Vec<&Grant> = all.iter().filter(|g| !grants.contains(g)).collect();
+    for g in dropped {
+        if let Some(k) = grants.iter_mut().find(|k| {
+            g.path.starts_with(&k.path) && (k.access == g.access || k.access == Access::Write)
+        }) {
+            k.covers += g.covers;
+            k.programs.extend(g.programs.iter().cloned());
+        }
+    }
+    // A write directory to create is one under which nothing observed
+    // existed before the run.
+    for g in grants.iter_mut().filter(|g| g.create) {
+        g.create = !seen
+            .iter()
+            .any(|s| s.existed && s.path.starts_with(&g.path));
+    }
+    grants.sort_by(|a, b| a.access.cmp(&b.access).then(a.path.cmp(&b.path)));
+    Folded {
+        grants,
+        kept_out: kept_out.into_iter().collect(),
+        unneeded_writes: unneeded.into_iter().collect(),
+        lookups: lookups.into_iter().collect(),
+        observed: distinct.len(),
+    }
+}
+
+/// Paths the jail makes itself or that are the learning run's own: `/`,
+/// `/proc`, `/sys`, `/dev`, the private home, the throw-away copy's
+/// directory.
+fn jails_own(p: &Path) -> bool {
+    if p == Path::new("/") {
+        return true;
+    }
+    if ["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d)) {
+        return true;
+    }
+    p.components().any(|c| {
+        let s = c.as_os_str().to_string_lossy();
+        s == ".glovebox-home" || s.starts_with("glovebox-home-") || s.starts_with("glovebox-learn-")
+    })
+}
+
+/// Below the root: its top-level entry. A file the run created directly
+/// in the root (it cannot be granted before it exists) makes the root
+/// itself writable.
+fn fold_in_root(root: &Path, rel: &Path, s: &Seen, access: Access) -> (PathBuf, bool) {
+    if rel.as_os_str().is_empty() {
+        return (root.to_path_buf(), false);
+    }
+    let top = project_entry(root, rel);
+    if access == Access::Read {
+        return (top, false);
+    }
+    let is_top = rel.components().count() == 1;
+    if is_top && !s.dir && !s.existed {
+        return (root.to_path_buf(), false);
+    }
+    (top, !(is_top && s.existed))
+}
+
+/// `folded`, unless it holds the root (a file beside the project must not
+/// bring in the whole project): then `path` down to one level below the
+/// deepest directory it shares with the root.
+fn beside_root(folded: PathBuf, path: &Path, root: &Path) -> PathBuf {
+    if !root.starts_with(&folded) {
+        return folded;
+    }
+    let shared = path
+        .components()
+        .zip(root.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    path.components().take(shared + 1).collect()
+}
+
+/// The entry a person names for `rel` below the root: its top-level
+/// entry, or a tool's own directory (`.glee/tools/NAME`) rather than all
+/// of `.glee`.
+pub fn project_entry(root: &Path, rel: &Path) -> PathBuf {
+    let parts: Vec<&std::ffi::OsStr> = rel.components().map(|c| c.as_os_str()).collect();
+    let keep = match parts.as_slice() {
+        [g, t, _, ..] if *g == ".glee" && *t == "tools" => 3,
+        _ => 1,
+    };
+    let mut out = root.to_path_buf();
+    for p in parts.iter().take(keep) {
+        out.push(p);
+    }
+    out
+}
+
+/// How many components below `anchor` a grant keeps: containers of many
+/// unrelated tools' files (`~/.config`, `~/.local/share`, `/var/lib`) get
+/// one more level than the rest.
+fn depth_below(rel: &Path, at_home: bool) -> usize {
+    let parts: Vec<String> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    let first = parts.first().map(String::as_str).unwrap_or("");
+    let second = parts.get(1).map(String::as_str).unwrap_or("");
+    if at_home {
+        match (first, second) {
+            (".local", _) => 3,
+            (".config" | ".cache", _) => 2,
+            _ => 1,
+        }
+    } else {
+        match (first, second) {
+            ("usr" | "var" | "home" | "mnt" | "media" | "run", _) => 3,
+            _ => 2,
+        }
+    }
+}
+
+/// A path outside the root folded to its directory the way a person
+/// would name it: `~/.rustup`, `~/.config/tool`, `/opt/tool`,
+/// `/tmp/data`; a file at that level stays a file.
+pub fn fold_outside(p: &Path, home: Option<&Path>) -> PathBuf {
+    let (anchor, rel, at_home) = match home.and_then(|h| p.strip_prefix(h).ok().map(|r| (h, r))) {
+        Some((h, r)) if !r.as_os_str().is_empty() => (h.to_path_buf(), r.to_path_buf(), true),
+        _ => (
+            PathBuf::from("/"),
+            p.strip_prefix("/").unwrap_or(p).to_path_buf(),
+            false,
+        ),
+    };
+    let keep = depth_below(&rel, at_home);
+    let mut out = anchor;
+    for c in rel.components().take(keep) {
+        out.push(c.as_os_str());
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "fold_tests.rs"]
+mod tests;

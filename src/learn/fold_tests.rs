@@ -1,0 +1,225 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn seen(op: Op, path: &str, program: &str) -> Seen {
+    Seen {
+        op,
+        path: path.into(),
+        program: program.into(),
+        dir: false,
+        existed: true,
+    }
+}
+
+fn ctx() -> Context {
+    Context {
+        root: "/p".into(),
+        home: Some("/home/u".into()),
+        baseline_read: vec!["/usr".into(), "/etc/ssl".into()],
+        baseline_write: vec!["/dev/null".into()],
+        granted: vec!["/usr/lib/python3/venv".into()],
+        hidden: vec!["/home/u/.local/state/glovebox".into()],
+        succeeded: false,
+    }
+}
+
+fn paths(f: &Folded) -> Vec<(Access, String)> {
+    f.grants
+        .iter()
+        .map(|g| (g.access, g.path.display().to_string()))
+        .collect()
+}
+
+#[test]
+fn a_toolchain_folds_to_its_directory_and_the_baseline_is_dropped() {
+    let mut v: Vec<Seen> = (0..4000)
+        .map(|i| {
+            seen(
+                Op::Read,
+                &format!("/home/u/.rustup/toolchains/x/lib/f{i}.rlib"),
+                "rustc",
+            )
+        })
+        .collect();
+    v.push(seen(Op::Exec, "/usr/bin/git", "sh"));
+    v.push(seen(Op::Read, "/etc/ssl/certs/a.pem", "curl"));
+    v.push(seen(Op::Read, "/home/u/.config/tool/cfg.toml", "tool"));
+    v.push(seen(Op::Read, "/home/u/.gitconfig", "git"));
+    let f = fold(&v, &ctx());
+    assert_eq!(
+        paths(&f),
+        vec![
+            (Access::Read, "/home/u/.config/tool".into()),
+            (Access::Read, "/home/u/.gitconfig".into()),
+            (Access::Read, "/home/u/.rustup".into()),
+        ]
+    );
+    let rustup = &f.grants[2];
+    assert_eq!(rustup.covers, 4000);
+    assert!(rustup.programs.contains("rustc"));
+    assert_eq!(rustup.examples.len(), 3);
+}
+
+#[test]
+fn the_project_folds_to_its_top_level_entries_and_writes_imply_reads() {
+    let mut out = seen(Op::Create, "/p/out/result.json", "python3");
+    out.existed = false;
+    let v = vec![
+        seen(Op::Read, "/p/data/a.csv", "python3"),
+        seen(Op::Read, "/p/data/sub/b.csv", "python3"),
+        seen(Op::Read, "/p/out/old.json", "python3"),
+        out,
+        seen(Op::Write, "/p/.git/index.lock", "git"),
+    ];
+    let f = fold(&v, &ctx());
+    assert_eq!(
+        paths(&f),
+        vec![
+            (Access::Read, "/p/.git".into()),
+            (Access::Read, "/p/data".into()),
+            (Access::Write, "/p/out".into()),
+        ]
+    );
+    // out/ existed (old.json was read there): nothing to create.
+    assert!(!f.grants[2].create);
+}
+
+#[test]
+fn a_missing_output_directory_is_marked_for_creation_and_a_new_root_file_needs_the_root() {
+    let mut a = seen(Op::Create, "/p/out", "mkdir");
+    a.existed = false;
+    a.dir = true;
+    let mut b = seen(Op::Create, "/p/out/r.json", "python3");
+    b.existed = false;
+    let f = fold(&[a, b], &ctx());
+    assert_eq!(paths(&f), vec![(Access::Write, "/p/out".into())]);
+    assert!(f.grants[0].create);
+    let mut c = seen(Op::Create, "/p/report.txt", "sh");
+    c.existed = false;
+    let f = fold(&[c], &ctx());
+    assert_eq!(paths(&f), vec![(Access::Write, "/p".into())]);
+}
+
+#[test]
+fn glovebox_state_is_never_proposed_even_through_a_folded_parent() {
+    let v = vec![
+        seen(Op::Read, "/home/u/.local/state/glovebox/audit.key", "cat"),
+        seen(Op::Read, "/home/u/.local/state/other/x", "cat"),
+        seen(Op::Read, "/home/u/.local/state", "ls"),
+    ];
+    let f = fold(&v, &ctx());
+    // Listing the directory that holds the state is not proposed either.
+    assert_eq!(
+        f.kept_out,
+        vec![
+            PathBuf::from("/home/u/.local/state"),
+            PathBuf::from("/home/u/.local/state/glovebox/audit.key")
+        ]
+    );
+    for g in &f.grants {
+        assert!(
+            !Path::new("/home/u/.local/state/glovebox").starts_with(&g.path),
+            "{g:?}"
+        );
+    }
+    assert_eq!(
+        paths(&f),
+        vec![(Access::Read, "/home/u/.local/state/other".into())]
+    );
+}
+
+#[test]
+fn the_jails_own_files_are_dropped() {
+    let v = vec![
+        seen(Op::Read, "/proc/self/status", "x"),
+        seen(Op::Write, "/.glovebox-home/.cache/x", "x"),
+        seen(Op::Write, "/tmp/glovebox-home-1-abc/x", "x"),
+        seen(Op::Write, "/dev/null", "x"),
+        seen(Op::Read, "/", "ls"),
+        seen(Op::Read, "/etc/passwd", "bash"),
+        seen(Op::Read, "/usr/lib/python3/venv/x.py", "python3"),
+    ];
+    let f = fold(&v, &ctx());
+    assert!(f.grants.is_empty(), "{f:?}");
+    assert_eq!(f.lookups, vec![PathBuf::from("/etc/passwd")]);
+}
+
+#[test]
+fn outside_paths_keep_a_readable_depth() {
+    let h = Some(Path::new("/home/u"));
+    assert_eq!(
+        fold_outside(Path::new("/opt/tool/bin/x"), h),
+        PathBuf::from("/opt/tool")
+    );
+    assert_eq!(
+        fold_outside(Path::new("/tmp/data/a/b"), h),
+        PathBuf::from("/tmp/data")
+    );
+    assert_eq!(
+        fold_outside(Path::new("/srv/x"), h),
+        PathBuf::from("/srv/x")
+    );
+    assert_eq!(
+        fold_outside(Path::new("/home/u/.local/share/app/db/x"), h),
+        PathBuf::from("/home/u/.local/share/app")
+    );
+    assert_eq!(
+        fold_outside(Path::new("/home/u/.cargo/bin/cargo"), h),
+        PathBuf::from("/home/u/.cargo")
+    );
+}
+
+#[test]
+fn a_file_beside_the_project_does_not_bring_the_project_in() {
+    let c = Context {
+        root: "/tmp/lt/proj".into(),
+        ..ctx()
+    };
+    let v = vec![
+        seen(Op::Read, "/tmp/lt/canary.txt", "cat"),
+        seen(Op::Read, "/tmp/lt/proj/data/a", "cat"),
+        seen(Op::Read, "/tmp/lt/other/x/y", "cat"),
+    ];
+    let f = fold(&v, &c);
+    assert_eq!(
+        paths(&f),
+        vec![
+            (Access::Read, "/tmp/lt/canary.txt".into()),
+            (Access::Read, "/tmp/lt/other".into()),
+            (Access::Read, "/tmp/lt/proj/data".into()),
+        ]
+    );
+}
+
+#[test]
+fn a_write_outside_the_run_succeeded_without_is_noted_not_proposed() {
+    let v = vec![
+        seen(Op::Create, "/home/u/.cargo/.package-cache", "cargo"),
+        seen(Op::Read, "/home/u/.cargo/bin/cargo", "sh"),
+    ];
+    let f = fold(
+        &v,
+        &Context {
+            succeeded: true,
+            ..ctx()
+        },
+    );
+    assert_eq!(paths(&f), vec![(Access::Read, "/home/u/.cargo".into())]);
+    assert_eq!(
+        f.unneeded_writes,
+        vec![PathBuf::from("/home/u/.cargo/.package-cache")]
+    );
+    // A failed run may have failed for it: proposed.
+    let f = fold(&v, &ctx());
+    assert_eq!(paths(&f), vec![(Access::Write, "/home/u/.cargo".into())]);
+}
+
+#[test]
+fn a_tools_own_files_fold_to_its_directory_not_all_of_glee() {
+    let v = vec![
+        seen(Op::Read, "/p/.glee/tools/t/run.py", "python3"),
+        seen(Op::Read, "/p/.glee/tools/t/conf/a.txt", "python3"),
+    ];
+    let f = fold(&v, &ctx());
+    assert_eq!(paths(&f), vec![(Access::Read, "/p/.glee/tools/t".into())]);
+}

@@ -1,0 +1,302 @@
+//! The learning run's world: what the tool may read (the user's own view
+//! of the filesystem, less glovebox's state and configuration), where it
+//! writes (a throw-away copy of the project), and how an observed path in
+//! that copy maps back to the project.
+//!
+//! The observation itself is the jail's ([`crate::jail::observe`]: seccomp
+//! user notification on every open, exec, create, remove and rename of the
+//! call's whole process tree); this module only prepares the run and reads
+//! the record.
+
+use std::path::{Path, PathBuf};
+
+use super::LearnError;
+
+/// Top-level directories never granted to a learning run: the jail makes
+/// its own `/proc` and `/dev`, and `/sys` is the kernel's.
+const NOT_VIEWED: [&str; 4] = ["proc", "sys", "dev", "lost+found"];
+
+/// glovebox's own files, never readable in a learning run and never
+/// proposed: its state directory (approvals, the audit key and log) and
+/// the user's configuration directory.
+pub fn hidden() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = crate::state::dir().into_iter().collect();
+    if let Some(dir) =
+        crate::state::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf))
+    {
+        v.push(dir);
+    }
+    // Both spellings: as configured and with links resolved.
+    let resolved: Vec<PathBuf> = v
+        .iter()
+        .map(|p| crate::manifest::discover::resolved(p))
+        .collect();
+    v.extend(resolved);
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The read grants of a learning run: every top-level directory of `/`
+/// (not `/proc`, `/sys`, `/dev`), split around each `hidden` path so that
+/// none of them is in any grant (a grant that holds one would also be
+/// refused by the jail, by identity).
+pub fn view(hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/") else {
+        return out;
+    };
+    let mut names: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| !NOT_VIEWED.iter().any(|n| e.file_name() == *n))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    names.sort();
+    for p in names {
+        around(&p, hidden, &mut out, 0);
+    }
+    out
+}
+
+/// Grants `p`, or, when it holds a hidden path, each of its entries
+/// (recursively); a hidden path itself, and a link that leads to or into
+/// one, is left out.
+fn around(p: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>, depth: u32) {
+    let real = crate::manifest::discover::resolved(p);
+    if hidden
+        .iter()
+        .any(|h| real.starts_with(h) || p.starts_with(h))
+    {
+        return;
+    }
+    let holds = hidden
+        .iter()
+        .any(|h| h.starts_with(p) || h.starts_with(&real));
+    if !holds {
+        out.push(p.to_path_buf());
+        return;
+    }
+    // A link to a directory holding a hidden path: left out (its target
+    // is reached by its own spelling).
+    let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link || depth > 16 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(p) else {
+        return;
+    };
+    let mut names: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    names.sort();
+    for e in names {
+        around(&e, hidden, out, depth + 1);
+    }
+}
+
+/// A throw-away copy of a directory (the project, or the sandbox's working
+/// directory): the learning run writes there, never in the original.
+#[derive(Debug)]
+pub struct Workspace {
+    /// The directory copied.
+    pub original: PathBuf,
+    /// The copy (removed with this value).
+    pub copy: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    /// Copies `original` (files, directories and links as they are;
+    /// sockets and devices left out) into a new temporary directory.
+    pub fn copy_of(original: &Path) -> Result<Workspace, LearnError> {
+        let dir = tempfile::Builder::new()
+            .prefix("glovebox-learn-")
+            .tempdir()
+            .map_err(|source| LearnError::Copy {
+                path: original.to_path_buf(),
+                source,
+            })?;
+        let name = original
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| "root".into());
+        let copy = dir.path().join(name);
+        let mut budget = Budget {
+            entries: MAX_ENTRIES,
+            bytes: MAX_BYTES,
+        };
+        let skip = original.join(".glee/audit");
+        copy_tree(original, &copy, &mut budget, &skip).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::FileTooLarge {
+                LearnError::TooLarge {
+                    path: original.to_path_buf(),
+                }
+            } else {
+                LearnError::Copy {
+                    path: original.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
+        Ok(Workspace {
+            original: original.to_path_buf(),
+            copy,
+            _dir: dir,
+        })
+    }
+
+    /// `observed` spelled in the original when it lies in the copy.
+    pub fn map_back(&self, observed: &Path) -> PathBuf {
+        match observed.strip_prefix(&self.copy) {
+            Ok(rest) if rest.as_os_str().is_empty() => self.original.clone(),
+            Ok(rest) => self.original.join(rest),
+            Err(_) => observed.to_path_buf(),
+        }
+    }
+}
+
+/// The most a learning copy holds: a learning run is for a project or a
+/// step's working directory, not a home directory.
+const MAX_ENTRIES: u64 = 200_000;
+const MAX_BYTES: u64 = 4 << 30;
+
+struct Budget {
+    entries: u64,
+    bytes: u64,
+}
+
+/// Copies `from` to `to`, leaving out `skip` (the project's audit log:
+/// the learning calls are not the project's calls, and a copied log would
+/// not match the head glovebox keeps for it).
+fn copy_tree(from: &Path, to: &Path, budget: &mut Budget, skip: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if from == skip {
+        return Ok(());
+    }
+    let meta = std::fs::symlink_metadata(from)?;
+    budget.entries = budget
+        .entries
+        .checked_sub(1)
+        .ok_or(std::io::ErrorKind::FileTooLarge)?;
+    budget.bytes = budget
+        .bytes
+        .checked_sub(meta.len())
+        .ok_or(std::io::ErrorKind::FileTooLarge)?;
+    let t = meta.file_type();
+    if t.is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
+    } else if t.is_dir() {
+        std::fs::create_dir(to)?;
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            copy_tree(&e.path(), &to.join(e.file_name()), budget, skip)?;
+        }
+        std::fs::set_permissions(
+            to,
+            std::fs::Permissions::from_mode(meta.permissions().mode()),
+        )
+    } else if t.is_file() {
+        std::fs::copy(from, to).map(|_| ())
+    } else {
+        Ok(())
+    }
+}
+
+/// The observer's record made ready to fold: each path mapped back from
+/// the copy, and what the filesystem says of it after the run. A read of
+/// a path that does not exist (a lookup along a search path) is dropped:
+/// its absence is the same with or without a grant. A write is kept when
+/// its directory exists (the run may have been refused it).
+pub fn settle(
+    accesses: &[crate::jail::observe::Access],
+    workspace: Option<&Workspace>,
+) -> Vec<super::fold::Seen> {
+    use crate::jail::observe::Op;
+    let mut out = Vec::with_capacity(accesses.len());
+    let mut done = std::collections::HashSet::new();
+    for a in accesses {
+        if !done.insert((a.op, a.path.clone(), a.program.clone())) {
+            continue;
+        }
+        let meta = std::fs::metadata(&a.path);
+        let exists = meta.is_ok() || std::fs::symlink_metadata(&a.path).is_ok();
+        let keep = match a.op {
+            Op::Read | Op::Exec => exists,
+            Op::Write | Op::Create | Op::Remove => {
+                exists || a.path.parent().is_some_and(Path::exists)
+            }
+        };
+        if !keep {
+            continue;
+        }
+        let path = workspace.map_or_else(|| a.path.clone(), |w| w.map_back(&a.path));
+        let existed = std::fs::symlink_metadata(&path).is_ok();
+        out.push(super::fold::Seen {
+            op: a.op,
+            dir: meta.is_ok_and(|m| m.is_dir()),
+            existed,
+            path,
+            program: a.program.clone(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_view_holds_no_hidden_path_and_keeps_its_siblings() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("home/.local/state/glovebox");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::create_dir_all(d.path().join("home/.cargo")).unwrap();
+        std::fs::create_dir_all(d.path().join("home/.local/share")).unwrap();
+        let mut out = Vec::new();
+        around(
+            &d.path().join("home"),
+            std::slice::from_ref(&state),
+            &mut out,
+            0,
+        );
+        assert!(
+            out.iter()
+                .all(|p| !state.starts_with(p) && !p.starts_with(&state)),
+            "{out:?}"
+        );
+        assert!(out.contains(&d.path().join("home/.cargo")));
+        assert!(out.contains(&d.path().join("home/.local/share")));
+        // The real view: no grant holds the state directory.
+        let hidden = hidden();
+        for g in view(&hidden) {
+            for h in &hidden {
+                assert!(!h.starts_with(&g), "{g:?} holds {h:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_maps_back_and_leaves_the_original_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let proj = d.path().join("proj");
+        std::fs::create_dir_all(proj.join("data")).unwrap();
+        std::fs::write(proj.join("data/a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink("data/a.txt", proj.join("link")).unwrap();
+        let w = Workspace::copy_of(&proj).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(w.copy.join("data/a.txt")).unwrap(),
+            "a"
+        );
+        assert!(std::fs::symlink_metadata(w.copy.join("link"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            w.map_back(&w.copy.join("data/a.txt")),
+            proj.join("data/a.txt")
+        );
+        assert_eq!(w.map_back(&w.copy), proj);
+        assert_eq!(w.map_back(Path::new("/etc/x")), PathBuf::from("/etc/x"));
+    }
+}

@@ -1,0 +1,489 @@
+//! The proposal: the folded grants written the way a person writes them —
+//! a `permissions` block for `tool.yml` with a comment on each line, the
+//! flags of `glovebox sandbox`, the difference with the current manifest —
+//! and `--apply`, which writes the block into `tool.yml`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::fold::{Access, Folded, Grant};
+use super::LearnError;
+
+/// What a learning run found, ready to print or apply.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Proposal {
+    /// The folded grants.
+    #[serde(flatten)]
+    pub folded: Folded,
+    /// The hosts reached through the egress proxy (`host:port`).
+    pub hosts: Vec<String>,
+    /// The project root (or the sandbox's working directory).
+    pub root: PathBuf,
+    /// The user's home, for `~` in what is shown.
+    #[serde(skip)]
+    pub home: Option<PathBuf>,
+    /// Accesses the observer could not keep (past its bound).
+    pub unrecorded: u64,
+}
+
+/// A host pattern for `host` and `port` (`[v6]:port` for an IPv6
+/// literal).
+pub fn host_pattern(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl Proposal {
+    /// `path` as a manifest entry: relative to the root inside it (`.`
+    /// for the root), absolute outside.
+    pub fn manifest_path(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root) {
+            Ok(rest) if rest.as_os_str().is_empty() => ".".into(),
+            Ok(rest) => rest.display().to_string(),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    /// `path` for a person (and a shell): `~/…` under the home.
+    pub fn shown(&self, path: &Path) -> String {
+        if let Ok(rest) = path.strip_prefix(&self.root) {
+            return self.manifest_path(&self.root.join(rest));
+        }
+        match self.home.as_deref().and_then(|h| path.strip_prefix(h).ok()) {
+            Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
+            _ => path.display().to_string(),
+        }
+    }
+
+    fn why(&self, g: &Grant) -> String {
+        self.why_with(g, "; created by --apply (a grant names only what exists)")
+    }
+
+    fn why_with(&self, g: &Grant, create_note: &str) -> String {
+        let verb = match g.access {
+            Access::Read => "read by",
+            Access::Write => "written by",
+        };
+        let who: Vec<&str> = g.programs.iter().map(String::as_str).take(3).collect();
+        let who = if who.is_empty() {
+            "the tool".to_string()
+        } else {
+            who.join(", ")
+        };
+        let first = g
+            .examples
+            .first()
+            .map(|e| self.shown(e))
+            .unwrap_or_default();
+        let more = if g.covers > 1 {
+            format!(" (+{} more)", g.covers - 1)
+        } else {
+            String::new()
+        };
+        let create = if g.create { create_note } else { "" };
+        format!("{verb} {who}: {first}{more}{create}")
+    }
+
+    fn of(&self, access: Access) -> impl Iterator<Item = &Grant> {
+        self.folded
+            .grants
+            .iter()
+            .filter(move |g| g.access == access)
+    }
+
+    /// The `network` value: `false`, or the hosts reached.
+    fn network_yaml(&self) -> String {
+        if self.hosts.is_empty() {
+            "false".into()
+        } else {
+            format!("{{allow: {}}}", json_list(&self.hosts))
+        }
+    }
+
+    /// The `permissions:` block, each line explained; `secrets` is the
+    /// current manifest's (learn never adds one: it cannot see which a
+    /// tool needs, and never proposes a value).
+    pub fn manifest_block(&self, secrets: Option<&str>) -> String {
+        let mut s = String::from("permissions:\n");
+        let _ = writeln!(
+            s,
+            "  network: {}{}",
+            self.network_yaml(),
+            if self.hosts.is_empty() {
+                "   # no host reached in the learning run"
+            } else {
+                "   # the hosts reached in the learning run"
+            }
+        );
+        s.push_str("  fs:\n");
+        for (key, access) in [("read", Access::Read), ("write", Access::Write)] {
+            let items: Vec<&Grant> = self.of(access).collect();
+            if items.is_empty() {
+                let _ = writeln!(s, "    {key}: []");
+                continue;
+            }
+            let _ = writeln!(s, "    {key}:");
+            for g in items {
+                let _ = writeln!(
+                    s,
+                    "      - {}   # {}",
+                    json_str(&self.manifest_path(&g.path)),
+                    self.why(g)
+                );
+            }
+        }
+        if let Some(secrets) = secrets {
+            let _ = writeln!(s, "  secrets: {secrets}");
+        }
+        s
+    }
+
+    /// The flags of `glovebox sandbox` that allow what was observed.
+    pub fn sandbox_flags(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for g in &self.folded.grants {
+            let flag = match g.access {
+                Access::Read => "--read",
+                Access::Write => "--write",
+            };
+            v.push(format!("{flag} {}", shell_word(&self.shown(&g.path))));
+        }
+        if !self.hosts.is_empty() {
+            v.push("--net".into());
+            for h in &self.hosts {
+                v.push(format!("--allow-host {}", shell_word(h)));
+            }
+        }
+        v
+    }
+
+    /// [`Proposal::sandbox_flags`] as arguments (absolute paths, nothing
+    /// quoted): what a program passes to `glovebox sandbox`.
+    pub fn sandbox_args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for g in &self.folded.grants {
+            v.push(match g.access {
+                Access::Read => "--read".into(),
+                Access::Write => "--write".into(),
+            });
+            v.push(g.path.display().to_string());
+        }
+        if !self.hosts.is_empty() {
+            v.push("--net".into());
+            for h in &self.hosts {
+                v.push("--allow-host".into());
+                v.push(h.clone());
+            }
+        }
+        v
+    }
+
+    /// The proposal as text for `glovebox sandbox --learn`: the flags,
+    /// one per line with its reason.
+    pub fn sandbox_text(&self, env: &[String]) -> String {
+        let mut s = String::from("glovebox learned (proposed flags for `glovebox sandbox`):\n");
+        let reasons: Vec<String> = self
+            .folded
+            .grants
+            .iter()
+            .map(|g| {
+                self.why_with(
+                    g,
+                    "; the run created it: mkdir -p it first (a grant names only what exists)",
+                )
+            })
+            .chain(
+                self.hosts
+                    .iter()
+                    .map(|_| "reached in the learning run".to_string()),
+            )
+            .collect();
+        let flags = self.sandbox_flags();
+        let mut reasons = reasons.into_iter();
+        for f in &flags {
+            if f == "--net" {
+                let _ = writeln!(s, "  {f}");
+                continue;
+            }
+            let _ = writeln!(s, "  {f}   # {}", reasons.next().unwrap_or_default());
+        }
+        for e in env {
+            let _ = writeln!(
+                s,
+                "  --env {}   # passed in the learning run",
+                shell_word(e)
+            );
+        }
+        self.notes(&mut s);
+        let mut line = String::from("glovebox sandbox");
+        for f in flags
+            .iter()
+            .cloned()
+            .chain(env.iter().map(|e| format!("--env {}", shell_word(e))))
+        {
+            line.push(' ');
+            line.push_str(&f);
+        }
+        let _ = writeln!(s, "as one command:\n  {line} -- …");
+        s
+    }
+
+    /// What was seen but is not proposed.
+    pub fn notes(&self, s: &mut String) {
+        for k in &self.folded.kept_out {
+            let _ = writeln!(
+                s,
+                "  not proposed: {} (glovebox's own state; no jail may read it)",
+                self.shown(k)
+            );
+        }
+        for w in &self.folded.unneeded_writes {
+            let _ = writeln!(
+                s,
+                "  not proposed: a write to {} (refused in the learning run, which succeeded without it)",
+                self.shown(w)
+            );
+        }
+        for l in &self.folded.lookups {
+            let _ = writeln!(
+                s,
+                "  not proposed: {} (a user-database lookup programs run without; add it by hand if the tool needs it)",
+                l.display()
+            );
+        }
+        if self.unrecorded > 0 {
+            let _ = writeln!(
+                s,
+                "  note: {} more accesses were not recorded (the observer's bound); run fewer calls per learning run",
+                self.unrecorded
+            );
+        }
+    }
+
+    /// The difference between the current grants (`read`, `write`,
+    /// `network` as written) and the proposal, one `+`/`-` line each.
+    pub fn diff(&self, read: &[String], write: &[String], network: &str) -> String {
+        let mut s = String::new();
+        for (key, access, current) in [
+            ("fs.read", Access::Read, read),
+            ("fs.write", Access::Write, write),
+        ] {
+            let proposed: Vec<String> = self
+                .of(access)
+                .map(|g| self.manifest_path(&g.path))
+                .collect();
+            for p in &proposed {
+                if !current.iter().any(|c| same_entry(c, p)) {
+                    let _ = writeln!(s, "+ {key}: {p}");
+                }
+            }
+            for c in current {
+                if !proposed.iter().any(|p| same_entry(c, p)) {
+                    let _ = writeln!(s, "- {key}: {c}   (not used in the learning run)");
+                }
+            }
+        }
+        let proposed = self.network_yaml();
+        if proposed != network {
+            let _ = writeln!(s, "- network: {network}\n+ network: {proposed}");
+        }
+        if s.is_empty() {
+            s.push_str("  (no change: the manifest already grants exactly this)\n");
+        }
+        s
+    }
+
+    /// Writes the proposal into the manifest file `file` (its top-level
+    /// `permissions:` block replaced, or added) and creates the write
+    /// directories the run made. Returns the directories created.
+    pub fn apply(&self, file: &Path, secrets: Option<&str>) -> Result<Vec<PathBuf>, LearnError> {
+        let text = std::fs::read_to_string(file).map_err(|source| LearnError::Manifest {
+            path: file.to_path_buf(),
+            source,
+        })?;
+        let updated = replace_block(&text, &self.manifest_block(secrets));
+        let mut made = Vec::new();
+        for g in self.of(Access::Write).filter(|g| g.create) {
+            std::fs::create_dir_all(&g.path).map_err(|source| LearnError::Manifest {
+                path: g.path.clone(),
+                source,
+            })?;
+            made.push(g.path.clone());
+        }
+        let tmp = file.with_extension("yml.learn");
+        std::fs::write(&tmp, updated)
+            .and_then(|()| std::fs::rename(&tmp, file))
+            .map_err(|source| LearnError::Manifest {
+                path: file.to_path_buf(),
+                source,
+            })?;
+        Ok(made)
+    }
+}
+
+fn same_entry(a: &str, b: &str) -> bool {
+    let n = |s: &str| s.trim_end_matches('/').trim_start_matches("./").to_string();
+    let (a, b) = (n(a), n(b));
+    a == b || (a.is_empty() && b == ".") || (b.is_empty() && a == ".")
+}
+
+/// `text` with its top-level `permissions:` block (the key at column 0
+/// and every following line that is indented, blank or a comment)
+/// replaced by `block`, or `block` appended.
+pub fn replace_block(text: &str, block: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().position(|l| {
+        l.strip_prefix("permissions")
+            .is_some_and(|r| r.trim_start().starts_with(':'))
+    });
+    let Some(start) = start else {
+        let mut out = text.to_string();
+        if !out.ends_with('\n') && !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(block);
+        return out;
+    };
+    let mut end = start + 1;
+    while end < lines.len() {
+        let l = lines[end];
+        if l.is_empty() || l.starts_with(' ') || l.starts_with('\t') || l.starts_with('#') {
+            end += 1;
+        } else {
+            break;
+        }
+    }
+    // Trailing blank and comment lines belong to what follows.
+    while end > start + 1 && (lines[end - 1].trim().is_empty() || lines[end - 1].starts_with('#')) {
+        end -= 1;
+    }
+    let mut out = String::new();
+    for l in &lines[..start] {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str(block);
+    for l in &lines[end..] {
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+}
+
+fn json_list(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
+}
+
+/// `s` quoted for a POSIX shell when it needs it; a leading `~/` stays
+/// outside the quotes so the shell still expands it.
+fn shell_word(s: &str) -> String {
+    let plain = |t: &str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/._-:+@%=,[]".contains(&b))
+    };
+    if plain(s) {
+        return s.to_string();
+    }
+    if let Some(rest) = s.strip_prefix("~/") {
+        if plain(rest) {
+            return s.to_string();
+        }
+        return format!("~/'{}'", rest.replace('\'', "'\\''"));
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn grant(access: Access, path: &str) -> Grant {
+        Grant {
+            access,
+            path: path.into(),
+            programs: BTreeSet::from(["rustc".to_string()]),
+            examples: vec![format!("{path}/x").into()],
+            covers: 2,
+            create: false,
+        }
+    }
+
+    fn proposal() -> Proposal {
+        Proposal {
+            folded: Folded {
+                grants: vec![
+                    grant(Access::Read, "/home/u/.rustup"),
+                    grant(Access::Read, "/p/src"),
+                    grant(Access::Write, "/p/target"),
+                ],
+                kept_out: vec![],
+                unneeded_writes: vec![],
+                lookups: vec![],
+                observed: 5,
+            },
+            hosts: vec!["pypi.org:443".into()],
+            root: "/p".into(),
+            home: Some("/home/u".into()),
+            unrecorded: 0,
+        }
+    }
+
+    #[test]
+    fn the_block_explains_each_line_and_parses_as_a_manifest() {
+        let p = proposal();
+        let block = p.manifest_block(None);
+        assert!(
+            block.contains("- \"/home/u/.rustup\"   # read by rustc: ~/.rustup/x (+1 more)"),
+            "{block}"
+        );
+        assert!(block.contains("- \"src\""));
+        assert!(block.contains("network: {allow: [\"pypi.org:443\"]}"));
+        let doc = format!("name: t\n{block}");
+        let v = crate::manifest::yaml::parse(&doc).unwrap().value;
+        assert_eq!(v["permissions"]["fs"]["write"][0], "target");
+    }
+
+    #[test]
+    fn the_flags_use_the_home_and_quote_what_needs_it() {
+        let mut p = proposal();
+        p.folded.grants.push(grant(Access::Read, "/home/u/a b"));
+        let f = p.sandbox_flags();
+        assert!(f.contains(&"--read ~/.rustup".to_string()), "{f:?}");
+        assert!(f.contains(&"--read ~/'a b'".to_string()), "{f:?}");
+        assert!(f.contains(&"--write target".to_string()), "{f:?}");
+        assert!(f.contains(&"--allow-host pypi.org:443".to_string()));
+    }
+
+    #[test]
+    fn the_block_replaces_only_the_permissions_block() {
+        let text = "name: t\npermissions:\n  fs: {read: [docs]}\n  # old\n\n# next\nexec:\n  command: [x]\n";
+        let out = replace_block(text, "permissions:\n  network: false\n");
+        assert_eq!(
+            out,
+            "name: t\npermissions:\n  network: false\n\n# next\nexec:\n  command: [x]\n"
+        );
+        let added = replace_block("name: t\n", "permissions: {}\n");
+        assert_eq!(added, "name: t\npermissions: {}\n");
+    }
+
+    #[test]
+    fn the_diff_names_what_is_added_and_what_went_unused() {
+        let p = proposal();
+        let d = p.diff(&["src/".into(), "docs".into()], &[], "false");
+        assert!(d.contains("+ fs.read: /home/u/.rustup"), "{d}");
+        assert!(d.contains("- fs.read: docs"), "{d}");
+        assert!(!d.contains("fs.read: src"), "{d}");
+        assert!(d.contains("+ fs.write: target"));
+        assert!(d.contains("+ network: {allow"));
+    }
+}

@@ -1,0 +1,666 @@
+//! Learn mode (`glovebox sandbox --learn`, `glovebox learn TOOL`), by
+//! effect: real programs run in the observing jail; the proposal re-runs
+//! green in enforcing mode, grants no more than it saw (files and hosts),
+//! leaves the project byte-identical, shows a read outside the project,
+//! and never names glovebox's state directory.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+/// Where the stage's container refuses seccomp notification listeners
+/// (`.ci/nolandlock`, as gVisor does; it sets `GLOVEBOX_EXPECT_NOTIFY=0`),
+/// learn mode must refuse to run at all: checked here (exit 3, a message
+/// naming learn mode, the command never started), and then true (the
+/// caller has nothing more to learn in this stage). Anywhere else a
+/// refusal fails the test.
+fn learning_refused_here() -> bool {
+    if std::env::var("GLOVEBOX_EXPECT_NOTIFY").as_deref() != Ok("0") {
+        return false;
+    }
+    let d = tempdir();
+    let marker = d.path().join("ran");
+    let script = format!("echo > {}", marker.display());
+    let out = Command::new(bin())
+        .current_dir(d.path())
+        .args(["sandbox", "--learn", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("learn mode: seccomp user notification"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the command ran unobserved");
+    // The same command without --learn runs (the probe works here).
+    let out = Command::new(bin())
+        .current_dir(d.path())
+        .args(["sandbox", "--write", "."])
+        .args(["--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success() && marker.exists(), "{out:?}");
+    true
+}
+
+/// Every file under `dir` (links as their target text) with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.file_type().is_symlink() {
+                out.insert(
+                    p.clone(),
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                );
+            } else if m.is_dir() {
+                out.insert(p.clone(), b"<dir>".to_vec());
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Runs glovebox with `args` in `cwd` (extra environment `envs`) and
+/// reads the one JSON object it prints.
+fn glovebox_json(cwd: &Path, args: &[&str], envs: &[(&str, &str)]) -> (Option<i32>, Value, String) {
+    let mut c = Command::new(bin());
+    c.current_dir(cwd).args(args).stdin(Stdio::null());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run glovebox");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no json ({e}): stdout={:?} stderr={stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (out.status.code(), json, stderr)
+}
+
+/// `glovebox sandbox --learn --json EXTRA -- CMD` in `cwd`.
+fn learn(cwd: &Path, extra: &[&str], cmd: &[&str], envs: &[(&str, &str)]) -> Value {
+    let mut args = vec!["sandbox", "--learn", "--json"];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(cmd);
+    let (code, json, stderr) = glovebox_json(cwd, &args, envs);
+    assert_eq!(code, Some(0), "learning run failed: {json:#} {stderr}");
+    json
+}
+
+/// The enforcing re-run with the proposed arguments.
+fn enforce(cwd: &Path, proposed: &Value, extra: &[&str], cmd: &[&str]) -> (Option<i32>, Value) {
+    let mut args: Vec<String> = vec!["sandbox".into(), "--json".into()];
+    args.extend(
+        proposed["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push("--".into());
+    args.extend(cmd.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, json, _) = glovebox_json(cwd, &refs, &[]);
+    (code, json)
+}
+
+fn grants(proposal: &Value) -> Vec<(String, PathBuf)> {
+    proposal["proposal"]["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["access"].as_str().unwrap().to_string(),
+                PathBuf::from(g["path"].as_str().unwrap()),
+            )
+        })
+        .collect()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .expect("git");
+    assert!(st.success());
+}
+
+#[test]
+fn git_status_and_log_are_learned_and_rerun_green_and_the_repo_is_unchanged() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let repo = d.path().join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+    std::fs::write(repo.join("src/b.rs"), "fn b() {}\n").unwrap();
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "first-commit-marker"]);
+    std::fs::write(repo.join("a.txt"), "changed\n").unwrap();
+    let before = snapshot(&repo);
+    // The learning run also tries to write into the project: it goes to
+    // the copy.
+    let cmd = [
+        "sh",
+        "-c",
+        "git status --short && git log --oneline && echo x > written-by-learn.txt",
+    ];
+    let learned = learn(&repo, &[], &cmd, &[]);
+    assert!(
+        learned["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("first-commit-marker"),
+        "{learned:#}"
+    );
+    assert!(
+        learned["stdout"].as_str().unwrap().contains("M a.txt"),
+        "{learned:#}"
+    );
+    assert_eq!(
+        snapshot(&repo),
+        before,
+        "the learning run changed the project"
+    );
+    // No host proposed: none was reached.
+    assert!(learned["proposal"]["hosts"].as_array().unwrap().is_empty());
+    // The enforcing re-run (without the write: that one is proposed as
+    // the root, which it needs to create a file there).
+    let g = grants(&learned);
+    assert!(g.contains(&("write".into(), repo.clone())), "{g:?}");
+    let (code, rerun) = enforce(
+        &repo,
+        &learned,
+        &[],
+        &["sh", "-c", "git status --short && git log --oneline"],
+    );
+    assert_eq!(code, Some(0), "{rerun:#}");
+    assert!(
+        rerun["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("first-commit-marker"),
+        "{rerun:#}"
+    );
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains("M a.txt"),
+        "{rerun:#}"
+    );
+    // Nothing outside the repository is proposed for git here (its
+    // programs and libraries are the baseline's).
+    for (_, p) in &g {
+        assert!(p.starts_with(&repo), "{p:?} outside the repo: {g:?}");
+    }
+}
+
+/// A python tool project: `data/` (read), `notes/` (never read), `out/`
+/// (written, made by the tool).
+fn tool_project(d: &Path) -> PathBuf {
+    let root = d.join("proj");
+    let tool = root.join(".glee/tools/crunch");
+    std::fs::create_dir_all(&tool).unwrap();
+    std::fs::create_dir_all(root.join("data")).unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    for i in 1..=5 {
+        std::fs::write(root.join(format!("data/d{i}.txt")), format!("{i}\n")).unwrap();
+        std::fs::write(root.join(format!("notes/n{i}.txt")), "never read\n").unwrap();
+    }
+    std::fs::write(
+        tool.join("tool.yml"),
+        r#"name: crunch
+description: sums data/ into out/sum.txt
+kind: command
+version: 1
+inputs:
+  schema: {type: object}
+outputs:
+  format: text
+exec:
+  command:
+    entrypoint: python3
+    args: ["-c", "import os,glob; s=sum(int(open(f).read()) for f in sorted(glob.glob('data/*.txt'))); os.makedirs('out', exist_ok=True); open('out/sum.txt','w').write(str(s)); print('SUM', s)"]
+    cwd: .
+permissions:
+  fs: {read: [notes]}
+"#,
+    )
+    .unwrap();
+    root
+}
+
+fn regular_files_under(p: &Path) -> usize {
+    if p.is_file() {
+        return 1;
+    }
+    snapshot(p)
+        .values()
+        .filter(|v| v.as_slice() != b"<dir>")
+        .count()
+}
+
+#[test]
+fn a_tool_is_learned_applied_linted_and_reruns_green_granting_only_what_it_used() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let root = tool_project(d.path());
+    let before = snapshot(&root);
+    let (code, learned, stderr) = glovebox_json(&root, &["learn", "crunch", "--json"], &[]);
+    assert_eq!(code, Some(0), "{learned:#} {stderr}");
+    assert!(
+        learned["outcomes"][0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("SUM 15"),
+        "{learned:#}"
+    );
+    assert_eq!(snapshot(&root), before, "learning changed the project");
+    let g = grants(&learned);
+    assert_eq!(
+        g,
+        vec![
+            ("read".into(), root.join("data")),
+            ("write".into(), root.join("out"))
+        ],
+        "{learned:#}"
+    );
+    let block = learned["permissions"].as_str().unwrap();
+    assert!(block.contains("# read by python3"), "{block}");
+    assert!(
+        learned["diff"]
+            .as_str()
+            .unwrap()
+            .contains("- fs.read: notes"),
+        "{learned:#}"
+    );
+    // (b) the grants hold at most 1.2 times the files it touched.
+    let observed = learned["proposal"]["observed"].as_u64().unwrap() as f64;
+    let (_, applied, stderr) = glovebox_json(&root, &["learn", "crunch", "--json", "--apply"], &[]);
+    assert_eq!(
+        applied["applied"]["lint"],
+        Value::Null,
+        "{applied:#} {stderr}"
+    );
+    assert!(
+        root.join("out").is_dir(),
+        "--apply creates the write directory"
+    );
+    let granted: usize = g.iter().map(|(_, p)| regular_files_under(p)).sum();
+    // out/ is empty before the enforcing run, data/ holds 5 files.
+    assert_eq!(granted, 5);
+    assert!(
+        (granted as f64) <= 1.2 * observed,
+        "{granted} files granted, {observed} observed"
+    );
+    let lint = Command::new(bin())
+        .current_dir(&root)
+        .arg("lint")
+        .output()
+        .unwrap();
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+    // (a) the enforcing run is green with the applied manifest, and the
+    // unread notes are out of its reach.
+    let (code, run, _) = glovebox_json(&root, &["run", "crunch", "--json"], &[]);
+    assert_eq!(code, Some(0), "{run:#}");
+    assert!(
+        run["output"].as_str().unwrap().contains("SUM 15"),
+        "{run:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("out/sum.txt")).unwrap(),
+        "15"
+    );
+    let manifest = std::fs::read_to_string(root.join(".glee/tools/crunch/tool.yml")).unwrap();
+    assert!(!manifest.contains("notes"), "{manifest}");
+}
+
+#[test]
+fn a_read_outside_shows_up_and_glovebox_state_is_never_readable_nor_proposed() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let proj = d.path().join("proj");
+    let outside = d.path().join("outside");
+    let state = d.path().join("state");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let canary = marker("learn-outside");
+    let secret = marker("learn-state");
+    std::fs::write(outside.join("canary.txt"), &canary).unwrap();
+    std::fs::write(state.join("audit.key"), &secret).unwrap();
+    let script = format!(
+        "echo PROBE-START; cat {}; cat {} 2>/dev/null || echo STATE-UNREADABLE",
+        outside.join("canary.txt").display(),
+        state.join("audit.key").display()
+    );
+    let learned = learn(
+        &proj,
+        &[],
+        &["sh", "-c", &script],
+        &[("GLOVEBOX_STATE_DIR", path_str(&state))],
+    );
+    let out = learned["stdout"].as_str().unwrap();
+    assert!(out.contains("PROBE-START"), "{learned:#}");
+    assert!(
+        out.contains(&canary),
+        "the outside file was readable while learning: {learned:#}"
+    );
+    assert!(
+        !out.contains(&secret),
+        "the state directory was readable: {learned:#}"
+    );
+    assert!(out.contains("STATE-UNREADABLE"), "{learned:#}");
+    let g = grants(&learned);
+    // The read outside is proposed (not hidden), folded to its directory.
+    assert!(g.contains(&("read".into(), outside.clone())), "{g:?}");
+    // The state directory is in no grant, and named as not proposed.
+    for (_, p) in &g {
+        assert!(
+            !state.starts_with(p) && !p.starts_with(&state),
+            "{p:?}: {g:?}"
+        );
+    }
+    let kept: Vec<&str> = learned["proposal"]["kept_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        kept.iter().any(|k| Path::new(k).starts_with(&state)),
+        "{learned:#}"
+    );
+    assert!(!learned.to_string().contains(&secret));
+}
+
+const CANARY: &str = "LEARN-HTTP-CANARY-7c2e";
+
+/// A one-answer-per-connection HTTP server on loopback; counts nothing,
+/// serves [`CANARY`] until the test ends.
+fn http_server() -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .ok();
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{CANARY}",
+                    CANARY.len()
+                );
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_python_http_fetch_proposes_only_the_host_it_reached_and_reruns_green() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let addr = http_server();
+    let code = format!(
+        "import urllib.request; print(urllib.request.urlopen('http://{addr}/x', timeout=10).read().decode())"
+    );
+    let cmd = ["python3", "-c", code.as_str()];
+    let learned = learn(d.path(), &["--net", "--allow-private"], &cmd, &[]);
+    assert!(
+        learned["stdout"].as_str().unwrap().contains(CANARY),
+        "{learned:#}"
+    );
+    let hosts: Vec<&str> = learned["proposal"]["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        hosts,
+        vec![format!("127.0.0.1:{}", addr.port())],
+        "{learned:#}"
+    );
+    let (code, rerun) = enforce(d.path(), &learned, &[], &cmd);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains(CANARY),
+        "{rerun:#}"
+    );
+    // Another port of the same host is not in the proposal: refused.
+    let other = http_server();
+    let code = format!(
+        "import urllib.request\ntry:\n  urllib.request.urlopen('http://{other}/x', timeout=10).read(); print('ESCAPED')\nexcept Exception as e:\n  print('BLOCKED', e)"
+    );
+    let (_, rerun) = enforce(d.path(), &learned, &[], &["python3", "-c", &code]);
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains("BLOCKED"),
+        "{rerun:#}"
+    );
+}
+
+#[test]
+fn a_refused_path_is_named_with_the_line_that_allows_it() {
+    require_jail!();
+    let d = tempdir();
+    // glovebox run: the tool as first written cannot make out/ (its
+    // glob of data/ finds nothing there, silently); the hint names out/,
+    // the manifest line and the learn command.
+    let root = tool_project(d.path());
+    let out = Command::new(bin())
+        .current_dir(&root)
+        .args(["run", "crunch"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("out: not in fs.write — add `out` to permissions.fs.write"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("glovebox learn crunch"), "{stderr}");
+    // glovebox sandbox: a file outside the grants.
+    let outside = d.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("f.txt"), "x").unwrap();
+    let r = sandbox(
+        &["--read", path_str(&root)],
+        &["cat", path_str(&outside.join("f.txt"))],
+    );
+    assert_ne!(r.code, Some(0), "{r:#?}");
+    let hints = r.json["hints"].to_string();
+    assert!(hints.contains("f.txt: not in fs.read"), "{r:#?}");
+    // Folded as a person would write it (the test's directory in /tmp).
+    assert!(
+        hints.contains(&format!("--read {}", d.path().display())),
+        "{r:#?}"
+    );
+    assert!(hints.contains("glovebox sandbox --learn"), "{r:#?}");
+}
+
+/// A racer flips the path an `open` names between a file outside the
+/// project and a key in glovebox's state directory, in a loop, while
+/// another thread opens it: whatever the supervisor read, the state key
+/// never came back, the proposal never names the state directory, and
+/// the outside file is proposed.
+#[test]
+fn a_raced_path_never_brings_the_state_directory_into_the_proposal() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let proj = d.path().join("proj");
+    let outside = d.path().join("outside");
+    let state = d.path().join("state");
+    for p in [&proj, &outside, &state] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    let canary = marker("race-outside");
+    let secret = marker("race-state");
+    let a = outside.join("canary.txt");
+    let b = state.join("audit.key");
+    std::fs::write(&a, &canary).unwrap();
+    std::fs::write(&b, &secret).unwrap();
+    let code = format!(
+        r#"
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = {a:?}.encode(), {b:?}.encode()
+buf = ctypes.create_string_buffer(512)
+stop = False
+def flip():
+    while not stop:
+        ctypes.memmove(buf, a + b"\0", len(a) + 1)
+        ctypes.memmove(buf, b + b"\0", len(b) + 1)
+t = threading.Thread(target=flip); t.start()
+print("PROBE-START")
+got = set()
+for _ in range(3000):
+    fd = libc.open(buf, os.O_RDONLY)
+    if fd >= 0:
+        got.add(os.read(fd, 200).decode())
+        os.close(fd)
+stop = True; t.join()
+print("READ", sorted(got))
+"#,
+        a = path_str(&a),
+        b = path_str(&b)
+    );
+    let learned = learn(
+        &proj,
+        &[],
+        &["python3", "-c", &code],
+        &[("GLOVEBOX_STATE_DIR", path_str(&state))],
+    );
+    let out = learned["stdout"].as_str().unwrap();
+    assert!(out.contains("PROBE-START"), "{learned:#}");
+    assert!(
+        out.contains(&canary),
+        "the racer never opened the outside file: {learned:#}"
+    );
+    assert!(
+        !learned.to_string().contains(&secret),
+        "the state key came back: {learned:#}"
+    );
+    let g = grants(&learned);
+    for (_, p) in &g {
+        assert!(
+            !state.starts_with(p) && !p.starts_with(&state),
+            "{p:?}: {g:?}"
+        );
+    }
+    assert!(g.contains(&("read".into(), outside.clone())), "{g:?}");
+}
+
+#[test]
+fn a_networked_tool_is_narrowed_to_the_host_it_reached() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let root = d.path().join("proj");
+    let tool = root.join(".glee/tools/fetch");
+    std::fs::create_dir_all(&tool).unwrap();
+    std::fs::write(
+        root.join(".glee/config.yml"),
+        "security:\n  http:\n    allow_private: true\n",
+    )
+    .unwrap();
+    let addr = http_server();
+    std::fs::write(
+        tool.join("tool.yml"),
+        format!(
+            r#"name: fetch
+description: fetches a page
+kind: command
+version: 1
+inputs:
+  schema: {{type: object}}
+outputs:
+  format: text
+exec:
+  command:
+    entrypoint: python3
+    args: ["-c", "import urllib.request; print(urllib.request.urlopen('http://{addr}/', timeout=10).read().decode())"]
+permissions:
+  network: true
+"#
+        ),
+    )
+    .unwrap();
+    let (code, learned, stderr) =
+        glovebox_json(&root, &["learn", "fetch", "--json", "--apply"], &[]);
+    assert_eq!(code, Some(0), "{learned:#} {stderr}");
+    assert!(learned["outcomes"][0]["output"]
+        .as_str()
+        .unwrap()
+        .contains(CANARY));
+    assert_eq!(
+        learned["proposal"]["hosts"],
+        serde_json::json!([format!("127.0.0.1:{}", addr.port())]),
+        "{learned:#}"
+    );
+    assert!(
+        learned["diff"]
+            .as_str()
+            .unwrap()
+            .contains("- network: true"),
+        "{learned:#}"
+    );
+    let (code, run, _) = glovebox_json(&root, &["run", "fetch", "--json"], &[]);
+    assert_eq!(code, Some(0), "{run:#}");
+    assert!(run["output"].as_str().unwrap().contains(CANARY), "{run:#}");
+}

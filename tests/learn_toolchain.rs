@@ -1,0 +1,117 @@
+//! Learn mode with a real toolchain: `cargo check --offline` of a small
+//! crate under this machine's rustup toolchain (`~/.rustup`, `~/.cargo`,
+//! as in tests/ci_action.rs; root's home, so this runs in the main stage
+//! only). The proposal is the toolchain's two directories and the crate's
+//! own writes, and it re-runs green in enforcing mode; the crate is
+//! byte-identical after learning.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+#[test]
+fn cargo_check_under_rustup_is_learned_and_reruns_green() {
+    require_jail!();
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    assert!(
+        home.join(".rustup").is_dir() && home.join(".cargo/bin/cargo").is_file(),
+        "learn is checked against a rustup toolchain in ~/.rustup and ~/.cargo: install one (https://rustup.rs)"
+    );
+    let dir = tempdir();
+    let krate = dir.path().join("crate");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(krate.join("src/lib.rs"), "pub fn two() -> u32 { 2 }\n").unwrap();
+    let path = format!("{}/.cargo/bin:/usr/local/bin:/usr/bin:/bin", home.display());
+    let rustup_home = home.join(".rustup");
+    let cargo_home = home.join(".cargo");
+    let envs = [
+        ("PATH", path.as_str()),
+        ("RUSTUP_HOME", path_str(&rustup_home)),
+        ("CARGO_HOME", path_str(&cargo_home)),
+    ];
+    let run = |args: &[String]| -> (Option<i32>, Value) {
+        let mut c = Command::new(bin());
+        c.current_dir(&krate)
+            .args(args)
+            .stdin(Stdio::null())
+            .env_clear()
+            .env("HOME", &home)
+            .env("GLOVEBOX_STATE_DIR", dir.path().join("state"));
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        let json = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no json ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), json)
+    };
+    let cmd = ["cargo", "check", "--offline"];
+    let mut args: Vec<String> = ["sandbox", "--learn", "--json"].map(String::from).to_vec();
+    for (k, _) in envs {
+        args.extend(["--env".to_string(), k.to_string()]);
+    }
+    args.push("--".into());
+    args.extend(cmd.map(String::from));
+    let (code, learned) = run(&args);
+    assert_eq!(code, Some(0), "{learned:#}");
+    // The crate is as it was: target/ and Cargo.lock went to the copy.
+    assert!(!krate.join("target").exists() && !krate.join("Cargo.lock").exists());
+    let grants: Vec<(String, PathBuf)> = learned["proposal"]["grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                g["access"].as_str().unwrap().into(),
+                g["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    // The toolchain as two directories, not its thousands of files.
+    assert!(
+        grants.contains(&("read".into(), rustup_home.clone())),
+        "{grants:?}"
+    );
+    assert!(
+        grants.contains(&("read".into(), cargo_home.clone())),
+        "{grants:?}"
+    );
+    for (_, p) in &grants {
+        assert!(
+            p.starts_with(&krate) || *p == rustup_home || *p == cargo_home,
+            "{p:?} beyond the crate and the toolchain: {grants:?}"
+        );
+    }
+    assert!(grants.len() <= 5, "{grants:?}");
+    assert!(learned["proposal"]["hosts"].as_array().unwrap().is_empty());
+    // The enforcing re-run with exactly the proposed arguments (after
+    // creating what the proposal says to create).
+    for g in learned["proposal"]["grants"].as_array().unwrap() {
+        if g["create"] == Value::Bool(true) {
+            std::fs::create_dir_all(g["path"].as_str().unwrap()).unwrap();
+        }
+    }
+    let mut args: Vec<String> = ["sandbox", "--json"].map(String::from).to_vec();
+    args.extend(
+        learned["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    args.push("--".into());
+    args.extend(cmd.map(String::from));
+    let (code, rerun) = run(&args);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    assert!(krate.join("target/debug").is_dir(), "{rerun:#}");
+}
