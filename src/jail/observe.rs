@@ -256,7 +256,7 @@ fn absolute(tid: u32, dirfd: i64, name: &Path) -> Option<PathBuf> {
             base.join(name)
         }
     };
-    Some(crate::manifest::discover::normalize(&joined))
+    super::hold::clean(&joined)
 }
 
 #[cfg(test)]
