@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use super::allow::{Allowlist, Host};
+use super::guard::{self, Class};
 use super::listeners::Registry;
-use crate::proxy::guard::{self, Class};
 
 /// How long resolving and connecting may take, each.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -17,7 +17,7 @@
 //! One concept per file:
 //! - [`allow`]: the manifest's host allowlist (pure);
 //! - [`decide`]: allowlist → resolve → SSRF guard on every address
-//!   ([`crate::proxy::guard`], the same as http tools) → glovebox's own
+//!   ([`crate::egress::guard`], the same as http tools) → glovebox's own
 //!   listeners → connect to exactly a checked address;
 //! - [`listeners`]: where `serve` records its addresses machine-wide;
 //! - [`forward`]: HTTP `CONNECT`, absolute-form HTTP and SOCKS5;
@@ -48,6 +48,7 @@ pub mod decide;
 pub mod dns;
 pub mod fakedns;
 pub mod forward;
+pub mod guard;
 pub mod intercept;
 pub mod listeners;
 pub mod log;

@@ -30,7 +30,6 @@
 //! ([`ProxyError::Timeout`]); the body is read in frames and reading stops
 //! as soon as it passes the cap ([`ProxyError::TooLarge`]).
 
-pub mod guard;
 pub mod tls;
 
 use std::net::{IpAddr, SocketAddr};
@@ -46,7 +45,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use url::{Host, Url};
 
-pub use guard::GuardError;
+use crate::egress::guard;
+pub use crate::egress::guard::GuardError;
 pub use tls::TlsError;
 
 /// Redirects followed at most per call.
