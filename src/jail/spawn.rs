@@ -209,9 +209,6 @@ pub(super) struct Prepared {
     /// child's tree (its rule is added there, once it exists).
     pub(super) home_rule: Option<u64>,
     pub(super) seccomp: Option<&'static Filter>,
-    /// The filter to use instead when the namespaces fail in degraded mode
-    /// (no tree: the metadata family is refused by seccomp).
-    pub(super) seccomp_without_tree: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
     pub(super) tree: Option<TreePlan>,
     pub(super) cgroup_procs: Vec<RawFd>,
@@ -745,16 +742,17 @@ fn attempt(
         (Home::Jail, Some(abi)) => Some(jfs::write_access_bits(abi)),
         _ => None,
     };
-    let (seccomp, seccomp_without_tree) = match plan.seccomp {
-        Some(sockets) => (
-            Some(seccomp::filter_with(
-                sockets,
-                plan.guard == MetadataGuard::Seccomp,
-                plan.count_forks,
-            )?),
-            Some(seccomp::filter_for(sockets, true)?),
-        ),
-        None => (None, None),
+    // The filter to use instead when the namespaces fail in degraded mode
+    // (no tree: the metadata family is refused by seccomp) is compiled only
+    // then (a one-shot call used to compile both).
+    let sockets = plan.seccomp;
+    let seccomp = match sockets {
+        Some(sockets) => Some(seccomp::filter_with(
+            sockets,
+            plan.guard == MetadataGuard::Seccomp,
+            plan.count_forks,
+        )?),
+        None => None,
     };
     let group = if plan.memory_cgroup || plan.pids_cgroup {
         Some(CallGroup::create(
@@ -843,7 +841,6 @@ fn attempt(
         landlock,
         home_rule,
         seccomp,
-        seccomp_without_tree,
         tree: tree_plan,
         cgroup_procs: group
             .as_ref()
@@ -939,7 +936,10 @@ fn attempt(
             prepared.id_maps = None;
             prepared.tree = None;
             prepared.reaper = plan.reaper;
-            prepared.seccomp = prepared.seccomp_without_tree;
+            prepared.seccomp = match sockets {
+                Some(sockets) => Some(seccomp::filter_for(sockets, true)?),
+                None => None,
+            };
             launch(&mut prepared, 0).map_err(|(step, errno)| match step {
                 Step::Gate => refused_by_gate(spec),
                 _ => JailError::child_failed(step, errno, &program),
