@@ -1278,7 +1278,14 @@ mod tests {
                 // of a thread are allowed within a few instructions; the
                 // same calls with the flags the rules look at go on to the
                 // deny list (and are decided as it decides, above).
-                let read_only = [0, 0, libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64, 0, 0, 0];
+                let read_only = [
+                    0,
+                    0,
+                    libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64,
+                    0,
+                    0,
+                    0,
+                ];
                 let thread = [0x3d_0f00, 0, 0, 0, 0, 0];
                 for (nr, args) in [(libc::SYS_openat, read_only), (libc::SYS_clone, thread)] {
                     let (r, steps) = run(&fast, arch, nr as u32, args);
