@@ -553,8 +553,18 @@ fn a_shadowing_package_voids_a_python_approval() {
     std::fs::remove_dir_all(p.f.root.join("mod")).unwrap();
     p.run("py", &[]).assert_ok();
     // Files named like the modules the shim itself imports are not run by
-    // it (before or after the call, on success or on an exception).
-    for shadow in ["importlib.py", "traceback.py", "linecache.py"] {
+    // it (before or after the call, on success or on an exception), nor
+    // like those it no longer imports at start (json, and re, which an
+    // exception's traceback imports).
+    const SHADOWS: [&str; 6] = [
+        "importlib.py",
+        "traceback.py",
+        "linecache.py",
+        "json.py",
+        "re.py",
+        "_json.py",
+    ];
+    for shadow in SHADOWS {
         p.f.file(
             shadow,
             &format!("open('out/{shadow}.ran', 'w').write('x')\n"),
@@ -564,7 +574,7 @@ fn a_shadowing_package_voids_a_python_approval() {
     p.f.file("raise", "");
     p.run("py", &[]).assert_failed("python_exception", 1);
     std::fs::remove_file(p.f.root.join("raise")).unwrap();
-    for shadow in ["importlib.py", "traceback.py", "linecache.py"] {
+    for shadow in SHADOWS {
         assert!(
             !out.join(format!("{shadow}.ran")).exists(),
             "the shim ran the project's {shadow}"

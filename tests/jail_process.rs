@@ -616,6 +616,14 @@ fn namespaces_and_mounts_are_refused() {
     attack(&[], &["unshare", "0x10000000"]).assert_blocked(); // CLONE_NEWUSER
     attack(&[], &["unshare", "0x40000000"]).assert_blocked(); // CLONE_NEWNET
     attack(&[], &["mount"]).assert_blocked();
+    // clone(2) itself with a namespace flag (seccomp's guard decides
+    // clone on its flags alone, before the deny list). The probe first:
+    // the same raw clone without one forks.
+    let plain = attack(&[], &["clone", "0"]);
+    plain.assert_probe_ran();
+    assert!(plain.stdout.contains("ESCAPED clone 0"), "{plain:#?}");
+    attack(&[], &["clone", "0x10000000"]).assert_blocked(); // CLONE_NEWUSER
+    attack(&[], &["clone", "0x20000"]).assert_blocked(); // CLONE_NEWNS
 }
 
 #[test]

@@ -57,11 +57,14 @@
 //! All of it is one program (one filter to attach and to run on every
 //! system call): seccompiler compiles the deny list, whose rules share one
 //! action, and a short hand-written guard spliced in after its architecture
-//! check kills x32 numbers, answers the `ENOSYS` calls and allows every
-//! number the deny list has no rule for after a binary search, instead of
-//! a walk down the whole list (see `insert_guard`; the kernel makes that
-//! walk once per system call number at every install, to cache the calls a
-//! filter always allows).
+//! check kills x32 numbers, allows an `openat` (or `open`) without
+//! `O_CREAT`/`O_TMPFILE` and a `clone` without `CLONE_NEW*` on their flags
+//! alone, answers the `ENOSYS` calls and allows every number the deny list
+//! has no rule for after a binary search, instead of a walk down the whole
+//! list (see `insert_guard`; the kernel makes that walk once per system
+//! call number at every install, to cache the calls a filter always
+//! allows; calls whose result depends on an argument, like `openat`, are
+//! never cached and run the program every time).
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -729,7 +732,13 @@ fn build_with(
     )
     .map_err(compile_err)?;
     let mut deny_prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    insert_guard(&mut deny_prog, fast.then_some(&keys[..]), &NOSYS);
+    let shortcuts = if fast { shortcuts() } else { Vec::new() };
+    insert_guard(
+        &mut deny_prog,
+        fast.then_some(&keys[..]),
+        &NOSYS,
+        &shortcuts,
+    );
     // The broker's `connect` goes to the supervisor whatever else does:
     // without it a brokered call would connect by itself.
     let notify = if deny_metadata || sockets == Sockets::Brokered {
@@ -772,11 +781,56 @@ const CONTAINER_NOSYS: [libc::c_long; 4] = [
     libc::SYS_io_uring_register,
 ];
 
+/// A call the guard decides on one argument before its search: when the
+/// low word of argument `arg` has none of the bits of `mask`, no rule of
+/// the deny list can match the call, which is allowed there and then;
+/// otherwise it goes on to the deny list. For the hot calls that have
+/// argument rules (`openat` runs for every file a tool opens), whose
+/// result the kernel cannot cache: they would walk the deny list's chain
+/// (136 instructions for `openat`) on every call.
+#[derive(Debug, Clone, Copy)]
+struct Shortcut {
+    nr: libc::c_long,
+    arg: u8,
+    mask: u32,
+}
+
+/// The guard's shortcuts in a jail's deny list. Each holds because of the
+/// rules [`build_with`] gives the call: `openat` (and x86_64's `open`) is
+/// refused only with `O_CREAT` or `O_TMPFILE` in its flags
+/// ([`set_id_mode_rules`]), `clone` only with a `CLONE_NEW*` flag
+/// ([`namespace_rules`]; every such flag is in the low word). The tests
+/// compare the program with and without them, call by call.
+fn shortcuts() -> Vec<Shortcut> {
+    let creating = libc::O_CREAT as u32 | O_TMPFILE_BIT as u32;
+    let namespaces = NAMESPACE_FLAGS.iter().fold(0u64, |m, f| m | f);
+    let mut v = vec![Shortcut {
+        nr: libc::SYS_openat,
+        arg: 2,
+        mask: creating,
+    }];
+    if let Ok(mask) = u32::try_from(namespaces) {
+        v.push(Shortcut {
+            nr: libc::SYS_clone,
+            arg: 0,
+            mask,
+        });
+    }
+    #[cfg(target_arch = "x86_64")]
+    v.push(Shortcut {
+        nr: libc::SYS_open,
+        arg: 1,
+        mask: creating,
+    });
+    v
+}
+
 /// Classic BPF opcodes of the hand-written guard.
 mod op {
     pub const LD_W_ABS: u16 = 0x20;
     pub const JEQ_K: u16 = 0x05 | 0x10;
     pub const JGE_K: u16 = 0x05 | 0x30;
+    pub const JSET_K: u16 = 0x05 | 0x40;
     pub const JA: u16 = 0x05;
     pub const RET_K: u16 = 0x06;
 }
@@ -848,6 +902,8 @@ fn search(keys: &[u32], out: &mut Vec<Insn>) {
 ///   `0x4000_0000`: the x32 ABI shares the architecture value but sets bit
 ///   30 of the number, and a deny list keyed on native numbers would miss
 ///   those calls;
+/// - decides the `shortcuts` ([`shortcuts`]) on one argument: allowed, or
+///   on to the deny list;
 /// - answers `ENOSYS` for `nosys` ([`NOSYS`] in a jail);
 /// - with `keys` (every number the deny list has a rule for), allows any
 ///   other number at once, after a binary search. seccompiler's list is a
@@ -861,12 +917,30 @@ fn search(keys: &[u32], out: &mut Vec<Insn>) {
 /// number again itself. The guard jumps only within itself and to the
 /// instruction after it, so the relative jumps of the rest of the program
 /// stay valid.
-fn insert_guard(prog: &mut BpfProgram, keys: Option<&[i64]>, nosys: &[libc::c_long]) {
+fn insert_guard(
+    prog: &mut BpfProgram,
+    keys: Option<&[i64]>,
+    nosys: &[libc::c_long],
+    shortcuts: &[Shortcut],
+) {
     const SECCOMP_DATA_NR_OFFSET: u32 = 0;
+    const SECCOMP_DATA_ARGS_OFFSET: u32 = 16;
     let mut guard = vec![Insn::new(op::LD_W_ABS, SECCOMP_DATA_NR_OFFSET)];
     if cfg!(target_arch = "x86_64") {
         guard.push(Insn::jump(op::JGE_K, 0x4000_0000, To::Next, To::At(3)));
         guard.push(Insn::new(op::RET_K, libc::SECCOMP_RET_KILL_PROCESS));
+    }
+    for s in shortcuts {
+        // nr == s.nr: the low word of the argument (little-endian), then
+        // any bit of the mask → the deny list, none → allowed. The number
+        // is not reloaded: the deny list loads it itself.
+        let next = guard.len() + 3;
+        guard.push(Insn::jump(op::JEQ_K, s.nr as u32, To::Next, To::At(next)));
+        guard.push(Insn::new(
+            op::LD_W_ABS,
+            SECCOMP_DATA_ARGS_OFFSET + 8 * u32::from(s.arg),
+        ));
+        guard.push(Insn::jump(op::JSET_K, s.mask, To::Chain, To::Allow));
     }
     for &nr in nosys {
         guard.push(Insn::jump(op::JEQ_K, nr as u32, To::Nosys, To::Next));
@@ -998,7 +1072,7 @@ pub fn container_program() -> Result<BpfProgram, SeccompError> {
     )
     .map_err(compile_err)?;
     let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    insert_guard(&mut prog, Some(&keys), &CONTAINER_NOSYS);
+    insert_guard(&mut prog, Some(&keys), &CONTAINER_NOSYS, &[]);
     Ok(prog)
 }
 
@@ -1186,6 +1260,10 @@ mod tests {
             0o2755,
             libc::O_CREAT as u64,
             libc::O_TMPFILE as u64,
+            // CLONE_NEWTIME; bits of the high word only; every flag at once.
+            0x80,
+            0xffff_ffff_0000_0000,
+            u64::MAX,
             2,
         ] {
             for at in 0..4 {
@@ -1241,6 +1319,31 @@ mod tests {
                 assert_eq!(allow, libc::SECCOMP_RET_ALLOW);
                 assert!(fast_steps < 24, "{fast_steps} steps");
                 assert!(slow_steps > 3 * fast_steps, "{slow_steps} vs {fast_steps}");
+                // The hot calls with argument rules, which the kernel
+                // cannot cache: an `openat` without O_CREAT and a `clone`
+                // of a thread are allowed within a few instructions; the
+                // same calls with the flags the rules look at go on to the
+                // deny list (and are decided as it decides, above).
+                let read_only = [
+                    0,
+                    0,
+                    libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64,
+                    0,
+                    0,
+                    0,
+                ];
+                let thread = [0x3d_0f00, 0, 0, 0, 0, 0];
+                for (nr, args) in [(libc::SYS_openat, read_only), (libc::SYS_clone, thread)] {
+                    let (r, steps) = run(&fast, arch, nr as u32, args);
+                    assert_eq!(r, libc::SECCOMP_RET_ALLOW, "{nr}");
+                    assert!(steps <= 10, "{nr}: {steps} steps");
+                    let (_, slow_steps) = run(&slow, arch, nr as u32, args);
+                    assert!(slow_steps > 3 * steps, "{nr}: {slow_steps} vs {steps}");
+                }
+                let creating = [0, 0, libc::O_CREAT as u64, 0o644, 0, 0];
+                let (r, steps) = run(&fast, arch, libc::SYS_openat as u32, creating);
+                assert_eq!(r, libc::SECCOMP_RET_ALLOW);
+                assert!(steps > 10, "O_CREAT goes on to the set-id rules");
                 // And a refused call is still refused.
                 let (ptrace, _) = run(&fast, arch, libc::SYS_ptrace as u32, [0; 6]);
                 assert_eq!(ptrace, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32);

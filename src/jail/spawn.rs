@@ -209,8 +209,6 @@ pub(super) struct Prepared {
     /// child's tree (its rule is added there, once it exists).
     pub(super) home_rule: Option<u64>,
     pub(super) seccomp: Option<&'static Filter>,
-    /// The filter to use instead when the namespaces fail in degraded mode
-    /// (no tree: the metadata family is refused by seccomp).
     /// The jail's root, built in its mount namespace.
     pub(super) tree: Option<TreePlan>,
     pub(super) cgroup_procs: Vec<RawFd>,

@@ -16,6 +16,10 @@ use crate::manifest::model::{Format, PythonExec};
 
 /// The shim's source, passed with `-c`.
 pub const SHIM: &str = include_str!("shim.py");
+/// A warm worker's source ([`super::warm`]): the zygote's part, then the
+/// shim. A cold call compiles only [`SHIM`] (the zygote's code was a
+/// millisecond of every cold start).
+pub const SHIM_WARM: &str = concat!(include_str!("shim_warm.py"), "\n", include_str!("shim.py"));
 
 /// How one component of a dotted module name is found in the tool's cwd.
 #[derive(Debug, Clone, PartialEq, Eq)]

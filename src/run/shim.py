@@ -5,13 +5,75 @@
 # this shim writes to: the function's own prints (Python or C level, and
 # its subprocesses) go to stderr, because fd 1 is pointed at stderr before
 # the module is imported.
-# Warm (`warm INIT`): a zygote; see `warm()` below and src/run/warm.rs.
+# Warm (`warm INIT`): a zygote; see `warm()` in shim_warm.py, which is
+# compiled only for warm workers (python::SHIM_WARM), and src/run/warm.rs.
 import importlib
 import importlib.machinery
-import importlib.util
-import json
 import os
 import sys
+
+# What importlib.util re-exports, from where it takes them: importing
+# importlib.util itself (contextlib, functools, types, warnings) cost a
+# cold call more than a millisecond.
+from importlib._bootstrap import module_from_spec
+from importlib._bootstrap_external import spec_from_file_location
+
+
+def json_codec():
+    """`loads` and `dumps` as the json package does them with its
+    defaults, on the same C scanner and encoder (`_json`) json itself
+    uses, without importing json: its regular expressions (`re`, `enum`)
+    were a third of the shim's start. The json package where the
+    accelerator is missing or does not answer as json would."""
+    try:
+        from _json import encode_basestring_ascii, make_encoder, make_scanner
+
+        class Settings:  # json.JSONDecoder()'s
+            strict = True
+            object_hook = None
+            object_pairs_hook = None
+            parse_float = float
+            parse_int = int
+            parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+        scan = make_scanner(Settings())
+
+        def default(o):
+            raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+        def loads(text):
+            if isinstance(text, (bytes, bytearray)):
+                text = text.decode("utf-8", "surrogatepass")
+            blank = " \t\n\r"
+            start = len(text) - len(text.lstrip(blank))
+            try:
+                value, end = scan(text, start)
+            except StopIteration as e:
+                raise ValueError(f"expecting a JSON value at {e.value}") from None
+            if text[end:].strip(blank):
+                raise ValueError(f"extra data after the JSON value at {end}")
+            return value
+
+        def dumps(value):
+            if isinstance(value, str):
+                return encode_basestring_ascii(value)
+            # A fresh encoder (and circular-reference table) per document,
+            # as json.dumps makes: a failed one leaves entries behind.
+            encode = make_encoder({}, default, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+            return "".join(encode(value, 0))
+
+        probe = {"a": [1, -2.5, None, True, False, "\u00e9\n\"", {"b": {}}, []], "": 1e300}
+        text = '{"a": [1, -2.5, null, true, false, "\\u00e9\\n\\"", {"b": {}}, []], "": 1e+300}'
+        if dumps(probe) != text or loads(text) != probe or loads(b" [] ") != []:
+            raise TypeError("the json accelerator does not answer as json")
+        return loads, dumps
+    except (ImportError, AttributeError, TypeError, ValueError):
+        import json
+
+        return json.loads, json.dumps
+
+
+loads, dumps = json_codec()
 
 # Safe paths: the interpreter runs isolated (`-I`: neither the script's
 # directory nor the working directory is on sys.path), and the tool's
@@ -66,14 +128,14 @@ def load_chain(chain):
             spec.submodule_search_locations = [path]
         elif kind == "package":
             init = os.path.join(path, "__init__.py")
-            spec = importlib.util.spec_from_file_location(
+            spec = spec_from_file_location(
                 name, init, loader=SourceOnly(name, init), submodule_search_locations=[path]
             )
         elif path.endswith(".py"):
-            spec = importlib.util.spec_from_file_location(name, path, loader=SourceOnly(name, path))
+            spec = spec_from_file_location(name, path, loader=SourceOnly(name, path))
         else:
-            spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
+            spec = spec_from_file_location(name, path)
+        module = module_from_spec(spec)
         sys.modules[name] = module
         if spec.loader is not None:
             spec.loader.exec_module(module)
@@ -108,7 +170,7 @@ def failure(e, cwd):
         import traceback
     finally:
         sys.path[:] = saved
-    return json.dumps(
+    return dumps(
         {
             "ok": False,
             "type": type(e).__name__,
@@ -127,9 +189,9 @@ def invoke(request, module, cwd, result):
         function = getattr(module, request["function"])
         value = function(*request["args"], **request.get("kwargs", {}))
         if request["return"] == "json":
-            payload = json.dumps({"ok": True, "value": value})
+            payload = dumps({"ok": True, "value": value})
         else:
-            payload = json.dumps({"ok": True, "value": value if isinstance(value, str) else str(value)})
+            payload = dumps({"ok": True, "value": value if isinstance(value, str) else str(value)})
     except BaseException as e:  # noqa: BLE001 - every exception is the tool's result
         payload = failure(e, cwd)
     sys.stdout.flush()
@@ -138,7 +200,7 @@ def invoke(request, module, cwd, result):
 
 
 def cold():
-    request = json.load(sys.stdin)
+    request = loads(sys.stdin.read())
     result = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
@@ -147,317 +209,9 @@ def cold():
     invoke(request, None, request["cwd"], result)
 
 
-# --- warm mode -------------------------------------------------------------
-# The zygote is the first process of the tool's jail (pid 1 of its PID
-# namespace). fd 0 is its control channel to glovebox. It imports the
-# module once, then never runs tool code again: for each call it receives
-# descriptors (the request pipe, the result pipe, the stderr pipe, the
-# call's cgroups), makes a fresh directory for HOME/TMPDIR and forks. The
-# child reads the call's parameters and environment (secrets) from the
-# request pipe itself, so the zygote never holds them and no later call
-# inherits them. When the child ends (or glovebox asks for it to be killed)
-# the zygote kills every other process of its namespace (`kill(-1)` from
-# pid 1 reaches exactly the namespace), reaps them all, empties HOME and
-# only then reports the child's wait status.
-#
-# Messages: glovebox -> zygote: b"C" with the descriptors (a call), b"K"
-# (kill the running call); zygote -> glovebox: b"R", a 4-byte big-endian
-# length and a JSON list of the module files it loaded (ready), b"F" (cannot serve warm: glovebox runs the call cold), b"M" (cannot serve
-# warm: the import left shared memory or a descriptor), b"S" and a
-# 4-byte big-endian wait status (the call is over, nothing of it is left).
-
-
-def warm():
-    # Everything the zygote will ever import, before the tool's directory
-    # is on sys.path at all (it goes last, see `prepare`).
-    import ctypes
-    import gc
-    import select
-    import shutil
-    import signal
-    import socket
-    import stat
-    import struct
-
-    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=0)
-    init = json.loads(sys.argv[2])
-
-    def send(b):
-        ctl.sendall(b)
-
-    # Tool prints at import time go to the worker's stderr.
-    os.dup2(2, 1)
-    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-    sys.stdin = None
-    libc = ctypes.CDLL(None, use_errno=True)
-    # Not dumpable: a call cannot open /proc/1/mem or /proc/1/environ (or
-    # ptrace) to reach into the zygote and so into later calls.
-    if os.getpid() != 1 or libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        send(b"F")
-        os._exit(0)
-    # A POSIX message queue would outlive its call in the worker's IPC
-    # namespace, and nothing can list the queues to remove them: each call
-    # gets a filter refusing to create one (EPERM); opening one that exists
-    # cannot happen, as none ever does. (System V objects are listed in
-    # /proc/sysvipc and removed after every call, see `end_all`.)
-    mq_open = {"x86_64": 240, "aarch64": 180}.get(os.uname().machine)
-    if mq_open is None:
-        send(b"F")
-        os._exit(0)
-    insns = [
-        (0x20, 0, 0, 0),  # ld [nr]
-        (0x15, 0, 3, mq_open),  # jeq mq_open
-        (0x20, 0, 0, 24),  # ld [args[1]] (low word: flags)
-        (0x45, 0, 1, 0o100),  # jset O_CREAT
-        (0x06, 0, 0, 0x00050000 | 1),  # ret ERRNO(EPERM)
-        (0x06, 0, 0, 0x7FFF0000),  # ret ALLOW
-    ]
-    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *i) for i in insns))
-
-    class Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    prog = Prog(len(insns), ctypes.cast(code, ctypes.c_void_p))
-
-    def confine():
-        if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
-            raise OSError(ctypes.get_errno(), "seccomp")
-
-    # pid 1 of a namespace gets no signal from inside it unless it has a
-    # handler: none at all.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    home = os.environ.get("HOME", "/nonexistent")
-    base_env = dict(os.environ)
-    prepare(init)
-    try:
-        module = load(init)
-    except BaseException:  # noqa: BLE001 - the call runs cold and reports it
-        send(b"F")
-        os._exit(0)
-    # Tool code runs in the zygote only during the import: a thread or a
-    # process it left running would go on beside every call, so such a
-    # module is served cold.
-    others = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
-    if len(os.listdir("/proc/self/task")) != 1 or others:
-        end_all(signal, libc)
-        send(b"F")
-        os._exit(0)
-    # Nor is a module whose import left memory or a descriptor that every
-    # fork shares: one call could leave its parameters there for the next.
-    if shares_state():
-        end_all(signal, libc)
-        send(b"M")
-        os._exit(0)
-    idle = float(init.get("idle_s", 300))
-    # The files of every module now loaded from outside the base
-    # installation: glovebox voids the worker when one of them changes.
-    system = tuple(p + os.sep for p in {sys.base_prefix, sys.base_exec_prefix})
-    files = sorted(
-        {
-            f
-            for m in list(sys.modules.values())
-            for f in [getattr(m, "__file__", None)]
-            if isinstance(f, str) and not f.startswith(system)
-        }
-    )
-    loaded = json.dumps(files).encode()
-    # Objects that exist now are never collected in a call: the collector
-    # does not touch (and so copy) the zygote's pages in every fork.
-    gc.freeze()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    send(b"R" + struct.pack(">I", len(loaded)) + loaded)
-    n = 0
-    while True:
-        if not select.select([ctl], [], [], idle)[0]:
-            os._exit(0)
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(ctl, 1, 16)
-        except OSError:
-            os._exit(0)
-        if not msg:
-            os._exit(0)
-        if msg != b"C" or len(fds) < 3:
-            for fd in fds:
-                os.close(fd)
-            continue
-        n += 1
-        calldir = os.path.join(home, "call-%d" % n)
-        os.mkdir(calldir, 0o700)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            child(fds, calldir, base_env, module, init["cwd"], confine)
-        for fd in fds:
-            os.close(fd)
-        pidfd = os.pidfd_open(pid)
-        while True:
-            ready = select.select([ctl, pidfd], [], [])[0]
-            if pidfd in ready:
-                break
-            try:
-                m = ctl.recv(1)
-            except OSError:
-                m = b""
-            if not m:
-                # glovebox is gone: end everything.
-                end_all(signal, libc)
-                os._exit(0)
-            if m == b"K":
-                os.kill(-1, signal.SIGKILL)
-        os.close(pidfd)
-        _, status = os.waitpid(pid, 0)
-        end_all(signal, libc)
-        wipe(home, shutil, stat)
-        # The worker's private /dev/shm (POSIX semaphores, shared memory).
-        wipe("/dev/shm", shutil, stat)
-        send(b"S" + struct.pack(">i", status))
-
-
-def shares_state():
-    """True when this process holds something its forks share with each
-    other: a shared mapping that is writable or could be made so (anonymous
-    `MAP_SHARED` memory, a memfd, System V memory, a deleted or writable
-    file; a read-only file the jail cannot write is harmless), or a
-    descriptor beyond 0, 1 and 2 (a pipe, a memfd, even the offset of a
-    read-only file carries data from one call to the next)."""
-    with open("/proc/self/maps") as f:
-        maps = f.read().splitlines()
-    for line in maps:
-        fields = line.split(None, 5)
-        if len(fields) < 2 or fields[1][3:4] != "s":
-            continue
-        path = fields[5] if len(fields) > 5 else ""
-        if "w" in fields[1] or not path.startswith("/") or path.endswith(" (deleted)"):
-            return True
-        if os.access(path, os.W_OK):
-            return True
-    for fd in os.listdir("/proc/self/fd"):
-        if int(fd) > 2:
-            try:
-                os.readlink("/proc/self/fd/" + fd)
-            except OSError:
-                continue  # the listing's own descriptor, closed since
-            return True
-    return False
-
-
-def end_all(signal, libc):
-    """Kills and reaps every process of the namespace but this one, then
-    removes every System V object of its IPC namespace."""
-    while True:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-    for kind, remove in (
-        ("shm", lambda i: libc.shmctl(i, 0, None)),
-        ("sem", lambda i: libc.semctl(i, 0, 0)),
-        ("msg", lambda i: libc.msgctl(i, 0, None)),
-    ):
-        try:
-            with open("/proc/sysvipc/" + kind) as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            fields = row.split()
-            if len(fields) > 1:
-                remove(int(fields[1]))  # IPC_RMID
-
-
-def wipe(home, shutil, stat):
-    """Empties HOME (every call's directory and anything else a call left)."""
-
-    def fix(func, path, _exc):
-        try:
-            os.chmod(os.path.dirname(path), stat.S_IRWXU)
-            os.chmod(path, stat.S_IRWXU, follow_symlinks=False)
-        except OSError:
-            pass
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
-
-    try:
-        os.chmod(home, stat.S_IRWXU)
-        entries = os.listdir(home)
-    except OSError:
-        return
-    for name in entries:
-        path = os.path.join(home, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, onerror=fix)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-
-
-def child(fds, calldir, base_env, module, cwd, confine):
-    """One call, in the zygote's fresh fork. Never returns."""
-    code = 0
-    try:
-        import signal
-
-        req_r, res_w, err_w, *groups = fds
-        os.setsid()
-        # Join the call's cgroups before anything else (limits of its own).
-        for g in groups:
-            os.write(g, b"0")
-            os.close(g)
-        confine()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 0)
-        os.close(null)
-        os.dup2(err_w, 1)
-        os.dup2(err_w, 2)
-        os.close(err_w)
-        chunks = []
-        while True:
-            b = os.read(req_r, 1 << 16)
-            if not b:
-                break
-            chunks.append(b)
-        os.close(req_r)
-        message = json.loads(b"".join(chunks))
-        env = dict(base_env)
-        env.update(message["env"])
-        env["HOME"] = calldir
-        env["TMPDIR"] = calldir
-        os.environ.clear()
-        os.environ.update(env)
-        if "tempfile" in sys.modules:
-            sys.modules["tempfile"].tempdir = None
-        os.chdir(cwd)
-        sys.stdin = open(os.devnull)
-        result = os.fdopen(res_w, "w")
-        invoke(message["request"], module, cwd, result)
-        # What a cold interpreter does at exit: wait for the threads the
-        # call started, run the exit handlers.
-        if "threading" in sys.modules:
-            sys.modules["threading"]._shutdown()
-        import atexit
-
-        atexit._run_exitfuncs()
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BaseException:  # noqa: BLE001 - no reply: glovebox reports the exit
-        code = 70
-    os._exit(code)
-
-
+# `warm` exists only in a warm worker's source (python::SHIM_WARM); asked
+# for without it, the worker fails at once (NameError) and the call runs
+# cold.
 if len(sys.argv) > 2 and sys.argv[1] == "warm":
     warm()
 else:

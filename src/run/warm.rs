@@ -444,6 +444,12 @@ impl Worker {
         w.stdin = Stdin::Channel(Channel::new(OwnedFd::from(theirs)));
         w.cancel = Some(cancel.clone());
         w.limits.wall = LIFETIME;
+        // The zygote's code, which the cold shim leaves out.
+        for arg in &mut w.argv {
+            if arg.as_os_str() == std::ffi::OsStr::new(super::python::SHIM) {
+                *arg = super::python::SHIM_WARM.into();
+            }
+        }
         w.argv.push("warm".into());
         w.argv.push(plan.init.clone().into());
         let (tx, rx) = std::sync::mpsc::channel();
