@@ -24,60 +24,12 @@ use crate::manifest::discover::resolve;
 use crate::manifest::model::{AgentCliExec, CommandExec, Exec, Manifest, PythonExec};
 use crate::manifest::project::{Origin, Project, ProjectError, Tool};
 use crate::policy::{Policy, PolicyError};
-use crate::run::{
-    self, command, python, secrets, ErrorKind, Finished, Outcome, Redactor, SecretSource,
-};
+use crate::run::{self, command, python, secrets, ErrorKind, Finished, Outcome, Redactor};
 use crate::template::{Bindings, TemplateError};
 use crate::validate::Schemas;
 use crate::{approval, audit};
 
-/// Who is calling, and what they bring.
-#[derive(Debug, Clone, Default)]
-pub struct Caller {
-    /// Free-form identity for logs ("cli", an MCP client name, …).
-    pub id: String,
-    /// The caller approved this call now (`--yes`, or a y/N prompt).
-    pub approved: bool,
-    /// The caller can approve one call itself (`glovebox run --yes`, or
-    /// its y/N prompt): the CLI, on the user's own terminal. A refusal
-    /// for want of approval then names that way too.
-    pub approves_once: bool,
-    /// The caller prints the Outcome, warnings included, on glovebox's
-    /// own stderr (`glovebox run` without `--json`), so the engine does
-    /// not say its audit failures there a second time.
-    pub prints_to_stderr: bool,
-    /// Where declared secrets are read from.
-    pub secrets: SecretSource,
-    /// Stops the call's jailed process tree when cancelled (an MCP client's
-    /// `notifications/cancelled`); `None`: the call runs to its end.
-    pub cancel: Option<jail::Cancel>,
-    /// The agent on whose behalf the call is made, as the client says
-    /// (HTTP `X-Agent-ID`); logged as `agent_id=`, after
-    /// [`audit::client_label`].
-    pub agent_id: Option<String>,
-    /// The client's project (HTTP `X-Project-ID`); logged as `project_id=`.
-    pub project_id: Option<String>,
-    /// Why [`Caller::cancel`] was fired, set by whoever fired it, so that
-    /// the Outcome (and the audit line) says so with the right kind.
-    pub cancelled: Arc<std::sync::OnceLock<Cancelled>>,
-    /// When the request carrying the call runs out of time (HTTP
-    /// `--request-timeout`); a call ended past it was timed out.
-    pub deadline: Option<(Instant, std::time::Duration)>,
-    /// Where a wrapped MCP server's progress reports for the call go (the
-    /// MCP client's, with its progress token); `None`: dropped.
-    pub progress: Option<crate::mcpwrap::client::Relay>,
-}
-
-/// Why a call was cancelled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cancelled {
-    /// The client cancelled it (MCP `notifications/cancelled`).
-    ByClient,
-    /// The client went away before it ended (connection closed).
-    ClientGone,
-    /// The request ran past its time limit.
-    RequestTimeout(std::time::Duration),
-}
+pub use crate::caller::{Caller, Cancelled};
 
 /// `outcome` of a call killed for `why`: the kind and message that say so.
 fn cancelled_outcome(outcome: &mut Outcome, why: Cancelled) {

@@ -95,6 +95,7 @@
 pub mod approval;
 pub mod audit;
 pub mod builtin;
+pub mod caller;
 pub mod create;
 pub mod egress;
 pub mod engine;

@@ -15,18 +15,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Upward edges not yet carved out: (from, to, why).
-const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "manifest",
-        "planted",
-        "the project loader refuses a tainted project; the taint record belongs below the loader",
-    ),
-    (
-        "builtin",
-        "engine",
-        "the built-in tools take the engine's `Caller`; it belongs below both",
-    ),
-];
+const KNOWN: &[(&str, &str, &str)] = &[(
+    "manifest",
+    "planted",
+    "the project loader refuses a tainted project; the taint record belongs below the loader",
+)];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

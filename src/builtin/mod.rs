@@ -31,7 +31,7 @@ use std::path::Path;
 use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
-use crate::engine::Caller;
+use crate::caller::Caller;
 use crate::manifest::config::Config;
 use crate::manifest::diagnostic::{Diagnostic, Rule};
 use crate::manifest::discover;

@@ -4,7 +4,7 @@
 //! carries rmcp's HTTP requests through glovebox's own outbound client).
 //!
 //! Bounded everywhere the server decides: a line longer than
-//! [`MAX_LINE`] ends the connection ([`LineCap`]: the call fails at once
+//! [`MAX_LINE`] ends the connection (`LineCap`: the call fails at once
 //! and the next one gets a new server, rather than waiting on an answer
 //! that was dropped), requests wait at most their deadline (the server is
 //! then told `notifications/cancelled`), and the server's own requests get
