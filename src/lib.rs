@@ -122,3 +122,4 @@ pub mod state;
 pub mod surface;
 pub mod template;
 pub mod validate;
+pub mod yaml;

@@ -292,7 +292,7 @@ impl Watch {
             {
                 // Keep the record: the next loader finds it dead and
                 // tries again (or taints).
-                undone.unrecorded = Some(crate::run::error_chain(&e));
+                undone.unrecorded = Some(crate::kind::error_chain(&e));
                 return undone;
             }
         }

@@ -146,7 +146,7 @@ fn configured(path: &Path) -> Result<Option<PathBuf>, StateError> {
         path: path.to_path_buf(),
         reason,
     };
-    let doc = crate::manifest::yaml::parse(&text).map_err(|e| bad(e.to_string()))?;
+    let doc = crate::yaml::parse(&text).map_err(|e| bad(e.to_string()))?;
     match doc.value.get("state_dir") {
         None | Some(serde_json::Value::Null) => Ok(None),
         Some(serde_json::Value::String(s)) if !s.is_empty() => {

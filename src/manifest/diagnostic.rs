@@ -239,15 +239,7 @@ impl fmt::Display for Diagnostic {
     }
 }
 
-/// `text` with its first character lowercased: diagnostics are lowercase
-/// sentences, whatever library produced the underlying message.
-pub(crate) fn lowercase_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
+pub(crate) use crate::yaml::lowercase_first;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

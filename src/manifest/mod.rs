@@ -46,7 +46,7 @@ pub mod placeholder;
 pub mod project;
 pub mod schema;
 pub mod v1;
-pub mod yaml;
+pub use crate::yaml;
 
 pub use config::{Config, Limits, MaxPermissions, SafetyMode};
 pub use diagnostic::{Diagnostic, Rule, Severity};

@@ -75,21 +75,7 @@ pub fn jail_error(tool: &str, err: &StartError, program: &Path) -> Outcome {
     )
 }
 
-/// The error and its sources, joined (a source whose text the message
-/// already ends with is not repeated).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        let text = c.to_string();
-        if !s.ends_with(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        src = c.source();
-    }
-    s
-}
+pub use crate::kind::error_chain;
 
 /// What the kind-specific part decided about a finished process.
 pub enum Finished {

@@ -178,7 +178,7 @@ impl From<ScanError> for YamlError {
     fn from(err: ScanError) -> Self {
         YamlError::Syntax {
             at: Position::from_marker(err.marker()),
-            message: crate::manifest::diagnostic::lowercase_first(err.info()),
+            message: lowercase_first(err.info()),
         }
     }
 }
@@ -389,6 +389,16 @@ fn to_yaml(value: &Value) -> saphyr::Yaml<'static> {
             }
             Yaml::Mapping(out)
         }
+    }
+}
+
+/// `text` with its first character lowercased: diagnostics are lowercase
+/// sentences, whatever library produced the underlying message.
+pub(crate) fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 
