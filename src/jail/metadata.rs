@@ -562,21 +562,7 @@ fn serve_early(
         return;
     };
     let l = listener.as_raw_fd();
-    loop {
-        let Ok((events, stopped)) = sys::poll_two(l, stop.as_raw_fd()) else {
-            return;
-        };
-        if stopped || events & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            return;
-        }
-        if events & libc::POLLIN == 0 {
-            continue;
-        }
-        let notice = match sys::notif_recv(l) {
-            Ok(Some(n)) => n,
-            Ok(None) => continue,
-            Err(_) => return,
-        };
+    while let Some(notice) = next_notice(l, stop) {
         if super::observe::is_observed(i64::from(notice.nr)) {
             observer.record(&notice);
             let _ = sys::notif_continue(l, notice.id);
@@ -588,20 +574,14 @@ fn serve_early(
             let _ = sys::notif_send(l, notice.id, libc::EPERM);
             return;
         };
-        let nr = i64::from(notice.nr);
-        if let Some(f) = ctx.forks.filter(|_| super::forks::is_counted(nr)) {
-            if f.admit() {
-                let _ = sys::notif_continue(l, notice.id);
-            } else {
-                let _ = sys::notif_send(l, notice.id, libc::EAGAIN);
-            }
-        } else {
-            let answered = match &ctx.broker {
-                Some(b) if nr == libc::SYS_connect => super::broker::answer(l, &notice, b),
-                _ => answer(l, &notice, &ctx.grants),
-            };
-            let _ = sys::notif_send(l, notice.id, answered.err().unwrap_or(0));
-        }
+        respond(
+            l,
+            &notice,
+            &ctx.grants,
+            ctx.broker.as_ref(),
+            ctx.forks,
+            None,
+        );
         serve(
             &listener,
             stop,
@@ -643,51 +623,63 @@ fn serve(
     observer: Option<&super::observe::Observer>,
 ) {
     let l = listener.as_raw_fd();
+    while let Some(notice) = next_notice(l, stop) {
+        respond(l, &notice, grants, broker, forks, observer);
+    }
+}
+
+/// The next notification on the listener `l`, or `None` once the call is
+/// over: stopped, or hung up (every process of the call is gone, so a
+/// receive would wait for a notification that can never come).
+fn next_notice(l: RawFd, stop: &OwnedFd) -> Option<sys::Notice> {
     loop {
-        let Ok((events, stopped)) = sys::poll_two(l, stop.as_raw_fd()) else {
-            return;
-        };
-        // Hung up: every process of the call is gone (a receive would
-        // wait for a notification that can never come).
+        let (events, stopped) = sys::poll_two(l, stop.as_raw_fd()).ok()?;
         if stopped || events & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            return;
+            return None;
         }
         if events & libc::POLLIN == 0 {
             continue;
         }
-        let notice = match sys::notif_recv(l) {
-            Ok(Some(n)) => n,
+        match sys::notif_recv(l) {
+            Ok(Some(n)) => return Some(n),
             Ok(None) => continue,
             // POLLHUP with nothing pending: every process of the call is
             // gone (the filter was freed).
-            Err(_) => return,
-        };
-        let nr = i64::from(notice.nr);
-        // Learn mode: recorded, then let go on (the jail's grants decide
-        // it; the observer decides nothing).
-        if let Some(o) = observer.filter(|_| super::observe::is_observed(nr)) {
-            o.record(&notice);
-            let _ = sys::notif_continue(l, notice.id);
-            continue;
+            Err(_) => return None,
         }
-        if let Some(f) = forks.filter(|_| super::forks::is_counted(nr)) {
-            if f.admit() {
-                let _ = sys::notif_continue(l, notice.id);
-            } else {
-                let _ = sys::notif_send(l, notice.id, libc::EAGAIN);
-            }
-            continue;
-        }
-        let answered = match broker {
-            Some(b) if nr == libc::SYS_connect => super::broker::answer(l, &notice, b),
-            _ => answer(l, &notice, grants),
-        };
-        let errno = match answered {
-            Ok(()) => 0,
-            Err(e) => e,
-        };
-        let _ = sys::notif_send(l, notice.id, errno);
     }
+}
+
+/// Answers one notification: learn mode's observed calls recorded and let
+/// go on (the jail's grants decide them; the observer decides nothing),
+/// forks counted, `connect` to the broker, the metadata family decided.
+fn respond(
+    l: RawFd,
+    notice: &sys::Notice,
+    grants: &Grants,
+    broker: Option<&super::broker::Broker>,
+    forks: Option<super::forks::ForkLimit>,
+    observer: Option<&super::observe::Observer>,
+) {
+    let nr = i64::from(notice.nr);
+    if let Some(o) = observer.filter(|_| super::observe::is_observed(nr)) {
+        o.record(notice);
+        let _ = sys::notif_continue(l, notice.id);
+        return;
+    }
+    if let Some(f) = forks.filter(|_| super::forks::is_counted(nr)) {
+        if f.admit() {
+            let _ = sys::notif_continue(l, notice.id);
+        } else {
+            let _ = sys::notif_send(l, notice.id, libc::EAGAIN);
+        }
+        return;
+    }
+    let answered = match broker {
+        Some(b) if nr == libc::SYS_connect => super::broker::answer(l, notice, b),
+        _ => answer(l, notice, grants),
+    };
+    let _ = sys::notif_send(l, notice.id, answered.err().unwrap_or(0));
 }
 
 /// Reads a NUL-terminated string of at most `PATH_MAX` bytes at `addr` in
