@@ -231,10 +231,19 @@ fn where_no_network_namespace_can_be_made_the_call_runs_behind_the_broker() {
     let by_name = format!("http://localhost:{port}/canary");
     let direct = srv.url("/canary");
     let allow = format!("localhost:{port}");
+    // Started by an unprivileged user, glovebox is root in the user
+    // namespace with no cgroup it may write, and root's process limit then
+    // has no mechanism in the namespaces mode: degraded for that one gap
+    // (the call behind the broker has one: the supervisor's count).
+    let degraded = if nix::unistd::geteuid().is_root() {
+        ""
+    } else {
+        "--degraded"
+    };
     let run = |limit: &str| -> Option<(Value, String)> {
         let script = format!(
             "echo {limit} > /proc/sys/user/max_net_namespaces && \
-             exec \"$0\" sandbox --json --net --allow-private --allow-host {allow} -- sh -c \
+             exec \"$0\" sandbox --json {degraded} --net --allow-private --allow-host {allow} -- sh -c \
              'curl -sS --max-time 10 \"$1\"; echo; \
               curl -sS --noproxy \"*\" --max-time 5 \"$2\" || echo DIRECT-REFUSED' sh \"$1\" \"$2\""
         );
@@ -265,10 +274,15 @@ fn where_no_network_namespace_can_be_made_the_call_runs_behind_the_broker() {
     assert_eq!(e["net_namespace"], false, "{limited:#}");
     assert_eq!(e["connect_broker"], true, "{limited:#}");
     assert_eq!(e["mode"], "namespace-free", "{limited:#}");
-    assert!(
-        !limited.to_string().contains("degraded"),
-        "{limited:#} {stderr}"
-    );
+    if !degraded.is_empty() {
+        // Behind the broker the process limit has its mechanism again.
+        assert_eq!(e["pids_limit"], "seccomp-count", "{limited:#}");
+    } else {
+        assert!(
+            !limited.to_string().contains("degraded"),
+            "{limited:#} {stderr}"
+        );
+    }
     assert_eq!(srv.accepted(), 1, "only the proxied request arrived");
     let (control, stderr) = run("100").expect("the control ran");
     assert!(
