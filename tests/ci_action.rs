@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{bin, tempdir};
+use common::{bin, tempdir, tiny_crate};
 use saphyr::LoadableYamlNode;
 
 fn repo() -> PathBuf {
@@ -255,18 +255,10 @@ fn the_readme_ci_example_works_verbatim_with_a_rustup_toolchain() {
     let docs = saphyr::Yaml::load_from_str(yaml).unwrap();
     let steps = docs[0].as_vec().expect("a list of steps");
     let dir = tempdir();
-    let krate = dir.path().join("crate");
-    std::fs::create_dir_all(krate.join("src")).unwrap();
-    std::fs::write(
-        krate.join("Cargo.toml"),
-        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        krate.join("src/lib.rs"),
+    let krate = tiny_crate(
+        dir.path(),
         "pub fn two() -> u32 { 2 }\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn ran_in_the_jail() {\n        assert_eq!(super::two(), 2);\n    }\n}\n",
-    )
-    .unwrap();
+    );
     let path = format!("{}/.cargo/bin:/usr/local/bin:/usr/bin:/bin", home.display());
     let mut ran_action = false;
     let get = |m: &'_ saphyr::Yaml<'_>, k: &str| -> Option<String> {

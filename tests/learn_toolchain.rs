@@ -23,14 +23,7 @@ fn cargo_check_under_rustup_is_learned_and_reruns_green() {
         "learn is checked against a rustup toolchain in ~/.rustup and ~/.cargo: install one (https://rustup.rs)"
     );
     let dir = tempdir();
-    let krate = dir.path().join("crate");
-    std::fs::create_dir_all(krate.join("src")).unwrap();
-    std::fs::write(
-        krate.join("Cargo.toml"),
-        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
-    )
-    .unwrap();
-    std::fs::write(krate.join("src/lib.rs"), "pub fn two() -> u32 { 2 }\n").unwrap();
+    let krate = tiny_crate(dir.path(), "pub fn two() -> u32 { 2 }\n");
     let path = format!("{}/.cargo/bin:/usr/local/bin:/usr/bin:/bin", home.display());
     let rustup_home = home.join(".rustup");
     let cargo_home = home.join(".cargo");

@@ -254,6 +254,20 @@ pub fn marker(name: &str) -> String {
 }
 
 /// A temporary directory the jail (and an unprivileged test user) can use.
+/// A one-file library crate `tiny` in `dir/crate` whose `src/lib.rs` is
+/// `lib_rs`; returns its directory.
+pub fn tiny_crate(dir: &Path, lib_rs: &str) -> PathBuf {
+    let krate = dir.join("crate");
+    std::fs::create_dir_all(krate.join("src")).expect("crate dir");
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .expect("Cargo.toml");
+    std::fs::write(krate.join("src/lib.rs"), lib_rs).expect("lib.rs");
+    krate
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("gbx-test-")
