@@ -246,15 +246,16 @@ fn clients(front: u16, stop: Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<Vec
         .collect()
 }
 
-#[test]
-fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_together() {
-    require_jail!();
+/// Three replicas of `f`'s project, each serving `signed_echo` (its
+/// approval signed once and shipped read-only to all), and HAProxy in
+/// front: returned once HAProxy's checks see all three UP, with
+/// HAProxy's stats port.
+fn balanced_cluster(f: Fixture) -> (Cluster, HaProxy, u16) {
     let haproxy = Path::new("/usr/sbin/haproxy");
     assert!(
         haproxy.is_file(),
         "haproxy is not installed: run .ci/setup (apt-get install haproxy)"
     );
-    let f = Fixture::new();
     let mut tool = command_tool(
         "signed_echo",
         schema(json!({"n": {"type": "integer"}})),
@@ -315,7 +316,7 @@ fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_toge
         "{}",
         String::from_utf8_lossy(&check.stdout) + String::from_utf8_lossy(&check.stderr)
     );
-    let _lb = HaProxy(
+    let lb = HaProxy(
         Command::new(haproxy)
             .args(["-db", "-f", cfg.to_str().unwrap()])
             .stdout(Stdio::null())
@@ -331,6 +332,14 @@ fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_toge
         "the replicas did not all come up in haproxy: {:?}",
         states(stats)
     );
+    (cluster, lb, stats)
+}
+
+#[test]
+fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_together() {
+    require_jail!();
+    let (mut cluster, _lb, stats) = balanced_cluster(Fixture::new());
+    let front = cluster.front;
 
     // Phase 1: all three up, 32 clients, no error at all.
     let stop = Arc::new(AtomicBool::new(false));
@@ -468,6 +477,147 @@ fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_toge
     }
     // The whole set fails as a set (one tail is unsealed), saying so.
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// Runs `tests/mcp/client2.py` (the MCP Python SDK 2.x, MCP 2026-07-28)
+/// against `url` with `scenario` and `arg`, piping its output.
+fn mcp2_client(py: &Path, url: &str, root: &Path, scenario: &str, arg: &str) -> Child {
+    Command::new(py)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client2.py"))
+        .args(["--mode", "auto", "--transport", "http", "--url", url])
+        .arg("--root")
+        .arg(root)
+        .args([scenario, arg])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The MCP Python SDK 2.x through the balancer: 32 clients of their own
+/// (MCP 2026-07-28 is stateless, so HAProxy spreads their requests
+/// without stickiness) call the tool whose approval was signed once,
+/// with no error, and every replica ran some of the calls. Then each
+/// replica's own `subscriptions/listen` stream (one client per replica,
+/// connected to it directly) is told of a tool written to the shared
+/// project on disk, and lists it.
+#[test]
+fn the_python_mcp_sdk_calls_through_the_balancer_and_each_replica_relays_list_changed() {
+    require_jail!();
+    let Some(py) = venv_program(
+        "tests/mcp/setup2.sh",
+        "GLOVEBOX_MCP2_VENV",
+        "mcp2-venv",
+        "python",
+    ) else {
+        return;
+    };
+    let (mut cluster, _lb, _stats) = balanced_cluster(Fixture::new());
+    let front = format!("http://127.0.0.1:{}/mcp", cluster.front);
+    let root = cluster.f.root.clone();
+    let out = mcp2_client(
+        &py,
+        &front,
+        &root,
+        "balanced",
+        &format!("signed_echo:{CLIENTS}:5"),
+    )
+    .wait_with_output()
+    .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let want = format!("BALANCED ok={} of={} ", CLIENTS * 5, CLIENTS * 5);
+    assert!(text.lines().any(|l| l.starts_with(&want)), "{text}");
+    // Every replica ran calls of the run (its stream names the tool).
+    for r in &cluster.replicas {
+        let stream = std::fs::read_to_string(r.streams.last().unwrap()).unwrap();
+        let ran = stream
+            .lines()
+            .filter(|l| l.contains(r#""event":"TOOL_EXECUTED""#) && l.contains("signed_echo"))
+            .count();
+        assert!(
+            ran > 0,
+            "{} ran none of the calls: the balancer did not spread them",
+            r.id
+        );
+    }
+
+    // One listening client per replica, each on its replica directly.
+    let mut listeners: Vec<(String, Child)> = cluster
+        .replicas
+        .iter()
+        .map(|r| {
+            let url = format!("http://127.0.0.1:{}/mcp", r.port);
+            (
+                r.id.clone(),
+                mcp2_client(&py, &url, &root, "listen_for", "written_later"),
+            )
+        })
+        .collect();
+    let mut readers = Vec::new();
+    for (id, child) in &mut listeners {
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        readers.push((id.clone(), rx));
+    }
+    let mut seen: Vec<Vec<String>> = vec![Vec::new(); readers.len()];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (i, (id, rx)) in readers.iter().enumerate() {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) if l == "LISTENING" => break,
+                Ok(l) => seen[i].push(l),
+                Err(_) => panic!("{id}'s client never listened: {:?}", seen[i]),
+            }
+        }
+    }
+    let mut tool = command_tool(
+        "written_later",
+        schema(json!({})),
+        json!({"entrypoint": "true", "args": []}),
+        read_root(),
+    );
+    tool["description"] = json!("written to the shared project while the replicas serve");
+    cluster.f.tool(&tool);
+    for (i, (id, rx)) in readers.iter().enumerate() {
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(l) if l == "CHANGED written_later" => break,
+                Ok(l) => seen[i].push(l),
+                Err(_) => panic!("{id} did not relay list_changed: {:?}", seen[i]),
+            }
+        }
+    }
+    for (id, mut child) in listeners {
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(status.success(), "{id}'s client: {err}");
+    }
+    for r in &mut cluster.replicas {
+        let s = r.served.as_mut().unwrap();
+        s.terminate();
+        assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+    }
 }
 
 /// CPU seconds (user + system) `pid` and its reaped children used.

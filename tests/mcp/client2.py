@@ -153,8 +153,61 @@ async def scenario_listen_until_stop(args):
     print("STREAM-ENDED", flush=True)
 
 
+async def scenario_balanced(args):
+    """ARG is TOOL:CLIENTS:CALLS: CLIENTS separate clients (each its own
+    connection pool) call TOOL with {"n": i} CALLS times each, all at
+    once; prints how many succeeded and every failure."""
+    tool, clients, calls = args.arg.split(":")
+    clients, calls = int(clients), int(calls)
+
+    async def one(k):
+        ok, failures = 0, []
+        async with client(args) as c:
+            for i in range(calls):
+                try:
+                    r = await c.call_tool(tool, {"n": k * 1000 + i})
+                    if r.is_error:
+                        failures.append(repr(r)[:300])
+                    else:
+                        ok += 1
+                except Exception as e:  # noqa: BLE001 - every failure is counted
+                    failures.append(repr(e)[:300])
+        return ok, failures
+
+    t0 = time.monotonic()
+    rs = await asyncio.gather(*[one(k) for k in range(clients)], return_exceptions=True)
+    ok, failures = 0, []
+    for r in rs:
+        if isinstance(r, BaseException):
+            failures.append(repr(r)[:300])
+        else:
+            ok += r[0]
+            failures.extend(r[1])
+    print(f"BALANCED ok={ok} of={clients * calls} took={time.monotonic() - t0:.1f}", flush=True)
+    for f in failures:
+        print("BALANCED-FAILURE", f, flush=True)
+
+
+async def scenario_listen_for(args):
+    """Opens a listen stream, says LISTENING, waits for a tools
+    list_changed notification, then lists the tools: ARG must be among
+    them (prints CHANGED)."""
+    async with client(args) as c:
+        async with c.listen(tools_list_changed=True) as sub:
+            assert sub.honored.tools_list_changed, sub.honored
+            print("LISTENING", flush=True)
+            async for event in sub:
+                assert type(event).__name__ == "ToolsListChanged", event
+                break
+        have = await names(c)
+        assert args.arg in have, have
+        print("CHANGED", args.arg, flush=True)
+
+
 SCENARIOS = {
+    "balanced": scenario_balanced,
     "changes": scenario_changes,
+    "listen_for": scenario_listen_for,
     "load": scenario_load,
     "listen_until_stop": scenario_listen_until_stop,
 }
