@@ -208,6 +208,9 @@ pub struct Who<'a> {
     pub agent_id: Option<&'a str>,
     /// HTTP `X-Project-ID`.
     pub project_id: Option<&'a str>,
+    /// The caller's W3C `traceparent` (validated where the interface
+    /// reads it).
+    pub trace: Option<&'a str>,
 }
 
 /// A call's end, as its [`event::TOOL_EXECUTED`] line records it.
@@ -306,6 +309,9 @@ impl Event {
         }
         if let Some(p) = who.project_id {
             self.fields.push(("project_id", client_label(p)));
+        }
+        if let Some(t) = who.trace {
+            self.fields.push(("traceparent", client_label(t)));
         }
         self
     }

@@ -44,6 +44,39 @@ pub struct Caller {
     /// Where a wrapped MCP server's progress reports for the call go (the
     /// MCP client's, with its progress token); `None`: dropped.
     pub progress: Option<crate::mcpwrap::client::Relay>,
+    /// The caller's W3C trace context (MCP `_meta.traceparent`, HTTP
+    /// `traceparent`), when it is a valid one ([`traceparent`]): logged as
+    /// `traceparent=` and continued by the OTLP export.
+    pub trace: Option<String>,
+}
+
+/// `value` as a W3C `traceparent` (version `00`: `00-` 32 lowercase hex
+/// digits of trace id `-` 16 of parent span id `-` 2 of flags, neither id
+/// all zeros), or `None`: an invalid one is ignored, as the W3C Trace
+/// Context spec asks, never an error. A later version's longer value is
+/// read for its first four fields.
+pub fn traceparent(value: &str) -> Option<String> {
+    let value = value.trim();
+    let mut parts = value.split('-');
+    let version = parts.next()?;
+    let trace = parts.next()?;
+    let parent = parts.next()?;
+    let flags = parts.next()?;
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let zero = |s: &str| s.bytes().all(|b| b == b'0');
+    let ok = hex(version, 2)
+        && version != "ff"
+        && (version != "00" || parts.next().is_none())
+        && hex(trace, 32)
+        && !zero(trace)
+        && hex(parent, 16)
+        && !zero(parent)
+        && hex(flags, 2);
+    ok.then(|| format!("00-{trace}-{parent}-{flags}"))
 }
 
 /// Why a call was cancelled.
@@ -55,4 +88,35 @@ pub enum Cancelled {
     ClientGone,
     /// The request ran past its time limit.
     RequestTimeout(std::time::Duration),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::traceparent;
+
+    #[test]
+    fn a_traceparent_is_taken_only_when_valid() {
+        let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(traceparent(ok).as_deref(), Some(ok));
+        assert_eq!(traceparent(&format!(" {ok} ")).as_deref(), Some(ok));
+        // A later version: its first four fields, as version 00.
+        assert_eq!(
+            traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra").as_deref(),
+            Some(ok)
+        );
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1z",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736 x-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(traceparent(bad), None, "{bad:?}");
+        }
+    }
 }

@@ -67,6 +67,7 @@ impl Caller {
             caller: &self.id,
             agent_id: self.agent_id.as_deref(),
             project_id: self.project_id.as_deref(),
+            trace: self.trace.as_deref(),
         }
     }
 }

@@ -674,3 +674,126 @@ fn audit_lines_reach_an_otlp_collector_with_the_genai_attributes() {
     );
     assert!(recs.iter().any(|r| r.2 == "TOOL_STARTED"));
 }
+
+/// Every log record's (body, traceId, spanId) as the collector got them
+/// (OTLP/JSON writes the ids in hex; empty when the record has none).
+fn trace_ids(bodies: &[String]) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for b in bodies {
+        let v: Value = serde_json::from_str(b).unwrap();
+        for rl in v["resourceLogs"].as_array().unwrap() {
+            for sl in rl["scopeLogs"].as_array().unwrap() {
+                for r in sl["logRecords"].as_array().unwrap() {
+                    let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+                    let body = r["body"]["stringValue"].as_str().unwrap_or("").to_string();
+                    out.push((body, s("traceId"), s("spanId")));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The caller's W3C trace context is continued: a REST call's
+/// `traceparent` header and an MCP call's `_meta.traceparent` are logged
+/// on the call's lines (`traceparent=`) and the OTLP records of those
+/// lines carry the trace id, with the caller's span as their span id; a
+/// malformed one is ignored (W3C: never an error), and a call without one
+/// has none.
+#[test]
+fn a_callers_traceparent_is_logged_and_continued_in_the_otlp_records() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let (addr, got) = collector();
+    let state = f.state();
+    let url = format!("http://{addr}/v1/logs");
+    let mut s = Served::start(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &["--replica-id", "web-9", "--audit-otlp", &url],
+    );
+    let rest_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let rest_span = "00f067aa0ba902b7";
+    let rest = s.request(
+        "POST",
+        "/api/v1/tools/quick/invoke",
+        &[
+            ("Content-Type", "application/json"),
+            ("traceparent", &format!("00-{rest_trace}-{rest_span}-01")),
+        ],
+        json!({"n": 1}).to_string().as_bytes(),
+    );
+    assert_eq!(rest.json["ok"], true, "{rest:?}");
+    let bad = s.request(
+        "POST",
+        "/api/v1/tools/quick/invoke",
+        &[
+            ("Content-Type", "application/json"),
+            (
+                "traceparent",
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            ),
+        ],
+        json!({"n": 2}).to_string().as_bytes(),
+    );
+    assert_eq!(
+        bad.json["ok"], true,
+        "a malformed traceparent refused the call: {bad:?}"
+    );
+    let mcp_trace = "0af7651916cd43dd8448eb211c80319c";
+    let mcp_span = "b7ad6b7169203331";
+    let session = s.mcp_session("2025-11-25");
+    let call = s.mcp(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "quick", "arguments": {"n": 3},
+            "_meta": {"traceparent": format!("00-{mcp_trace}-{mcp_span}-01")}}}),
+    );
+    assert_eq!(call.rpc()["result"]["isError"], false, "{call:?}");
+    s.terminate();
+    assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+
+    // The log: each call's lines name its trace context, or none.
+    let log = std::fs::read_to_string(f.root.join(".glee/audit/tools.log")).unwrap();
+    let lines_of = |n: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("name=quick") && l.contains(&format!("\"n\":{n}")))
+            .map(String::from)
+            .collect()
+    };
+    for (n, want) in [
+        (
+            "1",
+            Some(format!("traceparent=00-{rest_trace}-{rest_span}-01 ")),
+        ),
+        ("2", None),
+        (
+            "3",
+            Some(format!("traceparent=00-{mcp_trace}-{mcp_span}-01 ")),
+        ),
+    ] {
+        let started = lines_of(n);
+        assert_eq!(started.len(), 1, "call {n}'s intent line: {log}");
+        match &want {
+            Some(w) => assert!(started[0].contains(w.as_str()), "{}", started[0]),
+            None => assert!(!started[0].contains("traceparent="), "{}", started[0]),
+        }
+    }
+
+    // The collector: the calls' records carry the callers' ids.
+    let recs = trace_ids(&got.lock().unwrap().clone());
+    let executed_with = |trace: &str, span: &str| {
+        recs.iter()
+            .filter(|(body, t, sp)| body.contains("TOOL_EXECUTED") && t == trace && sp == span)
+            .count()
+    };
+    assert_eq!(executed_with(rest_trace, rest_span), 1, "{recs:?}");
+    assert_eq!(executed_with(mcp_trace, mcp_span), 1, "{recs:?}");
+    let with_any = recs.iter().filter(|(_, t, _)| !t.is_empty()).count();
+    // Two calls × (intent + result).
+    assert_eq!(
+        with_any, 4,
+        "only the two traced calls' lines carry a trace: {recs:?}"
+    );
+}

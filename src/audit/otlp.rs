@@ -10,14 +10,16 @@
 //! (`tools/call`, for a call made over MCP) — plus `glovebox.*` for the
 //! rest of the line's fields. Plain HTTP only (no TLS client is built
 //! in): send to a collector on the node or in the pod. The caller's
-//! `traceparent` is not carried yet. The resource names the service
+//! `traceparent` (MCP `_meta.traceparent`, HTTP `traceparent`), logged as
+//! `traceparent=` on the call's lines, is continued: those records carry
+//! its trace id and, as their span id, the caller's span. The resource names the service
 //! (`glovebox`) and the replica (`service.instance.id`). Records are
 //! batched on a thread of the SDK's own; a collector that is down loses
 //! records after the SDK's retries (the signed stdout export is the one
 //! to verify against).
 
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
-use opentelemetry::KeyValue;
+use opentelemetry::{KeyValue, SpanId, TraceFlags, TraceId};
 use opentelemetry_otlp::{LogExporter, Protocol, WithExportConfig};
 use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
 use opentelemetry_sdk::Resource;
@@ -109,6 +111,12 @@ impl Otlp {
                         record.add_attribute("mcp.method.name", "tools/call");
                         record.add_attribute("glovebox.caller", v.clone());
                     }
+                    "traceparent" => {
+                        if let Some((trace, span, flags)) = trace_context(v) {
+                            record.set_trace_context(trace, span, Some(flags));
+                        }
+                        record.add_attribute("glovebox.traceparent", v.clone());
+                    }
                     "mac" => {}
                     _ => record.add_attribute(format!("glovebox.{k}"), v.clone()),
                 }
@@ -124,4 +132,18 @@ impl Otlp {
             eprintln!("glovebox: the OTLP audit export did not end cleanly: {e}");
         }
     }
+}
+/// A logged `traceparent` (`00-TRACE-SPAN-FLAGS`, validated before it
+/// was logged) as OpenTelemetry's ids; `None` for anything else.
+fn trace_context(v: &str) -> Option<(TraceId, SpanId, TraceFlags)> {
+    let mut parts = v.split('-');
+    let _version = parts.next()?;
+    let trace = TraceId::from_hex(parts.next()?).ok()?;
+    let span = SpanId::from_hex(parts.next()?).ok()?;
+    let flags = u8::from_str_radix(parts.next()?, 16).ok()?;
+    (trace != TraceId::INVALID && span != SpanId::INVALID).then_some((
+        trace,
+        span,
+        TraceFlags::new(flags),
+    ))
 }

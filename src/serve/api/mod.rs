@@ -202,6 +202,7 @@ fn caller(headers: &HeaderMap) -> Caller {
         cancel: None,
         agent_id: header_value(headers, AGENT_HEADER),
         project_id: header_value(headers, PROJECT_HEADER),
+        trace: header_value(headers, "traceparent").and_then(|t| crate::caller::traceparent(&t)),
         ..Caller::default()
     }
 }

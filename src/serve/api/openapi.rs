@@ -105,6 +105,9 @@ fn client_headers() -> Value {
          "schema": {"type": "string"}},
         {"name": "X-Project-ID", "in": "header", "required": false,
          "description": "The calling agent's project; logged as project_id=.",
+         "schema": {"type": "string"}},
+        {"name": "traceparent", "in": "header", "required": false,
+         "description": "The caller's W3C trace context; a valid one is logged as traceparent= on the call's audit lines and continued by the OTLP export (their records take its trace id and span). A malformed one is ignored.",
          "schema": {"type": "string"}}
     ])
 }

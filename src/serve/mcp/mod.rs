@@ -127,6 +127,11 @@ impl Server {
             approved: false,
             secrets: SecretSource::Environment,
             cancel: None,
+            trace: ctx
+                .meta
+                .get("traceparent")
+                .and_then(Value::as_str)
+                .and_then(crate::caller::traceparent),
             ..Caller::default()
         }
     }
