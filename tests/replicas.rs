@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod httpkit;
 mod runkit;
 mod servekit;
 
@@ -796,4 +797,83 @@ fn a_callers_traceparent_is_logged_and_continued_in_the_otlp_records() {
         with_any, 4,
         "only the two traced calls' lines carry a trace: {recs:?}"
     );
+}
+
+/// An `https://` collector: with its private CA given (`--audit-otlp-ca`)
+/// the records reach it over TLS; without it the collector's certificate
+/// is not trusted, nothing reaches it (connections are made, no request
+/// is read), and calls are not held back. An `https` CA for an `http://`
+/// URL, or a URL of another scheme, is refused at start, by name.
+#[test]
+fn audit_lines_reach_an_https_collector_verified_with_its_ca() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let ca = httpkit::TestCa::new();
+    let ca_file = f.base.join("collector-ca.pem");
+    ca.write_pem(&ca_file);
+    let state = f.state();
+    let envs = [("GLOVEBOX_STATE_DIR", state.to_str().unwrap())];
+    for trusted in [true, false] {
+        let collector = httpkit::Server::start_tls(&ca, |_| httpkit::Reply::json(json!({})));
+        let url = format!("{}/v1/logs", collector.origin());
+        let mut args = vec!["--replica-id", "web-tls", "--audit-otlp", &url];
+        if trusted {
+            args.extend(["--audit-otlp-ca", ca_file.to_str().unwrap()]);
+        }
+        let mut s = Served::start(&f.root, &envs, &args);
+        let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": 7}));
+        assert_eq!(ok.json["ok"], true, "{ok:?}");
+        s.terminate();
+        assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+        let said = s.stderr();
+        let bodies: Vec<String> = collector
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/v1/logs")
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect();
+        if trusted {
+            let recs = records(&bodies);
+            assert!(
+                recs.iter()
+                    .any(|r| r.2 == "TOOL_EXECUTED" && r.1.contains("replica=web-tls")),
+                "no record over TLS: {bodies:?} {:?} {said}",
+                collector.requests()
+            );
+        } else {
+            assert!(collector.connections() > 0, "the export never tried");
+            assert!(
+                bodies.is_empty(),
+                "an untrusted collector got records: {bodies:?}"
+            );
+        }
+    }
+    for (url, ca_arg, says) in [
+        (
+            "http://127.0.0.1:9/v1/logs",
+            true,
+            "--audit-otlp-ca is for an https:// collector",
+        ),
+        (
+            "ftp://127.0.0.1/v1/logs",
+            false,
+            "not an http:// or https:// URL",
+        ),
+    ] {
+        let mut args = vec![
+            "--root",
+            f.root.to_str().unwrap(),
+            "serve",
+            "--audit-otlp",
+            url,
+        ];
+        if ca_arg {
+            args.extend(["--audit-otlp-ca", ca_file.to_str().unwrap()]);
+        }
+        let out = Command::new(bin()).args(&args).envs(envs).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
 }

@@ -8,8 +8,9 @@
 //! `gen_ai.operation.name` (`execute_tool` for a call's lines),
 //! `gen_ai.tool.name`, `gen_ai.tool.call.id`, `mcp.method.name`
 //! (`tools/call`, for a call made over MCP) — plus `glovebox.*` for the
-//! rest of the line's fields. Plain HTTP only (no TLS client is built
-//! in): send to a collector on the node or in the pod. The caller's
+//! rest of the line's fields. To `http://` (a collector on the node or
+//! in the pod) or `https://` (verified: the Mozilla roots plus
+//! `--audit-otlp-ca`; `otlp/https.rs`). The caller's
 //! `traceparent` (MCP `_meta.traceparent`, HTTP `traceparent`), logged as
 //! `traceparent=` on the call's lines, is continued: those records carry
 //! its trace id and, as their span id, the caller's span. The resource names the service
@@ -18,19 +19,26 @@
 //! records after the SDK's retries (the signed stdout export is the one
 //! to verify against).
 
+use std::path::Path;
+
 use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
 use opentelemetry::{KeyValue, SpanId, TraceFlags, TraceId};
-use opentelemetry_otlp::{LogExporter, Protocol, WithExportConfig};
+use opentelemetry_otlp::{LogExporter, Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::logs::{SdkLogger, SdkLoggerProvider};
 use opentelemetry_sdk::Resource;
 
 use super::event;
 
+mod https;
+
+/// How long one export may take (the SDK's default).
+const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Errors starting the OTLP export.
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
     /// The exporter could not be built (a malformed endpoint).
-    #[error("cannot export the audit over OTLP to {endpoint}: {message}; pass an http URL such as http://127.0.0.1:4318/v1/logs (a collector on the node or in the pod, which forwards over TLS)")]
+    #[error("cannot export the audit over OTLP to {endpoint}: {message}; pass a collector's logs URL such as http://127.0.0.1:4318/v1/logs (on the node or in the pod) or https://collector:4318/v1/logs (with --audit-otlp-ca for a private CA)")]
     Build { endpoint: String, message: String },
 }
 
@@ -55,24 +63,36 @@ const EVENTS: [&str; 9] = [
 ];
 
 impl Otlp {
-    /// Exports to `endpoint` (the full logs URL) as `replica`. Must be
-    /// called outside an async runtime (the HTTP client is blocking).
-    pub fn start(endpoint: &str, replica: &str) -> Result<Otlp, OtlpError> {
-        if !endpoint.starts_with("http://") {
-            return Err(OtlpError::Build {
-                endpoint: endpoint.to_string(),
-                message: "only plain http is built in".into(),
-            });
-        }
-        let exporter = LogExporter::builder()
+    /// Exports to `endpoint` (the full logs URL: `http://`, or `https://`
+    /// verified against the Mozilla roots plus the PEM certificates of
+    /// `ca`) as `replica`. Must be called outside an async runtime (the
+    /// HTTP clients block).
+    pub fn start(endpoint: &str, replica: &str, ca: Option<&Path>) -> Result<Otlp, OtlpError> {
+        let fail = |message: String| OtlpError::Build {
+            endpoint: endpoint.to_string(),
+            message,
+        };
+        let builder = LogExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpJson)
-            .with_endpoint(endpoint)
-            .build()
-            .map_err(|e| OtlpError::Build {
-                endpoint: endpoint.to_string(),
-                message: e.to_string(),
-            })?;
+            .with_endpoint(endpoint);
+        let exporter = if endpoint.starts_with("https://") {
+            let tls = crate::proxy::tls::client_config(ca)
+                .map_err(|e| fail(crate::kind::error_chain(&e)))?;
+            let client = https::Https::new(tls, TIMEOUT).map_err(|e| fail(e.to_string()))?;
+            builder
+                .with_http_client(client)
+                .with_timeout(TIMEOUT)
+                .build()
+        } else if endpoint.starts_with("http://") {
+            if ca.is_some() {
+                return Err(fail("--audit-otlp-ca is for an https:// collector".into()));
+            }
+            builder.with_timeout(TIMEOUT).build()
+        } else {
+            return Err(fail("not an http:// or https:// URL".into()));
+        }
+        .map_err(|e| fail(e.to_string()))?;
         let resource = Resource::builder_empty()
             .with_service_name("glovebox")
             .with_attribute(KeyValue::new("service.instance.id", replica.to_string()))
@@ -133,6 +153,7 @@ impl Otlp {
         }
     }
 }
+
 /// A logged `traceparent` (`00-TRACE-SPAN-FLAGS`, validated before it
 /// was logged) as OpenTelemetry's ids; `None` for anything else.
 fn trace_context(v: &str) -> Option<(TraceId, SpanId, TraceFlags)> {

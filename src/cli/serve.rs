@@ -128,9 +128,19 @@ pub struct Args {
     #[arg(long, value_name = "SINK", value_enum, env = "GLOVEBOX_AUDIT_EXPORT")]
     pub audit_export: Option<AuditExport>,
     /// Also export every audit line as an OpenTelemetry log record over
-    /// OTLP/HTTP (JSON) to this URL (a collector's `/v1/logs`).
+    /// OTLP/HTTP (JSON) to this URL (a collector's `/v1/logs`, `http://`
+    /// or `https://`).
     #[arg(long, value_name = "URL", env = "GLOVEBOX_AUDIT_OTLP")]
     pub audit_otlp: Option<String>,
+    /// A PEM file of CA certificates an `https://` --audit-otlp collector
+    /// may also be verified with (a private CA), beside the Mozilla roots.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GLOVEBOX_AUDIT_OTLP_CA",
+        requires = "audit_otlp"
+    )]
+    pub audit_otlp_ca: Option<PathBuf>,
     /// The secret key (`glovebox approve --generate-key`) that signs the
     /// exported stream's checkpoints.
     #[arg(
@@ -195,7 +205,11 @@ fn replica(cli: &Cli, args: &Args) -> anyhow::Result<()> {
         let mut exporter = Exporter::new(replica, sink, key, args.checkpoint_every);
         if let Some(url) = &args.audit_otlp {
             // Built here, before the async runtime (its client blocks).
-            exporter = exporter.with_otlp(glovebox::audit::otlp::Otlp::start(url, replica)?);
+            exporter = exporter.with_otlp(glovebox::audit::otlp::Otlp::start(
+                url,
+                replica,
+                args.audit_otlp_ca.as_deref(),
+            )?);
         }
         glovebox::audit::export::install(exporter);
     }

@@ -18,7 +18,7 @@ use rustls::{ClientConfig, RootCertStore};
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// The extra CA file could not be read.
-    #[error("cannot read security.http.extra_ca_file {path:?}")]
+    #[error("cannot read the extra CA file {path:?}")]
     ReadCaFile {
         /// The file.
         path: PathBuf,
@@ -26,7 +26,7 @@ pub enum TlsError {
         source: std::io::Error,
     },
     /// The extra CA file holds no usable certificate.
-    #[error("security.http.extra_ca_file {path:?} holds no valid PEM certificate{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    #[error("the extra CA file {path:?} holds no valid PEM certificate{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
     BadCaFile {
         /// The file.
         path: PathBuf,
