@@ -76,6 +76,7 @@ mod commit;
 pub mod event;
 pub mod export;
 mod head;
+pub(crate) mod intent;
 mod line;
 mod log;
 pub mod otlp;
