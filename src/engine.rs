@@ -600,10 +600,7 @@ impl Engine {
             secrets::placeholders(&m.permissions, &secret_values).map_err(|e| {
                 Box::new(Outcome::failure(
                     name,
-                    match e {
-                        secrets::SecretError::Hosts { .. } => ErrorKind::ManifestInvalid,
-                        secrets::SecretError::Placeholder(_) => ErrorKind::SecretMissing,
-                    },
+                    e.kind(),
                     run::error_chain(&e),
                     json!({}),
                 ))

@@ -251,7 +251,7 @@ impl Job<'_> {
             Err(e) => {
                 return Ok(Outcome::failure(
                     &self.tool.name,
-                    ErrorKind::Internal,
+                    e.kind(),
                     run::error_chain(&e),
                     json!({}),
                 ))
