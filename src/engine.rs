@@ -265,6 +265,9 @@ impl Engine {
     /// Its result is logged after, with the same call id.
     pub fn call(&self, name: &str, params: Value, caller: &Caller) -> Outcome {
         let started = Instant::now();
+        // Found once: its secrets redact the logged parameters, and an
+        // agentcli tool's passed-through names go on its result line.
+        let found = self.project.tool(name).ok();
         if !crate::manifest::name::is_valid(name) {
             let shown = crate::manifest::name::shown(name);
             let mut outcome = Outcome::failure(
@@ -282,12 +285,15 @@ impl Engine {
                 json!(null),
                 caller,
                 &mut outcome,
-                Record::default(),
+                Record {
+                    tool: found,
+                    ..Record::default()
+                },
                 started,
             );
             return outcome;
         }
-        let logged_params = self.redacted_params(name, &params, caller);
+        let logged_params = self.redacted_params(found, &params, caller);
         let call_id = new_call_id();
         let intent = Intent::new(
             &self.project.root,
@@ -311,6 +317,7 @@ impl Engine {
         }
         let id = intent.written().then_some(call_id.as_str());
         let record = Record {
+            tool: found,
             call_id: id,
             extra: intent.extra().take(),
             log: intent.opened_log(),
@@ -379,21 +386,21 @@ impl Engine {
     /// [`LOGGED_STRING_MAX`] bytes (a file's content for `write_file`, a
     /// large body) replaced by its length and SHA-256, so the log stays
     /// small and still identifies what was sent.
-    fn redacted_params(&self, name: &str, params: &Value, caller: &Caller) -> Value {
-        let redacted = match self.project.tool(name) {
-            Ok(tool) => {
+    fn redacted_params(&self, tool: Option<&Tool>, params: &Value, caller: &Caller) -> Value {
+        let redacted = match tool {
+            Some(tool) => {
                 let values = secrets::available(&tool.manifest.permissions, &caller.secrets);
                 Redactor::new(&values).value(params.clone())
             }
-            Err(_) => params.clone(),
+            None => params.clone(),
         };
         abbreviate(redacted)
     }
 
     /// For an agentcli tool, the names (never the values) of the
     /// `envPassthrough` variables the caller has set, as a JSON array.
-    fn env_keys(&self, name: &str, caller: &Caller) -> Option<String> {
-        let tool = self.project.tool(name).ok()?;
+    fn env_keys(&self, tool: Option<&Tool>, caller: &Caller) -> Option<String> {
+        let tool = tool?;
         if !matches!(tool.manifest.exec, Exec::AgentCli(_)) {
             return None;
         }
@@ -414,13 +421,15 @@ impl Engine {
         caller: &Caller,
         outcome: &Outcome,
     ) -> Result<(), audit::AuditError> {
-        let params = self.redacted_params(name, params, caller);
+        let tool = self.project.tool(name).ok();
+        let params = self.redacted_params(tool, params, caller);
         self.log_call(
             name,
             params,
             caller,
             outcome,
             Record {
+                tool,
                 call_id: None,
                 extra: Vec::new(),
                 log: None,
@@ -437,6 +446,7 @@ impl Engine {
         record: Record<'_>,
     ) -> Result<(), audit::AuditError> {
         let Record {
+            tool,
             call_id,
             extra,
             log,
@@ -458,7 +468,7 @@ impl Engine {
                     ok: outcome.ok,
                     kind,
                     duration_ms: outcome.duration_ms,
-                    env_keys: self.env_keys(name, caller),
+                    env_keys: self.env_keys(tool, caller),
                     extra,
                 },
                 caller.who(),
@@ -738,10 +748,13 @@ fn new_call_id() -> String {
     hex::encode(b)
 }
 
-/// What the result's audit line carries besides the Outcome: the call's
-/// id (when its intent was written) and the run's extra fields.
+/// What the result's audit line carries besides the Outcome: the tool,
+/// the call's id (when its intent was written) and the run's extra fields.
 #[derive(Debug, Default)]
 struct Record<'a> {
+    /// The tool called, found once at the call's start (`None`: no such
+    /// tool).
+    tool: Option<&'a Tool>,
     call_id: Option<&'a str>,
     extra: Vec<(&'static str, String)>,
     /// The log the intent was written to, its directory opened then
