@@ -9,23 +9,22 @@
 //! run the jailed process and turn its result into an [`Outcome`].
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use indexmap::IndexMap;
 use serde_json::{json, Map, Value};
 
+use crate::audit::intent::{Intent, Refused};
 use crate::egress::placeholder::Placeholders;
-use crate::jail::{self, Output, Spec, Stdin};
-use crate::manifest::config::{AuditMode, Config};
-use crate::manifest::discover::resolve;
-use crate::manifest::model::{AgentCliExec, CommandExec, Exec, Manifest, PythonExec};
+use crate::jail;
+use crate::manifest::config::Config;
+use crate::manifest::model::{Exec, Manifest};
 use crate::manifest::project::{Origin, Project, ProjectError, Tool};
-use crate::policy::{Policy, PolicyError};
-use crate::run::{self, command, python, secrets, ErrorKind, Finished, Outcome, Redactor};
-use crate::template::{Bindings, TemplateError};
+use crate::policy::Policy;
+use crate::run::job::{policy_failure, Job};
+use crate::run::{self, secrets, ErrorKind, Outcome, Redactor};
+use crate::template::Bindings;
 use crate::validate::Schemas;
 use crate::{approval, audit};
 
@@ -267,6 +266,9 @@ impl Engine {
     /// Its result is logged after, with the same call id.
     pub fn call(&self, name: &str, params: Value, caller: &Caller) -> Outcome {
         let started = Instant::now();
+        // Found once: its secrets redact the logged parameters, and an
+        // agentcli tool's passed-through names go on its result line.
+        let found = self.project.tool(name).ok();
         if !crate::manifest::name::is_valid(name) {
             let shown = crate::manifest::name::shown(name);
             let mut outcome = Outcome::failure(
@@ -284,30 +286,29 @@ impl Engine {
                 json!(null),
                 caller,
                 &mut outcome,
-                Record::default(),
+                Record {
+                    tool: found,
+                    ..Record::default()
+                },
                 started,
             );
             return outcome;
         }
-        let logged_params = self.redacted_params(name, &params, caller);
+        let logged_params = self.redacted_params(found, &params, caller);
         let call_id = new_call_id();
-        let intent = Intent {
-            engine: self,
+        let intent = Intent::new(
+            &self.project.root,
             name,
-            params: &logged_params,
-            caller,
-            id: &call_id,
-            written: std::cell::Cell::new(false),
-            log: std::cell::OnceCell::new(),
-            warnings: std::cell::RefCell::new(Vec::new()),
-            extra: AuditExtra::default(),
-            gate: std::cell::RefCell::new(None),
-        };
+            &logged_params,
+            caller.who(),
+            caller.prints_to_stderr,
+            &call_id,
+        );
         let mut outcome = match self.call_inner(name, params, caller, &intent) {
             Ok(o) => o,
             Err(o) => *o,
         };
-        outcome.warnings.extend(intent.warnings.take());
+        outcome.warnings.extend(intent.take_warnings());
         let was_cancelled = outcome
             .error
             .as_ref()
@@ -315,11 +316,12 @@ impl Engine {
         if let (true, Some(why)) = (was_cancelled, caller.cancelled.get()) {
             cancelled_outcome(&mut outcome, *why);
         }
-        let id = intent.written.get().then_some(call_id.as_str());
+        let id = intent.written().then_some(call_id.as_str());
         let record = Record {
+            tool: found,
             call_id: id,
-            extra: intent.extra.take(),
-            log: intent.log.get().cloned(),
+            extra: intent.extra().take(),
+            log: intent.opened_log(),
         };
         self.finish(name, logged_params, caller, &mut outcome, record, started);
         outcome
@@ -370,6 +372,11 @@ impl Engine {
         let Ok(tool) = self.project.tool(name) else {
             return approval::Status::Missing;
         };
+        self.approval_of(tool)
+    }
+
+    /// Whether `tool`'s approval holds, and if not, what voided it.
+    fn approval_of(&self, tool: &Tool) -> approval::Status {
         approval::Store::open(&self.project.root)
             .and_then(|s| s.status(&self.project.root, tool))
             .unwrap_or(approval::Status::Missing)
@@ -380,21 +387,21 @@ impl Engine {
     /// [`LOGGED_STRING_MAX`] bytes (a file's content for `write_file`, a
     /// large body) replaced by its length and SHA-256, so the log stays
     /// small and still identifies what was sent.
-    fn redacted_params(&self, name: &str, params: &Value, caller: &Caller) -> Value {
-        let redacted = match self.project.tool(name) {
-            Ok(tool) => {
+    fn redacted_params(&self, tool: Option<&Tool>, params: &Value, caller: &Caller) -> Value {
+        let redacted = match tool {
+            Some(tool) => {
                 let values = secrets::available(&tool.manifest.permissions, &caller.secrets);
                 Redactor::new(&values).value(params.clone())
             }
-            Err(_) => params.clone(),
+            None => params.clone(),
         };
         abbreviate(redacted)
     }
 
     /// For an agentcli tool, the names (never the values) of the
     /// `envPassthrough` variables the caller has set, as a JSON array.
-    fn env_keys(&self, name: &str, caller: &Caller) -> Option<String> {
-        let tool = self.project.tool(name).ok()?;
+    fn env_keys(&self, tool: Option<&Tool>, caller: &Caller) -> Option<String> {
+        let tool = tool?;
         if !matches!(tool.manifest.exec, Exec::AgentCli(_)) {
             return None;
         }
@@ -415,13 +422,15 @@ impl Engine {
         caller: &Caller,
         outcome: &Outcome,
     ) -> Result<(), audit::AuditError> {
-        let params = self.redacted_params(name, params, caller);
+        let tool = self.project.tool(name).ok();
+        let params = self.redacted_params(tool, params, caller);
         self.log_call(
             name,
             params,
             caller,
             outcome,
             Record {
+                tool,
                 call_id: None,
                 extra: Vec::new(),
                 log: None,
@@ -438,6 +447,7 @@ impl Engine {
         record: Record<'_>,
     ) -> Result<(), audit::AuditError> {
         let Record {
+            tool,
             call_id,
             extra,
             log,
@@ -459,7 +469,7 @@ impl Engine {
                     ok: outcome.ok,
                     kind,
                     duration_ms: outcome.duration_ms,
-                    env_keys: self.env_keys(name, caller),
+                    env_keys: self.env_keys(tool, caller),
                     extra,
                 },
                 caller.who(),
@@ -529,7 +539,7 @@ impl Engine {
             } else {
                 Vec::new()
             };
-            intent.record(config)?;
+            intent.record(config).map_err(|r| refused(name, r))?;
             let ctx = crate::builtin::Context {
                 root: &self.project.root,
                 config,
@@ -540,7 +550,7 @@ impl Engine {
         }
 
         let status = if m.approval.required && !caller.approved {
-            self.approval_status(name)
+            self.approval_of(tool)
         } else {
             approval::Status::Approved
         };
@@ -601,10 +611,7 @@ impl Engine {
             secrets::placeholders(&m.permissions, &secret_values).map_err(|e| {
                 Box::new(Outcome::failure(
                     name,
-                    match e {
-                        secrets::SecretError::Hosts { .. } => ErrorKind::ManifestInvalid,
-                        secrets::SecretError::Placeholder(_) => ErrorKind::SecretMissing,
-                    },
+                    e.kind(),
                     run::error_chain(&e),
                     json!({}),
                 ))
@@ -632,24 +639,23 @@ impl Engine {
         if matches!(m.exec, Exec::Http(_) | Exec::Mcp(_)) {
             // glovebox itself makes the request (to the web, or to an MCP
             // server already running in its jail): nothing to overlap.
-            intent.record(config)?;
+            intent.record(config).map_err(|r| refused(name, r))?;
         } else {
             // The sync overlaps the jail's preparation; the jail (or the
             // warm worker) waits for it right before the code starts.
-            intent.begin(config)?;
+            intent.begin(config).map_err(|r| refused(name, r))?;
         }
-        let gate = intent.gate.borrow().clone();
         let job = Job {
-            name,
+            tool,
             root: &self.project.root,
             policy: &policy,
             secrets: &jail_values,
             placeholders: &placeholders,
             redact: &redact,
             schemas: &schemas,
-            caller,
-            extra: &intent.extra,
-            gate,
+            cancel: caller.cancel.clone(),
+            extra: intent.extra(),
+            gate: intent.gate(),
             observer: self.observer.as_ref(),
         };
         if let Exec::Mcp(_) = &m.exec {
@@ -665,13 +671,13 @@ impl Engine {
                 redact: &redact,
             };
             return Ok(crate::mcpwrap::call(&call, &mut |k, v| {
-                intent.extra.push((k, v))
+                intent.extra().push((k, v))
             }));
         }
         let result = match &m.exec {
-            Exec::Command(exec) => self.run_command(exec, &job, &bindings),
-            Exec::Python(exec) => self.run_python(exec, &job, &bindings),
-            Exec::AgentCli(exec) => self.run_agentcli(exec, &job, stdin.unwrap_or_default()),
+            Exec::Command(exec) => job.run_command(exec, &bindings),
+            Exec::Python(exec) => job.run_python(exec, &bindings),
+            Exec::AgentCli(exec) => job.run_agentcli(exec, stdin.unwrap_or_default()),
             Exec::Mcp(_) => Err(Box::new(Outcome::failure(
                 name,
                 ErrorKind::Internal,
@@ -688,7 +694,10 @@ impl Engine {
                 &schemas,
             )),
         };
-        intent.settle(result)
+        match intent.settle() {
+            Ok(()) => result,
+            Err(r) => Err(refused(name, r)),
+        }
     }
 
     /// An agent-created tool stays under the ceiling at every call, its
@@ -721,165 +730,6 @@ impl Engine {
             json!({"excess": excess}),
         )))
     }
-
-    /// The working directory, resolved. A tool starts in it even when its
-    /// permissions do not let it read it (`fs.read: []` and the default
-    /// `cwd: .`): the jail enters it before Landlock applies, and the
-    /// kernel then refuses to list or read it, so a tool that needs no
-    /// files runs without being granted any. A cwd that is not a
-    /// directory is refused, saying so (never as a missing grant).
-    ///
-    /// Its symlinks are resolved, like the grants': the jail holds the
-    /// real paths it was granted, not the links that led to them.
-    fn cwd(&self, job: &Job<'_>, rel: &str) -> Result<PathBuf, Box<Outcome>> {
-        let root = &self.project.root;
-        let cwd = crate::footprint::resolved_under(root, &resolve(root, rel));
-        if cwd.is_dir() {
-            return Ok(cwd);
-        }
-        Err(policy_failure(
-            job.name,
-            &crate::policy::PolicyError::NoSuchCwd { path: cwd },
-        ))
-    }
-
-    fn run_command(
-        &self,
-        exec: &CommandExec,
-        job: &Job<'_>,
-        bindings: &Bindings<'_>,
-    ) -> Result<Outcome, Box<Outcome>> {
-        let name = job.name;
-        let root = &self.project.root;
-        let program = command::program(root, exec);
-        if program.is_absolute() {
-            job.policy
-                .require_readable("entrypoint", &program)
-                .map_err(|e| policy_failure(name, &e))?;
-        }
-        let cwd = self.cwd(job, &exec.cwd)?;
-        let argv = command::argv(root, exec, bindings).map_err(|e| template_failure(name, &e))?;
-        let stdout = &exec.stdout;
-        let allowed = exec.exit_codes_ok.clone();
-        let mut spec = job.spec(argv, cwd);
-        run::safepath::apply(&mut spec, false);
-        job.execute(spec, &program, |r, redact| match r.status {
-            jail::Status::Exited(c) if allowed.contains(&c) => {
-                run::select::read(name, &r.stdout, stdout, redact)
-            }
-            status => Finished::Failed(run::exit_failure(
-                name,
-                status,
-                &redact.text(&String::from_utf8_lossy(&r.stderr)),
-                &allowed,
-            )),
-        })
-    }
-
-    fn run_agentcli(
-        &self,
-        exec: &AgentCliExec,
-        job: &Job<'_>,
-        stdin: Vec<u8>,
-    ) -> Result<Outcome, Box<Outcome>> {
-        let name = job.name;
-        let Some(program) = exec.command.first().map(PathBuf::from) else {
-            return Err(Box::new(Outcome::failure(
-                name,
-                ErrorKind::ManifestInvalid,
-                "the tool's command is empty",
-                json!({}),
-            )));
-        };
-        if program.is_absolute() {
-            job.policy
-                .require_readable("command[0]", &program)
-                .map_err(|e| policy_failure(name, &e))?;
-        }
-        let cwd = self.cwd(job, &exec.dir)?;
-        let argv = exec.command.iter().map(Into::into).collect();
-        let mut spec = job.spec(argv, cwd);
-        run::safepath::apply(&mut spec, false);
-        spec.stdin = Stdin::Bytes(stdin);
-        job.execute(spec, &program, |r, redact| {
-            run::agentcli::read(name, r, redact)
-        })
-    }
-
-    fn run_python(
-        &self,
-        exec: &PythonExec,
-        job: &Job<'_>,
-        bindings: &Bindings<'_>,
-    ) -> Result<Outcome, Box<Outcome>> {
-        let name = job.name;
-        let interpreter = python::Interpreter::locate(&self.project.root, exec)
-            .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
-        let cwd = self.cwd(job, &exec.cwd)?;
-        let mut args = Vec::new();
-        // Without `args`, the parameters go as keyword arguments.
-        let mut kwargs = serde_json::Map::new();
-        match &exec.args {
-            Some(templates) => {
-                for t in templates {
-                    if let Some(v) = crate::template::json(t, bindings)
-                        .map_err(|e| template_failure(name, &e))?
-                    {
-                        args.push(v);
-                    }
-                }
-            }
-            None => kwargs = bindings.params.clone(),
-        }
-        let chain = python::resolve_module(&cwd, &exec.module)
-            .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
-        let mut spec = job.spec(interpreter.argv(), cwd.clone());
-        run::safepath::apply(&mut spec, true);
-        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
-        let warm = self.warm_plan(name, exec, &spec, &cwd, chain.as_deref());
-        let returns = exec.returns;
-        job.execute_with(
-            spec,
-            &interpreter.program,
-            |spec| {
-                warm.as_ref()
-                    .and_then(|(pool, plan)| pool.run(plan, spec))
-                    .unwrap_or_else(|| run::start(spec))
-            },
-            |r, redact| python::read(name, returns, r, redact),
-        )
-    }
-}
-
-impl Engine {
-    /// The warm worker a python call may run in (`serve` and `mcp` only,
-    /// see [`run::warm`]): keyed by the tool's approval fingerprint, so
-    /// an edited manifest, module or venv never reaches an old worker.
-    fn warm_plan(
-        &self,
-        name: &str,
-        exec: &PythonExec,
-        spec: &Spec,
-        cwd: &std::path::Path,
-        chain: Option<&[python::Found]>,
-    ) -> Option<(&'static run::warm::Pool, run::warm::Plan)> {
-        let pool = run::warm::pool().filter(|_| exec.warm)?;
-        if !run::warm::eligible(spec) {
-            return None;
-        }
-        let tool = self.tool(name).ok()?;
-        let fingerprint = crate::approval::fingerprint_by_stamp(&self.project.root, tool).ok()?;
-        let watch = crate::footprint::of(&self.project.root, tool).files;
-        let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
-        let seen = run::warm::Seen {
-            root: self.project.root.clone(),
-            tool: name.to_string(),
-            venv: exec.venv.as_ref().map(|v| resolve(&self.project.root, v)),
-        };
-        let plan =
-            run::warm::Plan::new(spec, &format!("{fingerprint:?}"), &init, watch)?.recording(seen);
-        Some((pool, plan))
-    }
 }
 
 /// A fresh call id: 16 random hex digits (from the kernel's random pool;
@@ -899,10 +749,13 @@ fn new_call_id() -> String {
     hex::encode(b)
 }
 
-/// What the result's audit line carries besides the Outcome: the call's
-/// id (when its intent was written) and the run's extra fields.
+/// What the result's audit line carries besides the Outcome: the tool,
+/// the call's id (when its intent was written) and the run's extra fields.
 #[derive(Debug, Default)]
 struct Record<'a> {
+    /// The tool called, found once at the call's start (`None`: no such
+    /// tool).
+    tool: Option<&'a Tool>,
     call_id: Option<&'a str>,
     extra: Vec<(&'static str, String)>,
     /// The log the intent was written to, its directory opened then
@@ -910,449 +763,9 @@ struct Record<'a> {
     log: Option<audit::Log>,
 }
 
-/// The intent of one call: written to the audit log right before the
-/// call starts anything ([`Intent::record`]).
-struct Intent<'a> {
-    engine: &'a Engine,
-    name: &'a str,
-    params: &'a Value,
-    caller: &'a Caller,
-    id: &'a str,
-    written: std::cell::Cell<bool>,
-    /// The log the intent went to, kept for the result line.
-    log: std::cell::OnceCell<audit::Log>,
-    warnings: std::cell::RefCell<Vec<String>>,
-    /// Fields the run adds to the result's audit line.
-    extra: AuditExtra,
-    /// The gate of an intent whose sync runs in the background
-    /// ([`Intent::begin`]).
-    gate: std::cell::RefCell<Option<Arc<IntentGate>>>,
-}
-
-impl Intent<'_> {
-    /// The project's audit log, its directory opened at the first use
-    /// (the intent), so that the result line reaches it whatever the call
-    /// did to the directories above it.
-    fn log(&self) -> Result<audit::Log, audit::AuditError> {
-        if let Some(log) = self.log.get() {
-            return Ok(log.clone());
-        }
-        let log = audit::Log::for_project(&self.engine.project.root)?.pinned();
-        Ok(self.log.get_or_init(|| log).clone())
-    }
-
-    fn event(&self) -> audit::Event {
-        audit::Event::call_started(
-            self.name,
-            self.id,
-            &self.params.to_string(),
-            self.caller.who(),
-        )
-    }
-
-    /// Writes `TOOL_STARTED call=ID` and waits until it is on disk. When
-    /// that fails the call is refused (`audit_unavailable`), unless
-    /// `config.audit` is `best_effort`, in which case it goes on with a
-    /// warning.
-    fn record(&self, config: &Config) -> Result<(), Box<Outcome>> {
-        let result = self.log().and_then(|log| log.append_durable(&self.event()));
-        match result {
-            Ok(()) => {
-                self.written.set(true);
-                Ok(())
-            }
-            Err(e) => self.failed(config, &e),
-        }
-    }
-
-    /// [`Intent::record`] whose wait is left to the call's code: the line
-    /// is written now, its sync runs in the background while the call is
-    /// prepared, and the jail asks the gate this leaves in
-    /// [`Intent::gate`] right before the call's code starts
-    /// (`jail::Gate`). [`Intent::settle`] turns a sync that failed into
-    /// the refusal (or the warning) [`Intent::record`] would have given.
-    fn begin(&self, config: &Config) -> Result<(), Box<Outcome>> {
-        let result = self.log().and_then(|log| log.append_pending(&self.event()));
-        match result {
-            Ok(pending) => {
-                self.written.set(true);
-                *self.gate.borrow_mut() = Some(Arc::new(IntentGate {
-                    durable: pending.in_background(),
-                    best_effort: config.audit == AuditMode::BestEffort,
-                    asked: AtomicBool::new(false),
-                }));
-                Ok(())
-            }
-            Err(e) => self.failed(config, &e),
-        }
-    }
-
-    /// The call's outcome once its intent's background sync is known: a
-    /// failed sync refuses the call (nothing of it ran: the gate said no
-    /// before its code started) or, with `audit: best_effort`, warns.
-    fn settle(&self, result: Result<Outcome, Box<Outcome>>) -> Result<Outcome, Box<Outcome>> {
-        let Some(gate) = self.gate.borrow_mut().take() else {
-            return result;
-        };
-        match gate.durable.decided() {
-            Some(Err(e)) => {
-                let why = run::error_chain(&*e);
-                if gate.best_effort {
-                    self.warn_unrecorded(&why);
-                    result
-                } else {
-                    Err(self.refusal(&e))
-                }
-            }
-            _ => result,
-        }
-    }
-
-    /// Writing the intent failed: refused, or a warning with
-    /// `audit: best_effort`.
-    fn failed(&self, config: &Config, e: &audit::AuditError) -> Result<(), Box<Outcome>> {
-        // A line written but not made durable still has to be closed by
-        // the result line.
-        self.written.set(e.written());
-        let why = run::error_chain(e);
-        if config.audit == AuditMode::BestEffort {
-            self.warn_unrecorded(&why);
-            return Ok(());
-        }
-        Err(self.refusal(e))
-    }
-
-    fn warn_unrecorded(&self, why: &str) {
-        let w = format!("the call's intent could not be recorded in the audit log (audit: best_effort, so it ran): {why}");
-        if !self.caller.prints_to_stderr {
-            eprintln!("glovebox: {}: {w}", self.name);
-        }
-        self.warnings.borrow_mut().push(w);
-    }
-
-    fn refusal(&self, e: &audit::AuditError) -> Box<Outcome> {
-        let why = run::error_chain(e);
-        if !self.caller.prints_to_stderr {
-            eprintln!(
-                "glovebox: refused a call of {}: its intent cannot be recorded in the audit log: {why}",
-                self.name
-            );
-        }
-        // The audit key itself gone or replaced: its message says what to
-        // do (a full disk or permissions are not the cause).
-        let (message, details) = match e.key_file() {
-            Some(key) => (
-                format!(
-                    "the call was not run: its intent cannot be signed for the audit log ({why}; {})",
-                    crate::state::describe()
-                ),
-                json!({"audit": "required", "state_dir": crate::state::dir().ok(), "key": key}),
-            ),
-            None => (
-                format!("the call was not run: its intent cannot be recorded in the audit log ({why}); free the disk or fix the permissions of the log and of glovebox's state directory ({}), or set `audit: best_effort` in .glee/config.yml to run calls without a record", crate::state::describe()),
-                json!({"audit": "required", "state_dir": crate::state::dir().ok()}),
-            ),
-        };
-        Box::new(Outcome::failure(
-            self.name,
-            ErrorKind::AuditUnavailable,
-            message,
-            details,
-        ))
-    }
-}
-
-/// The jail's [`jail::Gate`] for a call whose intent line is being synced
-/// in the background ([`Intent::begin`]): open once the line is on disk;
-/// shut if its sync failed, unless `audit: best_effort`.
-#[derive(Debug)]
-struct IntentGate {
-    durable: Arc<audit::Durable>,
-    best_effort: bool,
-    /// Whether anything asked (checked after the call started: a way to
-    /// start a call's code that skips the gate is a bug).
-    asked: AtomicBool,
-}
-
-// The jail's child starts on the byte the audit's pipe sends when the
-// intent is on disk.
-const _: () = assert!(audit::SIGNAL_DURABLE == jail::GATE_OPEN);
-
-impl jail::Gate for IntentGate {
-    fn signal(&self) -> Option<std::os::fd::OwnedFd> {
-        // Already on disk (a sync shared with other calls), or no pipe to
-        // be had: the jail asks `pass` before its clone.
-        if self.durable.decided().is_some() {
-            return None;
-        }
-        let fd = self.durable.signal(self.best_effort).ok()?;
-        self.asked.store(true, Ordering::SeqCst);
-        Some(fd)
-    }
-
-    fn pass(&self) -> Result<(), String> {
-        self.asked.store(true, Ordering::SeqCst);
-        match self.durable.wait() {
-            Ok(()) => Ok(()),
-            Err(_) if self.best_effort => Ok(()),
-            Err(e) => Err(format!(
-                "its intent could not be recorded in the audit log: {}",
-                run::error_chain(&*e)
-            )),
-        }
-    }
-}
-
-/// What every kind of run needs from the decisions already made.
-struct Job<'a> {
-    name: &'a str,
-    root: &'a std::path::Path,
-    policy: &'a Policy,
-    /// The values the jail sees (placeholders for placeholder secrets).
-    secrets: &'a IndexMap<String, String>,
-    placeholders: &'a Placeholders,
-    redact: &'a Redactor,
-    schemas: &'a Schemas,
-    caller: &'a Caller,
-    extra: &'a AuditExtra,
-    /// Asked right before the call's code starts ([`Intent::begin`]).
-    gate: Option<Arc<IntentGate>>,
-    /// Learn mode's observer ([`Engine::observe`]).
-    observer: Option<&'a Arc<jail::observe::Observer>>,
-}
-
-/// Fields a run adds to the call's audit line (`egress=[…]`,
-/// `network=direct`).
-#[derive(Debug, Default)]
-struct AuditExtra(std::cell::RefCell<Vec<(&'static str, String)>>);
-
-impl AuditExtra {
-    fn push(&self, field: (&'static str, String)) {
-        self.0.borrow_mut().push(field);
-    }
-
-    fn take(&self) -> Vec<(&'static str, String)> {
-        self.0.take()
-    }
-}
-
-impl Job<'_> {
-    /// The jail spec for `argv` in `cwd` under the policy, with the
-    /// declared secrets in its environment and the caller's cancel token.
-    fn spec(&self, argv: Vec<std::ffi::OsString>, cwd: PathBuf) -> Spec {
-        let mut spec = Spec::new(argv);
-        spec.cwd = cwd;
-        spec.fs = self.policy.fs_access();
-        // The policy checked its grants in resolved form: the jail follows
-        // no link below the project root (one there appeared since).
-        spec.links = crate::jail::hold::Links::Checked {
-            root: Some(self.root.to_path_buf()),
-        };
-        spec.protect = self.policy.protected.clone();
-        spec.network = self.policy.network;
-        spec.limits = self.policy.limits.clone();
-        spec.degraded = self.policy.degraded;
-        spec.output = Output::Capture;
-        spec.env = self
-            .secrets
-            .iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect();
-        spec.cancel = self.caller.cancel.clone();
-        spec.gate = self.gate.clone().map(|g| g as Arc<dyn jail::Gate>);
-        spec.observe = self.observer.cloned();
-        spec
-    }
-
-    /// Runs `spec` and reads its result with `read`. A networked call
-    /// gets its own egress proxy; its log goes into the audit line and its
-    /// refusals into the warnings.
-    fn execute(
-        &self,
-        spec: Spec,
-        program: &std::path::Path,
-        read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
-    ) -> Result<Outcome, Box<Outcome>> {
-        self.execute_with(spec, program, run::start, read)
-    }
-
-    /// [`Job::execute`] with `start` running the spec (a warm worker or
-    /// [`run::start`]).
-    fn execute_with(
-        &self,
-        mut spec: Spec,
-        program: &std::path::Path,
-        start: impl FnOnce(&Spec) -> Result<jail::JailResult, run::StartError>,
-        read: impl FnOnce(&jail::JailResult, &Redactor) -> Finished,
-    ) -> Result<Outcome, Box<Outcome>> {
-        let gateway = match self.network(&mut spec) {
-            Ok(g) => g,
-            Err(e) => {
-                return Ok(Outcome::failure(
-                    self.name,
-                    ErrorKind::Internal,
-                    run::error_chain(&e),
-                    json!({}),
-                ))
-            }
-        };
-        // The names this call could plant are recorded before it starts:
-        // every loader treats them as absent until they are checked gone.
-        let watch = match crate::planted::Watch::begin(self.root, &self.policy.absent) {
-            Ok(w) => w,
-            Err(e) => {
-                return Ok(Outcome::failure(
-                    self.name,
-                    e.kind(),
-                    format!(
-                        "the call was not run: the control names it could create cannot be recorded: {}",
-                        run::error_chain(&e)
-                    ),
-                    json!({}),
-                ))
-            }
-        };
-        let started = start(&spec);
-        let undone = watch.map(crate::planted::Watch::finish).unwrap_or_default();
-        if let (Ok(_), Some(gate)) = (&started, &self.gate) {
-            if !gate.asked.load(Ordering::SeqCst) {
-                // Its code ran without waiting for its intent to be on
-                // disk: a path that skips the gate is a bug.
-                return Err(Box::new(Outcome::failure(
-                    self.name,
-                    ErrorKind::Internal,
-                    "the call started without its intent's durability being checked; this is a glovebox bug, please report it",
-                    json!({}),
-                )));
-            }
-        }
-        let mut outcome = match started {
-            _ if !undone.is_empty() => planted_failure(self.name, self.root, &undone),
-            Err(e) => run::jail_error(self.name, &e, program),
-            Ok(result) => run::finish(
-                self.name,
-                result,
-                &self.policy.limits,
-                self.redact,
-                self.schemas,
-                read,
-            ),
-        };
-        outcome
-            .warnings
-            .extend(self.policy.surface_warnings.iter().cloned());
-        if spec.network && spec.direct_network {
-            self.extra.push(("network", "direct".into()));
-            if !self.placeholders.is_empty() {
-                outcome.warnings.push(
-                    "direct network (sandbox.direct_network): no egress proxy, so placeholder secrets reached the network as placeholders only; their hosts got no real value".into(),
-                );
-            }
-        }
-        if let (Some(g), Some(o)) = (&gateway, self.observer) {
-            for c in g.log().connections().0.iter().filter(|c| c.allowed) {
-                o.record_host(&c.host, c.port);
-            }
-        }
-        if let Some(g) = gateway {
-            for field in run::egress::report(&mut outcome, g.log(), self.redact) {
-                self.extra.push(field);
-            }
-        }
-        Ok(outcome)
-    }
-
-    /// Sets up the network of `spec` under the policy: the egress proxy
-    /// (returned, for its log), or the host network when the config opted
-    /// into it.
-    ///
-    /// With placeholder secrets, the proxy intercepts their hosts with a
-    /// CA made for this call, and the jail gets the bundle that trusts it
-    /// in its private TMPDIR ([`crate::egress::intercept::CA_VARIABLES`]).
-    fn network(
-        &self,
-        spec: &mut Spec,
-    ) -> Result<Option<Arc<crate::egress::Gateway>>, crate::egress::intercept::InterceptError> {
-        use crate::egress::intercept::{Interception, CA_FILE, CA_VARIABLES};
-        spec.network = self.policy.network;
-        if !self.policy.network {
-            return Ok(None);
-        }
-        if self.policy.direct_network {
-            spec.direct_network = true;
-            return Ok(None);
-        }
-        let mut rules = self.policy.egress_rules();
-        if !self.placeholders.is_empty() {
-            let i = Interception::new(self.placeholders.clone(), self.policy.extra_ca.clone())?;
-            let (bundle, _) = i.bundle();
-            spec.home_files.push(jail::HomeFile {
-                name: CA_FILE.into(),
-                contents: bundle,
-                variables: CA_VARIABLES.iter().map(|v| v.to_string()).collect(),
-            });
-            rules.intercept = Some(Arc::new(i));
-        }
-        let g = Arc::new(crate::egress::Gateway::new(rules));
-        spec.gateway = Some(g.clone());
-        Ok(Some(g))
-    }
-}
-
-/// The Outcome of a call that created control names (`undone`): removed,
-/// or, where glovebox could not remove one, left with the project
-/// tainted.
-fn planted_failure(name: &str, root: &Path, undone: &crate::planted::Undone) -> Outcome {
-    let shown = |p: &PathBuf| p.strip_prefix(root).unwrap_or(p).display().to_string();
-    let removed: Vec<String> = undone.removed.iter().map(shown).collect();
-    let left: Vec<String> = undone
-        .left
-        .iter()
-        .map(|(p, why)| format!("{} ({why})", shown(p)))
-        .collect();
-    let created: Vec<String> = undone
-        .removed
-        .iter()
-        .chain(undone.left.iter().map(|(p, _)| p))
-        .map(shown)
-        .collect();
-    let mut message = format!(
-        "the tool created {}, part of the project's control surface (it would define tools, run code outside the jail, or be code another tool runs)",
-        created.join(", ")
-    );
-    if left.is_empty() {
-        message.push_str("; glovebox removed it");
-    } else {
-        message.push_str(&format!(
-            "; glovebox could not remove {}: the project is refused until you remove it and run `glovebox untaint`",
-            left.join(", ")
-        ));
-        if let Some(why) = &undone.unrecorded {
-            message.push_str(&format!(
-                " (the taint could not be recorded: {why}; the next glovebox command that loads the project tries again)"
-            ));
-        }
-    }
-    message.push_str(". A tool whose job is git must name .git in permissions.fs.write");
-    Outcome::failure(
-        name,
-        ErrorKind::PermissionExceedsCeiling,
-        message,
-        json!({"removed": removed, "left": undone.left.iter().map(|(p, _)| shown(p)).collect::<Vec<_>>(), "tainted": !undone.left.is_empty()}),
-    )
-}
-
-fn policy_failure(name: &str, e: &PolicyError) -> Box<Outcome> {
-    Box::new(Outcome::failure(
-        name,
-        e.kind(),
-        run::error_chain(e),
-        json!({}),
-    ))
-}
-
-fn template_failure(name: &str, e: &TemplateError) -> Box<Outcome> {
-    Box::new(Outcome::failure(name, e.kind(), e.to_string(), json!({})))
+/// The Outcome of a call refused because its intent cannot be recorded.
+fn refused(name: &str, r: Refused) -> Box<Outcome> {
+    Box::new(Outcome::failure(name, r.kind(), r.message, r.details))
 }
 
 /// Longest string parameter the audit log records verbatim.

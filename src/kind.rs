@@ -95,11 +95,15 @@ mod tests {
     fn each_error_maps_to_one_kind() {
         use crate::builtin::confine::ConfineError;
         use crate::create::CreateError;
+        use crate::egress::intercept::InterceptError;
+        use crate::egress::placeholder::PlaceholderError;
+        use crate::egress::PatternError;
         use crate::jail::JailError;
         use crate::manifest::project::ProjectError;
         use crate::policy::PolicyError;
         use crate::proxy::ProxyError;
         use crate::run::python::PythonError;
+        use crate::run::secrets::SecretError;
         use crate::run::StartError;
         use crate::state::StateError;
         use crate::template::TemplateError;
@@ -256,6 +260,29 @@ mod tests {
                 }
                 .kind(),
                 K::HttpError,
+            ),
+            // Secrets and their placeholders.
+            (
+                SecretError::Hosts {
+                    name: "TOKEN".into(),
+                    source: PatternError::Invalid {
+                        pattern: "a b".into(),
+                        why: "x",
+                    },
+                }
+                .kind(),
+                K::ManifestInvalid,
+            ),
+            (
+                SecretError::from(PlaceholderError::TooShort {
+                    name: "TOKEN".into(),
+                })
+                .kind(),
+                K::SecretMissing,
+            ),
+            (
+                InterceptError::Ca(rcgen::Error::KeyGenerationUnavailable).kind(),
+                K::Internal,
             ),
         ];
         for (row, (got, want)) in table.into_iter().enumerate() {

@@ -112,7 +112,7 @@ impl Otlp {
         record.set_body(AnyValue::from(line.to_string()));
         record.set_severity_number(Severity::Info);
         record.set_severity_text("INFO");
-        if let Some(entry) = super::parse(line) {
+        if let Some(entry) = super::line::parse(line) {
             if let Some(name) = EVENTS.iter().find(|e| **e == entry.event) {
                 record.set_event_name(name);
             }

@@ -105,6 +105,13 @@ pub enum InterceptError {
     Ca(#[from] rcgen::Error),
 }
 
+impl InterceptError {
+    /// The Outcome's error kind: glovebox's own failure.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        crate::kind::ErrorKind::Internal
+    }
+}
+
 /// The placeholder secrets of a call and the CA that lets the proxy read
 /// the HTTPS requests to their hosts.
 pub struct Interception {

@@ -72,6 +72,8 @@ pub use spec::{
     Spec, Status, Stdin, GATE_OPEN, PROXY_URL, TUN,
 };
 
+/// The one supervisor loop, for a warm worker's calls too (`crate::run::warm`).
+pub(crate) use pump::{limits_hit, supervise, Sink, Supervised};
 /// The supervisor's side of a call's TUN device, registered with the
 /// egress runtime (`crate::egress::transparent`).
 pub(crate) use sys::async_fd as sys_async_fd;

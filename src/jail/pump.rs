@@ -1,16 +1,22 @@
 //! Moves bytes between the supervisor and a running child: feeds stdin,
 //! collects or streams stdout/stderr up to a cap (reading and discarding
 //! the rest, so the supervisor's memory stays bounded whatever the child
-//! prints), and enforces the wall-clock deadline.
+//! prints), and enforces the wall-clock deadline and the caller's cancel.
+//!
+//! One loop ([`supervise`]) for every call: a jailed child behind its
+//! pidfd ([`run`]), and a call a warm worker runs behind its control
+//! channel (`crate::run::warm`), each a [`Supervised`]. The limits a call
+//! ran into are assembled once too ([`limits_hit`]).
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::time::Instant;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
 use super::cancel::{self, Cancel};
-use super::spec::Output;
+use super::cgroup::CallGroup;
+use super::spec::{LimitHit, Output};
 use super::sys;
 
 /// One output stream of the child.
@@ -121,12 +127,84 @@ pub struct Pumped {
     pub cancelled: bool,
 }
 
+/// What a pump supervises: the call's process, which it waits for, and
+/// stops at the deadline or on the caller's cancel.
+pub trait Supervised {
+    /// Whether the deadline still stops it once it has ended (the pipes
+    /// still open): a jailed child's tree may outlive its first process.
+    const STOP_AFTER_END: bool;
+    /// Readable when it has ended or has something to say.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// [`Supervised::fd`] was readable: whether it has now ended.
+    fn readable(&mut self) -> bool;
+    /// The deadline passed or the caller cancelled: stop it. `false` when
+    /// it cannot be told, and is then taken as ended.
+    fn stop(&mut self) -> bool;
+    /// Asked each round once stopped, with when: `true` to stop waiting
+    /// for it and take it as ended.
+    fn give_up(&mut self, _stopped: Instant) -> bool {
+        false
+    }
+    /// How long to wait, at most, between checks once stopped.
+    fn tick(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+}
+
+/// A jailed child behind its pidfd, stopped with `stop`.
+struct Child<'a> {
+    pidfd: &'a OwnedFd,
+    stop: i32,
+}
+
+impl Supervised for Child<'_> {
+    const STOP_AFTER_END: bool = true;
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
+    fn readable(&mut self) -> bool {
+        true
+    }
+
+    fn stop(&mut self) -> bool {
+        // Killing the first process ends its PID namespace: the kernel
+        // kills every other process in it; without one, `stop` tells
+        // the call's reaper to kill every descendant.
+        let _ = sys::pidfd_signal(self.pidfd.as_raw_fd(), self.stop);
+        true
+    }
+}
+
 /// Runs until the child behind `pidfd` has exited and both outputs reached
 /// end of file, sending it `stop` at `deadline` or as soon as `cancel` is
 /// set (checked every [`cancel::POLL_INTERVAL`]).
 pub fn run(
     pidfd: &OwnedFd,
     stop: i32,
+    stdin: Option<(OwnedFd, Vec<u8>)>,
+    out: &mut Sink,
+    err: &mut Sink,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
+) -> io::Result<Pumped> {
+    supervise(
+        &mut Child { pidfd, stop },
+        stdin,
+        out,
+        err,
+        deadline,
+        cancel,
+    )
+}
+
+/// Runs until `call` has ended and both outputs reached end of file (or
+/// [`EXIT_GRACE`] after its end), feeding it `stdin`, stopping it at
+/// `deadline` or as soon as `cancel` is set (checked every
+/// [`cancel::POLL_INTERVAL`]).
+pub fn supervise<S: Supervised>(
+    call: &mut S,
     stdin: Option<(OwnedFd, Vec<u8>)>,
     out: &mut Sink,
     err: &mut Sink,
@@ -141,6 +219,7 @@ pub fn run(
         None => None,
     };
     let mut exited: Option<Instant> = None;
+    let mut stopped: Option<Instant> = None;
     let mut timed_out = false;
     let mut cancelled = false;
     let mut buf = vec![0u8; 64 * 1024];
@@ -158,20 +237,29 @@ pub fn run(
             }
         }
         let now = Instant::now();
-        if !timed_out && now >= deadline {
+        let mut stop = false;
+        if !timed_out && now >= deadline && (S::STOP_AFTER_END || exited.is_none()) {
             timed_out = true;
-            // Killing the first process ends its PID namespace: the kernel
-            // kills every other process in it; without one, `stop` tells
-            // the call's reaper to kill every descendant.
-            let _ = sys::pidfd_signal(pidfd.as_raw_fd(), stop);
+            stop = true;
         }
         if !timed_out && !cancelled && exited.is_none() && cancel.is_some_and(Cancel::is_cancelled)
         {
             cancelled = true;
-            let _ = sys::pidfd_signal(pidfd.as_raw_fd(), stop);
+            stop = true;
+        }
+        if stop {
+            stopped.get_or_insert(now);
+            if !call.stop() && exited.is_none() {
+                exited = Some(now);
+            }
+        }
+        if let (Some(at), None) = (stopped, exited) {
+            if call.give_up(at) {
+                exited = Some(now);
+            }
         }
         let timeout = if timed_out || cancelled {
-            PollTimeout::from(100u16)
+            PollTimeout::try_from(call.tick().as_millis() as i32).unwrap_or(PollTimeout::MAX)
         } else {
             let mut left = deadline.saturating_duration_since(now).as_millis();
             if cancel.is_some() {
@@ -183,7 +271,7 @@ pub fn run(
         let mut slots = [usize::MAX; 4];
         if exited.is_none() {
             slots[0] = fds.len();
-            fds.push(PollFd::new(pidfd.as_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(call.fd(), PollFlags::POLLIN));
         }
         if let Some(fd) = &out.fd {
             slots[1] = fds.len();
@@ -207,7 +295,7 @@ pub fn run(
         };
         let (r_exit, r_out, r_err, r_in) = (ready(0), ready(1), ready(2), ready(3));
         drop(fds);
-        if r_exit && exited.is_none() {
+        if r_exit && exited.is_none() && call.readable() {
             exited = Some(Instant::now());
         }
         let mut got = 0;
@@ -251,4 +339,31 @@ pub fn run(
         timed_out,
         cancelled,
     })
+}
+
+/// The limits a call ran into: its wall time (`timed_out`), its call
+/// group's memory and process limits, and the output cap of either
+/// stream.
+pub fn limits_hit(
+    timed_out: bool,
+    group: Option<&CallGroup>,
+    out: &Sink,
+    err: &Sink,
+) -> Vec<LimitHit> {
+    let mut limits_hit = Vec::new();
+    if timed_out {
+        limits_hit.push(LimitHit::Timeout);
+    }
+    if let Some(g) = group {
+        if g.memory_exceeded() {
+            limits_hit.push(LimitHit::Memory);
+        }
+        if g.pids_exceeded() {
+            limits_hit.push(LimitHit::Pids);
+        }
+    }
+    if out.truncated() || err.truncated() {
+        limits_hit.push(LimitHit::Output);
+    }
+    limits_hit
 }

@@ -566,7 +566,7 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
     }
     run::safepath::apply(&mut spec, false);
     let gateway = network(&policy, &placeholders, &mut spec)
-        .map_err(|e| fail(ErrorKind::Internal, run::error_chain(&e)))?;
+        .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
     // `npx -y PACKAGE`: installed once into the server's cache directory,
     // then run from there, read and execute only (see [`super::npx`]).
     let expanded: Vec<String> = spec.argv[1..]

@@ -12,6 +12,7 @@ pub mod agentcli;
 pub mod command;
 pub mod egress;
 pub mod http;
+pub(crate) mod job;
 pub mod outcome;
 pub mod python;
 pub mod safepath;

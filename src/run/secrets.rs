@@ -66,6 +66,19 @@ pub enum SecretError {
     Placeholder(#[from] crate::egress::placeholder::PlaceholderError),
 }
 
+impl SecretError {
+    /// The Outcome's error kind: a `hosts` pattern that does not parse is
+    /// the manifest's fault; a placeholder that cannot be made is the
+    /// secret's.
+    pub fn kind(&self) -> crate::kind::ErrorKind {
+        use crate::kind::ErrorKind;
+        match self {
+            SecretError::Hosts { .. } => ErrorKind::ManifestInvalid,
+            SecretError::Placeholder(_) => ErrorKind::SecretMissing,
+        }
+    }
+}
+
 /// The placeholder secrets of a call: each set secret with `hosts` gets a
 /// fresh placeholder (see [`crate::egress::placeholder`]).
 pub fn placeholders(

@@ -55,7 +55,7 @@
 
 use std::collections::HashMap;
 use std::io::{IoSlice, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -70,7 +70,8 @@ use sha2::{Digest, Sha256};
 use crate::jail::cgroup::{self, CallGroup};
 use crate::jail::probe::{self, Mode};
 use crate::jail::{
-    Cancel, Channel, Enforcement, JailError, JailResult, LimitHit, Output, Spec, Status, Stdin,
+    limits_hit, supervise, Cancel, Channel, Enforcement, JailError, JailResult, LimitHit, Output,
+    Sink, Spec, Status, Stdin, Supervised,
 };
 use crate::run::StartError;
 
@@ -543,8 +544,14 @@ impl Worker {
         // Everything that can fail is done before the call is sent: once
         // it is, the call has run (never twice, cold after warm).
         let cap = spec.limits.output_bytes;
-        let mut out = Capture::new(res_r, cap)?;
-        let mut err = Capture::new(err_r, cap)?;
+        let sink = |fd| {
+            Sink::new(fd, cap, Output::Capture, 1).map_err(|source| WarmError::Io {
+                what: "configuring a pipe",
+                source,
+            })
+        };
+        let mut out = sink(res_r)?;
+        let mut err = sink(err_r)?;
         let req_w = std::fs::File::from(req_w);
         nonblocking(&req_w)?;
         let mut fds: Vec<RawFd> = vec![req_r.as_raw_fd(), res_w.as_raw_fd(), err_w.as_raw_fd()];
@@ -563,150 +570,33 @@ impl Worker {
             source: e.into(),
         })?;
         drop((req_r, res_w, err_w));
-        let mut feed = Some((req_w, body, 0usize));
-        let deadline = started + spec.limits.wall;
-        let cancel = spec.cancel.as_ref();
-        let mut report: Vec<u8> = Vec::new();
-        let mut status: Option<i32> = None;
-        let mut dead = false;
-        let mut kill_sent: Option<Instant> = None;
-        let (mut timed_out, mut cancelled) = (false, false);
-        while status.is_none() && !dead {
-            let now = Instant::now();
-            if kill_sent.is_none() {
-                if now >= deadline {
-                    timed_out = true;
-                } else if cancel.is_some_and(Cancel::is_cancelled) {
-                    cancelled = true;
-                }
-                if timed_out || cancelled {
-                    kill_sent = Some(now);
-                    if self.ctl.write_all(b"K").is_err() {
-                        dead = true;
-                        break;
-                    }
-                }
-            } else if kill_sent.is_some_and(|t| t.elapsed() > KILL_GRACE) {
-                dead = true;
-                break;
+        // The jail's own supervisor loop, with the worker's channel where
+        // a child's pidfd would be. From here on the call has run: no
+        // error sends it cold.
+        let mut on = OnChannel {
+            worker: self,
+            report: Vec::new(),
+            status: None,
+            dead: false,
+        };
+        let pumped = supervise(
+            &mut on,
+            Some((OwnedFd::from(req_w), body)),
+            &mut out,
+            &mut err,
+            started + spec.limits.wall,
+            spec.cancel.as_ref(),
+        );
+        let (timed_out, cancelled) = match pumped {
+            Ok(p) => (p.timed_out, p.cancelled),
+            Err(_) => {
+                // Cannot watch the call: end it with its worker.
+                on.end();
+                (false, false)
             }
-            let mut wait = if kill_sent.is_some() {
-                KILL_GRACE
-            } else {
-                deadline.saturating_duration_since(now)
-            };
-            if cancel.is_some() || kill_sent.is_some() {
-                wait = wait.min(TICK);
-            }
-            let timeout = PollTimeout::try_from(wait.as_millis().min(60_000) as i32 + 1)
-                .unwrap_or(PollTimeout::MAX);
-            let (r_ctl, r_out, r_err, r_in) = {
-                let mut pfds = vec![PollFd::new(self.ctl.as_fd(), PollFlags::POLLIN)];
-                let mut slots = [usize::MAX; 3];
-                if let Some(fd) = &out.fd {
-                    slots[0] = pfds.len();
-                    pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-                }
-                if let Some(fd) = &err.fd {
-                    slots[1] = pfds.len();
-                    pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-                }
-                if let Some((f, _, _)) = &feed {
-                    slots[2] = pfds.len();
-                    pfds.push(PollFd::new(f.as_fd(), PollFlags::POLLOUT));
-                }
-                if let Err(e) = poll(&mut pfds, timeout) {
-                    if e != nix::errno::Errno::EINTR {
-                        // Cannot watch the call: end it with its worker.
-                        dead = true;
-                        break;
-                    }
-                }
-                let ready =
-                    |i: usize| i != usize::MAX && pfds[i].revents().is_some_and(|r| !r.is_empty());
-                (ready(0), ready(slots[0]), ready(slots[1]), ready(slots[2]))
-            };
-            if r_out {
-                out.drain();
-            }
-            if r_err {
-                err.drain();
-            }
-            if r_in {
-                let mut done = false;
-                if let Some((f, data, pos)) = &mut feed {
-                    match f.write(&data[*pos..]) {
-                        Ok(n) => {
-                            *pos += n;
-                            done = *pos >= data.len();
-                        }
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                            ) => {}
-                        Err(_) => done = true,
-                    }
-                }
-                if done {
-                    feed = None;
-                }
-            }
-            if r_ctl {
-                let mut buf = [0u8; 16];
-                match self.ctl.read(&mut buf) {
-                    Ok(0) | Err(_) => dead = true,
-                    Ok(n) => report.extend_from_slice(&buf[..n]),
-                }
-                if report.len() >= 5 {
-                    if report[0] == b'S' {
-                        status = Some(i32::from_be_bytes([
-                            report[1], report[2], report[3], report[4],
-                        ]));
-                    } else {
-                        dead = true;
-                    }
-                }
-            }
-        }
-        drop(feed);
-        if dead {
-            // Unresponsive or gone: the whole worker ends (its namespace,
-            // and the call with it).
-            let _ = self.ctl.shutdown(std::net::Shutdown::Both);
-            self.cancel.cancel();
-        }
-        // Every writer is gone (the zygote reaped the call's processes, or
-        // the namespace is ending): read to end of file.
-        let until = Instant::now() + KILL_GRACE;
-        while (out.fd.is_some() || err.fd.is_some()) && Instant::now() < until {
-            let mut pfds = Vec::new();
-            if let Some(fd) = &out.fd {
-                pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-            }
-            if let Some(fd) = &err.fd {
-                pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-            }
-            let _ = poll(&mut pfds, PollTimeout::from(100u16));
-            drop(pfds);
-            out.drain();
-            err.drain();
-        }
-        let mut limits_hit = Vec::new();
-        if timed_out {
-            limits_hit.push(LimitHit::Timeout);
-        }
-        if let Some(g) = &group {
-            if g.memory_exceeded() {
-                limits_hit.push(LimitHit::Memory);
-            }
-            if g.pids_exceeded() {
-                limits_hit.push(LimitHit::Pids);
-            }
-        }
-        if out.total > cap || err.total > cap {
-            limits_hit.push(LimitHit::Output);
-        }
+        };
+        let (status, dead) = (on.status, on.dead);
+        let limits_hit = limits_hit(timed_out, group.as_ref(), &out, &err);
         let memory_hit = limits_hit.contains(&LimitHit::Memory);
         drop(group);
         let ran = match (dead, timed_out || cancelled || memory_hit) {
@@ -724,8 +614,8 @@ impl Worker {
                 status,
                 stdout_bytes: out.total,
                 stderr_bytes: err.total,
-                stdout: out.kept,
-                stderr: err.kept,
+                stdout: std::mem::take(&mut out.kept),
+                stderr: std::mem::take(&mut err.kept),
                 limits_hit,
                 duration: started.elapsed(),
                 enforcement: Enforcement::default(),
@@ -734,6 +624,77 @@ impl Worker {
             },
             ran,
         ))
+    }
+}
+
+/// A call a worker runs, as the jail's supervisor loop sees it: it ends
+/// when the worker reports its wait status (`S` and four bytes) on the
+/// channel, and is stopped with `K`. A worker that goes away, says
+/// anything else, cannot be told or does not answer within
+/// [`KILL_GRACE`] is ended whole (its namespace, and the call with it).
+struct OnChannel<'a> {
+    worker: &'a mut Worker,
+    report: Vec<u8>,
+    status: Option<i32>,
+    dead: bool,
+}
+
+impl OnChannel<'_> {
+    /// Ends the worker: end of file on its channel makes the zygote end
+    /// its namespace; the cancel token kills it through the jail.
+    fn end(&mut self) {
+        self.dead = true;
+        let _ = self.worker.ctl.shutdown(std::net::Shutdown::Both);
+        self.worker.cancel.cancel();
+    }
+}
+
+impl Supervised for OnChannel<'_> {
+    const STOP_AFTER_END: bool = false;
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.worker.ctl.as_fd()
+    }
+
+    fn readable(&mut self) -> bool {
+        let mut buf = [0u8; 16];
+        let mut gone = false;
+        match self.worker.ctl.read(&mut buf) {
+            Ok(0) | Err(_) => gone = true,
+            Ok(n) => self.report.extend_from_slice(&buf[..n]),
+        }
+        if self.report.len() >= 5 {
+            if self.report[0] == b'S' {
+                let r = &self.report;
+                self.status = Some(i32::from_be_bytes([r[1], r[2], r[3], r[4]]));
+            } else {
+                gone = true;
+            }
+        }
+        if gone && self.status.is_none() {
+            self.end();
+        }
+        self.dead || self.status.is_some()
+    }
+
+    fn stop(&mut self) -> bool {
+        if self.worker.ctl.write_all(b"K").is_err() {
+            self.end();
+            return false;
+        }
+        true
+    }
+
+    fn give_up(&mut self, stopped: Instant) -> bool {
+        if stopped.elapsed() > KILL_GRACE {
+            self.end();
+            return true;
+        }
+        false
+    }
+
+    fn tick(&self) -> Duration {
+        TICK
     }
 }
 
@@ -803,51 +764,6 @@ fn nonblocking(fd: &impl AsFd) -> Result<(), WarmError> {
     )
     .map_err(failed)?;
     Ok(())
-}
-
-/// One output of a call: kept up to a cap, counted in full.
-struct Capture {
-    fd: Option<std::fs::File>,
-    kept: Vec<u8>,
-    total: u64,
-    cap: u64,
-}
-
-impl Capture {
-    fn new(fd: OwnedFd, cap: u64) -> Result<Capture, WarmError> {
-        let file = std::fs::File::from(fd);
-        nonblocking(&file)?;
-        Ok(Capture {
-            fd: Some(file),
-            kept: Vec::new(),
-            total: 0,
-            cap,
-        })
-    }
-
-    fn drain(&mut self) {
-        let mut buf = [0u8; 64 * 1024];
-        loop {
-            let Some(f) = self.fd.as_mut() else { return };
-            match f.read(&mut buf) {
-                Ok(0) => {
-                    self.fd = None;
-                    return;
-                }
-                Ok(n) => {
-                    let room = self.cap.saturating_sub(self.total) as usize;
-                    self.kept.extend_from_slice(&buf[..n.min(room)]);
-                    self.total += n as u64;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(_) => {
-                    self.fd = None;
-                    return;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,143 @@
+//! The checkpoints' tests: a cut, two lines swapped, one edited, a
+//! missing tail, a forged checkpoint are each found.
+
+#![allow(clippy::unwrap_used)]
+
+use super::super::export::{Exporter, Sink};
+use super::*;
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone, Default)]
+struct Buf(Arc<Mutex<Vec<u8>>>);
+impl std::io::Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Two replicas' streams, merged line by line as a collector would.
+fn two_streams(key: &SigningKey) -> Vec<String> {
+    let mut all = Vec::new();
+    // web-1's final checkpoint falls on the line of a periodic one.
+    for (r, n) in [("web-0", 10), ("web-1", 8)] {
+        let buf = Buf::default();
+        let e = Exporter::new(r, Sink::Writer(Box::new(buf.clone())), Some(key.clone()), 4);
+        for i in 0..n {
+            e.lines(&format!("[t] TOOL_EXECUTED n={i} replica={r} mac=x\n"));
+        }
+        e.finish();
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        all.push(text.lines().map(String::from).collect::<Vec<_>>());
+    }
+    let (a, b) = (&all[0], &all[1]);
+    let mut merged = Vec::new();
+    for i in 0..a.len().max(b.len()) {
+        merged.extend(a.get(i).cloned());
+        merged.extend(b.get(i).cloned());
+    }
+    merged
+}
+
+fn keys() -> (SigningKey, VerifyingKey) {
+    let k = SigningKey::from_bytes(&[7u8; 32]);
+    let v = k.verifying_key();
+    (k, v)
+}
+
+fn check(records: &[String], v: &VerifyingKey) -> Vec<StreamReport> {
+    let (r, stray) = verify(records.iter().map(String::as_str), v);
+    assert!(stray.is_empty(), "{stray:?}");
+    r
+}
+
+#[test]
+fn intact_streams_of_several_replicas_verify_in_any_merge_order() {
+    let (k, v) = keys();
+    let mut records = two_streams(&k);
+    let r = check(&records, &v);
+    assert_eq!(r.len(), 2);
+    assert!(r.iter().all(StreamReport::intact), "{r:?}");
+    assert_eq!(
+        r.iter()
+            .map(|s| (s.lines, s.checkpoints))
+            .collect::<Vec<_>>(),
+        [(10, 3), (8, 3)]
+    );
+    records.reverse(); // a collector's order is not the stream's
+    assert!(check(&records, &v).iter().all(StreamReport::intact));
+}
+
+fn line_index(records: &[String], replica: &str, seq: u64) -> usize {
+    records
+        .iter()
+        .position(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["replica"] == replica && v["seq"] == seq && v.get("line").is_some()
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_cut_a_reorder_an_edit_and_a_missing_tail_are_each_found() {
+    let (k, v) = keys();
+    let good = two_streams(&k);
+    let broken = |r: &[StreamReport], want: &str| {
+        let web0 = r.iter().find(|s| s.replica == "web-0").unwrap();
+        let web1 = r.iter().find(|s| s.replica == "web-1").unwrap();
+        assert!(web1.intact(), "the other replica stays intact: {web1:?}");
+        assert!(!web0.intact(), "{want}: not detected");
+        assert!(
+            web0.problems.iter().any(|p| p.contains(want)),
+            "{want}: {:?}",
+            web0.problems
+        );
+    };
+
+    // A cut: line 3 of web-0 removed.
+    let mut cut = good.clone();
+    cut.remove(line_index(&cut, "web-0", 3));
+    broken(&check(&cut, &v), "missing (cut)");
+
+    // A reorder: lines 2 and 3 swap their content (seq kept).
+    let mut swapped = good.clone();
+    let (i, j) = (line_index(&good, "web-0", 2), line_index(&good, "web-0", 3));
+    let li: Value = serde_json::from_str(&good[i]).unwrap();
+    let lj: Value = serde_json::from_str(&good[j]).unwrap();
+    let mut ni = li.clone();
+    ni["line"] = lj["line"].clone();
+    let mut nj = lj.clone();
+    nj["line"] = li["line"].clone();
+    swapped[i] = ni.to_string();
+    swapped[j] = nj.to_string();
+    broken(&check(&swapped, &v), "do not match what was signed");
+
+    // An edit of one line.
+    let mut edited = good.clone();
+    let e = line_index(&good, "web-0", 5);
+    edited[e] = edited[e].replace("n=4", "n=99");
+    assert_ne!(edited[e], good[e]);
+    broken(&check(&edited, &v), "do not match what was signed");
+
+    // A missing tail: everything of web-0 past line 8 (lines 9, 10
+    // and the final checkpoint).
+    let tail: Vec<String> = good
+        .iter()
+        .filter(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            !(v["replica"] == "web-0" && v["seq"].as_u64().unwrap() > 8)
+        })
+        .cloned()
+        .collect();
+    broken(&check(&tail, &v), "no final checkpoint");
+
+    // A forged checkpoint (another key) does not count.
+    let other = SigningKey::from_bytes(&[9u8; 32]);
+    let forged = two_streams(&other);
+    let r = check(&forged, &v);
+    assert!(r.iter().all(|s| !s.intact()));
+    assert!(r[0].problems.iter().any(|p| p.contains("does not verify")));
+}
