@@ -110,6 +110,7 @@ pub mod learn;
 pub mod manifest;
 pub mod mcpwrap;
 pub mod migrate;
+pub mod net;
 pub mod planted;
 pub mod policy;
 pub mod proxy;

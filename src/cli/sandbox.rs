@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use std::sync::Arc;
 
-use glovebox::egress::{Allowlist, Gateway, Rules};
+use glovebox::egress::{Gateway, Rules};
+use glovebox::net::Allowlist;
 use glovebox::jail::{self, JailError, Limits, Output, Spec, Stdin};
 use glovebox::run::StartError;
 

@@ -23,8 +23,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::allow::Host;
-use super::decide::{self, Refusal, Rules};
+use crate::net::Host;
+use super::connect::{self, Rules};
+use crate::net::decide::Refusal;
 use super::intercept;
 use super::log::{Entry, Log};
 use super::relay::relay;
@@ -148,7 +149,7 @@ async fn dial(
     via: &'static str,
 ) -> Result<(TcpStream, std::sync::Arc<Entry>), Refusal> {
     let result = match host {
-        Some(h) => decide::open(rules, h, port).await,
+        Some(h) => connect::open(rules, h, port).await,
         None => Err(Refusal::BadHost),
     };
     match result {

@@ -53,7 +53,7 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::allow::Host;
+use crate::net::Host;
 use super::log::{Entry, Log, Use};
 use super::placeholder::{Action, Placeholders, Swapper};
 use super::reflect::{Hider, Refused};
@@ -1065,7 +1065,7 @@ impl AsyncWrite for Counted {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::egress::allow::Allowlist;
+    use crate::net::allow::Allowlist;
     use crate::egress::placeholder::Secret;
 
     fn interception() -> Interception {

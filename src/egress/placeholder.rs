@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use super::allow::{Allowlist, Host};
+use crate::net::{Allowlist, Host};
 use super::reflect::Hider;
 
 /// Fewest letters and digits a placeholder secret's value must have: the

@@ -45,8 +45,9 @@ use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 
 use super::stack::{Ingress, Stack};
 
-use super::allow::Host;
-use super::decide::{self, Refusal, Rules};
+use crate::net::Host;
+use super::connect::{self, Rules};
+use crate::net::decide::{self, Refusal};
 use super::dns::{self, Answer};
 use super::fakedns::FakeDns;
 use super::log::{Entry, Log};
@@ -357,7 +358,7 @@ async fn decide_one(
         );
         return None;
     };
-    match decide::open(&shared.rules, &host, port).await {
+    match connect::open(&shared.rules, &host, port).await {
         Ok(upstream) => Some((upstream, shared.log.record(&shown, port, VIA_TCP, None))),
         Err(r) => {
             shared.log.record(&shown, port, VIA_TCP, Some(r.reason()));
@@ -370,7 +371,7 @@ async fn decide_one(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::egress::allow::Allowlist;
+    use crate::net::allow::Allowlist;
 
     fn shared(allow: &[&str]) -> Shared {
         Shared {

@@ -695,7 +695,7 @@ impl Lint<'_> {
         };
         for (i, item) in list.iter().enumerate() {
             let Some(text) = item.as_str() else { continue };
-            if let Err(e) = crate::egress::Pattern::parse(text) {
+            if let Err(e) = crate::net::Pattern::parse(text) {
                 let pointer = format!("/permissions/network/allow/{i}");
                 self.report(
                     Rule::NetworkPatternInvalid,
@@ -720,8 +720,8 @@ impl Lint<'_> {
         };
         let network = doc.value.pointer("/permissions/network");
         // None: any host; Some(list): only those (`false` is the empty list).
-        let allow: Option<crate::egress::Allowlist> = match network {
-            None | Some(Value::Bool(false)) => Some(crate::egress::Allowlist::default()),
+        let allow: Option<crate::net::Allowlist> = match network {
+            None | Some(Value::Bool(false)) => Some(crate::net::Allowlist::default()),
             Some(Value::Bool(true)) => None,
             Some(v) => {
                 let list = v.get("allow").unwrap_or(v);
@@ -731,9 +731,9 @@ impl Lint<'_> {
                     .unwrap_or_default();
                 let parsed: Vec<&str> = texts
                     .into_iter()
-                    .filter(|t| crate::egress::Pattern::parse(t).is_ok())
+                    .filter(|t| crate::net::Pattern::parse(t).is_ok())
                     .collect();
-                crate::egress::Allowlist::parse(&parsed).ok()
+                crate::net::Allowlist::parse(&parsed).ok()
             }
         };
         let networked = !matches!(network, None | Some(Value::Bool(false)));
@@ -771,7 +771,7 @@ impl Lint<'_> {
                 let Some(text) = item.as_str() else { continue };
                 let pointer =
                     yaml::pointer_of(["permissions", "secrets", name, "hosts", &i.to_string()]);
-                let message = match crate::egress::Pattern::parse(text) {
+                let message = match crate::net::Pattern::parse(text) {
                     Err(e) => format!("`permissions.secrets.{name}.hosts[{i}]`: {e}"),
                     Ok(p) => {
                         let inside = match &allow {

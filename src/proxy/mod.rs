@@ -45,8 +45,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use url::{Host, Url};
 
-use crate::egress::guard;
-pub use crate::egress::guard::GuardError;
+use crate::net::guard;
+pub use crate::net::guard::GuardError;
 pub use tls::TlsError;
 
 /// Redirects followed at most per call.
@@ -85,7 +85,7 @@ pub struct Options {
     pub allow_private: bool,
     /// Only these hosts (`permissions.network.allow`), checked on every
     /// hop, redirects included; `None`: any host.
-    pub allow: Option<crate::egress::Allowlist>,
+    pub allow: Option<crate::net::Allowlist>,
     /// TLS client configuration.
     pub tls: Arc<rustls::ClientConfig>,
     /// Deadline of the whole exchange.
@@ -400,9 +400,9 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
     let port = url.port_or_known_default().unwrap_or(80);
     if let Some(list) = &opts.allow {
         let host = match url.host() {
-            Some(Host::Ipv4(ip)) => Some(crate::egress::allow::Host::Ip(IpAddr::V4(ip))),
-            Some(Host::Ipv6(ip)) => Some(crate::egress::allow::Host::Ip(IpAddr::V6(ip))),
-            Some(Host::Domain(d)) => crate::egress::allow::Host::parse(d),
+            Some(Host::Ipv4(ip)) => Some(crate::net::allow::Host::Ip(IpAddr::V4(ip))),
+            Some(Host::Ipv6(ip)) => Some(crate::net::allow::Host::Ip(IpAddr::V6(ip))),
+            Some(Host::Domain(d)) => crate::net::allow::Host::parse(d),
             None => None,
         };
         if !host.is_some_and(|h| list.permits(&h, port)) {
@@ -431,7 +431,7 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
     let mut refused = None;
     let mut own = None;
     let mut allowed = Vec::with_capacity(found.len());
-    let registry = crate::egress::listeners::Registry::current();
+    let registry = crate::egress::listeners::current();
     for addr in found {
         if registry.is_own(addr) {
             own.get_or_insert(addr);
@@ -487,7 +487,7 @@ async fn hop(
             // A glovebox server that started listening since the check
             // recorded itself before it listened: seen now, before any
             // byte is sent.
-            Ok(_) if crate::egress::listeners::Registry::current().is_own(addr) => {
+            Ok(_) if crate::egress::listeners::current().is_own(addr) => {
                 return Err(ProxyError::Own { host, addr });
             }
             Ok(s) => {

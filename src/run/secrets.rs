@@ -59,7 +59,7 @@ pub enum SecretError {
         name: String,
         /// The pattern's error.
         #[source]
-        source: crate::egress::PatternError,
+        source: crate::net::PatternError,
     },
     /// The placeholder could not be made.
     #[error(transparent)]
@@ -79,7 +79,7 @@ pub fn placeholders(
             continue;
         };
         let hosts =
-            crate::egress::Allowlist::parse(hosts).map_err(|source| SecretError::Hosts {
+            crate::net::Allowlist::parse(hosts).map_err(|source| SecretError::Hosts {
                 name: name.clone(),
                 source,
             })?;

@@ -302,7 +302,7 @@ pub async fn serve(
     // Bound, recorded, and only then listening: a connection can only
     // ever reach a server whose record is already there (a proxy that
     // checked before the record re-checks after its connect, see
-    // `egress::decide::open`), so no tool's proxy gets in while the
+    // `egress::connect::open`), so no tool's proxy gets in while the
     // server starts.
     let socket = if options.listen.is_ipv4() {
         tokio::net::TcpSocket::new_v4()
