@@ -95,10 +95,10 @@ mod tests {
     fn each_error_maps_to_one_kind() {
         use crate::builtin::confine::ConfineError;
         use crate::create::CreateError;
+        use crate::httpclient::ClientError;
         use crate::jail::JailError;
         use crate::manifest::project::ProjectError;
         use crate::policy::PolicyError;
-        use crate::proxy::ProxyError;
         use crate::run::python::PythonError;
         use crate::run::StartError;
         use crate::state::StateError;
@@ -247,11 +247,11 @@ mod tests {
                 .kind(),
                 K::AuditUnavailable,
             ),
-            (ProxyError::Timeout { ms: 1 }.kind(), K::Timeout),
-            (ProxyError::TooLarge { limit: 1 }.kind(), K::ResourceLimit),
-            (ProxyError::Runtime(os(libc::EMFILE)).kind(), K::Internal),
+            (ClientError::Timeout { ms: 1 }.kind(), K::Timeout),
+            (ClientError::TooLarge { limit: 1 }.kind(), K::ResourceLimit),
+            (ClientError::Runtime(os(libc::EMFILE)).kind(), K::Internal),
             (
-                ProxyError::Scheme {
+                ClientError::Scheme {
                     scheme: "ftp".into(),
                 }
                 .kind(),

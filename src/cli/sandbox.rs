@@ -9,8 +9,8 @@ use anyhow::Context;
 use std::sync::Arc;
 
 use glovebox::egress::{Gateway, Rules};
-use glovebox::net::Allowlist;
 use glovebox::jail::{self, JailError, Limits, Output, Spec, Stdin};
+use glovebox::net::Allowlist;
 use glovebox::run::StartError;
 
 use super::{Cli, EXIT_SANDBOX_UNAVAILABLE, EXIT_USAGE};

@@ -23,12 +23,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::net::Host;
 use super::connect::{self, Rules};
-use crate::net::decide::Refusal;
 use super::intercept;
 use super::log::{Entry, Log};
 use super::relay::relay;
+use crate::net::decide::Refusal;
+use crate::net::Host;
 
 /// Largest request head read from the tool.
 const MAX_HEAD: usize = 64 * 1024;

@@ -53,10 +53,10 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::net::Host;
 use super::log::{Entry, Log, Use};
 use super::placeholder::{Action, Placeholders, Swapper};
 use super::reflect::{Hider, Refused};
+use crate::net::Host;
 
 /// The bundle's file name in the jail's private TMPDIR.
 pub const CA_FILE: &str = "glovebox-ca-bundle.pem";
@@ -1065,8 +1065,8 @@ impl AsyncWrite for Counted {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::net::allow::Allowlist;
     use crate::egress::placeholder::Secret;
+    use crate::net::allow::Allowlist;
 
     fn interception() -> Interception {
         let s = Secret::new(

@@ -32,8 +32,7 @@ fn the_current_registry_sees_a_new_registration_at_once() {
 #[test]
 fn a_server_between_its_record_and_its_listen_counts_once_it_listens() {
     use nix::sys::socket::{
-        bind, getsockname, listen, socket, AddressFamily, Backlog, SockFlag, SockType,
-        SockaddrIn,
+        bind, getsockname, listen, socket, AddressFamily, Backlog, SockFlag, SockType, SockaddrIn,
     };
     // Bound, recorded, and only then listening, as `serve` does.
     let fd = socket(

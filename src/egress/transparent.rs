@@ -17,7 +17,7 @@
 //! - a TCP connection (SYN) to a fake address is mapped back to its
 //!   name and decided exactly as the proxy decides a `CONNECT`:
 //!   [`decide::check_host`] at once (a refusal is a reset, logged), then
-//!   [`decide::open`] (resolve, SSRF guard on every address, glovebox's
+//!   [`connect::open`] (resolve, SSRF guard on every address, glovebox's
 //!   own listeners, connect to exactly a checked address) once the
 //!   user-space stack ([`super::stack`], smoltcp's TCP) has accepted it; its bytes are then
 //!   relayed and counted in the egress log like a proxied connection's;
@@ -45,12 +45,12 @@ use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 
 use super::stack::{Ingress, Stack};
 
-use crate::net::Host;
 use super::connect::{self, Rules};
-use crate::net::decide::{self, Refusal};
 use super::dns::{self, Answer};
 use super::fakedns::FakeDns;
 use super::log::{Entry, Log};
+use crate::net::decide::{self, Refusal};
+use crate::net::Host;
 
 /// How a transparent connection is shown in the egress log.
 pub const VIA_TCP: &str = "tcp";

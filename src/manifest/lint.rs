@@ -16,9 +16,9 @@ use serde_json::Value;
 use super::diagnostic::{Diagnostic, Rule};
 use super::discover::{self, ToolEntry};
 use super::model::Manifest;
-use super::placeholder::{self, PlaceholderError};
 use super::project::Origin;
 use super::schema::{self, display_path, Which};
+use super::slots::{self, SlotError};
 use super::v1;
 use super::yaml::{self, push_token, Document, Position};
 
@@ -395,7 +395,7 @@ impl Lint<'_> {
     /// `secret-name-invalid`, `input-shadows-secret`, `input-looks-like-secret`.
     fn secrets(&mut self, doc: &Document, inputs: &[String], secrets: &[String]) {
         for name in secrets {
-            if !placeholder::is_identifier(name) {
+            if !slots::is_identifier(name) {
                 let at = doc
                     .positions
                     .key(&yaml::pointer_of(["permissions", "secrets", name]));
@@ -442,15 +442,15 @@ impl Lint<'_> {
                 doc.positions.value(&pointer)
             };
             let where_ = display_path(&pointer);
-            match placeholder::scan(&text) {
-                Err(e @ PlaceholderError::Unterminated { .. }) => {
+            match slots::scan(&text) {
+                Err(e @ SlotError::Unterminated { .. }) => {
                     self.report(
                         Rule::UnterminatedPlaceholder,
                         at,
                         format!("`{where_}`: {e}"),
                     );
                 }
-                Err(e @ PlaceholderError::InvalidName { .. }) => {
+                Err(e @ SlotError::InvalidName { .. }) => {
                     self.report(Rule::InvalidPlaceholder, at, format!("`{where_}`: {e}"));
                 }
                 Ok(found) => {
@@ -487,7 +487,7 @@ impl Lint<'_> {
         collect_strings(exec, &mut "/exec".to_owned(), &mut templates);
         let mut used = HashSet::new();
         for (_, text, _) in &templates {
-            if let Ok(found) = placeholder::scan(text) {
+            if let Ok(found) = slots::scan(text) {
                 used.extend(found.into_iter().map(|p| p.name.to_string()));
             }
         }
@@ -863,7 +863,7 @@ impl Lint<'_> {
             None => return,
         };
         let at = doc.positions.value(pointer);
-        let Ok(found) = placeholder::scan(entrypoint) else {
+        let Ok(found) = slots::scan(entrypoint) else {
             return; // reported by the placeholder rules
         };
         if found.iter().any(|p| inputs.iter().any(|i| i == p.name)) {

@@ -657,12 +657,8 @@ impl Network {
     }
 
     /// The parsed allowlist (`None`: any host, or no network).
-    pub fn allowlist(
-        &self,
-    ) -> Result<Option<crate::net::Allowlist>, crate::net::PatternError> {
-        self.allow()
-            .map(crate::net::Allowlist::parse)
-            .transpose()
+    pub fn allowlist(&self) -> Result<Option<crate::net::Allowlist>, crate::net::PatternError> {
+        self.allow().map(crate::net::Allowlist::parse).transpose()
     }
 }
 

@@ -16,7 +16,7 @@
 //! only narrows: every destination it lets through still passes the SSRF
 //! guard ([`crate::net::guard`]).
 //!
-//! Everything here is pure and unit-tested; the proxy ([`super::forward`])
+//! Everything here is pure and unit-tested; the egress proxy ([`crate::egress::forward`]), the http tools' client
 //! and `create`'s ceiling ([`Allowlist::covers`]) use it.
 
 use std::fmt;

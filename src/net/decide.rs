@@ -7,9 +7,9 @@
 
 use std::net::SocketAddr;
 
-use crate::net::allow::{Allowlist, Host};
 use super::guard::{self, Class};
 use super::own::Registry;
+use crate::net::allow::{Allowlist, Host};
 
 /// What a call's connections may reach: the input of the decision.
 ///
@@ -89,7 +89,11 @@ impl Refusal {
 }
 
 /// The policy part of the decision for one resolved address.
-pub fn check_addr<I>(rules: &Rules<I>, registry: &Registry, addr: SocketAddr) -> Result<(), Refusal> {
+pub fn check_addr<I>(
+    rules: &Rules<I>,
+    registry: &Registry,
+    addr: SocketAddr,
+) -> Result<(), Refusal> {
     if guard::check(addr.ip(), rules.allow_private).is_err() {
         let what = match guard::classify(addr.ip()) {
             Class::Private(w) | Class::Forbidden(w) => w,

@@ -78,11 +78,10 @@ pub fn placeholders(
         let (Some(hosts), Some(value)) = (&spec.hosts, values.get(name)) else {
             continue;
         };
-        let hosts =
-            crate::net::Allowlist::parse(hosts).map_err(|source| SecretError::Hosts {
-                name: name.clone(),
-                source,
-            })?;
+        let hosts = crate::net::Allowlist::parse(hosts).map_err(|source| SecretError::Hosts {
+            name: name.clone(),
+            source,
+        })?;
         let inject = spec.inject.as_ref().map(|i| Inject {
             header: i.header.clone(),
             format: i.format.clone(),
