@@ -97,11 +97,11 @@ mod tests {
         use crate::create::CreateError;
         use crate::egress::intercept::InterceptError;
         use crate::egress::placeholder::PlaceholderError;
-        use crate::egress::PatternError;
+        use crate::httpclient::ClientError;
         use crate::jail::JailError;
         use crate::manifest::project::ProjectError;
+        use crate::net::PatternError;
         use crate::policy::PolicyError;
-        use crate::proxy::ProxyError;
         use crate::run::python::PythonError;
         use crate::run::secrets::SecretError;
         use crate::run::StartError;
@@ -251,11 +251,11 @@ mod tests {
                 .kind(),
                 K::AuditUnavailable,
             ),
-            (ProxyError::Timeout { ms: 1 }.kind(), K::Timeout),
-            (ProxyError::TooLarge { limit: 1 }.kind(), K::ResourceLimit),
-            (ProxyError::Runtime(os(libc::EMFILE)).kind(), K::Internal),
+            (ClientError::Timeout { ms: 1 }.kind(), K::Timeout),
+            (ClientError::TooLarge { limit: 1 }.kind(), K::ResourceLimit),
+            (ClientError::Runtime(os(libc::EMFILE)).kind(), K::Internal),
             (
-                ProxyError::Scheme {
+                ClientError::Scheme {
                     scheme: "ftp".into(),
                 }
                 .kind(),

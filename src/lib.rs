@@ -26,10 +26,14 @@
 //! - [`run`]: the command and python kinds, secrets and the one redactor
 //!   (before any cut, through JSON escapes, base64 and hex), and the
 //!   [`run::Outcome`] contract.
-//! - [`run::http`] and [`proxy`]: the http kind — the request expanded per
-//!   context (URL path segment, query, header, JSON body), sent by glovebox
-//!   itself over hyper + rustls behind an SSRF guard, redirects that never
-//!   carry a secret to another origin, bounded time and size.
+//! - [`net`]: the outbound-network decision, pure — host patterns and
+//!   allowlists, the SSRF guard's address classes, glovebox's own
+//!   listeners as a destination — asked by both ways out below.
+//! - [`run::http`] and [`httpclient`]: the http kind — the request
+//!   expanded per context (URL path segment, query, header, JSON body),
+//!   sent by glovebox itself over hyper + rustls behind the SSRF guard,
+//!   redirects that never carry a secret to another origin, bounded time
+//!   and size.
 //! - [`egress`]: `network: true` for command and python tools — the call's
 //!   own network namespace, whose only way out is the supervisor's egress
 //!   proxy (HTTP `CONNECT`, absolute-form HTTP, SOCKS5) behind the same
@@ -101,6 +105,7 @@ pub mod egress;
 pub mod engine;
 pub mod export;
 pub mod footprint;
+pub mod httpclient;
 pub mod import;
 pub mod imports_seen;
 pub mod interpreter;
@@ -110,9 +115,9 @@ pub mod learn;
 pub mod manifest;
 pub mod mcpwrap;
 pub mod migrate;
+pub mod net;
 pub mod planted;
 pub mod policy;
-pub mod proxy;
 pub mod pyimports;
 pub mod replica;
 pub mod run;

@@ -44,7 +44,7 @@ pub enum PolicyError {
     Python(#[from] crate::interpreter::PythonError),
     /// `permissions.network.allow` holds a pattern that does not parse.
     #[error("permissions.network")]
-    Network(#[from] crate::egress::PatternError),
+    Network(#[from] crate::net::PatternError),
     /// The sandbox profiles are broken.
     #[error(transparent)]
     Profile(#[from] jail::profile::ProfileError),
@@ -71,7 +71,7 @@ pub struct Policy {
     /// The same allowlist, parsed once here: the egress proxy's rules are
     /// this value, never a re-parse that could fall back to "any host".
     #[serde(skip)]
-    pub allowlist: Option<crate::egress::Allowlist>,
+    pub allowlist: Option<crate::net::Allowlist>,
     /// `security.http.allow_private`: the proxy may reach loopback and
     /// private addresses.
     pub allow_private: bool,
@@ -346,9 +346,10 @@ impl Policy {
         )
     }
 
-    /// The rules of this policy's egress proxy.
-    pub fn egress_rules(&self) -> crate::egress::Rules {
-        crate::egress::Rules {
+    /// The rules of this policy's outbound connections (the egress
+    /// proxy's, with `I` what it attaches: [`crate::egress::Rules`]).
+    pub fn egress_rules<I>(&self) -> crate::net::Rules<I> {
+        crate::net::Rules {
             allow: self.allowlist.clone(),
             allow_private: self.allow_private,
             intercept: None,

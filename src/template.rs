@@ -29,7 +29,7 @@
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
-use crate::manifest::placeholder;
+use crate::manifest::slots;
 
 /// Errors while expanding a template.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -117,8 +117,8 @@ pub fn value_to_arg(v: &Value) -> String {
     }
 }
 
-fn scan(template: &str) -> Result<Vec<placeholder::Placeholder<'_>>, TemplateError> {
-    placeholder::scan(template).map_err(|e| TemplateError::Malformed {
+fn scan(template: &str) -> Result<Vec<slots::Slot<'_>>, TemplateError> {
+    slots::scan(template).map_err(|e| TemplateError::Malformed {
         template: template.to_string(),
         message: e.to_string(),
     })
@@ -187,7 +187,7 @@ pub fn json(template: &Value, b: &Bindings<'_>) -> Result<Option<Value>, Templat
 /// Names of the placeholders in `template` (empty when it is malformed;
 /// expansion reports that).
 pub fn names(template: &str) -> Vec<&str> {
-    placeholder::scan(template)
+    slots::scan(template)
         .map(|found| found.into_iter().map(|p| p.name).collect())
         .unwrap_or_default()
 }

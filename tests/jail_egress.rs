@@ -10,118 +10,61 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod httpkit;
 mod runkit;
+mod servekit;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use httpkit::{Recorded, Reply, Server};
 use serde_json::{json, Value};
+use servekit::Served;
 
 const CANARY: &str = "EGRESS-SERVER-CANARY-5d1f";
 
-/// A small HTTP server on loopback: `/canary` answers [`CANARY`], other
-/// paths are files under `root` (a directory path serves `index.html`).
-/// It counts the connections it accepted and those still open.
-struct Server {
-    addr: std::net::SocketAddr,
-    accepted: Arc<AtomicUsize>,
-    open: Arc<AtomicUsize>,
+/// A small HTTP server on loopback (httpkit's): `/canary` answers
+/// [`CANARY`], `/big` [`BIG`] bytes, `/sha` the SHA-256 of the request
+/// body, other paths are files under `root` (a directory path serves
+/// `index.html`).
+fn server(root: Option<PathBuf>) -> Server {
+    server_on("127.0.0.1:0", root)
 }
 
-impl Server {
-    fn start(bind: &str, root: Option<PathBuf>) -> Server {
-        let l = TcpListener::bind(bind).unwrap();
-        let addr = l.local_addr().unwrap();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let open = Arc::new(AtomicUsize::new(0));
-        let (a, o) = (accepted.clone(), open.clone());
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(s) = s else { continue };
-                a.fetch_add(1, Ordering::SeqCst);
-                o.fetch_add(1, Ordering::SeqCst);
-                let (o, root) = (o.clone(), root.clone());
-                std::thread::spawn(move || {
-                    answer(s, root.as_deref());
-                    o.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-        });
-        Server {
-            addr,
-            accepted,
-            open,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
+/// [`server`] listening on `bind`.
+fn server_on(bind: &str, root: Option<PathBuf>) -> Server {
+    Server::start_on(bind, move |r| answer(r, root.as_deref()))
 }
 
-fn answer(mut s: TcpStream, root: Option<&Path>) {
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    let mut reader = BufReader::new(s.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
-        return;
-    }
-    let mut length = 0usize;
-    loop {
-        let mut h = String::new();
-        match reader.read_line(&mut h) {
-            Ok(0) | Err(_) => return,
-            Ok(_) if h == "\r\n" => break,
-            Ok(_) => {}
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                length = v.trim().parse().unwrap_or(0);
+fn answer(r: &Recorded, root: Option<&Path>) -> Reply {
+    let body = match r.path.as_str() {
+        "/canary" => Some(CANARY.as_bytes().to_vec()),
+        "/big" => Some(pattern(BIG, 251)),
+        "/sha" => Some(sha256_hex(&r.body).into_bytes()),
+        path => root.and_then(|root| {
+            let mut p = root.join(path.trim_start_matches('/'));
+            if path.ends_with('/') {
+                p = p.join("index.html");
             }
-        }
-    }
-    let path = line.split_whitespace().nth(1).unwrap_or("/");
-    let path = path.split('?').next().unwrap_or("/");
-    let body = if path == "/canary" {
-        Some(CANARY.as_bytes().to_vec())
-    } else if path == "/big" {
-        Some(pattern(BIG, 251))
-    } else if path == "/sha" {
-        // The SHA-256 of the request body, in hex.
-        let mut body = vec![0u8; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        Some(sha256_hex(&body).into_bytes())
-    } else if let Some(r) = root {
-        let mut p = r.join(path.trim_start_matches('/'));
-        if path.ends_with('/') {
-            p = p.join("index.html");
-        }
-        std::fs::read(p).ok()
-    } else {
-        None
+            std::fs::read(p).ok()
+        }),
     };
-    let head = match &body {
-        Some(b) => format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n",
-            b.len()
-        ),
-        None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into(),
-    };
-    let _ = s.write_all(head.as_bytes());
-    if let Some(b) = body {
-        let _ = s.write_all(&b);
+    match body {
+        Some(body) => Reply {
+            body,
+            headers: vec![("Content-Type".into(), "text/html".into())],
+            ..Reply::text(200, "")
+        },
+        None => Reply {
+            headers: vec![],
+            ..Reply::text(404, "")
+        },
     }
 }
 
@@ -159,18 +102,18 @@ fn curl(extra: &[&str], url: &str) -> Run {
 /// its connect broker carries a networked call to the same proxy instead
 /// (`jail::broker`), and says so.
 fn the_broker_carries_what_no_namespace_can() {
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let r = curl(&["--allow-private"], &srv.url("/canary"));
     assert!(r.stdout.contains(CANARY), "{r:#?}");
     assert_eq!(r.json["enforcement"]["net_namespace"], false, "{r:#?}");
     assert_eq!(r.json["enforcement"]["connect_broker"], true, "{r:#?}");
-    assert_eq!(srv.accepted(), 1);
+    assert_eq!(srv.connections(), 1);
 }
 
 #[test]
 fn curl_reaches_an_allowed_server_through_the_proxy() {
     require_jail!();
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let r = curl(&["--allow-private"], &srv.url("/canary"));
     assert!(r.stdout.contains(CANARY), "{r:#?}");
     r.assert_behind_the_proxy();
@@ -184,7 +127,7 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
     );
     assert!(log[0]["sent"].as_u64().unwrap() > 0, "{r:#?}");
     // CONNECT (curl's -p tunnels even plain http) and SOCKS5 by name.
-    let before = srv.accepted();
+    let before = srv.connections();
     let r = sandbox(
         &["--net", "--allow-private"],
         &["curl", "-sS", "-p", "--max-time", "10", &srv.url("/canary")],
@@ -206,7 +149,7 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
     );
     assert!(r.stdout.contains(CANARY), "{r:#?}");
     assert_eq!(egress(&r)[0]["via"], "socks5", "{r:#?}");
-    assert_eq!(srv.accepted(), before + 2);
+    assert_eq!(srv.connections(), before + 2);
 }
 
 /// Where the probe made namespaces but no network namespace can be made
@@ -218,14 +161,12 @@ fn curl_reaches_an_allowed_server_through_the_proxy() {
 /// its network namespace (the control: the change is the namespace's).
 #[test]
 fn where_no_network_namespace_can_be_made_the_call_runs_behind_the_broker() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     if namespace_free() {
         the_broker_carries_what_no_namespace_can();
         return;
     }
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let port = srv.addr.port();
     // Allowed by name; the direct connection names the address.
     let by_name = format!("http://localhost:{port}/canary");
@@ -280,7 +221,7 @@ fn where_no_network_namespace_can_be_made_the_call_runs_behind_the_broker() {
         );
         let message = limited["error"]["message"].as_str().unwrap_or("");
         assert!(message.contains("namespaces"), "{message}");
-        assert_eq!(srv.accepted(), 0, "the listener got a connection");
+        assert_eq!(srv.connections(), 0, "the listener got a connection");
         let (control, stderr) = run("100").expect("the control ran");
         assert!(
             control["stdout"].as_str().unwrap_or("").contains(CANARY),
@@ -304,25 +245,23 @@ fn where_no_network_namespace_can_be_made_the_call_runs_behind_the_broker() {
             "{limited:#} {stderr}"
         );
     }
-    assert_eq!(srv.accepted(), 1, "only the proxied request arrived");
+    assert_eq!(srv.connections(), 1, "only the proxied request arrived");
     let (control, stderr) = run("100").expect("the control ran");
     assert!(
         control["stdout"].as_str().unwrap_or("").contains(CANARY),
         "{control:#} {stderr}"
     );
     assert_eq!(control["enforcement"]["net_namespace"], true, "{control:#}");
-    assert_eq!(srv.accepted(), 2);
+    assert_eq!(srv.connections(), 2);
 }
 
 /// Megabytes each way arrive whole through the relay (splice), by plain
 /// HTTP and through a CONNECT tunnel, and the log counts them.
 #[test]
 fn large_transfers_arrive_whole_both_ways() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     const UP: usize = 6_000_000;
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let hash = "import sys, hashlib; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())";
     let gen = format!("import sys; sys.stdout.buffer.write(bytes(i % 239 for i in range({UP})))");
     for tunnel in ["", "-p"] {
@@ -355,7 +294,7 @@ fn large_transfers_arrive_whole_both_ways() {
 fn loopback_listeners_get_nothing_without_allow_private() {
     require_jail!();
     for bind in ["127.0.0.1:0", "[::1]:0"] {
-        let srv = Server::start(bind, None);
+        let srv = server_on(bind, None);
         let url = srv.url("/canary");
         let r = curl(&[], &url);
         assert!(!r.stdout.contains(CANARY), "{r:#?}");
@@ -374,15 +313,15 @@ fn loopback_listeners_get_nothing_without_allow_private() {
         let port = srv.addr.port().to_string();
         let host = srv.addr.ip().to_string();
         attack(&["--net"], &["tcp", &host, &port]).assert_blocked();
-        assert_eq!(srv.accepted(), 0, "the {bind} listener got a connection");
+        assert_eq!(srv.connections(), 0, "the {bind} listener got a connection");
     }
 }
 
 #[test]
 fn the_allowlist_admits_only_its_hosts() {
     require_jail!();
-    let allowed = Server::start("127.0.0.1:0", None);
-    let other = Server::start("127.0.0.1:0", None);
+    let allowed = server(None);
+    let other = server(None);
     let pattern = format!("127.0.0.1:{}", allowed.addr.port());
     let r = curl(
         &["--allow-private", "--allow-host", &pattern],
@@ -395,10 +334,10 @@ fn the_allowlist_admits_only_its_hosts() {
     );
     assert!(!r.stdout.contains(CANARY), "{r:#?}");
     assert!(refused_with(&r, "allowlist"), "{r:#?}");
-    assert_eq!(other.accepted(), 0);
+    assert_eq!(other.connections(), 0);
     // A name pattern never admits a bare address, nor another name.
     let by_name = format!("localhost:{}", allowed.addr.port());
-    let before = allowed.accepted();
+    let before = allowed.connections();
     let r = curl(
         &["--allow-private", "--allow-host", &by_name],
         &allowed.url("/canary"),
@@ -409,7 +348,7 @@ fn the_allowlist_admits_only_its_hosts() {
         &format!("http://localhost:{}/canary", allowed.addr.port()),
     );
     assert!(refused_with(&r, "allowlist"), "{r:#?}");
-    assert_eq!(allowed.accepted(), before);
+    assert_eq!(allowed.connections(), before);
     // Link-local / metadata stays refused whatever the flags.
     let r = curl(
         &["--allow-private"],
@@ -433,7 +372,7 @@ fn abstract_unix_sockets_of_the_host_are_out_of_reach() {
 #[test]
 fn python_urllib_goes_through_the_proxy_and_dns_fails_fast() {
     require_jail!();
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let code = format!(
         "import urllib.request; print(urllib.request.urlopen({:?}, timeout=10).read().decode())",
         srv.url("/canary")
@@ -486,7 +425,7 @@ fn pip_downloads_from_a_local_index_through_the_proxy() {
     let dest = tmp.path().join("dest");
     std::fs::create_dir_all(&dest).unwrap();
     build_index(&index);
-    let srv = Server::start("127.0.0.1:0", Some(index));
+    let srv = server(Some(index));
     let r = sandbox(
         &[
             "--net",
@@ -580,7 +519,7 @@ fn git_clones_over_http_through_the_proxy() {
         ],
     );
     git(&served.join("r.git"), &["update-server-info"]);
-    let srv = Server::start("127.0.0.1:0", Some(served));
+    let srv = server(Some(served));
     let out = tmp.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
     let clone = out.join("clone");
@@ -599,60 +538,20 @@ fn git_clones_over_http_through_the_proxy() {
     assert_eq!(got, CANARY, "{r:#?}");
 }
 
-/// `glovebox serve` on loopback, in a throwaway project; killed on drop.
-struct Serve {
-    child: Child,
-    addr: String,
-    _tmp: tempfile::TempDir,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_serve() -> Serve {
+/// `glovebox serve` on loopback, in a throwaway project (the directory
+/// goes after the server, which is killed on drop).
+fn start_serve() -> (Served, tempfile::TempDir) {
     let tmp = tempdir();
     std::fs::create_dir_all(tmp.path().join(".glee/tools")).unwrap();
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--root"])
-        .arg(tmp.path())
-        .env("GLOVEBOX_STATE_DIR", tmp.path().join("state"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stderr.take().unwrap());
-    let mut addr = None;
-    for _ in 0..20 {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        if let Some(rest) = line.split("HTTP API at http://").nth(1) {
-            addr = rest.split('/').next().map(String::from);
-            break;
-        }
-    }
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = reader.read_to_end(&mut sink);
-    });
-    let addr = addr.expect("serve printed its address");
-    Serve {
-        child,
-        addr,
-        _tmp: tmp,
-    }
+    let state = tmp.path().join("state");
+    let served = Served::start(tmp.path(), &[("GLOVEBOX_STATE_DIR", path_str(&state))], &[]);
+    (served, tmp)
 }
 
 #[test]
 fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
     require_jail!();
-    let serve = start_serve();
+    let (serve, _project) = start_serve();
     // Control: the API answers the host.
     let mut s = TcpStream::connect(&serve.addr).unwrap();
     write!(
@@ -684,7 +583,7 @@ fn glovebox_serve_is_out_of_reach_even_with_allow_private() {
 #[test]
 fn refused_connections_are_in_the_audit_line() {
     require_jail!();
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let fx = runkit::Fixture::new();
     fx.tool(&runkit::command_tool(
         "fetch",
@@ -707,7 +606,7 @@ fn refused_connections_are_in_the_audit_line() {
         )),
         "{c:#?}"
     );
-    assert_eq!(srv.accepted(), 0);
+    assert_eq!(srv.connections(), 0);
     let log = std::fs::read_to_string(fx.root.join(".glee/audit/tools.log")).unwrap();
     let line = log.lines().last().unwrap();
     assert!(line.contains("egress=[{\"host\":\"127.0.0.1\""), "{line}");
@@ -746,7 +645,7 @@ fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
     }
     use glovebox::egress::{Gateway, Rules};
     use glovebox::jail::{self, Spec};
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let url = srv.url("/canary");
     let call = |url: &str| {
         let gateway = Arc::new(Gateway::new(Rules {
@@ -783,20 +682,16 @@ fn a_hundred_concurrent_networked_calls_leave_nothing_behind() {
         results.extend(handles.into_iter().map(|h| h.join().unwrap()));
     }
     assert!(results.iter().all(|(ok, n)| *ok && *n == 1), "{results:?}");
-    assert_eq!(srv.accepted(), 101);
+    assert_eq!(srv.connections(), 101);
     // Every proxied connection is closed, every proxy thread and socket
     // (and with it every namespace) is gone.
     for _ in 0..50 {
-        if srv.open.load(Ordering::SeqCst) == 0 && threads() <= threads_before + 1 {
+        if srv.open() == 0 && threads() <= threads_before + 1 {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(
-        srv.open.load(Ordering::SeqCst),
-        0,
-        "proxied connections left open"
-    );
+    assert_eq!(srv.open(), 0, "proxied connections left open");
     let links = || {
         std::fs::read_dir("/proc/self/fd")
             .unwrap()
@@ -827,7 +722,7 @@ fn a_serve_started_after_the_tool_is_out_of_reach() {
     // The tool first goes through its proxy once (so the proxy has loaded
     // the registry), says it started, waits for the address, then tries
     // the API every way.
-    let control = Server::start("127.0.0.1:0", None);
+    let control = server(None);
     let script = format!(
         "curl -sS --max-time 10 {ctl}; touch {started}; \
          for i in $(seq 1 200); do [ -s {addr} ] && break; sleep 0.1; done; \
@@ -866,7 +761,7 @@ fn a_serve_started_after_the_tool_is_out_of_reach() {
         wait_until(Duration::from_secs(30), || started.exists()),
         "the tool did not start"
     );
-    let serve = start_serve();
+    let (serve, _project) = start_serve();
     std::fs::write(&addr_file, &serve.addr).unwrap();
     let r = tool.join().unwrap();
     let stdout = r["stdout"].as_str().unwrap_or("");
@@ -939,8 +834,8 @@ fn a_connection_does_not_outlive_its_call() {
 #[test]
 fn smuggled_and_mismatched_requests_stay_with_the_allowed_host() {
     require_jail!();
-    let allowed = Server::start("127.0.0.1:0", None);
-    let other = Server::start("127.0.0.1:0", None);
+    let allowed = server(None);
+    let other = server(None);
     let (a, b) = (allowed.addr, other.addr);
     let code = format!(
         r#"
@@ -975,8 +870,8 @@ send(b"GET http://{a}@{b}/canary HTTP/1.1\r\n\r\n")
         r.stdout.contains(CANARY),
         "the allowed host was not reached: {r:#?}"
     );
-    assert_eq!(other.accepted(), 0, "{r:#?}");
-    assert!(allowed.accepted() >= 3, "{r:#?}");
+    assert_eq!(other.connections(), 0, "{r:#?}");
+    assert!(allowed.connections() >= 3, "{r:#?}");
     assert!(refused_with(&r, "allowlist"), "{r:#?}");
 }
 
@@ -986,7 +881,7 @@ send(b"GET http://{a}@{b}/canary HTTP/1.1\r\n\r\n")
 #[test]
 fn a_tool_cannot_remove_the_record_of_a_serve() {
     require_jail!();
-    let serve = start_serve();
+    let (serve, _project) = start_serve();
     let entry = glovebox::egress::listeners::DIRS
         .iter()
         .filter_map(|d| std::fs::read_dir(d).ok())
@@ -1020,8 +915,8 @@ fn a_tool_cannot_remove_the_record_of_a_serve() {
 #[test]
 fn a_manifest_allowlist_admits_its_host_only() {
     require_jail!();
-    let allowed = Server::start("127.0.0.1:0", None);
-    let other = Server::start("127.0.0.1:0", None);
+    let allowed = server(None);
+    let other = server(None);
     let fx = runkit::Fixture::new();
     fx.config(&json!({"security": {"http": {"allow_private": true}}}));
     let script = format!(
@@ -1043,8 +938,8 @@ fn a_manifest_allowlist_admits_its_host_only() {
     let state = fx.base.join("state");
     let c = fx.run_env("fetch", &[], &[("GLOVEBOX_STATE_DIR", path_str(&state))]);
     assert!(c.json.to_string().contains(CANARY), "{c:#?}");
-    assert_eq!(allowed.accepted(), 1, "{c:#?}");
-    assert_eq!(other.accepted(), 0, "{c:#?}");
+    assert_eq!(allowed.connections(), 1, "{c:#?}");
+    assert_eq!(other.connections(), 0, "{c:#?}");
     let warnings = c.json["warnings"].to_string();
     assert!(
         warnings.contains(&format!(
@@ -1093,7 +988,7 @@ fn start_of(pid: u32) -> u64 {
 fn a_forged_listener_entry_blocks_nothing() {
     use std::os::unix::process::CommandExt;
     require_jail!();
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let addr = srv.addr.to_string();
     // The control: a genuine entry (this test process's own) is honoured.
     let genuine = glovebox::egress::listeners::register(srv.addr).unwrap();
@@ -1112,7 +1007,7 @@ fn a_forged_listener_entry_blocks_nothing() {
     let r = curl(&["--allow-private"], &srv.url("/canary"));
     assert!(!r.stdout.contains(CANARY), "{r:#?}");
     assert!(refused_with(&r, "glovebox's own server"), "{r:#?}");
-    assert_eq!(srv.accepted(), 0);
+    assert_eq!(srv.connections(), 0);
     drop(genuine);
     assert!(!entry.exists());
 
@@ -1203,7 +1098,7 @@ fn a_forged_listener_entry_blocks_nothing() {
         let _ = c.wait();
     }
     assert!(r.stdout.contains(CANARY), "a forged entry blocked: {r:#?}");
-    assert_eq!(srv.accepted(), 1, "{r:#?}");
+    assert_eq!(srv.connections(), 1, "{r:#?}");
     assert!(egress(&r).iter().all(|c| c["allowed"] == true), "{r:#?}");
     drop(planted);
 }
@@ -1248,7 +1143,7 @@ fn listening_ports(pids: &[u32]) -> Vec<u16> {
 #[test]
 fn another_local_process_cannot_use_a_calls_proxy() {
     require_jail!();
-    let srv = Server::start("127.0.0.1:0", None);
+    let srv = server(None);
     let m = marker("borrow");
     let script = format!(
         "sleep 2; curl -sS --max-time 10 {url}; echo {m}",
@@ -1299,5 +1194,5 @@ fn another_local_process_cannot_use_a_calls_proxy() {
     assert_eq!(asked > 0, namespace_free(), "{ports:?}");
     let r = tool.join().unwrap();
     assert!(r.stdout.contains(CANARY), "the control failed: {r:#?}");
-    assert_eq!(srv.accepted(), 1, "{r:#?}");
+    assert_eq!(srv.connections(), 1, "{r:#?}");
 }

@@ -470,9 +470,7 @@ EOF"#,
 /// asked for compression or a range.
 #[test]
 fn a_compressed_or_partial_reflection_does_not_carry_the_value_back() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let ca = TestCa::new();
     let gz = |r: &Recorded| {
         let mut reply = echo(r);

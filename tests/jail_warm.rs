@@ -11,123 +11,26 @@
 
 mod common;
 mod runkit;
+mod servekit;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::*;
 use runkit::*;
 use serde_json::{json, Value};
+use servekit::StdioMcp;
 
 /// Whether this machine runs python calls warm under `mcp`.
 fn warm_here() -> bool {
     !namespace_free()
 }
 
-/// One `glovebox mcp` session over stdio.
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    replies: mpsc::Receiver<Value>,
-    next: u64,
-}
-
-impl Mcp {
-    fn start(root: &Path, envs: &[(&str, &str)]) -> Mcp {
-        let mut cmd = Command::new(bin());
-        cmd.arg("--root")
-            .arg(root)
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("start glovebox mcp");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, replies) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    if tx.send(v).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-        let mut m = Mcp {
-            stdin: child.stdin.take(),
-            child,
-            replies,
-            next: 1,
-        };
-        m.send(
-            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "warm-test", "version": "1"}}}),
-        );
-        m.wait(&[0]);
-        m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        m
-    }
-
-    fn send(&mut self, v: Value) {
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Sends a call without waiting; returns its id.
-    fn post(&mut self, tool: &str, args: Value) -> u64 {
-        let id = self.next;
-        self.next += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": tool, "arguments": args}}));
-        id
-    }
-
-    /// The replies to `ids`, in that order.
-    fn wait(&mut self, ids: &[u64]) -> Vec<Value> {
-        let mut got: Vec<Option<Value>> = vec![None; ids.len()];
-        let until = Instant::now() + Duration::from_secs(120);
-        while got.iter().any(Option::is_none) {
-            let left = until.saturating_duration_since(Instant::now());
-            let v = self
-                .replies
-                .recv_timeout(left)
-                .expect("the server answered");
-            if let Some(i) = ids.iter().position(|id| v["id"] == json!(id)) {
-                got[i] = Some(v);
-            }
-        }
-        got.into_iter().map(Option::unwrap).collect()
-    }
-
-    /// One call: its Outcome as the client reads it.
-    fn call(&mut self, tool: &str, args: Value) -> Value {
-        let id = self.post(tool, args);
-        outcome(&self.wait(&[id])[0])
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// One call over `mcp`: its Outcome as the client reads it.
+fn call(mcp: &mut StdioMcp, tool: &str, args: Value) -> Value {
+    let id = mcp.post(tool, args);
+    outcome(&mcp.replies(&[id])[0])
 }
 
 /// A reply as `{"ok": output}` or `{"error": {kind, message, details}}`.
@@ -289,15 +192,15 @@ def hog():
     for (func, _, extra) in cases {
         twins(&f, func, "cases", func, extra.clone());
     }
-    let mut mcp = Mcp::start(&f.root, &[]);
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
     for (func, args, _) in cases {
         let mut args = args.clone();
         let marker = marker(func);
         if *func == "sleeps" {
             args = json!({"marker": marker});
         }
-        let warm = mcp.call(func, args.clone());
-        let cold = mcp.call(&format!("{func}_cold"), args);
+        let warm = call(&mut mcp, func, args.clone());
+        let cold = call(&mut mcp, &format!("{func}_cold"), args);
         assert_eq!(
             normalized(&warm),
             normalized(&cold),
@@ -335,9 +238,9 @@ def hog():
         }
     }
     // After a timeout and a memory kill the worker still serves.
-    let again = mcp.call("value", json!({"x": 7}));
+    let again = call(&mut mcp, "value", json!({"x": 7}));
     assert_eq!(again["ok"]["x"], json!(7), "{again}");
-    drop(mcp);
+    mcp.close();
     let calls = cases.len() + 1;
     let cold = cases.len();
     let total = imports(&f, "cases");
@@ -423,9 +326,13 @@ def probe():
     f.tool(&m);
     let secret = "s3cr3t-canary-20";
     let marker = marker("leak");
-    let mut mcp = Mcp::start(&f.root, &[("WARM_SECRET", secret)]);
+    let mut mcp = StdioMcp::start(&f.root, &[("WARM_SECRET", secret)], &[]);
     for round in 0..2 {
-        let planted = mcp.call("leak", json!({"stage": "plant", "marker": marker}));
+        let planted = call(
+            &mut mcp,
+            "leak",
+            json!({"stage": "plant", "marker": marker}),
+        );
         // The call saw its secret (redacted on the way out, as cold).
         assert_eq!(
             planted,
@@ -436,7 +343,7 @@ def probe():
         settle("the planted daemon is gone", || {
             pids_with(&marker).is_empty()
         });
-        let seen = mcp.call("leak", json!({"stage": "probe"}));
+        let seen = call(&mut mcp, "leak", json!({"stage": "probe"}));
         let s = &seen["ok"];
         assert!(s.is_object(), "{seen}");
         assert_eq!(s["state"], json!([]), "{seen}");
@@ -466,7 +373,7 @@ def probe():
             }
         }
     }
-    drop(mcp);
+    mcp.close();
     if warm_here() {
         assert_eq!(imports(&f, "leaky"), 1, "all four calls in one worker");
     }
@@ -482,11 +389,14 @@ fn module_level_state_is_not_shared_between_calls() {
         "COUNT = 0\ndef bump():\n    global COUNT\n    COUNT += 1\n    return {'count': COUNT}\n",
     );
     twins(&f, "bump", "counter", "bump", json!({}));
-    let mut mcp = Mcp::start(&f.root, &[]);
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
     for _ in 0..4 {
-        assert_eq!(mcp.call("bump", json!({})), json!({"ok": {"count": 1}}));
+        assert_eq!(
+            call(&mut mcp, "bump", json!({})),
+            json!({"ok": {"count": 1}})
+        );
     }
-    drop(mcp);
+    mcp.close();
     if warm_here() {
         assert_eq!(imports(&f, "counter"), 1, "module-level code ran once");
     } else {
@@ -528,13 +438,13 @@ fn editing_the_module_voids_the_worker() {
         .unwrap();
     assert!(approve.status.success(), "{approve:?}");
     let state_env = state.to_str().unwrap().to_string();
-    let mut mcp = Mcp::start(&f.root, &[("GLOVEBOX_STATE_DIR", &state_env)]);
+    let mut mcp = StdioMcp::start(&f.root, &[("GLOVEBOX_STATE_DIR", &state_env)], &[]);
     assert_eq!(
-        mcp.call("version", json!({})),
+        call(&mut mcp, "version", json!({})),
         json!({"ok": {"v": "one", "extra": "h1"}})
     );
     assert_eq!(
-        mcp.call("guarded", json!({})),
+        call(&mut mcp, "guarded", json!({})),
         json!({"ok": {"v": "one", "extra": "h1"}})
     );
     // The module changes: the next call runs the new code; the tool that
@@ -542,10 +452,10 @@ fn editing_the_module_voids_the_worker() {
     std::thread::sleep(Duration::from_millis(20));
     write("two");
     assert_eq!(
-        mcp.call("version", json!({})),
+        call(&mut mcp, "version", json!({})),
         json!({"ok": {"v": "two", "extra": "h1"}})
     );
-    let refused = mcp.call("guarded", json!({}));
+    let refused = call(&mut mcp, "guarded", json!({}));
     assert_eq!(
         refused["error"]["kind"],
         json!("approval_required"),
@@ -556,10 +466,10 @@ fn editing_the_module_voids_the_worker() {
     std::thread::sleep(Duration::from_millis(20));
     f.file("helper.py", "def extra():\n    return 'h2'\n");
     assert_eq!(
-        mcp.call("version", json!({})),
+        call(&mut mcp, "version", json!({})),
         json!({"ok": {"v": "two", "extra": "h2"}})
     );
-    drop(mcp);
+    mcp.close();
 }
 
 #[test]
@@ -585,7 +495,7 @@ def ok():
     );
     twins(&f, "stuck", "stuck", "stuck", json!({}));
     twins(&f, "fine", "stuck", "ok", json!({}));
-    let mut mcp = Mcp::start(&f.root, &[]);
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
     let marker = marker("stuck");
     let id = mcp.post("stuck", json!({"marker": marker}));
     settle("the call's child runs", || !pids_with(&marker).is_empty());
@@ -596,7 +506,7 @@ def ok():
         .status()
         .unwrap();
     assert!(killed.success());
-    let reply = outcome(&mcp.wait(&[id])[0]);
+    let reply = outcome(&mcp.replies(&[id])[0]);
     // The worker died, not the tool: glovebox's failure (issue 32, item 6).
     assert_eq!(reply["error"]["kind"], json!("internal"), "{reply}");
     assert!(
@@ -609,13 +519,16 @@ def ok():
         pids_with(&marker).is_empty()
     });
     // The tool's next call gets a new worker.
-    assert_eq!(mcp.call("fine", json!({})), json!({"ok": {"fine": true}}));
+    assert_eq!(
+        call(&mut mcp, "fine", json!({})),
+        json!({"ok": {"fine": true}})
+    );
     let id = mcp.post("stuck", json!({"marker": marker}));
     settle("the next call's child runs", || {
         !pids_with(&marker).is_empty()
     });
     assert_eq!(zygotes(&f.root).len(), 2, "a new worker for stuck");
-    drop(mcp);
+    mcp.close();
     settle("nothing is left once the server ends", || {
         pids_with(&marker).is_empty()
     });
@@ -644,14 +557,14 @@ fn eight_concurrent_calls_of_one_tool_and_of_eight_tools() {
         m["outputs"] = json!({"format": "json"});
         f.tool(&m);
     }
-    let mut mcp = Mcp::start(&f.root, &[]);
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
     for round in 0..2 {
         let ids: Vec<u64> = (0..8).map(|i| mcp.post("echo0", json!({"n": i}))).collect();
-        let one = mcp.wait(&ids);
+        let one = mcp.replies(&ids);
         let ids: Vec<u64> = (0..8)
             .map(|i| mcp.post(&format!("echo{i}"), json!({"n": i})))
             .collect();
-        let eight = mcp.wait(&ids);
+        let eight = mcp.replies(&ids);
         for (i, r) in one.iter().chain(eight.iter()).enumerate() {
             let n = (i % 8) as i64;
             assert_eq!(
@@ -661,7 +574,7 @@ fn eight_concurrent_calls_of_one_tool_and_of_eight_tools() {
             );
         }
     }
-    drop(mcp);
+    mcp.close();
 }
 
 #[test]
@@ -681,15 +594,21 @@ fn a_module_whose_import_leaves_a_thread_or_a_process_runs_cold() {
     );
     twins(&f, "threaded", "threaded", "f", json!({}));
     twins(&f, "forking", "forking", "f", json!({}));
-    let mut mcp = Mcp::start(&f.root, &[]);
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
     for _ in 0..3 {
-        assert_eq!(mcp.call("threaded", json!({})), json!({"ok": {"ok": 1}}));
-        assert_eq!(mcp.call("forking", json!({})), json!({"ok": {"ok": 2}}));
+        assert_eq!(
+            call(&mut mcp, "threaded", json!({})),
+            json!({"ok": {"ok": 1}})
+        );
+        assert_eq!(
+            call(&mut mcp, "forking", json!({})),
+            json!({"ok": {"ok": 2}})
+        );
     }
     settle("no process of an import is left", || {
         pids_with(&marker).is_empty()
     });
-    drop(mcp);
+    mcp.close();
     // Every call imported the module: served cold (the refused worker's
     // own import counts once more where workers can run).
     let extra = usize::from(warm_here());
@@ -752,28 +671,28 @@ fn a_shared_mapping_made_at_import_carries_nothing_to_the_next_call() {
          def f(value):\n    seen = get()\n    put(value)\n    return {'seen': seen, 'proved': get() == value}\n",
     );
     twins(&f, "private", "private", "f", json!({}));
-    let mut mcp = Mcp::start(&f.root, &[]);
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
     for (name, _) in carriers.iter().chain([("private", "")].iter()) {
         let canary = format!("CALL-ONE-{name}");
         // Call 1 plants its value; the probe proves the write took.
         assert_eq!(
-            mcp.call(name, json!({"value": canary})),
+            call(&mut mcp, name, json!({"value": canary})),
             json!({"ok": {"seen": "", "proved": true}}),
             "{name}: call 1"
         );
         // Call 2 finds nothing of it.
         assert_eq!(
-            mcp.call(name, json!({"value": "two"})),
+            call(&mut mcp, name, json!({"value": "two"})),
             json!({"ok": {"seen": "", "proved": true}}),
             "{name}: call 2 saw call 1's value"
         );
         assert_eq!(
-            mcp.call(name, json!({"value": "three"})),
+            call(&mut mcp, name, json!({"value": "three"})),
             json!({"ok": {"seen": "", "proved": true}}),
             "{name}: call 3"
         );
     }
-    drop(mcp);
+    mcp.close();
     for (name, _) in carriers {
         // Cold: every call imported the module (plus the refused
         // zygote's import where workers can run).
@@ -816,14 +735,14 @@ fn own_helpers_import_and_a_planted_standard_name_never_runs_warm_or_cold() {
         String::from_utf8_lossy(&plain.stdout).contains("CANARY") && probe_marker.exists(),
         "the planted csv.py is not one Python would take: {plain:?}"
     );
-    let mut mcp = Mcp::start(&f.root, &[]);
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
     for name in ["helped", "helped_cold"] {
         for _ in 0..2 {
-            let r = mcp.call(name, json!({}));
+            let r = call(&mut mcp, name, json!({}));
             assert_eq!(r, json!({"ok": {"helper": "OK", "csv": "x,y"}}), "{name}");
         }
     }
-    drop(mcp);
+    mcp.close();
     assert!(!marker.exists(), "the planted csv.py ran");
     // One import for the warm worker (two when it cannot run here, every
     // call cold) and one per cold call.
@@ -876,17 +795,17 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
         assert!(out.status.success(), "{out:?}");
     };
     approve();
-    let mut mcp = Mcp::start(&f.root, &[("GLOVEBOX_STATE_DIR", &state_env)]);
+    let mut mcp = StdioMcp::start(&f.root, &[("GLOVEBOX_STATE_DIR", &state_env)], &[]);
     let ok = json!({"ok": {"v": "p1"}});
-    assert_eq!(mcp.call("dyn", json!({})), ok);
+    assert_eq!(call(&mut mcp, "dyn", json!({})), ok);
     if !warm_here() {
         // No warm worker here: nothing is recorded, and the approval
         // (covering what the files say) holds.
         eprintln!("warm workers cannot run here: only the cold half of this test ran");
-        assert_eq!(mcp.call("dyn", json!({})), ok);
+        assert_eq!(call(&mut mcp, "dyn", json!({})), ok);
         return;
     }
-    let refused = mcp.call("dyn", json!({}));
+    let refused = call(&mut mcp, "dyn", json!({}));
     assert_eq!(
         refused["error"]["kind"],
         json!("approval_required"),
@@ -894,9 +813,10 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
     );
     assert!(refused.to_string().contains("plugged.py"), "{refused}");
     approve();
-    assert_eq!(mcp.call("dyn", json!({})), ok);
+    assert_eq!(call(&mut mcp, "dyn", json!({})), ok);
     // A second tool cannot rewrite it.
-    let w = mcp.call(
+    let w = call(
+        &mut mcp,
         "writer",
         json!({"script": "echo proof > out/proof; echo \"V = 'evil'\" > plugged.py; true"}),
     );
@@ -910,11 +830,11 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
         std::fs::read_to_string(f.root.join("plugged.py")).unwrap(),
         "V = 'p1'\n"
     );
-    assert_eq!(mcp.call("dyn", json!({})), ok);
+    assert_eq!(call(&mut mcp, "dyn", json!({})), ok);
     // Edited by a person: the approval is void.
     std::thread::sleep(Duration::from_millis(20));
     f.file("plugged.py", "V = 'p2'\n");
-    let refused = mcp.call("dyn", json!({}));
+    let refused = call(&mut mcp, "dyn", json!({}));
     assert_eq!(
         refused["error"]["kind"],
         json!("approval_required"),
@@ -924,5 +844,5 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
         refused.to_string().contains("plugged.py changed"),
         "{refused}"
     );
-    drop(mcp);
+    mcp.close();
 }

@@ -350,9 +350,7 @@ fn report(text: &str) -> Value {
 
 #[test]
 fn a_hostile_server_reads_writes_connects_and_snoops_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = plain();
     let canary = marker("canary");
@@ -423,9 +421,7 @@ fn a_hostile_server_reads_writes_connects_and_snoops_nothing() {
 
 #[test]
 fn a_networked_server_reaches_no_loopback_listener_through_the_gateway() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = project(
         json!({"network": {"allow": ["example.invalid"]}}),
@@ -482,9 +478,7 @@ fn result_text(result: &Value) -> &str {
 
 #[test]
 fn tools_are_listed_and_called_through_glovebox_mcp_with_the_servers_schema() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = plain();
     let mut c = mcp_client(&f, &[]);
@@ -536,9 +530,7 @@ fn tools_are_listed_and_called_through_glovebox_mcp_with_the_servers_schema() {
 
 #[test]
 fn tools_are_listed_and_called_through_the_http_api() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = plain();
     let state = state_env(&f);
@@ -556,9 +548,7 @@ fn tools_are_listed_and_called_through_the_http_api() {
 
 #[test]
 fn eight_concurrent_calls_share_one_server() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = plain();
     let state = state_env(&f);
@@ -594,9 +584,7 @@ fn eight_concurrent_calls_share_one_server() {
 
 #[test]
 fn a_server_that_crashes_mid_call_is_started_again() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = plain();
     let mut c = mcp_client(&f, &[]);
@@ -632,9 +620,7 @@ fn a_server_that_crashes_mid_call_is_started_again() {
 
 #[test]
 fn an_idle_server_is_stopped_and_started_again_on_use() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = unapproved(json!({"idle_ms": 300}));
     let mut c = mcp_client(&f, &[]);
@@ -653,9 +639,7 @@ fn an_idle_server_is_stopped_and_started_again_on_use() {
 
 #[test]
 fn a_server_that_changes_its_tools_after_approval_needs_approval_again() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = project(
         json!({}),
@@ -709,9 +693,7 @@ fn a_server_that_changes_its_tools_after_approval_needs_approval_again() {
 
 #[test]
 fn the_approval_of_a_server_survives_a_restart_that_serves_the_same_list() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = project(
         json!({}),
@@ -731,9 +713,7 @@ fn the_approval_of_a_server_survives_a_restart_that_serves_the_same_list() {
 
 #[test]
 fn tools_rules_filter_and_gate_the_servers_tools() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = unapproved(
         json!({"tools": {"allow": ["echo", "slow"], "deny": ["slow"], "approve": ["echo"]}}),
@@ -773,9 +753,7 @@ fn wrap_client(dir: &Path, state: &Path, flags: &[&str]) -> Client {
 
 #[test]
 fn glovebox_wrap_serves_one_jailed_server_and_writes_nothing_to_the_project() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let tmp = tempdir();
     let dir = tmp.path().join("work");
@@ -957,9 +935,7 @@ fn lint_knows_the_mcp_kind() {
 
 #[test]
 fn a_slow_call_is_cancelled_by_its_client_and_timed_out_by_its_limit() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = unapproved(json!({"timeout_ms": 1000}));
     let mut c = mcp_client(&f, &[]);
@@ -1033,9 +1009,7 @@ fn a_slow_call_is_cancelled_by_its_client_and_timed_out_by_its_limit() {
 
 #[test]
 fn a_servers_progress_reaches_the_calling_client_with_its_own_token() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = plain();
     let steps = |notes: &[Value]| -> Vec<Value> {
@@ -1096,9 +1070,7 @@ fn a_servers_progress_reaches_the_calling_client_with_its_own_token() {
 
 #[test]
 fn an_edited_server_does_not_start_on_its_old_approval() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let approval = json!({"required": true, "reason": "a third-party server"});
     let f = project(json!({}), json!({}), approval.clone());
@@ -1333,9 +1305,7 @@ fn a_remote_server_is_reached_by_glovebox_under_its_allowlist_and_guard() {
 
 #[test]
 fn a_clients_mcp_config_is_imported_narrowly_and_runs_only_once_approved() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = Fixture::new();
     f.file("server.py", SERVER_PY);
@@ -1432,9 +1402,7 @@ fn a_clients_mcp_config_is_imported_narrowly_and_runs_only_once_approved() {
 
 #[test]
 fn a_flooding_or_forking_server_is_bounded_and_glovebox_keeps_serving() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _alone = PROCESSES.write().unwrap_or_else(|p| p.into_inner());
     let f = plain();
     let mut c = mcp_client(&f, &[]);
@@ -1466,9 +1434,7 @@ fn a_flooding_or_forking_server_is_bounded_and_glovebox_keeps_serving() {
 
 #[test]
 fn running_one_servers_tool_starts_no_other_server() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let _shared = shared();
     let f = plain();
     // A second server that records its start.

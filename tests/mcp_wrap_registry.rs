@@ -55,9 +55,7 @@ fn drive(python: &Path, client: &str, args: &[&Path], dir: &Path, ok: &str) {
 
 #[test]
 fn the_reference_time_server_runs_jailed_through_glovebox_mcp() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(program) = time_server() else {
         return;
     };
@@ -166,9 +164,7 @@ asyncio.run(main())
 
 #[test]
 fn the_official_client_drives_glovebox_wrap_of_a_real_server() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(program) = time_server() else {
         return;
     };
@@ -203,9 +199,7 @@ fn the_official_client_drives_glovebox_wrap_of_a_real_server() {
 /// server itself allows.
 #[test]
 fn the_reference_filesystem_server_reads_its_grant_and_writes_nothing() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(node_dir) = venv_program(
         "tests/mcp/setup-node.sh",
         "GLOVEBOX_MCP_NODE",
@@ -301,9 +295,7 @@ asyncio.run(main())
 
 #[test]
 fn the_official_2x_client_drives_glovebox_wrap_on_both_revisions() {
-    if !jail_available() {
-        return;
-    }
+    require_jail!();
     let Some(program) = time_server() else {
         return;
     };

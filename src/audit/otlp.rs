@@ -77,7 +77,7 @@ impl Otlp {
             .with_protocol(Protocol::HttpJson)
             .with_endpoint(endpoint);
         let exporter = if endpoint.starts_with("https://") {
-            let tls = crate::proxy::tls::client_config(ca)
+            let tls = crate::httpclient::tls::client_config(ca)
                 .map_err(|e| fail(crate::kind::error_chain(&e)))?;
             let client = https::Https::new(tls, TIMEOUT).map_err(|e| fail(e.to_string()))?;
             builder

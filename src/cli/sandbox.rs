@@ -8,8 +8,9 @@ use std::time::Duration;
 use anyhow::Context;
 use std::sync::Arc;
 
-use glovebox::egress::{Allowlist, Gateway, Rules};
+use glovebox::egress::{Gateway, Rules};
 use glovebox::jail::{self, JailError, Limits, Output, Spec, Stdin};
+use glovebox::net::Allowlist;
 use glovebox::run::StartError;
 
 use super::{Cli, EXIT_SANDBOX_UNAVAILABLE, EXIT_USAGE};

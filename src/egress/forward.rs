@@ -23,11 +23,12 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::allow::Host;
-use super::decide::{self, Refusal, Rules};
+use super::connect::{self, Rules};
 use super::intercept;
 use super::log::{Entry, Log};
 use super::relay::relay;
+use crate::net::decide::Refusal;
+use crate::net::Host;
 
 /// Largest request head read from the tool.
 const MAX_HEAD: usize = 64 * 1024;
@@ -148,7 +149,7 @@ async fn dial(
     via: &'static str,
 ) -> Result<(TcpStream, std::sync::Arc<Entry>), Refusal> {
     let result = match host {
-        Some(h) => decide::open(rules, h, port).await,
+        Some(h) => connect::open(rules, h, port).await,
         None => Err(Refusal::BadHost),
     };
     match result {

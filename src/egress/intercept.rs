@@ -53,10 +53,14 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::allow::Host;
 use super::log::{Entry, Log, Use};
 use super::placeholder::{Action, Placeholders, Swapper};
 use super::reflect::{Hider, Refused};
+use crate::net::Host;
+
+mod body;
+
+pub use body::{HideBody, SwapBody};
 
 /// The bundle's file name in the jail's private TMPDIR.
 pub const CA_FILE: &str = "glovebox-ca-bundle.pem";
@@ -776,204 +780,6 @@ fn hide_headers(headers: &mut hyper::HeaderMap, h: &mut Hider) -> Result<(), Ref
     Ok(())
 }
 
-/// A response body with every value hidden: the part read ahead (already
-/// hidden) first, then the rest streamed through the [`Hider`]; a value
-/// that cannot be hidden ends it with an error (the client sees the
-/// response cut, the log says why). The counts are logged when it is
-/// dropped.
-pub struct HideBody<B> {
-    inner: B,
-    hider: Hider,
-    queue: VecDeque<Frame<Bytes>>,
-    done: bool,
-    /// The head declared the length.
-    fixed: bool,
-    /// The exact length of a body read whole.
-    exact: Option<u64>,
-    x: Arc<Exchange>,
-}
-
-impl<B> Drop for HideBody<B> {
-    fn drop(&mut self) {
-        self.x.hidden(&mut self.hider);
-    }
-}
-
-impl<B> HideBody<B> {
-    fn cut(&mut self, r: Refused) -> BoxError {
-        self.done = true;
-        self.queue.clear();
-        self.x.refused(r).into()
-    }
-}
-
-impl<B> Body for HideBody<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<BoxError>,
-{
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = &mut *self;
-        if let Some(f) = this.queue.pop_front() {
-            return Poll::Ready(Some(Ok(f)));
-        }
-        loop {
-            if this.done {
-                return Poll::Ready(None);
-            }
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => {
-                    this.done = true;
-                    match this.hider.finish() {
-                        Ok(rest) if !rest.is_empty() => {
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))))
-                        }
-                        Ok(_) => {}
-                        Err(r) => return Poll::Ready(Some(Err(this.cut(r)))),
-                    }
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    this.done = true;
-                    return Poll::Ready(Some(Err(e.into())));
-                }
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => match this.hider.push(&data) {
-                        Ok(out) if !out.is_empty() => {
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))))
-                        }
-                        Ok(_) => {}
-                        Err(r) => return Poll::Ready(Some(Err(this.cut(r)))),
-                    },
-                    Err(frame) => {
-                        this.done = true;
-                        let rest = match this.hider.finish() {
-                            Ok(rest) => rest,
-                            Err(r) => return Poll::Ready(Some(Err(this.cut(r)))),
-                        };
-                        if let Ok(mut t) = frame.into_trailers() {
-                            if let Err(r) = hide_headers(&mut t, &mut this.hider) {
-                                return Poll::Ready(Some(Err(this.cut(r))));
-                            }
-                            this.queue.push_back(Frame::trailers(t));
-                        }
-                        if !rest.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
-                        }
-                        if let Some(f) = this.queue.pop_front() {
-                            return Poll::Ready(Some(Ok(f)));
-                        }
-                    }
-                },
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.done && self.queue.is_empty()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.exact {
-            Some(n) => SizeHint::with_exact(n),
-            None if self.fixed => self.inner.size_hint(),
-            None => SizeHint::default(),
-        }
-    }
-}
-
-/// A body streamed through a [`Swapper`] (equal lengths: its size is the
-/// inner body's); the counts are logged when it is dropped.
-pub struct SwapBody<B> {
-    inner: B,
-    swapper: Swapper,
-    held: Option<Frame<Bytes>>,
-    done: bool,
-    x: Arc<Exchange>,
-}
-
-impl<B> SwapBody<B> {
-    fn new(inner: B, swapper: Swapper, x: Arc<Exchange>) -> SwapBody<B> {
-        SwapBody {
-            inner,
-            swapper,
-            held: None,
-            done: false,
-            x,
-        }
-    }
-}
-
-impl<B> Drop for SwapBody<B> {
-    fn drop(&mut self) {
-        self.x.tally(&self.swapper);
-    }
-}
-
-impl<B> Body for SwapBody<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let this = &mut *self;
-        if let Some(f) = this.held.take() {
-            return Poll::Ready(Some(Ok(f)));
-        }
-        loop {
-            if this.done {
-                return Poll::Ready(None);
-            }
-            match Pin::new(&mut this.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(None) => {
-                    this.done = true;
-                    let rest = this.swapper.finish();
-                    if !rest.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
-                    }
-                }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => {
-                        let out = this.swapper.push(&data);
-                        if !out.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                        }
-                    }
-                    Err(trailers) => {
-                        let rest = this.swapper.finish();
-                        if rest.is_empty() {
-                            return Poll::Ready(Some(Ok(trailers)));
-                        }
-                        this.held = Some(trailers);
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
-                    }
-                },
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.done && self.held.is_none() && self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
 /// A stream that yields `prefix` before reading from `inner`.
 struct Prefixed<S> {
     prefix: Vec<u8>,
@@ -1069,42 +875,5 @@ impl AsyncWrite for Counted {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::egress::allow::Allowlist;
-    use crate::egress::placeholder::Secret;
-
-    fn interception() -> Interception {
-        let s = Secret::new(
-            "T",
-            "realTOKENvalue12345",
-            Allowlist::parse(&["api.example.com"]).unwrap(),
-            None,
-            false,
-        )
-        .unwrap();
-        Interception::new(Placeholders::new(vec![s]), None).unwrap()
-    }
-
-    #[test]
-    fn each_call_has_its_own_ca_and_the_bundle_holds_it() {
-        let (a, b) = (interception(), interception());
-        assert_ne!(a.ca_pem(), b.ca_pem());
-        let (bundle, _) = a.bundle();
-        let text = String::from_utf8(bundle).unwrap();
-        assert!(text.ends_with(&a.ca_pem()));
-        assert!(!text.contains(&b.ca_pem()));
-        assert!(!text.contains("PRIVATE KEY"));
-    }
-
-    #[test]
-    fn leaves_are_made_once_per_host() {
-        let a = interception();
-        let h = Host::parse("api.example.com").unwrap();
-        let one = a.leaf(&h).unwrap();
-        let two = a.leaf(&h).unwrap();
-        assert!(Arc::ptr_eq(&one, &two));
-        assert!(a.leaf(&Host::parse("127.0.0.1").unwrap()).is_ok());
-    }
-}
+#[path = "intercept_tests.rs"]
+mod tests;

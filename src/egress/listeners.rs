@@ -10,7 +10,7 @@
 //! and removed when the server stops. An entry is named
 //! `<pid>-<port>-<random>` and holds one socket address per line and a
 //! `start=<ticks>` line (the process's start time, field 22 of
-//! `/proc/<pid>/stat`). [`Registry::load`] reads both directories, so a
+//! `/proc/<pid>/stat`). [`load`] reads both directories, so a
 //! proxy run by any user sees every user's servers.
 //!
 //! The directories are writable by every local user, so an entry is
@@ -29,7 +29,7 @@
 //! at all, with a warning said once; `register` refuses to write there
 //! too, and removes entries that no longer count where it may.
 //!
-//! [`Registry::current`] is what a proxy asks on every connection: the
+//! [`current`] is what a proxy asks on every connection: the
 //! last load (unless an entry that counts named an address not yet
 //! listened on: a server between its record and its `listen`), reused
 //! while neither directory changed (device, inode and modification time,
@@ -47,6 +47,8 @@
 use std::fs;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
+
+use crate::net::Registry;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -238,7 +240,7 @@ impl Process {
 /// not alive or unreadable). It counts only when that process is alive,
 /// started when the entry says (not a dead process's entry, nor one of an
 /// earlier holder of a reused pid) and runs as the entry's owner — or the
-/// entry is root's. The pure decision of [`Registry::load`].
+/// entry is root's. The pure decision of [`load`].
 fn entry_counts(text: &str, owner: u32, process: Option<Process>) -> bool {
     let (Some(recorded), Some(p)) = (recorded_start(text), process) else {
         return false;
@@ -508,458 +510,99 @@ fn settled(stamp: &Stamp, at: SystemTime) -> bool {
     }
 }
 
-/// Every live glovebox listener on this machine, and the host's own
-/// addresses (for listeners bound to an unspecified address).
-#[derive(Debug, Clone, Default)]
-pub struct Registry {
-    listeners: Vec<SocketAddr>,
-    local: Vec<IpAddr>,
-    /// An entry that counts named an address nobody listens on yet: a
-    /// server between its record and its `listen` (see `serve::http`).
-    /// Such a load is not reused, so the server counts as soon as it
-    /// listens.
-    pending: bool,
+/// The registry as of now: the last load while it still holds (see
+/// the module documentation), else a fresh one.
+pub fn current() -> Arc<Registry> {
+    let stamps = DIRS.map(stamp);
+    if let Ok(cache) = CACHE.lock() {
+        if let Some(c) = cache.as_ref() {
+            if c.stamps == stamps && c.at.elapsed() < MAX_AGE {
+                return c.registry.clone();
+            }
+        }
+    }
+    let wall = SystemTime::now();
+    let at = Instant::now();
+    let registry = Arc::new(load());
+    if !registry.pending() && stamps.iter().all(|s| settled(s, wall)) {
+        if let Ok(mut cache) = CACHE.lock() {
+            *cache = Some(Cached {
+                stamps,
+                at,
+                registry: registry.clone(),
+            });
+        }
+    }
+    registry
 }
 
-impl Registry {
-    /// The registry as of now: the last load while it still holds (see
-    /// the module documentation), else a fresh one.
-    pub fn current() -> Arc<Registry> {
-        let stamps = DIRS.map(stamp);
-        if let Ok(cache) = CACHE.lock() {
-            if let Some(c) = cache.as_ref() {
-                if c.stamps == stamps && c.at.elapsed() < MAX_AGE {
-                    return c.registry.clone();
-                }
-            }
-        }
-        let wall = SystemTime::now();
-        let at = Instant::now();
-        let registry = Arc::new(Registry::load());
-        if !registry.pending && stamps.iter().all(|s| settled(s, wall)) {
-            if let Ok(mut cache) = CACHE.lock() {
-                *cache = Some(Cached {
-                    stamps,
-                    at,
-                    registry: registry.clone(),
-                });
-            }
-        }
-        registry
-    }
+/// Reads the shared directories and the host's interface addresses.
+pub fn load() -> Registry {
+    load_from(&DIRS.map(Path::new))
+}
 
-    /// Reads the shared directories and the host's interface addresses.
-    pub fn load() -> Registry {
-        Registry::load_from(&DIRS.map(Path::new))
-    }
-
-    /// [`Registry::load`] of the directories `dirs`.
-    fn load_from(dirs: &[&Path]) -> Registry {
-        let euid = nix::unistd::geteuid().as_raw();
-        // Each address with the uid of the entry that names it.
-        let mut named: Vec<(SocketAddr, u32)> = Vec::new();
-        for dir in dirs {
-            let Ok(meta) = fs::symlink_metadata(dir) else {
-                continue;
-            };
-            if !trusted_dir(&meta, euid) {
-                if meta.is_dir() {
-                    warn_untrusted(dir, meta.uid());
-                }
-                continue;
-            }
-            let Ok(entries) = fs::read_dir(dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                if let Some((text, owner)) = counted_entry(&e.path()) {
-                    named.extend(
-                        text.lines()
-                            .filter_map(|l| l.trim().parse::<SocketAddr>().ok())
-                            .map(|a| (a, owner)),
-                    );
-                }
-            }
-        }
-        // An address counts only while the entry's owner listens on it
-        // here: an entry cannot make the proxy refuse a remote destination
-        // or another user's local service, only its writer's own server.
-        let sockets = if named.is_empty() {
-            Vec::new()
-        } else {
-            listening_sockets()
+/// [`load`] of the directories `dirs`.
+fn load_from(dirs: &[&Path]) -> Registry {
+    let euid = nix::unistd::geteuid().as_raw();
+    // Each address with the uid of the entry that names it.
+    let mut named: Vec<(SocketAddr, u32)> = Vec::new();
+    for dir in dirs {
+        let Ok(meta) = fs::symlink_metadata(dir) else {
+            continue;
         };
-        let total = named.len();
-        let listeners: Vec<SocketAddr> = named
-            .into_iter()
-            .filter(|(a, owner)| sockets.iter().any(|(s, uid)| s == a && uid == owner))
-            .map(|(a, _)| a)
-            .collect();
-        let pending = listeners.len() < total;
-        let any_unspecified = listeners.iter().any(|a| a.ip().is_unspecified());
-        let local: Vec<IpAddr> = if any_unspecified {
-            nix::ifaddrs::getifaddrs()
-                .map(|it| {
-                    it.filter_map(|i| {
-                        let a = i.address?;
-                        a.as_sockaddr_in()
-                            .map(|v4| IpAddr::V4(v4.ip()))
-                            .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
-                    })
-                    .collect()
+        if !trusted_dir(&meta, euid) {
+            if meta.is_dir() {
+                warn_untrusted(dir, meta.uid());
+            }
+            continue;
+        }
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if let Some((text, owner)) = counted_entry(&e.path()) {
+                named.extend(
+                    text.lines()
+                        .filter_map(|l| l.trim().parse::<SocketAddr>().ok())
+                        .map(|a| (a, owner)),
+                );
+            }
+        }
+    }
+    // An address counts only while the entry's owner listens on it
+    // here: an entry cannot make the proxy refuse a remote destination
+    // or another user's local service, only its writer's own server.
+    let sockets = if named.is_empty() {
+        Vec::new()
+    } else {
+        listening_sockets()
+    };
+    let total = named.len();
+    let listeners: Vec<SocketAddr> = named
+        .into_iter()
+        .filter(|(a, owner)| sockets.iter().any(|(s, uid)| s == a && uid == owner))
+        .map(|(a, _)| a)
+        .collect();
+    let pending = listeners.len() < total;
+    let any_unspecified = listeners.iter().any(|a| a.ip().is_unspecified());
+    let local: Vec<IpAddr> = if any_unspecified {
+        nix::ifaddrs::getifaddrs()
+            .map(|it| {
+                it.filter_map(|i| {
+                    let a = i.address?;
+                    a.as_sockaddr_in()
+                        .map(|v4| IpAddr::V4(v4.ip()))
+                        .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
                 })
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        Registry {
-            listeners,
-            local,
-            pending,
-        }
-    }
-
-    /// A registry of exactly these listeners and local addresses (tests).
-    pub fn of(listeners: Vec<SocketAddr>, local: Vec<IpAddr>) -> Registry {
-        Registry {
-            listeners,
-            local,
-            pending: false,
-        }
-    }
-
-    /// True when connecting to `dest` would reach a glovebox listener.
-    pub fn is_own(&self, dest: SocketAddr) -> bool {
-        let ip = canonical(dest.ip());
-        self.listeners.iter().any(|l| {
-            if l.port() != dest.port() {
-                return false;
-            }
-            let lip = canonical(l.ip());
-            if lip.is_unspecified() {
-                ip.is_loopback()
-                    || ip.is_unspecified()
-                    || self.local.iter().any(|a| canonical(*a) == ip)
-            } else {
-                lip == ip || (lip.is_loopback() && ip.is_unspecified())
-            }
-        })
-    }
-}
-
-/// `::ffff:a.b.c.d` as `a.b.c.d`; everything else as it is.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map(IpAddr::V4)
-            .unwrap_or(IpAddr::V6(v6)),
-        v4 => v4,
-    }
+                .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    Registry::found(listeners, local, pending)
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
-
-    #[test]
-    fn specific_and_unspecified_listeners_match() {
-        let r = Registry::of(
-            vec![
-                "127.0.0.1:7878".parse().unwrap(),
-                "[::]:9000".parse().unwrap(),
-            ],
-            vec!["192.168.1.10".parse().unwrap()],
-        );
-        assert!(r.is_own("127.0.0.1:7878".parse().unwrap()));
-        assert!(r.is_own("[::ffff:127.0.0.1]:7878".parse().unwrap()));
-        assert!(r.is_own("0.0.0.0:7878".parse().unwrap()));
-        assert!(!r.is_own("127.0.0.2:7878".parse().unwrap()));
-        assert!(!r.is_own("127.0.0.1:7879".parse().unwrap()));
-        assert!(r.is_own("127.0.0.5:9000".parse().unwrap()));
-        assert!(r.is_own("[::1]:9000".parse().unwrap()));
-        assert!(r.is_own("192.168.1.10:9000".parse().unwrap()));
-        assert!(!r.is_own("192.168.1.11:9000".parse().unwrap()));
-    }
-
-    #[test]
-    fn a_registration_is_seen_and_removed() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let reg = register(addr).unwrap();
-        assert!(Registry::load().is_own(addr));
-        drop(reg);
-        assert!(!Registry::load().is_own(addr));
-    }
-
-    #[test]
-    fn the_current_registry_sees_a_new_registration_at_once() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        // Load (and perhaps cache) before the registration.
-        assert!(!Registry::current().is_own(addr));
-        let reg = register(addr).unwrap();
-        assert!(Registry::current().is_own(addr));
-        drop(reg);
-        assert!(!Registry::current().is_own(addr));
-    }
-
-    #[test]
-    fn a_server_between_its_record_and_its_listen_counts_once_it_listens() {
-        use nix::sys::socket::{
-            bind, getsockname, listen, socket, AddressFamily, Backlog, SockFlag, SockType,
-            SockaddrIn,
-        };
-        // Bound, recorded, and only then listening, as `serve` does.
-        let fd = socket(
-            AddressFamily::Inet,
-            SockType::Stream,
-            SockFlag::SOCK_CLOEXEC,
-            None,
-        )
-        .unwrap();
-        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
-        let bound: SockaddrIn = getsockname(fd.as_raw_fd()).unwrap();
-        let addr = SocketAddr::from(std::net::SocketAddrV4::from(bound));
-        let reg = register(addr).unwrap();
-        // Long enough for the directory's change to be settled: a load
-        // now could be reused, were it not pending.
-        std::thread::sleep(RACY * 2);
-        assert!(!Registry::current().is_own(addr), "not listening yet");
-        listen(&fd, Backlog::new(1).unwrap()).unwrap();
-        assert!(Registry::current().is_own(addr), "a stale load was reused");
-        drop(reg);
-    }
-
-    /// A pid that was alive and is not any more.
-    fn dead_pid() -> i32 {
-        let mut c = std::process::Command::new("true").spawn().unwrap();
-        let pid = c.id() as i32;
-        c.wait().unwrap();
-        pid
-    }
-
-    #[test]
-    fn an_entry_counts_only_for_its_live_process_run_by_its_owner() {
-        let me = std::process::id() as i32;
-        let p = Process::read(me).unwrap();
-        assert_eq!(p.euid, nix::unistd::geteuid().as_raw());
-        let entry = format!("127.0.0.1:1\nstart={}\n", p.start);
-        assert!(entry_counts(&entry, p.euid, Some(p)));
-        // Root's entry counts for any live process it names.
-        assert!(entry_counts(&entry, 0, Some(Process { euid: 1000, ..p })));
-        // Written by an older process that had the pid.
-        let older = format!("127.0.0.1:1\nstart={}\n", p.start + 1);
-        assert!(!entry_counts(&older, p.euid, Some(p)));
-        // No start time recorded: nothing proves whose entry it is.
-        assert!(!entry_counts("127.0.0.1:1\n", p.euid, Some(p)));
-        // A dead (or unreadable) pid.
-        assert!(!entry_counts(&entry, p.euid, None));
-        assert_eq!(Process::read(dead_pid()), None);
-        // Another user's file naming this process; a user's file naming
-        // another user's process.
-        let stranger = if p.euid == 12345 { 12346 } else { 12345 };
-        assert!(!entry_counts(&entry, stranger, Some(p)));
-        let strangers = Process {
-            euid: stranger + 1,
-            ..p
-        };
-        assert!(!entry_counts(&entry, stranger, Some(strangers)));
-    }
-
-    #[test]
-    fn entries_that_no_longer_count_are_swept() {
-        let me = std::process::id() as i32;
-        let start = start_time(me).unwrap();
-        let dead = dead_pid();
-        let dir = tempfile::tempdir().unwrap();
-        let keep = dir.path().join(format!("{me}-1-a"));
-        let reused = dir.path().join(format!("{me}-1-b"));
-        let gone = dir.path().join(format!("{dead}-1-c"));
-        let unstarted = dir.path().join(format!("{me}-1-d"));
-        let nameless = dir.path().join("x-1-e");
-        fs::write(&keep, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
-        fs::write(&reused, format!("127.0.0.1:1\nstart={}\n", start + 1)).unwrap();
-        fs::write(&gone, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
-        fs::write(&unstarted, "127.0.0.1:1\n").unwrap();
-        fs::write(&nameless, format!("127.0.0.1:1\nstart={start}\n")).unwrap();
-        sweep(dir.path());
-        assert!(keep.exists());
-        for p in [reused, gone, unstarted, nameless] {
-            assert!(!p.exists(), "{} was kept", p.display());
-        }
-    }
-
-    /// A process of another user (`sleep`, as uid `uid`), killed on drop.
-    struct Other(std::process::Child);
-
-    impl Drop for Other {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn chown(p: &Path, uid: u32) {
-        std::os::unix::fs::chown(p, Some(uid), None).unwrap();
-    }
-
-    /// Whether an entry named `name` holding `text` (owned by `owner`
-    /// when given) counts for `addr`, alone in a fresh directory.
-    fn counts_alone(name: &str, text: &str, owner: Option<u32>, addr: SocketAddr) -> bool {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join(name);
-        fs::write(&p, text).unwrap();
-        if let Some(uid) = owner {
-            chown(&p, uid);
-        }
-        Registry::load_from(&[dir.path()]).is_own(addr)
-    }
-
-    #[test]
-    fn forged_entries_and_untrusted_directories_are_not_read() {
-        let me = std::process::id() as i32;
-        let start = start_time(me).unwrap();
-        let euid = nix::unistd::geteuid().as_raw();
-        let mine = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = mine.local_addr().unwrap();
-        let text = format!("{addr}\nstart={start}\n");
-        // The probe: a genuine entry is read.
-        assert!(counts_alone(&format!("{me}-1-a"), &text, None, addr));
-        // Forged: a dead pid, no start time, no pid, an address nobody
-        // listens on, a remote address.
-        let dead = dead_pid();
-        assert!(!counts_alone(&format!("{dead}-1-a"), &text, None, addr));
-        let unstarted = format!("{addr}\n");
-        assert!(!counts_alone(&format!("{me}-1-a"), &unstarted, None, addr));
-        assert!(!counts_alone("x-1-a", &text, None, addr));
-        let idle = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap()
-        };
-        let text_idle = format!("{idle}\nstart={start}\n");
-        assert!(!counts_alone(&format!("{me}-1-a"), &text_idle, None, idle));
-        let remote: SocketAddr = "93.184.216.34:443".parse().unwrap();
-        let text_remote = format!("{remote}\nstart={start}\n");
-        assert!(!counts_alone(
-            &format!("{me}-1-a"),
-            &text_remote,
-            None,
-            remote
-        ));
-        // A link to a genuine entry elsewhere.
-        let dir = tempfile::tempdir().unwrap();
-        let elsewhere = tempfile::tempdir().unwrap();
-        let real = elsewhere.path().join("real");
-        fs::write(&real, &text).unwrap();
-        std::os::unix::fs::symlink(&real, dir.path().join(format!("{me}-1-a"))).unwrap();
-        assert!(!Registry::load_from(&[dir.path()]).is_own(addr));
-        if euid != 0 {
-            eprintln!("SKIPPED (needs root to make files of other users): entries owned by another user, untrusted directories");
-            return;
-        }
-        // A file owned by another user naming this (root's) process.
-        assert!(!counts_alone(
-            &format!("{me}-1-a"),
-            &text,
-            Some(65534),
-            addr
-        ));
-        // Another user's live process with a listener of its own.
-        let mut child = std::process::Command::new("python3")
-            .args(["-c", "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\nprint(s.getsockname()[1], flush=True)\ntime.sleep(30)\n"])
-            .uid(65534)
-            .gid(65534)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        {
-            use std::io::BufRead;
-            std::io::BufReader::new(child.stdout.take().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-        }
-        let other = Other(child);
-        let pid = other.0.id() as i32;
-        let theirs: SocketAddr = format!("127.0.0.1:{}", line.trim()).parse().unwrap();
-        let p = Process::read(pid).unwrap();
-        assert_eq!(p.euid, 65534);
-        let text_theirs = format!("{theirs}\nstart={}\n", p.start);
-        // The control: their entry, owned by them, counts.
-        assert!(counts_alone(
-            &format!("{pid}-1-a"),
-            &text_theirs,
-            Some(65534),
-            theirs
-        ));
-        // Owned by a third user; or naming their listener from an entry
-        // of root's own process (root does not listen there).
-        assert!(!counts_alone(
-            &format!("{pid}-1-a"),
-            &text_theirs,
-            Some(1),
-            theirs
-        ));
-        let text_root = format!("{theirs}\nstart={start}\n");
-        assert!(!counts_alone(
-            &format!("{me}-1-a"),
-            &text_root,
-            None,
-            theirs
-        ));
-        drop(other);
-        // A world-writable directory of another user is not read at all,
-        // not even root's genuine entry in it; the same directory owned
-        // by root, or not world-writable, is.
-        let shared = tempfile::tempdir().unwrap();
-        let s = shared.path();
-        fs::write(s.join(format!("{me}-1-a")), &text).unwrap();
-        fs::set_permissions(s, fs::Permissions::from_mode(0o1777)).unwrap();
-        assert!(Registry::load_from(&[s]).is_own(addr));
-        chown(s, 65534);
-        assert!(!Registry::load_from(&[s]).is_own(addr));
-        fs::set_permissions(s, fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(Registry::load_from(&[s]).is_own(addr));
-        drop(mine);
-    }
-
-    #[test]
-    fn listening_sockets_are_read_from_the_kernel_tables() {
-        let v4 = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1EC6 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0 100 0 0 10 0\n   1: 0100007F:1EC7 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 100 0 0 10 0\n";
-        let want: SocketAddr = "127.0.0.1:7878".parse().unwrap();
-        if cfg!(target_endian = "little") {
-            assert_eq!(parse_tcp_table(v4, false), vec![(want, 1000)]);
-        }
-        let l = std::net::TcpListener::bind("[::1]:0")
-            .or_else(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let a = l.local_addr().unwrap();
-        let euid = nix::unistd::geteuid().as_raw();
-        assert!(listening_sockets().contains(&(a, euid)), "{a} of {euid}");
-        // Both ways of asking agree on it.
-        let diag = diag_listening().unwrap();
-        assert!(diag.contains(&(a, euid)), "{a} of {euid}: {diag:?}");
-        let mut tables = Vec::new();
-        for (file, v6) in [("/proc/self/net/tcp", false), ("/proc/self/net/tcp6", true)] {
-            tables.extend(parse_tcp_table(&fs::read_to_string(file).unwrap(), v6));
-        }
-        assert!(tables.contains(&(a, euid)), "{a} of {euid}: {tables:?}");
-    }
-
-    #[test]
-    fn a_recent_change_is_not_trusted_to_stay_put() {
-        let now = SystemTime::now();
-        let at = |t: SystemTime| {
-            let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
-            Some((1, 1, d.as_secs() as i64, i64::from(d.subsec_nanos())))
-        };
-        assert!(settled(&at(now - Duration::from_secs(5)), now));
-        assert!(!settled(&at(now - RACY / 2), now));
-        assert!(!settled(&at(now + Duration::from_secs(1)), now));
-        assert!(settled(&None, now));
-    }
-}
+#[path = "listeners_tests.rs"]
+mod tests;

@@ -15,11 +15,11 @@
 //! proxy resolves names it is given by `CONNECT`).
 //!
 //! One concept per file:
-//! - [`allow`]: the manifest's host allowlist (pure);
-//! - [`decide`]: allowlist → resolve → SSRF guard on every address
-//!   ([`crate::egress::guard`], the same as http tools) → glovebox's own
-//!   listeners → connect to exactly a checked address;
-//! - [`listeners`]: where `serve` records its addresses machine-wide;
+//! - [`connect`]: the decision of [`crate::net`] (allowlist → resolve →
+//!   SSRF guard on every address, the same as http tools → glovebox's own
+//!   listeners) carried out: a connection to exactly a checked address;
+//! - [`listeners`]: where `serve` records its addresses machine-wide, and
+//!   the reading of them ([`crate::net::Registry`]);
 //! - [`forward`]: HTTP `CONNECT`, absolute-form HTTP and SOCKS5;
 //! - [`relay`]: the bytes of an open connection, both ways (`splice(2)`);
 //! - [`log`]: each call's connections (host, port, allowed or refused and
@@ -29,7 +29,7 @@
 //!   the same shape, the supervisor the value) and the swapper that trades
 //!   one for the other in a stream;
 //! - [`intercept`]: the connections to a placeholder secret's hosts, read
-//!   after [`decide`] allowed them (HTTPS with a CA made for the call):
+//!   after [`crate::net::decide`] allowed them (HTTPS with a CA made for the call):
 //!   the value goes to those hosts only, every other host is tunnelled
 //!   untouched;
 //! - [`reflect`]: a value in every form a server may write it back
@@ -39,31 +39,28 @@
 //!   DNS ([`dns`], names to fake addresses of [`fakedns`]) and the TCP
 //!   connections of clients that ignore the proxy variables, decided by
 //!   name like the proxy's, carried by [`stack`] (smoltcp's TCP);
-//! - [`warm`]: one request through the whole path when the egress runtime
+//! - [`prewarm`]: one request through the whole path when the egress runtime
 //!   starts, so that a tool's first connection does not pay the process's
 //!   first page faults and allocations.
 
-pub mod allow;
-pub mod decide;
+pub mod connect;
 pub mod dns;
 pub mod fakedns;
 pub mod forward;
-pub mod guard;
 pub mod intercept;
 pub mod listeners;
 pub mod log;
 pub mod placeholder;
+pub mod prewarm;
 pub mod reflect;
 pub mod relay;
 pub mod stack;
 pub mod totals;
 pub mod transparent;
-pub mod warm;
 
 use std::sync::{Arc, Mutex};
 
-pub use allow::{Allowlist, Pattern, PatternError};
-pub use decide::Rules;
+pub use connect::Rules;
 pub use log::{Connection, Log};
 
 use crate::jail;
@@ -120,7 +117,7 @@ impl Drop for Running {
         }
         // The first call to end: the process's warm-up too (long over by
         // now but for a call that ended at once).
-        warm::wait();
+        prewarm::wait();
     }
 }
 
@@ -159,7 +156,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Handle> {
     // next call).
     let handle = Box::leak(Box::new(runtime)).handle().clone();
     // In the background, while the first call's tool starts.
-    warm::start(&handle);
+    prewarm::start(&handle);
     *slot = Some(handle.clone());
     Ok(handle)
 }
@@ -187,8 +184,8 @@ impl jail::Gateway for Gateway {
             let _finished = finished;
             // Read glovebox's own listeners now, while the tool starts, so
             // the first connection finds them cached (see
-            // `listeners::Registry::current`).
-            let _ = listeners::Registry::current();
+            // `listeners::current`).
+            let _ = listeners::current();
             let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
             let mut tasks = tokio::task::JoinSet::new();
             loop {
@@ -238,11 +235,11 @@ impl jail::Gateway for Gateway {
     }
 
     fn carries_direct(&self, addr: std::net::SocketAddr) -> bool {
-        decide::check_direct(&self.rules, addr).is_ok()
+        connect::check_direct(&self.rules, addr).is_ok()
     }
 
     fn refused_direct(&self, addr: std::net::SocketAddr) {
-        let why = match decide::check_direct(&self.rules, addr) {
+        let why = match connect::check_direct(&self.rules, addr) {
             Err(r) => format!("a direct connection: {}", r.reason()),
             Ok(()) => "a direct connection the broker did not carry".into(),
         };

@@ -20,8 +20,8 @@
 
 use std::fmt;
 
-use super::allow::{Allowlist, Host};
 use super::reflect::Hider;
+use crate::net::{Allowlist, Host};
 
 /// Fewest letters and digits a placeholder secret's value must have: the
 /// placeholder's randomness comes from them.

@@ -17,7 +17,7 @@
 //! - a TCP connection (SYN) to a fake address is mapped back to its
 //!   name and decided exactly as the proxy decides a `CONNECT`:
 //!   [`decide::check_host`] at once (a refusal is a reset, logged), then
-//!   [`decide::open`] (resolve, SSRF guard on every address, glovebox's
+//!   [`connect::open`] (resolve, SSRF guard on every address, glovebox's
 //!   own listeners, connect to exactly a checked address) once the
 //!   user-space stack ([`super::stack`], smoltcp's TCP) has accepted it; its bytes are then
 //!   relayed and counted in the egress log like a proxied connection's;
@@ -45,11 +45,12 @@ use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 
 use super::stack::{Ingress, Stack};
 
-use super::allow::Host;
-use super::decide::{self, Refusal, Rules};
+use super::connect::{self, Rules};
 use super::dns::{self, Answer};
 use super::fakedns::FakeDns;
 use super::log::{Entry, Log};
+use crate::net::decide::{self, Refusal};
+use crate::net::Host;
 
 /// How a transparent connection is shown in the egress log.
 pub const VIA_TCP: &str = "tcp";
@@ -357,7 +358,7 @@ async fn decide_one(
         );
         return None;
     };
-    match decide::open(&shared.rules, &host, port).await {
+    match connect::open(&shared.rules, &host, port).await {
         Ok(upstream) => Some((upstream, shared.log.record(&shown, port, VIA_TCP, None))),
         Err(r) => {
             shared.log.record(&shown, port, VIA_TCP, Some(r.reason()));
@@ -370,7 +371,7 @@ async fn decide_one(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::egress::allow::Allowlist;
+    use crate::net::allow::Allowlist;
 
     fn shared(allow: &[&str]) -> Shared {
         Shared {

@@ -19,7 +19,7 @@
 //!   holds [`Diagnostic`] and the stable [`Rule`] ids.
 //! - [`model`] is the typed, normalised [`Manifest`] (defaults filled; no
 //!   `permissions` = nothing allowed) that the runner consumes;
-//!   [`placeholder`] finds `${NAME}` in its templates.
+//!   [`slots`] finds the `${NAME}` slots of its templates.
 //! - [`discover`] finds the root and the tool directories and resolves
 //!   manifest paths lexically against the root; [`config`] loads
 //!   `.glee/config.yml` (unknown keys are errors).
@@ -42,9 +42,9 @@ pub mod lint;
 pub mod model;
 pub mod name;
 pub mod node_modules;
-pub mod placeholder;
 pub mod project;
 pub mod schema;
+pub mod slots;
 pub mod v1;
 pub use crate::yaml;
 

@@ -608,7 +608,7 @@ pub struct Permissions {
 
 /// `permissions.network`: `false`, `true` (any host the SSRF guard
 /// passes) or `{allow: [PATTERN…]}` (only those hosts; see
-/// [`crate::egress::allow`]). A bare list is read as `{allow: list}` (the
+/// [`crate::net::allow`]). A bare list is read as `{allow: list}` (the
 /// form `security.max_permissions.network` also takes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -657,12 +657,8 @@ impl Network {
     }
 
     /// The parsed allowlist (`None`: any host, or no network).
-    pub fn allowlist(
-        &self,
-    ) -> Result<Option<crate::egress::Allowlist>, crate::egress::PatternError> {
-        self.allow()
-            .map(crate::egress::Allowlist::parse)
-            .transpose()
+    pub fn allowlist(&self) -> Result<Option<crate::net::Allowlist>, crate::net::PatternError> {
+        self.allow().map(crate::net::Allowlist::parse).transpose()
     }
 }
 

@@ -43,9 +43,9 @@ use serde_json::{json, Map, Value};
 use super::diagnostic::{Rule, Severity};
 use super::discover::ToolEntry;
 use super::lint::{self, CREDENTIAL_WORDS};
-use super::placeholder;
 use super::project::Origin;
 use super::schema::{self, Finding, SchemaError, Which};
+use super::slots;
 use super::yaml::{self, Document, NodePosition, PositionIndex, YamlError};
 
 /// Parameter keys copied into the v2 property schema as they are.
@@ -491,7 +491,7 @@ impl Mapper<'_> {
     fn infer_inputs(&mut self, http: &Value, properties: &mut Map<String, Value>) {
         let mut found = Vec::new();
         each_string(http, &mut "/exec/http".to_owned(), &mut |text, pointer| {
-            if let Ok(list) = placeholder::scan(text) {
+            if let Ok(list) = slots::scan(text) {
                 for p in list {
                     found.push((p.name.to_owned(), pointer.to_owned()));
                 }
@@ -502,7 +502,7 @@ impl Mapper<'_> {
             let credential = CREDENTIAL_WORDS.iter().any(|w| lower.contains(w));
             if properties.contains_key(&name)
                 || self.secrets.contains_key(&name)
-                || !placeholder::is_identifier(&name)
+                || !slots::is_identifier(&name)
                 || !name.chars().any(|c| c.is_ascii_lowercase())
                 || credential
             {
@@ -559,7 +559,7 @@ fn rewrite_env(http: &mut Value) -> Vec<(String, String)> {
                         break;
                     };
                     let name = s[start + 6..start + len].to_owned();
-                    if !placeholder::is_identifier(&name) {
+                    if !slots::is_identifier(&name) {
                         break;
                     }
                     out.push((name.clone(), pointer.clone()));

@@ -1,6 +1,6 @@
 //! A remote MCP server (`exec.mcp.url`): rmcp's Streamable HTTP client
 //! transport, with every HTTP request sent by glovebox itself through the
-//! one outbound client of http tools ([`crate::proxy::send_async`]): the
+//! one outbound client of http tools ([`crate::httpclient::send_async`]): the
 //! network allowlist and the SSRF guard on every request, TLS verified,
 //! no redirect to another origin, the answer bounded. [`Guarded`] is the
 //! HTTP backend rmcp's transport is given ([`StreamableHttpClient`]);
@@ -25,8 +25,8 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::{Sse, SseStream};
 
 use super::client::ClientError;
+use crate::httpclient::{self, Header, Options, Request};
 use crate::kind::ErrorKind;
-use crate::proxy::{self, Header, Options, Request};
 
 const SESSION: &str = "mcp-session-id";
 
@@ -109,7 +109,7 @@ impl Guarded {
         body: Option<Bytes>,
         session: Option<&str>,
         extra: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<proxy::Response, StreamableHttpError<Failure>> {
+    ) -> Result<httpclient::Response, StreamableHttpError<Failure>> {
         let url = url::Url::parse(uri).map_err(|e| {
             StreamableHttpError::Client(Failure {
                 kind: ErrorKind::ManifestInvalid,
@@ -146,7 +146,7 @@ impl Guarded {
             body,
             body_secret: false,
         };
-        proxy::send_async(req, &self.opts).await.map_err(|e| {
+        httpclient::send_async(req, &self.opts).await.map_err(|e| {
             StreamableHttpError::Client(Failure {
                 kind: e.kind(),
                 message: crate::run::error_chain(&e),
@@ -155,7 +155,7 @@ impl Guarded {
     }
 }
 
-fn refused(res: &proxy::Response) -> StreamableHttpError<Failure> {
+fn refused(res: &httpclient::Response) -> StreamableHttpError<Failure> {
     let excerpt: String = String::from_utf8_lossy(&res.body)
         .chars()
         .take(512)

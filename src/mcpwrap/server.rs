@@ -740,7 +740,7 @@ fn start_remote(
         .extra_ca_file
         .as_deref()
         .map(|f| resolve(root, f));
-    let tls = crate::proxy::tls::client_config(extra_ca.as_deref())
+    let tls = crate::httpclient::tls::client_config(extra_ca.as_deref())
         .map_err(|e| fail(ErrorKind::ManifestInvalid, run::error_chain(&e)))?;
     let allow = m.permissions.network.allowlist().map_err(|e| {
         fail(
@@ -748,7 +748,7 @@ fn start_remote(
             format!("permissions.network: {e}"),
         )
     })?;
-    let opts = crate::proxy::Options {
+    let opts = crate::httpclient::Options {
         allow_private: launch.config.security.http.allow_private,
         allow,
         tls,

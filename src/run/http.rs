@@ -1,4 +1,4 @@
-//! The http kind: `exec.http` → one request through [`crate::proxy`] → an
+//! The http kind: `exec.http` → one request through [`crate::httpclient`] → an
 //! [`Outcome`].
 //!
 //! Building the request (nothing is sent until all of it succeeded):
@@ -39,10 +39,10 @@ use hyper::Method as HyperMethod;
 use serde_json::{json, Map, Value};
 use url::Url;
 
+use crate::httpclient::{self, ClientError, Header, Options, Request};
 use crate::manifest::config::Config;
 use crate::manifest::discover::resolve;
 use crate::manifest::model::{Format, HttpExec, Manifest, Method, Response};
-use crate::proxy::{self, Header, Options, ProxyError, Request};
 use crate::run::{ErrorKind, Outcome, Redactor};
 use crate::template::{self, Bindings, TemplateError};
 use crate::validate::Schemas;
@@ -119,7 +119,7 @@ pub enum HttpError {
     Body(#[from] serde_json::Error),
     /// The TLS configuration failed.
     #[error(transparent)]
-    Tls(#[from] proxy::TlsError),
+    Tls(#[from] httpclient::TlsError),
     /// The dispatch input names no route (`exec.http.dispatch`).
     #[error("{message}")]
     Route {
@@ -373,27 +373,27 @@ fn excerpt(redact: &Redactor, body: &[u8]) -> String {
     s
 }
 
-fn proxy_failure(tool: &str, e: &ProxyError, timeout_ms: u64) -> Outcome {
+fn client_failure(tool: &str, e: &ClientError, timeout_ms: u64) -> Outcome {
     let message = crate::run::error_chain(e);
     let details = match e {
-        ProxyError::Timeout { ms } => json!({"limit": "timeout", "timeout_ms": ms}),
-        ProxyError::TooLarge { limit } => {
+        ClientError::Timeout { ms } => json!({"limit": "timeout", "timeout_ms": ms}),
+        ClientError::TooLarge { limit } => {
             json!({"limit": "response_bytes", "max_response_bytes": limit})
         }
-        ProxyError::CrossOriginRedirect {
+        ClientError::CrossOriginRedirect {
             status, location, ..
         }
-        | ProxyError::SecretRedirect {
+        | ClientError::SecretRedirect {
             status, location, ..
         } => json!({"status": status, "location": location, "redirect": "cross_origin"}),
-        ProxyError::Guard { host, source } => {
+        ClientError::Guard { host, source } => {
             let addr = match source {
-                proxy::GuardError::Forbidden { addr, .. }
-                | proxy::GuardError::Private { addr, .. } => addr.to_string(),
+                httpclient::GuardError::Forbidden { addr, .. }
+                | httpclient::GuardError::Private { addr, .. } => addr.to_string(),
             };
             json!({"guard": "ssrf", "host": host, "address": addr})
         }
-        ProxyError::Runtime(_) => json!({}),
+        ClientError::Runtime(_) => json!({}),
         _ => json!({"timeout_ms": timeout_ms}),
     };
     Outcome::failure(tool, e.kind(), message, details)
@@ -445,7 +445,7 @@ fn call(
         .extra_ca_file
         .as_deref()
         .map(|f| resolve(root, f));
-    let tls = match proxy::tls::client_config(extra_ca.as_deref()) {
+    let tls = match httpclient::tls::client_config(extra_ca.as_deref()) {
         Ok(t) => t,
         Err(e) => {
             return Outcome::failure(
@@ -476,9 +476,9 @@ fn call(
         secret_query_keys,
         secret_values: b.secrets.values().cloned().collect(),
     };
-    let res = match proxy::send(req, &opts) {
+    let res = match httpclient::send(req, &opts) {
         Ok(r) => r,
-        Err(e) => return proxy_failure(name, &e, exec.timeout_ms),
+        Err(e) => return client_failure(name, &e, exec.timeout_ms),
     };
     let status = res.status.as_u16();
     if !res.status.is_success() {

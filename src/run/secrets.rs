@@ -59,7 +59,7 @@ pub enum SecretError {
         name: String,
         /// The pattern's error.
         #[source]
-        source: crate::egress::PatternError,
+        source: crate::net::PatternError,
     },
     /// The placeholder could not be made.
     #[error(transparent)]
@@ -91,11 +91,10 @@ pub fn placeholders(
         let (Some(hosts), Some(value)) = (&spec.hosts, values.get(name)) else {
             continue;
         };
-        let hosts =
-            crate::egress::Allowlist::parse(hosts).map_err(|source| SecretError::Hosts {
-                name: name.clone(),
-                source,
-            })?;
+        let hosts = crate::net::Allowlist::parse(hosts).map_err(|source| SecretError::Hosts {
+            name: name.clone(),
+            source,
+        })?;
         let inject = spec.inject.as_ref().map(|i| Inject {
             header: i.header.clone(),
             format: i.format.clone(),

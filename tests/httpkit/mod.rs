@@ -103,12 +103,14 @@ impl Reply {
 
 type Handler = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
 
-/// A running server on 127.0.0.1.
+/// A running server (on 127.0.0.1 unless started on another address).
 pub struct Server {
     pub addr: SocketAddr,
     pub tls: bool,
     requests: Arc<Mutex<Vec<Recorded>>>,
     connections: Arc<AtomicUsize>,
+    /// Connections accepted and not yet closed.
+    open: Arc<AtomicUsize>,
     /// Replies whose body could not be written whole (the client left).
     pub write_failures: Arc<AtomicUsize>,
 }
@@ -161,7 +163,15 @@ impl TestCa {
 impl Server {
     /// A plain HTTP server answering with `handler`.
     pub fn start(handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Server {
-        Self::spawn(Arc::new(handler), None)
+        Self::spawn("127.0.0.1:0", Arc::new(handler), None)
+    }
+
+    /// A plain HTTP server on `bind` (`[::1]:0`, `0.0.0.0:0`, …).
+    pub fn start_on(
+        bind: &str,
+        handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
+    ) -> Server {
+        Self::spawn(bind, Arc::new(handler), None)
     }
 
     /// An HTTPS server with `ca`'s certificate.
@@ -169,24 +179,28 @@ impl Server {
         ca: &TestCa,
         handler: impl Fn(&Recorded) -> Reply + Send + Sync + 'static,
     ) -> Server {
-        Self::spawn(Arc::new(handler), Some(ca.server.clone()))
+        Self::spawn("127.0.0.1:0", Arc::new(handler), Some(ca.server.clone()))
     }
 
-    fn spawn(handler: Handler, tls: Option<Arc<rustls::ServerConfig>>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    fn spawn(bind: &str, handler: Handler, tls: Option<Arc<rustls::ServerConfig>>) -> Server {
+        let listener = TcpListener::bind(bind).unwrap();
         let addr = listener.local_addr().unwrap();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let connections = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
         let write_failures = Arc::new(AtomicUsize::new(0));
         let is_tls = tls.is_some();
         {
             let requests = requests.clone();
             let connections = connections.clone();
+            let open = open.clone();
             let write_failures = write_failures.clone();
             std::thread::spawn(move || {
                 for stream in listener.incoming() {
                     let Ok(stream) = stream else { continue };
                     connections.fetch_add(1, Ordering::SeqCst);
+                    open.fetch_add(1, Ordering::SeqCst);
+                    let open = open.clone();
                     let handler = handler.clone();
                     let requests = requests.clone();
                     let write_failures = write_failures.clone();
@@ -197,7 +211,10 @@ impl Server {
                             Some(cfg) => {
                                 let conn = match rustls::ServerConnection::new(cfg) {
                                     Ok(c) => c,
-                                    Err(_) => return,
+                                    Err(_) => {
+                                        open.fetch_sub(1, Ordering::SeqCst);
+                                        return;
+                                    }
                                 };
                                 let mut s = rustls::StreamOwned::new(conn, stream);
                                 serve(&mut s, &handler, &requests)
@@ -210,6 +227,8 @@ impl Server {
                         if ok == Some(false) {
                             write_failures.fetch_add(1, Ordering::SeqCst);
                         }
+                        // The stream was closed with its arm above.
+                        open.fetch_sub(1, Ordering::SeqCst);
                     });
                 }
             });
@@ -219,6 +238,7 @@ impl Server {
             tls: is_tls,
             requests,
             connections,
+            open,
             write_failures,
         }
     }
@@ -240,8 +260,20 @@ impl Server {
         self.requests.lock().unwrap().clone()
     }
 
+    /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted and not yet closed.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// `http(s)://ADDR/path`, by the address it listens on.
+    pub fn url(&self, path: &str) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr)
     }
 
     /// The only request received (panics unless exactly one).

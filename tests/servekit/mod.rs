@@ -426,6 +426,28 @@ impl StdioMcp {
         }
     }
 
+    /// Sends a `tools/call` of `name` without waiting; returns its id.
+    pub fn post(&mut self, name: &str, args: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}}));
+        id
+    }
+
+    /// The replies to `ids` (sent by [`StdioMcp::post`]), in that order,
+    /// waited for together (replies to others are passed over).
+    pub fn replies(&mut self, ids: &[u64]) -> Vec<Value> {
+        let mut got: Vec<Option<Value>> = vec![None; ids.len()];
+        while got.iter().any(Option::is_none) {
+            let r = self.reply();
+            if let Some(i) = ids.iter().position(|id| r["id"] == json!(id)) {
+                got[i] = Some(r);
+            }
+        }
+        got.into_iter().map(Option::unwrap).collect()
+    }
+
     /// The `result` of a `tools/call` of `name`.
     pub fn call_tool(&mut self, name: &str, args: Value) -> Value {
         self.request("tools/call", json!({"name": name, "arguments": args}))["result"].clone()

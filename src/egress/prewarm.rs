@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::decide::Rules;
+use super::connect::Rules;
 use super::forward;
 use super::log::Log;
 

@@ -1,5 +1,6 @@
-//! Outbound HTTP for http tools: the one place glovebox itself opens a
-//! connection on a tool's behalf.
+//! The http tools' client: outbound HTTP, the one place glovebox itself
+//! opens a connection on a tool's behalf (the egress proxy of
+//! `network: true` is [`crate::egress`]; both ask [`crate::net`]).
 //!
 //! [`send`] runs one [`Request`] (already expanded from the manifest by
 //! [`crate::run::http`]) on a small current-thread tokio runtime created
@@ -9,7 +10,7 @@
 //! Each hop, in order:
 //!
 //! 1. resolve the URL's host (an IP literal is taken as it is);
-//! 2. pass every address through the SSRF guard ([`guard`]) and connect to
+//! 2. pass every address through the SSRF guard ([`crate::net::guard`]) and connect to
 //!    an address that passed — the `SocketAddr` that was checked, never a
 //!    name resolved a second time;
 //! 3. TLS for `https` (certificate checked against the URL's host);
@@ -18,7 +19,7 @@
 //! Redirects (301, 302, 303, 307, 308): at most [`MAX_REDIRECTS`] are
 //! followed. A redirect to the origin (scheme, host, port) of the first
 //! request is followed as it is. A redirect to another origin fails with
-//! [`ProxyError::CrossOriginRedirect`] naming the Location, unless the
+//! [`ClientError::CrossOriginRedirect`] naming the Location, unless the
 //! manifest set `follow_cross_origin_redirects`; then every header marked
 //! secret-bearing (its template mentions a secret) is dropped for the rest
 //! of the exchange, so are Location query entries with a secret-bearing
@@ -27,8 +28,8 @@
 //! non-GET and 303 become a GET without body.
 //!
 //! Bounds: one deadline covers every hop from DNS to the last body byte
-//! ([`ProxyError::Timeout`]); the body is read in frames and reading stops
-//! as soon as it passes the cap ([`ProxyError::TooLarge`]).
+//! ([`ClientError::Timeout`]); the body is read in frames and reading stops
+//! as soon as it passes the cap ([`ClientError::TooLarge`]).
 
 pub mod tls;
 
@@ -45,8 +46,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use url::{Host, Url};
 
-use crate::egress::guard;
-pub use crate::egress::guard::GuardError;
+use crate::net::guard;
+pub use crate::net::guard::GuardError;
 pub use tls::TlsError;
 
 /// Redirects followed at most per call.
@@ -85,7 +86,7 @@ pub struct Options {
     pub allow_private: bool,
     /// Only these hosts (`permissions.network.allow`), checked on every
     /// hop, redirects included; `None`: any host.
-    pub allow: Option<crate::egress::Allowlist>,
+    pub allow: Option<crate::net::Allowlist>,
     /// TLS client configuration.
     pub tls: Arc<rustls::ClientConfig>,
     /// Deadline of the whole exchange.
@@ -118,7 +119,7 @@ pub struct Response {
 
 /// Errors of one exchange.
 #[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
+pub enum ClientError {
     /// The runtime could not be created.
     #[error("cannot start the http runtime")]
     Runtime(#[source] std::io::Error),
@@ -249,25 +250,25 @@ pub enum ProxyError {
     },
 }
 
-impl ProxyError {
+impl ClientError {
     /// The Outcome's error kind: a limit, glovebox itself, or the request.
     pub fn kind(&self) -> crate::kind::ErrorKind {
         match self {
-            ProxyError::Timeout { .. } => crate::kind::ErrorKind::Timeout,
-            ProxyError::TooLarge { .. } => crate::kind::ErrorKind::ResourceLimit,
-            ProxyError::Runtime(_) => crate::kind::ErrorKind::Internal,
+            ClientError::Timeout { .. } => crate::kind::ErrorKind::Timeout,
+            ClientError::TooLarge { .. } => crate::kind::ErrorKind::ResourceLimit,
+            ClientError::Runtime(_) => crate::kind::ErrorKind::Internal,
             _ => crate::kind::ErrorKind::HttpError,
         }
     }
 }
 
 /// Sends `req` and reads the final response (see the module doc).
-pub fn send(req: Request, opts: &Options) -> Result<Response, ProxyError> {
+pub fn send(req: Request, opts: &Options) -> Result<Response, ClientError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
         .build()
-        .map_err(ProxyError::Runtime)?;
+        .map_err(ClientError::Runtime)?;
     let result = rt.block_on(send_async(req, opts));
     // A DNS lookup still blocking in the pool must not hold the call past
     // its deadline.
@@ -276,18 +277,18 @@ pub fn send(req: Request, opts: &Options) -> Result<Response, ProxyError> {
 }
 
 /// [`send`] on the caller's runtime (the MCP client's remote transport).
-pub async fn send_async(req: Request, opts: &Options) -> Result<Response, ProxyError> {
+pub async fn send_async(req: Request, opts: &Options) -> Result<Response, ClientError> {
     let ms = u64::try_from(opts.timeout.as_millis()).unwrap_or(u64::MAX);
     tokio::time::timeout(opts.timeout, exchange(req, opts))
         .await
-        .unwrap_or(Err(ProxyError::Timeout { ms }))
+        .unwrap_or(Err(ClientError::Timeout { ms }))
 }
 
 fn origin_text(url: &Url) -> String {
     url.origin().ascii_serialization()
 }
 
-async fn exchange(mut req: Request, opts: &Options) -> Result<Response, ProxyError> {
+async fn exchange(mut req: Request, opts: &Options) -> Result<Response, ClientError> {
     let first_origin = req.url.origin();
     let mut redirects = 0;
     loop {
@@ -315,12 +316,12 @@ async fn exchange(mut req: Request, opts: &Options) -> Result<Response, ProxyErr
             .get(LOCATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|l| req.url.join(l).ok())
-            .ok_or(ProxyError::BadRedirect {
+            .ok_or(ClientError::BadRedirect {
                 status: status.as_u16(),
             })?;
         drop(res);
         if redirects == MAX_REDIRECTS {
-            return Err(ProxyError::TooManyRedirects {
+            return Err(ClientError::TooManyRedirects {
                 location: location.to_string(),
             });
         }
@@ -336,7 +337,7 @@ async fn exchange(mut req: Request, opts: &Options) -> Result<Response, ProxyErr
         }
         if location.origin() != first_origin {
             if !opts.follow_cross_origin {
-                return Err(ProxyError::CrossOriginRedirect {
+                return Err(ClientError::CrossOriginRedirect {
                     status: code,
                     location: location.to_string(),
                     origin: origin_text(&req.url),
@@ -356,10 +357,10 @@ fn strip_for_other_origin(
     req: &mut Request,
     opts: &Options,
     status: u16,
-) -> Result<Url, ProxyError> {
+) -> Result<Url, ClientError> {
     req.headers.retain(|h| !h.secret);
     if req.body.is_some() && req.body_secret {
-        return Err(ProxyError::SecretRedirect {
+        return Err(ClientError::SecretRedirect {
             status,
             location: location.to_string(),
             why: "the request body's template mentions a secret",
@@ -384,7 +385,7 @@ fn strip_for_other_origin(
     }
     let decoded = percent_encoding::percent_decode_str(location.as_str()).decode_utf8_lossy();
     if holds_secret(location.as_str()) || holds_secret(&decoded) {
-        return Err(ProxyError::SecretRedirect {
+        return Err(ClientError::SecretRedirect {
             status,
             location: location.to_string(),
             why: "the Location holds a secret value",
@@ -395,18 +396,18 @@ fn strip_for_other_origin(
 
 /// Resolves `url`'s host and returns the addresses the guard passed, or
 /// the guard's first refusal when none did.
-async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyError> {
+async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ClientError> {
     let host_text = url.host_str().unwrap_or_default().to_string();
     let port = url.port_or_known_default().unwrap_or(80);
     if let Some(list) = &opts.allow {
         let host = match url.host() {
-            Some(Host::Ipv4(ip)) => Some(crate::egress::allow::Host::Ip(IpAddr::V4(ip))),
-            Some(Host::Ipv6(ip)) => Some(crate::egress::allow::Host::Ip(IpAddr::V6(ip))),
-            Some(Host::Domain(d)) => crate::egress::allow::Host::parse(d),
+            Some(Host::Ipv4(ip)) => Some(crate::net::allow::Host::Ip(IpAddr::V4(ip))),
+            Some(Host::Ipv6(ip)) => Some(crate::net::allow::Host::Ip(IpAddr::V6(ip))),
+            Some(Host::Domain(d)) => crate::net::allow::Host::parse(d),
             None => None,
         };
         if !host.is_some_and(|h| list.permits(&h, port)) {
-            return Err(ProxyError::NotAllowed {
+            return Err(ClientError::NotAllowed {
                 host: host_text,
                 port,
             });
@@ -417,13 +418,13 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
         Some(Host::Ipv6(ip)) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
         Some(Host::Domain(d)) => tokio::net::lookup_host((d, port))
             .await
-            .map_err(|source| ProxyError::Resolve {
+            .map_err(|source| ClientError::Resolve {
                 host: host_text.clone(),
                 source,
             })?
             .collect(),
         None => {
-            return Err(ProxyError::NoHost {
+            return Err(ClientError::NoHost {
                 url: url.to_string(),
             })
         }
@@ -431,7 +432,7 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
     let mut refused = None;
     let mut own = None;
     let mut allowed = Vec::with_capacity(found.len());
-    let registry = crate::egress::listeners::Registry::current();
+    let registry = crate::egress::listeners::current();
     for addr in found {
         if registry.is_own(addr) {
             own.get_or_insert(addr);
@@ -445,17 +446,17 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
         }
     }
     if let (true, Some(addr)) = (allowed.is_empty(), own) {
-        return Err(ProxyError::Own {
+        return Err(ClientError::Own {
             host: host_text,
             addr,
         });
     }
     match (allowed.is_empty(), refused) {
-        (true, Some(source)) => Err(ProxyError::Guard {
+        (true, Some(source)) => Err(ClientError::Guard {
             host: host_text,
             source,
         }),
-        (true, None) => Err(ProxyError::Resolve {
+        (true, None) => Err(ClientError::Resolve {
             host: host_text,
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address found"),
         }),
@@ -467,13 +468,13 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ProxyEr
 async fn hop(
     req: &Request,
     opts: &Options,
-) -> Result<hyper::Response<hyper::body::Incoming>, ProxyError> {
+) -> Result<hyper::Response<hyper::body::Incoming>, ClientError> {
     let url = &req.url;
     let https = match url.scheme() {
         "https" => true,
         "http" => false,
         other => {
-            return Err(ProxyError::Scheme {
+            return Err(ClientError::Scheme {
                 scheme: other.to_string(),
             })
         }
@@ -487,8 +488,8 @@ async fn hop(
             // A glovebox server that started listening since the check
             // recorded itself before it listened: seen now, before any
             // byte is sent.
-            Ok(_) if crate::egress::listeners::Registry::current().is_own(addr) => {
-                return Err(ProxyError::Own { host, addr });
+            Ok(_) if crate::egress::listeners::current().is_own(addr) => {
+                return Err(ClientError::Own { host, addr });
             }
             Ok(s) => {
                 stream = Some(s);
@@ -499,9 +500,9 @@ async fn hop(
     }
     let tcp = match (stream, last) {
         (Some(s), _) => s,
-        (None, Some((addr, source))) => return Err(ProxyError::Connect { host, addr, source }),
+        (None, Some((addr, source))) => return Err(ClientError::Connect { host, addr, source }),
         (None, None) => {
-            return Err(ProxyError::NoHost {
+            return Err(ClientError::NoHost {
                 url: url.to_string(),
             })
         }
@@ -513,12 +514,12 @@ async fn hop(
             Some(Host::Ipv4(ip)) => rustls::pki_types::ServerName::IpAddress(IpAddr::V4(ip).into()),
             Some(Host::Ipv6(ip)) => rustls::pki_types::ServerName::IpAddress(IpAddr::V6(ip).into()),
             _ => rustls::pki_types::ServerName::try_from(host.clone())
-                .map_err(|_| ProxyError::ServerName { host: host.clone() })?,
+                .map_err(|_| ClientError::ServerName { host: host.clone() })?,
         };
         let tls = tokio_rustls::TlsConnector::from(opts.tls.clone())
             .connect(name, tcp)
             .await
-            .map_err(|source| ProxyError::Tls {
+            .map_err(|source| ClientError::Tls {
                 host: host.clone(),
                 source,
             })?;
@@ -528,7 +529,7 @@ async fn hop(
     }
 }
 
-fn build(req: &Request) -> Result<hyper::Request<Full<Bytes>>, ProxyError> {
+fn build(req: &Request) -> Result<hyper::Request<Full<Bytes>>, ClientError> {
     let url = &req.url;
     let mut target = url.path().to_string();
     if let Some(q) = url.query() {
@@ -551,18 +552,18 @@ fn build(req: &Request) -> Result<hyper::Request<Full<Bytes>>, ProxyError> {
     if req.body.is_some() || matches!(req.method, Method::POST | Method::PUT | Method::PATCH) {
         b = b.header(CONTENT_LENGTH, body.len());
     }
-    b.body(Full::new(body)).map_err(ProxyError::Build)
+    b.body(Full::new(body)).map_err(ClientError::Build)
 }
 
 async fn round_trip<I>(
     io: I,
     request: hyper::Request<Full<Bytes>>,
     host: &str,
-) -> Result<hyper::Response<hyper::body::Incoming>, ProxyError>
+) -> Result<hyper::Response<hyper::body::Incoming>, ClientError>
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let http = |source| ProxyError::Http {
+    let http = |source| ClientError::Http {
         host: host.to_string(),
         source,
     };
@@ -580,20 +581,20 @@ async fn read_body(
     mut body: hyper::body::Incoming,
     max: u64,
     url: &Url,
-) -> Result<Bytes, ProxyError> {
+) -> Result<Bytes, ClientError> {
     use hyper::body::Body;
     if body.size_hint().lower() > max {
-        return Err(ProxyError::TooLarge { limit: max });
+        return Err(ClientError::TooLarge { limit: max });
     }
     let mut out = Vec::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|source| ProxyError::Http {
+        let frame = frame.map_err(|source| ClientError::Http {
             host: url.host_str().unwrap_or_default().to_string(),
             source,
         })?;
         if let Ok(data) = frame.into_data() {
             if (out.len() + data.len()) as u64 > max {
-                return Err(ProxyError::TooLarge { limit: max });
+                return Err(ClientError::TooLarge { limit: max });
             }
             out.extend_from_slice(&data);
         }

@@ -14,9 +14,9 @@
 //! request with an address) is matched against IP patterns only: a name
 //! pattern never lets a tool reach whatever address it likes. An allowlist
 //! only narrows: every destination it lets through still passes the SSRF
-//! guard ([`crate::egress::guard`]).
+//! guard ([`crate::net::guard`]).
 //!
-//! Everything here is pure and unit-tested; the proxy ([`super::forward`])
+//! Everything here is pure and unit-tested; the egress proxy ([`crate::egress::forward`]), the http tools' client
 //! and `create`'s ceiling ([`Allowlist::covers`]) use it.
 
 use std::fmt;

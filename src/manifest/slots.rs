@@ -1,13 +1,15 @@
-//! `${NAME}` placeholders in exec templates: finding them, not expanding
-//! them (expansion is the template module's job).
+//! Template slots: the `${NAME}` placeholders of exec templates, found,
+//! not expanded (expansion is [`crate::template`]'s job). Not to be
+//! confused with placeholder *secrets* ([`crate::egress::placeholder`]:
+//! a stand-in value the egress proxy swaps for the real one).
 //!
-//! Grammar: `${` starts a placeholder, `}` ends it, and the name between is
+//! Grammar: `${` starts a slot, `}` ends it, and the name between is
 //! an identifier (`[A-Za-z_][A-Za-z0-9_]*`). A `$` not followed by `{` is
 //! literal text.
 
 /// One `${NAME}` found in a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placeholder<'a> {
+pub struct Slot<'a> {
     /// The name between the braces.
     pub name: &'a str,
     /// Byte offset of the `$` in the template.
@@ -16,9 +18,9 @@ pub struct Placeholder<'a> {
     pub end: usize,
 }
 
-/// A malformed placeholder.
+/// A malformed slot.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlaceholderError {
+pub enum SlotError {
     /// `${` without a closing `}`.
     #[error("`${{` at byte {start} has no closing `}}`; close it or remove it")]
     Unterminated {
@@ -35,25 +37,25 @@ pub enum PlaceholderError {
     },
 }
 
-/// Every placeholder of `template`, in order, or the first malformed one.
-pub fn scan(template: &str) -> Result<Vec<Placeholder<'_>>, PlaceholderError> {
+/// Every slot of `template`, in order, or the first malformed one.
+pub fn scan(template: &str) -> Result<Vec<Slot<'_>>, SlotError> {
     let mut found = Vec::new();
     let mut rest = 0;
     while let Some(offset) = template[rest..].find("${") {
         let start = rest + offset;
         let body = start + 2;
         let Some(close) = template[body..].find('}') else {
-            return Err(PlaceholderError::Unterminated { start });
+            return Err(SlotError::Unterminated { start });
         };
         let name = &template[body..body + close];
         if !is_identifier(name) {
-            return Err(PlaceholderError::InvalidName {
+            return Err(SlotError::InvalidName {
                 name: name.to_owned(),
                 start,
             });
         }
         let end = body + close + 1;
-        found.push(Placeholder { name, start, end });
+        found.push(Slot { name, start, end });
         rest = end;
     }
     Ok(found)
@@ -86,18 +88,9 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        assert_eq!(
-            scan("a ${b"),
-            Err(PlaceholderError::Unterminated { start: 2 })
-        );
-        assert!(matches!(
-            scan("${}"),
-            Err(PlaceholderError::InvalidName { .. })
-        ));
-        assert!(matches!(
-            scan("${1a}"),
-            Err(PlaceholderError::InvalidName { .. })
-        ));
+        assert_eq!(scan("a ${b"), Err(SlotError::Unterminated { start: 2 }));
+        assert!(matches!(scan("${}"), Err(SlotError::InvalidName { .. })));
+        assert!(matches!(scan("${1a}"), Err(SlotError::InvalidName { .. })));
         assert!(scan("$5 and $ {x}").unwrap().is_empty());
     }
 }
