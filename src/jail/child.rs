@@ -5,12 +5,11 @@
 //! [`Step`]. Only async-signal-safe system calls on data prepared before
 //! the clone (`super::sys`): nothing here allocates or takes a lock.
 
-use std::ffi::CStr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::fs as jfs;
-use super::seccomp;
-use super::spawn::{NetHandoff, Prepared, Step};
+use super::seccomp::{self, Filter};
 use super::spec::GATE_OPEN;
 use super::sys::{self, SysResult};
 use super::tree::Op;
@@ -30,6 +29,167 @@ pub(super) const DEV_NULL: &CStr = c"/dev/null";
 /// The process's own descriptors, seen through the host's `/proc` under
 /// the old root while the tree is built.
 pub(super) const OLD_ROOT_FDS: &CStr = c"/.glovebox-old-root/proc/self/fd/";
+
+/// The steps of the child, as reported on failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Step {
+    /// Parent-death signal or the supervisor already gone.
+    Parent = 1,
+    /// `setsid`.
+    Session,
+    /// User namespace id maps.
+    IdMap,
+    /// Joining the cgroups.
+    Cgroup,
+    /// Private mounts and `/proc`.
+    Mount,
+    /// stdio and fd hygiene.
+    Fds,
+    /// Working directory.
+    Cwd,
+    /// Resource limits.
+    Rlimit,
+    /// Capabilities.
+    Caps,
+    /// `no_new_privs`.
+    NoNewPrivs,
+    /// Landlock.
+    Landlock,
+    /// Seccomp.
+    Seccomp,
+    /// `execve`.
+    Exec,
+    /// The call's reaper (namespace-free mode): the subreaper that ends
+    /// every descendant.
+    Reaper,
+    /// Creating the process in its namespaces (`clone`).
+    Namespaces,
+    /// Loopback and the proxy listener in the call's network namespace.
+    Net,
+    /// The caller's gate (`Spec::gate`) said no: nothing of the call ran.
+    Gate,
+}
+
+impl Step {
+    pub(super) fn from_u32(v: u32) -> Option<Step> {
+        use Step::*;
+        [
+            Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
+            Seccomp, Exec, Reaper, Namespaces, Net, Gate,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == v)
+    }
+
+    /// What the step does, for error messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Step::Parent => "watching the supervisor",
+            Step::Session => "starting a new session",
+            Step::IdMap => "mapping user ids",
+            Step::Cgroup => "joining the call's cgroups",
+            Step::Mount => "building the jail's filesystem (mount tree and /proc)",
+            Step::Fds => "setting up stdin/stdout/stderr",
+            Step::Cwd => "changing to the working directory",
+            Step::Rlimit => "setting resource limits",
+            Step::Caps => "dropping capabilities",
+            Step::NoNewPrivs => "setting no_new_privs",
+            Step::Landlock => "applying landlock",
+            Step::Seccomp => "installing the seccomp filter",
+            Step::Exec => "executing the program",
+            Step::Reaper => "starting the call's reaper (a subreaper that ends every descendant)",
+            Step::Namespaces => "creating the jail's namespaces",
+            Step::Net => "setting up the network namespace (loopback, egress proxy listener)",
+            Step::Gate => "waiting for the call's go-ahead (its intent on disk)",
+        }
+    }
+
+    /// The likely cause of `errno` at this step and what to do about it.
+    pub fn advice(self, errno: i32) -> String {
+        let ns_free = "glovebox uses its namespace-free jail (landlock + seccomp + a subreaper) when its start-up probe finds namespaces unavailable";
+        match (self, errno) {
+            (Step::Namespaces, libc::ENOSPC | libc::EUSERS) => format!(
+                "user.max_user_namespaces is 0 or the limit is reached in this container; raise it (sysctl user.max_user_namespaces=15000), run as root, or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::IdMap | Step::Mount, libc::EPERM | libc::EACCES) => format!(
+                "a security module, seccomp profile or container forbids it (AppArmor's unprivileged user namespace restriction, Docker's default profile, a masked /proc); run as root, allow user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns=0), or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::Reaper, libc::EAGAIN) => {
+                "the process limit is reached; end some processes or raise ulimit -u".into()
+            }
+            (_, libc::ENOMEM) => "the machine is out of memory; retry later".into(),
+            (Step::Cgroup, _) => "the call's cgroup cannot be joined (a hierarchy not delegated to this user); run as root or delegate a cgroup to this user (systemd Delegate=yes)".into(),
+            (Step::Landlock, _) => "the kernel refused the landlock ruleset; use a kernel with landlock enabled (lsm=landlock)".into(),
+            (Step::Seccomp, _) => "the kernel refused the seccomp filter; use a kernel with seccomp filters".into(),
+            (Step::Rlimit, _) => "a resource limit above the hard limit was asked for; lower it in the manifest or the config".into(),
+            (Step::Cwd, _) => "the working directory is missing or not granted; grant it (fs.read) or change it".into(),
+            (Step::Net, _) => "the call's network namespace could not be set up (loopback or the egress proxy's listener); see `glovebox doctor`, or configure direct network (sandbox.direct_network) explicitly".into(),
+            (Step::Reaper, _) => "/proc/thread-self/children or PR_SET_CHILD_SUBREAPER is unavailable; use a kernel with CONFIG_PROC_CHILDREN, or one where namespaces can be created".into(),
+            _ => "see `glovebox doctor` for what this machine enforces".into(),
+        }
+    }
+}
+
+/// Everything the child needs, prepared before clone.
+pub(super) struct Prepared {
+    pub(super) program: CString,
+    /// Owns the strings `argv_ptrs` points into.
+    pub(super) _argv: Vec<CString>,
+    pub(super) argv_ptrs: Vec<*const libc::c_char>,
+    /// Owns the strings `envp_ptrs` points into.
+    pub(super) _envp: Vec<CString>,
+    pub(super) envp_ptrs: Vec<*const libc::c_char>,
+    pub(super) cwd: CString,
+    pub(super) stdin: OwnedFd,
+    pub(super) stdout: OwnedFd,
+    pub(super) stderr: OwnedFd,
+    pub(super) report: RawFd,
+    pub(super) report_read_end: RawFd,
+    pub(super) landlock: Option<OwnedFd>,
+    /// The read end of the caller's gate (`Gate::signal`): the child
+    /// waits for its go-ahead byte right before `execve`.
+    pub(super) gate: Option<OwnedFd>,
+    /// The Landlock access of the private home, a tmpfs made in the
+    /// child's tree (its rule is added there, once it exists).
+    pub(super) home_rule: Option<u64>,
+    pub(super) seccomp: Option<&'static Filter>,
+    /// The jail's root, built in its mount namespace.
+    pub(super) tree: Option<TreePlan>,
+    pub(super) cgroup_procs: Vec<RawFd>,
+    pub(super) id_maps: Option<IdMaps>,
+    pub(super) private_proc: bool,
+    /// Hide the kernel files container runtimes mask in the jail's own
+    /// `/proc` (a root jail; any other user cannot read them).
+    pub(super) mask_proc: bool,
+    pub(super) rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    pub(super) drop_caps: Option<u32>,
+    /// No PID namespace: the first process is a subreaper that forks the
+    /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
+    pub(super) reaper: bool,
+    pub(super) net: Option<NetHandoff>,
+    /// The socketpair the seccomp notification listener travels over
+    /// (namespace-free jail: the metadata family goes to the supervisor).
+    pub(super) notify: Option<NetHandoff>,
+}
+
+/// The child's end of the socketpair the proxy listener travels over.
+pub(super) struct NetHandoff {
+    pub(super) child_end: OwnedFd,
+    pub(super) parent_end: OwnedFd,
+    /// Where the child answers DNS on loopback for transparent egress
+    /// (empty for the notification listener's hand-off).
+    pub(super) dns: super::network::LoopbackDns,
+}
+
+pub(super) struct IdMaps {
+    pub(super) setgroups: CString,
+    pub(super) uid_map: CString,
+    pub(super) gid_map: CString,
+    pub(super) uid_line: Vec<u8>,
+    pub(super) gid_line: Vec<u8>,
+}
+
 
 /// The child's whole life: each step in order, the first failure
 /// reported to the supervisor, then the program.
