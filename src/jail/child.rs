@@ -190,7 +190,6 @@ pub(super) struct IdMaps {
     pub(super) gid_line: Vec<u8>,
 }
 
-
 /// The child's whole life: each step in order, the first failure
 /// reported to the supervisor, then the program.
 pub(super) fn main(p: &mut Prepared) -> ! {

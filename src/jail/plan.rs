@@ -107,6 +107,34 @@ pub fn wants_net_ns(spec: &Spec) -> bool {
     }
 }
 
+/// The spec's own mistakes, refused before anything is held or made
+/// (and by [`plan`] itself): no command, or a home file whose name is
+/// not a plain file name.
+pub fn check_spec(spec: &Spec) -> Result<(), JailError> {
+    if spec.argv.is_empty() {
+        return Err(JailError::InvalidSpec {
+            message: "no command given".into(),
+        });
+    }
+    for f in &spec.home_files {
+        let name = f.name.as_str();
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(JailError::InvalidSpec {
+                message: format!("home file name {name:?} is not a plain file name"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether the jail on `kernel` has its own root (a mount tree: mount and
+/// PID namespaces, and a fresh `/proc` can be mounted). Asked before the
+/// plan too, by the grants' split ([`jfs::split_held`]), which the plan
+/// then reports.
+pub fn mount_tree(kernel: &Kernel) -> bool {
+    kernel.mode == Mode::Namespaces && kernel.pid_ns && kernel.mount_proc
+}
+
 /// Refuses a missing restriction, or records it in degraded mode.
 struct Gaps<'a> {
     degraded: bool,
@@ -136,11 +164,7 @@ impl Gaps<'_> {
 /// paths inside them ([`jfs::split_held`]). Refuses what cannot be
 /// enforced unless `spec.degraded`.
 pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<Plan, JailError> {
-    if spec.argv.is_empty() {
-        return Err(JailError::InvalidSpec {
-            message: "no command given".into(),
-        });
-    }
+    check_spec(spec)?;
     let kernel = host.kernel;
     let mut warnings = Vec::new();
     let mut gaps = Gaps {
@@ -177,7 +201,7 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
         flags |= libc::CLONE_NEWPID as libc::c_ulong;
         e.pid_namespace = true;
     }
-    let private_proc = pid_ns && kernel.mount_proc;
+    let private_proc = mount_tree(kernel);
     if private_proc {
         flags |= libc::CLONE_NEWNS as libc::c_ulong;
         e.private_proc = true;
