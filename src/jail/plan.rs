@@ -286,10 +286,48 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     // --- network.
     let net_ns = ns_usable && host.net_ns;
     let brokered = mode == Mode::NamespaceFree && guard == MetadataGuard::Seccomp && kernel.seccomp;
+    let net_plan = network(spec, mode, net_ns, brokered, &mut flags, &mut e, &mut gaps)?;
+    let seccomp = kernel.seccomp.then(|| net::sockets(&net_plan));
+
+    // --- limits: cgroups where possible, rlimits otherwise.
+    let counted = guard == MetadataGuard::Seccomp && kernel.seccomp && reaper;
+    let (rlimits, count_forks) = limits(spec, cgroups, root, counted, &mut e, &mut gaps)?;
+    e.capabilities_dropped = root;
+
+    Ok(Plan {
+        flags,
+        landlock_abi,
+        guard,
+        seccomp,
+        memory_cgroup: cgroups.memory.is_some(),
+        pids_cgroup: cgroups.pids.is_some(),
+        count_forks,
+        rlimits,
+        drop_caps: root,
+        id_maps: userns,
+        private_proc,
+        reaper,
+        net: net_plan,
+        enforcement: e,
+        warnings,
+    })
+}
+
+/// How the call reaches the network ([`net::plan`]), and the namespace
+/// flags and enforcement that go with it.
+fn network(
+    spec: &Spec,
+    mode: Mode,
+    net_ns: bool,
+    brokered: bool,
+    flags: &mut libc::c_ulong,
+    e: &mut Enforcement,
+    gaps: &mut Gaps<'_>,
+) -> Result<NetPlan, JailError> {
     let net_plan = net::plan(spec, net_ns, brokered)?;
     match &net_plan {
         NetPlan::Proxied(_) => {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            *flags |= libc::CLONE_NEWNET as libc::c_ulong;
             e.net_namespace = true;
             e.egress_proxy = true;
         }
@@ -303,16 +341,29 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
         ),
         NetPlan::Off => {}
     }
-    let seccomp = kernel.seccomp.then(|| net::sockets(&net_plan));
     if !spec.network && spec.netns && mode != Mode::NamespaceFree {
         gaps.require(net_ns, "network namespaces")?;
         if net_ns {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            *flags |= libc::CLONE_NEWNET as libc::c_ulong;
             e.net_namespace = true;
         }
     }
+    Ok(net_plan)
+}
 
-    // --- limits: cgroups where possible, rlimits otherwise.
+/// The resource limits: cgroups where `cgroups` has them, rlimits
+/// otherwise; for root without a pids cgroup, the supervisor's count
+/// where the jail is `counted` (the namespace-free jail's reaper under
+/// seccomp's notification), else a gap. Returns the rlimits and whether
+/// the forks are counted.
+fn limits(
+    spec: &Spec,
+    cgroups: &Cgroups,
+    root: bool,
+    counted: bool,
+    e: &mut Enforcement,
+    gaps: &mut Gaps<'_>,
+) -> Result<(Vec<(libc::__rlimit_resource_t, u64)>, bool), JailError> {
     let mut rlimits = vec![
         (libc::RLIMIT_CORE, 0),
         (libc::RLIMIT_FSIZE, spec.limits.file_size_bytes),
@@ -336,7 +387,7 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
         // Root without a pids cgroup (a container's): in the
         // namespace-free jail the supervisor counts the call's tasks
         // below its reaper (`super::forks`).
-        None if guard == MetadataGuard::Seccomp && kernel.seccomp && reaper => {
+        None if counted => {
             count_forks = true;
             e.pids_limit = "seccomp-count".into();
         }
@@ -348,25 +399,7 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
             e.pids_limit = "none".into();
         }
     }
-    e.capabilities_dropped = root;
-
-    Ok(Plan {
-        flags,
-        landlock_abi,
-        guard,
-        seccomp,
-        memory_cgroup: cgroups.memory.is_some(),
-        pids_cgroup: cgroups.pids.is_some(),
-        count_forks,
-        rlimits,
-        drop_caps: root,
-        id_maps: userns,
-        private_proc,
-        reaper,
-        net: net_plan,
-        enforcement: e,
-        warnings,
-    })
+    Ok((rlimits, count_forks))
 }
 
 #[cfg(test)]
