@@ -205,7 +205,7 @@ pub(super) fn main(p: &mut Prepared) -> ! {
     step(Step::Session, sys::setsid());
     if p.reaper {
         // Without a PID namespace: only the forked tool goes on below.
-        step(Step::Reaper, fork_under_reaper(report));
+        step(Step::Reaper, sys::fork_under_reaper(report));
     }
     step(Step::IdMap, map_ids(p));
     step(Step::Cgroup, join_cgroups(p));
@@ -400,58 +400,6 @@ pub(super) fn fail(report: RawFd, step: Step, errno: i32) -> ! {
     msg[4..].copy_from_slice(&errno.to_ne_bytes());
     let _ = sys::write_all(report, &msg);
     sys::exit_now(127)
-}
-
-/// Makes this process the call's reaper and forks the tool under it.
-/// Returns in the tool's process; the reaper itself never returns: it waits
-/// for the tool to end (or for `SIGTERM`: timeout, cancel, the supervisor
-/// gone), then kills every descendant it has inherited — double-forked,
-/// `setsid` daemons included, since orphans reparent to a subreaper — and
-/// exits the way the tool did. The tool cannot signal its reaper: its
-/// Landlock domain scopes signals to the jail.
-fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
-    const WAKE: [i32; 2] = [libc::SIGTERM, libc::SIGCHLD];
-    sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
-    sys::block_signals(&WAKE)?;
-    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong)?;
-    if sys::pipe_reader_gone(report) {
-        sys::exit_now(127);
-    }
-    let reaper = sys::getpid();
-    // SAFETY: this process is single-threaded (a fresh clone); the child
-    // continues with the same async-signal-safe steps.
-    let tool = unsafe { sys::fork_plain() }?;
-    if tool == 0 {
-        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
-        if sys::getppid() != reaper {
-            sys::exit_now(127);
-        }
-        sys::reset_signals();
-        return Ok(());
-    }
-    // The reaper holds nothing of the call's: the supervisor sees end of
-    // file on the report pipe and the outputs when the tool's side closes.
-    sys::close_from(0);
-    let mut status = None;
-    while status.is_none() {
-        if sys::wait_signal(&WAKE) == libc::SIGTERM {
-            break;
-        }
-        while let Ok(Some((pid, st))) = sys::reap(true) {
-            if pid == tool {
-                status = Some(st);
-            }
-        }
-    }
-    loop {
-        let _ = sys::kill_children();
-        match sys::reap(false) {
-            Ok(Some((pid, st))) if pid == tool && status.is_none() => status = Some(st),
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    sys::exit_like(status.unwrap_or(libc::SIGKILL))
 }
 
 /// Mounts a fresh `/proc` (for the child's PID namespace) at `at` (which

@@ -13,7 +13,7 @@ use super::plan::Plan;
 use super::prepare::{pipe, Call};
 use super::spawn::Attempt;
 use super::spec::Spec;
-use super::sys::{self, Forked};
+use super::sys;
 use super::JailError;
 
 /// Launches `call` as `plan` decided: returns the child's pidfd once it
@@ -124,21 +124,7 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
         };
         (step, e.raw_os_error().unwrap_or(libc::EINVAL))
     };
-    let pidfd = if p.reaper {
-        // The reaper never execs (it waits for the tool): a fork-style
-        // clone, so that the supervisor is not suspended for the call.
-        // SAFETY: the child branch calls only `child_main`, which performs
-        // async-signal-safe system calls on prepared data and never returns.
-        match unsafe { sys::clone_process(flags) }.map_err(clone_failed)? {
-            Forked::Child => super::child::main(p),
-            Forked::Parent { pidfd, .. } => pidfd,
-        }
-    } else {
-        // SAFETY: `child_main` only makes async-signal-safe system calls on
-        // the prepared data, allocates nothing, writes no memory of the
-        // supervisor's, and ends in `execve` or `_exit`.
-        unsafe { sys::clone_vfork(flags, &mut || super::child::main(p)) }.map_err(clone_failed)?
-    };
+    let pidfd = sys::clone_child(flags, p).map_err(clone_failed)?;
     drop(report_w);
     let mut report_file = std::fs::File::from(report_r);
     let mut msg = [0u8; 8];
