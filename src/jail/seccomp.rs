@@ -212,6 +212,23 @@ const NAMESPACE_FLAGS: [u64; 8] = [
 const TIOCSTI: u64 = 0x5412;
 const TIOCLINUX: u64 = 0x541C;
 
+/// The mount family: every call that mounts, unmounts, moves or changes
+/// a mount, or enters another root (the old API and the new mount API).
+/// Refused in every jail ([`always_denied`]) and by the container-like
+/// filter of `__container` ([`container_program`]) alike.
+pub const MOUNT_CALLS: [libc::c_long; 10] = [
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_mount_setattr,
+];
+
 fn always_denied() -> Vec<libc::c_long> {
     let mut v = vec![
         libc::SYS_ptrace,
@@ -219,17 +236,7 @@ fn always_denied() -> Vec<libc::c_long> {
         libc::SYS_process_vm_writev,
         libc::SYS_kcmp,
         libc::SYS_pidfd_getfd,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
         libc::SYS_chroot,
-        libc::SYS_move_mount,
-        libc::SYS_open_tree,
-        libc::SYS_fsopen,
-        libc::SYS_fsconfig,
-        libc::SYS_fsmount,
-        libc::SYS_fspick,
-        libc::SYS_mount_setattr,
         libc::SYS_setns,
         libc::SYS_bpf,
         libc::SYS_perf_event_open,
@@ -259,6 +266,7 @@ fn always_denied() -> Vec<libc::c_long> {
         libc::SYS_vhangup,
         libc::SYS_fanotify_init,
     ];
+    v.extend(MOUNT_CALLS);
     #[cfg(target_arch = "x86_64")]
     v.extend([
         libc::SYS_iopl,
@@ -743,7 +751,7 @@ fn build_with(
         fast.then_some(&keys[..]),
         &NOSYS,
         &shortcuts,
-    );
+    )?;
     // The broker's `connect` goes to the supervisor whatever else does:
     // without it a brokered call would connect by itself.
     let notify = if deny_metadata || sockets == Sockets::Brokered {

@@ -374,3 +374,31 @@ fn compiles_for_both_network_settings() {
     // The x32 guard sits right after the architecture check.
     assert_eq!(off.deny[4].k, 0x4000_0000);
 }
+
+#[test]
+fn a_guard_that_cannot_be_made_fails_the_program_instead_of_leaving_it_out() {
+    // Too many ENOSYS numbers for 8-bit jumps, even without the search:
+    // no guard fits, and a program without it would run them unchecked.
+    let prog = build(Sockets::None, false).unwrap().deny;
+    let mut p = prog.clone();
+    let nosys: Vec<libc::c_long> = (1000..1300).collect();
+    assert!(insert_guard(&mut p, None, &nosys, &[]).is_err());
+    assert_eq!(p, prog, "nothing spliced in");
+    // A program without seccompiler's architecture check.
+    let mut short = prog[..2].to_vec();
+    assert!(insert_guard(&mut short, None, &NOSYS, &[]).is_err());
+    // The jail's own guard fits.
+    let mut p = prog[..3].to_vec();
+    assert!(insert_guard(&mut p, None, &NOSYS, &[]).is_ok());
+}
+
+#[test]
+fn the_jail_and_the_container_filter_refuse_the_same_mount_family() {
+    let denied = always_denied();
+    for nr in MOUNT_CALLS {
+        assert!(denied.contains(&nr), "{nr} not refused in a jail");
+    }
+    // chroot stays the jail's own (container runtimes allow it).
+    assert!(denied.contains(&libc::SYS_chroot));
+    assert!(!MOUNT_CALLS.contains(&libc::SYS_chroot));
+}

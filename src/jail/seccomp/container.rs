@@ -9,7 +9,9 @@ use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompFilter, SeccompRule,
 };
 
-use super::{arch, compile_err, cond, insert_guard, namespace_rules, rule, SeccompError};
+use super::{
+    arch, compile_err, cond, insert_guard, namespace_rules, rule, SeccompError, MOUNT_CALLS,
+};
 
 /// The `ENOSYS` answers of [`container_program`]: what a container
 /// runtime's default profile gives (`clone3`, `io_uring_*`). Not
@@ -32,23 +34,14 @@ const CONTAINER_NOSYS: [libc::c_long; 4] = [
 /// root).
 pub fn container_program() -> Result<BpfProgram, SeccompError> {
     let mut deny: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for nr in [
+    let others = [
         libc::SYS_unshare,
         libc::SYS_setns,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_move_mount,
-        libc::SYS_open_tree,
-        libc::SYS_fsopen,
-        libc::SYS_fsconfig,
-        libc::SYS_fsmount,
-        libc::SYS_fspick,
-        libc::SYS_mount_setattr,
         libc::SYS_kcmp,
         libc::SYS_pidfd_getfd,
         libc::SYS_process_madvise,
-    ] {
+    ];
+    for nr in MOUNT_CALLS.into_iter().chain(others) {
         deny.insert(nr, Vec::new());
     }
     deny.insert(libc::SYS_clone, namespace_rules(0)?);
@@ -61,7 +54,7 @@ pub fn container_program() -> Result<BpfProgram, SeccompError> {
     )
     .map_err(compile_err)?;
     let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    insert_guard(&mut prog, Some(&keys), &CONTAINER_NOSYS, &[]);
+    insert_guard(&mut prog, Some(&keys), &CONTAINER_NOSYS, &[])?;
     Ok(prog)
 }
 

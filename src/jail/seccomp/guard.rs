@@ -5,6 +5,8 @@
 
 use seccompiler::BpfProgram;
 
+use super::SeccompError;
+
 /// A call the guard decides on one argument before its search: when the
 /// low word of argument `arg` has none of the bits of `mask`, no rule of
 /// the deny list can match the call, which is allowed there and then;
@@ -91,7 +93,8 @@ fn search(keys: &[u32], out: &mut Vec<Insn>) {
 }
 
 /// Splices a guard into seccompiler's program right after its 3-instruction
-/// architecture check. The guard loads the system call number and:
+/// architecture check, or fails (never a program without its guard). The
+/// guard loads the system call number and:
 /// - on x86_64, kills the process when the number is at or above
 ///   `0x4000_0000`: the x32 ABI shares the architecture value but sets bit
 ///   30 of the number, and a deny list keyed on native numbers would miss
@@ -116,7 +119,7 @@ pub(super) fn insert_guard(
     keys: Option<&[i64]>,
     nosys: &[libc::c_long],
     shortcuts: &[Shortcut],
-) {
+) -> Result<(), SeccompError> {
     const SECCOMP_DATA_NR_OFFSET: u32 = 0;
     const SECCOMP_DATA_ARGS_OFFSET: u32 = 16;
     let mut guard = vec![Insn::new(op::LD_W_ABS, SECCOMP_DATA_NR_OFFSET)];
@@ -159,9 +162,18 @@ pub(super) fn insert_guard(
         plain.push(Insn::jump(op::JA, 0, To::Chain, To::Next));
         resolve(&plain)
     });
+    // Fails closed: a program without its guard would allow x32 numbers
+    // and run the `ENOSYS` calls (`openat2`, `io_uring_*`) unchecked.
     let Some(mut resolved) = resolved else {
-        return;
+        return Err(SeccompError::Compile {
+            message: "the guard's jumps do not fit in classic bpf".into(),
+        });
     };
+    if prog.len() < 3 {
+        return Err(SeccompError::Compile {
+            message: "the program has no architecture check to put the guard after".into(),
+        });
+    }
     resolved.push(seccompiler::sock_filter {
         code: op::RET_K,
         jt: 0,
@@ -174,8 +186,8 @@ pub(super) fn insert_guard(
         jf: 0,
         k: libc::SECCOMP_RET_ALLOW,
     });
-    let at = 3.min(prog.len());
-    prog.splice(at..at, resolved);
+    prog.splice(3..3, resolved);
+    Ok(())
 }
 
 /// The guard's jumps made relative (the two `RET`s follow it, then the
