@@ -12,8 +12,8 @@ use super::fs as jfs;
 use super::seccomp::{self, Filter};
 use super::spec::GATE_OPEN;
 use super::sys::{self, SysResult};
+use super::tree::MountOps;
 use super::tree::Op;
-use super::tree::Plan as TreePlan;
 
 pub(super) const PROC: &CStr = c"/proc";
 pub(super) const ROOT: &CStr = c"/";
@@ -155,7 +155,7 @@ pub(super) struct Prepared {
     pub(super) home_rule: Option<u64>,
     pub(super) seccomp: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
-    pub(super) tree: Option<TreePlan>,
+    pub(super) tree: Option<MountOps>,
     pub(super) cgroup_procs: Vec<RawFd>,
     pub(super) id_maps: Option<IdMaps>,
     pub(super) private_proc: bool,
@@ -267,8 +267,8 @@ fn enter_network(p: &Prepared) -> SysResult<()> {
 /// The jail's own root ([`enter_tree`]), or, without a tree, a private
 /// `/proc` for its PID namespace.
 fn build_root(p: &Prepared) -> SysResult<()> {
-    if let Some(plan) = &p.tree {
-        return enter_tree(plan, p.mask_proc);
+    if let Some(ops) = &p.tree {
+        return enter_tree(ops, p.mask_proc);
     }
     if p.private_proc {
         sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
@@ -444,9 +444,9 @@ fn mount_proc(at: &CStr, mask: bool) -> sys::SysResult<()> {
     Ok(())
 }
 
-/// Builds the jail's root from `plan` and enters it (see [`super::tree`]
+/// Builds the jail's root from `ops` and enters it (see [`super::tree`]
 /// for the sequence). Child side: single system calls on prepared strings.
-fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
+fn enter_tree(ops: &MountOps, mask_proc: bool) -> sys::SysResult<()> {
     sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     sys::mount(
         Some(TMPFS),
@@ -463,7 +463,7 @@ fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
     let stage = sys::open_path(libc::AT_FDCWD, ROOT, libc::O_DIRECTORY)?;
     let stage_dev = sys::fstat(stage.as_raw_fd())?.st_dev;
     drop(stage);
-    for op in &plan.ops {
+    for op in &ops.ops {
         match op {
             Op::Mkdir(p) => sys::mkdir(p)?,
             Op::Touch(p) => sys::touch(p)?,
@@ -511,7 +511,7 @@ fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
     }
     sys::mkdir(PROC)?;
     mount_proc(PROC, mask_proc)?;
-    for dir in &plan.sealed {
+    for dir in &ops.sealed {
         sys::seal_dir(dir, stage_dev)?;
     }
     sys::detach(OLD_ROOT)?;

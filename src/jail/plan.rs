@@ -13,7 +13,7 @@ use super::fs as jfs;
 use super::network::{self as net, NetPlan};
 use super::probe::{self, Kernel, Mode};
 use super::seccomp::Sockets;
-use super::spec::{Enforcement, Spec};
+use super::spec::{Enforcement, MemoryLimitBy, MetadataBy, PidsLimitBy, Spec};
 use super::tree::{self, MetadataGuard};
 use super::JailError;
 
@@ -179,7 +179,7 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     let mode = kernel.mode;
     let ns_usable = mode == Mode::Namespaces;
     let userns = ns_usable && !root;
-    e.mode = mode.label().into();
+    e.mode = mode.reported();
     if !ns_usable {
         gaps.require(
             mode == Mode::NamespaceFree,
@@ -270,9 +270,9 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     gaps.require(kernel.seccomp, "system call filtering (seccomp)")?;
     e.seccomp = kernel.seccomp;
     e.metadata_guard = match guard {
-        MetadataGuard::Tree => "tree".into(),
-        MetadataGuard::Seccomp if kernel.seccomp => "seccomp".into(),
-        MetadataGuard::Seccomp => String::new(),
+        MetadataGuard::Tree => MetadataBy::Tree,
+        MetadataGuard::Seccomp if kernel.seccomp => MetadataBy::Seccomp,
+        MetadataGuard::Seccomp => MetadataBy::Nothing,
     };
     if ns_usable && kernel.ipc_ns {
         // Its own IPC objects, and its own host and domain names (a root
@@ -370,33 +370,33 @@ fn limits(
         (libc::RLIMIT_NOFILE, spec.limits.open_files),
     ];
     match cgroups.memory {
-        Some(v) => e.memory_limit = v.label().into(),
+        Some(v) => e.memory_limit = v.memory(),
         None => {
             rlimits.push((libc::RLIMIT_DATA, spec.limits.memory_bytes));
-            e.memory_limit = "rlimit-data".into();
+            e.memory_limit = MemoryLimitBy::RlimitData;
         }
     }
     let mut count_forks = false;
     match cgroups.pids {
-        Some(v) => e.pids_limit = v.label().into(),
+        Some(v) => e.pids_limit = v.pids(),
         None if !root => {
             // RLIMIT_NPROC binds every uid but root.
             rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
-            e.pids_limit = "rlimit-nproc".into();
+            e.pids_limit = PidsLimitBy::RlimitNproc;
         }
         // Root without a pids cgroup (a container's): in the
         // namespace-free jail the supervisor counts the call's tasks
         // below its reaper (`super::forks`).
         None if counted => {
             count_forks = true;
-            e.pids_limit = "seccomp-count".into();
+            e.pids_limit = PidsLimitBy::SeccompCount;
         }
         None => {
             gaps.require(
                 false,
                 "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
             )?;
-            e.pids_limit = "none".into();
+            e.pids_limit = PidsLimitBy::None;
         }
     }
     Ok((rlimits, count_forks))
@@ -540,11 +540,11 @@ mod tests {
             assert_eq!(e.pid_namespace, got.1);
             assert_eq!(e.mount_tree, got.2);
             assert_eq!(p.id_maps, got.0);
-            assert_eq!(e.mode, mode.label());
+            assert_eq!(e.mode.as_str(), mode.label());
             assert_eq!(p.seccomp, Some(Sockets::None));
             assert_eq!(e.landlock_abi, 7);
             assert_eq!(
-                e.metadata_guard,
+                e.metadata_guard.as_str(),
                 if got.2 { "tree" } else { "seccomp" },
                 "{mode:?}"
             );
@@ -767,7 +767,7 @@ mod tests {
             let case = format!("root {root}, abi {abi}, network {networked}, degraded {degraded}");
             match (plan(&s, &h, &V1, false), want) {
                 (Ok(p), Some(mode)) => {
-                    assert_eq!(p.enforcement.mode, mode, "{case}");
+                    assert_eq!(p.enforcement.mode.as_str(), mode, "{case}");
                     assert_eq!(p.flags, 0, "{case}");
                     assert!(p.reaper, "{case}");
                     assert_eq!(p.guard, MetadataGuard::Seccomp, "{case}");

@@ -23,8 +23,7 @@ use super::seccomp::{self, Filter};
 use super::spawn::{Grants, JAIL_PATH};
 use super::spec::{Spec, Stdin};
 use super::sys;
-use super::tree::Plan as MountOps;
-use super::tree::{MetadataGuard, TreeError};
+use super::tree::{MetadataGuard, MountOps, TreeError};
 use super::JailError;
 
 /// A call ready to launch: the child's [`Prepared`] data and what the
@@ -188,7 +187,7 @@ pub(super) fn prepare(
 /// The mount tree's operations: the held grants' binds, then the private
 /// home (a tmpfs holding the spec's home files) and `/dev/shm`.
 fn mount_ops(spec: &Spec, tree: &super::tree::Tree) -> Result<MountOps, TreeError> {
-    let mut ops = tree.plan()?;
+    let mut ops = tree.mount_ops()?;
     let files: Vec<(&str, &[u8])> = spec
         .home_files
         .iter()

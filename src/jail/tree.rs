@@ -14,7 +14,7 @@
 //! home cannot be moved away and replaced). Nothing else exists: an ungranted path
 //! is `ENOENT` for `stat`, `open`, `chmod`, `inotify_add_watch` alike, and
 //! a read-only bind refuses every change, metadata included (`EROFS`),
-//! whatever the uid. [`Tree::plan`] turns it into a [`Plan`]: C strings and
+//! whatever the uid. [`Tree::mount_ops`] turns it into [`MountOps`]: C strings and
 //! a flat list of operations prepared before `clone`, which the child
 //! carries out with single system calls (nothing allocates between clone
 //! and exec). See [`super::spawn`] for where in the child's sequence it
@@ -491,7 +491,7 @@ impl Tree {
     }
 
     /// Compiles the tree into operations on prepared C strings.
-    pub fn plan(&self) -> Result<Plan, TreeError> {
+    pub fn mount_ops(&self) -> Result<MountOps, TreeError> {
         let c = |p: &Path| {
             CString::new(p.as_os_str().as_bytes()).map_err(|_| TreeError::Path {
                 path: p.to_path_buf(),
@@ -631,7 +631,7 @@ impl Tree {
             .filter(|d| !listable(d))
             .map(|d| c(d))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Plan { ops, sealed })
+        Ok(MountOps { ops, sealed })
     }
 }
 
@@ -835,7 +835,7 @@ pub fn shm_ops(size: u64) -> Result<Vec<Op>, TreeError> {
 
 /// The prepared operations of one tree.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
+pub struct MountOps {
     /// In order.
     pub ops: Vec<Op>,
     /// Directories of the tree itself (never a mountpoint: the child checks

@@ -45,7 +45,7 @@ fn private_shm_is_a_tmpfs_of_the_call() {
         &[],
     )
     .unwrap();
-    let plan = tree.plan().unwrap();
+    let plan = tree.mount_ops().unwrap();
     assert!(!plan
         .ops
         .iter()
@@ -69,7 +69,7 @@ fn write_grant_is_writable_and_protected_paths_inside_are_not() {
     let prot: Vec<_> = tree.protected().collect();
     assert_eq!(prot.len(), 3, "{tree:#?}");
     // Protected rebinds come after the grant that covers them.
-    let plan = tree.plan().unwrap();
+    let plan = tree.mount_ops().unwrap();
     let binds: Vec<_> = plan
         .ops
         .iter()
@@ -110,7 +110,7 @@ fn directories_holding_protected_paths_under_a_wider_grant_are_pinned() {
     assert_eq!(tree.writable().collect::<Vec<_>>(), [base]);
     // Bound after the grant, before the protected rebinds.
     let binds: Vec<_> = tree
-        .plan()
+        .mount_ops()
         .unwrap()
         .ops
         .iter()
@@ -147,7 +147,7 @@ fn a_protected_link_is_bound_onto_itself_and_its_target_protected() {
         prot,
         [root.join("go").as_path(), root.join("run.sh").as_path()]
     );
-    let plan = tree.plan().unwrap();
+    let plan = tree.mount_ops().unwrap();
     let go = CString::new(root.join("go").as_os_str().as_bytes()).unwrap();
     let at = plan
         .ops
@@ -259,7 +259,7 @@ fn plan_creates_mountpoints_once_and_only_outside_binds() {
         &[root.join("src"), PathBuf::from("/nowhere/cwd")],
     )
     .unwrap();
-    let plan = tree.plan().unwrap();
+    let plan = tree.mount_ops().unwrap();
     let mkdirs: Vec<_> = plan
         .ops
         .iter()
@@ -293,7 +293,7 @@ fn only_the_trees_own_directories_are_sealed_never_a_mountpoint() {
         std::slice::from_ref(&cwd),
     )
     .unwrap();
-    let plan = tree.plan().unwrap();
+    let plan = tree.mount_ops().unwrap();
     let sealed: Vec<PathBuf> = plan
         .sealed
         .iter()
@@ -313,7 +313,7 @@ fn only_known_devices_are_bound() {
         write: vec!["/dev/null".into(), "/dev/sda".into(), "/dev/tty".into()],
         ..FsAccess::default()
     };
-    let plan = Tree::build(&a, &[], &[]).unwrap().plan().unwrap();
+    let plan = Tree::build(&a, &[], &[]).unwrap().mount_ops().unwrap();
     let binds: Vec<_> = plan
         .ops
         .iter()
@@ -338,7 +338,7 @@ fn granting_the_root_grants_its_entries() {
     let tree = Tree::build(&a, &[], &[]).unwrap();
     assert!(tree.entries.iter().any(|e| e.path == Path::new("/usr")));
     assert!(!tree.entries.iter().any(|e| e.path == Path::new("/")));
-    let plan = tree.plan().unwrap();
+    let plan = tree.mount_ops().unwrap();
     assert!(!plan
         .ops
         .iter()
@@ -357,7 +357,7 @@ fn the_staging_directory_cannot_be_granted() {
             id: None,
         }],
     };
-    assert!(t.plan().is_err());
+    assert!(t.mount_ops().is_err());
 }
 
 #[test]
@@ -372,7 +372,7 @@ fn nothing_is_bound_where_the_private_home_stands() {
             id: None,
         }],
     };
-    assert!(!t.plan().unwrap().ops.iter().any(
+    assert!(!t.mount_ops().unwrap().ops.iter().any(
         |o| matches!(o, Op::Bind { dst, .. } | Op::Mkdir(dst) if dst.to_bytes().starts_with(HOME.as_bytes()))
     ));
 }
