@@ -214,7 +214,7 @@ const TIOCLINUX: u64 = 0x541C;
 
 /// The mount family: every call that mounts, unmounts, moves or changes
 /// a mount, or enters another root (the old API and the new mount API).
-/// Refused in every jail ([`always_denied`]) and by the container-like
+/// Refused in every jail (the deny list) and by the container-like
 /// filter of `__container` ([`container_program`]) alike.
 pub const MOUNT_CALLS: [libc::c_long; 10] = [
     libc::SYS_mount,

@@ -9,7 +9,7 @@
 //! until exec) except for the namespace-free jail's reaper, which never
 //! execs. Between clone and exec the child only makes system calls on
 //! that prepared data, allocating and writing nothing of the
-//! supervisor's, in this order ([`super::child`]`::main`, one named step
+//! supervisor's, in this order (`super::child::main`, one named step
 //! each):
 //!
 //! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;

@@ -20,14 +20,17 @@ use super::spec::{Attached, Enforcement, Gateway, JailResult, LimitHit, Spec, St
 use super::sys;
 use super::JailError;
 
+/// A proxy serving the call, stopped when dropped.
+type Egress = Box<dyn Attached>;
+
 /// What runs beside the call in the supervisor until it ends; dropping
 /// it stops them (the proxy's listener and connections go, which frees
 /// the call's network namespace).
 struct Beside {
     /// The egress proxy (behind the broker or in the call's namespace).
-    egress: Option<Box<dyn Attached>>,
+    egress: Option<Egress>,
     /// The transparent egress of the call's TUN device.
-    transparent: Option<Box<dyn Attached>>,
+    transparent: Option<Egress>,
     /// The metadata supervisor (and the broker, the fork counter).
     watch: Option<Watch>,
 }
@@ -283,7 +286,7 @@ fn start_beside(
 fn attach_proxy(
     gateway: &std::sync::Arc<dyn Gateway>,
     h: NetHandoff,
-) -> Result<(Box<dyn Attached>, Option<Box<dyn Attached>>), JailError> {
+) -> Result<(Egress, Option<Egress>), JailError> {
     drop(h.child_end);
     let attached = sys::recv_fd(h.parent_end.as_raw_fd())
         .map(std::net::TcpListener::from)
