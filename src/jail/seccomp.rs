@@ -215,7 +215,7 @@ const TIOCLINUX: u64 = 0x541C;
 /// The mount family: every call that mounts, unmounts, moves or changes
 /// a mount, or enters another root (the old API and the new mount API).
 /// Refused in every jail (the deny list) and by the container-like
-/// filter of `__container` ([`container_program`]) alike.
+/// filter of `container-profile` ([`container_program`]) alike.
 pub const MOUNT_CALLS: [libc::c_long; 10] = [
     libc::SYS_mount,
     libc::SYS_umount2,

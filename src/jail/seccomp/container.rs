@@ -1,5 +1,5 @@
 //! Filters that make a machine look like a container runtime's or
-//! gVisor's to glovebox, for CI (`glovebox __container`): the jail's tests
+//! gVisor's to glovebox, for CI (`container-profile`): the jail's tests
 //! run under them so the namespace-free jail and the tree-alone jail are
 //! tested the way those hosts give them.
 
@@ -29,7 +29,7 @@ const CONTAINER_NOSYS: [libc::c_long; 4] = [
 /// (`unshare`, `setns`, `clone` with a `CLONE_NEW*` flag), mounting, and
 /// `kcmp`/`pidfd_getfd`/`process_madvise` are refused with EPERM,
 /// `clone3` and `io_uring_*` are ENOSYS, foreign architectures are killed; everything else
-/// is allowed. `glovebox __container` runs a command under it, so CI can
+/// is allowed. `container-profile` runs a command under it, so CI can
 /// test the namespace-free jail the way a container gets it (also as
 /// root).
 pub fn container_program() -> Result<BpfProgram, SeccompError> {
@@ -61,7 +61,7 @@ pub fn container_program() -> Result<BpfProgram, SeccompError> {
 /// A filter like gVisor's kernel as glovebox sees it: namespaces and
 /// mounts work, but Landlock is missing (`landlock_*` → `ENOSYS`) and no
 /// seccomp notification listener can be made (`SECCOMP_FILTER_FLAG_NEW_LISTENER`
-/// → `EINVAL`). `glovebox __container --no-landlock` runs a command under
+/// → `EINVAL`). `container-profile --no-landlock` runs a command under
 /// them (two programs, both installed), so CI tests the jail that holds the filesystem view with its mount
 /// tree alone.
 pub fn no_landlock_programs() -> Result<[BpfProgram; 2], SeccompError> {
