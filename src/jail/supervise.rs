@@ -20,6 +20,16 @@ use super::spec::{Attached, Enforcement, Gateway, JailResult, LimitHit, Spec, St
 use super::sys;
 use super::JailError;
 
+/// What the launched child hands the supervisor: whether its seccomp
+/// filter notifies (and the socket its listener comes over), the socket
+/// of its network namespace's listener, and learn mode's early watch.
+struct Handoffs {
+    notified: bool,
+    notify: Option<NetHandoff>,
+    net: Option<NetHandoff>,
+    early: Option<EarlyWatch>,
+}
+
 /// A proxy serving the call, stopped when dropped.
 type Egress = Box<dyn Attached>;
 
@@ -69,16 +79,13 @@ pub(super) fn supervise(
     } = prepared;
     drop((stdin, stdout, stderr, landlock));
     let notified = seccomp.and_then(|p| p.notify).is_some();
-    let beside = match start_beside(
-        spec,
-        &plan,
-        &pidfd,
+    let handoffs = Handoffs {
         notified,
         notify,
         net,
         early,
-        &write_grants,
-    ) {
+    };
+    let beside = match start_beside(spec, &plan, &pidfd, handoffs, &write_grants) {
         Ok(b) => b,
         Err(e) => {
             let _ = sys::pidfd_kill(pidfd.as_raw_fd());
@@ -178,17 +185,19 @@ pub(super) fn supervise(
 /// supervisor with the listener the child sent (or learn mode's early
 /// watch given its context); the egress proxy on the listener the child
 /// opened in its network namespace.
-#[allow(clippy::too_many_arguments)]
 fn start_beside(
     spec: &Spec,
     plan: &Plan,
     pidfd: &OwnedFd,
-    notified: bool,
-    notify: Option<NetHandoff>,
-    net: Option<NetHandoff>,
-    mut early: Option<EarlyWatch>,
+    handoffs: Handoffs,
     write_grants: &[std::path::PathBuf],
 ) -> Result<Beside, JailError> {
+    let Handoffs {
+        notified,
+        notify,
+        net,
+        mut early,
+    } = handoffs;
     let (brokered_egress, broker) = match &plan.net {
         NetPlan::Brokered(gateway) => {
             let (attached, broker) =
