@@ -201,20 +201,20 @@ pub(super) fn main(p: &mut Prepared) -> ! {
         }
     };
     step(Step::Parent, watch_the_supervisor(report));
-    sys::reset_signals();
-    step(Step::Session, sys::setsid());
+    reset_signals();
+    step(Step::Session, new_session());
     if p.reaper {
         // Without a PID namespace: only the forked tool goes on below.
-        step(Step::Reaper, sys::fork_under_reaper(report));
+        step(Step::Reaper, become_reaper(report));
     }
     step(Step::IdMap, map_ids(p));
     step(Step::Cgroup, join_cgroups(p));
     step(Step::Net, enter_network(p));
     step(Step::Mount, build_root(p));
     step(Step::Fds, wire_stdio(p));
-    step(Step::Cwd, sys::chdir(&p.cwd));
+    step(Step::Cwd, enter_cwd(p));
     step(Step::Caps, drop_capabilities(p));
-    step(Step::NoNewPrivs, sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1));
+    step(Step::NoNewPrivs, no_new_privs());
     step(Step::Landlock, restrict_landlock(p));
     step(Step::Seccomp, install_seccomp(p));
     // After the last descriptor the child opens itself (Landlock's own
@@ -223,8 +223,42 @@ pub(super) fn main(p: &mut Prepared) -> ! {
     // open-file limit. seccomp allows setrlimit.
     step(Step::Rlimit, set_rlimits(p));
     step(Step::Gate, await_go_ahead(p));
-    let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
-    fail(report, Step::Exec, e)
+    fail(report, Step::Exec, exec(p))
+}
+
+/// Default signal dispositions and an empty signal mask (the
+/// supervisor's are not the tool's).
+fn reset_signals() {
+    sys::reset_signals();
+}
+
+/// A new session: no controlling terminal (no `TIOCSTI` injection into
+/// the caller's).
+fn new_session() -> SysResult<()> {
+    sys::setsid()
+}
+
+/// Without a PID namespace: this process becomes the call's subreaper and
+/// forks the tool, which goes on with the steps below
+/// ([`sys::fork_under_reaper`]); the reaper ends every descendant.
+fn become_reaper(report: RawFd) -> SysResult<()> {
+    sys::fork_under_reaper(report)
+}
+
+/// The working directory (inside the jail's view).
+fn enter_cwd(p: &Prepared) -> SysResult<()> {
+    sys::chdir(&p.cwd)
+}
+
+/// `no_new_privs`: no set-id or file capability gains privilege on exec
+/// (Landlock and seccomp need it too).
+fn no_new_privs() -> SysResult<()> {
+    sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)
+}
+
+/// The program: returns only the errno `execve` failed with.
+fn exec(p: &Prepared) -> i32 {
+    sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs)
 }
 
 /// Dies with the supervisor (`PDEATHSIG`); if it is already gone, stops
