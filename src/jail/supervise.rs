@@ -16,7 +16,7 @@ use super::plan::Plan;
 use super::prepare::Call;
 use super::pump::{self, Sink};
 use super::spawn::Attempt;
-use super::spec::{Attached, Enforcement, Gateway, JailResult, LimitHit, Spec, Status};
+use super::spec::{Attached, Enforcement, Gateway, JailResult, Spec, Status};
 use super::sys;
 use super::JailError;
 
@@ -137,21 +137,7 @@ pub(super) fn supervise(
     drop(watch);
     let pumped = pumped.map_err(|source| JailError::Wait { source })?;
 
-    let mut limits_hit = Vec::new();
-    if pumped.timed_out {
-        limits_hit.push(LimitHit::Timeout);
-    }
-    if let Some(g) = &group {
-        if g.memory_exceeded() {
-            limits_hit.push(LimitHit::Memory);
-        }
-        if g.pids_exceeded() {
-            limits_hit.push(LimitHit::Pids);
-        }
-    }
-    if out.truncated() || err.truncated() {
-        limits_hit.push(LimitHit::Output);
-    }
+    let limits_hit = pump::limits_hit(pumped.timed_out, group.as_ref(), &out, &err);
     drop(group);
     drop(home);
     let Plan {
