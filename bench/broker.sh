@@ -6,7 +6,7 @@
 #   bash bench/broker.sh          (RUNS=200 by default)
 #
 # Rows: `sandbox -- /bin/true` and `sandbox --net -- curl URL` with
-# namespaces, and the same under `glovebox __container` (Docker's default
+# namespaces, and the same under `container-profile` (Docker's default
 # profile: the namespace-free jail, curl's connect made by the
 # supervisor); then a 32 MiB download through the proxy both ways (the
 # broker only decides the connect: the bytes take the same relay).
@@ -29,7 +29,8 @@ for _ in $(seq 50); do
 done
 : "${PORT:?the http server did not start}"
 NET="--net --allow-private"
-C="$GB __container --"
+cargo build --release --quiet --example container-profile
+C="$PWD/target/release/examples/container-profile --"
 hf "$W/calls.json" "$RUNS" 10 \
   -n "namespaces: true" "$GB sandbox -- /bin/true" \
   -n "namespaces: curl" "$GB sandbox $NET -- curl -sf http://127.0.0.1:$PORT/small" \

@@ -8,6 +8,9 @@
 //! to carve out, each named with why — and a debt that is gone fails too,
 //! so the list only ever shrinks. A module of `src/` the Layout does not
 //! list fails as well: a new module gets its line (and its place).
+//!
+//! Also: no `unsafe` outside `src/jail/sys/` (its safe wrappers carry
+//! every SAFETY argument).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -174,4 +177,51 @@ fn the_parser_finds_code_edges_and_skips_comments_and_tests() {
         .collect();
     assert_eq!(found.len(), 2);
     assert!(found[0].starts_with("jail") && found[1].starts_with("kind"));
+}
+
+/// The `unsafe` keyword in `text`'s code (comments skipped): the line
+/// numbers where it appears.
+fn unsafe_lines(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let code = l.split("//").next().unwrap_or("");
+            code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|w| w == "unsafe")
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// Every `unsafe` block of glovebox is in `src/jail/sys/`, each with its
+/// `SAFETY:` note (clippy's `undocumented_unsafe_blocks` checks those):
+/// anything else calls the safe wrappers there.
+#[test]
+fn unsafe_code_lives_only_in_jail_sys() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let sys = root().join("src/jail/sys");
+    assert!(
+        files.iter().any(|f| f.starts_with(&sys)),
+        "no source found in src/jail/sys"
+    );
+    let mut found = Vec::new();
+    for f in files.iter().filter(|f| !f.starts_with(&sys)) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in unsafe_lines(&text) {
+            let shown = f.strip_prefix(root()).unwrap().display();
+            found.push(format!("{shown}:{line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "`unsafe` outside src/jail/sys/ (add a safe wrapper there, whose SAFETY note is argued there): {found:?}"
+    );
+}
+
+/// The check itself: code is found, comments and longer words are not.
+#[test]
+fn the_unsafe_check_finds_code_and_skips_comments() {
+    let text = "let x = unsafe { f() };\n// unsafe in a comment\n#![deny(unsafe_code)]\nunsafe fn g() {}\nlet y = 1; // unsafe\n";
+    assert_eq!(unsafe_lines(text), vec![1, 4]);
 }

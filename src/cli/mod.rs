@@ -10,7 +10,6 @@ use clap::{Parser, Subcommand};
 mod approve;
 mod audit;
 mod builtin_helper;
-mod container;
 mod create;
 mod doctor;
 mod explain;
@@ -120,10 +119,6 @@ pub enum Command {
     /// Internal: the built-in tools' helper, run inside the jail.
     #[command(name = "__builtin", hide = true)]
     BuiltinHelper,
-    /// Internal (CI): run a command the way a container with Docker's
-    /// default seccomp profile would (no namespace can be created).
-    #[command(name = "__container", hide = true)]
-    Container(container::Args),
     /// Print the tools as an OpenAI, Anthropic or MCP tool list.
     Export(export::Args),
     /// Turn another runner's tool file into tool directories.
@@ -261,7 +256,6 @@ pub fn main() -> ExitCode {
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),
         Command::BuiltinHelper => return builtin_helper::run(),
-        Command::Container(a) => container::run(a),
         Command::Export(a) => export::run(&cli, a),
         Command::Import(a) => import::run(&cli, a),
         Command::Migrate(a) => migrate::run(&cli, a),

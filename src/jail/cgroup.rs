@@ -65,9 +65,22 @@ pub enum Version {
 impl Version {
     /// "cgroup-v1" or "cgroup-v2".
     pub fn label(self) -> &'static str {
+        self.memory().as_str()
+    }
+
+    /// The memory limit through this version, as a result reports it.
+    pub fn memory(self) -> super::spec::MemoryLimitBy {
         match self {
-            Version::V1 => "cgroup-v1",
-            Version::V2 => "cgroup-v2",
+            Version::V1 => super::spec::MemoryLimitBy::CgroupV1,
+            Version::V2 => super::spec::MemoryLimitBy::CgroupV2,
+        }
+    }
+
+    /// The process limit through this version, as a result reports it.
+    pub fn pids(self) -> super::spec::PidsLimitBy {
+        match self {
+            Version::V1 => super::spec::PidsLimitBy::CgroupV1,
+            Version::V2 => super::spec::PidsLimitBy::CgroupV2,
         }
     }
 }

@@ -5,16 +5,15 @@
 //! [`Step`]. Only async-signal-safe system calls on data prepared before
 //! the clone (`super::sys`): nothing here allocates or takes a lock.
 
-use std::ffi::CStr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::fs as jfs;
-use super::seccomp;
-use super::spawn::{NetHandoff, Prepared, Step};
+use super::seccomp::{self, Filter};
 use super::spec::GATE_OPEN;
 use super::sys::{self, SysResult};
+use super::tree::MountOps;
 use super::tree::Op;
-use super::tree::Plan as TreePlan;
 
 pub(super) const PROC: &CStr = c"/proc";
 pub(super) const ROOT: &CStr = c"/";
@@ -31,6 +30,166 @@ pub(super) const DEV_NULL: &CStr = c"/dev/null";
 /// the old root while the tree is built.
 pub(super) const OLD_ROOT_FDS: &CStr = c"/.glovebox-old-root/proc/self/fd/";
 
+/// The steps of the child, as reported on failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Step {
+    /// Parent-death signal or the supervisor already gone.
+    Parent = 1,
+    /// `setsid`.
+    Session,
+    /// User namespace id maps.
+    IdMap,
+    /// Joining the cgroups.
+    Cgroup,
+    /// Private mounts and `/proc`.
+    Mount,
+    /// stdio and fd hygiene.
+    Fds,
+    /// Working directory.
+    Cwd,
+    /// Resource limits.
+    Rlimit,
+    /// Capabilities.
+    Caps,
+    /// `no_new_privs`.
+    NoNewPrivs,
+    /// Landlock.
+    Landlock,
+    /// Seccomp.
+    Seccomp,
+    /// `execve`.
+    Exec,
+    /// The call's reaper (namespace-free mode): the subreaper that ends
+    /// every descendant.
+    Reaper,
+    /// Creating the process in its namespaces (`clone`).
+    Namespaces,
+    /// Loopback and the proxy listener in the call's network namespace.
+    Net,
+    /// The caller's gate (`Spec::gate`) said no: nothing of the call ran.
+    Gate,
+}
+
+impl Step {
+    pub(super) fn from_u32(v: u32) -> Option<Step> {
+        use Step::*;
+        [
+            Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
+            Seccomp, Exec, Reaper, Namespaces, Net, Gate,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == v)
+    }
+
+    /// What the step does, for error messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Step::Parent => "watching the supervisor",
+            Step::Session => "starting a new session",
+            Step::IdMap => "mapping user ids",
+            Step::Cgroup => "joining the call's cgroups",
+            Step::Mount => "building the jail's filesystem (mount tree and /proc)",
+            Step::Fds => "setting up stdin/stdout/stderr",
+            Step::Cwd => "changing to the working directory",
+            Step::Rlimit => "setting resource limits",
+            Step::Caps => "dropping capabilities",
+            Step::NoNewPrivs => "setting no_new_privs",
+            Step::Landlock => "applying landlock",
+            Step::Seccomp => "installing the seccomp filter",
+            Step::Exec => "executing the program",
+            Step::Reaper => "starting the call's reaper (a subreaper that ends every descendant)",
+            Step::Namespaces => "creating the jail's namespaces",
+            Step::Net => "setting up the network namespace (loopback, egress proxy listener)",
+            Step::Gate => "waiting for the call's go-ahead (its intent on disk)",
+        }
+    }
+
+    /// The likely cause of `errno` at this step and what to do about it.
+    pub fn advice(self, errno: i32) -> String {
+        let ns_free = "glovebox uses its namespace-free jail (landlock + seccomp + a subreaper) when its start-up probe finds namespaces unavailable";
+        match (self, errno) {
+            (Step::Namespaces, libc::ENOSPC | libc::EUSERS) => format!(
+                "user.max_user_namespaces is 0 or the limit is reached in this container; raise it (sysctl user.max_user_namespaces=15000), run as root, or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::IdMap | Step::Mount, libc::EPERM | libc::EACCES) => format!(
+                "a security module, seccomp profile or container forbids it (AppArmor's unprivileged user namespace restriction, Docker's default profile, a masked /proc); run as root, allow user namespaces (sysctl kernel.apparmor_restrict_unprivileged_userns=0), or let {ns_free}"
+            ),
+            (Step::Namespaces | Step::Reaper, libc::EAGAIN) => {
+                "the process limit is reached; end some processes or raise ulimit -u".into()
+            }
+            (_, libc::ENOMEM) => "the machine is out of memory; retry later".into(),
+            (Step::Cgroup, _) => "the call's cgroup cannot be joined (a hierarchy not delegated to this user); run as root or delegate a cgroup to this user (systemd Delegate=yes)".into(),
+            (Step::Landlock, _) => "the kernel refused the landlock ruleset; use a kernel with landlock enabled (lsm=landlock)".into(),
+            (Step::Seccomp, _) => "the kernel refused the seccomp filter; use a kernel with seccomp filters".into(),
+            (Step::Rlimit, _) => "a resource limit above the hard limit was asked for; lower it in the manifest or the config".into(),
+            (Step::Cwd, _) => "the working directory is missing or not granted; grant it (fs.read) or change it".into(),
+            (Step::Net, _) => "the call's network namespace could not be set up (loopback or the egress proxy's listener); see `glovebox doctor`, or configure direct network (sandbox.direct_network) explicitly".into(),
+            (Step::Reaper, _) => "/proc/thread-self/children or PR_SET_CHILD_SUBREAPER is unavailable; use a kernel with CONFIG_PROC_CHILDREN, or one where namespaces can be created".into(),
+            _ => "see `glovebox doctor` for what this machine enforces".into(),
+        }
+    }
+}
+
+/// Everything the child needs, prepared before clone.
+pub(super) struct Prepared {
+    pub(super) program: CString,
+    /// Owns the strings `argv_ptrs` points into.
+    pub(super) _argv: Vec<CString>,
+    pub(super) argv_ptrs: Vec<*const libc::c_char>,
+    /// Owns the strings `envp_ptrs` points into.
+    pub(super) _envp: Vec<CString>,
+    pub(super) envp_ptrs: Vec<*const libc::c_char>,
+    pub(super) cwd: CString,
+    pub(super) stdin: OwnedFd,
+    pub(super) stdout: OwnedFd,
+    pub(super) stderr: OwnedFd,
+    pub(super) report: RawFd,
+    pub(super) report_read_end: RawFd,
+    pub(super) landlock: Option<OwnedFd>,
+    /// The read end of the caller's gate (`Gate::signal`): the child
+    /// waits for its go-ahead byte right before `execve`.
+    pub(super) gate: Option<OwnedFd>,
+    /// The Landlock access of the private home, a tmpfs made in the
+    /// child's tree (its rule is added there, once it exists).
+    pub(super) home_rule: Option<u64>,
+    pub(super) seccomp: Option<&'static Filter>,
+    /// The jail's root, built in its mount namespace.
+    pub(super) tree: Option<MountOps>,
+    pub(super) cgroup_procs: Vec<RawFd>,
+    pub(super) id_maps: Option<IdMaps>,
+    pub(super) private_proc: bool,
+    /// Hide the kernel files container runtimes mask in the jail's own
+    /// `/proc` (a root jail; any other user cannot read them).
+    pub(super) mask_proc: bool,
+    pub(super) rlimits: Vec<(libc::__rlimit_resource_t, u64)>,
+    pub(super) drop_caps: Option<u32>,
+    /// No PID namespace: the first process is a subreaper that forks the
+    /// tool and, when it ends (or on `SIGTERM`), kills every descendant.
+    pub(super) reaper: bool,
+    pub(super) net: Option<NetHandoff>,
+    /// The socketpair the seccomp notification listener travels over
+    /// (namespace-free jail: the metadata family goes to the supervisor).
+    pub(super) notify: Option<NetHandoff>,
+}
+
+/// The child's end of the socketpair the proxy listener travels over.
+pub(super) struct NetHandoff {
+    pub(super) child_end: OwnedFd,
+    pub(super) parent_end: OwnedFd,
+    /// Where the child answers DNS on loopback for transparent egress
+    /// (empty for the notification listener's hand-off).
+    pub(super) dns: super::network::LoopbackDns,
+}
+
+pub(super) struct IdMaps {
+    pub(super) setgroups: CString,
+    pub(super) uid_map: CString,
+    pub(super) gid_map: CString,
+    pub(super) uid_line: Vec<u8>,
+    pub(super) gid_line: Vec<u8>,
+}
+
 /// The child's whole life: each step in order, the first failure
 /// reported to the supervisor, then the program.
 pub(super) fn main(p: &mut Prepared) -> ! {
@@ -42,20 +201,20 @@ pub(super) fn main(p: &mut Prepared) -> ! {
         }
     };
     step(Step::Parent, watch_the_supervisor(report));
-    sys::reset_signals();
-    step(Step::Session, sys::setsid());
+    reset_signals();
+    step(Step::Session, new_session());
     if p.reaper {
         // Without a PID namespace: only the forked tool goes on below.
-        step(Step::Reaper, fork_under_reaper(report));
+        step(Step::Reaper, become_reaper(report));
     }
     step(Step::IdMap, map_ids(p));
     step(Step::Cgroup, join_cgroups(p));
     step(Step::Net, enter_network(p));
     step(Step::Mount, build_root(p));
     step(Step::Fds, wire_stdio(p));
-    step(Step::Cwd, sys::chdir(&p.cwd));
+    step(Step::Cwd, enter_cwd(p));
     step(Step::Caps, drop_capabilities(p));
-    step(Step::NoNewPrivs, sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1));
+    step(Step::NoNewPrivs, no_new_privs());
     step(Step::Landlock, restrict_landlock(p));
     step(Step::Seccomp, install_seccomp(p));
     // After the last descriptor the child opens itself (Landlock's own
@@ -64,8 +223,42 @@ pub(super) fn main(p: &mut Prepared) -> ! {
     // open-file limit. seccomp allows setrlimit.
     step(Step::Rlimit, set_rlimits(p));
     step(Step::Gate, await_go_ahead(p));
-    let e = sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs);
-    fail(report, Step::Exec, e)
+    fail(report, Step::Exec, exec(p))
+}
+
+/// Default signal dispositions and an empty signal mask (the
+/// supervisor's are not the tool's).
+fn reset_signals() {
+    sys::reset_signals();
+}
+
+/// A new session: no controlling terminal (no `TIOCSTI` injection into
+/// the caller's).
+fn new_session() -> SysResult<()> {
+    sys::setsid()
+}
+
+/// Without a PID namespace: this process becomes the call's subreaper and
+/// forks the tool, which goes on with the steps below
+/// ([`sys::fork_under_reaper`]); the reaper ends every descendant.
+fn become_reaper(report: RawFd) -> SysResult<()> {
+    sys::fork_under_reaper(report)
+}
+
+/// The working directory (inside the jail's view).
+fn enter_cwd(p: &Prepared) -> SysResult<()> {
+    sys::chdir(&p.cwd)
+}
+
+/// `no_new_privs`: no set-id or file capability gains privilege on exec
+/// (Landlock and seccomp need it too).
+fn no_new_privs() -> SysResult<()> {
+    sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)
+}
+
+/// The program: returns only the errno `execve` failed with.
+fn exec(p: &Prepared) -> i32 {
+    sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs)
 }
 
 /// Dies with the supervisor (`PDEATHSIG`); if it is already gone, stops
@@ -108,8 +301,8 @@ fn enter_network(p: &Prepared) -> SysResult<()> {
 /// The jail's own root ([`enter_tree`]), or, without a tree, a private
 /// `/proc` for its PID namespace.
 fn build_root(p: &Prepared) -> SysResult<()> {
-    if let Some(plan) = &p.tree {
-        return enter_tree(plan, p.mask_proc);
+    if let Some(ops) = &p.tree {
+        return enter_tree(ops, p.mask_proc);
     }
     if p.private_proc {
         sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
@@ -243,58 +436,6 @@ pub(super) fn fail(report: RawFd, step: Step, errno: i32) -> ! {
     sys::exit_now(127)
 }
 
-/// Makes this process the call's reaper and forks the tool under it.
-/// Returns in the tool's process; the reaper itself never returns: it waits
-/// for the tool to end (or for `SIGTERM`: timeout, cancel, the supervisor
-/// gone), then kills every descendant it has inherited — double-forked,
-/// `setsid` daemons included, since orphans reparent to a subreaper — and
-/// exits the way the tool did. The tool cannot signal its reaper: its
-/// Landlock domain scopes signals to the jail.
-fn fork_under_reaper(report: RawFd) -> sys::SysResult<()> {
-    const WAKE: [i32; 2] = [libc::SIGTERM, libc::SIGCHLD];
-    sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
-    sys::block_signals(&WAKE)?;
-    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong)?;
-    if sys::pipe_reader_gone(report) {
-        sys::exit_now(127);
-    }
-    let reaper = sys::getpid();
-    // SAFETY: this process is single-threaded (a fresh clone); the child
-    // continues with the same async-signal-safe steps.
-    let tool = unsafe { sys::fork_plain() }?;
-    if tool == 0 {
-        sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
-        if sys::getppid() != reaper {
-            sys::exit_now(127);
-        }
-        sys::reset_signals();
-        return Ok(());
-    }
-    // The reaper holds nothing of the call's: the supervisor sees end of
-    // file on the report pipe and the outputs when the tool's side closes.
-    sys::close_from(0);
-    let mut status = None;
-    while status.is_none() {
-        if sys::wait_signal(&WAKE) == libc::SIGTERM {
-            break;
-        }
-        while let Ok(Some((pid, st))) = sys::reap(true) {
-            if pid == tool {
-                status = Some(st);
-            }
-        }
-    }
-    loop {
-        let _ = sys::kill_children();
-        match sys::reap(false) {
-            Ok(Some((pid, st))) if pid == tool && status.is_none() => status = Some(st),
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    sys::exit_like(status.unwrap_or(libc::SIGKILL))
-}
-
 /// Mounts a fresh `/proc` (for the child's PID namespace) at `at` (which
 /// must be `/proc` in the child's root); with `mask` (a jail whose user is
 /// root: the files are root-only or show root-only values, which no other
@@ -337,9 +478,9 @@ fn mount_proc(at: &CStr, mask: bool) -> sys::SysResult<()> {
     Ok(())
 }
 
-/// Builds the jail's root from `plan` and enters it (see [`super::tree`]
+/// Builds the jail's root from `ops` and enters it (see [`super::tree`]
 /// for the sequence). Child side: single system calls on prepared strings.
-fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
+fn enter_tree(ops: &MountOps, mask_proc: bool) -> sys::SysResult<()> {
     sys::mount(None, ROOT, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     sys::mount(
         Some(TMPFS),
@@ -356,7 +497,7 @@ fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
     let stage = sys::open_path(libc::AT_FDCWD, ROOT, libc::O_DIRECTORY)?;
     let stage_dev = sys::fstat(stage.as_raw_fd())?.st_dev;
     drop(stage);
-    for op in &plan.ops {
+    for op in &ops.ops {
         match op {
             Op::Mkdir(p) => sys::mkdir(p)?,
             Op::Touch(p) => sys::touch(p)?,
@@ -404,7 +545,7 @@ fn enter_tree(plan: &TreePlan, mask_proc: bool) -> sys::SysResult<()> {
     }
     sys::mkdir(PROC)?;
     mount_proc(PROC, mask_proc)?;
-    for dir in &plan.sealed {
+    for dir in &ops.sealed {
         sys::seal_dir(dir, stage_dev)?;
     }
     sys::detach(OLD_ROOT)?;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::cgroup;
 use super::probe::{self, Kernel, Mode};
-use super::spec::{Enforcement, Spec};
+use super::spec::{Enforcement, MetadataBy, PidsLimitBy, Spec};
 
 /// One security invariant and whether it holds here.
 #[derive(Debug, Clone, Serialize)]
@@ -85,7 +85,7 @@ pub fn examine() -> Report {
         enforced: ok && enforced,
         how,
     };
-    let free = e.mode == Mode::NamespaceFree.label();
+    let free = e.mode == Mode::NamespaceFree.reported();
     let invariants = vec![
         inv(
             "deny-by-default filesystem",
@@ -110,11 +110,11 @@ pub fn examine() -> Report {
         ),
         inv(
             "read-only outside fs.write",
-            !e.metadata_guard.is_empty(),
-            match e.metadata_guard.as_str() {
-                "tree" => "the jail's own root (mount namespace): ungranted paths do not exist, read-only binds refuse chmod/chown/utimes/xattrs (EROFS) whatever the uid".into(),
-                "seccomp" => "no mount namespace: chmod/chown/utimes/xattrs go to the supervisor (seccomp user notification), which performs them only inside write grants and outside protected paths; inotify/fanotify, inode flags (chattr, file_setattr) refused".into(),
-                _ => "nothing keeps metadata calls off files the jail may not change".into(),
+            e.metadata_guard != MetadataBy::Nothing,
+            match e.metadata_guard {
+                MetadataBy::Tree => "the jail's own root (mount namespace): ungranted paths do not exist, read-only binds refuse chmod/chown/utimes/xattrs (EROFS) whatever the uid".into(),
+                MetadataBy::Seccomp => "no mount namespace: chmod/chown/utimes/xattrs go to the supervisor (seccomp user notification), which performs them only inside write grants and outside protected paths; inotify/fanotify, inode flags (chattr, file_setattr) refused".into(),
+                MetadataBy::Nothing => "nothing keeps metadata calls off files the jail may not change".into(),
             },
         ),
         inv(
@@ -182,7 +182,7 @@ pub fn examine() -> Report {
         ),
         inv(
             "bounded resources",
-            !e.pids_limit.is_empty() && e.pids_limit != "none",
+            !matches!(e.pids_limit, PidsLimitBy::Unset | PidsLimitBy::None),
             format!(
                 "memory: {}, processes: {}, wall time, output and file size",
                 e.memory_limit, e.pids_limit

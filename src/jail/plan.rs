@@ -13,7 +13,7 @@ use super::fs as jfs;
 use super::network::{self as net, NetPlan};
 use super::probe::{self, Kernel, Mode};
 use super::seccomp::Sockets;
-use super::spec::{Enforcement, Spec};
+use super::spec::{Enforcement, MemoryLimitBy, MetadataBy, PidsLimitBy, Spec};
 use super::tree::{self, MetadataGuard};
 use super::JailError;
 
@@ -107,6 +107,34 @@ pub fn wants_net_ns(spec: &Spec) -> bool {
     }
 }
 
+/// The spec's own mistakes, refused before anything is held or made
+/// (and by [`plan`] itself): no command, or a home file whose name is
+/// not a plain file name.
+pub fn check_spec(spec: &Spec) -> Result<(), JailError> {
+    if spec.argv.is_empty() {
+        return Err(JailError::InvalidSpec {
+            message: "no command given".into(),
+        });
+    }
+    for f in &spec.home_files {
+        let name = f.name.as_str();
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(JailError::InvalidSpec {
+                message: format!("home file name {name:?} is not a plain file name"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether the jail on `kernel` has its own root (a mount tree: mount and
+/// PID namespaces, and a fresh `/proc` can be mounted). Asked before the
+/// plan too, by the grants' split ([`jfs::split_held`]), which the plan
+/// then reports.
+pub fn mount_tree(kernel: &Kernel) -> bool {
+    kernel.mode == Mode::Namespaces && kernel.pid_ns && kernel.mount_proc
+}
+
 /// Refuses a missing restriction, or records it in degraded mode.
 struct Gaps<'a> {
     degraded: bool,
@@ -136,11 +164,7 @@ impl Gaps<'_> {
 /// paths inside them ([`jfs::split_held`]). Refuses what cannot be
 /// enforced unless `spec.degraded`.
 pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<Plan, JailError> {
-    if spec.argv.is_empty() {
-        return Err(JailError::InvalidSpec {
-            message: "no command given".into(),
-        });
-    }
+    check_spec(spec)?;
     let kernel = host.kernel;
     let mut warnings = Vec::new();
     let mut gaps = Gaps {
@@ -155,7 +179,7 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     let mode = kernel.mode;
     let ns_usable = mode == Mode::Namespaces;
     let userns = ns_usable && !root;
-    e.mode = mode.label().into();
+    e.mode = mode.reported();
     if !ns_usable {
         gaps.require(
             mode == Mode::NamespaceFree,
@@ -177,7 +201,7 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
         flags |= libc::CLONE_NEWPID as libc::c_ulong;
         e.pid_namespace = true;
     }
-    let private_proc = pid_ns && kernel.mount_proc;
+    let private_proc = mount_tree(kernel);
     if private_proc {
         flags |= libc::CLONE_NEWNS as libc::c_ulong;
         e.private_proc = true;
@@ -246,9 +270,9 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     gaps.require(kernel.seccomp, "system call filtering (seccomp)")?;
     e.seccomp = kernel.seccomp;
     e.metadata_guard = match guard {
-        MetadataGuard::Tree => "tree".into(),
-        MetadataGuard::Seccomp if kernel.seccomp => "seccomp".into(),
-        MetadataGuard::Seccomp => String::new(),
+        MetadataGuard::Tree => MetadataBy::Tree,
+        MetadataGuard::Seccomp if kernel.seccomp => MetadataBy::Seccomp,
+        MetadataGuard::Seccomp => MetadataBy::Nothing,
     };
     if ns_usable && kernel.ipc_ns {
         // Its own IPC objects, and its own host and domain names (a root
@@ -262,68 +286,12 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     // --- network.
     let net_ns = ns_usable && host.net_ns;
     let brokered = mode == Mode::NamespaceFree && guard == MetadataGuard::Seccomp && kernel.seccomp;
-    let net_plan = net::plan(spec, net_ns, brokered)?;
-    match &net_plan {
-        NetPlan::Proxied(_) => {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
-            e.net_namespace = true;
-            e.egress_proxy = true;
-        }
-        NetPlan::Brokered(_) => {
-            e.egress_proxy = true;
-            e.connect_broker = true;
-        }
-        NetPlan::Direct => gaps.warnings.push(
-            "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
-                .into(),
-        ),
-        NetPlan::Off => {}
-    }
+    let net_plan = network(spec, mode, net_ns, brokered, &mut flags, &mut e, &mut gaps)?;
     let seccomp = kernel.seccomp.then(|| net::sockets(&net_plan));
-    if !spec.network && spec.netns && mode != Mode::NamespaceFree {
-        gaps.require(net_ns, "network namespaces")?;
-        if net_ns {
-            flags |= libc::CLONE_NEWNET as libc::c_ulong;
-            e.net_namespace = true;
-        }
-    }
 
     // --- limits: cgroups where possible, rlimits otherwise.
-    let mut rlimits = vec![
-        (libc::RLIMIT_CORE, 0),
-        (libc::RLIMIT_FSIZE, spec.limits.file_size_bytes),
-        (libc::RLIMIT_NOFILE, spec.limits.open_files),
-    ];
-    match cgroups.memory {
-        Some(v) => e.memory_limit = v.label().into(),
-        None => {
-            rlimits.push((libc::RLIMIT_DATA, spec.limits.memory_bytes));
-            e.memory_limit = "rlimit-data".into();
-        }
-    }
-    let mut count_forks = false;
-    match cgroups.pids {
-        Some(v) => e.pids_limit = v.label().into(),
-        None if !root => {
-            // RLIMIT_NPROC binds every uid but root.
-            rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
-            e.pids_limit = "rlimit-nproc".into();
-        }
-        // Root without a pids cgroup (a container's): in the
-        // namespace-free jail the supervisor counts the call's tasks
-        // below its reaper (`super::forks`).
-        None if guard == MetadataGuard::Seccomp && kernel.seccomp && reaper => {
-            count_forks = true;
-            e.pids_limit = "seccomp-count".into();
-        }
-        None => {
-            gaps.require(
-                false,
-                "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
-            )?;
-            e.pids_limit = "none".into();
-        }
-    }
+    let counted = guard == MetadataGuard::Seccomp && kernel.seccomp && reaper;
+    let (rlimits, count_forks) = limits(spec, cgroups, root, counted, &mut e, &mut gaps)?;
     e.capabilities_dropped = root;
 
     Ok(Plan {
@@ -343,6 +311,95 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
         enforcement: e,
         warnings,
     })
+}
+
+/// How the call reaches the network ([`net::plan`]), and the namespace
+/// flags and enforcement that go with it.
+fn network(
+    spec: &Spec,
+    mode: Mode,
+    net_ns: bool,
+    brokered: bool,
+    flags: &mut libc::c_ulong,
+    e: &mut Enforcement,
+    gaps: &mut Gaps<'_>,
+) -> Result<NetPlan, JailError> {
+    let net_plan = net::plan(spec, net_ns, brokered)?;
+    match &net_plan {
+        NetPlan::Proxied(_) => {
+            *flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            e.net_namespace = true;
+            e.egress_proxy = true;
+        }
+        NetPlan::Brokered(_) => {
+            e.egress_proxy = true;
+            e.connect_broker = true;
+        }
+        NetPlan::Direct => gaps.warnings.push(
+            "direct network: the tool uses the host's network without glovebox's egress proxy (explicitly configured)"
+                .into(),
+        ),
+        NetPlan::Off => {}
+    }
+    if !spec.network && spec.netns && mode != Mode::NamespaceFree {
+        gaps.require(net_ns, "network namespaces")?;
+        if net_ns {
+            *flags |= libc::CLONE_NEWNET as libc::c_ulong;
+            e.net_namespace = true;
+        }
+    }
+    Ok(net_plan)
+}
+
+/// The resource limits: cgroups where `cgroups` has them, rlimits
+/// otherwise; for root without a pids cgroup, the supervisor's count
+/// where the jail is `counted` (the namespace-free jail's reaper under
+/// seccomp's notification), else a gap. Returns the rlimits and whether
+/// the forks are counted.
+fn limits(
+    spec: &Spec,
+    cgroups: &Cgroups,
+    root: bool,
+    counted: bool,
+    e: &mut Enforcement,
+    gaps: &mut Gaps<'_>,
+) -> Result<(Vec<(libc::__rlimit_resource_t, u64)>, bool), JailError> {
+    let mut rlimits = vec![
+        (libc::RLIMIT_CORE, 0),
+        (libc::RLIMIT_FSIZE, spec.limits.file_size_bytes),
+        (libc::RLIMIT_NOFILE, spec.limits.open_files),
+    ];
+    match cgroups.memory {
+        Some(v) => e.memory_limit = v.memory(),
+        None => {
+            rlimits.push((libc::RLIMIT_DATA, spec.limits.memory_bytes));
+            e.memory_limit = MemoryLimitBy::RlimitData;
+        }
+    }
+    let mut count_forks = false;
+    match cgroups.pids {
+        Some(v) => e.pids_limit = v.pids(),
+        None if !root => {
+            // RLIMIT_NPROC binds every uid but root.
+            rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
+            e.pids_limit = PidsLimitBy::RlimitNproc;
+        }
+        // Root without a pids cgroup (a container's): in the
+        // namespace-free jail the supervisor counts the call's tasks
+        // below its reaper (`super::forks`).
+        None if counted => {
+            count_forks = true;
+            e.pids_limit = PidsLimitBy::SeccompCount;
+        }
+        None => {
+            gaps.require(
+                false,
+                "a process limit (no writable pids cgroup, and RLIMIT_NPROC does not bind root); run glovebox as a non-root user, give it a writable cgroup (a delegated cgroup v2 subtree), or opt into degraded mode (a container's own pids limit then bounds the call)",
+            )?;
+            e.pids_limit = PidsLimitBy::None;
+        }
+    }
+    Ok((rlimits, count_forks))
 }
 
 #[cfg(test)]
@@ -483,11 +540,11 @@ mod tests {
             assert_eq!(e.pid_namespace, got.1);
             assert_eq!(e.mount_tree, got.2);
             assert_eq!(p.id_maps, got.0);
-            assert_eq!(e.mode, mode.label());
+            assert_eq!(e.mode.as_str(), mode.label());
             assert_eq!(p.seccomp, Some(Sockets::None));
             assert_eq!(e.landlock_abi, 7);
             assert_eq!(
-                e.metadata_guard,
+                e.metadata_guard.as_str(),
                 if got.2 { "tree" } else { "seccomp" },
                 "{mode:?}"
             );
@@ -710,7 +767,7 @@ mod tests {
             let case = format!("root {root}, abi {abi}, network {networked}, degraded {degraded}");
             match (plan(&s, &h, &V1, false), want) {
                 (Ok(p), Some(mode)) => {
-                    assert_eq!(p.enforcement.mode, mode, "{case}");
+                    assert_eq!(p.enforcement.mode.as_str(), mode, "{case}");
                     assert_eq!(p.flags, 0, "{case}");
                     assert!(p.reaper, "{case}");
                     assert_eq!(p.guard, MetadataGuard::Seccomp, "{case}");

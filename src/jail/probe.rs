@@ -38,10 +38,16 @@ pub enum Mode {
 impl Mode {
     /// The name shown by `doctor` and on results.
     pub fn label(self) -> &'static str {
+        self.reported().as_str()
+    }
+
+    /// The mode as a result reports it.
+    pub fn reported(self) -> super::spec::JailMode {
+        use super::spec::JailMode;
         match self {
-            Mode::Namespaces => "namespaces",
-            Mode::NamespaceFree => "namespace-free",
-            Mode::None => "none",
+            Mode::Namespaces => JailMode::Namespaces,
+            Mode::NamespaceFree => JailMode::NamespaceFree,
+            Mode::None => JailMode::None,
         }
     }
 }

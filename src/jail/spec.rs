@@ -326,6 +326,101 @@ pub enum LimitHit {
     Output,
 }
 
+/// A closed set of labels, serialised as its label: the strings results,
+/// `doctor` and the JSON have always shown (empty: not decided).
+macro_rules! labels {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$vm])* $v),+
+        }
+
+        impl $name {
+            /// The label shown on results and by `doctor`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$v => $s),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    };
+}
+
+labels! {
+    /// What keeps metadata calls off what the jail may not change.
+    MetadataBy {
+        /// Neither (a degraded run).
+        #[default]
+        Nothing => "",
+        /// The jail's own tree: read-only binds, absent paths.
+        Tree => "tree",
+        /// The supervisor, through seccomp user notification.
+        Seccomp => "seccomp",
+    }
+}
+
+labels! {
+    /// How a call's memory is limited.
+    MemoryLimitBy {
+        /// Not decided (no plan).
+        #[default]
+        Unset => "",
+        /// A cgroup v1 memory controller.
+        CgroupV1 => "cgroup-v1",
+        /// A cgroup v2 memory controller.
+        CgroupV2 => "cgroup-v2",
+        /// `RLIMIT_DATA`.
+        RlimitData => "rlimit-data",
+    }
+}
+
+labels! {
+    /// How a call's processes are limited.
+    PidsLimitBy {
+        /// Not decided (no plan).
+        #[default]
+        Unset => "",
+        /// A cgroup v1 pids controller.
+        CgroupV1 => "cgroup-v1",
+        /// A cgroup v2 pids controller.
+        CgroupV2 => "cgroup-v2",
+        /// `RLIMIT_NPROC` (binds every uid but root).
+        RlimitNproc => "rlimit-nproc",
+        /// The supervisor counts the call's tasks ([`super::forks`]).
+        SeccompCount => "seccomp-count",
+        /// Nothing (a degraded run).
+        None => "none",
+    }
+}
+
+labels! {
+    /// The jail's mode, as a result reports it ([`super::probe::Mode`]).
+    JailMode {
+        /// Not decided (no plan).
+        #[default]
+        Unset => "",
+        /// Namespaces and the jail's own root.
+        Namespaces => "namespaces",
+        /// Landlock, seccomp and a subreaper, without namespaces.
+        NamespaceFree => "namespace-free",
+        /// No mode that enforces (degraded runs only).
+        None => "none",
+    }
+}
+
 /// Which protections were actually in force for a call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Enforcement {
@@ -344,7 +439,7 @@ pub struct Enforcement {
     /// off what the jail may not change: "tree" (read-only binds, absent
     /// paths) or "seccomp" (decided by the supervisor through seccomp user
     /// notification: only inside write grants); empty when neither.
-    pub metadata_guard: String,
+    pub metadata_guard: MetadataBy,
     /// New network namespace.
     pub net_namespace: bool,
     /// Network only through the supervisor's egress proxy.
@@ -365,13 +460,13 @@ pub struct Enforcement {
     /// All capabilities dropped (supervisor running as root).
     pub capabilities_dropped: bool,
     /// How memory is limited: "cgroup-v1", "cgroup-v2", "rlimit-data".
-    pub memory_limit: String,
+    pub memory_limit: MemoryLimitBy,
     /// How processes are limited: "cgroup-v1", "cgroup-v2", "rlimit-nproc",
-    /// or "none".
-    pub pids_limit: String,
+    /// "seccomp-count" or "none".
+    pub pids_limit: PidsLimitBy,
     /// The jail's mode ("namespaces", "namespace-free"; see
     /// [`super::probe::Mode`]).
-    pub mode: String,
+    pub mode: JailMode,
     /// A subreaper ends the call whole (no PID namespace).
     pub subreaper: bool,
 }
@@ -408,5 +503,52 @@ impl JailResult {
     /// True when wall time ran out.
     pub fn timed_out(&self) -> bool {
         self.limits_hit.contains(&LimitHit::Timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The enums serialise to the strings results have always carried.
+    #[test]
+    fn enforcement_labels_serialise_as_the_strings_they_replaced() {
+        let v = serde_json::to_value(Enforcement::default()).unwrap();
+        for k in ["metadata_guard", "memory_limit", "pids_limit", "mode"] {
+            assert_eq!(v[k], "", "{k}");
+        }
+        let e = Enforcement {
+            metadata_guard: MetadataBy::Seccomp,
+            memory_limit: MemoryLimitBy::RlimitData,
+            pids_limit: PidsLimitBy::SeccompCount,
+            mode: JailMode::NamespaceFree,
+            ..Enforcement::default()
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["metadata_guard"], "seccomp");
+        assert_eq!(v["memory_limit"], "rlimit-data");
+        assert_eq!(v["pids_limit"], "seccomp-count");
+        assert_eq!(v["mode"], "namespace-free");
+        assert_eq!(
+            format!("{} {}", e.memory_limit, e.pids_limit),
+            "rlimit-data seccomp-count"
+        );
+        for (m, s) in [
+            (super::super::probe::Mode::Namespaces, "namespaces"),
+            (super::super::probe::Mode::NamespaceFree, "namespace-free"),
+            (super::super::probe::Mode::None, "none"),
+        ] {
+            assert_eq!(m.label(), s);
+            assert_eq!(serde_json::to_value(m.reported()).unwrap(), s);
+        }
+        for (v, mem, pids) in [
+            (super::super::cgroup::Version::V1, "cgroup-v1", "cgroup-v1"),
+            (super::super::cgroup::Version::V2, "cgroup-v2", "cgroup-v2"),
+        ] {
+            assert_eq!((v.memory().as_str(), v.pids().as_str()), (mem, pids));
+        }
+        assert_eq!(PidsLimitBy::RlimitNproc.as_str(), "rlimit-nproc");
+        assert_eq!(PidsLimitBy::None.as_str(), "none");
+        assert_eq!(MetadataBy::Tree.as_str(), "tree");
     }
 }

@@ -102,7 +102,7 @@ pub fn probe(require: Require) -> Posture {
             let e = r.enforcement;
             metrics::get().jail_seen(
                 JailLabels {
-                    mode: e.mode.clone(),
+                    mode: e.mode.to_string(),
                     landlock_abi: e.landlock_abi.to_string(),
                     seccomp: e.seccomp.to_string(),
                     mount_tree: e.mount_tree.to_string(),
@@ -114,9 +114,9 @@ pub fn probe(require: Require) -> Posture {
                     "a jailed `true` did not succeed (exit {}); run `glovebox doctor`",
                     r.status.code()
                 ))
-            } else if e.mode == Mode::None.label() {
+            } else if e.mode == Mode::None.reported() {
                 Some("the jail has no mode that enforces (only degraded runs); run `glovebox doctor`".into())
-            } else if require == Require::Namespaces && e.mode != Mode::Namespaces.label() {
+            } else if require == Require::Namespaces && e.mode != Mode::Namespaces.reported() {
                 Some(format!(
                     "--require-jail namespaces, but this node builds a {} jail (user namespaces unavailable: use the `hostUsers: false` pod profile)",
                     e.mode
@@ -126,7 +126,7 @@ pub fn probe(require: Require) -> Posture {
             };
             Posture {
                 ok: reason.is_none(),
-                mode: e.mode,
+                mode: e.mode.to_string(),
                 reason,
             }
         }

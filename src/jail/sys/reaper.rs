@@ -39,7 +39,7 @@ pub fn wait_signal(sigs: &[i32]) -> i32 {
 /// # Safety
 ///
 /// The same rules as [`clone_process`] apply to the child.
-pub unsafe fn fork_plain() -> SysResult<libc::pid_t> {
+unsafe fn fork_plain() -> SysResult<libc::pid_t> {
     // SAFETY: raw clone(2) with only SIGCHLD and a NULL stack is fork(2)
     // without glibc's fork wrapper: this runs in a process made by a raw
     // clone of a multi-threaded supervisor, where glibc's own locks
@@ -168,4 +168,60 @@ pub fn exit_like(status: i32) -> ! {
 pub fn close_from(first: RawFd) {
     // SAFETY: close_range(2) on a range of our own descriptors.
     unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, u32::MAX, 0u32) };
+}
+
+/// Makes this process the call's reaper and forks the tool under it.
+/// Returns in the tool's process; the reaper itself never returns: it waits
+/// for the tool to end (or for `SIGTERM`: timeout, cancel, the supervisor
+/// gone), then kills every descendant it has inherited — double-forked,
+/// `setsid` daemons included, since orphans reparent to a subreaper — and
+/// exits the way the tool did. The tool cannot signal its reaper: its
+/// Landlock domain scopes signals to the jail. Called between clone and
+/// exec (a step of `jail::child::main`).
+pub fn fork_under_reaper(report: RawFd) -> SysResult<()> {
+    const WAKE: [i32; 2] = [libc::SIGTERM, libc::SIGCHLD];
+    prctl(libc::PR_SET_CHILD_SUBREAPER, 1)?;
+    block_signals(&WAKE)?;
+    prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong)?;
+    if pipe_reader_gone(report) {
+        exit_now(127);
+    }
+    let reaper = getpid();
+    // SAFETY: this process is single-threaded (a fresh clone of the
+    // supervisor, before exec); the tool's side returns to the child's
+    // steps between clone and exec (`jail::child::main`, the only caller),
+    // async-signal-safe like every step; the reaper's side below makes
+    // only the async-signal-safe calls of this module and never returns.
+    let tool = unsafe { fork_plain() }?;
+    if tool == 0 {
+        prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong)?;
+        if getppid() != reaper {
+            exit_now(127);
+        }
+        reset_signals();
+        return Ok(());
+    }
+    // The reaper holds nothing of the call's: the supervisor sees end of
+    // file on the report pipe and the outputs when the tool's side closes.
+    close_from(0);
+    let mut status = None;
+    while status.is_none() {
+        if wait_signal(&WAKE) == libc::SIGTERM {
+            break;
+        }
+        while let Ok(Some((pid, st))) = reap(true) {
+            if pid == tool {
+                status = Some(st);
+            }
+        }
+    }
+    loop {
+        let _ = kill_children();
+        match reap(false) {
+            Ok(Some((pid, st))) if pid == tool && status.is_none() => status = Some(st),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    exit_like(status.unwrap_or(libc::SIGKILL))
 }

@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use super::*;
 
 /// What `clone_process` returned.
-pub enum Forked {
+enum Forked {
     /// In the parent: a pidfd for the child.
     Parent { pidfd: OwnedFd },
     /// In the child.
@@ -25,7 +25,7 @@ pub enum Forked {
 ///
 /// In the child, only async-signal-safe operations may be performed until
 /// `execve` or `_exit`: no allocation, no locks, no thread-local state.
-pub unsafe fn clone_process(flags: libc::c_ulong) -> io::Result<Forked> {
+unsafe fn clone_process(flags: libc::c_ulong) -> io::Result<Forked> {
     let mut pidfd: libc::c_int = -1;
     // SAFETY: raw clone(2) with a NULL stack behaves like fork(2): the child
     // gets a copy of the address space and continues here. CLONE_PIDFD makes
@@ -74,7 +74,7 @@ const VFORK_STACK: usize = 256 * 1024;
 /// parent uses, and must end in `execve` or `_exit`. The child's signal
 /// handlers, fds, working directory and credentials are its own (no
 /// `CLONE_SIGHAND`, `CLONE_FILES`, `CLONE_FS`, `CLONE_THREAD`).
-pub unsafe fn clone_vfork<F>(flags: libc::c_ulong, child: &mut F) -> io::Result<OwnedFd>
+unsafe fn clone_vfork<F>(flags: libc::c_ulong, child: &mut F) -> io::Result<OwnedFd>
 where
     F: FnMut(),
 {
@@ -117,6 +117,36 @@ where
     drop(stack);
     // SAFETY: the kernel returned a fresh pidfd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
+/// Creates the jail's child in the namespaces named by `flags`
+/// (`CLONE_NEW*`), running [`crate::jail::child::main`] on `p` (the
+/// steps between clone and exec), and returns its pidfd. Vfork-style
+/// ([`clone_vfork`]: the calling thread suspended until the child has
+/// exec'd or exited), except for the namespace-free jail's reaper
+/// (`p.reaper`), which never execs: fork-style ([`clone_process`]), so
+/// that the supervisor is not suspended for the call.
+pub(in crate::jail) fn clone_child(
+    flags: libc::c_ulong,
+    p: &mut crate::jail::child::Prepared,
+) -> io::Result<OwnedFd> {
+    if p.reaper {
+        // SAFETY: the child branch runs only `child::main`, which never
+        // returns: its steps call only the wrappers of `sys::child` and
+        // `sys::reaper` (one async-signal-safe system call each, on data
+        // `p` prepared before the clone: no allocation, no lock) and it
+        // ends in `execve` or `_exit`.
+        match unsafe { clone_process(flags) }? {
+            Forked::Child => crate::jail::child::main(p),
+            Forked::Parent { pidfd } => Ok(pidfd),
+        }
+    } else {
+        // SAFETY: as above, and `child::main` writes no memory of the
+        // supervisor's (it shares the address space until exec): its
+        // steps read `p` and write only on their own stack and into the
+        // kernel.
+        unsafe { clone_vfork(flags, &mut || crate::jail::child::main(p)) }
+    }
 }
 
 /// The target of the symbolic link `fd` (an `O_PATH | O_NOFOLLOW` handle
