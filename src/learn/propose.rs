@@ -254,6 +254,13 @@ impl Proposal {
                 l.display()
             );
         }
+        for l in &self.folded.listings {
+            let _ = writeln!(
+                s,
+                "  not proposed: the listing of {} (it holds the baseline: the jail shows it with the baseline's entries; granting it grants all of it)",
+                l.display()
+            );
+        }
         if self.unrecorded > 0 {
             let _ = writeln!(
                 s,
@@ -415,6 +422,7 @@ mod tests {
             examples: vec![format!("{path}/x").into()],
             covers: 2,
             create: false,
+            exec: false,
         }
     }
 
@@ -429,6 +437,7 @@ mod tests {
                 kept_out: vec![],
                 unneeded_writes: vec![],
                 lookups: vec![],
+                listings: vec![],
                 observed: 5,
             },
             hosts: vec!["pypi.org:443".into()],
