@@ -1010,3 +1010,101 @@ with zipfile.ZipFile({wheel:?}, "w") as z:
         "{rerun:#}"
     );
 }
+
+/// The variables a learning run is given are explained: kept because the
+/// run used what they name (a program found on PATH, a data directory
+/// read), or given with no use the jail could see.
+#[test]
+fn the_variables_given_are_explained_by_what_they_named() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let proj = d.path().join("proj");
+    let bin_dir = d.path().join("tools/bin");
+    let data = d.path().join("data");
+    let unused = d.path().join("unused");
+    for p in [&proj, &bin_dir, &data, &unused] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    std::fs::write(data.join("in.txt"), "DATA-MARKER\n").unwrap();
+    std::fs::write(unused.join("never.txt"), "x\n").unwrap();
+    let tool = bin_dir.join("mytool");
+    std::fs::write(&tool, "#!/bin/sh\ncat \"$DATA_DIR/in.txt\"\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let envs = [
+        ("PATH", path.as_str()),
+        ("DATA_DIR", path_str(&data)),
+        ("UNUSED_DIR", path_str(&unused)),
+        ("GREETING", "hello"),
+    ];
+    let extra = [
+        "--env",
+        "PATH",
+        "--env",
+        "DATA_DIR",
+        "--env",
+        "UNUSED_DIR",
+        "--env",
+        "GREETING",
+    ];
+    let learned = learn(&proj, &extra, &["mytool"], &envs);
+    assert!(
+        learned["stdout"].as_str().unwrap().contains("DATA-MARKER"),
+        "{learned:#}"
+    );
+    let env: BTreeMap<String, (bool, String)> = learned["proposal"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                (
+                    e["used"].as_bool().unwrap(),
+                    e["why"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    let (used, why) = &env["PATH"];
+    assert!(
+        *used && why.contains("mytool") && why.contains("executed"),
+        "{env:?}"
+    );
+    let (used, why) = &env["DATA_DIR"];
+    assert!(
+        *used && why.contains("in.txt") && why.contains("read"),
+        "{env:?}"
+    );
+    assert!(!env["UNUSED_DIR"].0, "{env:?}");
+    assert!(!env["GREETING"].0, "{env:?}");
+    // No value is ever shown, only names.
+    assert!(
+        !learned["proposal"].to_string().contains("hello"),
+        "{learned:#}"
+    );
+    // The unused directory is not granted; the re-run with the proposed
+    // arguments (which keep every variable) is green.
+    for (_, p) in grants(&learned) {
+        assert!(!p.starts_with(&unused), "{p:?}");
+    }
+    let mut args: Vec<String> = vec!["sandbox".into(), "--json".into()];
+    args.extend(
+        learned["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    args.extend(["--".to_string(), "mytool".to_string()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, rerun, _) = glovebox_json(&proj, &refs, &envs);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains("DATA-MARKER"),
+        "{rerun:#}"
+    );
+}
