@@ -664,3 +664,447 @@ permissions:
     assert_eq!(code, Some(0), "{run:#}");
     assert!(run["output"].as_str().unwrap().contains(CANARY), "{run:#}");
 }
+
+// Workloads a team wraps first (issue 33): a pytest run in a venv, `npm
+// test` of a small package, a `pip download` from an index. Each is
+// learned, re-run green in enforcing mode with exactly the proposed
+// flags, leaves the project byte-identical, proposes no host beyond the
+// one it reached, and grants no more files than it touched.
+
+/// The pinned wheels tests/learn/setup.sh downloads (once, the only
+/// step that reaches PyPI): `GLOVEBOX_LEARN_WHEELS` (CI's nobody stage
+/// copies them), else target/learn-wheels after running the script.
+fn learn_wheels() -> PathBuf {
+    if let Some(d) = std::env::var_os("GLOVEBOX_LEARN_WHEELS") {
+        return PathBuf::from(d);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("bash")
+        .arg(root.join("tests/learn/setup.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tests/learn/setup.sh (run by .ci/setup) failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    root.join("target/learn-wheels")
+}
+
+/// The system interpreter (not a user's pyenv shim: the tests run as
+/// `nobody` too), with venv and pip (.ci/setup installs them).
+const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// Files (and links) under the proposal's grants, each counted once,
+/// before the enforcing run (a directory to create holds none), against the distinct paths the learning run needed:
+/// (granted, observed).
+fn granted_vs_observed(learned: &Value) -> (usize, usize) {
+    let mut files = std::collections::BTreeSet::new();
+    for (_, p) in grants(learned).iter().filter(|(_, p)| p.exists()) {
+        if p.is_file() {
+            files.insert(p.clone());
+            continue;
+        }
+        for (f, v) in snapshot(p) {
+            if v.as_slice() != b"<dir>" {
+                files.insert(f);
+            }
+        }
+    }
+    let granted = files.len();
+    let observed = learned["proposal"]["observed"].as_u64().unwrap() as usize;
+    (granted, observed)
+}
+
+/// Creates what the proposal says to create (`--write` of a directory
+/// the learning run made), as its text tells the user to.
+fn create_proposed(learned: &Value) {
+    for g in learned["proposal"]["grants"].as_array().unwrap() {
+        if g["create"] == Value::Bool(true) {
+            std::fs::create_dir_all(g["path"].as_str().unwrap()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_pytest_run_in_a_venv_is_learned_and_reruns_green() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let wheels = learn_wheels();
+    let d = tempdir();
+    let proj = d.path().join("proj");
+    std::fs::create_dir_all(proj.join("tests")).unwrap();
+    // The venv from the system python, pytest installed offline from the
+    // pinned wheels (pip run from its own wheel: the venv holds only
+    // what the tests need).
+    let venv = proj.join(".venv");
+    let st = Command::new(SYSTEM_PYTHON)
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(st.success(), "{SYSTEM_PYTHON} -m venv failed");
+    let pip = std::fs::read_dir(&wheels)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("pip-"))
+        .expect("pip's wheel in the learn wheels");
+    let out = Command::new(venv.join("bin/python"))
+        .arg(pip.join("pip"))
+        .args(["install", "--quiet", "--no-index", "--no-compile"])
+        .args(["--disable-pip-version-check", "--find-links"])
+        .arg(&wheels)
+        .arg("pytest")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    std::fs::write(
+        proj.join("tests/test_sum.py"),
+        "def test_sum():\n    assert sum([1, 2, 3]) == 6\n\ndef test_marker():\n    print('PYTEST-RAN')\n",
+    )
+    .unwrap();
+    let before = snapshot(&proj);
+    let cmd = [".venv/bin/pytest", "-q", "-s", "tests"];
+    let learned = learn(&proj, &[], &cmd, &[]);
+    let out = learned["stdout"].as_str().unwrap();
+    assert!(
+        out.contains("PYTEST-RAN") && out.contains("2 passed"),
+        "{learned:#}"
+    );
+    assert_eq!(snapshot(&proj), before, "learning changed the project");
+    assert!(learned["proposal"]["hosts"].as_array().unwrap().is_empty());
+    let g = grants(&learned);
+    for (_, p) in &g {
+        assert!(p.starts_with(&proj), "{p:?} outside the project: {g:?}");
+    }
+    let (granted, observed) = granted_vs_observed(&learned);
+    eprintln!("pytest: {granted} files granted, {observed} paths observed");
+    // The venv as one grant (what a person writes) holds files pytest
+    // never opens (activate scripts, dist-info records): still within
+    // the bound.
+    assert!(
+        granted as f64 <= 1.2 * observed as f64,
+        "{granted} files granted, {observed} observed: {g:?}"
+    );
+    create_proposed(&learned);
+    let (code, rerun) = enforce(&proj, &learned, &[], &cmd);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    let out = rerun["stdout"].as_str().unwrap();
+    assert!(
+        out.contains("PYTEST-RAN") && out.contains("2 passed"),
+        "{rerun:#}"
+    );
+}
+
+#[test]
+fn npm_test_of_a_small_package_is_learned_and_reruns_green() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let pkg = d.path().join("pkg");
+    std::fs::create_dir_all(pkg.join("test")).unwrap();
+    std::fs::create_dir_all(pkg.join("docs")).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name": "tiny", "version": "1.0.0", "private": true, "scripts": {"test": "node test/run.js"}}"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("index.js"), "module.exports = (a, b) => a + b;\n").unwrap();
+    std::fs::write(
+        pkg.join("test/run.js"),
+        "const add = require('../index.js');\nrequire('assert').strictEqual(add(2, 3), 5);\nconsole.log('NPM-TEST-OK');\n",
+    )
+    .unwrap();
+    std::fs::write(pkg.join("docs/never-read.md"), "not needed\n").unwrap();
+    let before = snapshot(&pkg);
+    let cmd = ["npm", "test"];
+    let learned = learn(&pkg, &[], &cmd, &[]);
+    assert!(
+        learned["stdout"].as_str().unwrap().contains("NPM-TEST-OK"),
+        "{learned:#}"
+    );
+    assert_eq!(snapshot(&pkg), before, "learning changed the package");
+    assert!(learned["proposal"]["hosts"].as_array().unwrap().is_empty());
+    let g = grants(&learned);
+    // The unread docs are not granted.
+    for (_, p) in &g {
+        assert!(!pkg.join("docs").starts_with(p), "{p:?}: {g:?}");
+    }
+    let (granted, observed) = granted_vs_observed(&learned);
+    eprintln!("npm test: {granted} files granted, {observed} paths observed");
+    assert!(
+        granted as f64 <= 1.2 * observed as f64,
+        "{granted} files granted, {observed} observed: {g:?}"
+    );
+    create_proposed(&learned);
+    let (code, rerun) = enforce(&pkg, &learned, &[], &cmd);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains("NPM-TEST-OK"),
+        "{rerun:#}"
+    );
+}
+
+/// A loopback HTTP server for the files under `dir` (a directory path
+/// serves its index.html); counts the requests it answered with a file.
+fn file_server(
+    dir: PathBuf,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let dir = dir.clone();
+            let count = count.clone();
+            std::thread::spawn(move || {
+                s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .ok();
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut first = String::new();
+                if r.read_line(&mut first).is_err() {
+                    return;
+                }
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                // A proxy sends the absolute form (`GET http://host/p`).
+                let target = first.split_whitespace().nth(1).unwrap_or("/");
+                let path = match target.split_once("://") {
+                    Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+                    None => target,
+                };
+                let path = path.split(['?', '#']).next().unwrap_or("/");
+                let mut file = dir.join(path.trim_start_matches('/'));
+                if file.is_dir() {
+                    file = file.join("index.html");
+                }
+                match std::fs::read(&file) {
+                    Ok(body) if !path.contains("..") => {
+                        count.fetch_add(1, Ordering::SeqCst);
+                        let kind = if file.extension().is_some_and(|e| e == "html") {
+                            "text/html"
+                        } else {
+                            "application/octet-stream"
+                        };
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = s.write_all(&body);
+                    }
+                    _ => {
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        );
+                    }
+                }
+            });
+        }
+    });
+    (addr, served)
+}
+
+#[test]
+fn a_pip_download_from_a_local_index_proposes_exactly_that_host_and_reruns_green() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    // A package index of one wheel, made here (PEP 503 simple layout).
+    let index = d.path().join("index");
+    std::fs::create_dir_all(index.join("simple/tinypkg")).unwrap();
+    std::fs::create_dir_all(index.join("files")).unwrap();
+    let wheel = index.join("files/tinypkg-1.0-py3-none-any.whl");
+    let make = format!(
+        r#"
+import zipfile
+with zipfile.ZipFile({wheel:?}, "w") as z:
+    z.writestr("tinypkg/__init__.py", "VALUE = 42\n")
+    z.writestr("tinypkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n")
+    z.writestr("tinypkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("tinypkg-1.0.dist-info/RECORD", "")
+"#,
+        wheel = path_str(&wheel)
+    );
+    let st = Command::new(SYSTEM_PYTHON)
+        .args(["-c", &make])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::write(
+        index.join("simple/tinypkg/index.html"),
+        "<!DOCTYPE html><html><body><a href=\"../../files/tinypkg-1.0-py3-none-any.whl\">tinypkg-1.0-py3-none-any.whl</a></body></html>\n",
+    )
+    .unwrap();
+    let (addr, served) = file_server(index);
+    let proj = d.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("requirements.txt"), "tinypkg==1.0\n").unwrap();
+    let before = snapshot(&proj);
+    let url = format!("http://{addr}/simple");
+    let cmd = [
+        SYSTEM_PYTHON,
+        "-m",
+        "pip",
+        "download",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--index-url",
+        &url,
+        "-d",
+        "wheels",
+        "-r",
+        "requirements.txt",
+    ];
+    let learned = learn(&proj, &["--net", "--allow-private"], &cmd, &[]);
+    assert!(
+        served.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the index served nothing: {learned:#}"
+    );
+    assert_eq!(snapshot(&proj), before, "learning changed the project");
+    let hosts = &learned["proposal"]["hosts"];
+    assert_eq!(
+        *hosts,
+        serde_json::json!([format!("127.0.0.1:{}", addr.port())]),
+        "{learned:#}"
+    );
+    // Inside the project, and outside it only files pip reads (its
+    // configuration, /etc/pip.conf where the machine has one), never a
+    // directory.
+    let g = grants(&learned);
+    for (_, p) in &g {
+        assert!(
+            p.starts_with(&proj) || p.is_file(),
+            "{p:?} outside the project: {:#}",
+            learned["proposal"]
+        );
+    }
+    let (granted, observed) = granted_vs_observed(&learned);
+    eprintln!("pip download: {granted} files granted, {observed} paths observed");
+    assert!(
+        granted as f64 <= 1.2 * observed as f64,
+        "{granted} files granted, {observed} observed: {g:?}"
+    );
+    create_proposed(&learned);
+    let (code, rerun) = enforce(&proj, &learned, &[], &cmd);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    assert_eq!(
+        std::fs::read(proj.join("wheels/tinypkg-1.0-py3-none-any.whl")).unwrap(),
+        std::fs::read(&wheel).unwrap(),
+        "{rerun:#}"
+    );
+}
+
+/// The variables a learning run is given are explained: kept because the
+/// run used what they name (a program found on PATH, a data directory
+/// read), or given with no use the jail could see.
+#[test]
+fn the_variables_given_are_explained_by_what_they_named() {
+    require_jail!();
+    if learning_refused_here() {
+        return;
+    }
+    let d = tempdir();
+    let proj = d.path().join("proj");
+    let bin_dir = d.path().join("tools/bin");
+    let data = d.path().join("data");
+    let unused = d.path().join("unused");
+    for p in [&proj, &bin_dir, &data, &unused] {
+        std::fs::create_dir_all(p).unwrap();
+    }
+    std::fs::write(data.join("in.txt"), "DATA-MARKER\n").unwrap();
+    std::fs::write(unused.join("never.txt"), "x\n").unwrap();
+    let tool = bin_dir.join("mytool");
+    std::fs::write(&tool, "#!/bin/sh\ncat \"$DATA_DIR/in.txt\"\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin_dir.display());
+    let envs = [
+        ("PATH", path.as_str()),
+        ("DATA_DIR", path_str(&data)),
+        ("UNUSED_DIR", path_str(&unused)),
+        ("GREETING", "hello"),
+    ];
+    let extra = [
+        "--env",
+        "PATH",
+        "--env",
+        "DATA_DIR",
+        "--env",
+        "UNUSED_DIR",
+        "--env",
+        "GREETING",
+    ];
+    let learned = learn(&proj, &extra, &["mytool"], &envs);
+    assert!(
+        learned["stdout"].as_str().unwrap().contains("DATA-MARKER"),
+        "{learned:#}"
+    );
+    let env: BTreeMap<String, (bool, String)> = learned["proposal"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                (
+                    e["used"].as_bool().unwrap(),
+                    e["why"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect();
+    let (used, why) = &env["PATH"];
+    assert!(
+        *used && why.contains("mytool") && why.contains("executed"),
+        "{env:?}"
+    );
+    let (used, why) = &env["DATA_DIR"];
+    assert!(
+        *used && why.contains("in.txt") && why.contains("read"),
+        "{env:?}"
+    );
+    assert!(!env["UNUSED_DIR"].0, "{env:?}");
+    assert!(!env["GREETING"].0, "{env:?}");
+    // No value is ever shown, only names.
+    assert!(
+        !learned["proposal"].to_string().contains("hello"),
+        "{learned:#}"
+    );
+    // The unused directory is not granted; the re-run with the proposed
+    // arguments (which keep every variable) is green.
+    for (_, p) in grants(&learned) {
+        assert!(!p.starts_with(&unused), "{p:?}");
+    }
+    let mut args: Vec<String> = vec!["sandbox".into(), "--json".into()];
+    args.extend(
+        learned["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    args.extend(["--".to_string(), "mytool".to_string()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, rerun, _) = glovebox_json(&proj, &refs, &envs);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    assert!(
+        rerun["stdout"].as_str().unwrap().contains("DATA-MARKER"),
+        "{rerun:#}"
+    );
+}

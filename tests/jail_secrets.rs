@@ -1070,3 +1070,102 @@ EOF"#;
     assert_eq!(out.matches("[REDACTED:TOKEN]").count(), 6, "{out}");
     assert!(!carries(r.json.to_string().as_bytes(), SLASHED), "{r:#?}");
 }
+
+/// `glovebox learn`: the proposal says which declared secret the tool
+/// sent and where — its real value to its own host, only the placeholder
+/// to the other — from the proxy's record of the swaps, never a value.
+#[test]
+fn learn_reports_which_secret_went_to_which_host_and_never_its_value() {
+    let Some(s) = setup() else { return };
+    if std::env::var("GLOVEBOX_EXPECT_NOTIFY").as_deref() == Ok("0") {
+        // Learn mode refuses to run here (tests/jail_learn.rs checks it).
+        return;
+    }
+    let (a, b) = (s.named.origin(), s.other.origin());
+    let script = format!(
+        r#"curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" {a}/learn; echo
+curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" {b}/learn; echo
+"#
+    );
+    // TOKEN, and a second declared secret the tool never sends (block
+    // YAML: learn rewrites the permissions block in place).
+    let dir = s.f.root.join(".glee/tools/learned");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (named, other) = (hosts_of(&s.named), hosts_of(&s.other));
+    std::fs::write(
+        dir.join("tool.yml"),
+        format!(
+            r#"name: learned
+description: test tool
+kind: command
+version: 1
+inputs:
+  schema: {{type: object}}
+outputs:
+  format: text
+exec:
+  command:
+    entrypoint: /bin/sh
+    args: ["-c", {script:?}]
+permissions:
+  network: {{allow: ["{named}", "{other}"]}}
+  fs: {{read: ["."]}}
+  secrets: {{TOKEN: {{hosts: ["{named}"]}}, UNUSED: {{hosts: ["{named}"]}}}}
+approval: {{required: false}}
+"#
+        ),
+    )
+    .unwrap();
+    let state = s.f.state();
+    let out = std::process::Command::new(bin())
+        .current_dir(&s.f.root)
+        .args(["learn", "learned", "--json"])
+        .env("TOKEN", SECRET)
+        .env("UNUSED", "unused-value-0123456789")
+        .env("GLOVEBOX_STATE_DIR", &state)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout} {stderr}");
+    // Proof it ran: the named host got the real token, the other one a
+    // request too (with the placeholder).
+    assert!(all_real(&s.named) >= 1, "{stdout}");
+    assert!(!s.other.requests().is_empty(), "{stdout}");
+    assert!(!leaks(&stdout) && !leaks(&stderr), "{stdout} {stderr}");
+    let learned: Value = serde_json::from_str(&stdout).unwrap();
+    let uses = learned["proposal"]["secrets"].as_array().unwrap();
+    let on = |u: &Value, s: &Server| {
+        u["secret"] == "TOKEN"
+            && format!("{}:{}", u["host"].as_str().unwrap(), u["port"]) == hosts_of(s)
+    };
+    let named = uses
+        .iter()
+        .find(|u| on(u, &s.named))
+        .unwrap_or_else(|| panic!("no use of TOKEN on its host: {learned:#}"));
+    assert!(named["delivered"].as_u64().unwrap() >= 1, "{named}");
+    assert_eq!(named["refused"], 0, "{named}");
+    // The other host got only the placeholder: no delivery is recorded
+    // there (over TLS to a host the secret is not for, the proxy relays
+    // the bytes unread, so it may not be listed at all).
+    assert!(
+        uses.iter()
+            .filter(|u| on(u, &s.other))
+            .all(|u| u["delivered"] == 0),
+        "{learned:#}"
+    );
+    assert!(!uses.iter().any(|u| u["secret"] == "UNUSED"), "{learned:#}");
+    let block = learned["permissions"].as_str().unwrap();
+    assert!(
+        block.contains(&format!(
+            "# secret TOKEN: its real value went to {}",
+            hosts_of(&s.named)
+        )),
+        "{block}"
+    );
+    assert!(
+        block.contains("# secret UNUSED: never sent in the learning run"),
+        "{block}"
+    );
+}

@@ -86,6 +86,38 @@ fn cargo_check_under_rustup_is_learned_and_reruns_green() {
         );
     }
     assert!(grants.len() <= 5, "{grants:?}");
+    // The variables the proposal must keep, each with the use that
+    // shows it (cargo found on PATH, the toolchain under RUSTUP_HOME).
+    for (name, _) in envs {
+        let e = learned["proposal"]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not explained: {learned:#}"));
+        assert_eq!(e["used"], true, "{e}");
+    }
+    let why = |name: &str| {
+        learned["proposal"]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap()["why"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        why("PATH").contains("~/.cargo/bin/cargo"),
+        "{}",
+        why("PATH")
+    );
+    assert!(
+        why("RUSTUP_HOME").contains("~/.rustup/"),
+        "{}",
+        why("RUSTUP_HOME")
+    );
     assert!(learned["proposal"]["hosts"].as_array().unwrap().is_empty());
     // The enforcing re-run with exactly the proposed arguments (after
     // creating what the proposal says to create).

@@ -156,7 +156,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         .policy(&args.name)
         .map(|p| p.runtime)
         .unwrap_or_default();
-    let proposal = learn::propose(&observer, Some(&ws), &root, network, all_ok, &granted);
+    // The tool's environment is its manifest's (its secrets, reported
+    // per host in the proposal): nothing to explain beyond them.
+    let proposal = learn::propose(&observer, Some(&ws), &root, network, all_ok, &granted, &[]);
     drop(ws);
     let current_net = serde_json::to_string(&perms.network).unwrap_or_default();
     let diff = proposal.diff(&perms.fs.read, &perms.fs.write, &current_net);
@@ -281,6 +283,7 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
         ..Limits::default()
     };
     let mut env_names = Vec::new();
+    let mut env_given = Vec::new();
     for item in &args.env {
         let (k, v) = match item.split_once('=') {
             Some((k, v)) => (k.to_string(), std::ffi::OsString::from(v)),
@@ -291,6 +294,7 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
         };
         // The flags name the variable, never its value.
         env_names.push(k.clone());
+        env_given.push((k.clone(), v.clone()));
         spec.env.push((k.into(), v));
     }
     spec.stdin = Stdin::InheritIfSafe;
@@ -320,8 +324,15 @@ pub fn sandbox(args: &super::sandbox::Args) -> anyhow::Result<ExitCode> {
         }
     }
     let succeeded = result.status.code() == 0 && !result.timed_out();
-    let proposal: Proposal =
-        learn::propose(&observer, Some(&ws), &cwd, spec.network, succeeded, &[]);
+    let proposal: Proposal = learn::propose(
+        &observer,
+        Some(&ws),
+        &cwd,
+        spec.network,
+        succeeded,
+        &[],
+        &env_given,
+    );
     drop(ws);
     let mut flags = proposal.sandbox_flags();
     if args.allow_private && !proposal.hosts.is_empty() {

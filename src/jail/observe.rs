@@ -71,6 +71,26 @@ struct Inner {
     accesses: Vec<Access>,
     dropped: u64,
     hosts: Vec<(String, u16)>,
+    secrets: Vec<SecretSent>,
+}
+
+/// A declared secret the call sent (its placeholder, through the egress
+/// proxy), per host: names and counts, never a value. Filled by the
+/// caller from the proxy's log (the jail knows no secrets).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SecretSent {
+    /// The secret's name.
+    pub secret: String,
+    /// The host it was sent to, as the tool named it.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// Requests that got the real value (swapped in or injected): the
+    /// secret's own hosts.
+    pub delivered: u64,
+    /// Requests that carried only the placeholder (a host the secret is
+    /// not for).
+    pub refused: u64,
 }
 
 impl Observer {
@@ -91,6 +111,30 @@ impl Observer {
         if !inner.hosts.iter().any(|(h, p)| h == host && *p == port) {
             inner.hosts.push((host.to_string(), port));
         }
+    }
+
+    /// Records a use of a secret on a host (counts add up).
+    pub fn record_secret(&self, sent: SecretSent) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let at = inner
+            .secrets
+            .iter()
+            .position(|s| s.secret == sent.secret && s.host == sent.host && s.port == sent.port);
+        match at {
+            Some(i) => {
+                let s = &mut inner.secrets[i];
+                s.delivered = s.delivered.saturating_add(sent.delivered);
+                s.refused = s.refused.saturating_add(sent.refused);
+            }
+            None if inner.secrets.len() < MAX_RECORDS => inner.secrets.push(sent),
+            None => inner.dropped += 1,
+        }
+    }
+
+    /// The secrets sent, per host, in the order first seen.
+    pub fn secrets(&self) -> Vec<SecretSent> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.secrets.clone()
     }
 
     /// The hosts reached, in the order first seen.

@@ -53,6 +53,11 @@ pub struct Grant {
     /// A write directory that does not exist yet (the run created it):
     /// `--apply` creates it, since a grant can only name what exists.
     pub create: bool,
+    /// A read grant covering a program that was executed: a write grant
+    /// does not cover it (write grants carry no execute, see
+    /// [`crate::jail::fs`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exec: bool,
 }
 
 /// What folding needs to know.
@@ -92,6 +97,11 @@ pub struct Folded {
     /// programs make and run without in every jail (which leaves them
     /// out); noted, not proposed.
     pub lookups: Vec<PathBuf>,
+    /// Listings of a directory that holds the baseline (`/etc`, which
+    /// pip's platform probe lists): the jail shows such a directory with
+    /// the baseline's entries, and granting it would grant all of it;
+    /// noted, not proposed.
+    pub listings: Vec<PathBuf>,
     /// Distinct observed paths that needed a grant (after dropping the
     /// baseline, the jail's own files and glovebox's).
     pub observed: usize,
@@ -112,6 +122,7 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     let mut kept_out = BTreeSet::new();
     let mut unneeded = BTreeSet::new();
     let mut lookups = BTreeSet::new();
+    let mut listings = BTreeSet::new();
     let mut distinct = BTreeSet::new();
     for s in seen {
         if jails_own(&s.path) {
@@ -126,6 +137,17 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
             Op::Write | Op::Create | Op::Remove => Access::Write,
         };
         let under_root = s.path.strip_prefix(&ctx.root).ok();
+        if s.op == Op::Read
+            && s.dir
+            && under_root.is_none()
+            && ctx
+                .baseline_read
+                .iter()
+                .any(|b| b.starts_with(&s.path) && *b != s.path)
+        {
+            listings.insert(s.path.clone());
+            continue;
+        }
         if access == Access::Write
             && under_root
                 .and_then(|r| r.components().next())
@@ -182,8 +204,10 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
                 examples: Vec::new(),
                 covers: 0,
                 create,
+                exec: false,
             });
         g.create &= create;
+        g.exec |= s.op == Op::Exec;
         if !s.program.is_empty() {
             g.programs.insert(s.program.clone());
         }
@@ -195,17 +219,13 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
         }
     }
     // Drop what another grant covers: a path under a grant of the same
-    // access, or a read under a write grant.
+    // access, or a read under a write grant — unless it was executed (a
+    // write grant carries no execute): then only a read grant that is
+    // kept covers it.
     let all: Vec<Grant> = groups.into_values().collect();
     let mut grants: Vec<Grant> = Vec::new();
     for g in &all {
-        let covered = all.iter().any(|o| {
-            !std::ptr::eq(o, g)
-                && g.path.starts_with(&o.path)
-                && (o.path != g.path || o.access == Access::Write)
-                && (o.access == g.access || o.access == Access::Write)
-        });
-        if !covered {
+        if !covered(g, &all) {
             grants.push(g.clone());
         }
     }
@@ -213,9 +233,11 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     let dropped: Vec<&Grant> = all.iter().filter(|g| !grants.contains(g)).collect();
     for g in dropped {
         if let Some(k) = grants.iter_mut().find(|k| {
-            g.path.starts_with(&k.path) && (k.access == g.access || k.access == Access::Write)
+            g.path.starts_with(&k.path)
+                && (k.access == g.access || (k.access == Access::Write && !g.exec))
         }) {
             k.covers += g.covers;
+            k.exec |= g.exec;
             k.programs.extend(g.programs.iter().cloned());
         }
     }
@@ -232,8 +254,28 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
         kept_out: kept_out.into_iter().collect(),
         unneeded_writes: unneeded.into_iter().collect(),
         lookups: lookups.into_iter().collect(),
+        listings: listings.into_iter().collect(),
         observed: distinct.len(),
     }
+}
+
+/// Another grant of `all` covers `g` (see [`fold`]). Terminates: each
+/// step goes to a shorter path, or from a read to a write of the same.
+fn covered(g: &Grant, all: &[Grant]) -> bool {
+    all.iter().any(|o| {
+        if std::ptr::eq(o, g)
+            || !g.path.starts_with(&o.path)
+            || (o.path == g.path && o.access != Access::Write)
+        {
+            return false;
+        }
+        match (g.access, o.access) {
+            (Access::Write, Access::Read) => false,
+            (Access::Read, Access::Write) => !g.exec,
+            (Access::Read, Access::Read) if g.exec => !covered(o, all),
+            _ => true,
+        }
+    })
 }
 
 /// Paths the jail makes itself or that are the learning run's own: `/`,

@@ -223,3 +223,45 @@ fn a_tools_own_files_fold_to_its_directory_not_all_of_glee() {
     let f = fold(&v, &ctx());
     assert_eq!(paths(&f), vec![(Access::Read, "/p/.glee/tools/t".into())]);
 }
+
+#[test]
+fn a_program_run_from_under_a_write_grant_keeps_its_read_grant() {
+    // pytest in the project's venv, writing .pytest_cache in the root: a
+    // write grant carries no execute, so the venv stays a read grant.
+    let mut cache = seen(Op::Create, "/p/.pytest_cache", "python3");
+    cache.existed = false;
+    let v = vec![
+        seen(Op::Exec, "/p/.venv/bin/pytest", "sh"),
+        // The root's own listing: a read of the root, which the write
+        // grant covers (it must not take the venv's execute with it).
+        seen(Op::Read, "/p", "python3"),
+        seen(Op::Read, "/p/.venv/lib/site.py", "python3"),
+        seen(Op::Read, "/p/tests/test_a.py", "python3"),
+        cache,
+    ];
+    let f = fold(&v, &ctx());
+    assert_eq!(
+        paths(&f),
+        vec![
+            (Access::Read, "/p/.venv".into()),
+            (Access::Write, "/p".into())
+        ]
+    );
+    assert!(f.grants[0].exec && f.grants[0].covers == 2);
+    // Without the exec the read is covered by the write grant.
+    let f = fold(&v[1..], &ctx());
+    assert_eq!(paths(&f), vec![(Access::Write, "/p".into())]);
+}
+
+#[test]
+fn a_listing_of_a_directory_holding_the_baseline_is_noted_not_proposed() {
+    let mut etc = seen(Op::Read, "/etc", "python3");
+    etc.dir = true;
+    let mut tool = seen(Op::Read, "/etc/tool", "python3");
+    tool.dir = true;
+    let mut c = ctx();
+    c.baseline_read.push("/etc/ssl".into());
+    let f = fold(&[etc, tool], &c);
+    assert_eq!(paths(&f), vec![(Access::Read, "/etc/tool".into())]);
+    assert_eq!(f.listings, vec![PathBuf::from("/etc")]);
+}

@@ -18,6 +18,7 @@
 //! A proposal is only a proposal: nothing learned widens any call until a
 //! person applies it, and the enforcing re-run decides as always.
 
+pub mod env;
 pub mod fold;
 pub mod hint;
 pub mod observe;
@@ -86,6 +87,8 @@ pub fn context(
 /// `root` (`workspace`: its throw-away copy); `succeeded`: every learning
 /// call succeeded; `granted`: what the jail grants the tool anyway
 /// ([`fold::Context::granted`]).
+/// `env`: the variables the run was given beside the jail's own (their
+/// uses explained, [`env::explain`]).
 pub fn propose(
     observer: &crate::jail::observe::Observer,
     workspace: Option<&Workspace>,
@@ -93,10 +96,12 @@ pub fn propose(
     network: bool,
     succeeded: bool,
     granted: &[PathBuf],
+    env: &[(String, std::ffi::OsString)],
 ) -> Proposal {
     let (accesses, unrecorded) = observer.accesses();
     let seen = observe::settle(&accesses, workspace);
     let ctx = context(root, network, succeeded, granted);
+    let env = env::explain(env, &seen, ctx.home.as_deref());
     let mut folded = fold::fold(&seen, &ctx);
     for g in folded.grants.iter_mut().filter(|g| g.create) {
         g.create = !g.path.exists();
@@ -110,6 +115,8 @@ pub fn propose(
     Proposal {
         folded,
         hosts,
+        env,
+        secrets: observer.secrets(),
         root: root.to_path_buf(),
         home: ctx.home,
         unrecorded,

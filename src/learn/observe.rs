@@ -230,12 +230,20 @@ pub fn settle(
         }
         let path = workspace.map_or_else(|| a.path.clone(), |w| w.map_back(&a.path));
         let existed = std::fs::symlink_metadata(&path).is_ok();
+        // The jail's own child makes the command's first `execve` (its
+        // name is still glovebox's): that one is the command's.
+        let program = if a.op == Op::Exec && a.program == "glovebox" {
+            path.file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        } else {
+            a.program.clone()
+        };
         out.push(super::fold::Seen {
             op: a.op,
             dir: meta.is_ok_and(|m| m.is_dir()),
             existed,
             path,
-            program: a.program.clone(),
+            program,
         });
     }
     out

@@ -17,6 +17,11 @@ pub struct Proposal {
     pub folded: Folded,
     /// The hosts reached through the egress proxy (`host:port`).
     pub hosts: Vec<String>,
+    /// The variables the run was given, each explained (kept in the
+    /// proposal: a read of a variable is not observable).
+    pub env: Vec<super::env::EnvSeen>,
+    /// The declared secrets the run sent, per host (names and counts).
+    pub secrets: Vec<crate::jail::observe::SecretSent>,
     /// The project root (or the sandbox's working directory).
     pub root: PathBuf,
     /// The user's home, for `~` in what is shown.
@@ -137,8 +142,44 @@ impl Proposal {
         }
         if let Some(secrets) = secrets {
             let _ = writeln!(s, "  secrets: {secrets}");
+            self.secret_lines(secrets, &mut s);
         }
         s
+    }
+
+    /// One comment per declared secret (`declared`: the manifest's
+    /// `secrets` as JSON): the hosts its real value went to, those that
+    /// got only its placeholder, or that the run never sent it.
+    fn secret_lines(&self, declared: &str, s: &mut String) {
+        let names: Vec<String> =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(declared)
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+        for name in names {
+            let uses: Vec<&crate::jail::observe::SecretSent> =
+                self.secrets.iter().filter(|u| u.secret == name).collect();
+            if uses.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "  # secret {name}: never sent in the learning run (remove it if the tool does not need it)"
+                );
+                continue;
+            }
+            let mut parts = Vec::new();
+            for u in uses {
+                let at = host_pattern(&u.host, u.port);
+                if u.delivered > 0 {
+                    parts.push(format!("its real value went to {at} (×{})", u.delivered));
+                }
+                if u.refused > 0 {
+                    parts.push(format!(
+                        "only its placeholder went to {at} (×{}: not one of its hosts)",
+                        u.refused
+                    ));
+                }
+            }
+            let _ = writeln!(s, "  # secret {name}: {}", parts.join("; "));
+        }
     }
 
     /// The flags of `glovebox sandbox` that allow what was observed.
@@ -211,11 +252,12 @@ impl Proposal {
             let _ = writeln!(s, "  {f}   # {}", reasons.next().unwrap_or_default());
         }
         for e in env {
-            let _ = writeln!(
-                s,
-                "  --env {}   # passed in the learning run",
-                shell_word(e)
-            );
+            let why = self
+                .env
+                .iter()
+                .find(|x| x.name == *e)
+                .map_or("passed in the learning run", |x| x.why.as_str());
+            let _ = writeln!(s, "  --env {}   # {why}", shell_word(e));
         }
         self.notes(&mut s);
         let mut line = String::from("glovebox sandbox");
@@ -251,6 +293,13 @@ impl Proposal {
             let _ = writeln!(
                 s,
                 "  not proposed: {} (a user-database lookup programs run without; add it by hand if the tool needs it)",
+                l.display()
+            );
+        }
+        for l in &self.folded.listings {
+            let _ = writeln!(
+                s,
+                "  not proposed: the listing of {} (it holds the baseline: the jail shows it with the baseline's entries; granting it grants all of it)",
                 l.display()
             );
         }
@@ -415,6 +464,7 @@ mod tests {
             examples: vec![format!("{path}/x").into()],
             covers: 2,
             create: false,
+            exec: false,
         }
     }
 
@@ -429,9 +479,12 @@ mod tests {
                 kept_out: vec![],
                 unneeded_writes: vec![],
                 lookups: vec![],
+                listings: vec![],
                 observed: 5,
             },
             hosts: vec!["pypi.org:443".into()],
+            env: vec![],
+            secrets: vec![],
             root: "/p".into(),
             home: Some("/home/u".into()),
             unrecorded: 0,

@@ -314,6 +314,15 @@ impl Job<'_> {
             for c in g.log().connections().0.iter().filter(|c| c.allowed) {
                 o.record_host(&c.host, c.port);
             }
+            for u in g.log().secret_uses() {
+                o.record_secret(jail::observe::SecretSent {
+                    secret: u.secret,
+                    host: u.host,
+                    port: u.port,
+                    delivered: u.swapped.saturating_add(u.injected),
+                    refused: u.refused,
+                });
+            }
         }
         if let Some(g) = gateway {
             for field in run::egress::report(&mut outcome, g.log(), self.redact) {
