@@ -593,42 +593,49 @@ fn collector() -> (String, Arc<Mutex<Vec<String>>>) {
 /// resource's, body, event name).
 type Record = (Vec<(String, String)>, String, String);
 
-/// Every log record the collector got.
-fn records(bodies: &[String]) -> Vec<Record> {
+/// Every log record the collector got, with its resource's attributes.
+fn raw_records(bodies: &[String]) -> Vec<(Value, Value)> {
     let mut out = Vec::new();
     for b in bodies {
         let v: Value = serde_json::from_str(b).unwrap();
         for rl in v["resourceLogs"].as_array().unwrap() {
-            let resource: Vec<(String, String)> = rl["resource"]["attributes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| {
-                    (
-                        a["key"].as_str().unwrap().to_string(),
-                        a["value"]["stringValue"].as_str().unwrap_or("").to_string(),
-                    )
-                })
-                .collect();
             for sl in rl["scopeLogs"].as_array().unwrap() {
                 for r in sl["logRecords"].as_array().unwrap() {
-                    let mut attrs = resource.clone();
-                    for a in r["attributes"].as_array().into_iter().flatten() {
-                        attrs.push((
-                            a["key"].as_str().unwrap().to_string(),
-                            a["value"]["stringValue"].as_str().unwrap_or("").to_string(),
-                        ));
-                    }
-                    out.push((
-                        attrs,
-                        r["body"]["stringValue"].as_str().unwrap_or("").to_string(),
-                        r["eventName"].as_str().unwrap_or("").to_string(),
-                    ));
+                    out.push((rl["resource"]["attributes"].clone(), r.clone()));
                 }
             }
         }
     }
     out
+}
+
+/// Every log record the collector got.
+fn records(bodies: &[String]) -> Vec<Record> {
+    let pairs = |attrs: &Value| -> Vec<(String, String)> {
+        attrs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                (
+                    a["key"].as_str().unwrap().to_string(),
+                    a["value"]["stringValue"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    raw_records(bodies)
+        .into_iter()
+        .map(|(resource, r)| {
+            let mut attrs = pairs(&resource);
+            attrs.extend(pairs(&r["attributes"]));
+            (
+                attrs,
+                r["body"]["stringValue"].as_str().unwrap_or("").to_string(),
+                r["eventName"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -679,20 +686,17 @@ fn audit_lines_reach_an_otlp_collector_with_the_genai_attributes() {
 /// Every log record's (body, traceId, spanId) as the collector got them
 /// (OTLP/JSON writes the ids in hex; empty when the record has none).
 fn trace_ids(bodies: &[String]) -> Vec<(String, String, String)> {
-    let mut out = Vec::new();
-    for b in bodies {
-        let v: Value = serde_json::from_str(b).unwrap();
-        for rl in v["resourceLogs"].as_array().unwrap() {
-            for sl in rl["scopeLogs"].as_array().unwrap() {
-                for r in sl["logRecords"].as_array().unwrap() {
-                    let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
-                    let body = r["body"]["stringValue"].as_str().unwrap_or("").to_string();
-                    out.push((body, s("traceId"), s("spanId")));
-                }
-            }
-        }
-    }
-    out
+    raw_records(bodies)
+        .into_iter()
+        .map(|(_, r)| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            (
+                r["body"]["stringValue"].as_str().unwrap_or("").to_string(),
+                s("traceId"),
+                s("spanId"),
+            )
+        })
+        .collect()
 }
 
 /// The caller's W3C trace context is continued: a REST call's

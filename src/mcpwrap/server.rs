@@ -565,7 +565,8 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
         spec.env.push((k.into(), v.into()));
     }
     run::safepath::apply(&mut spec, false);
-    let gateway = network(&policy, &placeholders, &mut spec)
+    // The network of the server's jail, as a networked call's.
+    let gateway = run::egress::network(&policy, &placeholders, &mut spec)
         .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
     // `npx -y PACKAGE`: installed once into the server's cache directory,
     // then run from there, read and execute only (see [`super::npx`]).
@@ -804,39 +805,6 @@ fn list_all(conn: &Connection) -> Result<Listed, ClientError> {
         }
     }
     Ok(Listed::new(tools))
-}
-
-/// The network of the server's jail, as the engine sets up a networked
-/// call's: the egress gateway (intercepting placeholder secrets' hosts),
-/// or the host network where the config opted into it.
-fn network(
-    policy: &Policy,
-    placeholders: &crate::egress::placeholder::Placeholders,
-    spec: &mut Spec,
-) -> Result<Option<Arc<crate::egress::Gateway>>, crate::egress::intercept::InterceptError> {
-    use crate::egress::intercept::{Interception, CA_FILE, CA_VARIABLES};
-    spec.network = policy.network;
-    if !policy.network {
-        return Ok(None);
-    }
-    if policy.direct_network {
-        spec.direct_network = true;
-        return Ok(None);
-    }
-    let mut rules = policy.egress_rules();
-    if !placeholders.is_empty() {
-        let i = Interception::new(placeholders.clone(), policy.extra_ca.clone())?;
-        let (bundle, _) = i.bundle();
-        spec.home_files.push(jail::HomeFile {
-            name: CA_FILE.into(),
-            contents: bundle,
-            variables: CA_VARIABLES.iter().map(|v| v.to_string()).collect(),
-        });
-        rules.intercept = Some(Arc::new(i));
-    }
-    let g = Arc::new(crate::egress::Gateway::new(rules));
-    spec.gateway = Some(g.clone());
-    Ok(Some(g))
 }
 
 #[cfg(test)]

@@ -6,10 +6,52 @@
 //! host (`placeholders=[…]`) and a warning for each placeholder sent where
 //! it is useless or for a client that refused the call's CA.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{Outcome, Redactor};
-use crate::egress::Log;
+use crate::egress::intercept::{InterceptError, Interception, CA_FILE, CA_VARIABLES};
+use crate::egress::placeholder::Placeholders;
+use crate::egress::{Gateway, Log};
+use crate::jail::{self, Spec};
+use crate::policy::Policy;
+
+/// Sets up the network of `spec` under `policy` (a call's, or a wrapped
+/// MCP server's jail): the egress gateway (returned, for its log), or the
+/// host network when the config opted into it.
+///
+/// With placeholder secrets, the proxy intercepts their hosts with a CA
+/// made for this jail, and the jail gets the bundle that trusts it in its
+/// private TMPDIR ([`CA_VARIABLES`]).
+pub fn network(
+    policy: &Policy,
+    placeholders: &Placeholders,
+    spec: &mut Spec,
+) -> Result<Option<Arc<Gateway>>, InterceptError> {
+    spec.network = policy.network;
+    if !policy.network {
+        return Ok(None);
+    }
+    if policy.direct_network {
+        spec.direct_network = true;
+        return Ok(None);
+    }
+    let mut rules = policy.egress_rules();
+    if !placeholders.is_empty() {
+        let i = Interception::new(placeholders.clone(), policy.extra_ca.clone())?;
+        let (bundle, _) = i.bundle();
+        spec.home_files.push(jail::HomeFile {
+            name: CA_FILE.into(),
+            contents: bundle,
+            variables: CA_VARIABLES.iter().map(|v| v.to_string()).collect(),
+        });
+        rules.intercept = Some(Arc::new(i));
+    }
+    let g = Arc::new(Gateway::new(rules));
+    spec.gateway = Some(g.clone());
+    Ok(Some(g))
+}
 
 /// Adds `log`'s refusals to `outcome` and returns the audit fields
 /// (secret values redacted): `egress`, and `placeholders` (the uses of

@@ -332,40 +332,13 @@ impl Job<'_> {
         Ok(outcome)
     }
 
-    /// Sets up the network of `spec` under the policy: the egress proxy
-    /// (returned, for its log), or the host network when the config opted
-    /// into it.
-    ///
-    /// With placeholder secrets, the proxy intercepts their hosts with a
-    /// CA made for this call, and the jail gets the bundle that trusts it
-    /// in its private TMPDIR ([`crate::egress::intercept::CA_VARIABLES`]).
+    /// Sets up the network of `spec` under the policy
+    /// ([`run::egress::network`]).
     fn network(
         &self,
         spec: &mut Spec,
     ) -> Result<Option<Arc<crate::egress::Gateway>>, crate::egress::intercept::InterceptError> {
-        use crate::egress::intercept::{Interception, CA_FILE, CA_VARIABLES};
-        spec.network = self.policy.network;
-        if !self.policy.network {
-            return Ok(None);
-        }
-        if self.policy.direct_network {
-            spec.direct_network = true;
-            return Ok(None);
-        }
-        let mut rules = self.policy.egress_rules();
-        if !self.placeholders.is_empty() {
-            let i = Interception::new(self.placeholders.clone(), self.policy.extra_ca.clone())?;
-            let (bundle, _) = i.bundle();
-            spec.home_files.push(jail::HomeFile {
-                name: CA_FILE.into(),
-                contents: bundle,
-                variables: CA_VARIABLES.iter().map(|v| v.to_string()).collect(),
-            });
-            rules.intercept = Some(Arc::new(i));
-        }
-        let g = Arc::new(crate::egress::Gateway::new(rules));
-        spec.gateway = Some(g.clone());
-        Ok(Some(g))
+        run::egress::network(self.policy, self.placeholders, spec)
     }
 }
 
