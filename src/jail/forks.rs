@@ -47,24 +47,29 @@ pub fn allows(count: u64, limit: u64) -> bool {
 pub struct ForkLimit {
     /// The call's reaper, whose descendants are the call.
     pub reaper: u32,
-    /// At most this many tasks (threads included), the reaper not counted.
+    /// At most this many tasks (threads included).
     pub limit: u64,
+    /// The reaper is itself the call's (a PID namespace's first process:
+    /// the tool), so its threads count too; the namespace-free jail's
+    /// subreaper is glovebox's and does not.
+    pub with_reaper: bool,
 }
 
 impl ForkLimit {
     /// The call's tasks now: every thread of every process below the
-    /// reaper (read from `/proc/PID/task/TID/children`).
+    /// reaper (read from `/proc/PID/task/TID/children`), and the reaper's
+    /// own with [`ForkLimit::with_reaper`].
     pub fn count(&self) -> u64 {
-        let mut count = 0u64;
+        let mut count = if self.with_reaper {
+            tasks_of(self.reaper)
+        } else {
+            0
+        };
         let mut queue: VecDeque<u32> = children_of(self.reaper).into();
         // Bounded: a tree far past any limit is counted only so far.
         let bound = self.limit.saturating_mul(4).max(64);
         while let Some(pid) = queue.pop_front() {
-            let tasks = match std::fs::read_dir(format!("/proc/{pid}/task")) {
-                Ok(rd) => rd.filter_map(Result::ok).count() as u64,
-                Err(_) => continue,
-            };
-            count += tasks.max(1);
+            count += tasks_of(pid);
             if count >= bound {
                 break;
             }
@@ -77,6 +82,15 @@ impl ForkLimit {
     /// on, `false` for `EAGAIN`.
     pub fn admit(&self) -> bool {
         allows(self.count(), self.limit)
+    }
+}
+
+/// How many tasks (threads) `pid` has: at least one while it exists,
+/// none once it is gone.
+fn tasks_of(pid: u32) -> u64 {
+    match std::fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(rd) => (rd.filter_map(Result::ok).count() as u64).max(1),
+        Err(_) => 0,
     }
 }
 
@@ -127,9 +141,10 @@ mod tests {
             .args(["-c", "sleep 5 & sleep 5 & sleep 5 & wait"])
             .spawn()
             .unwrap();
-        let limit = ForkLimit {
+        let mut limit = ForkLimit {
             reaper: child.id(),
             limit: 100,
+            with_reaper: false,
         };
         let mut seen = 0;
         for _ in 0..100 {
@@ -139,8 +154,12 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        // A PID namespace's first process is the call's own: it counts.
+        limit.with_reaper = true;
+        let with = limit.count();
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(seen, 3);
+        assert_eq!(with, 4);
     }
 }

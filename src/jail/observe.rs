@@ -355,13 +355,13 @@ mod tests {
             (Sockets::Brokered, true),
         ] {
             let base = seccomp::filter_for(sockets, metadata).unwrap();
-            let f = seccomp::observing(base, sockets, false).unwrap();
+            let f = seccomp::observing(base, sockets, metadata, false).unwrap();
             assert_eq!(f.deny, base.deny, "the deny list is the call's own");
             assert!(f.notify.is_some(), "learn mode always has a listener");
             // Compiled once per combination.
             assert!(std::ptr::eq(
                 f,
-                seccomp::observing(base, sockets, false).unwrap()
+                seccomp::observing(base, sockets, metadata, false).unwrap()
             ));
         }
     }

@@ -29,6 +29,10 @@ pub struct Host<'a> {
     /// A subreaper can find what it inherited
     /// ([`probe::subreaper_available`]).
     pub subreaper: bool,
+    /// A seccomp notification listener can be made
+    /// ([`probe::seccomp_listener`]): asked only where it decides
+    /// something (root without a pids cgroup), else `false`.
+    pub notify: bool,
 }
 
 /// The cgroup controllers this process can use for a call.
@@ -290,7 +294,13 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     let seccomp = kernel.seccomp.then(|| net::sockets(&net_plan));
 
     // --- limits: cgroups where possible, rlimits otherwise.
-    let counted = guard == MetadataGuard::Seccomp && kernel.seccomp && reaper;
+    // The supervisor can count the call's tasks where they all descend
+    // from one process it knows (the subreaper, or the PID namespace's
+    // first process, to which orphans go) and a notification listener
+    // hands it their forks: the namespace-free jail's own, or one made
+    // for the count alone.
+    let counted =
+        kernel.seccomp && (reaper || pid_ns) && (guard == MetadataGuard::Seccomp || host.notify);
     let (rlimits, count_forks) = limits(spec, cgroups, root, counted, &mut e, &mut gaps)?;
     e.capabilities_dropped = root;
 
@@ -353,8 +363,8 @@ fn network(
 
 /// The resource limits: cgroups where `cgroups` has them, rlimits
 /// otherwise; for root without a pids cgroup, the supervisor's count
-/// where the jail is `counted` (the namespace-free jail's reaper under
-/// seccomp's notification), else a gap. Returns the rlimits and whether
+/// where the jail is `counted` (its tasks below one known process, and a
+/// notification listener for their forks), else a gap. Returns the rlimits and whether
 /// the forks are counted.
 fn limits(
     spec: &Spec,
@@ -384,9 +394,9 @@ fn limits(
             rlimits.push((libc::RLIMIT_NPROC, spec.limits.pids));
             e.pids_limit = PidsLimitBy::RlimitNproc;
         }
-        // Root without a pids cgroup (a container's): in the
-        // namespace-free jail the supervisor counts the call's tasks
-        // below its reaper (`super::forks`).
+        // Root without a pids cgroup (a container's, a kernel without
+        // cgroups): the supervisor counts the call's tasks below its
+        // reaper or PID namespace's first process (`super::forks`).
         None if counted => {
             count_forks = true;
             e.pids_limit = PidsLimitBy::SeccompCount;
@@ -460,6 +470,7 @@ mod tests {
             kernel: k,
             net_ns: true,
             subreaper: true,
+            notify: false,
         }
     }
 
@@ -601,6 +612,7 @@ mod tests {
                 kernel: &k,
                 net_ns: true,
                 subreaper,
+                notify: false,
             };
             let m = refused(plan(&spec(), &h, &cg, false));
             assert!(m.contains(words), "{what}: {m}");
@@ -800,5 +812,36 @@ mod tests {
             plan(&s, &host(&k), &V1, false),
             Err(JailError::InvalidSpec { .. })
         ));
+    }
+
+    /// Root with namespaces but no pids cgroup (a kernel without cgroups,
+    /// a read-only cgroup file system): where a notification listener can
+    /// be made the supervisor counts the call's tasks below the PID
+    /// namespace's first process (no metadata notifications: the tree
+    /// holds the view); where it cannot, the gap is named, degraded or not
+    /// aside.
+    #[test]
+    fn root_without_a_pids_cgroup_is_counted_where_a_listener_can_be_made() {
+        let k = kernel(Mode::Namespaces, true);
+        let cg = Cgroups {
+            memory: Some(Version::V1),
+            pids: None,
+        };
+        let h = Host {
+            notify: true,
+            ..host(&k)
+        };
+        let p = plan(&spec(), &h, &cg, false).unwrap();
+        assert!(flag(&p, libc::CLONE_NEWPID) && flag(&p, libc::CLONE_NEWNS));
+        assert!(p.count_forks);
+        assert_eq!(p.guard, MetadataGuard::Tree);
+        assert_eq!(p.enforcement.pids_limit, PidsLimitBy::SeccompCount);
+        assert!(!p.rlimits.iter().any(|(r, _)| *r == libc::RLIMIT_NPROC));
+        // Without a listener: refused by name.
+        let m = refused(plan(&spec(), &host(&k), &cg, false));
+        assert!(m.contains("a process limit"), "{m}");
+        // With a pids cgroup nothing is counted, listener or not.
+        let p = plan(&spec(), &h, &V1, false).unwrap();
+        assert!(!p.count_forks);
     }
 }

@@ -221,8 +221,8 @@ fn seccomp_filter(
         (None, _) => Ok(filter),
         (Some(_), Some(sockets)) if kernel.seccomp => Ok(filter
             .map(|f| {
-                let forks = plan.count_forks && plan.guard == MetadataGuard::Seccomp;
-                seccomp::observing(f, sockets, forks)
+                let metadata = plan.guard == MetadataGuard::Seccomp;
+                seccomp::observing(f, sockets, metadata, plan.count_forks)
             })
             .transpose()?),
         (Some(_), _) => Err(super::observe::unavailable()),

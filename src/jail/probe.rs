@@ -170,6 +170,14 @@ pub fn net_ns() -> bool {
     })
 }
 
+/// Whether a seccomp notification listener can be made here (tried once
+/// per process, on first use: gVisor and some container profiles refuse
+/// it).
+pub fn seccomp_listener() -> bool {
+    static CELL: OnceLock<bool> = OnceLock::new();
+    *CELL.get_or_init(sys::probe_seccomp_listener)
+}
+
 /// Why this process has no Landlock (`None` when it has one): told apart
 /// by the active security modules (`/sys/kernel/security/lsm`) and the
 /// kernel release, so `doctor` says what to change.

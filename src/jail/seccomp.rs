@@ -144,9 +144,10 @@ pub fn filter_for(sockets: Sockets, deny_metadata: bool) -> Result<&'static Filt
     filter_with(sockets, deny_metadata, false)
 }
 
-/// [`filter_for`]; with `count_forks` (a jail without a mount namespace,
-/// whose metadata supervisor runs anyway) the notify program hands the
-/// calls that make processes to the supervisor too ([`super::forks`]).
+/// [`filter_for`]; with `count_forks` (root without a pids cgroup) the
+/// notify program hands the calls that make processes to the supervisor
+/// too, or alone where the metadata family is not handed to it
+/// ([`super::forks`]).
 pub fn filter_with(
     sockets: Sockets,
     deny_metadata: bool,
@@ -170,7 +171,6 @@ pub fn filter_with(
         OnceLock::new(),
         OnceLock::new(),
     ];
-    let count_forks = count_forks && deny_metadata;
     let kind = match sockets {
         Sockets::None => 0,
         Sockets::NoUnix => 1,
@@ -370,24 +370,30 @@ pub fn notify_program() -> Result<&'static BpfProgram, SeccompError> {
 /// [`notify_program`], and with `connect` also `connect` (the connect
 /// broker's, [`Sockets::Brokered`]).
 pub fn notify_program_for(connect: bool) -> Result<&'static BpfProgram, SeccompError> {
-    notify_program_with(connect, false)
+    notify_program_with(true, connect, false)
 }
 
-/// [`notify_program_for`], and with `forks` also the calls that make a
-/// process or thread (`clone`, `fork`, `vfork`: a root call's process
-/// limit where no pids cgroup exists, [`super::forks`]).
+/// The notify program of `metadata` (the metadata family: a jail without
+/// a mount namespace), `connect` ([`notify_program_for`]) and `forks`
+/// (`clone`, `fork`, `vfork`: a root call's process limit where no pids
+/// cgroup exists, [`super::forks`]; with namespaces, alone).
 pub fn notify_program_with(
+    metadata: bool,
     connect: bool,
     forks: bool,
 ) -> Result<&'static BpfProgram, SeccompError> {
-    static CELLS: [OnceLock<Result<BpfProgram, String>>; 4] = [
+    static CELLS: [OnceLock<Result<BpfProgram, String>>; 8] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
     ];
-    CELLS[usize::from(connect) + 2 * usize::from(forks)]
-        .get_or_init(|| build_notify(connect, forks).map_err(|e| e.to_string()))
+    CELLS[usize::from(connect) + 2 * usize::from(forks) + 4 * usize::from(metadata)]
+        .get_or_init(|| build_notify(metadata, connect, forks).map_err(|e| e.to_string()))
         .as_ref()
         .map_err(|message| SeccompError::Compile {
             message: message.clone(),
@@ -395,8 +401,12 @@ pub fn notify_program_with(
 }
 
 /// The calls the notify program hands to the supervisor.
-pub fn notified_calls(connect: bool, forks: bool) -> Vec<libc::c_long> {
-    let mut v = super::metadata::notified_calls();
+pub fn notified_calls(metadata: bool, connect: bool, forks: bool) -> Vec<libc::c_long> {
+    let mut v = if metadata {
+        super::metadata::notified_calls()
+    } else {
+        Vec::new()
+    };
     if connect {
         v.push(libc::SYS_connect);
     }
@@ -406,24 +416,23 @@ pub fn notified_calls(connect: bool, forks: bool) -> Vec<libc::c_long> {
     v
 }
 
-fn build_notify(connect: bool, forks: bool) -> Result<BpfProgram, SeccompError> {
-    build_notify_of(notified_calls(connect, forks))
+fn build_notify(metadata: bool, connect: bool, forks: bool) -> Result<BpfProgram, SeccompError> {
+    build_notify_of(notified_calls(metadata, connect, forks))
 }
 
 /// `base` with learn mode's observer ([`super::observe`]): the same deny
 /// program, and a notify program that hands the observed calls to the
 /// supervisor besides whatever `base`'s handed it (the metadata family
-/// when it had a notify program, `connect` behind the broker, the counted
-/// calls with `forks`): `sockets` and `forks` are those `base` was built
+/// with `metadata`, `connect` behind the broker, the counted calls with
+/// `forks`): `sockets`, `metadata` and `forks` are those `base` was built
 /// with. Compiled once per combination, kept for the process's life.
 pub fn observing(
     base: &'static Filter,
     sockets: Sockets,
+    metadata: bool,
     forks: bool,
 ) -> Result<&'static Filter, SeccompError> {
-    let metadata = base.notify.is_some();
     let connect = sockets == Sockets::Brokered;
-    let forks = forks && metadata;
     type Cache = Mutex<Vec<(usize, u8, &'static Filter)>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let key = (
@@ -753,9 +762,11 @@ fn build_with(
         &shortcuts,
     )?;
     // The broker's `connect` goes to the supervisor whatever else does:
-    // without it a brokered call would connect by itself.
-    let notify = if deny_metadata || sockets == Sockets::Brokered {
+    // without it a brokered call would connect by itself; and the forks of
+    // a counted call, with namespaces too.
+    let notify = if deny_metadata || sockets == Sockets::Brokered || count_forks {
         Some(notify_program_with(
+            deny_metadata,
             sockets == Sockets::Brokered,
             count_forks,
         )?)

@@ -278,16 +278,22 @@ fn plan_call(
         // none can be made at all; the probe says which.
         return Err(Attempt::Probe);
     }
+    let cgroups = Cgroups::found();
+    // Only root without a pids cgroup needs the supervisor's count, and so
+    // a notification listener for it: asked there alone (once).
+    let notify =
+        kernel.seccomp && kernel.euid == 0 && cgroups.pids.is_none() && probe::seccomp_listener();
     let host = Host {
         kernel,
         net_ns,
         subreaper,
+        notify,
     };
     let split_applied = grants
         .split
         .as_ref()
         .is_some_and(|s| !s.read_only.is_empty());
-    match plan::plan(spec, &host, &Cgroups::found(), split_applied) {
+    match plan::plan(spec, &host, &cgroups, split_applied) {
         Ok(p) => Ok(p),
         // Planned with assumed facts: the jail the kernel really gives
         // (the namespace-free one, say) may hold what these could not.

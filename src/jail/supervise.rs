@@ -197,12 +197,16 @@ fn start_beside(
     };
     let brokered = broker.is_some();
     // Root without a pids cgroup: the supervisor counts the call's tasks
-    // below its reaper (the first child here).
+    // below its reaper (the first child here: the subreaper, or the PID
+    // namespace's first process).
     let forks = if plan.count_forks {
         match sys::pidfd_pid(pidfd.as_raw_fd()) {
             Some(reaper) => Some(ForkLimit {
                 reaper,
                 limit: spec.limits.pids,
+                // Without a subreaper the first child is the PID
+                // namespace's first process: the tool itself.
+                with_reaper: !plan.reaper,
             }),
             None => {
                 return Err(JailError::Prepare {

@@ -426,6 +426,34 @@ pub fn probe_clone(flags: libc::c_ulong) -> Result<(), i32> {
     }
 }
 
+/// Whether a seccomp filter with a notification listener can be
+/// installed here (gVisor and some container profiles refuse
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER`): a child sets `no_new_privs`,
+/// installs a one-instruction "allow" filter with a listener and exits
+/// with the result; this process is untouched.
+pub fn probe_seccomp_listener() -> bool {
+    const BPF_RET_K: u16 = 0x06;
+    let allow = [seccompiler::sock_filter {
+        code: BPF_RET_K,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    }];
+    // SAFETY: the child branch only makes system calls on `allow` (built
+    // before the clone, on this stack) and calls `_exit`.
+    match unsafe { clone_process(0) } {
+        Ok(Forked::Child) => {
+            let ok =
+                prctl(libc::PR_SET_NO_NEW_PRIVS, 1).is_ok() && seccomp_listener(&allow).is_ok();
+            exit_now(if ok { 0 } else { 1 })
+        }
+        Ok(Forked::Parent { pidfd }) => {
+            matches!(pidfd_wait(pidfd.as_raw_fd()), Ok(Exit::Code(0)))
+        }
+        Err(_) => false,
+    }
+}
+
 /// Like [`probe_clone`] with a mount namespace in `flags`, and the child
 /// also mounts a fresh `/proc` (its mount tree made private first, so
 /// nothing propagates out; the namespace dies with it): a container that
