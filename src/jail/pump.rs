@@ -12,7 +12,8 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::poll::{poll, ppoll, PollFd, PollFlags, PollTimeout};
+use nix::sys::time::TimeSpec;
 
 use super::cancel::{self, Cancel};
 use super::cgroup::CallGroup;
@@ -112,7 +113,7 @@ impl Sink {
 /// jail's cost on `find`'s output — and is now read in batches. A child
 /// writing faster fills the pipe past it and is read without a pause.
 const BATCH: usize = 32 * 1024;
-/// The pause after a small round: short enough that a person reading the
+/// The pause after a small round (ended early by the call's end): short enough that a person reading the
 /// stream sees no delay.
 const BATCH_WAIT: std::time::Duration = std::time::Duration::from_micros(500);
 
@@ -324,7 +325,10 @@ pub fn supervise<S: Supervised>(
             }
         }
         if got > 0 && got < BATCH && exited.is_none() && !timed_out && !cancelled {
-            std::thread::sleep(BATCH_WAIT);
+            // Let small writes gather, but not past the call's end: a
+            // call that printed and exited is seen at once.
+            let mut end = [PollFd::new(call.fd(), PollFlags::POLLIN)];
+            let _ = ppoll(&mut end, Some(TimeSpec::from_duration(BATCH_WAIT)), None);
         }
         if exited.is_some() {
             // Nothing more will be read from stdin.
