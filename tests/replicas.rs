@@ -638,19 +638,27 @@ fn records(bodies: &[String]) -> Vec<Record> {
         .collect()
 }
 
-#[test]
-fn audit_lines_reach_an_otlp_collector_with_the_genai_attributes() {
-    require_jail!();
+/// A project with `quick_tool`, served as `replica` exporting its audit
+/// to a stand-in collector: the fixture, the server, and what the
+/// collector got.
+fn served_to_a_collector(replica: &str) -> (Fixture, Served, Arc<Mutex<Vec<String>>>) {
     let f = Fixture::new();
     f.tool(&quick_tool());
     let (addr, got) = collector();
     let state = f.state();
     let url = format!("http://{addr}/v1/logs");
-    let mut s = Served::start(
+    let s = Served::start(
         &f.root,
         &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
-        &["--replica-id", "web-7", "--audit-otlp", &url],
+        &["--replica-id", replica, "--audit-otlp", &url],
     );
+    (f, s, got)
+}
+
+#[test]
+fn audit_lines_reach_an_otlp_collector_with_the_genai_attributes() {
+    require_jail!();
+    let (f, mut s, got) = served_to_a_collector("web-7");
     let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": 5}));
     assert_eq!(ok.json["ok"], true, "{ok:?}");
     s.terminate();
@@ -708,16 +716,7 @@ fn trace_ids(bodies: &[String]) -> Vec<(String, String, String)> {
 #[test]
 fn a_callers_traceparent_is_logged_and_continued_in_the_otlp_records() {
     require_jail!();
-    let f = Fixture::new();
-    f.tool(&quick_tool());
-    let (addr, got) = collector();
-    let state = f.state();
-    let url = format!("http://{addr}/v1/logs");
-    let mut s = Served::start(
-        &f.root,
-        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
-        &["--replica-id", "web-9", "--audit-otlp", &url],
-    );
+    let (f, mut s, got) = served_to_a_collector("web-9");
     let rest_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let rest_span = "00f067aa0ba902b7";
     let rest = s.request(
