@@ -695,6 +695,23 @@ fn learn_wheels() -> PathBuf {
 /// `nobody` too), with venv and pip (.ci/setup installs them).
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
+/// The proposal grants at most 1.2× the paths the learning run observed
+/// (files under its grants, each once), and the command re-runs green
+/// under exactly it in `dir`: the enforcing run.
+fn bounded_and_green(what: &str, dir: &Path, learned: &Value, cmd: &[&str]) -> Value {
+    let (granted, observed) = granted_vs_observed(learned);
+    eprintln!("{what}: {granted} files granted, {observed} paths observed");
+    assert!(
+        granted as f64 <= 1.2 * observed as f64,
+        "{granted} files granted, {observed} observed: {:?}",
+        grants(learned)
+    );
+    create_proposed(learned);
+    let (code, rerun) = enforce(dir, learned, &[], cmd);
+    assert_eq!(code, Some(0), "{rerun:#}");
+    rerun
+}
+
 /// Files (and links) under the proposal's grants, each counted once,
 /// before the enforcing run (a directory to create holds none), against the distinct paths the learning run needed:
 /// (granted, observed).
@@ -779,18 +796,10 @@ fn a_pytest_run_in_a_venv_is_learned_and_reruns_green() {
     for (_, p) in &g {
         assert!(p.starts_with(&proj), "{p:?} outside the project: {g:?}");
     }
-    let (granted, observed) = granted_vs_observed(&learned);
-    eprintln!("pytest: {granted} files granted, {observed} paths observed");
     // The venv as one grant (what a person writes) holds files pytest
     // never opens (activate scripts, dist-info records): still within
     // the bound.
-    assert!(
-        granted as f64 <= 1.2 * observed as f64,
-        "{granted} files granted, {observed} observed: {g:?}"
-    );
-    create_proposed(&learned);
-    let (code, rerun) = enforce(&proj, &learned, &[], &cmd);
-    assert_eq!(code, Some(0), "{rerun:#}");
+    let rerun = bounded_and_green("pytest", &proj, &learned, &cmd);
     let out = rerun["stdout"].as_str().unwrap();
     assert!(
         out.contains("PYTEST-RAN") && out.contains("2 passed"),
@@ -834,15 +843,7 @@ fn npm_test_of_a_small_package_is_learned_and_reruns_green() {
     for (_, p) in &g {
         assert!(!pkg.join("docs").starts_with(p), "{p:?}: {g:?}");
     }
-    let (granted, observed) = granted_vs_observed(&learned);
-    eprintln!("npm test: {granted} files granted, {observed} paths observed");
-    assert!(
-        granted as f64 <= 1.2 * observed as f64,
-        "{granted} files granted, {observed} observed: {g:?}"
-    );
-    create_proposed(&learned);
-    let (code, rerun) = enforce(&pkg, &learned, &[], &cmd);
-    assert_eq!(code, Some(0), "{rerun:#}");
+    let rerun = bounded_and_green("npm test", &pkg, &learned, &cmd);
     assert!(
         rerun["stdout"].as_str().unwrap().contains("NPM-TEST-OK"),
         "{rerun:#}"
@@ -995,15 +996,7 @@ with zipfile.ZipFile({wheel:?}, "w") as z:
             learned["proposal"]
         );
     }
-    let (granted, observed) = granted_vs_observed(&learned);
-    eprintln!("pip download: {granted} files granted, {observed} paths observed");
-    assert!(
-        granted as f64 <= 1.2 * observed as f64,
-        "{granted} files granted, {observed} observed: {g:?}"
-    );
-    create_proposed(&learned);
-    let (code, rerun) = enforce(&proj, &learned, &[], &cmd);
-    assert_eq!(code, Some(0), "{rerun:#}");
+    let rerun = bounded_and_green("pip download", &proj, &learned, &cmd);
     assert_eq!(
         std::fs::read(proj.join("wheels/tinypkg-1.0-py3-none-any.whl")).unwrap(),
         std::fs::read(&wheel).unwrap(),
