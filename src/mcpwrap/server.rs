@@ -506,8 +506,10 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
             ),
         )
     })?;
+    // The same kinds as a tool call's (a bad `hosts` pattern, or a
+    // placeholder that cannot be made).
     let placeholders = secrets::placeholders(&m.permissions, &values)
-        .map_err(|e| fail(ErrorKind::ManifestInvalid, run::error_chain(&e)))?;
+        .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
     let jail_values = secrets::jail_values(&values, &placeholders);
     let redact = Redactor::new(&values);
 
