@@ -50,6 +50,9 @@ pub enum LearnError {
         #[source]
         source: std::io::Error,
     },
+    /// The manifest is not YAML glovebox can write the proposal into.
+    #[error("cannot write the proposal into {path:?}: {message}; fix the manifest (`glovebox lint`) and apply again, or copy the proposal printed above into it")]
+    Unwritable { path: PathBuf, message: String },
 }
 
 /// The folding context for a learning run rooted at `root` (the

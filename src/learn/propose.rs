@@ -353,7 +353,12 @@ impl Proposal {
             path: file.to_path_buf(),
             source,
         })?;
-        let updated = replace_block(&text, &self.manifest_block(secrets));
+        let updated = rewritten(&text, &self.manifest_block(secrets)).map_err(|message| {
+            LearnError::Unwritable {
+                path: file.to_path_buf(),
+                message,
+            }
+        })?;
         let mut made = Vec::new();
         for g in self.of(Access::Write).filter(|g| g.create) {
             std::fs::create_dir_all(&g.path).map_err(|source| LearnError::Manifest {
@@ -377,6 +382,40 @@ fn same_entry(a: &str, b: &str) -> bool {
     let n = |s: &str| s.trim_end_matches('/').trim_start_matches("./").to_string();
     let (a, b) = (n(a), n(b));
     a == b || (a.is_empty() && b == ".") || (b.is_empty() && a == ".")
+}
+
+/// `text` with `block` (a `permissions:` block) as its permissions. The
+/// block's lines take the old block's place ([`replace_block`]: comments
+/// and order kept) where the result reads back with exactly the block's
+/// permissions; where it does not (a flow-style or JSON document, whose
+/// keys are not lines of their own) the document is written again whole
+/// with them — as JSON if it was JSON, else as YAML.
+pub fn rewritten(text: &str, block: &str) -> Result<String, String> {
+    let wanted = crate::yaml::parse(block)
+        .map_err(|e| format!("the proposal does not read back: {e}"))?
+        .value["permissions"]
+        .clone();
+    let in_place = replace_block(text, block);
+    if crate::yaml::parse(&in_place).is_ok_and(|d| d.value["permissions"] == wanted) {
+        return Ok(in_place);
+    }
+    let mut doc = crate::yaml::parse(text).map_err(|e| e.to_string())?.value;
+    let Some(map) = doc.as_object_mut() else {
+        return Err("its top level is not a mapping".into());
+    };
+    map.insert("permissions".into(), wanted);
+    let json = text
+        .lines()
+        .map(str::trim_start)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && *l != "---")
+        .is_some_and(|l| l.starts_with('{'));
+    if json {
+        serde_json::to_string_pretty(&doc)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())
+    } else {
+        crate::yaml::emit(&doc).map_err(|e| e.to_string())
+    }
 }
 
 /// `text` with its top-level `permissions:` block (the key at column 0
@@ -515,6 +554,27 @@ mod tests {
         assert!(f.contains(&"--read ~/'a b'".to_string()), "{f:?}");
         assert!(f.contains(&"--write target".to_string()), "{f:?}");
         assert!(f.contains(&"--allow-host pypi.org:443".to_string()));
+    }
+
+    #[test]
+    fn a_flow_style_or_json_manifest_gets_the_proposal_whole() {
+        let block =
+            "permissions:\n  # read by cat\n  fs: {read: [docs], write: []}\n  network: false\n";
+        let json = "{\"name\": \"t\", \"permissions\": {\"network\": true}, \"exec\": {\"command\": {\"entrypoint\": \"cat\"}}}\n";
+        let out = rewritten(json, block).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["permissions"]["fs"]["read"][0], "docs");
+        assert_eq!(v["permissions"]["network"], false);
+        assert_eq!(v["exec"]["command"]["entrypoint"], "cat");
+        // Block style: in place, the comment kept.
+        let yaml = "name: t\npermissions:\n  network: true\nexec:\n  command: {entrypoint: cat}\n";
+        let out = rewritten(yaml, block).unwrap();
+        assert!(
+            out.contains("# read by cat") && out.starts_with("name: t\n"),
+            "{out}"
+        );
+        // Neither: refused, the file untouched by the caller.
+        assert!(rewritten("- a list\n", block).is_err());
     }
 
     #[test]
