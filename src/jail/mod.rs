@@ -77,7 +77,7 @@ pub use spec::{
 };
 
 /// The one supervisor loop, for a warm worker's calls too (`crate::run::warm`).
-pub(crate) use pump::{limits_hit, supervise, Sink, Supervised};
+pub(crate) use pump::{limits_hit, pump_call, Sink, Supervised};
 /// The supervisor's side of a call's TUN device, registered with the
 /// egress runtime (`crate::egress::transparent`).
 pub(crate) use sys::async_fd as sys_async_fd;

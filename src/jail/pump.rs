@@ -3,7 +3,7 @@
 //! the rest, so the supervisor's memory stays bounded whatever the child
 //! prints), and enforces the wall-clock deadline and the caller's cancel.
 //!
-//! One loop ([`supervise`]) for every call: a jailed child behind its
+//! One loop ([`pump_call`]) for every call: a jailed child behind its
 //! pidfd ([`run`]), and a call a warm worker runs behind its control
 //! channel (`crate::run::warm`), each a [`Supervised`]. The limits a call
 //! ran into are assembled once too ([`limits_hit`]).
@@ -190,7 +190,7 @@ pub fn run(
     deadline: Instant,
     cancel: Option<&Cancel>,
 ) -> io::Result<Pumped> {
-    supervise(
+    pump_call(
         &mut Child { pidfd, stop },
         stdin,
         out,
@@ -204,7 +204,7 @@ pub fn run(
 /// [`EXIT_GRACE`] after its end), feeding it `stdin`, stopping it at
 /// `deadline` or as soon as `cancel` is set (checked every
 /// [`cancel::POLL_INTERVAL`]).
-pub fn supervise<S: Supervised>(
+pub fn pump_call<S: Supervised>(
     call: &mut S,
     stdin: Option<(OwnedFd, Vec<u8>)>,
     out: &mut Sink,

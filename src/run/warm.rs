@@ -70,7 +70,7 @@ use sha2::{Digest, Sha256};
 use crate::jail::cgroup::{self, CallGroup};
 use crate::jail::probe::{self, Mode};
 use crate::jail::{
-    limits_hit, supervise, Cancel, Channel, Enforcement, JailError, JailResult, LimitHit, Output,
+    limits_hit, pump_call, Cancel, Channel, Enforcement, JailError, JailResult, LimitHit, Output,
     Sink, Spec, Status, Stdin, Supervised,
 };
 use crate::run::StartError;
@@ -579,7 +579,7 @@ impl Worker {
             status: None,
             dead: false,
         };
-        let pumped = supervise(
+        let pumped = pump_call(
             &mut on,
             Some((OwnedFd::from(req_w), body)),
             &mut out,
