@@ -294,13 +294,7 @@ pub fn plan(spec: &Spec, host: &Host, cgroups: &Cgroups, split: bool) -> Result<
     let seccomp = kernel.seccomp.then(|| net::sockets(&net_plan));
 
     // --- limits: cgroups where possible, rlimits otherwise.
-    // The supervisor can count the call's tasks where they all descend
-    // from one process it knows (the subreaper, or the PID namespace's
-    // first process, to which orphans go) and a notification listener
-    // hands it their forks: the namespace-free jail's own, or one made
-    // for the count alone.
-    let counted =
-        kernel.seccomp && (reaper || pid_ns) && (guard == MetadataGuard::Seccomp || host.notify);
+    let counted = countable(host, reaper || pid_ns, guard);
     let (rlimits, count_forks) = limits(spec, cgroups, root, counted, &mut e, &mut gaps)?;
     e.capabilities_dropped = root;
 
@@ -359,6 +353,15 @@ fn network(
         }
     }
     Ok(net_plan)
+}
+
+/// Whether the supervisor can count the call's tasks: they all descend
+/// from one process it knows (`one_root`: the subreaper, or the PID
+/// namespace's first process, to which orphans go) and a notification
+/// listener hands it their forks (the namespace-free jail's own, whose
+/// guard is seccomp's, or one made for the count alone).
+fn countable(host: &Host, one_root: bool, guard: MetadataGuard) -> bool {
+    host.kernel.seccomp && one_root && (guard == MetadataGuard::Seccomp || host.notify)
 }
 
 /// The resource limits: cgroups where `cgroups` has them, rlimits
