@@ -219,3 +219,53 @@ fn a_write_grant_swapped_for_a_link_never_writes_outside() {
         .count();
     assert!(written > 0, "the calls that worked wrote into the grant");
 }
+
+/// A grant removed while the jail is being built (another process deletes
+/// it between glovebox holding it and the child binding it) is left out,
+/// as a grant that did not exist when held is: the call runs in the jail
+/// it was planned for. It used to fail the mount step, which read as "no
+/// namespaces here": the call was planned again, and where the removals
+/// went on (`sandbox --learn`, whose view lists `/tmp`'s entries while
+/// other processes create and remove files there) it was planned without
+/// namespaces — refused outright where Landlock is missing. Each call
+/// grants 30 directories that a racer removes one by one, 150 µs apart,
+/// from a varying start: removals land before, during and after the
+/// jail's set-up (and its second one, when the first failed). The probe
+/// prints RAN in every call.
+#[test]
+fn a_grant_removed_while_the_jail_is_built_is_left_out() {
+    require_jail!();
+    let f = Fixture::new();
+    let n = calls().min(120);
+    for i in 0..n {
+        let dirs: Vec<PathBuf> = (0..30).map(|k| f.root.join(format!("g{i}-{k}"))).collect();
+        for d in &dirs {
+            fs::create_dir_all(d).unwrap();
+        }
+        let victims = dirs.clone();
+        let start = std::time::Duration::from_micros(u64::from(i % 13) * 250);
+        let racer = std::thread::spawn(move || {
+            std::thread::sleep(start);
+            for d in victims {
+                fs::remove_dir_all(&d).unwrap();
+                std::thread::sleep(std::time::Duration::from_micros(150));
+            }
+        });
+        let mut args = Vec::new();
+        for d in &dirs {
+            args.push("--read".to_string());
+            args.push(d.display().to_string());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = common::sandbox(&args, &["sh", "-c", "echo RAN"]);
+        racer.join().unwrap();
+        assert_eq!(r.code, Some(0), "call {i}: {r:#?}");
+        assert!(r.stdout.contains("RAN"), "call {i}: {r:#?}");
+        // Never planned again without namespaces for it.
+        assert_eq!(
+            r.json["enforcement"]["pid_namespace"],
+            !common::namespace_free(),
+            "call {i}: {r:#?}"
+        );
+    }
+}

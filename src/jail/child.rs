@@ -497,6 +497,11 @@ fn enter_tree(ops: &MountOps, mask_proc: bool) -> sys::SysResult<()> {
     let stage = sys::open_path(libc::AT_FDCWD, ROOT, libc::O_DIRECTORY)?;
     let stage_dev = sys::fstat(stage.as_raw_fd())?.st_dev;
     drop(stage);
+    // A grant's source removed since it was held is left out, as a grant
+    // that did not exist when held is (`HeldAccess::hold`): nothing of it
+    // to show. Its read-only step then has no mount of its own to act on
+    // (it would make the staging tmpfs read-only), so it is skipped too.
+    let mut gone: Option<&CStr> = None;
     for op in &ops.ops {
         match op {
             Op::Mkdir(p) => sys::mkdir(p)?,
@@ -508,15 +513,23 @@ fn enter_tree(ops: &MountOps, mask_proc: bool) -> sys::SysResult<()> {
                 dev,
                 ino,
                 check_dst,
-            } => sys::bind_checked(
-                src,
-                dst,
-                *dev,
-                *ino,
-                true,
-                check_dst.then_some(stage_dev),
-                Some(OLD_ROOT_FDS),
-            )?,
+                may_vanish,
+            } => {
+                let bound = sys::bind_checked(
+                    src,
+                    dst,
+                    *dev,
+                    *ino,
+                    true,
+                    check_dst.then_some(stage_dev),
+                    Some(OLD_ROOT_FDS),
+                )?;
+                if !bound && !may_vanish {
+                    return Err(libc::ENOENT);
+                }
+                gone = (!bound).then_some(dst.as_c_str());
+            }
+            Op::ReadOnly(p) if gone == Some(p.as_c_str()) => {}
             Op::ReadOnly(p) => sys::make_read_only(p)?,
             Op::Tmpfs { at, options } => sys::mount(
                 Some(TMPFS),
@@ -532,15 +545,20 @@ fn enter_tree(ops: &MountOps, mask_proc: bool) -> sys::SysResult<()> {
                 dev,
                 ino,
                 check_dst,
-            } => sys::bind_checked(
-                src,
-                dst,
-                *dev,
-                *ino,
-                false,
-                check_dst.then_some(stage_dev),
-                None,
-            )?,
+            } => {
+                // A protected link: one removed since fails the call.
+                if !sys::bind_checked(
+                    src,
+                    dst,
+                    *dev,
+                    *ino,
+                    false,
+                    check_dst.then_some(stage_dev),
+                    None,
+                )? {
+                    return Err(libc::ENOENT);
+                }
+            }
         }
     }
     sys::mkdir(PROC)?;

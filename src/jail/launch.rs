@@ -102,8 +102,9 @@ fn step_is_namespace(step: Step, errno: i32) -> bool {
             libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS
         ),
         // A source that is no longer the object resolved for it was
-        // replaced by someone racing the call: never a reason to fall back.
-        Step::Mount => errno != libc::ESTALE,
+        // replaced (ESTALE) or a protected path removed (ENOENT) by someone
+        // racing the call: never a reason to fall back.
+        Step::Mount => !matches!(errno, libc::ESTALE | libc::ENOENT),
         Step::Namespaces | Step::IdMap => true,
         _ => false,
     }

@@ -603,6 +603,7 @@ impl Tree {
                 dev: id.dev,
                 ino: id.ino,
                 check_dst: mounted.iter().any(|m| covers(m, &e.path)),
+                may_vanish: !e.protected,
             });
             // A device node is bound read-only even when written to (a
             // write to a device needs no writable mount): its mode, owner
@@ -755,6 +756,11 @@ pub enum Op {
         /// another): opened and checked too. Otherwise it is a node the
         /// tree made on its own tmpfs, which nothing else can change.
         check_dst: bool,
+        /// A grant (not a protected path): removed since it was held, it
+        /// is left out as one that did not exist then would be. A
+        /// protected path removed since fails the call: what a tool could
+        /// plant in its place must stay out of reach.
+        may_vanish: bool,
     },
     /// Makes the mount at this path, and every mount under it, read-only.
     ReadOnly(CString),

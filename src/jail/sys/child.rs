@@ -427,7 +427,9 @@ pub const RESOLVE_NO_LINKS: u64 = 0x02 | 0x04;
 /// check is bound. A different object is `ESTALE`. `recursive` binds the
 /// mounts under it too; a link (`src` a symbolic link, never `fd_dir`) is
 /// bound itself. `check_dst` (the staging tmpfs's device) also opens and
-/// checks the mountpoint, for one inside host content. Child side.
+/// checks the mountpoint, for one inside host content. `Ok(false)`: `src`
+/// no longer exists (removed since it was held), nothing bound. Child
+/// side.
 pub fn bind_checked(
     src: &CStr,
     dst: &CStr,
@@ -436,7 +438,7 @@ pub fn bind_checked(
     recursive: bool,
     check_dst: Option<u64>,
     fd_dir: Option<&CStr>,
-) -> SysResult<()> {
+) -> SysResult<bool> {
     const OPEN_TREE_CLONE: libc::c_uint = 1;
     const AT_RECURSIVE: libc::c_uint = 0x8000;
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
@@ -448,7 +450,10 @@ pub fn bind_checked(
         Err(libc::ELOOP) => Err(libc::ESTALE),
         other => other,
     };
-    let held = open(src)?;
+    let held = match open(src) {
+        Err(libc::ENOENT) => return Ok(false),
+        other => other?,
+    };
     let st = fstat(held.as_raw_fd())?;
     if st.st_dev != dev || st.st_ino != ino {
         return Err(libc::ESTALE);
@@ -487,7 +492,7 @@ pub fn bind_checked(
         };
         if let (Some(from), Some(to)) = (from, to) {
             match mount(Some(from), to, None, libc::MS_BIND | libc::MS_REC, None) {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(true),
                 // No /proc there: the detached tree below.
                 Err(libc::ENOENT | libc::EACCES | libc::ENOTDIR) => {}
                 Err(e) => return Err(e),
@@ -517,7 +522,12 @@ pub fn bind_checked(
         )
     });
     close(tree);
-    moved.map(drop)
+    match moved {
+        Ok(_) => Ok(true),
+        // Removed after it was opened: gone, as if before.
+        Err(libc::ENOENT) if fstat(held.as_raw_fd()).is_ok_and(|st| st.st_nlink == 0) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// `dir` followed by the decimal `fd`, NUL-terminated, in `buf` (no
