@@ -33,7 +33,7 @@
 //! path,
 //! and the host's IPC ([`host_ipc_calls`]); the rest of the metadata family
 //! (chmod, chown, utimes, xattrs: [`super::metadata::notified_calls`]) goes
-//! to the supervisor instead, through a second filter ([`notify_program`])
+//! to the supervisor instead, through a second filter ([`notify_program_with`])
 //! whose calls are answered by [`super::metadata`] (a refusal from the
 //! deny list takes precedence over a notification).
 //!
@@ -122,7 +122,7 @@ pub enum Sockets {
     /// Without a network namespace, behind the connect broker
     /// ([`super::broker`]): inet *stream* sockets (TCP) and route netlink
     /// only, no `listen`, no `MSG_FASTOPEN` (a send that connects), and
-    /// `connect` handed to the supervisor ([`notify_program_for`]).
+    /// `connect` handed to the supervisor ([`notify_program_with`]).
     Brokered,
 }
 
@@ -360,21 +360,11 @@ pub fn refused_metadata_calls() -> Vec<libc::c_long> {
 /// action for it).
 const NOTIFY_MARK: u32 = 0x6b17;
 
-/// The filter that hands the metadata family to the supervisor
+/// The program that hands calls to the supervisor
 /// (`SECCOMP_RET_USER_NOTIF`; every other call allowed — the deny list is
-/// a separate filter), compiled once per process.
-pub fn notify_program() -> Result<&'static BpfProgram, SeccompError> {
-    notify_program_for(false)
-}
-
-/// [`notify_program`], and with `connect` also `connect` (the connect
-/// broker's, [`Sockets::Brokered`]).
-pub fn notify_program_for(connect: bool) -> Result<&'static BpfProgram, SeccompError> {
-    notify_program_with(true, connect, false)
-}
-
-/// The notify program of `metadata` (the metadata family: a jail without
-/// a mount namespace), `connect` ([`notify_program_for`]) and `forks`
+/// a separate filter), compiled once per process and combination:
+/// `metadata` (the metadata family: a jail without a mount namespace),
+/// `connect` (the connect broker's, [`Sockets::Brokered`]) and `forks`
 /// (`clone`, `fork`, `vfork`: a root call's process limit where no pids
 /// cgroup exists, [`super::forks`]; with namespaces, alone).
 pub fn notify_program_with(
@@ -401,7 +391,7 @@ pub fn notify_program_with(
 }
 
 /// The calls the notify program hands to the supervisor.
-pub fn notified_calls(metadata: bool, connect: bool, forks: bool) -> Vec<libc::c_long> {
+fn notified_calls(metadata: bool, connect: bool, forks: bool) -> Vec<libc::c_long> {
     let mut v = if metadata {
         super::metadata::notified_calls()
     } else {
