@@ -154,8 +154,8 @@ impl Cluster {
 
 fn haproxy_config(front: u16, stats: u16, replicas: &[Replica]) -> String {
     let mut c = format!(
-        "global\n  maxconn 512\n\
-defaults\n  mode http\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n  retries 3\n  option redispatch 1\n\
+        "global\n  maxconn 512\n  log stdout format raw local0\n\
+defaults\n  mode http\n  log global\n  option httplog\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n  retries 3\n  option redispatch 1\n\
 frontend front\n  bind 127.0.0.1:{front}\n  default_backend glovebox\n\
 listen stats\n  bind 127.0.0.1:{stats}\n  stats enable\n  stats uri /stats\n\
 backend glovebox\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1:{front}\n  http-check expect status 200\n"
@@ -167,6 +167,17 @@ backend glovebox\n  balance roundrobin\n  option httpchk\n  http-check send meth
         ));
     }
     c
+}
+
+/// The lines of HAProxy's request log that are not a 200: which server
+/// answered, and how the session ended.
+fn failed_requests(log: &Path) -> String {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("/api/") && !l.contains(" 200 "))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The servers' states in HAProxy's CSV stats: id → UP/DOWN/….
@@ -316,10 +327,11 @@ fn balanced_cluster(f: Fixture) -> (Cluster, HaProxy, u16) {
         "{}",
         String::from_utf8_lossy(&check.stdout) + String::from_utf8_lossy(&check.stderr)
     );
+    let log = std::fs::File::create(cluster.f.base.join("haproxy.log")).unwrap();
     let lb = HaProxy(
         Command::new(haproxy)
             .args(["-db", "-f", cfg.to_str().unwrap()])
-            .stdout(Stdio::null())
+            .stdout(Stdio::from(log))
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
@@ -378,11 +390,12 @@ fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_toge
     for d in &failed {
         assert!(
             d.began <= dead_at && d.ended >= killed_at,
-            "a call not in flight at the kill failed (began {} ms, ended {} ms after the kill, which took {} ms): {:?}",
+            "a call not in flight at the kill failed (began {} ms, ended {} ms after the kill, which took {} ms): {:?}\nHAProxy's log of failed requests:\n{}",
             ms(d.began),
             ms(d.ended),
             ms(dead_at),
-            d.result
+            d.result,
+            failed_requests(&cluster.f.base.join("haproxy.log"))
         );
     }
     assert!(

@@ -1573,3 +1573,77 @@ fn mcp_outside_a_project_answers_initialize_with_the_fix() {
         );
     }
 }
+
+/// A server killed while calls are being set up stops accepting
+/// connections as soon as it is reaped. No jail child still being set up
+/// (nor a probe) holds on to its listening socket: a child killed before
+/// it execs releases what it holds only after its namespaces are torn
+/// down, tens of milliseconds during which a dead server's port would
+/// still complete handshakes, and a balancer would send requests into
+/// that backlog instead of retrying another replica. Racy by nature, so
+/// many kills, each with calls in flight (counted: the probe that the
+/// race was on).
+#[test]
+fn a_killed_server_refuses_connections_once_reaped() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    require_jail!();
+    let f = project();
+    let st = state_env(&f);
+    let mut late = Vec::new();
+    for round in 0..20 {
+        let mut s = Served::start(&f.root, &envs(&st), &["--max-concurrent", "16"]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let clients: Vec<_> = (0..24)
+            .map(|_| {
+                let (addr, stop, answered) = (s.addr.clone(), stop.clone(), answered.clone());
+                std::thread::spawn(move || {
+                    let body = r#"{"w":"x"}"#;
+                    let req = format!(
+                        "POST /api/v1/tools/echo/invoke HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    while !stop.load(Ordering::SeqCst) {
+                        let Ok(mut c) = TcpStream::connect(&addr) else {
+                            std::thread::sleep(Duration::from_millis(1));
+                            continue;
+                        };
+                        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+                        let _ = c.write_all(req.as_bytes());
+                        let mut raw = Vec::new();
+                        let _ = c.read_to_end(&mut raw);
+                        if raw.starts_with(b"HTTP/1.1 200") {
+                            answered.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Calls in flight (some being set up) when the server dies.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while answered.load(Ordering::SeqCst) < 24 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            answered.load(Ordering::SeqCst) >= 24,
+            "round {round}: the calls did not run: {}",
+            s.stderr()
+        );
+        s.child.kill().unwrap();
+        s.child.wait().unwrap();
+        if TcpStream::connect(&s.addr).is_ok() {
+            late.push(round);
+        }
+        stop.store(true, Ordering::SeqCst);
+        for c in clients {
+            c.join().unwrap();
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "the killed server's port still accepted a connection after it was reaped, in rounds {late:?} of 20"
+    );
+}

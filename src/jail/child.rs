@@ -69,14 +69,32 @@ pub enum Step {
     Net,
     /// The caller's gate (`Spec::gate`) said no: nothing of the call ran.
     Gate,
+    /// Closing the supervisor's descriptors the call does not use.
+    Descriptors,
 }
 
 impl Step {
     pub(super) fn from_u32(v: u32) -> Option<Step> {
         use Step::*;
         [
-            Parent, Session, IdMap, Cgroup, Mount, Fds, Cwd, Rlimit, Caps, NoNewPrivs, Landlock,
-            Seccomp, Exec, Reaper, Namespaces, Net, Gate,
+            Parent,
+            Session,
+            IdMap,
+            Cgroup,
+            Mount,
+            Fds,
+            Cwd,
+            Rlimit,
+            Caps,
+            NoNewPrivs,
+            Landlock,
+            Seccomp,
+            Exec,
+            Reaper,
+            Namespaces,
+            Net,
+            Gate,
+            Descriptors,
         ]
         .into_iter()
         .find(|s| *s as u32 == v)
@@ -102,6 +120,7 @@ impl Step {
             Step::Namespaces => "creating the jail's namespaces",
             Step::Net => "setting up the network namespace (loopback, egress proxy listener)",
             Step::Gate => "waiting for the call's go-ahead (its intent on disk)",
+            Step::Descriptors => "closing the supervisor's descriptors the call does not use",
         }
     }
 
@@ -171,6 +190,35 @@ pub(super) struct Prepared {
     /// The socketpair the seccomp notification listener travels over
     /// (namespace-free jail: the metadata family goes to the supervisor).
     pub(super) notify: Option<NetHandoff>,
+    /// The descriptors above, sorted ([`Prepared::descriptors`], filled
+    /// right before the clone): the child closes every other one first.
+    pub(super) keep: Vec<RawFd>,
+}
+
+impl Prepared {
+    /// Every descriptor the child uses, sorted: the only ones of the
+    /// supervisor's table it keeps ([`Step::Descriptors`]).
+    pub(super) fn descriptors(&self) -> Vec<RawFd> {
+        let owned = [&self.stdin, &self.stdout, &self.stderr]
+            .into_iter()
+            .chain(self.landlock.as_ref())
+            .chain(self.gate.as_ref())
+            .chain(
+                [&self.net, &self.notify]
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|h| [&h.child_end, &h.parent_end]),
+            )
+            .map(AsRawFd::as_raw_fd);
+        let mut fds: Vec<RawFd> = owned
+            .chain([self.report])
+            .chain(self.cgroup_procs.iter().copied())
+            .filter(|&fd| fd >= 0)
+            .collect();
+        fds.sort_unstable();
+        fds.dedup();
+        fds
+    }
 }
 
 /// The child's end of the socketpair the proxy listener travels over.
@@ -201,6 +249,7 @@ pub(super) fn main(p: &mut Prepared) -> ! {
         }
     };
     step(Step::Parent, watch_the_supervisor(report));
+    step(Step::Descriptors, sys::close_all_but(&p.keep));
     reset_signals();
     step(Step::Session, new_session());
     if p.reaper {

@@ -117,6 +117,7 @@ fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)
     let (report_r, report_w) = pipe().map_err(|_| (Step::Parent, libc::EMFILE))?;
     p.report = report_w.as_raw_fd();
     p.report_read_end = report_r.as_raw_fd();
+    p.keep = p.descriptors();
     let clone_failed = |e: std::io::Error| {
         let step = if flags == 0 {
             Step::Parent

@@ -136,6 +136,7 @@ pub(super) fn prepare(
         stderr: high(stdio.stderr)?,
         report: -1,
         report_read_end: -1,
+        keep: Vec::new(),
         gate: None,
         landlock,
         home_rule,

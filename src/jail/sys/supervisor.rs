@@ -414,9 +414,14 @@ pub fn try_chmod(path: &CStr, mode: libc::mode_t) -> i32 {
 /// and reports whether the kernel allowed it (the errno when not): the
 /// only reliable test of what this process may create.
 pub fn probe_clone(flags: libc::c_ulong) -> Result<(), i32> {
-    // SAFETY: the child branch only calls `_exit`.
+    // SAFETY: the child branch only calls close_range(2) and `_exit`.
     match unsafe { clone_process(flags) } {
-        Ok(Forked::Child) => exit_now(0),
+        Ok(Forked::Child) => {
+            // Holding none of this process's descriptors while its
+            // namespaces are torn down (see `close_all_but`).
+            let _ = close_all_but(&[]);
+            exit_now(0)
+        }
         Ok(Forked::Parent { pidfd }) => match pidfd_wait(pidfd.as_raw_fd()) {
             Ok(Exit::Code(0)) => Ok(()),
             Ok(_) => Err(libc::ECHILD),
@@ -460,9 +465,11 @@ pub fn probe_seccomp_listener() -> bool {
 /// masks parts of the host's `/proc` (podman, Docker) lets the namespaces
 /// be created yet refuses that mount, which every jail with a tree needs.
 pub fn probe_clone_proc(flags: libc::c_ulong) -> Result<(), i32> {
-    // SAFETY: the child branch only calls mount(2) and `_exit`.
+    // SAFETY: the child branch only calls close_range(2), mount(2) and
+    // `_exit`.
     match unsafe { clone_process(flags) } {
         Ok(Forked::Child) => {
+            let _ = close_all_but(&[]);
             let errno = || {
                 io::Error::last_os_error()
                     .raw_os_error()
