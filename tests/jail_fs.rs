@@ -194,3 +194,53 @@ fn proc_shows_only_the_jails_own_processes() {
     assert!(count <= 4, "the jail sees {count} processes: {r:#?}");
     assert!(r.stdout.contains("NoNewPrivs:\t1"));
 }
+
+/// A project kept in the host's `/dev/shm` (a tmpfs, where CI jobs and
+/// scratch checkouts sometimes live) is shown as granted: the jail's own
+/// `/dev` holds only the baseline devices, and its private `/dev/shm` is
+/// left out when a grant lies there (it would hide the grant, and its
+/// writable Landlock rule would cover it). Nothing else of the host's
+/// `/dev/shm` is readable or writable.
+#[test]
+fn a_grant_in_the_hosts_dev_shm_is_shown_and_nothing_else_there() {
+    require_jail!();
+    let base = tempfile::Builder::new()
+        .prefix("gbx-test-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let allowed = base.path().join("allowed");
+    let outside = base.path().join("outside");
+    fs::create_dir(&allowed).unwrap();
+    fs::create_dir(&outside).unwrap();
+    fs::write(allowed.join("ok.txt"), "allowed content").unwrap();
+    fs::write(outside.join("canary.txt"), SECRET).unwrap();
+    let ok = attack(
+        &["--read", path_str(&allowed)],
+        &["read", path_str(&allowed.join("ok.txt"))],
+    );
+    ok.assert_probe_ran();
+    assert!(ok.stdout.contains("allowed content"), "{ok:#?}");
+    let inside = allowed.join("written.txt");
+    let w = attack(
+        &["--write", path_str(&allowed)],
+        &["write", path_str(&inside)],
+    );
+    w.assert_probe_ran();
+    assert!(inside.exists(), "{w:#?}");
+    let r = attack(
+        &["--write", path_str(&allowed)],
+        &["read", path_str(&outside.join("canary.txt"))],
+    );
+    r.assert_blocked();
+    assert!(!r.stdout.contains(SECRET) && !r.stderr.contains(SECRET));
+    let planted = outside.join("created.txt");
+    attack(
+        &["--write", path_str(&allowed)],
+        &["write", path_str(&planted)],
+    )
+    .assert_blocked();
+    assert!(!planted.exists());
+    let ro = allowed.join("new.txt");
+    attack(&["--read", path_str(&allowed)], &["write", path_str(&ro)]).assert_blocked();
+    assert!(!ro.exists());
+}

@@ -172,6 +172,9 @@ pub(super) struct Prepared {
     /// The Landlock access of the private home, a tmpfs made in the
     /// child's tree (its rule is added there, once it exists).
     pub(super) home_rule: Option<u64>,
+    /// The tree mounts the call's private `/dev/shm`, which gets the
+    /// home's rule too (not when a grant lies there: `Tree::private_shm`).
+    pub(super) private_shm: bool,
     pub(super) seccomp: Option<&'static Filter>,
     /// The jail's root, built in its mount namespace.
     pub(super) tree: Option<MountOps>,
@@ -410,7 +413,9 @@ fn restrict_landlock(p: &Prepared) -> SysResult<()> {
     }
     if let Some(bits) = p.home_rule {
         sys::landlock_allow_path(fd, HOME, bits)?;
-        sys::landlock_allow_path(fd, SHM, bits)?;
+        if p.private_shm {
+            sys::landlock_allow_path(fd, SHM, bits)?;
+        }
     }
     sys::landlock_restrict_self(fd)
 }

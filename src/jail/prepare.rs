@@ -140,6 +140,7 @@ pub(super) fn prepare(
         gate: None,
         landlock,
         home_rule,
+        private_shm: mount_ops.is_some() && tree.private_shm(),
         seccomp,
         tree: mount_ops,
         cgroup_procs: group
@@ -196,8 +197,10 @@ fn mount_ops(spec: &Spec, tree: &super::tree::Tree) -> Result<MountOps, TreeErro
         .collect();
     ops.ops
         .extend(super::tree::home_ops(spec.limits.memory_bytes, &files)?);
-    ops.ops
-        .extend(super::tree::shm_ops(spec.limits.memory_bytes)?);
+    if tree.private_shm() {
+        ops.ops
+            .extend(super::tree::shm_ops(spec.limits.memory_bytes)?);
+    }
     Ok(ops)
 }
 

@@ -181,6 +181,17 @@ pub struct Tree {
     pub entries: Vec<Entry>,
 }
 
+impl Tree {
+    /// Whether the call's private `/dev/shm` ([`shm_ops`]) can be mounted:
+    /// no grant lies at or under [`SHM`]. One that does (a project kept in
+    /// the host's `/dev/shm`) is shown as granted instead, and the jail
+    /// has no private one: a tmpfs mounted over the grant would hide it,
+    /// and its Landlock rule (writable) would cover the grant too.
+    pub fn private_shm(&self) -> bool {
+        !self.entries.iter().any(|e| e.path.starts_with(SHM))
+    }
+}
+
 /// How metadata calls (chmod, chown, utimes, xattrs, inotify, fanotify)
 /// are kept off what a jail may not change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -532,8 +543,10 @@ impl Tree {
                 // The jail's own /proc and private home stand there.
                 continue;
             }
-            if e.path.starts_with(dev) && !e.protected {
-                // Only the device nodes of DEVICES, each bound alone.
+            if e.path.starts_with(dev) && !e.protected && !e.path.starts_with(SHM) {
+                // Only the device nodes of DEVICES, each bound alone (a
+                // grant in the host's /dev/shm is shown as granted: see
+                // `Tree::private_shm`).
                 if !devices_done {
                     devices_done = true;
                     mkdirs(&mut ops, dev, &mounted)?;
