@@ -183,13 +183,20 @@ pub struct Tree {
 
 impl Tree {
     /// Whether the call's private `/dev/shm` ([`shm_ops`]) can be mounted:
-    /// no grant lies at or under [`SHM`]. One that does (a project kept in
+    /// no grant lies under [`SHM`]. One that does (a project kept in
     /// the host's `/dev/shm`) is shown as granted instead, and the jail
     /// has no private one: a tmpfs mounted over the grant would hide it,
     /// and its Landlock rule (writable) would cover the grant too.
     pub fn private_shm(&self) -> bool {
-        !self.entries.iter().any(|e| e.path.starts_with(SHM))
+        !self.entries.iter().any(|e| in_host_shm(&e.path))
     }
+}
+
+/// A path strictly under [`SHM`]: a directory or file kept in the host's
+/// `/dev/shm`, shown when granted. `/dev/shm` itself, where every process
+/// of the host keeps its POSIX shared memory and semaphores, never is.
+fn in_host_shm(p: &Path) -> bool {
+    p.starts_with(SHM) && p != Path::new(SHM)
 }
 
 /// How metadata calls (chmod, chown, utimes, xattrs, inotify, fanotify)
@@ -543,7 +550,7 @@ impl Tree {
                 // The jail's own /proc and private home stand there.
                 continue;
             }
-            if e.path.starts_with(dev) && !e.protected && !e.path.starts_with(SHM) {
+            if e.path.starts_with(dev) && !e.protected && !in_host_shm(&e.path) {
                 // Only the device nodes of DEVICES, each bound alone (a
                 // grant in the host's /dev/shm is shown as granted: see
                 // `Tree::private_shm`).

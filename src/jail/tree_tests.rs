@@ -50,6 +50,31 @@ fn private_shm_is_a_tmpfs_of_the_call() {
         .ops
         .iter()
         .any(|o| matches!(o, Op::Bind { dst, .. } if dst.as_bytes().starts_with(b"/dev/shm"))));
+    assert!(tree.private_shm());
+}
+
+#[test]
+fn a_grant_under_the_hosts_dev_shm_is_bound_and_the_call_has_no_private_one() {
+    let t = tempfile::Builder::new()
+        .prefix("gbx-tree-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let tree = Tree::build(
+        &FsAccess {
+            read: vec![t.path().to_path_buf()],
+            ..FsAccess::default()
+        },
+        &[],
+        &[],
+    )
+    .unwrap();
+    let dst = CString::new(t.path().as_os_str().as_bytes()).unwrap();
+    let plan = tree.mount_ops().unwrap();
+    assert!(plan
+        .ops
+        .iter()
+        .any(|o| matches!(o, Op::Bind { dst: d, .. } if *d == dst)));
+    assert!(!tree.private_shm());
 }
 
 #[test]
