@@ -54,7 +54,7 @@ pub fn container_program() -> Result<BpfProgram, SeccompError> {
     )
     .map_err(compile_err)?;
     let mut prog: BpfProgram = filter.try_into().map_err(compile_err)?;
-    insert_guard(&mut prog, Some(&keys), &CONTAINER_NOSYS, &[])?;
+    insert_guard(&mut prog, Some(&keys), &[], &CONTAINER_NOSYS, &[])?;
     Ok(prog)
 }
 

@@ -19,6 +19,12 @@ pub(super) struct Shortcut {
     pub(super) nr: libc::c_long,
     pub(super) arg: u8,
     pub(super) mask: u32,
+    /// Any bit of the mask refuses the call there and then (`EPERM`)
+    /// instead of sending it on: the deny list's rules for it are exactly
+    /// "one of these bits in the low word" (`clone`'s and `unshare`'s
+    /// `CLONE_NEW*` flags), so the call is decided here either way and
+    /// the list need not hold it.
+    pub(super) refuse: bool,
 }
 
 /// Classic BPF opcodes of the hand-written guard.
@@ -42,7 +48,9 @@ enum To {
     Nosys,
     /// The `RET ALLOW` after it.
     Allow,
-    /// seccompiler's deny list, after both.
+    /// The `RET ERRNO(EPERM)` after that: a number refused outright.
+    Deny,
+    /// seccompiler's deny list, after the three.
     Chain,
 }
 
@@ -71,25 +79,36 @@ impl Insn {
 
 /// Appends a binary search for the system call number (already loaded)
 /// among `keys` (sorted): a number that is one of them goes on to the
-/// deny list, any other is allowed there and then. Leaves of up to three
-/// numbers compare each, then jump; the jumps to the deny list go through
-/// a local `JA`, so every conditional jump stays short.
-fn search(keys: &[u32], out: &mut Vec<Insn>) {
+/// deny list, or is refused there and then when it is in `denied` (its
+/// rule list would be empty: refused whatever its arguments); any other
+/// is allowed there and then. Leaves of up to three numbers compare each,
+/// then jump; the jumps to the deny list and to the refusal go through a
+/// local `JA`, so every conditional jump stays short.
+fn search(keys: &[u32], denied: &[u32], out: &mut Vec<Insn>) {
     if keys.len() <= 3 {
         let chain = out.len() + keys.len() + 1;
+        let deny = chain + 1;
         for k in keys {
-            out.push(Insn::jump(op::JEQ_K, *k, To::At(chain), To::Next));
+            let to = if denied.binary_search(k).is_ok() {
+                deny
+            } else {
+                chain
+            };
+            out.push(Insn::jump(op::JEQ_K, *k, To::At(to), To::Next));
         }
         out.push(Insn::jump(op::JA, 0, To::Allow, To::Next));
         out.push(Insn::jump(op::JA, 0, To::Chain, To::Next));
+        if keys.iter().any(|k| denied.binary_search(k).is_ok()) {
+            out.push(Insn::jump(op::JA, 0, To::Deny, To::Next));
+        }
         return;
     }
     let mid = keys.len() / 2;
     let node = out.len();
     out.push(Insn::jump(op::JGE_K, keys[mid], To::Next, To::Next));
-    search(&keys[..mid], out);
+    search(&keys[..mid], denied, out);
     out[node].jt = To::At(out.len());
-    search(&keys[mid..], out);
+    search(&keys[mid..], denied, out);
 }
 
 /// Splices a guard into seccompiler's program right after its 3-instruction
@@ -103,7 +122,11 @@ fn search(keys: &[u32], out: &mut Vec<Insn>) {
 ///   on to the deny list;
 /// - answers `ENOSYS` for `nosys` ([`super::NOSYS`] in a jail);
 /// - with `keys` (every number the deny list has a rule for), allows any
-///   other number at once, after a binary search. seccompiler's list is a
+///   other number at once, after a binary search, and refuses those of
+///   `denied` (`EPERM`, as the deny list would: numbers refused whatever
+///   their arguments, which the caller leaves out of seccompiler's list —
+///   five instructions each there; a search that does not fit then fails
+///   instead of falling back to the list). seccompiler's list is a
 ///   linear chain that such a number would walk to its end, to the same
 ///   `ALLOW`; the kernel walks it too, for every system call number, when
 ///   it caches which calls a new filter always allows (under a lock, at
@@ -117,6 +140,7 @@ fn search(keys: &[u32], out: &mut Vec<Insn>) {
 pub(super) fn insert_guard(
     prog: &mut BpfProgram,
     keys: Option<&[i64]>,
+    denied: &[i64],
     nosys: &[libc::c_long],
     shortcuts: &[Shortcut],
 ) -> Result<(), SeccompError> {
@@ -137,7 +161,8 @@ pub(super) fn insert_guard(
             op::LD_W_ABS,
             SECCOMP_DATA_ARGS_OFFSET + 8 * u32::from(s.arg),
         ));
-        guard.push(Insn::jump(op::JSET_K, s.mask, To::Chain, To::Allow));
+        let any = if s.refuse { To::Deny } else { To::Chain };
+        guard.push(Insn::jump(op::JSET_K, s.mask, any, To::Allow));
     }
     for &nr in nosys {
         guard.push(Insn::jump(op::JEQ_K, nr as u32, To::Nosys, To::Next));
@@ -150,14 +175,42 @@ pub(super) fn insert_guard(
         .collect();
     keys.sort_unstable();
     keys.dedup();
+    let mut denied: Vec<u32> = denied
+        .iter()
+        .map(|k| u32::try_from(*k).ok())
+        .collect::<Option<_>>()
+        .ok_or_else(|| SeccompError::Compile {
+            message: "a system call refused outright has no 32-bit number".into(),
+        })?;
+    denied.sort_unstable();
+    denied.dedup();
+    if shortcuts
+        .iter()
+        .any(|s| u32::try_from(s.nr).is_ok_and(|nr| denied.binary_search(&nr).is_ok()))
+    {
+        // A shortcut sends its call on to the list, which would not hold it.
+        return Err(SeccompError::Compile {
+            message: "a system call with a shortcut is refused outright".into(),
+        });
+    }
+    if denied.iter().any(|d| keys.binary_search(d).is_err()) {
+        return Err(SeccompError::Compile {
+            message: "a system call refused outright is not among the searched numbers".into(),
+        });
+    }
     if keys.is_empty() {
         guard.push(Insn::jump(op::JA, 0, To::Chain, To::Next));
     } else {
-        search(&keys, &mut guard);
+        search(&keys, &denied, &mut guard);
     }
     let resolved = resolve(&guard).or_else(|| {
         // A search too long for 8-bit jumps: the deny list alone, which is
-        // correct, only slower.
+        // correct, only slower — unless the search refuses numbers the
+        // list does not hold (then no program: the caller builds the
+        // whole list).
+        if !denied.is_empty() {
+            return None;
+        }
         let mut plain = plain;
         plain.push(Insn::jump(op::JA, 0, To::Chain, To::Next));
         resolve(&plain)
@@ -186,11 +239,17 @@ pub(super) fn insert_guard(
         jf: 0,
         k: libc::SECCOMP_RET_ALLOW,
     });
+    resolved.push(seccompiler::sock_filter {
+        code: op::RET_K,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+    });
     prog.splice(3..3, resolved);
     Ok(())
 }
 
-/// The guard's jumps made relative (the two `RET`s follow it, then the
+/// The guard's jumps made relative (the three `RET`s follow it, then the
 /// deny list); `None` when a conditional jump does not fit in 8 bits.
 fn resolve(guard: &[Insn]) -> Option<Vec<seccompiler::sock_filter>> {
     let len = guard.len();
@@ -199,7 +258,8 @@ fn resolve(guard: &[Insn]) -> Option<Vec<seccompiler::sock_filter>> {
         To::At(n) => n,
         To::Nosys => len,
         To::Allow => len + 1,
-        To::Chain => len + 2,
+        To::Deny => len + 2,
+        To::Chain => len + 3,
     };
     guard
         .iter()
