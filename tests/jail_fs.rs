@@ -17,7 +17,11 @@ struct Dirs {
 }
 
 fn dirs() -> Dirs {
-    let tmp = tempdir();
+    dirs_in(tempdir())
+}
+
+/// `allowed` (holding `ok.txt`) and `outside` (holding the canary) in `tmp`.
+fn dirs_in(tmp: tempfile::TempDir) -> Dirs {
     let allowed = tmp.path().join("allowed");
     let outside = tmp.path().join("outside");
     fs::create_dir(&allowed).unwrap();
@@ -204,16 +208,13 @@ fn proc_shows_only_the_jails_own_processes() {
 #[test]
 fn a_grant_in_the_hosts_dev_shm_is_shown_and_nothing_else_there() {
     require_jail!();
-    let base = tempfile::Builder::new()
-        .prefix("gbx-test-")
-        .tempdir_in("/dev/shm")
-        .unwrap();
-    let allowed = base.path().join("allowed");
-    let outside = base.path().join("outside");
-    fs::create_dir(&allowed).unwrap();
-    fs::create_dir(&outside).unwrap();
-    fs::write(allowed.join("ok.txt"), "allowed content").unwrap();
-    fs::write(outside.join("canary.txt"), SECRET).unwrap();
+    let d = dirs_in(
+        tempfile::Builder::new()
+            .prefix("gbx-test-")
+            .tempdir_in("/dev/shm")
+            .unwrap(),
+    );
+    let (allowed, outside) = (d.allowed.clone(), d.outside.clone());
     let ok = attack(
         &["--read", path_str(&allowed)],
         &["read", path_str(&allowed.join("ok.txt"))],
