@@ -2,7 +2,7 @@
 //!
 //! Every `unsafe` block of glovebox lives in this directory, split by
 //! who may call it: [`child`] (between clone and exec: async-signal-safe
-//! only), [`reaper`] (the namespace-free jail's subreaper), [`supervisor`]
+//! only) with [`fds`] (its descriptor table), [`reaper`] (the namespace-free jail's subreaper), [`supervisor`]
 //! (everything else). The child's run between `clone` and `execve`, where
 //! the parent may have had other threads: they must not allocate, lock or
 //! touch thread-local state. Each one is a thin, async-signal-safe wrapper
@@ -12,11 +12,13 @@
 use std::io;
 
 mod child;
+mod fds;
 mod reaper;
 mod supervisor;
 mod tun;
 
 pub use child::*;
+pub use fds::*;
 pub use reaper::*;
 pub use supervisor::*;
 pub use tun::*;
