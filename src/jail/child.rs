@@ -251,8 +251,11 @@ pub(super) fn main(p: &mut Prepared) -> ! {
             fail(report, step, e);
         }
     };
-    step(Step::Parent, watch_the_supervisor(report));
+    // First of all (a child that finds its supervisor gone exits at the
+    // next step): an exit releases descriptors only after the namespaces
+    // are torn down.
     step(Step::Descriptors, sys::close_all_but(&p.keep));
+    step(Step::Parent, watch_the_supervisor(report));
     reset_signals();
     step(Step::Session, new_session());
     if p.reaper {

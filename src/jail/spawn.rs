@@ -12,11 +12,12 @@
 //! supervisor's, in this order (`super::child::main`, one named step
 //! each):
 //!
-//! 1. parent-death signal (`SIGKILL`), then check the supervisor still lives;
-//!    then close every descriptor of the supervisor's but the call's own
-//!    (a child killed before `execve` releases what it holds only after
-//!    its namespaces are torn down: a dead server's listening socket
-//!    would accept connections meanwhile);
+//! 1. close every descriptor of the supervisor's but the call's own (a
+//!    child killed before `execve`, or exiting on finding its supervisor
+//!    gone, releases what it holds only after its namespaces are torn
+//!    down: a dead server's listening socket would accept connections
+//!    meanwhile); then the parent-death signal (`SIGKILL`), and check the
+//!    supervisor still lives;
 //! 2. default signal dispositions, empty signal mask;
 //! 3. `setsid` (no controlling terminal); without a PID namespace, the
 //!    process then becomes the call's subreaper and forks the tool, which
