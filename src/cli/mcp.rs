@@ -36,6 +36,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     };
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
+    glovebox::jail::standby::enable();
     glovebox::jail::cgroup::reuse();
     live.calls().set_limits(CallLimits {
         max_concurrent: args.max_concurrent,
@@ -53,6 +54,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     })?;
     // Calls still running belong to a client that is gone: do not wait.
     runtime.shutdown_background();
+    // Standby jails end at their gates, their cgroups removed.
+    if !glovebox::jail::standby::shutdown(std::time::Duration::from_secs(10)) {
+        eprintln!("glovebox: a standby jail had not ended 10 s after shutdown");
+    }
     // Idle warm workers end with their jails (and private HOMEs) removed.
     glovebox::run::warm::shutdown();
     glovebox::jail::cgroup::release_idle();

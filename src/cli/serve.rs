@@ -253,6 +253,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let live = super::live(cli)?;
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
+    glovebox::jail::standby::enable();
     glovebox::jail::cgroup::reuse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -277,6 +278,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         .await
     })?;
     runtime.shutdown_background();
+    // Standby jails end at their gates, their cgroups removed.
+    if !glovebox::jail::standby::shutdown(std::time::Duration::from_secs(10)) {
+        eprintln!("glovebox: a standby jail had not ended 10 s after shutdown");
+    }
     // Idle warm workers end with their jails (and private HOMEs) removed.
     glovebox::run::warm::shutdown();
     glovebox::jail::cgroup::release_idle();

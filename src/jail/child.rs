@@ -7,6 +7,7 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, OnceLock};
 
 use super::fs as jfs;
 use super::seccomp::{self, Filter};
@@ -152,13 +153,12 @@ impl Step {
 
 /// Everything the child needs, prepared before clone.
 pub(super) struct Prepared {
-    pub(super) program: CString,
-    /// Owns the strings `argv_ptrs` points into.
-    pub(super) _argv: Vec<CString>,
-    pub(super) argv_ptrs: Vec<*const libc::c_char>,
-    /// Owns the strings `envp_ptrs` points into.
-    pub(super) _envp: Vec<CString>,
-    pub(super) envp_ptrs: Vec<*const libc::c_char>,
+    /// The program, argv and environment.
+    pub(super) exec: Exec,
+    /// A standby jail's ([`super::standby`]): the call's program, argv
+    /// and environment, set by the thread that hands the call over
+    /// before it opens the gate; the child execs these instead of `exec`.
+    pub(super) standby: Option<Arc<OnceLock<Exec>>>,
     pub(super) cwd: CString,
     pub(super) stdin: OwnedFd,
     pub(super) stdout: OwnedFd,
@@ -222,6 +222,14 @@ impl Prepared {
         fds.dedup();
         fds
     }
+}
+
+/// What the child's `execve` takes.
+#[derive(Debug)]
+pub(super) struct Exec {
+    pub(super) program: CString,
+    pub(super) argv: sys::CArray,
+    pub(super) envp: sys::CArray,
 }
 
 /// The child's end of the socketpair the proxy listener travels over.
@@ -311,9 +319,17 @@ fn no_new_privs() -> SysResult<()> {
     sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1)
 }
 
-/// The program: returns only the errno `execve` failed with.
+/// The program: returns only the errno `execve` failed with. A standby
+/// jail's is the handed-over call's, set before its gate opened.
 fn exec(p: &Prepared) -> i32 {
-    sys::execve(&p.program, &p.argv_ptrs, &p.envp_ptrs)
+    let e = match &p.standby {
+        None => &p.exec,
+        Some(slot) => match slot.get() {
+            Some(e) => e,
+            None => return libc::EINVAL,
+        },
+    };
+    sys::execve(&e.program, e.argv.ptrs(), e.envp.ptrs())
 }
 
 /// Dies with the supervisor (`PDEATHSIG`); if it is already gone, stops

@@ -61,7 +61,7 @@ pub(super) fn start(
         _ => None,
     };
     let flags = plan.flags;
-    match launch(prepared, flags) {
+    match clone_and_wait(prepared, flags) {
         Ok(pidfd) => Ok((pidfd, early)),
         Err((Step::Gate, _)) => Err(refused_by_gate(spec).into()),
         Err((step, errno)) if flags != 0 && step_is_namespace(step, errno) => {
@@ -113,7 +113,10 @@ fn step_is_namespace(step: Step, errno: i32) -> bool {
 /// Clones the child with `flags` and waits until it has exec'd. On failure
 /// returns the step and errno (clone itself failing is reported as
 /// `Step::Parent`).
-fn launch(p: &mut Prepared, flags: libc::c_ulong) -> Result<OwnedFd, (Step, i32)> {
+pub(super) fn clone_and_wait(
+    p: &mut Prepared,
+    flags: libc::c_ulong,
+) -> Result<OwnedFd, (Step, i32)> {
     let (report_r, report_w) = pipe().map_err(|_| (Step::Parent, libc::EMFILE))?;
     p.report = report_w.as_raw_fd();
     p.report_read_end = report_r.as_raw_fd();

@@ -64,6 +64,7 @@ mod pump;
 pub mod seccomp;
 pub mod spawn;
 pub mod spec;
+pub mod standby;
 mod supervise;
 mod sys;
 pub mod tree;
@@ -276,7 +277,7 @@ fn unavailable_hint(feature: &str) -> &'static str {
 }
 
 impl JailError {
-    fn child_failed(step: Step, errno: i32, program: &std::path::Path) -> JailError {
+    pub(super) fn child_failed(step: Step, errno: i32, program: &std::path::Path) -> JailError {
         let source = std::io::Error::from_raw_os_error(errno);
         let program = program.display().to_string();
         match (step, errno) {

@@ -21,6 +21,7 @@ use super::spec::{Gateway, Spec, PROXY_URL};
 use super::JailError;
 
 /// How a call reaches the network, decided before clone.
+#[derive(Clone)]
 pub enum NetPlan {
     /// No network (or an empty namespace, with `netns`).
     Off,

@@ -65,6 +65,7 @@ impl Cgroups {
 }
 
 /// What the jail of one call is made of.
+#[derive(Clone)]
 pub struct Plan {
     /// Namespaces to clone into (`CLONE_NEW*`).
     pub flags: libc::c_ulong,
@@ -99,6 +100,29 @@ pub struct Plan {
     pub enforcement: Enforcement,
     /// Gaps accepted in degraded mode, and notes.
     pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// Whether `other` makes the same jail: every decision but the
+    /// network's, which both must have off (a standby jail's,
+    /// [`super::standby`], has no network).
+    pub fn same_jail(&self, other: &Plan) -> bool {
+        matches!((&self.net, &other.net), (NetPlan::Off, NetPlan::Off))
+            && self.flags == other.flags
+            && self.landlock_abi == other.landlock_abi
+            && self.guard == other.guard
+            && self.seccomp == other.seccomp
+            && self.memory_cgroup == other.memory_cgroup
+            && self.pids_cgroup == other.pids_cgroup
+            && self.count_forks == other.count_forks
+            && self.rlimits == other.rlimits
+            && self.drop_caps == other.drop_caps
+            && self.id_maps == other.id_maps
+            && self.private_proc == other.private_proc
+            && self.reaper == other.reaper
+            && self.enforcement == other.enforcement
+            && self.warnings == other.warnings
+    }
 }
 
 /// Whether planning `spec` needs to know if network namespaces can be

@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::cgroup::CallGroup;
-use super::child::{IdMaps, NetHandoff, Prepared};
+use super::child::{Exec, IdMaps, NetHandoff, Prepared};
 use super::fs as jfs;
 use super::hold::{self, Held, Links};
 use super::home::{self, Home};
@@ -122,14 +122,11 @@ pub(super) fn prepare(
     } else {
         None
     };
-    let command = command(spec, &home, plan)?;
     let stdio = stdio(spec)?;
+    let (program, exec) = command(spec, &home, plan)?;
     let prepared = Prepared {
-        program: cstring(command.program.as_os_str(), "the program path")?,
-        _argv: command.argv,
-        argv_ptrs: command.argv_ptrs,
-        _envp: command.envp,
-        envp_ptrs: command.envp_ptrs,
+        exec,
+        standby: None,
         cwd: cstring(spec.cwd.as_os_str(), "the working directory")?,
         stdin: high(stdio.stdin)?,
         stdout: high(stdio.stdout)?,
@@ -176,7 +173,7 @@ pub(super) fn prepare(
     };
     Ok(Call {
         prepared,
-        program: command.program,
+        program,
         home,
         group,
         write_grants: write,
@@ -233,18 +230,10 @@ fn seccomp_filter(
     }
 }
 
-/// The program, argv and environment, as `execve` takes them.
-struct Command {
-    program: PathBuf,
-    argv: Vec<CString>,
-    argv_ptrs: Vec<*const libc::c_char>,
-    envp: Vec<CString>,
-    envp_ptrs: Vec<*const libc::c_char>,
-}
-
-/// The program found in the jail's `PATH`, argv and the call's
-/// environment with its private home at `home`.
-fn command(spec: &Spec, home: &Home, plan: &Plan) -> Result<Command, JailError> {
+/// The program found in the jail's `PATH` (named in errors), and what
+/// `execve` takes: the program, argv and the call's environment with its
+/// private home at `home`.
+pub(super) fn command(spec: &Spec, home: &Home, plan: &Plan) -> Result<(PathBuf, Exec), JailError> {
     let proxied = matches!(plan.net, NetPlan::Proxied(_) | NetPlan::Brokered(_));
     let env = call_env(spec, home.path(), proxied);
     let path_var = env
@@ -259,16 +248,12 @@ fn command(spec: &Spec, home: &Home, plan: &Plan) -> Result<Command, JailError> 
         .iter()
         .map(|a| cstring(a, "an argument"))
         .collect::<Result<_, _>>()?;
-    let (envp, envp_ptrs) = env_cstrings(&env)?;
-    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    Ok(Command {
-        program,
-        argv,
-        argv_ptrs,
-        envp,
-        envp_ptrs,
-    })
+    let exec = Exec {
+        program: cstring(program.as_os_str(), "the program path")?,
+        argv: sys::CArray::new(argv),
+        envp: sys::CArray::new(env_cstrings(&env)?),
+    };
+    Ok((program, exec))
 }
 
 /// The child's stdin, stdout and stderr, and the supervisor's ends.
@@ -465,13 +450,9 @@ fn call_env(spec: &Spec, home: &Path, proxied: bool) -> Vec<(OsString, OsString)
     env
 }
 
-/// The environment as `KEY=value` C strings and the NULL-terminated
-/// pointer array `execve` takes (pointing into them).
-fn env_cstrings(
-    env: &[(OsString, OsString)],
-) -> Result<(Vec<CString>, Vec<*const libc::c_char>), JailError> {
-    let envp: Vec<CString> = env
-        .iter()
+/// The environment as `KEY=value` C strings.
+fn env_cstrings(env: &[(OsString, OsString)]) -> Result<Vec<CString>, JailError> {
+    env.iter()
         .map(|(k, v)| {
             if k.is_empty() || k.as_bytes().contains(&b'=') {
                 return Err(JailError::InvalidSpec {
@@ -485,8 +466,5 @@ fn env_cstrings(
                 message: format!("environment variable {k:?} contains a NUL byte"),
             })
         })
-        .collect::<Result<_, _>>()?;
-    let mut ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    Ok((envp, ptrs))
+        .collect()
 }

@@ -70,6 +70,7 @@ use super::hold::{self, Held, Links};
 use super::plan::{self, Cgroups, Host, Plan};
 use super::probe::{self, Kernel, Mode};
 use super::spec::{JailResult, Spec};
+use super::standby::{self, Taken};
 use super::tree::{HeldAccess, Tree, TreeError};
 use super::{launch, prepare, profile, supervise, JailError};
 
@@ -96,6 +97,19 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
 /// unseen.
 pub fn run_keeping_out(spec: &Spec, keep_out: &[PathBuf]) -> Result<JailResult, JailError> {
     let started = Instant::now();
+    // Served: a standby jail of the call's shape, revalidated, runs it;
+    // else a fresh one does, and a standby is made for the next.
+    let next = match standby::take(spec, keep_out, started) {
+        Taken::Ran(result) => return result,
+        Taken::No(next) => next,
+    };
+    let result = fresh(spec, keep_out, started);
+    next.make();
+    result
+}
+
+/// A call in a jail made for it.
+fn fresh(spec: &Spec, keep_out: &[PathBuf], started: Instant) -> Result<JailResult, JailError> {
     if let Some(kernel) = probe::known() {
         return probed(spec, keep_out, kernel, started);
     }
@@ -136,7 +150,7 @@ pub(super) enum Attempt {
 }
 
 impl Attempt {
-    fn into_error(self) -> JailError {
+    pub(super) fn into_error(self) -> JailError {
         match self {
             Attempt::Error(e) => e,
             Attempt::Probe => JailError::Unavailable {
@@ -218,7 +232,11 @@ pub(super) struct Grants {
 /// holds `keep_out`, and (`tree`: whether the jail has its own root)
 /// holds the protected paths inside the write grants, splitting the write
 /// grants around them where no tree can bind them read-only again.
-fn hold_grants(spec: &Spec, keep_out: &[PathBuf], tree: bool) -> Result<Grants, JailError> {
+pub(super) fn hold_grants(
+    spec: &Spec,
+    keep_out: &[PathBuf],
+    tree: bool,
+) -> Result<Grants, JailError> {
     let mut held = HeldAccess::hold(&profile::baseline(spec.network)?, &Links::Follow)?;
     held.extend(HeldAccess::hold(
         &FsAccess {
@@ -266,7 +284,7 @@ fn hold_grants(spec: &Spec, keep_out: &[PathBuf], tree: bool) -> Result<Grants, 
 /// What is enforced by which mechanism, or the refusal ([`plan::plan`]);
 /// planned with assumed facts, a refusal or a missing network namespace
 /// asks for the probe first.
-fn plan_call(
+pub(super) fn plan_call(
     spec: &Spec,
     kernel: &Kernel,
     assumed: bool,

@@ -13,6 +13,8 @@
 //! | `glovebox_draining` | | 1 once SIGTERM was received |
 //! | `glovebox_egress_connections_total` | `decision` | connections tools asked for, `allowed` or `refused` ([`crate::egress::totals`]) |
 //! | `glovebox_egress_bytes_total` | `direction` | bytes they moved, `sent` or `received` |
+//! | `glovebox_standby_calls_total` | `outcome` | calls that found a standby jail ([`crate::jail::standby`]): `used`, `changed` (discarded at revalidation) or `not_run` |
+//! | `glovebox_standby_ready` | | standby jails waiting at their gate now |
 //!
 //! A tool's name is a label only when the project has that tool (else
 //! `unknown`): a client cannot grow the label set.
@@ -126,6 +128,7 @@ impl Metrics {
         );
         registry.register("draining", "1 once SIGTERM was received", draining.clone());
         registry.register_collector(Box::new(EgressTotals));
+        registry.register_collector(Box::new(StandbyTotals));
         Metrics {
             registry,
             calls,
@@ -219,6 +222,45 @@ impl prometheus_client::collector::Collector for EgressTotals {
         for (direction, n) in [("sent", t.sent), ("received", t.received)] {
             ConstCounter::new(n).encode(family.encode_family(&[("direction", direction)])?)?;
         }
+        Ok(())
+    }
+}
+
+/// What standby jails did, read at each scrape.
+#[derive(Debug)]
+struct StandbyTotals;
+
+impl prometheus_client::collector::Collector for StandbyTotals {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        use prometheus_client::metrics::MetricType;
+        let t = crate::jail::standby::totals();
+        let mut family = encoder.encode_descriptor(
+            "standby_calls",
+            "Calls that found a standby jail of their shape, by what became of it: used, changed (discarded at revalidation) or not_run (its child had ended)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, n) in [
+            ("used", t.used),
+            ("changed", t.changed),
+            ("not_run", t.not_run),
+        ] {
+            ConstCounter::new(n).encode(family.encode_family(&[("outcome", outcome)])?)?;
+        }
+        let ready = i64::try_from(crate::jail::standby::ready()).unwrap_or(i64::MAX);
+        let gauge = encoder.encode_descriptor(
+            "standby_ready",
+            "Standby jails waiting at their gate now",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(ready).encode(gauge)?;
         Ok(())
     }
 }

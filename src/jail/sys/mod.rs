@@ -11,12 +11,14 @@
 
 use std::io;
 
+mod argv;
 mod child;
 mod fds;
 mod reaper;
 mod supervisor;
 mod tun;
 
+pub use argv::*;
 pub use child::*;
 pub use fds::*;
 pub use reaper::*;

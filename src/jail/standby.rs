@@ -1,0 +1,632 @@
+//! Standby jails: a served call's jail made ready before the call
+//! arrives, revalidated when it does.
+//!
+//! Most of a jailed call's cost depends only on its policy: holding the
+//! grants, the Landlock ruleset, the cgroups, the clone into new
+//! namespaces, the mount tree, capabilities, Landlock and seccomp in the
+//! child. In a server ([`enable`]), once a call of a *shape* (every part
+//! of its [`Spec`] the jail is made of; not argv, the environment, stdin's
+//! bytes, the output's handling, the wall time or the gate) has run, a
+//! thread makes one more jail of that shape and leaves its child waiting
+//! at its gate, the last step before `execve` ([`super::spawn`]'s step
+//! 12): every restriction in force, nothing of any call in it.
+//!
+//! The next call of that shape takes it, but only after **revalidation**:
+//! it holds its grants afresh ([`super::spawn::hold_grants`]) and plans
+//! afresh, exactly as a fresh call would, and uses the standby only when
+//! every grant and protected path is the same object as when the standby
+//! was made (and every one missing then is still missing), the tree
+//! planned is the same and the plan makes the same jail. Anything else
+//! (a path swapped for a link, a grant created or removed, a changed
+//! policy) discards the standby and the call gets a fresh jail: nothing
+//! that changed before the call is missed, and nothing that appears
+//! during it takes effect, as with a fresh jail. Then the call's gate
+//! (its intent on disk) is passed, the call's program, argv and
+//! environment are given to the child ([`super::child::Prepared::standby`])
+//! and the gate opened: the child execs them. The thread that made the
+//! jail (its children's parent-death signal is tied to it) supervises
+//! the call and hands back its result.
+//!
+//! A standby is used once: a fresh process per call stays the rule; the
+//! next is made while the call runs. At most [`MAX`] shapes are kept, an
+//! unused standby is discarded after [`IDLE`], and [`shutdown`] discards
+//! every one and waits until their children and cgroups are gone. A
+//! standby that could not be made (its launch failed at any step) is
+//! retried only after [`BACKOFF`]; the call itself always has the fresh
+//! path, which decides fallbacks and refusals as it always did. Only calls
+//! without network, learn mode, degraded mode or a channel for stdin, in
+//! a jail with a mount tree, get standbys.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::child::{Exec, Step};
+use super::fs::FsAccess;
+use super::hold::{Id, Links};
+use super::home::Home;
+use super::network::NetPlan;
+use super::plan::{self, Plan};
+use super::probe::{self, Kernel};
+use super::spawn::{self, Grants};
+use super::spec::{HomeFile, JailResult, Spec, Stdin, GATE_OPEN};
+use super::tree::{MetadataGuard, Tree};
+use super::{launch, prepare, supervise, sys, JailError};
+
+/// How long an unused standby is kept.
+pub const IDLE: Duration = Duration::from_secs(60);
+/// Shapes kept ready at once.
+pub const MAX: usize = 8;
+/// After a standby of a shape could not be made, how long before another
+/// is tried.
+pub const BACKOFF: Duration = Duration::from_secs(30);
+
+/// The standbys of this process, by shape.
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    enabled: false,
+    entries: Vec::new(),
+});
+
+/// The threads making or running a standby, counted for [`shutdown`].
+static THREADS: Threads = Threads {
+    count: Mutex::new(0),
+    ended: Condvar::new(),
+};
+
+struct Registry {
+    enabled: bool,
+    entries: Vec<Entry>,
+}
+
+struct Entry {
+    shape: Shape,
+    state: State,
+    since: Instant,
+}
+
+enum State {
+    /// A thread is making it.
+    Making,
+    /// Its child waits at the gate (or is still on its way there).
+    Ready(Box<Standby>),
+    /// It could not be made (retried after [`BACKOFF`]).
+    Failed,
+}
+
+/// Makes standbys from now on (a server: `glovebox serve`).
+pub fn enable() {
+    registry().enabled = true;
+}
+
+/// Stops making standbys, discards every one and waits (up to `wait`)
+/// until their threads have ended: their children gone, their cgroups
+/// removed. Returns whether they all ended in time.
+pub fn shutdown(wait: Duration) -> bool {
+    let entries = {
+        let mut r = registry();
+        r.enabled = false;
+        std::mem::take(&mut r.entries)
+    };
+    // Dropping a standby closes its gate: its child exits there.
+    drop(entries);
+    THREADS.wait_idle(wait)
+}
+
+/// What standbys did since this process started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Calls a standby ran.
+    pub used: u64,
+    /// Standbys discarded at revalidation: something they were made of
+    /// had changed (a grant swapped, created or removed; another plan).
+    pub changed: u64,
+    /// Standbys whose child ended before a handed-over call's program
+    /// (the call then ran fresh).
+    pub not_run: u64,
+}
+
+static USED: AtomicU64 = AtomicU64::new(0);
+static CHANGED: AtomicU64 = AtomicU64::new(0);
+static NOT_RUN: AtomicU64 = AtomicU64::new(0);
+
+/// The totals so far.
+pub fn totals() -> Totals {
+    Totals {
+        used: USED.load(Ordering::Relaxed),
+        changed: CHANGED.load(Ordering::Relaxed),
+        not_run: NOT_RUN.load(Ordering::Relaxed),
+    }
+}
+
+/// How many standbys are ready now.
+pub fn ready() -> usize {
+    registry()
+        .entries
+        .iter()
+        .filter(|e| matches!(e.state, State::Ready(_)))
+        .count()
+}
+
+fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Every part of a [`Spec`] its jail is made of.
+#[derive(Debug, Clone, PartialEq)]
+struct Shape {
+    cwd: PathBuf,
+    home_files: Vec<HomeFile>,
+    fs: FsAccess,
+    protect: Vec<PathBuf>,
+    netns: bool,
+    links: Links,
+    memory_bytes: u64,
+    pids: u64,
+    file_size_bytes: u64,
+    open_files: u64,
+    /// stdin is a pipe (bytes given), else `/dev/null`.
+    stdin_pipe: bool,
+    keep_out: Vec<PathBuf>,
+}
+
+impl Shape {
+    /// The shape of `spec`, or `None` for a call that gets no standby.
+    fn of(spec: &Spec, keep_out: &[PathBuf]) -> Option<Shape> {
+        let stdin_pipe = match spec.stdin {
+            Stdin::Null => false,
+            Stdin::Bytes(_) => true,
+            _ => return None,
+        };
+        if spec.network
+            || spec.gateway.is_some()
+            || spec.direct_network
+            || spec.degraded
+            || spec.observe.is_some()
+        {
+            return None;
+        }
+        Some(Shape {
+            cwd: spec.cwd.clone(),
+            home_files: spec.home_files.clone(),
+            fs: spec.fs.clone(),
+            protect: spec.protect.clone(),
+            netns: spec.netns,
+            links: spec.links.clone(),
+            memory_bytes: spec.limits.memory_bytes,
+            pids: spec.limits.pids,
+            file_size_bytes: spec.limits.file_size_bytes,
+            open_files: spec.limits.open_files,
+            stdin_pipe,
+            keep_out: keep_out.to_vec(),
+        })
+    }
+}
+
+/// A call's spec with nothing of the call's own: no environment (its
+/// secrets), no stdin bytes, no gate or cancel.
+fn template(spec: &Spec) -> Spec {
+    Spec {
+        env: Vec::new(),
+        stdin: match spec.stdin {
+            Stdin::Bytes(_) => Stdin::Bytes(Vec::new()),
+            _ => Stdin::Null,
+        },
+        gate: None,
+        cancel: None,
+        ..spec.clone()
+    }
+}
+
+/// What revalidation compares: every held grant and protected path (by
+/// class, where it is, the object it is) and the tree planned from them.
+#[derive(Debug, PartialEq)]
+struct Resolved {
+    held: Vec<(u8, PathBuf, PathBuf, Id, Option<PathBuf>)>,
+    protect: Vec<(PathBuf, Id)>,
+    tree: Tree,
+}
+
+impl Resolved {
+    fn of(g: &Grants) -> Resolved {
+        let classes = [&g.held.read_only, &g.held.read, &g.held.exec, &g.held.write];
+        let held = (0u8..)
+            .zip(classes)
+            .flat_map(|(class, list)| {
+                list.iter().map(move |h| {
+                    (
+                        class,
+                        h.path.clone(),
+                        h.real.clone(),
+                        h.id,
+                        h.target.clone(),
+                    )
+                })
+            })
+            .collect();
+        Resolved {
+            held,
+            protect: g.protect.iter().map(|h| (h.path.clone(), h.id)).collect(),
+            tree: g.tree.clone(),
+        }
+    }
+}
+
+/// A jail waiting at its gate.
+struct Standby {
+    resolved: Resolved,
+    plan: Plan,
+    handoff: Arc<Handoff>,
+    /// The gate's write end; closing it unused discards the standby.
+    gate: OwnedFd,
+    result: mpsc::Receiver<Ending>,
+}
+
+/// What the taking thread gives the standby's.
+struct Handoff {
+    /// Read by the child after its gate opened.
+    exec: Arc<OnceLock<Exec>>,
+    call: Mutex<Option<CallInfo>>,
+}
+
+/// The handed-over call, for its supervision.
+struct CallInfo {
+    spec: Spec,
+    started: Instant,
+    program: PathBuf,
+    stdin: Vec<u8>,
+}
+
+/// How a standby ended.
+enum Ending {
+    /// The call ran (or failed at or after its `execve`).
+    Ran(Result<JailResult, JailError>),
+    /// The child ended before the call's program: nothing of the call
+    /// ran.
+    NotRun,
+}
+
+/// What [`take`] did with a call.
+pub(super) enum Taken {
+    /// A standby ran it: its result.
+    Ran(Result<JailResult, JailError>),
+    /// The call runs fresh; then [`Next::make`].
+    No(Next),
+}
+
+/// A standby to make after a fresh call (none where the call gets none).
+pub(super) struct Next(Option<Box<(Shape, Spec)>>);
+
+impl Next {
+    /// Starts making a standby of this shape, unless one exists or is being
+    /// made, standbys are not enabled, or [`MAX`] are kept and none can
+    /// make room.
+    pub(super) fn make(self) {
+        let Some((shape, template)) = self.0.map(|b| *b) else {
+            return;
+        };
+        {
+            let mut r = registry();
+            if !r.enabled {
+                return;
+            }
+            expire(&mut r);
+            if r.entries.iter().any(|e| e.shape == shape) {
+                return;
+            }
+            if r.entries.len() >= MAX {
+                // Room from the standby unused longest.
+                let oldest = r
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| !matches!(e.state, State::Making))
+                    .min_by_key(|(_, e)| e.since)
+                    .map(|(i, _)| i);
+                match oldest {
+                    Some(i) => drop(r.entries.remove(i)),
+                    None => return,
+                }
+            }
+            r.entries.push(Entry {
+                shape: shape.clone(),
+                state: State::Making,
+                since: Instant::now(),
+            });
+        }
+        let started = THREADS.enter();
+        let spawned = std::thread::Builder::new()
+            .name("glovebox-standby".into())
+            .spawn({
+                let shape = shape.clone();
+                move || make(shape, template, started)
+            });
+        if spawned.is_err() {
+            set_state(&shape, State::Failed);
+        }
+    }
+}
+
+/// Drops standbys unused for [`IDLE`] and failures older than
+/// [`BACKOFF`].
+fn expire(r: &mut Registry) {
+    r.entries.retain(|e| match e.state {
+        State::Making => true,
+        State::Ready(_) => e.since.elapsed() < IDLE,
+        State::Failed => e.since.elapsed() < BACKOFF,
+    });
+}
+
+/// Sets the state of `shape`'s entry, if it is still being made (a
+/// shutdown or an eviction may have removed it); returns whether it was.
+fn set_state(shape: &Shape, state: State) -> bool {
+    let mut r = registry();
+    if !r.enabled {
+        return false;
+    }
+    match r
+        .entries
+        .iter_mut()
+        .find(|e| e.shape == *shape && matches!(e.state, State::Making))
+    {
+        Some(e) => {
+            e.state = state;
+            e.since = Instant::now();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Runs `spec` in a standby of its shape when one is ready and
+/// revalidates (see the module docs); otherwise the call runs fresh.
+pub(super) fn take(spec: &Spec, keep_out: &[PathBuf], started: Instant) -> Taken {
+    let Some(shape) = Shape::of(spec, keep_out) else {
+        return Taken::No(Next(None));
+    };
+    let next = || Next(Some(Box::new((shape.clone(), template(spec)))));
+    let standby = {
+        let mut r = registry();
+        if !r.enabled {
+            return Taken::No(Next(None));
+        }
+        expire(&mut r);
+        let ready = r
+            .entries
+            .iter()
+            .position(|e| e.shape == shape && matches!(e.state, State::Ready(_)));
+        match ready.map(|i| r.entries.remove(i).state) {
+            Some(State::Ready(s)) => *s,
+            _ => return Taken::No(next()),
+        }
+    };
+    let Some(kernel) = probe::known() else {
+        return Taken::No(next());
+    };
+    match hand_off(standby, spec, keep_out, kernel, started, next()) {
+        Handed::Ran(result) => {
+            USED.fetch_add(1, Ordering::Relaxed);
+            Taken::Ran(result)
+        }
+        Handed::Changed => {
+            CHANGED.fetch_add(1, Ordering::Relaxed);
+            Taken::No(next())
+        }
+        Handed::NotRun => {
+            NOT_RUN.fetch_add(1, Ordering::Relaxed);
+            Taken::No(next())
+        }
+    }
+}
+
+/// What [`hand_off`] did.
+enum Handed {
+    /// The call ran in the standby (or was refused before it could).
+    Ran(Result<JailResult, JailError>),
+    /// The standby did not revalidate: discarded.
+    Changed,
+    /// Its child ended before the call's program: discarded.
+    NotRun,
+}
+
+/// Revalidates `s` for `spec` and runs the call in it; a standby that
+/// is not used is discarded (its gate closed) and the call runs fresh.
+fn hand_off(
+    s: Standby,
+    spec: &Spec,
+    keep_out: &[PathBuf],
+    kernel: &Kernel,
+    started: Instant,
+    next: Next,
+) -> Handed {
+    if let Err(e) = plan::check_spec(spec) {
+        return Handed::Ran(Err(e));
+    }
+    // Revalidation: held and planned afresh, as a fresh call would be (a
+    // failure here is the fresh call's to report).
+    let Ok(grants) = spawn::hold_grants(spec, keep_out, plan::mount_tree(kernel)) else {
+        return Handed::Changed;
+    };
+    if Resolved::of(&grants) != s.resolved {
+        return Handed::Changed;
+    }
+    match spawn::plan_call(spec, kernel, false, &grants) {
+        Ok(plan) if plan.same_jail(&s.plan) => {}
+        _ => return Handed::Changed,
+    }
+    drop(grants);
+    let (program, exec) = match prepare::command(spec, &Home::Jail, &s.plan) {
+        Ok(c) => c,
+        Err(e) => return Handed::Ran(Err(e)),
+    };
+    // The call's gate: nothing of it runs before its intent is on disk.
+    if let Some(gate) = &spec.gate {
+        if let Err(message) = gate.pass() {
+            return Handed::Ran(Err(JailError::Gate { message }));
+        }
+    }
+    let stdin = match &spec.stdin {
+        Stdin::Bytes(bytes) => bytes.clone(),
+        _ => Vec::new(),
+    };
+    *s.handoff.call.lock().unwrap_or_else(|e| e.into_inner()) = Some(CallInfo {
+        spec: spec.clone(),
+        started,
+        program,
+        stdin,
+    });
+    if s.handoff.exec.set(exec).is_err() {
+        return Handed::NotRun;
+    }
+    // A child already gone (its pipe has no reader) ran nothing.
+    if sys::write_all(s.gate.as_raw_fd(), &[GATE_OPEN]).is_err() {
+        return Handed::NotRun;
+    }
+    drop(s.gate);
+    next.make();
+    match s.result.recv() {
+        Ok(Ending::Ran(result)) => Handed::Ran(result),
+        Ok(Ending::NotRun) | Err(_) => Handed::NotRun,
+    }
+}
+
+/// The standby thread: makes a jail of `shape` from `template` and waits
+/// (suspended in its vfork-style clone) until the child execs a handed-over
+/// call or ends; then supervises that call and hands its result back.
+/// `live` counts the thread for [`shutdown`] until the call is handed
+/// over (a call's own end is the server's to wait for, as a fresh one's).
+fn make(shape: Shape, template: Spec, live: Live) {
+    let made = prepare_jail(&shape, &template);
+    let Some((mut call, plan, resolved)) = made else {
+        set_state(&shape, State::Failed);
+        return;
+    };
+    let Ok((gate_r, gate_w)) = prepare::pipe() else {
+        set_state(&shape, State::Failed);
+        return;
+    };
+    let exec = Arc::new(OnceLock::new());
+    call.prepared.gate = Some(gate_r);
+    call.prepared.standby = Some(exec.clone());
+    let handoff = Arc::new(Handoff {
+        exec,
+        call: Mutex::new(None),
+    });
+    let (tx, result) = mpsc::sync_channel(1);
+    let standby = Standby {
+        resolved,
+        plan: plan.clone(),
+        handoff: handoff.clone(),
+        gate: gate_w,
+        result,
+    };
+    if !set_state(&shape, State::Ready(Box::new(standby))) {
+        // Shut down or evicted meanwhile: dropping `call` removes its
+        // cgroups.
+        return;
+    }
+    let ending = match launch::clone_and_wait(&mut call.prepared, plan.flags) {
+        Ok(pidfd) => {
+            drop(live);
+            let info = handoff
+                .call
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            match info {
+                Some(info) => {
+                    call.program = info.program;
+                    if let Some((w, _)) = call.stdin_feed.take() {
+                        call.stdin_feed = Some((w, info.stdin));
+                    }
+                    Ending::Ran(
+                        supervise::supervise(&info.spec, plan, call, pidfd, None, info.started)
+                            .map_err(spawn::Attempt::into_error),
+                    )
+                }
+                // Exec'd without a call: cannot be (the gate opens only
+                // after the call is given); ended all the same.
+                None => {
+                    let _ = sys::pidfd_kill(pidfd.as_raw_fd());
+                    let _ = sys::pidfd_wait(pidfd.as_raw_fd());
+                    Ending::NotRun
+                }
+            }
+        }
+        // The program given could not be executed: the call's own error.
+        Err((Step::Exec, errno)) => Ending::Ran(Err(JailError::child_failed(
+            Step::Exec,
+            errno,
+            &handoff
+                .call
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+                .map_or(call.program.clone(), |i| i.program),
+        ))),
+        Err(_) => Ending::NotRun,
+    };
+    // The taker may be gone (the standby discarded): nothing to tell.
+    let _ = tx.send(ending);
+}
+
+/// Holds, plans and prepares a jail of `shape` (its child not yet
+/// cloned); `None` where this call's jail cannot be a standby.
+fn prepare_jail(shape: &Shape, template: &Spec) -> Option<(prepare::Call, Plan, Resolved)> {
+    let kernel = probe::kernel();
+    if !plan::mount_tree(kernel) {
+        return None;
+    }
+    plan::check_spec(template).ok()?;
+    let grants = spawn::hold_grants(template, &shape.keep_out, true).ok()?;
+    let resolved = Resolved::of(&grants);
+    let plan = spawn::plan_call(template, kernel, false, &grants).ok()?;
+    if plan.guard != MetadataGuard::Tree
+        || !matches!(plan.net, NetPlan::Off)
+        || plan.reaper
+        || plan.count_forks
+    {
+        return None;
+    }
+    let call = prepare::prepare(template, kernel, &plan, grants).ok()?;
+    Some((call, plan, resolved))
+}
+
+/// A count of live threads and a way to wait until there are none.
+struct Threads {
+    count: Mutex<usize>,
+    ended: Condvar,
+}
+
+/// One live thread; dropping it ends its count.
+struct Live;
+
+impl Threads {
+    fn enter(&'static self) -> Live {
+        *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Live
+    }
+
+    fn wait_idle(&self, wait: Duration) -> bool {
+        let count = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        let (count, _) = self
+            .ended
+            .wait_timeout_while(count, wait, |c| *c > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        *count == 0
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let mut count = THREADS.count.lock().unwrap_or_else(|e| e.into_inner());
+        *count = count.saturating_sub(1);
+        THREADS.ended.notify_all();
+    }
+}
+
+#[cfg(test)]
+#[path = "standby_tests.rs"]
+mod tests;
