@@ -71,7 +71,7 @@ pub mod tree;
 
 pub use cancel::Cancel;
 pub use fs::FsAccess;
-pub use spawn::{run, run_keeping_out};
+pub use spawn::{run, run_fresh, run_keeping_out};
 pub use spec::{
     Attached, Channel, Enforcement, Gate, Gateway, HomeFile, JailResult, LimitHit, Limits, Output,
     Spec, Status, Stdin, GATE_OPEN, PROXY_URL, TUN,

@@ -108,6 +108,12 @@ pub fn run_keeping_out(spec: &Spec, keep_out: &[PathBuf]) -> Result<JailResult, 
     result
 }
 
+/// [`run`] in a jail made for this call, never a standby, and leaving none
+/// (the server's readiness probe: it tests what a fresh call gets).
+pub fn run_fresh(spec: &Spec) -> Result<JailResult, JailError> {
+    fresh(spec, &[], Instant::now())
+}
+
 /// A call in a jail made for it.
 fn fresh(spec: &Spec, keep_out: &[PathBuf], started: Instant) -> Result<JailResult, JailError> {
     if let Some(kernel) = probe::known() {

@@ -28,8 +28,9 @@
 //! the call and hands back its result.
 //!
 //! A standby is used once: a fresh process per call stays the rule; the
-//! next is made while the call runs. At most [`MAX`] shapes are kept, an
-//! unused standby is discarded after [`IDLE`], and [`shutdown`] discards
+//! next is made while the call runs. At most [`MAX`] shapes are kept, a
+//! standby unused for [`IDLE`] is discarded at the next call, and
+//! [`shutdown`] discards
 //! every one and waits until their children and cgroups are gone. A
 //! standby that could not be made (its launch failed at any step) is
 //! retried only after [`BACKOFF`]; the call itself always has the fresh

@@ -86,11 +86,12 @@ pub fn draining() -> bool {
     state().draining.load(Ordering::SeqCst)
 }
 
-/// Builds a jail now (a jailed `true`) and records what it got.
+/// Builds a jail now (a jailed `true`, in a jail made for it: never a
+/// standby) and records what it got.
 pub fn probe(require: Require) -> Posture {
     let mut spec = crate::jail::Spec::new(["true"]);
     spec.limits.wall = Duration::from_secs(10);
-    let posture = match crate::jail::run(&spec) {
+    let posture = match crate::jail::run_fresh(&spec) {
         Err(e) => Posture {
             ok: false,
             mode: "none".into(),
