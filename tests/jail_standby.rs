@@ -157,7 +157,7 @@ fn a_grant_changed_after_the_standby_was_made_is_seen_as_it_is_at_the_call() {
     wait_ready(&s, 1);
     fs::rename(f.root.join("data"), f.base.join("data.new")).unwrap();
     let a = invoke(&s, "victim", &json!({}));
-    assert!(output(&a).contains("PROBE-START"), "{a:?}");
+    assert!(a.body.contains("data/inside.txt: No such file"), "{a:?}");
     assert!(
         !a.body.contains("NEW-OBJECT-5b9") && !a.body.contains("OLD-OBJECT-7e2"),
         "a removed grant was shown: {a:?}"
@@ -218,8 +218,8 @@ impl Swapper {
                     if rc == 0 {
                         count.fetch_add(1, Ordering::Relaxed);
                     }
-                    // Let calls in between: some revalidate, some do not.
-                    std::thread::sleep(Duration::from_micros(300));
+                    // Calls in between, standbys made from either state.
+                    std::thread::sleep(Duration::from_millis(2));
                 }
             })
         };
@@ -270,7 +270,7 @@ fn a_grant_exchanged_with_a_link_in_a_loop_never_reads_outside_through_a_standby
     let swaps = swapper.finish();
     let t = standbys(&s);
     eprintln!("{swaps} exchanges; worked {worked}, refused {refused}; {t:?}");
-    assert!(swaps > 100, "the racer ran throughout ({swaps} exchanges)");
+    assert!(swaps > 50, "the racer ran throughout ({swaps} exchanges)");
     assert!(worked > 0, "some calls ran on the real grant");
     if standbys_here() {
         assert!(t.used + t.changed > 0, "standbys met the race: {t:?}");
@@ -328,7 +328,7 @@ fn no_tool_runs_in_another_tools_standby() {
         fs::write(f.root.join(dir).join("mark"), format!("MARK-{name}")).unwrap();
         f.tool(&shell_tool(
             name,
-            "echo PROBE; cat only-a/mark only-b/mark 2>&1",
+            "echo PROBE; cat only-a/mark only-b/mark 2>&1; true",
             json!({"network": false, "fs": {"read": [dir]}}),
         ));
     }

@@ -32,9 +32,10 @@
 //! standby unused for [`IDLE`] is discarded at the next call, and
 //! [`shutdown`] discards
 //! every one and waits until their children and cgroups are gone. A
-//! standby that could not be made (its launch failed at any step) is
-//! retried only after [`BACKOFF`]; the call itself always has the fresh
-//! path, which decides fallbacks and refusals as it always did. Only calls
+//! shape whose jail cannot be a standby here is not tried again before
+//! [`BACKOFF`]; one that failed to be made now (a grant changed
+//! meanwhile) is tried again at the next call. The call itself always has
+//! the fresh path, which decides fallbacks and refusals as it always did. Only calls
 //! without network, learn mode, degraded mode or a channel for stdin, in
 //! a jail with a mount tree, get standbys.
 
@@ -93,7 +94,8 @@ enum State {
     Making,
     /// Its child waits at the gate (or is still on its way there).
     Ready(Box<Standby>),
-    /// It could not be made (retried after [`BACKOFF`]).
+    /// It cannot be made for this shape here (not tried again before
+    /// [`BACKOFF`]).
     Failed,
 }
 
@@ -345,7 +347,7 @@ impl Next {
                 move || make(shape, template, started)
             });
         if spawned.is_err() {
-            set_state(&shape, State::Failed);
+            forget(&shape);
         }
     }
 }
@@ -499,13 +501,20 @@ fn hand_off(
 /// `live` counts the thread for [`shutdown`] until the call is handed
 /// over (a call's own end is the server's to wait for, as a fresh one's).
 fn make(shape: Shape, template: Spec, live: Live) {
-    let made = prepare_jail(&shape, &template);
-    let Some((mut call, plan, resolved)) = made else {
-        set_state(&shape, State::Failed);
-        return;
+    let (mut call, plan, resolved) = match prepare_jail(&shape, &template) {
+        Ok(made) => made,
+        Err(Unmade::Never) => {
+            set_state(&shape, State::Failed);
+            return;
+        }
+        // Its grants changed meanwhile, say: the next call tries again.
+        Err(Unmade::Now) => {
+            forget(&shape);
+            return;
+        }
     };
     let Ok((gate_r, gate_w)) = prepare::pipe() else {
-        set_state(&shape, State::Failed);
+        forget(&shape);
         return;
     };
     let exec = Arc::new(OnceLock::new());
@@ -567,32 +576,63 @@ fn make(shape: Shape, template: Spec, live: Live) {
                 .take()
                 .map_or(call.program.clone(), |i| i.program),
         ))),
-        Err(_) => Ending::NotRun,
+        Err(_) => {
+            withdraw(&handoff);
+            Ending::NotRun
+        }
     };
     // The taker may be gone (the standby discarded): nothing to tell.
     let _ = tx.send(ending);
 }
 
+/// Why a standby was not made.
+enum Unmade {
+    /// This shape's jail cannot be a standby here (no mount tree, a plan
+    /// with the network or a notification listener).
+    Never,
+    /// Not now: holding, planning or preparing failed (a grant that
+    /// became a link, a limit reached); the call will say why.
+    Now,
+}
+
 /// Holds, plans and prepares a jail of `shape` (its child not yet
-/// cloned); `None` where this call's jail cannot be a standby.
-fn prepare_jail(shape: &Shape, template: &Spec) -> Option<(prepare::Call, Plan, Resolved)> {
+/// cloned).
+fn prepare_jail(shape: &Shape, template: &Spec) -> Result<(prepare::Call, Plan, Resolved), Unmade> {
     let kernel = probe::kernel();
     if !plan::mount_tree(kernel) {
-        return None;
+        return Err(Unmade::Never);
     }
-    plan::check_spec(template).ok()?;
-    let grants = spawn::hold_grants(template, &shape.keep_out, true).ok()?;
+    plan::check_spec(template).map_err(|_| Unmade::Never)?;
+    let grants = spawn::hold_grants(template, &shape.keep_out, true).map_err(|_| Unmade::Now)?;
     let resolved = Resolved::of(&grants);
-    let plan = spawn::plan_call(template, kernel, false, &grants).ok()?;
+    let plan = spawn::plan_call(template, kernel, false, &grants).map_err(|_| Unmade::Now)?;
     if plan.guard != MetadataGuard::Tree
         || !matches!(plan.net, NetPlan::Off)
         || plan.reaper
         || plan.count_forks
     {
-        return None;
+        return Err(Unmade::Never);
     }
-    let call = prepare::prepare(template, kernel, &plan, grants).ok()?;
-    Some((call, plan, resolved))
+    let call = prepare::prepare(template, kernel, &plan, grants).map_err(|_| Unmade::Now)?;
+    Ok((call, plan, resolved))
+}
+
+/// Removes the ready entry of `handoff`'s standby, whose child ended
+/// before any call was handed over (a grant replaced while its tree was
+/// built, say): no call should find it.
+fn withdraw(handoff: &Arc<Handoff>) {
+    registry().entries.retain(|e| match &e.state {
+        State::Ready(s) => !Arc::ptr_eq(&s.handoff, handoff),
+        _ => true,
+    });
+}
+
+/// Removes `shape`'s entry while it is being made (the next call of that
+/// shape starts another).
+fn forget(shape: &Shape) {
+    registry()
+        .entries
+        .retain(|e| !(e.shape == *shape && matches!(e.state, State::Making)));
 }
 
 /// A count of live threads and a way to wait until there are none.
