@@ -141,7 +141,15 @@ fn a_grant_changed_after_the_standby_was_made_is_seen_as_it_is_at_the_call() {
     if standbys_here() {
         assert_eq!(used, 1, "the second call ran in the standby");
     } else {
-        assert_eq!(standbys(&s), Standbys { used: 0, changed: 0, not_run: 0, ready: 0 });
+        assert_eq!(
+            standbys(&s),
+            Standbys {
+                used: 0,
+                changed: 0,
+                not_run: 0,
+                ready: 0
+            }
+        );
     }
 
     // Swapped for another directory: the call sees the new one.
@@ -151,7 +159,10 @@ fn a_grant_changed_after_the_standby_was_made_is_seen_as_it_is_at_the_call() {
     fs::write(f.root.join("data/inside.txt"), "NEW-OBJECT-5b9").unwrap();
     let a = invoke(&s, "victim", &json!({}));
     assert!(output(&a).contains("NEW-OBJECT-5b9"), "{a:?}");
-    assert!(!a.body.contains("OLD-OBJECT-7e2"), "the old object came back: {a:?}");
+    assert!(
+        !a.body.contains("OLD-OBJECT-7e2"),
+        "the old object came back: {a:?}"
+    );
 
     // Removed: nothing of it is shown.
     wait_ready(&s, 1);
@@ -183,7 +194,10 @@ fn a_grant_changed_after_the_standby_was_made_is_seen_as_it_is_at_the_call() {
     if standbys_here() {
         assert!(t.changed >= 3, "each change discarded a standby: {t:?}");
     }
-    assert_eq!(fs::read_to_string(f.outside.join("inside.txt")).unwrap(), CANARY);
+    assert_eq!(
+        fs::read_to_string(f.outside.join("inside.txt")).unwrap(),
+        CANARY
+    );
 }
 
 /// Exchanges `a` and `b` in a loop until stopped; counts the exchanges.
@@ -275,7 +289,10 @@ fn a_grant_exchanged_with_a_link_in_a_loop_never_reads_outside_through_a_standby
     if standbys_here() {
         assert!(t.used + t.changed > 0, "standbys met the race: {t:?}");
     }
-    assert_eq!(fs::read_to_string(f.outside.join("inside.txt")).unwrap(), CANARY);
+    assert_eq!(
+        fs::read_to_string(f.outside.join("inside.txt")).unwrap(),
+        CANARY
+    );
 }
 
 #[test]
@@ -337,8 +354,14 @@ fn no_tool_runs_in_another_tools_standby() {
         let (me, other) = if i % 2 == 0 { ("a", "b") } else { ("b", "a") };
         let a = invoke(&s, me, &json!({}));
         let out = output(&a);
-        assert!(out.contains("PROBE") && out.contains(&format!("MARK-{me}")), "{a:?}");
-        assert!(!out.contains(&format!("MARK-{other}")), "{me} saw {other}'s grant: {a:?}");
+        assert!(
+            out.contains("PROBE") && out.contains(&format!("MARK-{me}")),
+            "{a:?}"
+        );
+        assert!(
+            !out.contains(&format!("MARK-{other}")),
+            "{me} saw {other}'s grant: {a:?}"
+        );
         wait_ready(&s, if i == 0 { 1 } else { 2 });
     }
     if standbys_here() {
@@ -351,7 +374,10 @@ fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for task in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
         let text = fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
     }
     out
 }
@@ -373,7 +399,14 @@ fn standby_jails_end_with_the_server() {
     assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
     for pid in waiting {
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        assert!(stat.is_empty(), "a standby's child outlived the server: {stat}");
+        assert!(
+            stat.is_empty(),
+            "a standby's child outlived the server: {stat}"
+        );
     }
-    assert!(!s.stderr().contains("standby jail had not ended"), "{}", s.stderr());
+    assert!(
+        !s.stderr().contains("standby jail had not ended"),
+        "{}",
+        s.stderr()
+    );
 }

@@ -243,6 +243,19 @@ pub(super) fn hold_grants(
     keep_out: &[PathBuf],
     tree: bool,
 ) -> Result<Grants, JailError> {
+    hold_grants_planning(spec, keep_out, tree, true)
+}
+
+/// [`hold_grants`]; without `plan_tree` the tree is left empty (a
+/// standby's revalidation, [`super::standby`]: the tree is a function of
+/// what is held, the protected paths and the working directory, which it
+/// compares instead).
+pub(super) fn hold_grants_planning(
+    spec: &Spec,
+    keep_out: &[PathBuf],
+    tree: bool,
+    plan_tree: bool,
+) -> Result<Grants, JailError> {
     let mut held = HeldAccess::hold(&profile::baseline(spec.network)?, &Links::Follow)?;
     held.extend(HeldAccess::hold(
         &FsAccess {
@@ -277,7 +290,11 @@ pub(super) fn hold_grants(
     } else {
         None
     };
-    let tree = Tree::from_held(&held, &protect, std::slice::from_ref(&spec.cwd));
+    let tree = if plan_tree {
+        Tree::from_held(&held, &protect, std::slice::from_ref(&spec.cwd))
+    } else {
+        Tree::default()
+    };
     Ok(Grants {
         held,
         write,

@@ -55,7 +55,7 @@ use super::plan::{self, Plan};
 use super::probe::{self, Kernel};
 use super::spawn::{self, Grants};
 use super::spec::{HomeFile, JailResult, Spec, Stdin, GATE_OPEN};
-use super::tree::{MetadataGuard, Tree};
+use super::tree::MetadataGuard;
 use super::{launch, prepare, supervise, sys, JailError};
 
 /// How long an unused standby is kept.
@@ -224,12 +224,13 @@ fn template(spec: &Spec) -> Spec {
 }
 
 /// What revalidation compares: every held grant and protected path (by
-/// class, where it is, the object it is) and the tree planned from them.
+/// class, where it is, the object it is, a link's target). The tree is
+/// planned from these alone, with the working directory, which is part of
+/// the shape ([`super::tree::Tree::from_held`]).
 #[derive(Debug, PartialEq)]
 struct Resolved {
     held: Vec<(u8, PathBuf, PathBuf, Id, Option<PathBuf>)>,
     protect: Vec<(PathBuf, Id)>,
-    tree: Tree,
 }
 
 impl Resolved {
@@ -252,7 +253,6 @@ impl Resolved {
         Resolved {
             held,
             protect: g.protect.iter().map(|h| (h.path.clone(), h.id)).collect(),
-            tree: g.tree.clone(),
         }
     }
 }
@@ -449,7 +449,8 @@ fn hand_off(
     }
     // Revalidation: held and planned afresh, as a fresh call would be (a
     // failure here is the fresh call's to report).
-    let Ok(grants) = spawn::hold_grants(spec, keep_out, plan::mount_tree(kernel)) else {
+    let Ok(grants) = spawn::hold_grants_planning(spec, keep_out, plan::mount_tree(kernel), false)
+    else {
         return Handed::Changed;
     };
     if Resolved::of(&grants) != s.resolved {
@@ -488,11 +489,14 @@ fn hand_off(
         return Handed::NotRun;
     }
     drop(s.gate);
-    next.make();
-    match s.result.recv() {
+    let r = match s.result.recv() {
         Ok(Ending::Ran(result)) => Handed::Ran(result),
         Ok(Ending::NotRun) | Err(_) => Handed::NotRun,
-    }
+    };
+    // The next standby is made once this call has ended, not beside it
+    // (on a small machine it would take the call's CPU).
+    next.make();
+    r
 }
 
 /// The standby thread: makes a jail of `shape` from `template` and waits
