@@ -7,6 +7,9 @@ use std::time::Duration;
 use super::*;
 use crate::jail::spec::{Channel, HomeFile, Output};
 
+/// A change to a spec.
+type Change = Box<dyn Fn(&mut Spec)>;
+
 fn spec_in(dir: &std::path::Path) -> Spec {
     let mut s = Spec::new(["echo", "hi"]);
     s.cwd = dir.to_path_buf();
@@ -39,7 +42,7 @@ fn what_each_call_brings_is_not_part_of_its_shape() {
 fn what_the_jail_is_made_of_is_part_of_its_shape() {
     let dir = tempfile::tempdir().unwrap();
     let a = spec_in(dir.path());
-    let changes: Vec<Box<dyn Fn(&mut Spec)>> = vec![
+    let changes: Vec<Change> = vec![
         Box::new(|s| s.fs.write.push(s.cwd.clone())),
         Box::new(|s| s.fs.read_only.push("/etc".into())),
         Box::new(|s| s.cwd = "/".into()),
