@@ -41,7 +41,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -272,6 +272,9 @@ struct Handoff {
     /// Read by the child after its gate opened.
     exec: Arc<OnceLock<Exec>>,
     call: Mutex<Option<CallInfo>>,
+    /// Set by the standby's thread once the child has exec'd: from then
+    /// on the call has run, whatever becomes of that thread.
+    execd: AtomicBool,
 }
 
 /// The handed-over call, for its supervision.
@@ -491,6 +494,12 @@ fn hand_off(
     drop(s.gate);
     let r = match s.result.recv() {
         Ok(Ending::Ran(result)) => Handed::Ran(result),
+        // The standby's thread ended without a word after the call's
+        // program started (it cannot, short of a panic): the call ran
+        // and must not run again.
+        Err(_) if s.handoff.execd.load(Ordering::SeqCst) => Handed::Ran(Err(JailError::Wait {
+            source: std::io::Error::other("the standby jail's supervisor ended during the call"),
+        })),
         Ok(Ending::NotRun) | Err(_) => Handed::NotRun,
     };
     // The next standby is made once this call has ended, not beside it
@@ -527,6 +536,7 @@ fn make(shape: Shape, template: Spec, live: Live) {
     let handoff = Arc::new(Handoff {
         exec,
         call: Mutex::new(None),
+        execd: AtomicBool::new(false),
     });
     let (tx, result) = mpsc::sync_channel(1);
     let standby = Standby {
@@ -543,6 +553,7 @@ fn make(shape: Shape, template: Spec, live: Live) {
     }
     let ending = match launch::clone_and_wait(&mut call.prepared, plan.flags) {
         Ok(pidfd) => {
+            handoff.execd.store(true, Ordering::SeqCst);
             drop(live);
             let info = handoff
                 .call
