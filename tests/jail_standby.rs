@@ -210,7 +210,8 @@ fn discarded(s: &Served, before: Standbys, change: &str) {
         assert_eq!(
             (after.used, after.changed),
             (before.used, before.changed + 1),
-            "{change}: the standby made before was discarded, not used: {before:?} -> {after:?}"
+            "{change}: the standby made before was discarded, not used: {before:?} -> {after:?}\n{}",
+            s.stderr()
         );
     }
 }

@@ -7,6 +7,7 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::fs as jfs;
@@ -155,10 +156,11 @@ impl Step {
 pub(super) struct Prepared {
     /// The program, argv and environment.
     pub(super) exec: Exec,
-    /// A standby jail's ([`super::standby`]): the call's program, argv
-    /// and environment, set by the thread that hands the call over
-    /// before it opens the gate; the child execs these instead of `exec`.
-    pub(super) standby: Option<Arc<OnceLock<Exec>>>,
+    /// A standby jail's ([`super::standby`]): where the child says it
+    /// waits at its gate, and the call's program, argv and environment,
+    /// set by the thread that hands the call over before it opens the
+    /// gate; the child execs these instead of `exec`.
+    pub(super) standby: Option<Arc<StandbySlot>>,
     pub(super) cwd: CString,
     pub(super) stdin: OwnedFd,
     pub(super) stdout: OwnedFd,
@@ -222,6 +224,16 @@ impl Prepared {
         fds.dedup();
         fds
     }
+}
+
+/// What a standby's child shares with the supervisor (it shares its
+/// memory until `execve`): atomics and a cell set once, nothing locked.
+#[derive(Debug, Default)]
+pub(super) struct StandbySlot {
+    /// Set by the child right before it waits at its gate.
+    pub(super) at_gate: AtomicBool,
+    /// The handed-over call's, set before the gate opens.
+    pub(super) exec: OnceLock<Exec>,
 }
 
 /// What the child's `execve` takes.
@@ -324,7 +336,7 @@ fn no_new_privs() -> SysResult<()> {
 fn exec(p: &Prepared) -> i32 {
     let e = match &p.standby {
         None => &p.exec,
-        Some(slot) => match slot.get() {
+        Some(slot) => match slot.exec.get() {
             Some(e) => e,
             None => return libc::EINVAL,
         },
@@ -462,6 +474,9 @@ fn install_seccomp(p: &Prepared) -> SysResult<()> {
 /// means nothing of the call ran.
 fn await_go_ahead(p: &Prepared) -> SysResult<()> {
     let Some(gate) = &p.gate else { return Ok(()) };
+    if let Some(slot) = &p.standby {
+        slot.at_gate.store(true, Ordering::Release);
+    }
     match sys::read_byte(gate.as_raw_fd()) {
         Ok(Some(GATE_OPEN)) => Ok(()),
         _ => Err(0),

@@ -97,6 +97,7 @@ pub fn run(spec: &Spec) -> Result<JailResult, JailError> {
 /// unseen.
 pub fn run_keeping_out(spec: &Spec, keep_out: &[PathBuf]) -> Result<JailResult, JailError> {
     let started = Instant::now();
+    let _busy = standby::busy(spec);
     // Served: a standby jail of the call's shape, revalidated, runs it;
     // else a fresh one does, and a standby is made for the next.
     let next = match standby::take(spec, keep_out, started) {

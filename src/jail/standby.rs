@@ -28,7 +28,9 @@
 //! the call and hands back its result.
 //!
 //! A standby is used once: a fresh process per call stays the rule; the
-//! next is made while the call runs. At most [`MAX`] shapes are kept, a
+//! next is made when the call ends, if it was the only call in a jail
+//! (with several at once the cores are the calls', and a standby made
+//! beside them would only slow them). At most [`MAX`] shapes are kept, a
 //! standby unused for [`IDLE`] is discarded at the next call, and
 //! [`shutdown`] discards
 //! every one and waits until their children and cgroups are gone. A
@@ -41,12 +43,12 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::child::{Exec, Step};
+use super::child::{StandbySlot, Step};
 use super::fs::FsAccess;
 use super::hold::{Id, Links};
 use super::home::Home;
@@ -118,6 +120,43 @@ pub fn shutdown(wait: Duration) -> bool {
     THREADS.wait_idle(wait)
 }
 
+/// Calls in a jail now (standby or fresh), counted by [`busy`].
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// One call in a jail, counted while this lives.
+pub(super) struct Busy;
+
+/// Counts a call that could have a standby ([`eligible`]) until the
+/// returned guard drops (long-lived jails, a warm worker's or an MCP
+/// server's, are not counted). A standby is made only when its call was
+/// the only one: with several calls at once the machine's cores are taken
+/// by the calls themselves, and a standby made beside them only takes its
+/// time from theirs (its revalidation adds to each).
+pub(super) fn busy(spec: &Spec) -> Option<Busy> {
+    if !eligible(spec) {
+        return None;
+    }
+    IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+    Some(Busy)
+}
+
+/// Whether a call of `spec` could run in a standby: no network, learn or
+/// degraded mode, stdin `/dev/null` or bytes.
+fn eligible(spec: &Spec) -> bool {
+    matches!(spec.stdin, Stdin::Null | Stdin::Bytes(_))
+        && !spec.network
+        && spec.gateway.is_none()
+        && !spec.direct_network
+        && !spec.degraded
+        && spec.observe.is_none()
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// What standbys did since this process started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -144,12 +183,15 @@ pub fn totals() -> Totals {
     }
 }
 
-/// How many standbys are ready now.
+/// How many standbys wait at their gate now.
 pub fn ready() -> usize {
     registry()
         .entries
         .iter()
-        .filter(|e| matches!(e.state, State::Ready(_)))
+        .filter(|e| match &e.state {
+            State::Ready(s) => s.handoff.slot.at_gate.load(Ordering::Acquire),
+            _ => false,
+        })
         .count()
 }
 
@@ -178,19 +220,10 @@ struct Shape {
 impl Shape {
     /// The shape of `spec`, or `None` for a call that gets no standby.
     fn of(spec: &Spec, keep_out: &[PathBuf]) -> Option<Shape> {
-        let stdin_pipe = match spec.stdin {
-            Stdin::Null => false,
-            Stdin::Bytes(_) => true,
-            _ => return None,
-        };
-        if spec.network
-            || spec.gateway.is_some()
-            || spec.direct_network
-            || spec.degraded
-            || spec.observe.is_some()
-        {
+        if !eligible(spec) {
             return None;
         }
+        let stdin_pipe = matches!(spec.stdin, Stdin::Bytes(_));
         Some(Shape {
             cwd: spec.cwd.clone(),
             home_files: spec.home_files.clone(),
@@ -269,8 +302,9 @@ struct Standby {
 
 /// What the taking thread gives the standby's.
 struct Handoff {
-    /// Read by the child after its gate opened.
-    exec: Arc<OnceLock<Exec>>,
+    /// Shared with the child: whether it waits at its gate; the call's
+    /// program, argv and environment, read by it once the gate opens.
+    slot: Arc<StandbySlot>,
     call: Mutex<Option<CallInfo>>,
     /// Set by the standby's thread once the child has exec'd: from then
     /// on the call has run, whatever becomes of that thread.
@@ -313,6 +347,11 @@ impl Next {
         let Some((shape, template)) = self.0.map(|b| *b) else {
             return;
         };
+        // Made by a call as it ends (its own count still held): only when
+        // it was alone.
+        if IN_FLIGHT.load(Ordering::SeqCst) > 1 {
+            return;
+        }
         {
             let mut r = registry();
             if !r.enabled {
@@ -484,7 +523,7 @@ fn hand_off(
         program,
         stdin,
     });
-    if s.handoff.exec.set(exec).is_err() {
+    if s.handoff.slot.exec.set(exec).is_err() {
         return Handed::NotRun;
     }
     // A child already gone (its pipe has no reader) ran nothing.
@@ -530,11 +569,11 @@ fn make(shape: Shape, template: Spec, live: Live) {
         forget(&shape);
         return;
     };
-    let exec = Arc::new(OnceLock::new());
+    let slot = Arc::new(StandbySlot::default());
     call.prepared.gate = Some(gate_r);
-    call.prepared.standby = Some(exec.clone());
+    call.prepared.standby = Some(slot.clone());
     let handoff = Arc::new(Handoff {
-        exec,
+        slot,
         call: Mutex::new(None),
         execd: AtomicBool::new(false),
     });
