@@ -12,70 +12,14 @@
 mod common;
 mod runkit;
 
-use std::ffi::CString;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::path::PathBuf;
 
+use common::swap::Swapper;
 use runkit::*;
 use serde_json::json;
 
 const CANARY: &str = "RACE-CANARY-5d1e";
-
-/// Exchanges `a` and `b` in a loop until stopped; counts the exchanges.
-struct Swapper {
-    stop: Arc<AtomicBool>,
-    count: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Swapper {
-    fn start(a: &Path, b: &Path) -> Swapper {
-        let stop = Arc::new(AtomicBool::new(false));
-        let count = Arc::new(AtomicU64::new(0));
-        let (a, b) = (
-            CString::new(a.as_os_str().as_bytes()).unwrap(),
-            CString::new(b.as_os_str().as_bytes()).unwrap(),
-        );
-        let thread = {
-            let (stop, count) = (stop.clone(), count.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    // SAFETY: two valid NUL-terminated paths, read during
-                    // the call only.
-                    let rc = unsafe {
-                        libc::renameat2(
-                            libc::AT_FDCWD,
-                            a.as_ptr(),
-                            libc::AT_FDCWD,
-                            b.as_ptr(),
-                            libc::RENAME_EXCHANGE,
-                        )
-                    };
-                    if rc == 0 {
-                        count.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            })
-        };
-        Swapper {
-            stop,
-            count,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops the loop and returns how many exchanges it made.
-    fn finish(mut self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-        self.count.load(Ordering::Relaxed)
-    }
-}
 
 /// A tool that runs `sh -c SCRIPT` in the root with `permissions`.
 fn shell_tool(name: &str, script: &str, permissions: serde_json::Value) -> serde_json::Value {

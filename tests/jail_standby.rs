@@ -20,14 +20,10 @@ mod common;
 mod runkit;
 mod servekit;
 
-use std::ffi::CString;
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
+use common::swap::Swapper;
 use common::*;
 use runkit::*;
 use serde_json::{json, Value};
@@ -216,59 +212,6 @@ fn discarded(s: &Served, before: Standbys, change: &str) {
     }
 }
 
-/// Exchanges `a` and `b` in a loop until stopped; counts the exchanges.
-struct Swapper {
-    stop: Arc<AtomicBool>,
-    count: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Swapper {
-    fn start(a: &Path, b: &Path) -> Swapper {
-        let stop = Arc::new(AtomicBool::new(false));
-        let count = Arc::new(AtomicU64::new(0));
-        let (a, b) = (
-            CString::new(a.as_os_str().as_bytes()).unwrap(),
-            CString::new(b.as_os_str().as_bytes()).unwrap(),
-        );
-        let thread = {
-            let (stop, count) = (stop.clone(), count.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    // SAFETY: two valid NUL-terminated paths.
-                    let rc = unsafe {
-                        libc::renameat2(
-                            libc::AT_FDCWD,
-                            a.as_ptr(),
-                            libc::AT_FDCWD,
-                            b.as_ptr(),
-                            libc::RENAME_EXCHANGE,
-                        )
-                    };
-                    if rc == 0 {
-                        count.fetch_add(1, Ordering::Relaxed);
-                    }
-                    // Calls in between, standbys made from either state.
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-            })
-        };
-        Swapper {
-            stop,
-            count,
-            thread: Some(thread),
-        }
-    }
-
-    fn finish(mut self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            t.join().unwrap();
-        }
-        self.count.load(Ordering::Relaxed)
-    }
-}
-
 /// A second tool (played by a thread) exchanges the victim's granted
 /// directory with a link to a place outside every grant, in a loop, while
 /// the victim is called again and again: standbys are made from either
@@ -281,7 +224,12 @@ fn a_grant_exchanged_with_a_link_in_a_loop_never_reads_outside_through_a_standby
     let s = serve(&f);
     let a = invoke(&s, "victim", &json!({}));
     assert!(output(&a).contains("INSIDE-OK"), "{a:?}");
-    let swapper = Swapper::start(&f.root.join("data"), &f.root.join("swap"));
+    // Calls in between, standbys made from either state.
+    let swapper = Swapper::start_pausing(
+        &f.root.join("data"),
+        &f.root.join("swap"),
+        Duration::from_millis(2),
+    );
     let calls = std::env::var("GLOVEBOX_RACE_CALLS")
         .ok()
         .and_then(|v| v.parse().ok())

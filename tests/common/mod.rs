@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod swap;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
