@@ -253,7 +253,8 @@ fn a_warm_worker_asks_the_gate_before_the_import_and_before_each_call() {
     let canary = |n: u32| dir.path().join(format!("ran-{n}"));
     let open = || Fixed::new(Ok(()), Duration::from_millis(300));
     let shut = || Fixed::new(Err("the intent is not on disk".into()), Duration::ZERO);
-    let init = serde_json::json!({"cwd": dir.path(), "chain": null, "module": "gated", "idle_s": 60});
+    let init =
+        serde_json::json!({"cwd": dir.path(), "chain": null, "module": "gated", "idle_s": 60});
     let probe = python_spec(dir.path(), &canary(0), open());
     let Some(plan) = warm::Plan::new(&probe, "fingerprint", &init, Vec::new()) else {
         // No PID namespace with its own /proc here: nothing runs warm
@@ -287,18 +288,29 @@ fn a_warm_worker_asks_the_gate_before_the_import_and_before_each_call() {
     // import) never runs.
     refused(pool.run(&plan, &python_spec(dir.path(), &canary(1), shut())));
     std::thread::sleep(Duration::from_millis(100));
-    assert!(!imported.exists(), "the module was imported behind a shut gate");
+    assert!(
+        !imported.exists(),
+        "the module was imported behind a shut gate"
+    );
     assert_eq!(pool.live(), 0);
     // An open gate: the worker starts, the call runs after it opened.
     let gate = open();
-    ran_after(2, &gate, pool.run(&plan, &python_spec(dir.path(), &canary(2), gate.clone())));
+    ran_after(
+        2,
+        &gate,
+        pool.run(&plan, &python_spec(dir.path(), &canary(2), gate.clone())),
+    );
     // The worker is reused: a shut gate refuses the call after the worker
     // prepared it, and nothing of it ran; the worker still serves.
     refused(pool.run(&plan, &python_spec(dir.path(), &canary(3), shut())));
     std::thread::sleep(Duration::from_millis(100));
     assert!(!canary(3).exists(), "the call ran behind a shut gate");
     let gate = open();
-    ran_after(4, &gate, pool.run(&plan, &python_spec(dir.path(), &canary(4), gate.clone())));
+    ran_after(
+        4,
+        &gate,
+        pool.run(&plan, &python_spec(dir.path(), &canary(4), gate.clone())),
+    );
     assert_eq!(
         std::fs::read_to_string(&imported).unwrap().lines().count(),
         1,

@@ -36,6 +36,7 @@ import sys
 def warm():
     # Everything the zygote will ever import, before the tool's directory
     # is on sys.path at all (it goes last, see `prepare`).
+    import _signal
     import atexit
     import ctypes
     import gc
@@ -141,6 +142,13 @@ def warm():
         os.environ.update(base_env)
     if "tempfile" in sys.modules:
         sys.modules["tempfile"].tempdir = None
+    # The working directory the import may have left (the jail started the
+    # zygote in it).
+    os.chdir(init["cwd"])
+    # The call's sys.stdin, as the cold shim opens it: made here, over a
+    # descriptor the child points at a /dev/null of its own before
+    # anything else runs (see `child`), so no call shares it.
+    stdin = open(os.devnull)
     # What the import left in HOME is no call's to see.
     wipe(home, shutil, stat)
     os.mkdir(calldir, 0o700)
@@ -167,7 +175,7 @@ def warm():
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            child(fds, module, init["cwd"], signal, atexit)
+            child(fds, module, init["cwd"], stdin, _signal, signal, atexit)
         for fd in fds:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
@@ -309,7 +317,23 @@ def wipe(home, shutil, stat):
                 pass
 
 
-def child(fds, module, cwd, signal, atexit):
+class Reply:
+    """The call's result pipe, written as the cold shim's text file writes
+    it (the reply is ASCII JSON), without a text layer made per call."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, text):
+        data = text.encode()
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+    def flush(self):
+        pass
+
+
+def child(fds, module, cwd, stdin, _signal, signal, atexit):
     """One call, in the zygote's fresh fork. Never returns."""
     code = 0
     try:
@@ -319,9 +343,12 @@ def child(fds, module, cwd, signal, atexit):
         for g in groups:
             os.write(g, b"0")
             os.close(g)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
+        # A /dev/null of the call's own at 0 and under the zygote's
+        # sys.stdin (whose descriptor every fork shares until here).
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
+        os.dup2(null, stdin.fileno(), inheritable=False)
         os.close(null)
         os.dup2(err_w, 1)
         os.dup2(err_w, 2)
@@ -340,10 +367,8 @@ def child(fds, module, cwd, signal, atexit):
             env.pop("HOME", None)
             env.pop("TMPDIR", None)
             os.environ.update(env)
-        os.chdir(cwd)
-        sys.stdin = open(os.devnull)
-        result = os.fdopen(res_w, "w")
-        invoke(message["request"], module, cwd, result)
+        sys.stdin = stdin
+        invoke(message["request"], module, cwd, Reply(res_w))
         # What a cold interpreter does at exit: wait for the threads the
         # call started, run the exit handlers.
         if "threading" in sys.modules:
