@@ -308,6 +308,12 @@ def wipe(home, shutil, stat):
         return
     for name in entries:
         path = os.path.join(home, name)
+        try:
+            # An empty directory (a call's HOME, mostly): one system call.
+            os.rmdir(path)
+            continue
+        except OSError:
+            pass
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, onerror=fix)
         else:
