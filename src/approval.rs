@@ -163,16 +163,21 @@ fn grant_paths(root: &Path, tool: &Tool) -> Vec<(String, PathBuf)> {
 /// The tool's current fingerprint (every file read and hashed now: what
 /// an approval is checked against).
 pub fn fingerprint(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalError> {
-    fingerprint_hashing(root, tool, state::file_sha256)
+    fingerprint_hashing(root, tool, &footprint::of(root, tool), state::file_sha256)
 }
 
 /// The tool's fingerprint with each file's hash reused while the file's
 /// stamp (device, inode, size, mtime and ctime to the nanosecond) is the
 /// one it was hashed under: for the key of a warm worker, which checks the
 /// same stamps before every call anyway. Not for approvals
-/// ([`fingerprint`] reads every file).
-pub fn fingerprint_by_stamp(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalError> {
-    fingerprint_hashing(root, tool, stamped_sha256)
+/// ([`fingerprint`] reads every file). `fp` is the tool's footprint as
+/// [`footprint::of`] finds it now (the caller watches its files too).
+pub fn fingerprint_by_stamp(
+    root: &Path,
+    tool: &Tool,
+    fp: &footprint::Footprint,
+) -> Result<Fingerprint, ApprovalError> {
+    fingerprint_hashing(root, tool, fp, stamped_sha256)
 }
 
 /// What identifies a file's content without reading it.
@@ -227,9 +232,9 @@ fn stamped_sha256(path: &Path) -> Result<String, StateError> {
 fn fingerprint_hashing(
     root: &Path,
     tool: &Tool,
+    fp: &footprint::Footprint,
     hash: impl Fn(&Path) -> Result<String, StateError>,
 ) -> Result<Fingerprint, ApprovalError> {
-    let fp = footprint::of(root, tool);
     let mut files = BTreeMap::new();
     for f in &fp.files {
         files.insert(rel(root, f), hash(f)?);

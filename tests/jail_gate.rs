@@ -210,3 +210,110 @@ fn a_signalled_refusal_means_nothing_of_the_call_ran() {
     spec.gate = Some(gate.clone());
     run_refused(&spec, dir.path(), "the pipe said no");
 }
+
+/// A python call of `gated.f` in `dir` as the engine gives it to a warm
+/// worker (its request on stdin), writing its start time into `canary`.
+fn python_spec(dir: &std::path::Path, canary: &std::path::Path, gate: Arc<dyn Gate>) -> Spec {
+    let mut spec = Spec::new([
+        "/usr/bin/python3",
+        "-I",
+        "-B",
+        "-c",
+        glovebox::run::python::SHIM,
+    ]);
+    spec.cwd = dir.to_path_buf();
+    spec.fs.write.push(dir.to_path_buf());
+    spec.output = jail::Output::Capture;
+    spec.stdin = jail::Stdin::Bytes(
+        serde_json::json!({
+            "cwd": dir, "chain": null, "module": "gated", "function": "f",
+            "args": [], "kwargs": {"canary": canary}, "return": "json",
+        })
+        .to_string()
+        .into_bytes(),
+    );
+    spec.gate = Some(gate);
+    spec
+}
+
+#[test]
+fn a_warm_worker_asks_the_gate_before_the_import_and_before_each_call() {
+    use glovebox::run::{warm, StartError};
+    require_jail!();
+    let dir = tempfile::tempdir().unwrap();
+    let imported = dir.path().join("imported");
+    std::fs::write(
+        dir.path().join("gated.py"),
+        format!(
+            "import time\nopen({imported:?}, 'a').write('import\\n')\n\
+             def f(canary):\n    open(canary, 'w').write(str(time.time_ns()))\n    return {{}}\n"
+        ),
+    )
+    .unwrap();
+    let canary = |n: u32| dir.path().join(format!("ran-{n}"));
+    let open = || Fixed::new(Ok(()), Duration::from_millis(300));
+    let shut = || Fixed::new(Err("the intent is not on disk".into()), Duration::ZERO);
+    let init =
+        serde_json::json!({"cwd": dir.path(), "chain": null, "module": "gated", "idle_s": 60});
+    let probe = python_spec(dir.path(), &canary(0), open());
+    let Some(plan) = warm::Plan::new(&probe, "fingerprint", &init, Vec::new()) else {
+        // No PID namespace with its own /proc here: nothing runs warm
+        // (the jail's own gate, above, is what a cold call asks).
+        assert!(!warm::eligible(&probe));
+        return;
+    };
+    let pool = warm::Pool::new(2);
+    let refused = |r: Option<Result<jail::JailResult, StartError>>| {
+        assert!(
+            matches!(&r, Some(Err(StartError::Jail(JailError::Gate { message })))
+                if message == "the intent is not on disk"),
+            "{r:?}"
+        );
+    };
+    let ran_after = |n: u32, gate: &Fixed, r: Option<Result<jail::JailResult, StartError>>| {
+        let r = r.expect("the call ran warm").unwrap();
+        assert_eq!(r.status, jail::Status::Exited(0), "{r:?}");
+        let started: u128 = std::fs::read_to_string(canary(n))
+            .expect("the call's code ran")
+            .parse()
+            .unwrap();
+        let opened = gate.opened_ns.lock().unwrap().unwrap();
+        assert!(
+            started >= opened,
+            "call {n} started {} µs before its gate opened",
+            (opened - started) / 1000
+        );
+    };
+    // A shut gate before any worker: none starts, the module's code (its
+    // import) never runs.
+    refused(pool.run(&plan, &python_spec(dir.path(), &canary(1), shut())));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !imported.exists(),
+        "the module was imported behind a shut gate"
+    );
+    assert_eq!(pool.live(), 0);
+    // An open gate: the worker starts, the call runs after it opened.
+    let gate = open();
+    ran_after(
+        2,
+        &gate,
+        pool.run(&plan, &python_spec(dir.path(), &canary(2), gate.clone())),
+    );
+    // The worker is reused: a shut gate refuses the call after the worker
+    // prepared it, and nothing of it ran; the worker still serves.
+    refused(pool.run(&plan, &python_spec(dir.path(), &canary(3), shut())));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!canary(3).exists(), "the call ran behind a shut gate");
+    let gate = open();
+    ran_after(
+        4,
+        &gate,
+        pool.run(&plan, &python_spec(dir.path(), &canary(4), gate.clone())),
+    );
+    assert_eq!(
+        std::fs::read_to_string(&imported).unwrap().lines().count(),
+        1,
+        "both calls ran in the one worker"
+    );
+}

@@ -846,3 +846,59 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
     );
     mcp.close();
 }
+
+#[test]
+fn a_calls_stdin_is_its_own() {
+    require_jail!();
+    let f = fixture();
+    // A call sets flags on its stdin (they belong to the open file, which
+    // a descriptor inherited from the zygote would share with the next
+    // call); the next reads them.
+    module(
+        &f,
+        "stdin_flags",
+        r#"
+import fcntl, os, sys
+MASK = os.O_NONBLOCK | os.O_APPEND
+def flags(plant=False):
+    fds = {"stdin": sys.stdin.fileno(), "zero": 0}
+    seen = {k: fcntl.fcntl(fd, fcntl.F_GETFL) & MASK for k, fd in fds.items()}
+    seen["read"] = sys.stdin.read()
+    seen["name"] = sys.stdin.name
+    if plant:
+        for fd in fds.values():
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | MASK)
+        seen["planted"] = all(fcntl.fcntl(fd, fcntl.F_GETFL) & MASK == MASK for fd in fds.values())
+    return seen
+"#,
+    );
+    twins(&f, "flags", "stdin_flags", "flags", json!({}));
+    let mut mcp = StdioMcp::start(&f.root, &[], &[]);
+    for round in 0..2 {
+        let planted = call(&mut mcp, "flags", json!({"plant": true}));
+        assert_eq!(
+            planted["ok"]["planted"],
+            json!(true),
+            "the plant ran (round {round}): {planted}"
+        );
+        let seen = call(&mut mcp, "flags", json!({}));
+        assert_eq!(
+            seen,
+            json!({"ok": {"stdin": 0, "zero": 0, "read": "", "name": "/dev/null"}}),
+            "an earlier call's stdin flags reached this one"
+        );
+        assert_eq!(
+            seen,
+            call(&mut mcp, "flags_cold", json!({})),
+            "warm and cold differ"
+        );
+    }
+    mcp.close();
+    if warm_here() {
+        assert_eq!(
+            imports(&f, "stdin_flags"),
+            1 + 2,
+            "one worker, and one import per cold call"
+        );
+    }
+}

@@ -183,8 +183,10 @@ impl Job<'_> {
             return None;
         }
         let tool = self.tool;
-        let fingerprint = approval::fingerprint_by_stamp(self.root, tool).ok()?;
-        let watch = crate::footprint::of(self.root, tool).files;
+        // Found once: hashed for the key, and its files watched.
+        let footprint = crate::footprint::of(self.root, tool);
+        let fingerprint = approval::fingerprint_by_stamp(self.root, tool, &footprint).ok()?;
+        let watch = footprint.files;
         let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
         let seen = run::warm::Seen {
             root: self.root.to_path_buf(),

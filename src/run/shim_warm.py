@@ -10,13 +10,21 @@ import sys
 # namespace). fd 0 is its control channel to glovebox. It imports the
 # module once, then never runs tool code again: for each call it receives
 # descriptors (the request pipe, the result pipe, the stderr pipe, the
-# call's cgroups), makes a fresh directory for HOME/TMPDIR and forks. The
-# child reads the call's parameters and environment (secrets) from the
-# request pipe itself, so the zygote never holds them and no later call
-# inherits them. When the child ends (or glovebox asks for it to be killed)
-# the zygote kills every other process of its namespace (`kill(-1)` from
-# pid 1 reaches exactly the namespace), reaps them all, empties HOME and
-# only then reports the child's wait status.
+# call's cgroups) and forks; HOME/TMPDIR is a fresh, empty directory made
+# before the call. The child reads the call's parameters and environment
+# (secrets) from the request pipe itself, so the zygote never holds them
+# and no later call inherits them. When the child ends (or glovebox asks
+# for it to be killed) the zygote kills every other process of its
+# namespace (`kill(-1)` from pid 1 reaches exactly the namespace), reaps
+# them all, removes the call's System V objects, empties HOME and
+# /dev/shm, makes the next call's directory and only then reports the
+# child's wait status.
+#
+# What is the same for every call is done once, before the first: the
+# message-queue filter, the environment (the worker's own, with HOME and
+# TMPDIR at the call's directory, which has one name), the imports the
+# child uses. The child only joins its cgroups, reads its request, adds
+# its secrets to the environment and calls the function.
 #
 # Messages: glovebox -> zygote: b"C" with the descriptors (a call), b"K"
 # (kill the running call); zygote -> glovebox: b"R", a 4-byte big-endian
@@ -28,6 +36,8 @@ import sys
 def warm():
     # Everything the zygote will ever import, before the tool's directory
     # is on sys.path at all (it goes last, see `prepare`).
+    import _signal
+    import atexit
     import ctypes
     import gc
     import select
@@ -48,16 +58,19 @@ def warm():
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stdin = None
     libc = ctypes.CDLL(None, use_errno=True)
+    info = ctypes.create_string_buffer(128)
     # Not dumpable: a call cannot open /proc/1/mem or /proc/1/environ (or
     # ptrace) to reach into the zygote and so into later calls.
     if os.getpid() != 1 or libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
         send(b"F")
         os._exit(0)
     # A POSIX message queue would outlive its call in the worker's IPC
-    # namespace, and nothing can list the queues to remove them: each call
-    # gets a filter refusing to create one (EPERM); opening one that exists
-    # cannot happen, as none ever does. (System V objects are listed in
-    # /proc/sysvipc and removed after every call, see `end_all`.)
+    # namespace, and nothing can list the queues to remove them: the
+    # zygote, before it imports the module, and so every call, gets a
+    # filter refusing to create one (EPERM); opening one that exists
+    # cannot happen, as none ever does (not even the import can make one).
+    # (System V objects are listed in /proc/sysvipc and removed after
+    # every call, see `end_all`.)
     mq_open = {"x86_64": 240, "aarch64": 180}.get(os.uname().machine)
     if mq_open is None:
         send(b"F")
@@ -76,10 +89,9 @@ def warm():
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     prog = Prog(len(insns), ctypes.cast(code, ctypes.c_void_p))
-
-    def confine():
-        if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
-            raise OSError(ctypes.get_errno(), "seccomp")
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        send(b"F")
+        os._exit(0)
 
     # pid 1 of a namespace gets no signal from inside it unless it has a
     # handler: none at all.
@@ -97,13 +109,13 @@ def warm():
     # module is served cold.
     others = [p for p in os.listdir("/proc") if p.isdigit() and p != "1"]
     if len(os.listdir("/proc/self/task")) != 1 or others:
-        end_all(signal, libc)
+        end_all(signal, libc, info)
         send(b"F")
         os._exit(0)
     # Nor is a module whose import left memory or a descriptor that every
     # fork shares: one call could leave its parameters there for the next.
     if shares_state():
-        end_all(signal, libc)
+        end_all(signal, libc, info)
         send(b"M")
         os._exit(0)
     idle = float(init.get("idle_s", 300))
@@ -119,13 +131,33 @@ def warm():
         }
     )
     loaded = dumps(files).encode()
+    # Every call's environment: the worker's own (what the import changed
+    # undone), HOME and TMPDIR at the call's directory (one name, made
+    # afresh before each call); the child adds the call's secrets.
+    calldir = os.path.join(home, "call")
+    base_env["HOME"] = calldir
+    base_env["TMPDIR"] = calldir
+    if os.environ != base_env:
+        os.environ.clear()
+        os.environ.update(base_env)
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None
+    # The working directory the import may have left (the jail started the
+    # zygote in it).
+    os.chdir(init["cwd"])
+    # The call's sys.stdin, as the cold shim opens it: made here, over a
+    # descriptor the child points at a /dev/null of its own before
+    # anything else runs (see `child`), so no call shares it.
+    stdin = open(os.devnull)
+    # What the import left in HOME is no call's to see.
+    wipe(home, shutil, stat)
+    os.mkdir(calldir, 0o700)
     # Objects that exist now are never collected in a call: the collector
     # does not touch (and so copy) the zygote's pages in every fork.
     gc.freeze()
     sys.stdout.flush()
     sys.stderr.flush()
     send(b"R" + struct.pack(">I", len(loaded)) + loaded)
-    n = 0
     while True:
         if not select.select([ctl], [], [], idle)[0]:
             os._exit(0)
@@ -139,14 +171,11 @@ def warm():
             for fd in fds:
                 os.close(fd)
             continue
-        n += 1
-        calldir = os.path.join(home, "call-%d" % n)
-        os.mkdir(calldir, 0o700)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            child(fds, calldir, base_env, module, init["cwd"], confine)
+            child(fds, module, init["cwd"], stdin, _signal, signal, atexit)
         for fd in fds:
             os.close(fd)
         pidfd = os.pidfd_open(pid)
@@ -160,16 +189,23 @@ def warm():
                 m = b""
             if not m:
                 # glovebox is gone: end everything.
-                end_all(signal, libc)
+                end_all(signal, libc, info)
                 os._exit(0)
             if m == b"K":
                 os.kill(-1, signal.SIGKILL)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
-        end_all(signal, libc)
+        end_all(signal, libc, info)
         wipe(home, shutil, stat)
         # The worker's private /dev/shm (POSIX semaphores, shared memory).
         wipe("/dev/shm", shutil, stat)
+        # The next call's HOME, empty (wipe removed this one). A zygote
+        # that cannot make it ends without a report: the worker is gone
+        # and the call failed with it.
+        try:
+            os.mkdir(calldir, 0o700)
+        except OSError:
+            os._exit(1)
         send(b"S" + struct.pack(">i", status))
 
 
@@ -201,7 +237,7 @@ def shares_state():
     return False
 
 
-def end_all(signal, libc):
+def end_all(signal, libc, info):
     """Kills and reaps every process of the namespace but this one, then
     removes every System V object of its IPC namespace."""
     while True:
@@ -213,6 +249,8 @@ def end_all(signal, libc):
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
+    if not sysv_in_use(libc, info):
+        return
     for kind, remove in (
         ("shm", lambda i: libc.shmctl(i, 0, None)),
         ("sem", lambda i: libc.semctl(i, 0, 0)),
@@ -227,6 +265,23 @@ def end_all(signal, libc):
             fields = row.split()
             if len(fields) > 1:
                 remove(int(fields[1]))  # IPC_RMID
+
+
+def sysv_in_use(libc, info):
+    """False only when the kernel counts no System V segment, semaphore
+    set or message queue in this IPC namespace (`SHM_INFO`'s `used_ids`,
+    `SEM_INFO`'s `semusz`, `MSG_INFO`'s `msgpool`): three system calls
+    instead of reading /proc/sysvipc after every call. Any answer but a
+    count of zero (an error included) means looking."""
+    for ask, offset in (
+        (lambda: libc.shmctl(0, 14, info), 0),  # SHM_INFO: struct shm_info.used_ids
+        (lambda: libc.semctl(0, 0, 19, info), 28),  # SEM_INFO: struct seminfo.semusz
+        (lambda: libc.msgctl(0, 12, info), 0),  # MSG_INFO: struct msginfo.msgpool
+    ):
+        info.raw = bytes(len(info))
+        if ask() < 0 or int.from_bytes(info.raw[offset : offset + 4], sys.byteorder) != 0:
+            return True
+    return False
 
 
 def wipe(home, shutil, stat):
@@ -253,6 +308,12 @@ def wipe(home, shutil, stat):
         return
     for name in entries:
         path = os.path.join(home, name)
+        try:
+            # An empty directory (a call's HOME, mostly): one system call.
+            os.rmdir(path)
+            continue
+        except OSError:
+            pass
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, onerror=fix)
         else:
@@ -262,22 +323,38 @@ def wipe(home, shutil, stat):
                 pass
 
 
-def child(fds, calldir, base_env, module, cwd, confine):
+class Reply:
+    """The call's result pipe, written as the cold shim's text file writes
+    it (the reply is ASCII JSON), without a text layer made per call."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, text):
+        data = text.encode()
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+    def flush(self):
+        pass
+
+
+def child(fds, module, cwd, stdin, _signal, signal, atexit):
     """One call, in the zygote's fresh fork. Never returns."""
     code = 0
     try:
-        import signal
-
         req_r, res_w, err_w, *groups = fds
         os.setsid()
         # Join the call's cgroups before anything else (limits of its own).
         for g in groups:
             os.write(g, b"0")
             os.close(g)
-        confine()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(signal.SIGINT, signal.default_int_handler)
+        # A /dev/null of the call's own at 0 and under the zygote's
+        # sys.stdin (whose descriptor every fork shares until here).
         null = os.open(os.devnull, os.O_RDWR)
         os.dup2(null, 0)
+        os.dup2(null, stdin.fileno(), inheritable=False)
         os.close(null)
         os.dup2(err_w, 1)
         os.dup2(err_w, 2)
@@ -290,25 +367,20 @@ def child(fds, calldir, base_env, module, cwd, confine):
             chunks.append(b)
         os.close(req_r)
         message = loads(b"".join(chunks))
-        env = dict(base_env)
-        env.update(message["env"])
-        env["HOME"] = calldir
-        env["TMPDIR"] = calldir
-        os.environ.clear()
-        os.environ.update(env)
-        if "tempfile" in sys.modules:
-            sys.modules["tempfile"].tempdir = None
-        os.chdir(cwd)
-        sys.stdin = open(os.devnull)
-        result = os.fdopen(res_w, "w")
-        invoke(message["request"], module, cwd, result)
+        # The worker's environment (see `warm`) and the call's secrets.
+        env = message["env"]
+        if env:
+            env.pop("HOME", None)
+            env.pop("TMPDIR", None)
+            os.environ.update(env)
+        sys.stdin = stdin
+        invoke(message["request"], module, cwd, Reply(res_w))
         # What a cold interpreter does at exit: wait for the threads the
         # call started, run the exit handlers.
         if "threading" in sys.modules:
             sys.modules["threading"]._shutdown()
-        import atexit
-
-        atexit._run_exitfuncs()
+        if atexit._ncallbacks():
+            atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001 - no reply: glovebox reports the exit

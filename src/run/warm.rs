@@ -13,15 +13,20 @@
 //!
 //! A **call** ([`Pool::run`]): glovebox makes the call's cgroups (memory
 //! and process limits of its own, as a cold call), its pipes (request,
-//! result, stderr) and sends their descriptors; the zygote makes a fresh,
-//! empty directory for `HOME`/`TMPDIR` and forks. The child starts a new
-//! session, joins the call's cgroups, reads the parameters and the call's
-//! environment (its secrets) from the request pipe itself — the zygote
-//! never holds them — then calls the function exactly as the cold shim
-//! does. When the child ends, or when glovebox asks on the deadline or a
-//! cancellation, the zygote kills every other process of its namespace
-//! (`kill(-1)` from pid 1 reaches exactly that namespace), reaps them, empties
-//! `HOME` and only then reports the child's wait status. One call at a time
+//! result, stderr; the request written into its pipe at once), asks the
+//! call's gate (its intent on disk, `jail::Gate`) and sends the
+//! descriptors; the zygote forks. The child starts a new session, joins
+//! the call's cgroups, reads the parameters and the call's environment
+//! (its secrets) from the request pipe itself — the zygote never holds
+//! them — then calls the function exactly as the cold shim does, in a
+//! fresh, empty `HOME`/`TMPDIR` the zygote made before the call. What is
+//! the same for every call (the environment, the message-queue filter) is
+//! set up once in the zygote, before the fork. When the child ends, or
+//! when glovebox asks on the deadline or a cancellation, the zygote kills
+//! every other process of its namespace (`kill(-1)` from pid 1 reaches
+//! exactly that namespace), reaps them, removes its System V objects,
+//! empties `HOME` and `/dev/shm`, makes the next call's `HOME` and only
+//! then reports the child's wait status. One call at a time
 //! per worker: concurrent calls of one tool get workers of their own, so
 //! two calls never share a namespace; nothing of a call outlives it.
 //!
@@ -119,6 +124,10 @@ pub enum WarmError {
     /// The worker's jail could not start.
     #[error("warm worker: {0}")]
     Start(#[from] StartError),
+    /// The call's gate refused it (its intent is not on disk): nothing
+    /// of it ran.
+    #[error("warm worker: the call was refused: {0}")]
+    Gate(String),
     /// The worker ended before it was ready.
     #[error("warm worker ended before it was ready")]
     Died,
@@ -299,13 +308,6 @@ impl Pool {
         let Stdin::Bytes(request) = &spec.stdin else {
             return None;
         };
-        // A worker (started or reused) runs the call's code: the caller's
-        // gate first (see `jail::Gate`).
-        if let Some(gate) = &spec.gate {
-            if let Err(message) = gate.pass() {
-                return Some(Err(StartError::Jail(JailError::Gate { message })));
-            }
-        }
         let env: serde_json::Map<String, serde_json::Value> = spec
             .env
             .iter()
@@ -320,7 +322,11 @@ impl Pool {
             format!("{{\"env\":{},\"request\":", serde_json::Value::Object(env)).into_bytes();
         body.extend_from_slice(request);
         body.push(b'}');
-        let mut worker = self.checkout(plan, spec)?;
+        let mut worker = match self.checkout(plan, spec) {
+            Ok(Some(w)) => w,
+            Ok(None) => return None,
+            Err(message) => return Some(Err(StartError::Jail(JailError::Gate { message }))),
+        };
         match worker.call(spec, body) {
             // The worker died under the call (killed, crashed), not on a
             // limit or a cancellation of the call: glovebox failed, not the
@@ -337,6 +343,11 @@ impl Pool {
                 self.checkin(worker, ran == Ran::Healthy);
                 Some(Ok(result))
             }
+            // Nothing was sent: the worker is as it was.
+            Err(WarmError::Gate(message)) => {
+                self.checkin(worker, true);
+                Some(Err(StartError::Jail(JailError::Gate { message })))
+            }
             Err(_) => {
                 self.checkin(worker, false);
                 None
@@ -344,30 +355,49 @@ impl Pool {
         }
     }
 
-    fn checkout(&self, plan: &Plan, spec: &Spec) -> Option<Worker> {
+    /// An idle worker of `plan`, or a new one. `Ok(None)`: none (the call
+    /// runs cold); `Err(why)`: the call's gate refused it.
+    ///
+    /// A new worker runs the module's code at its import: the call's gate
+    /// (see `jail::Gate`) is asked before it starts. A reused one is asked
+    /// it by [`Worker::call`], right before the call is handed over.
+    fn checkout(&self, plan: &Plan, spec: &Spec) -> Result<Option<Worker>, String> {
         {
-            let mut st = self.state.lock().ok()?;
+            let Ok(mut st) = self.state.lock() else {
+                return Ok(None);
+            };
             st.sweep();
             if st.cold.contains_key(&plan.key) {
-                return None;
+                return Ok(None);
             }
             if let Some(i) = st.idle.iter().position(|w| w.key == plan.key) {
-                return Some(st.idle.swap_remove(i));
+                return Ok(Some(st.idle.swap_remove(i)));
             }
             if st.live >= self.cap {
-                let oldest = st
+                let Some(oldest) = st
                     .idle
                     .iter()
                     .enumerate()
                     .min_by_key(|(_, w)| w.last)
-                    .map(|(i, _)| i)?;
+                    .map(|(i, _)| i)
+                else {
+                    return Ok(None);
+                };
                 drop(st.idle.swap_remove(oldest));
                 st.live = st.live.saturating_sub(1);
             }
             st.live += 1;
         }
+        if let Some(gate) = &spec.gate {
+            if let Err(why) = gate.pass() {
+                if let Ok(mut st) = self.state.lock() {
+                    st.live = st.live.saturating_sub(1);
+                }
+                return Err(why);
+            }
+        }
         match Worker::start(plan, spec) {
-            Ok(w) => Some(w),
+            Ok(w) => Ok(Some(w)),
             Err(e) => {
                 if let Ok(mut st) = self.state.lock() {
                     st.live = st.live.saturating_sub(1);
@@ -376,7 +406,7 @@ impl Pool {
                         eprintln!("glovebox: {e}");
                     }
                 }
-                None
+                Ok(None)
             }
         }
     }
@@ -528,8 +558,7 @@ impl Worker {
 
     /// Runs one call. `Err`: nothing ran (the caller runs it cold). The
     /// flag says whether the worker may serve again.
-    fn call(&mut self, spec: &Spec, body: Vec<u8>) -> Result<(JailResult, Ran), WarmError> {
-        let started = Instant::now();
+    fn call(&mut self, spec: &Spec, mut body: Vec<u8>) -> Result<(JailResult, Ran), WarmError> {
         let avail = cgroup::available();
         let want_mem = avail.memory.is_some().then_some(spec.limits.memory_bytes);
         let want_pids = avail.pids.is_some().then_some(spec.limits.pids);
@@ -552,12 +581,35 @@ impl Worker {
         };
         let mut out = sink(res_r)?;
         let mut err = sink(err_r)?;
-        let req_w = std::fs::File::from(req_w);
+        let mut req_w = std::fs::File::from(req_w);
         nonblocking(&req_w)?;
+        // The request goes into its pipe now, as much as the pipe holds
+        // (all of it but for a large one): the child finds it there
+        // without waiting for this thread, which the kernel may not run
+        // again before the zygote has forked. Only the call's process
+        // reads it.
+        let written = match req_w.write(&body) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(source) => {
+                return Err(WarmError::Io {
+                    what: "writing the request",
+                    source,
+                })
+            }
+        };
+        body.drain(..written);
+        let rest = (!body.is_empty()).then(|| (OwnedFd::from(req_w), body));
         let mut fds: Vec<RawFd> = vec![req_r.as_raw_fd(), res_w.as_raw_fd(), err_w.as_raw_fd()];
         if let Some(g) = &group {
             fds.extend(g.procs.iter().map(AsRawFd::as_raw_fd));
         }
+        // The call's gate (see `jail::Gate`), right before the call is
+        // handed over: the preparation above overlapped its wait.
+        if let Some(gate) = &spec.gate {
+            gate.pass().map_err(WarmError::Gate)?;
+        }
+        let started = Instant::now();
         sendmsg::<UnixAddr>(
             self.ctl.as_raw_fd(),
             &[IoSlice::new(b"C")],
@@ -581,7 +633,7 @@ impl Worker {
         };
         let pumped = pump_call(
             &mut on,
-            Some((OwnedFd::from(req_w), body)),
+            rest,
             &mut out,
             &mut err,
             started + spec.limits.wall,
