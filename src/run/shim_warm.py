@@ -99,9 +99,19 @@ def warm():
     home = os.environ.get("HOME", "/nonexistent")
     base_env = dict(os.environ)
     prepare(init)
+    watch = watch_hooks()
     try:
         module = load(init)
     except BaseException:  # noqa: BLE001 - the call runs cold and reports it
+        send(b"F")
+        os._exit(0)
+    # Nor may the import leave code of the module's to run in the zygote
+    # later: a profile or trace function, a signal handler or a timer, a
+    # garbage-collector callback, an audit hook or a fork hook would run
+    # between calls, beside each call's descriptors, and could keep what it
+    # read there for the calls after. Such a module is served cold.
+    if watch.hooked(signal, gc):
+        end_all(signal, libc, info)
         send(b"F")
         os._exit(0)
     # Tool code runs in the zygote only during the import: a thread or a
@@ -207,6 +217,66 @@ def warm():
         except OSError:
             os._exit(1)
         send(b"S" + struct.pack(">i", status))
+
+
+class watch_hooks:
+    """What a module's import may register to run in the zygote later.
+    Audit and fork hooks cannot be listed afterwards: adding one is seen
+    as it happens (an audit hook of the zygote's own refuses a new audit
+    hook there, `os.register_at_fork` is wrapped until the import ends);
+    the others are read after the import."""
+
+    def __init__(self):
+        self.tried = []
+        zygote = os.getpid()
+
+        def audit(event, args):
+            if event == "sys.addaudithook" and os.getpid() == zygote and self.tried is not None:
+                self.tried.append("an audit hook")
+                raise RuntimeError("glovebox: no audit hook in a warm worker's zygote")
+
+        sys.addaudithook(audit)
+        self.register = os.register_at_fork
+        watcher = self
+
+        system = tuple(p + os.sep for p in {sys.base_prefix, sys.base_exec_prefix})
+
+        def ours(hook):
+            # The standard library's own (random, logging, threading
+            # register theirs when first imported): functions of its files.
+            code = getattr(getattr(hook, "__func__", hook), "__code__", None)
+            return code is not None and code.co_filename.startswith(system)
+
+        def register_at_fork(**hooks):
+            if watcher.tried is not None and not all(map(ours, hooks.values())):
+                watcher.tried.append("a fork hook")
+            return watcher.register(**hooks)
+
+        os.register_at_fork = register_at_fork
+        import posix
+
+        posix.register_at_fork = register_at_fork
+
+    def hooked(self, signal, gc):
+        import posix
+
+        tried, self.tried = self.tried, None
+        os.register_at_fork = posix.register_at_fork = self.register
+        if tried:
+            return True
+        if sys.getprofile() is not None or sys.gettrace() is not None or gc.callbacks:
+            return True
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            if signal.getitimer(timer) != (0.0, 0.0):
+                return True
+        for n in signal.valid_signals():
+            try:
+                handler = signal.getsignal(n)
+            except (OSError, ValueError):
+                continue
+            if callable(handler):
+                return True
+        return False
 
 
 def shares_state():
