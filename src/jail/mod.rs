@@ -35,7 +35,9 @@
 //! kills every descendant, so a call still ends whole.
 //!
 //! What a call gets, by which mechanism, or why it is refused, is decided
-//! by [`plan`] (pure, no system call); [`spawn`] carries it out. The
+//! by [`plan`] (pure, no system call); [`spawn`] carries it out. In a
+//! server, [`standby`] makes the next call's jail ahead of it and hands it
+//! the call only when the call's grants, held again, are the same objects. The
 //! order in which the child applies them is documented in [`spawn`];
 //! every raw system call is in `sys`. When a restriction cannot be
 //! enforced the call is refused with [`JailError::Unavailable`] naming the
