@@ -12,7 +12,7 @@
 //! 12): every restriction in force, nothing of any call in it.
 //!
 //! The next call of that shape takes it, but only after **revalidation**:
-//! it holds its grants afresh ([`super::spawn::hold_grants`]) and plans
+//! it holds its grants afresh (`spawn::hold_grants`) and plans
 //! afresh, exactly as a fresh call would, and uses the standby only when
 //! every grant and protected path is the same object as when the standby
 //! was made (and every one missing then is still missing), the tree
@@ -22,7 +22,7 @@
 //! that changed before the call is missed, and nothing that appears
 //! during it takes effect, as with a fresh jail. Then the call's gate
 //! (its intent on disk) is passed, the call's program, argv and
-//! environment are given to the child ([`super::child::Prepared::standby`])
+//! environment are given to the child (`child::Prepared::standby`)
 //! and the gate opened: the child execs them. The thread that made the
 //! jail (its children's parent-death signal is tied to it) supervises
 //! the call and hands back its result.
