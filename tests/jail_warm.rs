@@ -912,7 +912,7 @@ def flags(plant=False):
 /// parameters — and keeps what it read, which every later fork inherits:
 /// call 2 would return call 1's canary. Control: a module importing the
 /// standard library's own fork-hook users (`random`, `logging`,
-/// `threading`) is still served warm.
+/// `threading`, `concurrent.futures.thread`) is still served warm.
 #[test]
 fn hooks_a_module_leaves_at_import_never_run_between_calls() {
     require_jail!();
@@ -944,7 +944,7 @@ fn hooks_a_module_leaves_at_import_never_run_between_calls() {
     module(
         &f,
         "stdlib_hooks",
-        "import random, logging, threading\ndef f(value):\n    return {'seen': ''}\n",
+        "import random, logging, threading, concurrent.futures.thread\ndef f(value):\n    return {'seen': ''}\n",
     );
     twins(&f, "stdlib_hooks", "stdlib_hooks", "f", json!({}));
     let mut mcp = StdioMcp::start(&f.root, &[], &[]);

@@ -242,8 +242,11 @@ class watch_hooks:
         system = tuple(p + os.sep for p in {sys.base_prefix, sys.base_exec_prefix})
 
         def ours(hook):
-            # The standard library's own (random, logging, threading
-            # register theirs when first imported): functions of its files.
+            # The standard library's own (random, logging, threading,
+            # concurrent.futures register theirs when first imported):
+            # functions of its files, or a lock's own methods.
+            if type(getattr(hook, "__self__", None)).__module__ == "_thread":
+                return True
             code = getattr(getattr(hook, "__func__", hook), "__code__", None)
             return code is not None and code.co_filename.startswith(system)
 
