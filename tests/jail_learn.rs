@@ -567,16 +567,21 @@ def flip():
 t = threading.Thread(target=flip); t.start()
 print("PROBE-START")
 got = set()
-for _ in range(3000):
+# At least 3,000 opens, and on until one read the outside file (a loaded
+# machine can tear every path the first few thousand times).
+for i in range(60000):
     fd = libc.open(buf, os.O_RDONLY)
     if fd >= 0:
         got.add(os.read(fd, 200).decode())
         os.close(fd)
+    if i >= 3000 and {canary:?} in got:
+        break
 stop = True; t.join()
 print("READ", sorted(got))
 "#,
         a = path_str(&a),
-        b = path_str(&b)
+        b = path_str(&b),
+        canary = canary,
     );
     let learned = learn(
         &proj,
