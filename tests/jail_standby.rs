@@ -46,7 +46,7 @@ fn state_env(f: &Fixture) -> Vec<(String, String)> {
 fn serve(f: &Fixture) -> Served {
     let env = state_env(f);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    Served::start(&f.root, &env, &[])
+    Served::start(&f.root, &env, &["--standby"])
 }
 
 /// `used`, `changed`, `not_run` and `ready` from `/metrics`.

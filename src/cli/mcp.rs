@@ -19,6 +19,12 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_QUEUED,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=65_536))]
     pub max_queued: usize,
+    /// Make the next call's jail ahead of it (standby jails: held,
+    /// planned and built while the server waits, revalidated by identity
+    /// when the call arrives; one process and a few descriptors kept per
+    /// recently called tool). Off by default.
+    #[arg(long, env = "GLOVEBOX_STANDBY")]
+    pub standby: bool,
 }
 
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
@@ -36,7 +42,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     };
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
-    glovebox::jail::standby::enable();
+    if args.standby {
+        glovebox::jail::standby::enable();
+    }
     glovebox::jail::cgroup::reuse();
     live.calls().set_limits(CallLimits {
         max_concurrent: args.max_concurrent,

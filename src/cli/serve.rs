@@ -115,6 +115,12 @@ pub struct Args {
     /// POST/DELETE /api/v1/tools) is refused. Implied by --approvals-dir.
     #[arg(long, env = "GLOVEBOX_REPLICATED")]
     pub replicated: bool,
+    /// Make the next call's jail ahead of it (standby jails: held,
+    /// planned and built while the server waits, revalidated by identity
+    /// when the call arrives; one process and a few descriptors kept per
+    /// recently called tool). Off by default.
+    #[arg(long, env = "GLOVEBOX_STANDBY")]
+    pub standby: bool,
     /// This replica's id, written as `replica=` on every audit line and
     /// exported record [default when replicated: the host name].
     #[arg(long, value_name = "ID", env = "GLOVEBOX_REPLICA_ID")]
@@ -253,7 +259,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     let live = super::live(cli)?;
     // Python tools fork warm workers (the CLI `run` stays cold).
     glovebox::run::warm::enable();
-    glovebox::jail::standby::enable();
+    if args.standby {
+        glovebox::jail::standby::enable();
+    }
     glovebox::jail::cgroup::reuse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

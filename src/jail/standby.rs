@@ -4,10 +4,11 @@
 //! Most of a jailed call's cost depends only on its policy: holding the
 //! grants, the Landlock ruleset, the cgroups, the clone into new
 //! namespaces, the mount tree, capabilities, Landlock and seccomp in the
-//! child. In a server ([`enable`]), once a call of a *shape* (every part
-//! of its [`Spec`] the jail is made of; not argv, the environment, stdin's
-//! bytes, the output's handling, the wall time or the gate) has run, a
-//! thread makes one more jail of that shape and leaves its child waiting
+//! child. In a server started with `--standby` ([`enable`]), once a call
+//! of a *shape* (every part of its [`Spec`] the jail is made of; not
+//! argv, the environment, stdin's bytes, the output's handling, the wall
+//! time or the gate) has run, a thread makes one more jail of that shape
+//! and leaves its child waiting
 //! at its gate, the last step before `execve` ([`super::spawn`]'s step
 //! 12): every restriction in force, nothing of any call in it.
 //!
@@ -15,8 +16,8 @@
 //! it holds its grants afresh (`spawn::hold_grants`) and plans
 //! afresh, exactly as a fresh call would, and uses the standby only when
 //! every grant and protected path is the same object as when the standby
-//! was made (and every one missing then is still missing), the tree
-//! planned is the same and the plan makes the same jail. Anything else
+//! was made (and every one missing then is still missing) and the plan
+//! makes the same jail (the tree is planned from what is compared). Anything else
 //! (a path swapped for a link, a grant created or removed, a changed
 //! policy) discards the standby and the call gets a fresh jail: nothing
 //! that changed before the call is missed, and nothing that appears
@@ -101,7 +102,7 @@ enum State {
     Failed,
 }
 
-/// Makes standbys from now on (a server: `glovebox serve`).
+/// Makes standbys from now on (a server started with `--standby`).
 pub fn enable() {
     registry().enabled = true;
 }
