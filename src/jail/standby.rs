@@ -451,9 +451,12 @@ pub(super) fn take(spec: &Spec, keep_out: &[PathBuf], started: Instant) -> Taken
     let Some(kernel) = probe::known() else {
         return Taken::No(next());
     };
-    match hand_off(standby, spec, keep_out, kernel, started, next()) {
+    match hand_off(standby, spec, keep_out, kernel, started) {
         Handed::Ran(result) => {
             USED.fetch_add(1, Ordering::Relaxed);
+            // The next standby is made once this call has ended, not
+            // beside it (on a small machine it would take the call's CPU).
+            next().make();
             Taken::Ran(result)
         }
         Handed::Changed => {
@@ -485,7 +488,6 @@ fn hand_off(
     keep_out: &[PathBuf],
     kernel: &Kernel,
     started: Instant,
-    next: Next,
 ) -> Handed {
     if let Err(e) = plan::check_spec(spec) {
         return Handed::Ran(Err(e));
@@ -532,7 +534,7 @@ fn hand_off(
         return Handed::NotRun;
     }
     drop(s.gate);
-    let r = match s.result.recv() {
+    match s.result.recv() {
         Ok(Ending::Ran(result)) => Handed::Ran(result),
         // The standby's thread ended without a word after the call's
         // program started (it cannot, short of a panic): the call ran
@@ -541,11 +543,7 @@ fn hand_off(
             source: std::io::Error::other("the standby jail's supervisor ended during the call"),
         })),
         Ok(Ending::NotRun) | Err(_) => Handed::NotRun,
-    };
-    // The next standby is made once this call has ended, not beside it
-    // (on a small machine it would take the call's CPU).
-    next.make();
-    r
+    }
 }
 
 /// The standby thread: makes a jail of `shape` from `template` and waits
