@@ -90,16 +90,16 @@ def main():
     fj_status = get("jail.firejail_status")
     fj_note = "" if fj_status in (None, "ok") else f" (firejail not measured: {fj_status})"
     r = ratio(t.format("glovebox"), t.format("bare"))
-    row("`sandbox -- /bin/true` / bare", fmt(r), "≤ 2.0×", mark(r, 2.0), [t.format("glovebox")])
+    row("`sandbox -- /bin/true` / bare", fmt(r), "—", "", [t.format("glovebox")])
     r = ratio(t.format("glovebox"), t.format("bwrap"))
-    row("`sandbox -- /bin/true` / bwrap", fmt(r), "≤ 0.5×", mark(r, 0.5), [t.format("glovebox")])
+    row("`sandbox -- /bin/true` / bwrap", fmt(r), "—", "", [t.format("glovebox")])
     r = ratio(t.format("floor"), t.format("bare"))
     row("the kernel's floor: a C program making the same jail once / bare", fmt(r), "—", "",
         [t.format("floor")])
     r = ratio(t.format("floor"), t.format("bwrap"))
     row("the kernel's floor / bwrap", fmt(r), "—", "", [t.format("floor")])
     r = ratio(t.format("glovebox"), t.format("floor"))
-    row("`sandbox -- /bin/true` / the kernel's floor", fmt(r), "—", "", [t.format("glovebox")])
+    row("`sandbox -- /bin/true` / the kernel's floor", fmt(r), "≤ 1.3×", mark(r, 1.3), [t.format("glovebox")])
     v = get("jail.true.own_work_ms")
     row("`sandbox`'s own work (sandbox − floor − glovebox's start above bare)", fmt(v, " ms"), "—", "",
         ["jail.true.own_work_ms"])
@@ -109,29 +109,29 @@ def main():
         r = ratio(p.format("glovebox"), p.format(peer))
         row(f"`sandbox -- python3 -c pass` / {peer}", fmt(r), "—", "", [p.format("glovebox")])
     v = get("run.engine_cost_ms")
-    row("engine cost per `run` (run − sandbox, median)", fmt(v, " ms"), "< 0.5 ms", mark(v, 0.5), ["run.engine_cost_ms"])
-    for k, what in (("run.cmd_vs_bare", "`run` command tool / bare argv"),
-                    ("run.py_vs_bare", "`run` python tool / bare `python3 -c pass`"),
-                    ("http.run_vs_curl", "`run` http tool / `curl` (whole processes)")):
-        row(what, fmt(get(k)), "—", "", [k])
+    row("engine cost per `run` (run − sandbox, median)", fmt(v, " ms"), "—", "", ["run.engine_cost_ms"])
+    row("`run` command tool / bare argv", fmt(get("run.cmd_vs_bare")), "—", "", ["run.cmd_vs_bare"])
+    v = get("run.py_vs_bare")
+    row("`run` python tool (cold) / bare `python3 -c pass`", fmt(v), "≤ 2.0×", mark(v, 2.0), ["run.py_vs_bare"])
+    row("`run` http tool / `curl` (whole processes)", fmt(get("http.run_vs_curl")), "—", "", ["http.run_vs_curl"])
     v = get("http.inproc_added_ms")
     row("http tool, in-process added latency", fmt(v, " ms"), "< 0.3 ms", mark(v, 0.3), ["http.inproc_added_ms"])
     v = get("serve.c8.calls_per_s")
     transport = get("serve.transport") or "?"
-    row(f"server calls/s at 8 clients ({transport})", "—" if v is None else f"{v:.0f}/s", "≥ 1,200/s",
-        mark(v, 1200, below=False), ["serve.c8.calls_per_s"])
+    row(f"server calls/s at 8 clients ({transport})", "—" if v is None else f"{v:.0f}/s", "—", "",
+        ["serve.c8.calls_per_s"])
     v = get("serve.c1.p50_ms")
-    row(f"served trivial call p50, 1 client ({transport})", fmt(v, " ms"), "≤ 1.5 ms", mark(v, 1.5),
+    row(f"served trivial call p50, 1 client ({transport})", fmt(v, " ms"), "—", "",
         ["serve.c1.p50_ms"])
     r = ratio("warm.warm.c1.p50_ms", "warm.bare_python_p50_ms")
-    row("served python call p50, warm, 1 client / bare `python3 -c pass`", fmt(r), "< 1.0×",
-        "pending" if r is None else ("met" if r < 1.0 else "**missed**"), ["warm.warm.c1.p50_ms"])
+    row("served python call p50, warm, 1 client / bare `python3 -c pass`", fmt(r), "≤ 0.3×",
+        mark(r, 0.3), ["warm.warm.c1.p50_ms"])
     r = ratio("warm.cold.c1.p50_ms", "warm.bare_python_p50_ms")
     row("served python call p50, `warm: false`, 1 client / bare `python3 -c pass`", fmt(r), "—", "",
         ["warm.cold.c1.p50_ms"])
     v = get("warm.warm.c8.calls_per_s")
-    row("served python calls/s at 8 clients, warm", "—" if v is None else f"{v:.0f}/s", "≥ 400/s",
-        mark(v, 400, below=False), ["warm.warm.c8.calls_per_s"])
+    row("served python calls/s at 8 clients, warm", "—" if v is None else f"{v:.0f}/s", "≥ 600/s",
+        mark(v, 600, below=False), ["warm.warm.c8.calls_per_s"])
     v = get("serve.rss_idle_mb")
     row("supervisor RSS idle", fmt(v, " MB"), "< 30 MB", mark(v, 30), ["serve.rss_idle_mb"])
     v = get("serve.rss_peak32_mb")
@@ -141,7 +141,10 @@ def main():
         row(what, fmt(v, " ms"), "< 1,000 ms", mark(v, 1000), [k])
 
     head = ["## Headline", "",
-            "Ratios of medians from the sections below (the issue's targets marked). The \"measured\" column says "
+            "Ratios of medians from the sections below, with issue 35's targets where this run measures them (its "
+            "other targets, ratios to a bare server, to the kernel's per-call floor and inside-the-jail work, are "
+            "hand-run: `bench/served.sh`, `bench/jail_floor.sh`, `bench/workloads.sh`; see \"Speed on real work\"). "
+            "Earlier issues' targets that issue 35 replaced are not repeated. The \"measured\" column says "
             "when each number was taken; a QUICK smoke run or a loaded machine makes it noise, so read it with the "
             "load line of its section.", "",
             "| measure | now | target | status | measured |", "|---|--:|--:|---|---|"] + rows

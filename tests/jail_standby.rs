@@ -374,3 +374,51 @@ fn standby_jails_end_with_the_server() {
         s.stderr()
     );
 }
+
+/// `GLOVEBOX_STANDBY` turns standbys on and off as the README says, with
+/// the spellings environment variables use (`1`, `yes`, `on`; `0`, `no`,
+/// `off`), and a value that is neither is refused by name.
+#[test]
+fn the_environment_twin_turns_standbys_on_and_off() {
+    require_jail!();
+    let f = project("TWIN-8d1");
+    let mut env = state_env(&f);
+    for (value, on) in [("1", true), ("yes", true), ("0", false), ("off", false)] {
+        env.retain(|(k, _)| k != "GLOVEBOX_STANDBY");
+        env.push(("GLOVEBOX_STANDBY".into(), value.into()));
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let s = Served::start(&f.root, &pairs, &[]);
+        let a = invoke(&s, "victim", &json!({}));
+        assert!(output(&a).contains("TWIN-8d1"), "{a:?}");
+        if on {
+            wait_ready(&s, 1);
+        }
+        let a = invoke(&s, "victim", &json!({}));
+        assert!(output(&a).contains("TWIN-8d1"), "{a:?}");
+        let used = standbys(&s).used;
+        assert_eq!(
+            used,
+            u64::from(on && standbys_here()),
+            "GLOVEBOX_STANDBY={value}: {:?}",
+            standbys(&s)
+        );
+    }
+    let out = std::process::Command::new(bin())
+        .args([
+            "--root",
+            f.root.to_str().unwrap(),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("GLOVEBOX_STANDBY", "maybe")
+        .envs(state_env(&f))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'maybe'") && err.contains("--standby"),
+        "{err}"
+    );
+}

@@ -23,7 +23,7 @@ pub struct Args {
     /// planned and built while the server waits, revalidated by identity
     /// when the call arrives; one process and a few descriptors kept per
     /// recently called tool). Off by default.
-    #[arg(long, env = "GLOVEBOX_STANDBY")]
+    #[arg(long, env = "GLOVEBOX_STANDBY", value_parser = clap::builder::BoolishValueParser::new())]
     pub standby: bool,
 }
 

@@ -113,13 +113,13 @@ pub struct Args {
     /// Run as one replica of many: tools come only from the image or the
     /// mounted project, and creating or deleting one (glee_tool_create,
     /// POST/DELETE /api/v1/tools) is refused. Implied by --approvals-dir.
-    #[arg(long, env = "GLOVEBOX_REPLICATED")]
+    #[arg(long, env = "GLOVEBOX_REPLICATED", value_parser = clap::builder::BoolishValueParser::new())]
     pub replicated: bool,
     /// Make the next call's jail ahead of it (standby jails: held,
     /// planned and built while the server waits, revalidated by identity
     /// when the call arrives; one process and a few descriptors kept per
     /// recently called tool). Off by default.
-    #[arg(long, env = "GLOVEBOX_STANDBY")]
+    #[arg(long, env = "GLOVEBOX_STANDBY", value_parser = clap::builder::BoolishValueParser::new())]
     pub standby: bool,
     /// This replica's id, written as `replica=` on every audit line and
     /// exported record [default when replicated: the host name].
