@@ -11,7 +11,15 @@
 #   GB_BEFORE=/tmp/glovebox-main bash bench/workloads.sh
 #   GB_AFTER=/tmp/glovebox-new BENCH_NO_BUILD=1 GB_BEFORE=... bash bench/workloads.sh
 #                      (adds the rows of an older binary: a lever's before/after in one run)
-#   ONLY="find git" bash bench/workloads.sh      (a subset: find git python pyrun oneshot)
+#   ONLY="find git" bash bench/workloads.sh      (a subset: find git python pytest cargo pyrun oneshot)
+#
+# `pytest` is 40 small tests in a venv with pytest (installed from the
+# package index into a temporary venv; skipped with a line saying so when
+# it cannot be), its cache and its capture off (capture makes temporary
+# files, and bwrap's view has no writable /tmp); `cargo` is `cargo check --offline` of a
+# one-file crate already checked once (cargo's fingerprints, the
+# toolchain's start), with `~/.rustup` and `~/.cargo` readable and the
+# crate writable (its lock file).
 #
 # `pyrun` is the cold python tool of bench/projects/trivial (`run noop_py`)
 # against bare `python3 -c pass` and `sandbox -- python3 -c pass`.
@@ -31,7 +39,7 @@ GB=${GB_AFTER:-$GB}
 if [ -n "$QUICK" ]; then RUNS=${RUNS:-10}; WARMUP=${WARMUP:-2}; fi
 RUNS=${RUNS:-40}
 WARMUP=${WARMUP:-3}
-ONLY=${ONLY:-find git python pyrun oneshot}
+ONLY=${ONLY:-find git python pytest cargo pyrun oneshot}
 BWRAP="bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --new-session --die-with-parent"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -52,7 +60,7 @@ variants() { # NAME GRANTS CWD CMD
   if [ -n "${GB_BEFORE:-}" ]; then
     printf '%s\n' -n "$name glovebox (before)" "$GB_BEFORE sandbox $grants --cwd $cwd -- $cmd"
   fi
-  printf '%s\n' -n "$name bwrap" "$BWRAP --chdir $cwd $cmd"
+  printf '%s\n' -n "$name bwrap" "$BWRAP ${BWRAP_EXTRA:-}--chdir $cwd $cmd"
 }
 
 run_table() { # KEY NAME GRANTS CWD CMD
@@ -89,6 +97,36 @@ for k in runs:
         print(f"| {k} | {med[k]:.2f} | | | |")
 print()
 EOF
+}
+
+pytest_table() {
+  local P=$OUT/pyproj
+  mkdir -p "$P/tests"
+  if ! { $PY -m venv "$OUT/venv" && "$OUT/venv/bin/pip" install --quiet pytest; } >"$OUT/pip.log" 2>&1; then
+    echo "(pytest not measured: its venv could not be made; $OUT/pip.log: $(tail -1 "$OUT/pip.log"))"
+    echo
+    return
+  fi
+  $PY - "$P/tests/test_small.py" <<'EOF'
+import sys
+with open(sys.argv[1], "w") as f:
+    for i in range(40):
+        f.write(f"def test_{i}():\n    assert sum(range({i})) == {i} * ({i} - 1) // 2\n\n")
+EOF
+  run_table pytest pytest "--read $OUT" "$P" "$OUT/venv/bin/python -m pytest -q -s -p no:cacheprovider --rootdir $P $P/tests"
+}
+
+cargo_table() {
+  local C=$OUT/crate cargo
+  cargo=$(command -v cargo) || { echo "(cargo not measured: no cargo on PATH)"; echo; return; }
+  mkdir -p "$C/src"
+  printf '[package]\nname = "tiny"\nversion = "0.1.0"\nedition = "2021"\n' > "$C/Cargo.toml"
+  printf 'pub fn add(a: u64, b: u64) -> u64 {\n    a + b\n}\n' > "$C/src/lib.rs"
+  (cd "$C" && "$cargo" check --offline --quiet)
+  local rustup=${RUSTUP_HOME:-$HOME/.rustup} cargo_home=${CARGO_HOME:-$HOME/.cargo}
+  RUSTUP_HOME=$rustup CARGO_HOME=$cargo_home BWRAP_EXTRA="--bind $C $C " run_table cargo "cargo check" \
+    "--read $rustup --read $cargo_home --write $C --env RUSTUP_HOME --env CARGO_HOME --env PATH" "$C" \
+    "$cargo check --offline --quiet --manifest-path $C/Cargo.toml"
 }
 
 pyrun() {
@@ -150,6 +188,8 @@ for w in $ONLY; do
     find) run_table find find "--read /usr" / "find /usr/lib -type f" ;;
     git) run_table git "git status" "--read $REPO" "$REPO" "git -C $REPO status --short" ;;
     python) run_table python "python imports" "" / "$PY -c '$PYCODE'" ;;
+    pytest) pytest_table ;;
+    cargo) cargo_table ;;
     pyrun) pyrun ;;
     oneshot) oneshot ;;
     true) ;;
