@@ -832,3 +832,75 @@ fn no_piece_of_a_secret_comes_back_whatever_the_cut_or_the_escaping() {
     }
     assert!(r.piece_of(ESCAPABLE).is_none(), "{r:#?}");
 }
+
+/// An http tool never reaches one of glovebox's own listeners, on the
+/// first hop or after a redirect, by any spelling of its address, even
+/// with `allow_private` and `follow_cross_origin_redirects` (a hostile
+/// server steering the tool there could drive the API with the caller's
+/// rights). `own` is a listener this test registers as glovebox's
+/// (`listeners::register`, as `serve` does); `other` is not registered:
+/// the same redirects reach it (the control that each spelling routes to a
+/// local listener), without the secret. `own` accepts no connection.
+#[test]
+fn glovebox_s_own_listener_is_out_of_reach_by_any_spelling_or_redirect() {
+    let own = Server::start(|_| Reply::json(json!({"reached": "own"})));
+    let _recorded = glovebox::egress::listeners::register(own.addr).unwrap();
+    let other = Server::start(|_| Reply::json(json!({"reached": "other"})));
+    let hostile = Server::start(|r| {
+        let to = r
+            .query_pairs()
+            .into_iter()
+            .find(|(k, _)| k == "to")
+            .map(|(_, v)| v)
+            .unwrap_or_default();
+        Reply::redirect(307, &to)
+    });
+    let f = Fixture::new();
+    allow_private(&f);
+    f.tool(&http_tool(
+        "steered",
+        json!({"to": {"type": "string"}}),
+        json!({"method": "GET", "url": format!("{}/start", hostile.origin()),
+               "headers": {"Authorization": "Bearer ${TOKEN}"},
+               "query": {"to": "${to}"},
+               "follow_cross_origin_redirects": true}),
+    ));
+    f.tool(&http_tool(
+        "direct",
+        json!({}),
+        json!({"method": "GET", "url": own.url("/x")}),
+    ));
+    let spellings = [
+        "127.0.0.1",
+        "localhost",
+        "127.1",
+        "0x7f.1",
+        "2130706433",
+        "0177.0.0.1",
+        "0.0.0.0",
+        "[::ffff:127.0.0.1]",
+    ];
+    for host in spellings {
+        let before = other.requests().len();
+        let to = format!("to=http://{host}:{}/api", other.port());
+        let r = run_secret(&f, "steered", &[&to]);
+        r.assert_ok();
+        assert_eq!(r.output(), &json!({"reached": "other"}), "{host}: {r:#?}");
+        assert_eq!(other.requests().len(), before + 1, "{host}");
+        let to = format!("to=http://{host}:{}/api", own.port());
+        let r = run_secret(&f, "steered", &[&to]);
+        r.assert_failed("http_error", 1);
+        assert!(
+            r.message().contains("glovebox's own server"),
+            "{host}: {r:#?}"
+        );
+    }
+    let r = f.run("direct", &[]);
+    r.assert_failed("http_error", 1);
+    assert!(r.message().contains("glovebox's own server"), "{r:#?}");
+    assert_eq!(own.connections(), 0);
+    assert_eq!(hostile.requests().len(), 2 * spellings.len());
+    for req in other.requests() {
+        assert!(!req.raw().contains(SECRET), "{}", req.raw());
+    }
+}
