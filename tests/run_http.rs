@@ -904,3 +904,99 @@ fn glovebox_s_own_listener_is_out_of_reach_by_any_spelling_or_redirect() {
         assert!(!req.raw().contains(SECRET), "{}", req.raw());
     }
 }
+
+/// Listens on `0.0.0.0:PORT` (every address of the namespace), appends a
+/// line to FILE for each connection and answers a JSON canary.
+const OWN_ADDRESS_LISTENER: &str = r#"
+import socket, sys
+path, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', port))
+s.listen(8)
+open(path, 'w').write('READY\n')
+while True:
+    c, a = s.accept()
+    c.recv(4096)
+    open(path, 'a').write('CONNECTION\n')
+    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\nConnection: close\r\n\r\n{"canary":"HOST-ONLY-5d1e"}')
+    c.close()
+"#;
+
+/// The machine's own address is the machine, like loopback, whatever its
+/// range: a service bound to `0.0.0.0` (a database, a daemon's API) is
+/// reached at the host's public address on its own interface. In a
+/// network namespace of the test's own, `203.0.113.7` (a range the guard
+/// calls public) is put on loopback and such a service started: without
+/// `allow_private` the http tool is refused ("this host") and the service
+/// accepts nothing; with it (the control) the canary comes back. Before
+/// the fix, the first call returned the canary too.
+#[test]
+fn the_hosts_own_public_address_is_refused_without_allow_private() {
+    let strict = Fixture::new();
+    let open = Fixture::new();
+    allow_private(&open);
+    for f in [&strict, &open] {
+        f.tool(&http_tool(
+            "own",
+            json!({}),
+            json!({"method": "GET", "url": "http://203.0.113.7:18080/x"}),
+        ));
+    }
+    let record = strict.base.join("connections");
+    let listener = strict.base.join("listener.py");
+    std::fs::write(&listener, OWN_ADDRESS_LISTENER).unwrap();
+    let script = format!(
+        "ip link set lo up && ip addr add 203.0.113.7/32 dev lo || exit 97
+         python3 {} \"$1\" 18080 & l=$!
+         for i in $(seq 100); do grep -q READY \"$1\" 2>/dev/null && break; sleep 0.05; done
+         echo STRICT $(\"$0\" run own --json --root \"$2\" </dev/null)
+         echo OPEN $(\"$0\" run own --json --root \"$3\" </dev/null)
+         kill $l",
+        listener.display()
+    );
+    let user = if nix::unistd::geteuid().is_root() {
+        vec!["-n"]
+    } else {
+        vec!["-r", "-n"]
+    };
+    let out = std::process::Command::new("unshare")
+        .args(&user)
+        .args(["sh", "-c", &script])
+        .arg(common::bin())
+        .arg(&record)
+        .arg(&strict.root)
+        .arg(&open.root)
+        .current_dir(&strict.cwd)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let text = out
+        .as_ref()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let line = |tag: &str| -> Option<Value> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .and_then(|j| serde_json::from_str(j.trim()).ok())
+    };
+    let (Some(refused), Some(reached)) = (line("STRICT "), line("OPEN ")) else {
+        let why = format!("no network namespace with an address of its own could be made here ({out:?})");
+        if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+            panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
+        }
+        eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
+        return;
+    };
+    // The control: the address reaches the service.
+    assert_eq!(reached["ok"], true, "{reached:#}");
+    assert_eq!(reached["output"], json!({"canary": "HOST-ONLY-5d1e"}));
+    assert_eq!(refused["ok"], false, "{refused:#}");
+    assert_eq!(refused["error"]["kind"], "http_error", "{refused:#}");
+    assert_eq!(refused["error"]["details"]["guard"], "ssrf", "{refused:#}");
+    let message = refused["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("this host"), "{refused:#}");
+    assert!(message.contains("allow_private"), "{refused:#}");
+    // Only the control's connection arrived.
+    let seen = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(seen.matches("CONNECTION").count(), 1, "{seen}");
+}
