@@ -950,8 +950,8 @@ fn the_hosts_own_public_address_is_refused_without_allow_private() {
         "ip link set lo up && ip addr add 203.0.113.7/32 dev lo || exit 97
          python3 {} \"$1\" 18080 & l=$!
          for i in $(seq 100); do grep -q READY \"$1\" 2>/dev/null && break; sleep 0.05; done
-         echo STRICT $(\"$0\" run own --json --root \"$2\" </dev/null)
-         echo OPEN $(\"$0\" run own --json --root \"$3\" </dev/null)
+         printf '%s %s\\n' STRICT \"$(\"$0\" run own --json --root \"$2\" </dev/null)\"
+         printf '%s %s\\n' OPEN \"$(\"$0\" run own --json --root \"$3\" </dev/null)\"
          kill $l",
         listener.display()
     );
@@ -979,7 +979,9 @@ fn the_hosts_own_public_address_is_refused_without_allow_private() {
             .find_map(|l| l.strip_prefix(tag))
             .and_then(|j| serde_json::from_str(j.trim()).ok())
     };
+    let ran = text.contains("STRICT");
     let (Some(refused), Some(reached)) = (line("STRICT "), line("OPEN ")) else {
+        assert!(!ran, "the calls ran but printed no result: {out:?}");
         let why = format!("no network namespace with an address of its own could be made here ({out:?})");
         if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
             panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
