@@ -1278,13 +1278,13 @@ fn the_hosts_own_public_address_is_out_of_reach_without_allow_private() {
             .find_map(|l| l.strip_prefix(tag))
             .map(|s| s.trim().to_string())
     };
-    let parse = |tag: &str| -> Option<Value> {
-        field(tag).and_then(|j| serde_json::from_str(&j).ok())
-    };
+    let parse =
+        |tag: &str| -> Option<Value> { field(tag).and_then(|j| serde_json::from_str(&j).ok()) };
     let ran = text.contains("STRICT");
     let (Some(strict), Some(open)) = (parse("STRICT "), parse("OPEN ")) else {
         assert!(!ran, "the calls ran but printed no result: {out:?}");
-        let why = format!("no network namespace with an address of its own could be made ({out:?})");
+        let why =
+            format!("no network namespace with an address of its own could be made ({out:?})");
         if namespace_free() {
             eprintln!("namespace-free: {why}; the decision is decide::tests::the_hosts_own_address_is_refused_without_allow_private");
             return;
@@ -1300,7 +1300,9 @@ fn the_hosts_own_public_address_is_out_of_reach_without_allow_private() {
     assert!(!stdout(&strict).contains(OWN_CANARY), "{strict:#}");
     assert_eq!(field("STRICT-CONNECTIONS ").as_deref(), Some("0"), "{text}");
     assert!(
-        strict.to_string().contains("refused connect to 203.0.113.7:18080 (this host)"),
+        strict
+            .to_string()
+            .contains("refused connect to 203.0.113.7:18080 (this host)"),
         "{strict:#}"
     );
     // The control: the address reaches the service through the proxy.

@@ -982,7 +982,8 @@ fn the_hosts_own_public_address_is_refused_without_allow_private() {
     let ran = text.contains("STRICT");
     let (Some(refused), Some(reached)) = (line("STRICT "), line("OPEN ")) else {
         assert!(!ran, "the calls ran but printed no result: {out:?}");
-        let why = format!("no network namespace with an address of its own could be made here ({out:?})");
+        let why =
+            format!("no network namespace with an address of its own could be made here ({out:?})");
         if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
             panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
         }

@@ -113,7 +113,10 @@ mod tests {
     fn the_hosts_own_addresses_are_this_host() {
         let r = Registry::of(
             vec![],
-            vec!["203.0.113.7".parse().unwrap(), "2001:db8::7".parse().unwrap()],
+            vec![
+                "203.0.113.7".parse().unwrap(),
+                "2001:db8::7".parse().unwrap(),
+            ],
         );
         assert!(r.is_this_host("203.0.113.7".parse().unwrap()));
         assert!(r.is_this_host("::ffff:203.0.113.7".parse().unwrap()));
