@@ -1204,3 +1204,107 @@ fn another_local_process_cannot_use_a_calls_proxy() {
     assert!(r.stdout.contains(CANARY), "the control failed: {r:#?}");
     assert_eq!(srv.connections(), 1, "{r:#?}");
 }
+
+/// Listens on `0.0.0.0:PORT` of its namespace, appends `CONN` to FILE for
+/// each connection and answers [`OWN_CANARY`].
+const OWN_ADDRESS_LISTENER: &str = r#"
+import socket, sys
+path, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', port))
+s.listen(8)
+open(path, 'w').write('READY\n')
+while True:
+    c, a = s.accept()
+    c.recv(4096)
+    open(path, 'a').write('CONN\n')
+    c.sendall(b'HTTP/1.0 200 OK\r\nContent-Length: 25\r\n\r\nHOST-ONLY-SERVICE-7a3c9e0')
+    c.close()
+"#;
+const OWN_CANARY: &str = "HOST-ONLY-SERVICE-7a3c9e0";
+
+/// The machine's own address is the machine: a service bound to
+/// `0.0.0.0` is reached at the host's public address on its own
+/// interface as at loopback, so without `allow_private` the proxy (and a
+/// raw client, through transparent egress or the broker) must not reach
+/// it there. In a network namespace the test makes, `203.0.113.7` (a range
+/// the guard calls public) is put on loopback and such a service started;
+/// a networked call whose allowlist names it gets a refusal saying "this
+/// host" and the service accepts nothing; with `allow_private` (the
+/// control) the proxied request gets the canary. Before the fix both
+/// got it. Where no network namespace can be made (the namespace-free
+/// modes, by definition) the same decision (`decide::check_addr`) is
+/// covered by its unit test.
+#[test]
+fn the_hosts_own_public_address_is_out_of_reach_without_allow_private() {
+    require_jail!();
+    let dir = tempdir();
+    let listener = dir.path().join("listener.py");
+    let record = dir.path().join("connections");
+    std::fs::write(&listener, OWN_ADDRESS_LISTENER).unwrap();
+    let root = nix::unistd::geteuid().is_root();
+    // As in the broker test above: unprivileged, glovebox is root in a
+    // user namespace with no cgroup it may write.
+    let degraded = if root { "" } else { "--degraded" };
+    let script = format!(
+        "ip link set lo up && ip addr add 203.0.113.7/32 dev lo || exit 97
+         python3 \"$1\" \"$2\" 18080 & l=$!
+         for i in $(seq 100); do grep -q READY \"$2\" 2>/dev/null && break; sleep 0.05; done
+         for mode in STRICT OPEN; do
+           extra=; [ $mode = OPEN ] && extra=--allow-private
+           printf '%s %s\\n' $mode \"$(\"$0\" sandbox --json {degraded} --net $extra --allow-host 203.0.113.7:18080 -- sh -c \
+             'curl -sS --max-time 5 http://203.0.113.7:18080/proxied; echo; \
+              curl -sS --noproxy \"*\" --max-time 5 http://203.0.113.7:18080/raw || echo RAW-FAILED' </dev/null)\"
+           echo $mode-CONNECTIONS $(grep -c CONN \"$2\")
+         done
+         kill $l"
+    );
+    let user: &[&str] = if root { &["-n"] } else { &["-U", "-r", "-n"] };
+    let out = Command::new("unshare")
+        .args(user)
+        .args(["sh", "-c", &script])
+        .arg(bin())
+        .arg(&listener)
+        .arg(&record)
+        .stdin(Stdio::null())
+        .output();
+    let text = out
+        .as_ref()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let field = |tag: &str| -> Option<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .map(|s| s.trim().to_string())
+    };
+    let parse =
+        |tag: &str| -> Option<Value> { field(tag).and_then(|j| serde_json::from_str(&j).ok()) };
+    let ran = text.contains("STRICT");
+    let (Some(strict), Some(open)) = (parse("STRICT "), parse("OPEN ")) else {
+        assert!(!ran, "the calls ran but printed no result: {out:?}");
+        let why =
+            format!("no network namespace with an address of its own could be made ({out:?})");
+        if namespace_free() {
+            eprintln!("namespace-free: {why}; the decision is decide::tests::the_hosts_own_address_is_refused_without_allow_private");
+            return;
+        }
+        if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+            panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
+        }
+        eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
+        return;
+    };
+    let stdout = |r: &Value| r["stdout"].as_str().unwrap_or("").to_string();
+    // Nothing reached the service without allow_private, by any path.
+    assert!(!stdout(&strict).contains(OWN_CANARY), "{strict:#}");
+    assert_eq!(field("STRICT-CONNECTIONS ").as_deref(), Some("0"), "{text}");
+    assert!(
+        strict
+            .to_string()
+            .contains("refused connect to 203.0.113.7:18080 (this host)"),
+        "{strict:#}"
+    );
+    // The control: the address reaches the service through the proxy.
+    assert!(stdout(&open).contains(OWN_CANARY), "{open:#}");
+}

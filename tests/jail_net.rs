@@ -231,6 +231,56 @@ fn with_network_through_glovebox_host_listeners_get_nothing() {
     assert!(matches!(l.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock));
 }
 
+/// This machine's first non-loopback IPv4 address (where the route to a
+/// private address leaves from; no packet is sent).
+fn host_address() -> std::net::Ipv4Addr {
+    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.connect("10.255.255.1:9").unwrap();
+    match s.local_addr().unwrap().ip() {
+        std::net::IpAddr::V4(a) if !a.is_loopback() => a,
+        other => panic!("no non-loopback IPv4 address here: {other}"),
+    }
+}
+
+/// UDP (QUIC included) leaves nothing on the host with the network through
+/// glovebox, also where transparent egress gives the jail a default route
+/// through its TUN device (so a datagram to a real address does leave the
+/// namespace, unlike one to loopback above): a datagram to this machine's
+/// own non-loopback address, as IPv4 and IPv4-mapped IPv6, with that
+/// address in the allowlist (TCP to it would be carried) and private
+/// addresses allowed, reaches no UDP listener there. Without the device
+/// the send finds no route; behind the broker no UDP socket is made. The
+/// datagram sent with `--net=direct` arrives (the control).
+#[test]
+fn with_network_through_glovebox_udp_to_the_hosts_own_address_gets_nothing() {
+    require_jail!();
+    let host = host_address().to_string();
+    let u = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let port = u.local_addr().unwrap().port().to_string();
+    for target in [host.clone(), format!("::ffff:{host}")] {
+        let r = attack(
+            &["--net", "--allow-private", "--allow-host", &host],
+            &["udp", &target, &port],
+        );
+        r.assert_probe_ran();
+        r.assert_behind_the_proxy();
+    }
+    u.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    match u.recv_from(&mut buf) {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+        other => panic!("udp listener on {host} got {other:?}"),
+    }
+    attack(&["--net=direct"], &["udp", &host, &port]).assert_probe_ran();
+    u.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let (n, _) = u
+        .recv_from(&mut buf)
+        .expect("the direct control's datagram");
+    assert_eq!(&buf[..n], b"GLOVEBOX-CANARY-PAYLOAD");
+}
+
 #[test]
 fn network_namespace_layer_also_blocks() {
     require_jail!();

@@ -832,3 +832,174 @@ fn no_piece_of_a_secret_comes_back_whatever_the_cut_or_the_escaping() {
     }
     assert!(r.piece_of(ESCAPABLE).is_none(), "{r:#?}");
 }
+
+/// An http tool never reaches one of glovebox's own listeners, on the
+/// first hop or after a redirect, by any spelling of its address, even
+/// with `allow_private` and `follow_cross_origin_redirects` (a hostile
+/// server steering the tool there could drive the API with the caller's
+/// rights). `own` is a listener this test registers as glovebox's
+/// (`listeners::register`, as `serve` does); `other` is not registered:
+/// the same redirects reach it (the control that each spelling routes to a
+/// local listener), without the secret. `own` accepts no connection.
+#[test]
+fn glovebox_s_own_listener_is_out_of_reach_by_any_spelling_or_redirect() {
+    let own = Server::start(|_| Reply::json(json!({"reached": "own"})));
+    let _recorded = glovebox::egress::listeners::register(own.addr).unwrap();
+    let other = Server::start(|_| Reply::json(json!({"reached": "other"})));
+    let hostile = Server::start(|r| {
+        let to = r
+            .query_pairs()
+            .into_iter()
+            .find(|(k, _)| k == "to")
+            .map(|(_, v)| v)
+            .unwrap_or_default();
+        Reply::redirect(307, &to)
+    });
+    let f = Fixture::new();
+    allow_private(&f);
+    f.tool(&http_tool(
+        "steered",
+        json!({"to": {"type": "string"}}),
+        json!({"method": "GET", "url": format!("{}/start", hostile.origin()),
+               "headers": {"Authorization": "Bearer ${TOKEN}"},
+               "query": {"to": "${to}"},
+               "follow_cross_origin_redirects": true}),
+    ));
+    f.tool(&http_tool(
+        "direct",
+        json!({}),
+        json!({"method": "GET", "url": own.url("/x")}),
+    ));
+    let spellings = [
+        "127.0.0.1",
+        "localhost",
+        "127.1",
+        "0x7f.1",
+        "2130706433",
+        "0177.0.0.1",
+        "0.0.0.0",
+        "[::ffff:127.0.0.1]",
+    ];
+    for host in spellings {
+        let before = other.requests().len();
+        let to = format!("to=http://{host}:{}/api", other.port());
+        let r = run_secret(&f, "steered", &[&to]);
+        r.assert_ok();
+        assert_eq!(r.output(), &json!({"reached": "other"}), "{host}: {r:#?}");
+        assert_eq!(other.requests().len(), before + 1, "{host}");
+        let to = format!("to=http://{host}:{}/api", own.port());
+        let r = run_secret(&f, "steered", &[&to]);
+        r.assert_failed("http_error", 1);
+        assert!(
+            r.message().contains("glovebox's own server"),
+            "{host}: {r:#?}"
+        );
+    }
+    let r = f.run("direct", &[]);
+    r.assert_failed("http_error", 1);
+    assert!(r.message().contains("glovebox's own server"), "{r:#?}");
+    assert_eq!(own.connections(), 0);
+    assert_eq!(hostile.requests().len(), 2 * spellings.len());
+    for req in other.requests() {
+        assert!(!req.raw().contains(SECRET), "{}", req.raw());
+    }
+}
+
+/// Listens on `0.0.0.0:PORT` (every address of the namespace), appends a
+/// line to FILE for each connection and answers a JSON canary.
+const OWN_ADDRESS_LISTENER: &str = r#"
+import socket, sys
+path, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', port))
+s.listen(8)
+open(path, 'w').write('READY\n')
+while True:
+    c, a = s.accept()
+    c.recv(4096)
+    open(path, 'a').write('CONNECTION\n')
+    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\nConnection: close\r\n\r\n{"canary":"HOST-ONLY-5d1e"}')
+    c.close()
+"#;
+
+/// The machine's own address is the machine, like loopback, whatever its
+/// range: a service bound to `0.0.0.0` (a database, a daemon's API) is
+/// reached at the host's public address on its own interface. In a
+/// network namespace of the test's own, `203.0.113.7` (a range the guard
+/// calls public) is put on loopback and such a service started: without
+/// `allow_private` the http tool is refused ("this host") and the service
+/// accepts nothing; with it (the control) the canary comes back. Before
+/// the fix, the first call returned the canary too.
+#[test]
+fn the_hosts_own_public_address_is_refused_without_allow_private() {
+    let strict = Fixture::new();
+    let open = Fixture::new();
+    allow_private(&open);
+    for f in [&strict, &open] {
+        f.tool(&http_tool(
+            "own",
+            json!({}),
+            json!({"method": "GET", "url": "http://203.0.113.7:18080/x"}),
+        ));
+    }
+    let record = strict.base.join("connections");
+    let listener = strict.base.join("listener.py");
+    std::fs::write(&listener, OWN_ADDRESS_LISTENER).unwrap();
+    let script = format!(
+        "ip link set lo up && ip addr add 203.0.113.7/32 dev lo || exit 97
+         python3 {} \"$1\" 18080 & l=$!
+         for i in $(seq 100); do grep -q READY \"$1\" 2>/dev/null && break; sleep 0.05; done
+         printf '%s %s\\n' STRICT \"$(\"$0\" run own --json --root \"$2\" </dev/null)\"
+         printf '%s %s\\n' OPEN \"$(\"$0\" run own --json --root \"$3\" </dev/null)\"
+         kill $l",
+        listener.display()
+    );
+    let user = if nix::unistd::geteuid().is_root() {
+        vec!["-n"]
+    } else {
+        vec!["-r", "-n"]
+    };
+    let out = std::process::Command::new("unshare")
+        .args(&user)
+        .args(["sh", "-c", &script])
+        .arg(common::bin())
+        .arg(&record)
+        .arg(&strict.root)
+        .arg(&open.root)
+        .current_dir(&strict.cwd)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let text = out
+        .as_ref()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let line = |tag: &str| -> Option<Value> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .and_then(|j| serde_json::from_str(j.trim()).ok())
+    };
+    let ran = text.contains("STRICT");
+    let (Some(refused), Some(reached)) = (line("STRICT "), line("OPEN ")) else {
+        assert!(!ran, "the calls ran but printed no result: {out:?}");
+        let why =
+            format!("no network namespace with an address of its own could be made here ({out:?})");
+        if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
+            panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {why}");
+        }
+        eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
+        return;
+    };
+    // The control: the address reaches the service.
+    assert_eq!(reached["ok"], true, "{reached:#}");
+    assert_eq!(reached["output"], json!({"canary": "HOST-ONLY-5d1e"}));
+    assert_eq!(refused["ok"], false, "{refused:#}");
+    assert_eq!(refused["error"]["kind"], "http_error", "{refused:#}");
+    assert_eq!(refused["error"]["details"]["guard"], "ssrf", "{refused:#}");
+    let message = refused["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("this host"), "{refused:#}");
+    assert!(message.contains("allow_private"), "{refused:#}");
+    // Only the control's connection arrived.
+    let seen = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(seen.matches("CONNECTION").count(), 1, "{seen}");
+}

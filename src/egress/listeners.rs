@@ -584,22 +584,20 @@ fn load_from(dirs: &[&Path]) -> Registry {
         .map(|(a, _)| a)
         .collect();
     let pending = listeners.len() < total;
-    let any_unspecified = listeners.iter().any(|a| a.ip().is_unspecified());
-    let local: Vec<IpAddr> = if any_unspecified {
-        nix::ifaddrs::getifaddrs()
-            .map(|it| {
-                it.filter_map(|i| {
-                    let a = i.address?;
-                    a.as_sockaddr_in()
-                        .map(|v4| IpAddr::V4(v4.ip()))
-                        .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
-                })
-                .collect()
+    // Always read: the host's own addresses are refused as destinations
+    // without `allow_private` (`Registry::is_this_host`), not only where
+    // a listener is bound to an unspecified address.
+    let local: Vec<IpAddr> = nix::ifaddrs::getifaddrs()
+        .map(|it| {
+            it.filter_map(|i| {
+                let a = i.address?;
+                a.as_sockaddr_in()
+                    .map(|v4| IpAddr::V4(v4.ip()))
+                    .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
             })
-            .unwrap_or_default()
-    } else {
-        Vec::new()
-    };
+            .collect()
+        })
+        .unwrap_or_default();
     Registry::found(listeners, local, pending)
 }
 

@@ -439,6 +439,14 @@ async fn addresses(url: &Url, opts: &Options) -> Result<Vec<SocketAddr>, ClientE
             continue;
         }
         match guard::check(addr.ip(), opts.allow_private) {
+            // The host's own address (a public one on its interface) is
+            // the host, as loopback is.
+            Ok(()) if !opts.allow_private && registry.is_this_host(addr.ip()) => {
+                refused.get_or_insert(guard::GuardError::Private {
+                    addr: addr.ip(),
+                    what: "this host",
+                });
+            }
             Ok(()) => allowed.push(addr),
             Err(e) => {
                 refused.get_or_insert(e);

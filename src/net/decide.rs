@@ -104,6 +104,12 @@ pub fn check_addr<I>(
     if registry.is_own(addr) {
         return Err(Refusal::Own);
     }
+    // The host's own addresses are the host, as loopback is, whatever
+    // range they are in (a public address on its interface reaches every
+    // service bound to `0.0.0.0` or `::`).
+    if !rules.allow_private && registry.is_this_host(addr.ip()) {
+        return Err(Refusal::Guard("this host"));
+    }
     Ok(())
 }
 
@@ -147,6 +153,29 @@ mod tests {
             Err(Refusal::Guard("link-local"))
         );
         assert!(check_addr(&strict, &reg, a("1.1.1.1:443")).is_ok());
+    }
+
+    #[test]
+    fn the_hosts_own_address_is_refused_without_allow_private() {
+        // A public-range address on one of the host's interfaces: the
+        // guard alone passes it, yet it reaches the host's services.
+        let reg = Registry::of(vec![], vec!["203.0.113.7".parse().unwrap()]);
+        let strict: Rules = Rules::default();
+        let open: Rules = Rules {
+            allow_private: true,
+            ..Rules::default()
+        };
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            check_addr(&strict, &reg, a("203.0.113.7:5432")),
+            Err(Refusal::Guard("this host"))
+        );
+        assert_eq!(
+            check_addr(&strict, &reg, a("[::ffff:203.0.113.7]:5432")),
+            Err(Refusal::Guard("this host"))
+        );
+        assert!(check_addr(&strict, &reg, a("203.0.113.8:5432")).is_ok());
+        assert!(check_addr(&open, &reg, a("203.0.113.7:5432")).is_ok());
     }
 
     #[test]

@@ -7,7 +7,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 /// Every live glovebox listener on this machine, and the host's own
-/// addresses (for listeners bound to an unspecified address).
+/// addresses (for listeners bound to an unspecified address, and as
+/// destinations in their own right: [`Registry::is_this_host`]).
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
     listeners: Vec<SocketAddr>,
@@ -40,6 +41,17 @@ impl Registry {
     /// a load is not reused).
     pub fn pending(&self) -> bool {
         self.pending
+    }
+
+    /// True when `ip` is one of this host's own interface addresses: a
+    /// connection to it is delivered to the host itself, like one to
+    /// loopback, and reaches every service bound to an unspecified
+    /// address (`0.0.0.0`, `::`) — whatever range the address is in (a
+    /// server's public address on its own interface, a global IPv6
+    /// address).
+    pub fn is_this_host(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        self.local.iter().any(|a| canonical(*a) == ip)
     }
 
     /// True when connecting to `dest` would reach a glovebox listener.
@@ -95,5 +107,21 @@ mod tests {
         assert!(r.is_own("[::1]:9000".parse().unwrap()));
         assert!(r.is_own("192.168.1.10:9000".parse().unwrap()));
         assert!(!r.is_own("192.168.1.11:9000".parse().unwrap()));
+    }
+
+    #[test]
+    fn the_hosts_own_addresses_are_this_host() {
+        let r = Registry::of(
+            vec![],
+            vec![
+                "203.0.113.7".parse().unwrap(),
+                "2001:db8::7".parse().unwrap(),
+            ],
+        );
+        assert!(r.is_this_host("203.0.113.7".parse().unwrap()));
+        assert!(r.is_this_host("::ffff:203.0.113.7".parse().unwrap()));
+        assert!(r.is_this_host("2001:db8::7".parse().unwrap()));
+        assert!(!r.is_this_host("203.0.113.8".parse().unwrap()));
+        assert!(!r.is_own("203.0.113.7:80".parse().unwrap()));
     }
 }
