@@ -70,7 +70,13 @@ fn tunables(pid: &str) -> (String, String, String) {
         .to_string();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // Field 19 (nice), counted after the command's closing parenthesis.
-    let nice = stat.rsplit_once(") ").unwrap().1.split(' ').nth(16).unwrap();
+    let nice = stat
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .split(' ')
+        .nth(16)
+        .unwrap();
     let io = Command::new("ionice").args(["-p", pid]).output().unwrap();
     assert!(io.status.success(), "ionice -p: {io:?}");
     (
