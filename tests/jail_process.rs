@@ -58,6 +58,52 @@ fn neighbour_cannot_be_read_traced_or_killed() {
     r.assert_blocked();
 }
 
+/// What another process of the same uid could change of `pid` with no
+/// ptrace or signal check: its open-files limit, nice value and I/O
+/// priority.
+fn tunables(pid: &str) -> (String, String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let nofile = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap()
+        .to_string();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Field 19 (nice), counted after the command's closing parenthesis.
+    let nice = stat
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .split(' ')
+        .nth(16)
+        .unwrap();
+    let io = Command::new("ionice").args(["-p", pid]).output().unwrap();
+    assert!(io.status.success(), "ionice -p: {io:?}");
+    (
+        nofile,
+        nice.to_string(),
+        String::from_utf8_lossy(&io.stdout).trim().to_string(),
+    )
+}
+
+#[test]
+fn neighbour_limits_and_priorities_cannot_be_changed() {
+    require_jail!();
+    // Without a PID namespace the neighbour (same uid as the jail) can be
+    // named by its pid; prlimit, setpriority and ioprio_set ask nothing
+    // Landlock's scopes take part in. Before the filter refused them, the
+    // namespace-free jail set its open-files limit to 7 and its nice
+    // value to 19 (and so could the supervisor's: RLIMIT_CPU kills it).
+    let mut n = Neighbour::start();
+    let pid = n.pid();
+    let before = tunables(&pid);
+    let r = attack(&[], &["retune", &pid]);
+    assert!(r.stdout.contains("SELF-OK"), "{r:#?}");
+    r.assert_blocked();
+    assert_eq!(tunables(&pid), before, "the neighbour was retuned: {r:#?}");
+    assert!(n.alive());
+}
+
 #[test]
 fn supervisor_secrets_are_out_of_reach() {
     require_jail!();

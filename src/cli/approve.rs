@@ -113,7 +113,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         let manifest = serde_json::to_value(&tool.manifest)?;
         let mut err = std::io::stderr();
         writeln!(err, "{}", yaml::emit(&manifest).unwrap_or_default())?;
-        write!(err, "{}", policy.explain())?;
+        // Paths are shown with their control characters replaced (a
+        // directory a tool made may be named with an escape sequence).
+        write!(err, "{}", glovebox::mcpwrap::printable(&policy.explain()))?;
         let root = &engine.project().root;
         let covered: Vec<String> = glovebox::footprint::of(root, tool)
             .files
@@ -123,7 +125,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         writeln!(
             err,
             "covers    {} (a change to any of them, a file that would shadow them, or where a grant leads voids the approval)",
-            covered.join(", ")
+            glovebox::mcpwrap::printable(&covered.join(", "))
         )?;
         if let Some(tools) = &served {
             writeln!(

@@ -9,6 +9,7 @@ use glovebox::builtin;
 use glovebox::engine::{Caller, Engine};
 use glovebox::manifest::config::SafetyMode;
 use glovebox::manifest::project::Origin;
+use glovebox::mcpwrap::printable;
 use glovebox::run::{ErrorKind, Outcome, SecretSource};
 use serde_json::{Map, Value};
 
@@ -133,18 +134,24 @@ fn ask_approval(engine: &Engine, name: &str) -> bool {
     {
         return false;
     }
+    // The reason and the grants' paths are the manifest's text, which an
+    // agent may have written (`glee_tool_create`): shown with every
+    // control character but newline and tab replaced, so no escape
+    // sequence can hide or redraw what is being approved.
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
         "tool `{name}` requires approval: {}",
-        tool.manifest
-            .approval
-            .reason
-            .as_deref()
-            .unwrap_or("(no reason given)")
+        printable(
+            tool.manifest
+                .approval
+                .reason
+                .as_deref()
+                .unwrap_or("(no reason given)")
+        )
     );
     if let Ok(policy) = engine.policy(name) {
-        let _ = write!(err, "{}", policy.explain());
+        let _ = write!(err, "{}", printable(&policy.explain()));
     }
     let _ = write!(err, "run it? [y/N] ");
     let _ = err.flush();

@@ -27,6 +27,11 @@
 //!   `copy_file_range`) creates a plain file, then needs one of the calls
 //!   above for the bits.
 //!
+//! Without a mount namespace (and so without a PID namespace), also
+//! `prlimit64`, `setpriority` and `ioprio_set` aimed at any process but
+//! the caller ([`other_process_rules`]: the host's processes of the same
+//! uid are in reach there, and Landlock does not scope these calls).
+//!
 //! Without a mount namespace (no read-only tree), also the watches
 //! (`inotify`, `fanotify`), `setxattrat`/`removexattrat`, `file_setattr`
 //! and the inode-flag `ioctl`s (`METADATA_IOCTLS`: `chattr`) for every
@@ -630,6 +635,43 @@ fn set_id_mode_rules() -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, SeccompE
     Ok(v)
 }
 
+/// `ioprio_set`'s `which` for one process (`IOPRIO_WHO_PROCESS`).
+const IOPRIO_WHO_PROCESS: u64 = 1;
+
+/// Without a PID namespace (the namespace-free jail) every host process
+/// of the jail's uid can be named by its pid, and the kernel lets a
+/// process of the same uid change another one's limits and priorities
+/// with no check Landlock's scopes (ptrace, signals) take part in: a tool
+/// could lower the supervisor's `RLIMIT_CPU` (the server killed),
+/// `RLIMIT_FSIZE` or `RLIMIT_NOFILE` (its audit writes and calls
+/// refused), or renice and ionice every process of its uid. So these
+/// calls may name the caller only: `prlimit64` with pid 0, `setpriority`
+/// with `PRIO_PROCESS` and 0, `ioprio_set` with `IOPRIO_WHO_PROCESS` and
+/// 0 (what `setrlimit`, `nice` and `ionice CMD` pass); any other target
+/// is `EPERM`. With a PID namespace nothing outside the jail has a pid
+/// there, so a tool may still tune its own children.
+fn other_process_rules() -> Result<Vec<(libc::c_long, Vec<SeccompRule>)>, SeccompError> {
+    let not = |arg: u8, value: u64| -> Result<SeccompRule, SeccompError> {
+        rule(vec![cond(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            value,
+        )?])
+    };
+    Ok(vec![
+        (libc::SYS_prlimit64, vec![not(0, 0)?]),
+        (
+            libc::SYS_setpriority,
+            vec![not(0, libc::PRIO_PROCESS as u64)?, not(1, 0)?],
+        ),
+        (
+            libc::SYS_ioprio_set,
+            vec![not(0, IOPRIO_WHO_PROCESS)?, not(1, 0)?],
+        ),
+    ])
+}
+
 /// One rule per flag: the call matches if any namespace flag is set in `arg`.
 fn namespace_rules(arg: u8) -> Result<Vec<SeccompRule>, SeccompError> {
     NAMESPACE_FLAGS
@@ -668,6 +710,10 @@ fn build_with(
         // namespace to hide the host's IPC objects either.
         for nr in refused_metadata_calls().into_iter().chain(host_ipc_calls()) {
             deny.insert(nr, Vec::new());
+        }
+        // No PID namespace either: the host's processes can be named.
+        for (nr, rules) in other_process_rules()? {
+            deny.insert(nr, rules);
         }
     }
     #[cfg(target_arch = "x86_64")]

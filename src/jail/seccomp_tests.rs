@@ -454,3 +454,54 @@ fn socketpairs_are_unix_stream_or_seqpacket_only_whatever_the_flags() {
         }
     }
 }
+
+#[test]
+fn without_a_pid_namespace_limits_and_priorities_name_only_the_caller() {
+    let arch = native_arch();
+    let eperm = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    let (prlimit, setpriority, ioprio_set) = (
+        libc::SYS_prlimit64 as u32,
+        libc::SYS_setpriority as u32,
+        libc::SYS_ioprio_set as u32,
+    );
+    let (process, pgrp, user) = (
+        libc::PRIO_PROCESS as u64,
+        libc::PRIO_PGRP as u64,
+        libc::PRIO_USER as u64,
+    );
+    // (call, args, refused without a PID namespace)
+    let cases: [(u32, [u64; 6], bool); 12] = [
+        (prlimit, [0, 7, 0x1000, 0, 0, 0], false),
+        (prlimit, [0, 7, 0, 0x1000, 0, 0], false),
+        (prlimit, [4242, 7, 0x1000, 0, 0, 0], true),
+        (prlimit, [4242, 7, 0, 0x1000, 0, 0], true),
+        // Only the low 32 bits are the pid, as the kernel reads them.
+        (prlimit, [0xffff_ffff, 7, 0, 0, 0, 0], true),
+        (setpriority, [process, 0, 10, 0, 0, 0], false),
+        (setpriority, [process, 4242, 10, 0, 0, 0], true),
+        (setpriority, [pgrp, 0, 10, 0, 0, 0], true),
+        (setpriority, [user, 0, 10, 0, 0, 0], true),
+        (ioprio_set, [1, 0, 0x6007, 0, 0, 0], false),
+        (ioprio_set, [1, 4242, 0x6007, 0, 0, 0], true),
+        (ioprio_set, [3, 0, 0x6007, 0, 0, 0], true),
+    ];
+    for sockets in [Sockets::None, Sockets::NoUnix, Sockets::Brokered] {
+        for fast in [true, false] {
+            for no_pid_ns in [false, true] {
+                let prog = build_with(sockets, no_pid_ns, fast, false).unwrap().deny;
+                for (nr, args, refused) in cases {
+                    let want = if refused && no_pid_ns {
+                        eperm
+                    } else {
+                        libc::SECCOMP_RET_ALLOW
+                    };
+                    assert_eq!(
+                        run(&prog, arch, nr, args).0,
+                        want,
+                        "{sockets:?} fast={fast} no_pid_ns={no_pid_ns} nr={nr} {args:?}"
+                    );
+                }
+            }
+        }
+    }
+}

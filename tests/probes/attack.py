@@ -286,6 +286,37 @@ def kill(pid):
     attempt(lambda: os.kill(int(pid), 9), f"kill {pid}")
 
 
+def retune(pid):
+    """Change another process's limits, nice value and I/O priority.
+
+    The kernel asks only for the same uid (no ptrace or signal check), so
+    without a PID namespace a neighbour of the jail's uid is in reach
+    unless the filter refuses. The same calls on the probe itself must
+    work (SELF-OK), so a refusal is not a broken probe."""
+    import resource
+    ioprio_set = {"x86_64": 251, "aarch64": 30}[os.uname().machine]
+    idle = (3 << 13) | 7  # IOPRIO_CLASS_IDLE
+    resource.prlimit(0, resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+    os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + 1)
+    syscall(ioprio_set, 1, 0, idle)
+    print("SELF-OK", flush=True)
+    pid = int(pid)
+    done, refused = [], []
+    for what, fn in [
+        ("prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (7, 7))),
+        ("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)),
+        ("ioprio_set", lambda: syscall(ioprio_set, 1, pid, idle)),
+    ]:
+        try:
+            fn()
+            done.append(what)
+        except OSError as e:
+            refused.append(f"{what}: {errno.errorcode.get(e.errno, e.errno)}")
+    if done:
+        escaped(f"{' '.join(done)} of {pid}")
+    blocked("; ".join(refused))
+
+
 def environ(pid):
     read(f"/proc/{pid}/environ")
 
@@ -582,6 +613,7 @@ ATTACKS = {
     "ptrace": ptrace,
     "vmread": vmread,
     "kill": kill,
+    "retune": retune,
     "environ": environ,
     "find_canary_env": find_canary_env,
     "tiocsti": tiocsti,
