@@ -473,3 +473,35 @@ fn a_script_whose_interpreter_is_outside_the_grants_says_which() {
         "{err}"
     );
 }
+
+/// A python tool whose value is not JSON (NaN, an infinity) fails as the
+/// tool's own error, naming what was wrong, rather than as glovebox's
+/// (`internal`: the shim wrote a reply glovebox could not read).
+#[test]
+fn a_python_value_that_is_not_json_is_the_tools_error() {
+    require_jail!();
+    let f = Fixture::new();
+    f.file(
+        "nan.py",
+        "def run(which):\n    return {'v': float(which)}\n",
+    );
+    f.tool(&python_tool(
+        "nan",
+        schema(json!({"which": {"type": "string"}})),
+        json!({"module": "nan", "function": "run", "args": ["${which}"]}),
+        read_root(),
+    ));
+    for which in ["nan", "inf", "-inf"] {
+        let r = f.run("nan", &[&format!("which={which}")]);
+        r.assert_failed("python_exception", 1);
+        let d = r.details();
+        assert_eq!(d["type"], json!("ValueError"), "{which}: {r:#?}");
+        assert!(
+            d["message"].as_str().unwrap_or_default().contains("JSON"),
+            "{which}: {r:#?}"
+        );
+    }
+    let r = f.run("nan", &["which=1.5"]);
+    r.assert_ok();
+    assert_eq!(r.json["output"]["v"], json!(1.5), "{r:#?}");
+}

@@ -59,7 +59,10 @@ def json_codec():
                 return encode_basestring_ascii(value)
             # A fresh encoder (and circular-reference table) per document,
             # as json.dumps makes: a failed one leaves entries behind.
-            encode = make_encoder({}, default, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+            # allow_nan off: NaN and the infinities are not JSON, and
+            # glovebox would read no result; a value holding one is the
+            # tool's error (ValueError), as json.dumps(allow_nan=False).
+            encode = make_encoder({}, default, encode_basestring_ascii, None, ": ", ", ", False, False, False)
             return "".join(encode(value, 0))
 
         probe = {"a": [1, -2.5, None, True, False, "\u00e9\n\"", {"b": {}}, []], "": 1e300}
@@ -70,7 +73,10 @@ def json_codec():
     except (ImportError, AttributeError, TypeError, ValueError):
         import json
 
-        return json.loads, json.dumps
+        def dumps(value):
+            return json.dumps(value, allow_nan=False)
+
+        return json.loads, dumps
 
 
 loads, dumps = json_codec()
