@@ -93,6 +93,17 @@ pub struct Footprint {
     /// when no file of that module exists (sorted, deduplicated,
     /// absolute). Whoever creates one decides what the tool runs.
     pub missing: Vec<PathBuf>,
+    /// What the call execs first and cannot work without, absent now: a
+    /// command's entrypoint given as a path, or the script an interpreter
+    /// is given when it is spelt as a path (a `/` or `.` in it: a bare
+    /// word may be an option's value). The call cannot have created it
+    /// before it starts, so one that appears between glovebox's check and
+    /// the exec was put there by someone else — a second call with a
+    /// write grant, whose clean-up comes too late for this one: such a
+    /// call is refused ([`crate::engine`]). A python tool's module is not
+    /// listed: the shim never imports it from `cwd` unless glovebox
+    /// resolved it there.
+    pub absent_runs: Vec<PathBuf>,
 }
 
 /// What `tool` runs, inside `root`.
@@ -102,6 +113,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         files: Vec::new(),
         paths: Vec::new(),
         missing: Vec::new(),
+        absent_runs: Vec::new(),
         listed: HashMap::new(),
     };
     if tool.origin != Origin::Builtin {
@@ -112,6 +124,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             let cwd = resolve(root, &c.cwd);
             if c.entrypoint.contains('/') {
                 b.program(&cwd, &resolve(root, &c.entrypoint), 4);
+                b.runs_first(&resolve(root, &c.entrypoint));
             }
             for a in &c.args {
                 b.argument(&cwd, a);
@@ -122,6 +135,9 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             let dir = PathBuf::from(&a.dir);
             if let Some(first) = a.command.first() {
                 b.program(&dir, &resolve(&dir, first), 4);
+                if first.contains('/') {
+                    b.runs_first(&resolve(&dir, first));
+                }
             }
             for arg in a.command.iter().skip(1) {
                 b.argument(&dir, arg);
@@ -135,6 +151,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             let cwd = resolve(root, &m.cwd);
             if m.entrypoint.contains('/') {
                 b.program(&cwd, &resolve(root, &m.entrypoint), 4);
+                b.runs_first(&resolve(root, &m.entrypoint));
             }
             for a in &m.args {
                 b.argument(&cwd, a);
@@ -149,10 +166,13 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
     b.paths.dedup();
     b.missing.sort();
     b.missing.dedup();
+    b.absent_runs.sort();
+    b.absent_runs.dedup();
     Footprint {
         files: b.files,
         paths: b.paths,
         missing: b.missing,
+        absent_runs: b.absent_runs,
     }
 }
 
@@ -161,6 +181,7 @@ struct Builder<'a> {
     files: Vec<PathBuf>,
     paths: Vec<PathBuf>,
     missing: Vec<PathBuf>,
+    absent_runs: Vec<PathBuf>,
     /// The entry names of directories already listed (for imports).
     listed: HashMap<PathBuf, Vec<String>>,
 }
@@ -170,6 +191,13 @@ impl Builder<'_> {
     fn missing(&mut self, p: &Path) {
         if self.inside(p) && std::fs::symlink_metadata(p).is_err() {
             self.missing.push(p.to_path_buf());
+        }
+    }
+
+    /// Code the call execs first, when nothing is there yet.
+    fn runs_first(&mut self, p: &Path) {
+        if self.inside(p) && std::fs::symlink_metadata(p).is_err() {
+            self.absent_runs.push(p.to_path_buf());
         }
     }
 
@@ -262,6 +290,9 @@ impl Builder<'_> {
         if let Some(script) = interpreter_script(name, args).filter(|s| literal(s)) {
             let p = resolve(cwd, script);
             self.missing(&p);
+            if script.contains('/') || script.contains('.') {
+                self.runs_first(&p);
+            }
         }
         if name.starts_with("python") {
             let target = python_target(args);

@@ -148,7 +148,16 @@ def load_chain(chain):
 def load(request):
     if request.get("chain"):
         return load_chain(request["chain"])
-    return importlib.import_module(request["module"])
+    # Not in cwd when glovebox looked (an installed module): imported by
+    # name from everywhere but cwd, where a file planted since then by
+    # another call would otherwise be found.
+    cwd = request["cwd"]
+    saved = sys.path[:]
+    sys.path[:] = [p for p in saved if p not in (cwd, "", ".")]
+    try:
+        return importlib.import_module(request["module"])
+    finally:
+        sys.path[:] = saved
 
 
 def prepare(request):
