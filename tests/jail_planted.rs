@@ -555,3 +555,90 @@ fn a_tools_json_found_in_the_root_runs_only_once_approved() {
     let o: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(o["ok"], json!(true), "{o}");
 }
+
+/// `glovebox run NAME --json`, started in the background with the
+/// fixture's state directory.
+fn spawn_run(f: &Fixture, name: &str) -> Child {
+    Command::new(bin())
+        .args(["run", name, "--json", "--root"])
+        .arg(&f.root)
+        .env("GLOVEBOX_STATE_DIR", f.state())
+        .current_dir(&f.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The race the records alone left open: a call that starts *before* a
+/// second call plants the script it runs (`work/later.sh`) or its python
+/// module (`work/latermod.py`, not there yet) passed its check while the
+/// name was absent and nobody's record listed it; the planter's clean-up
+/// comes at the end of the planter's own call, too late for the victim,
+/// which ran the plant with its own grants (the python victim in about a
+/// third of the calls). Each round starts a victim, then, 0–40 ms later,
+/// the writer, which plants both at once and sleeps. The planted code
+/// prints PLANTED-RAN and writes `out/PWN` with the victim's write grant:
+/// neither ever happens, while each writer's own outcome proves it
+/// planted (glovebox removed what it planted), and a probe first shows
+/// the same files, put there before the call, run.
+#[test]
+fn a_call_started_before_a_plant_never_runs_it() {
+    require_jail!();
+    let f = project();
+    f.tool(&python_tool(
+        "latepy",
+        schema(json!({})),
+        json!({"module": "latermod", "function": "run", "cwd": "work"}),
+        json!({"network": false, "fs": {"read": ["work"], "write": ["out"]}}),
+    ));
+    let script = "echo PLANTED-RAN\n";
+    let module = "import os\nopen(os.path.join(os.getcwd(), '..', 'out', 'PWN'), 'w').write('x')\n\ndef run():\n    return 'PLANTED-RAN'\n";
+    let pwn = f.root.join("out/PWN");
+    // The probe: there before the call, both run (and the module writes
+    // its marker).
+    fs::write(f.root.join("work/later.sh"), script).unwrap();
+    fs::write(f.root.join("work/latermod.py"), module).unwrap();
+    for name in ["later", "latepy"] {
+        let r = f.run_audited(name, &[]);
+        r.assert_ok();
+        assert!(r.mentions("PLANTED-RAN"), "{r:#?}");
+    }
+    assert!(pwn.exists(), "the probe module wrote its marker");
+    for p in ["work/later.sh", "work/latermod.py", "out/PWN"] {
+        fs::remove_file(f.root.join(p)).unwrap();
+    }
+    let plant = format!(
+        "printf '%s' {} > work/later.sh; printf '%s' {} > work/latermod.py; sleep 0.3",
+        shell_quote(script),
+        shell_quote(module)
+    );
+    let rounds = 40;
+    let mut planted = 0;
+    for i in 0..rounds {
+        let name = if i % 2 == 0 { "latepy" } else { "later" };
+        let victim = spawn_run(&f, name);
+        std::thread::sleep(Duration::from_millis(10 * (i as u64 % 5)));
+        let writer = outcome(spawn_writer(&f, &plant));
+        let removed = writer["error"]["details"]["removed"].to_string();
+        if removed.contains("work/later.sh") && removed.contains("work/latermod.py") {
+            planted += 1;
+        }
+        let v = outcome(victim);
+        assert!(
+            !v.to_string().contains("PLANTED-RAN"),
+            "round {i}: {name} ran the plant: {v}"
+        );
+        assert!(!pwn.exists(), "round {i}: {name} ran the plant: {v}");
+        for p in ["work/later.sh", "work/latermod.py"] {
+            assert!(gone(&f.root.join(p)), "round {i}: {p} is still there");
+        }
+    }
+    assert_eq!(planted, rounds, "every writer planted both names");
+}
+
+/// `s` as one single-quoted shell word.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
