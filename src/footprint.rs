@@ -309,6 +309,14 @@ impl Builder<'_> {
             match target {
                 Some(PythonTarget::Module(m)) if literal(m) => {
                     self.module(cwd.to_path_buf(), m);
+                    // Not in `cwd` (an installed module, or nothing yet):
+                    // a module or package planted there is found last, and
+                    // runs where nothing else has the name.
+                    let file = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
+                    if self.files.len() == before && !file.exists() {
+                        self.missing(&file.with_extension("py"));
+                        self.missing(&file);
+                    }
                     // `-m pkg` runs `pkg/__main__.py`.
                     let package = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
                     self.module_names(&package, "__main__");
@@ -411,6 +419,8 @@ impl Builder<'_> {
             .fold(cwd.clone(), |d, part| d.join(part));
         if self.files.len() == before && !file.exists() {
             self.missing(&file.with_extension("py"));
+            // A package planted under the name runs as well.
+            self.missing(&file);
         }
         // What the module chain imports from the tool's directory (the
         // shim searches it last, after the standard library and the

@@ -572,57 +572,80 @@ fn spawn_run(f: &Fixture, name: &str) -> Child {
 }
 
 /// The race the records alone left open: a call that starts *before* a
-/// second call plants the script it runs (`work/later.sh`) or its python
-/// module (`work/latermod.py`, not there yet) passed its check while the
-/// name was absent and nobody's record listed it; the planter's clean-up
-/// comes at the end of the planter's own call, too late for the victim,
-/// which ran the plant with its own grants (the python victim in about a
-/// third of the calls). Each round starts a victim, then, 0–40 ms later,
-/// the writer, which plants both at once and sleeps. The planted code
-/// prints PLANTED-RAN and writes `out/PWN` with the victim's write grant:
-/// neither ever happens, while each writer's own outcome proves it
-/// planted (glovebox removed what it planted), and a probe first shows
-/// the same files, put there before the call, run.
+/// second call plants the code it runs passed its check while the name was
+/// absent and nobody's record listed it; the planter's clean-up comes at
+/// the end of the planter's own call, too late for the victim, which ran
+/// the plant with its own grants. The victims: `later` (`sh
+/// work/later.sh`), `latepy` (a python tool whose module `latermod` is not
+/// there yet) and `latem` (`python3 -m latecmd`, not there yet). The
+/// writer plants `work/later.sh`, the package `work/latermod/` and
+/// `work/latecmd.py` at once and sleeps; each round starts a victim, then
+/// the writer 0–40 ms later. The planted code prints PLANTED-RAN and
+/// writes `out/PWN` with the victim's write grant: neither ever happens
+/// (on main the python victims ran it in the first rounds, and a planted
+/// package or `-m` module was never removed), every plant is gone after
+/// each round, each writer's own outcome proves it planted all three
+/// (glovebox removed them), and a probe first shows the same files, put
+/// there before the call, run.
 #[test]
 fn a_call_started_before_a_plant_never_runs_it() {
     require_jail!();
     let f = project();
+    let grants = json!({"network": false, "fs": {"read": ["work"], "write": ["out"]}});
     f.tool(&python_tool(
         "latepy",
         schema(json!({})),
         json!({"module": "latermod", "function": "run", "cwd": "work"}),
-        json!({"network": false, "fs": {"read": ["work"], "write": ["out"]}}),
+        grants.clone(),
+    ));
+    f.tool(&command_tool(
+        "latem",
+        schema(json!({})),
+        json!({"entrypoint": "python3", "args": ["-m", "latecmd"], "cwd": "work"}),
+        grants,
     ));
     let script = "echo PLANTED-RAN\n";
-    let module = "import os\nopen(os.path.join(os.getcwd(), '..', 'out', 'PWN'), 'w').write('x')\n\ndef run():\n    return 'PLANTED-RAN'\n";
+    let pwn_py = "import os\nopen(os.path.join(os.getcwd(), '..', 'out', 'PWN'), 'w').write('x')\n";
+    let module = format!("{pwn_py}\ndef run():\n    return 'PLANTED-RAN'\n");
+    let main = format!("{pwn_py}print('PLANTED-RAN')\n");
     let pwn = f.root.join("out/PWN");
-    // The probe: there before the call, both run (and the module writes
-    // its marker).
-    fs::write(f.root.join("work/later.sh"), script).unwrap();
-    fs::write(f.root.join("work/latermod.py"), module).unwrap();
-    for name in ["later", "latepy"] {
+    let plants = ["work/later.sh", "work/latermod", "work/latecmd.py"];
+    let put = |f: &Fixture| {
+        fs::write(f.root.join("work/later.sh"), script).unwrap();
+        fs::create_dir_all(f.root.join("work/latermod")).unwrap();
+        fs::write(f.root.join("work/latermod/__init__.py"), &module).unwrap();
+        fs::write(f.root.join("work/latecmd.py"), &main).unwrap();
+    };
+    // The probe: there before the call, each runs (and the python ones
+    // write their marker).
+    put(&f);
+    for name in ["later", "latepy", "latem"] {
         let r = f.run_audited(name, &[]);
         r.assert_ok();
         assert!(r.mentions("PLANTED-RAN"), "{r:#?}");
+        if name != "later" {
+            assert!(pwn.exists(), "{name}: the probe wrote its marker");
+            fs::remove_file(&pwn).unwrap();
+        }
     }
-    assert!(pwn.exists(), "the probe module wrote its marker");
-    for p in ["work/later.sh", "work/latermod.py", "out/PWN"] {
-        fs::remove_file(f.root.join(p)).unwrap();
-    }
+    fs::remove_file(f.root.join("work/later.sh")).unwrap();
+    fs::remove_dir_all(f.root.join("work/latermod")).unwrap();
+    fs::remove_file(f.root.join("work/latecmd.py")).unwrap();
     let plant = format!(
-        "printf '%s' {} > work/later.sh; printf '%s' {} > work/latermod.py; sleep 0.3",
+        "printf '%s' {} > work/later.sh; mkdir work/latermod; printf '%s' {} > work/latermod/__init__.py; printf '%s' {} > work/latecmd.py; sleep 0.3",
         shell_quote(script),
-        shell_quote(module)
+        shell_quote(&module),
+        shell_quote(&main)
     );
-    let rounds = 40;
+    let rounds = 45;
     let mut planted = 0;
     for i in 0..rounds {
-        let name = if i % 2 == 0 { "latepy" } else { "later" };
+        let name = ["latepy", "latem", "later"][i % 3];
         let victim = spawn_run(&f, name);
         std::thread::sleep(Duration::from_millis(10 * (i as u64 % 5)));
         let writer = outcome(spawn_writer(&f, &plant));
         let removed = writer["error"]["details"]["removed"].to_string();
-        if removed.contains("work/later.sh") && removed.contains("work/latermod.py") {
+        if plants.iter().all(|p| removed.contains(p)) {
             planted += 1;
         }
         let v = outcome(victim);
@@ -631,11 +654,14 @@ fn a_call_started_before_a_plant_never_runs_it() {
             "round {i}: {name} ran the plant: {v}"
         );
         assert!(!pwn.exists(), "round {i}: {name} ran the plant: {v}");
-        for p in ["work/later.sh", "work/latermod.py"] {
-            assert!(gone(&f.root.join(p)), "round {i}: {p} is still there");
+        for p in plants {
+            assert!(
+                gone(&f.root.join(p)),
+                "round {i}: {p} is still there: {writer}"
+            );
         }
     }
-    assert_eq!(planted, rounds, "every writer planted both names");
+    assert_eq!(planted, rounds, "every writer planted all three names");
 }
 
 /// `s` as one single-quoted shell word.
