@@ -220,10 +220,9 @@ impl Engine {
             Box::new(Outcome::failure(&tool.name, kind, message, json!({})))
         };
         let root = &self.project.root;
-        let footprint =
-            (tool.origin != Origin::Builtin).then(|| crate::footprint::of(root, tool));
-        let hidden = crate::planted::hidden(root)
-            .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
+        let footprint = (tool.origin != Origin::Builtin).then(|| crate::footprint::of(root, tool));
+        let hidden =
+            crate::planted::hidden(root).map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
         let Some(footprint) = footprint else {
             return Ok(());
         };

@@ -183,10 +183,17 @@ impl Job<'_> {
         };
         let name = self.tool.name.as_str();
         let hidden = crate::planted::hidden(self.root).map_err(|e| {
-            Box::new(Outcome::failure(name, e.kind(), run::error_chain(&e), json!({})))
+            Box::new(Outcome::failure(
+                name,
+                e.kind(),
+                run::error_chain(&e),
+                json!({}),
+            ))
         })?;
         let planted = chain.iter().find_map(|f| {
-            let (python::Found::Module(p) | python::Found::Package(p) | python::Found::Namespace(p)) = f;
+            let (python::Found::Module(p)
+            | python::Found::Package(p)
+            | python::Found::Namespace(p)) = f;
             crate::planted::is_hidden(p, &hidden).then_some(p)
         });
         match planted {

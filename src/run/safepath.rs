@@ -106,7 +106,9 @@ pub fn module_not_in_cwd(argv: &mut [OsString]) -> Option<OsString> {
 /// The `-m` module of a command started through [`BOOT`], if any.
 pub fn module(argv: &[OsString]) -> Option<&OsString> {
     let at = argv.iter().position(|a| a == BOOT)?;
-    (argv.get(at + 1)? == "m").then(|| argv.get(at + 2)).flatten()
+    (argv.get(at + 1)? == "m")
+        .then(|| argv.get(at + 2))
+        .flatten()
 }
 
 /// The variable that turns Python's safe paths on.
