@@ -104,6 +104,14 @@ pub struct Footprint {
     /// listed: the shim never imports it from `cwd` unless glovebox
     /// resolved it there.
     pub absent_runs: Vec<PathBuf>,
+    /// The names an imported module absent from the directory Python
+    /// searches for it would appear under there (`N`, `N.py`, `N.pyc`,
+    /// `N.so`, `N.abi3.so`): a call whose write grants cover one records
+    /// it and has it removed after it, as for [`Footprint::missing`]
+    /// ([`crate::surface`]); a call of this tool is not refused for them
+    /// while that call runs (the name is read lazily, by the shim, see
+    /// [`crate::run::python`]).
+    pub absent_imports: Vec<PathBuf>,
 }
 
 /// What `tool` runs, inside `root`.
@@ -114,6 +122,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         paths: Vec::new(),
         missing: Vec::new(),
         absent_runs: Vec::new(),
+        absent_imports: Vec::new(),
         listed: HashMap::new(),
     };
     if tool.origin != Origin::Builtin {
@@ -168,11 +177,14 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
     b.missing.dedup();
     b.absent_runs.sort();
     b.absent_runs.dedup();
+    b.absent_imports.sort();
+    b.absent_imports.dedup();
     Footprint {
         files: b.files,
         paths: b.paths,
         missing: b.missing,
         absent_runs: b.absent_runs,
+        absent_imports: b.absent_imports,
     }
 }
 
@@ -182,6 +194,7 @@ struct Builder<'a> {
     paths: Vec<PathBuf>,
     missing: Vec<PathBuf>,
     absent_runs: Vec<PathBuf>,
+    absent_imports: Vec<PathBuf>,
     /// The entry names of directories already listed (for imports).
     listed: HashMap<PathBuf, Vec<String>>,
 }
@@ -527,6 +540,22 @@ impl Builder<'_> {
             .filter(|f| *f == name || f.starts_with(&prefix))
             .cloned()
             .collect();
+        if present.is_empty() {
+            // Nothing of that name here: whoever creates one decides what
+            // the import runs where nothing else has the name (an optional
+            // dependency, `try: import x`), so a call that plants one has
+            // it removed after it ([`Footprint::absent_imports`]).
+            for p in [
+                dir.join(name),
+                dir.join(format!("{name}.py")),
+                dir.join(format!("{name}.pyc")),
+                dir.join(format!("{name}.so")),
+                dir.join(format!("{name}.abi3.so")),
+            ] {
+                self.absent_imports.push(p);
+            }
+            return Vec::new();
+        }
         let has = |f: &str| present.iter().any(|p| p == f);
         let package = dir.join(name);
         let init = package.join("__init__.py");

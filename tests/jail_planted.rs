@@ -668,3 +668,80 @@ fn a_call_started_before_a_plant_never_runs_it() {
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
+
+/// An optional import (`try: import fastjsonx`, a name neither the
+/// standard library, the installed packages nor the project has) is code
+/// whoever creates it decides. A second call with a write grant over the
+/// tool's directory plants `lib/fastjsonx.py` and the package
+/// `lib/fastpkg/`, which the victim imports lazily, after a sleep: planted
+/// while the victim runs, or by a call that has ended, neither ever runs
+/// in it (on the previous code the plant stayed after the planter's call
+/// and ran in every later call, with the victim's grants). A probe first
+/// shows the same files, put there by the test, run in the victim.
+#[test]
+fn an_optional_import_planted_by_another_call_never_runs() {
+    require_jail!();
+    let f = project();
+    f.file(
+        "lib/victim.py",
+        "import time\n\ndef run():\n    time.sleep(0.3)\n    found = []\n    try:\n        import fastjsonx\n        found.append('fastjsonx')\n    except ImportError:\n        pass\n    try:\n        from fastpkg import speed\n        found.append('fastpkg')\n    except ImportError:\n        pass\n    return {'found': found}\n",
+    );
+    f.tool(&python_tool(
+        "optpy",
+        schema(json!({})),
+        json!({"module": "victim", "function": "run", "cwd": "lib"}),
+        json!({"network": false, "fs": {"read": ["lib"], "write": ["out"]}}),
+    ));
+    let pwn = f.root.join("out/PWN");
+    let body = "import os\nopen(os.path.join(os.getcwd(), '..', 'out', 'PWN'), 'w').write('x')\nprint('PLANTED-RAN')\n";
+    let plants = ["lib/fastjsonx.py", "lib/fastpkg"];
+    // The probe: put there before the call, both run.
+    f.file("lib/fastjsonx.py", body);
+    f.file("lib/fastpkg/__init__.py", &format!("{body}speed = 1\n"));
+    let r = f.run_audited("optpy", &[]);
+    r.assert_ok();
+    assert_eq!(
+        r.output(),
+        &json!({"found": ["fastjsonx", "fastpkg"]}),
+        "{r:#?}"
+    );
+    assert!(pwn.exists(), "the probe wrote its marker");
+    fs::remove_file(&pwn).unwrap();
+    fs::remove_file(f.root.join("lib/fastjsonx.py")).unwrap();
+    fs::remove_dir_all(f.root.join("lib/fastpkg")).unwrap();
+    let r = f.run_audited("optpy", &[]);
+    assert_eq!(r.output(), &json!({"found": []}), "{r:#?}");
+
+    let plant = |sleep: &str| {
+        format!(
+            "printf '%s' {q} > lib/fastjsonx.py; mkdir lib/fastpkg; printf '%s' {p} > lib/fastpkg/__init__.py; {sleep}",
+            q = shell_quote(body),
+            p = shell_quote(&format!("{body}speed = 1\n"))
+        )
+    };
+    let clean = |what: &str, v: &Value, writer: &Value| {
+        assert!(!v.to_string().contains("PLANTED-RAN"), "{what}: {v}");
+        assert_eq!(v["output"], json!({"found": []}), "{what}: {v}");
+        assert!(!pwn.exists(), "{what}: the plant ran: {v}");
+        let removed = writer["error"]["details"]["removed"].to_string();
+        assert!(
+            plants.iter().all(|p| removed.contains(p)),
+            "{what}: the writer planted: {writer}"
+        );
+        for p in plants {
+            assert!(gone(&f.root.join(p)), "{what}: {p} is still there");
+        }
+    };
+    // Planted while the victim runs (before or during its imports).
+    for i in 0..12u64 {
+        let victim = spawn_run(&f, "optpy");
+        std::thread::sleep(Duration::from_millis(25 * (i % 6)));
+        let writer = outcome(spawn_writer(&f, &plant("sleep 0.5")));
+        let v = outcome(victim);
+        clean(&format!("round {i}"), &v, &writer);
+    }
+    // Planted by a call that has ended.
+    let writer = outcome(spawn_writer(&f, &plant("")));
+    let v = f.run_audited("optpy", &[]);
+    clean("after the planter", &v.json, &writer);
+}

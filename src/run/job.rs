@@ -153,11 +153,22 @@ impl Job<'_> {
         }
         let chain = python::resolve_module(&cwd, &exec.module)
             .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
-        self.not_planted_now(chain.as_deref())?;
+        // Taken after the chain, before the records are read: what either
+        // found present was, if planted, recorded before it appeared.
+        let footprint = crate::footprint::of(self.root, self.tool);
+        self.not_planted_now(chain.as_deref(), &footprint.paths)?;
+        let absent = &footprint.absent_imports;
         let mut spec = self.spec(interpreter.argv(), cwd.clone());
         run::safepath::apply(&mut spec, true);
-        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
-        let warm = self.warm_plan(exec, &spec, &cwd, chain.as_deref());
+        spec.stdin = Stdin::Bytes(python::request(
+            exec,
+            &cwd,
+            chain.as_deref(),
+            absent,
+            args,
+            kwargs,
+        ));
+        let warm = self.warm_plan(exec, &spec, &cwd, chain.as_deref(), absent);
         let returns = exec.returns;
         self.execute_with(
             spec,
@@ -177,10 +188,15 @@ impl Job<'_> {
     /// seen here was recorded before it appeared ([`crate::planted`]). A
     /// module not found here is imported by name from everywhere but
     /// `cwd` (the shim), so one that appears later never runs.
-    fn not_planted_now(&self, chain: Option<&[python::Found]>) -> Result<(), Box<Outcome>> {
-        let Some(chain) = chain else {
+    fn not_planted_now(
+        &self,
+        chain: Option<&[python::Found]>,
+        also: &[PathBuf],
+    ) -> Result<(), Box<Outcome>> {
+        let chain = chain.unwrap_or_default();
+        if chain.is_empty() && also.is_empty() {
             return Ok(());
-        };
+        }
         let name = self.tool.name.as_str();
         let hidden = crate::planted::hidden(self.root).map_err(|e| {
             Box::new(Outcome::failure(
@@ -196,6 +212,8 @@ impl Job<'_> {
             | python::Found::Namespace(p)) = f;
             crate::planted::is_hidden(p, &hidden).then_some(p)
         });
+        let planted =
+            planted.or_else(|| also.iter().find(|p| crate::planted::is_hidden(p, &hidden)));
         match planted {
             Some(p) => Err(Box::new(Outcome::failure(
                 name,
@@ -222,7 +240,7 @@ impl Job<'_> {
         let chain = python::resolve_module(&spec.cwd, module)
             .map_err(|e| policy_failure(&self.tool.name, &PolicyError::Python(e)))?;
         if chain.is_some() {
-            return self.not_planted_now(chain.as_deref());
+            return self.not_planted_now(chain.as_deref(), &[]);
         }
         run::safepath::module_not_in_cwd(&mut spec.argv);
         Ok(())
@@ -237,6 +255,7 @@ impl Job<'_> {
         spec: &Spec,
         cwd: &std::path::Path,
         chain: Option<&[python::Found]>,
+        absent: &[PathBuf],
     ) -> Option<(&'static run::warm::Pool, run::warm::Plan)> {
         let pool = run::warm::pool().filter(|_| exec.warm)?;
         if !run::warm::eligible(spec) {
@@ -247,7 +266,7 @@ impl Job<'_> {
         let footprint = crate::footprint::of(self.root, tool);
         let fingerprint = approval::fingerprint_by_stamp(self.root, tool, &footprint).ok()?;
         let watch = footprint.files;
-        let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
+        let init = python::init_request(exec, cwd, chain, absent, run::warm::IDLE.as_secs());
         let seen = run::warm::Seen {
             root: self.root.to_path_buf(),
             tool: tool.name.clone(),
