@@ -207,17 +207,39 @@ impl Engine {
     /// Refuses the call when the project is tainted now, or when what
     /// `tool` is defined by or runs is a name a call still running could
     /// have planted ([`crate::planted`]): checked at each call, so that a
-    /// served project loaded before either happened refuses it too.
+    /// served project loaded before either happened refuses it too. Also
+    /// refused: a call whose first code is not there
+    /// ([`crate::footprint::Footprint::absent_runs`]): it could not work,
+    /// and a second call with a write grant could create it between this
+    /// check and the exec, where its clean-up comes too late. The
+    /// footprint is taken before the records are read: a name it finds
+    /// present was, if a running call planted it, recorded before it
+    /// appeared, so the records read next list it.
     fn not_planted(&self, tool: &Tool) -> Result<(), Box<Outcome>> {
         let fail = |kind, message: String| {
             Box::new(Outcome::failure(&tool.name, kind, message, json!({})))
         };
-        let hidden = crate::planted::hidden(&self.project.root)
-            .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
-        if hidden.is_empty() || tool.origin == Origin::Builtin {
+        let root = &self.project.root;
+        let footprint = (tool.origin != Origin::Builtin).then(|| crate::footprint::of(root, tool));
+        let hidden =
+            crate::planted::hidden(root).map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
+        let Some(footprint) = footprint else {
+            return Ok(());
+        };
+        let shown = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+        if let Some(p) = footprint.absent_runs.first() {
+            return Err(fail(
+                ErrorKind::ManifestInvalid,
+                format!(
+                    "tool `{}` runs {}, which does not exist; create it, then call the tool again (a file that appears while a call starts is never run)",
+                    tool.name,
+                    shown(p)
+                ),
+            ));
+        }
+        if hidden.is_empty() {
             return Ok(());
         }
-        let footprint = crate::footprint::of(&self.project.root, tool);
         let planted = std::iter::once(&tool.file)
             .chain(&footprint.paths)
             .chain(&footprint.missing)
@@ -228,7 +250,7 @@ impl Engine {
                 format!(
                     "tool `{}` is defined by or runs {}, which a call still running may have created; it is not used before that call has ended and glovebox has checked it: retry then",
                     tool.name,
-                    p.strip_prefix(&self.project.root).unwrap_or(p).display()
+                    shown(p)
                 ),
             )),
             None => Ok(()),

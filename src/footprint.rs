@@ -93,6 +93,25 @@ pub struct Footprint {
     /// when no file of that module exists (sorted, deduplicated,
     /// absolute). Whoever creates one decides what the tool runs.
     pub missing: Vec<PathBuf>,
+    /// What the call execs first and cannot work without, absent now: a
+    /// command's entrypoint given as a path, or the script an interpreter
+    /// is given when it is spelt as a path (a `/` or `.` in it: a bare
+    /// word may be an option's value). The call cannot have created it
+    /// before it starts, so one that appears between glovebox's check and
+    /// the exec was put there by someone else — a second call with a
+    /// write grant, whose clean-up comes too late for this one: such a
+    /// call is refused ([`crate::engine`]). A python tool's module is not
+    /// listed: the shim never imports it from `cwd` unless glovebox
+    /// resolved it there.
+    pub absent_runs: Vec<PathBuf>,
+    /// The names an imported module absent from the directory Python
+    /// searches for it would appear under there (`N`, `N.py`, `N.pyc`,
+    /// `N.so`, `N.abi3.so`): a call whose write grants cover one records
+    /// it and has it removed after it, as for [`Footprint::missing`]
+    /// ([`crate::surface`]); a call of this tool is not refused for them
+    /// while that call runs (the name is read lazily, by the shim, see
+    /// [`crate::run::python`]).
+    pub absent_imports: Vec<PathBuf>,
 }
 
 /// What `tool` runs, inside `root`.
@@ -102,6 +121,8 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         files: Vec::new(),
         paths: Vec::new(),
         missing: Vec::new(),
+        absent_runs: Vec::new(),
+        absent_imports: Vec::new(),
         listed: HashMap::new(),
     };
     if tool.origin != Origin::Builtin {
@@ -112,6 +133,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             let cwd = resolve(root, &c.cwd);
             if c.entrypoint.contains('/') {
                 b.program(&cwd, &resolve(root, &c.entrypoint), 4);
+                b.runs_first(&resolve(root, &c.entrypoint));
             }
             for a in &c.args {
                 b.argument(&cwd, a);
@@ -122,6 +144,9 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             let dir = PathBuf::from(&a.dir);
             if let Some(first) = a.command.first() {
                 b.program(&dir, &resolve(&dir, first), 4);
+                if first.contains('/') {
+                    b.runs_first(&resolve(&dir, first));
+                }
             }
             for arg in a.command.iter().skip(1) {
                 b.argument(&dir, arg);
@@ -135,6 +160,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
             let cwd = resolve(root, &m.cwd);
             if m.entrypoint.contains('/') {
                 b.program(&cwd, &resolve(root, &m.entrypoint), 4);
+                b.runs_first(&resolve(root, &m.entrypoint));
             }
             for a in &m.args {
                 b.argument(&cwd, a);
@@ -149,10 +175,16 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
     b.paths.dedup();
     b.missing.sort();
     b.missing.dedup();
+    b.absent_runs.sort();
+    b.absent_runs.dedup();
+    b.absent_imports.sort();
+    b.absent_imports.dedup();
     Footprint {
         files: b.files,
         paths: b.paths,
         missing: b.missing,
+        absent_runs: b.absent_runs,
+        absent_imports: b.absent_imports,
     }
 }
 
@@ -161,6 +193,8 @@ struct Builder<'a> {
     files: Vec<PathBuf>,
     paths: Vec<PathBuf>,
     missing: Vec<PathBuf>,
+    absent_runs: Vec<PathBuf>,
+    absent_imports: Vec<PathBuf>,
     /// The entry names of directories already listed (for imports).
     listed: HashMap<PathBuf, Vec<String>>,
 }
@@ -170,6 +204,13 @@ impl Builder<'_> {
     fn missing(&mut self, p: &Path) {
         if self.inside(p) && std::fs::symlink_metadata(p).is_err() {
             self.missing.push(p.to_path_buf());
+        }
+    }
+
+    /// Code the call execs first, when nothing is there yet.
+    fn runs_first(&mut self, p: &Path) {
+        if self.inside(p) && std::fs::symlink_metadata(p).is_err() {
+            self.absent_runs.push(p.to_path_buf());
         }
     }
 
@@ -262,6 +303,9 @@ impl Builder<'_> {
         if let Some(script) = interpreter_script(name, args).filter(|s| literal(s)) {
             let p = resolve(cwd, script);
             self.missing(&p);
+            if script.contains('/') || script.contains('.') {
+                self.runs_first(&p);
+            }
         }
         if name.starts_with("python") {
             let target = python_target(args);
@@ -278,6 +322,14 @@ impl Builder<'_> {
             match target {
                 Some(PythonTarget::Module(m)) if literal(m) => {
                     self.module(cwd.to_path_buf(), m);
+                    // Not in `cwd` (an installed module, or nothing yet):
+                    // a module or package planted there is found last, and
+                    // runs where nothing else has the name.
+                    let file = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
+                    if self.files.len() == before && !file.exists() {
+                        self.missing(&file.with_extension("py"));
+                        self.missing(&file);
+                    }
                     // `-m pkg` runs `pkg/__main__.py`.
                     let package = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
                     self.module_names(&package, "__main__");
@@ -380,6 +432,8 @@ impl Builder<'_> {
             .fold(cwd.clone(), |d, part| d.join(part));
         if self.files.len() == before && !file.exists() {
             self.missing(&file.with_extension("py"));
+            // A package planted under the name runs as well.
+            self.missing(&file);
         }
         // What the module chain imports from the tool's directory (the
         // shim searches it last, after the standard library and the
@@ -486,6 +540,22 @@ impl Builder<'_> {
             .filter(|f| *f == name || f.starts_with(&prefix))
             .cloned()
             .collect();
+        if present.is_empty() {
+            // Nothing of that name here: whoever creates one decides what
+            // the import runs where nothing else has the name (an optional
+            // dependency, `try: import x`), so a call that plants one has
+            // it removed after it ([`Footprint::absent_imports`]).
+            for p in [
+                dir.join(name),
+                dir.join(format!("{name}.py")),
+                dir.join(format!("{name}.pyc")),
+                dir.join(format!("{name}.so")),
+                dir.join(format!("{name}.abi3.so")),
+            ] {
+                self.absent_imports.push(p);
+            }
+            return Vec::new();
+        }
         let has = |f: &str| present.iter().any(|p| p == f);
         let package = dir.join(name);
         let init = package.join("__init__.py");

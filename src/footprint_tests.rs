@@ -247,3 +247,85 @@ fn resolved_follows_links_as_far_as_they_exist() {
     );
     assert_eq!(resolved(&root.join("data/new/b")), root.join("data/new/b"));
 }
+
+#[test]
+fn absent_code_a_call_runs_first_is_listed_but_not_an_option_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    for (exec, absent) in [
+        ("  command:\n    entrypoint: ./run.sh\n", vec!["run.sh"]),
+        (
+            "  command:\n    entrypoint: sh\n    args: [\"work/later.sh\"]\n",
+            vec!["work/later.sh"],
+        ),
+        (
+            "  command:\n    entrypoint: python3\n    args: [\"scripts/x.py\"]\n",
+            vec!["scripts/x.py"],
+        ),
+        // A bare word may be an option's value (`-o pipefail`): not listed.
+        (
+            "  command:\n    entrypoint: bash\n    args: [\"-o\", \"pipefail\", \"-c\", \"true\"]\n",
+            vec![],
+        ),
+        // A python tool's module is the shim's to refuse, not the engine's.
+        (
+            "  python:\n    module: later\n    function: run\n",
+            vec![],
+        ),
+    ] {
+        let tool = project(&root, exec);
+        let f = of(&root, &tool);
+        let want: Vec<PathBuf> = absent.iter().map(|p| root.join(p)).collect();
+        assert_eq!(f.absent_runs, want, "{exec}");
+    }
+    // Once there, nothing is absent.
+    fs::write(root.join("run.sh"), "echo hi").unwrap();
+    let tool = project(&root, "  command:\n    entrypoint: ./run.sh\n");
+    assert!(of(&root, &tool).absent_runs.is_empty());
+}
+
+#[test]
+fn an_import_the_project_has_nothing_under_lists_the_names_a_plant_would_take() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    fs::create_dir_all(root.join("lib")).unwrap();
+    fs::write(
+        root.join("lib/victim.py"),
+        "try:\n    import fastjsonx\nexcept ImportError:\n    pass\nimport helper\n\ndef run():\n    return 1\n",
+    )
+    .unwrap();
+    fs::write(root.join("lib/helper.py"), "").unwrap();
+    let tool = project(
+        &root,
+        "  python:\n    module: victim\n    function: run\n    cwd: lib\n",
+    );
+    let f = of(&root, &tool);
+    for name in [
+        "fastjsonx",
+        "fastjsonx.py",
+        "fastjsonx.pyc",
+        "fastjsonx.so",
+        "fastjsonx.abi3.so",
+    ] {
+        assert!(
+            f.absent_imports.contains(&root.join("lib").join(name)),
+            "{name}: {f:?}"
+        );
+    }
+    // What is there is covered as code, never listed as absent.
+    assert!(f.files.contains(&root.join("lib/helper.py")), "{f:?}");
+    assert!(
+        !f.absent_imports
+            .iter()
+            .any(|p| p.starts_with(root.join("lib/helper"))),
+        "{f:?}"
+    );
+    // A missing module is recorded as a file and as a package.
+    let tool = project(
+        &root,
+        "  python:\n    module: later\n    function: run\n    cwd: lib\n",
+    );
+    let f = of(&root, &tool);
+    assert!(f.missing.contains(&root.join("lib/later.py")), "{f:?}");
+    assert!(f.missing.contains(&root.join("lib/later")), "{f:?}");
+}

@@ -245,6 +245,7 @@ impl Code {
         for tool in &project.tools {
             let footprint = crate::footprint::of(&project.root, tool);
             missing.extend(footprint.missing);
+            missing.extend(footprint.absent_imports);
             runs_all.extend(runs(&project.root, tool, footprint.paths));
         }
         Code {

@@ -555,3 +555,223 @@ fn a_tools_json_found_in_the_root_runs_only_once_approved() {
     let o: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(o["ok"], json!(true), "{o}");
 }
+
+/// `glovebox run NAME --json`, started in the background with the
+/// fixture's state directory.
+fn spawn_run(f: &Fixture, name: &str) -> Child {
+    Command::new(bin())
+        .args(["run", name, "--json", "--root"])
+        .arg(&f.root)
+        .env("GLOVEBOX_STATE_DIR", f.state())
+        .current_dir(&f.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The race the records alone left open: a call that starts *before* a
+/// second call plants the code it runs passed its check while the name was
+/// absent and nobody's record listed it; the planter's clean-up comes at
+/// the end of the planter's own call, too late for the victim, which ran
+/// the plant with its own grants. The victims: `later` (`sh
+/// work/later.sh`), `latepy` (a python tool whose module `latermod` is not
+/// there yet) and `latem` (`python3 -m latecmd`, not there yet). The
+/// writer plants `work/later.sh`, the package `work/latermod/` and
+/// `work/latecmd.py` at once and sleeps; each round starts a victim, then
+/// the writer 0–40 ms later. The planted code prints PLANTED-RAN and
+/// writes `out/PWN` with the victim's write grant: neither ever happens
+/// (on main the python victims ran it in the first rounds, and a planted
+/// package or `-m` module was never removed), every plant is gone after
+/// each round, each writer's own outcome proves it planted all three
+/// (glovebox removed them), and a probe first shows the same files, put
+/// there before the call, run.
+#[test]
+fn a_call_started_before_a_plant_never_runs_it() {
+    require_jail!();
+    let f = project();
+    let grants = json!({"network": false, "fs": {"read": ["work"], "write": ["out"]}});
+    f.tool(&python_tool(
+        "latepy",
+        schema(json!({})),
+        json!({"module": "latermod", "function": "run", "cwd": "work"}),
+        grants.clone(),
+    ));
+    f.tool(&command_tool(
+        "latem",
+        schema(json!({})),
+        json!({"entrypoint": "python3", "args": ["-m", "latecmd"], "cwd": "work"}),
+        grants,
+    ));
+    let script = "echo PLANTED-RAN\n";
+    let pwn_py = "import os\nopen(os.path.join(os.getcwd(), '..', 'out', 'PWN'), 'w').write('x')\n";
+    let module = format!("{pwn_py}\ndef run():\n    return 'PLANTED-RAN'\n");
+    let main = format!("{pwn_py}print('PLANTED-RAN')\n");
+    let pwn = f.root.join("out/PWN");
+    let plants = ["work/later.sh", "work/latermod", "work/latecmd.py"];
+    let put = |f: &Fixture| {
+        fs::write(f.root.join("work/later.sh"), script).unwrap();
+        fs::create_dir_all(f.root.join("work/latermod")).unwrap();
+        fs::write(f.root.join("work/latermod/__init__.py"), &module).unwrap();
+        fs::write(f.root.join("work/latecmd.py"), &main).unwrap();
+    };
+    // The probe: there before the call, each runs (and the python ones
+    // write their marker).
+    put(&f);
+    for name in ["later", "latepy", "latem"] {
+        let r = f.run_audited(name, &[]);
+        r.assert_ok();
+        assert!(r.mentions("PLANTED-RAN"), "{r:#?}");
+        if name != "later" {
+            assert!(pwn.exists(), "{name}: the probe wrote its marker");
+            fs::remove_file(&pwn).unwrap();
+        }
+    }
+    fs::remove_file(f.root.join("work/later.sh")).unwrap();
+    fs::remove_dir_all(f.root.join("work/latermod")).unwrap();
+    fs::remove_file(f.root.join("work/latecmd.py")).unwrap();
+    let plant = format!(
+        "printf '%s' {} > work/later.sh; mkdir work/latermod; printf '%s' {} > work/latermod/__init__.py; printf '%s' {} > work/latecmd.py; sleep 0.3",
+        shell_quote(script),
+        shell_quote(&module),
+        shell_quote(&main)
+    );
+    let rounds = 45;
+    let mut planted = 0;
+    for i in 0..rounds {
+        let name = ["latepy", "latem", "later"][i % 3];
+        let victim = spawn_run(&f, name);
+        std::thread::sleep(Duration::from_millis(10 * (i as u64 % 5)));
+        let writer = outcome(spawn_writer(&f, &plant));
+        let removed = writer["error"]["details"]["removed"].to_string();
+        if plants.iter().all(|p| removed.contains(p)) {
+            planted += 1;
+        }
+        let v = outcome(victim);
+        assert!(
+            !v.to_string().contains("PLANTED-RAN"),
+            "round {i}: {name} ran the plant: {v}"
+        );
+        assert!(!pwn.exists(), "round {i}: {name} ran the plant: {v}");
+        for p in plants {
+            assert!(
+                gone(&f.root.join(p)),
+                "round {i}: {p} is still there: {writer}"
+            );
+        }
+    }
+    assert_eq!(planted, rounds, "every writer planted all three names");
+}
+
+/// `s` as one single-quoted shell word.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// An optional import (`try: import fastjsonx`, a name neither the
+/// standard library, the installed packages nor the project has) is code
+/// whoever creates it decides. A second call with a write grant over the
+/// tool's directory plants `lib/fastjsonx.py` and the package
+/// `lib/fastpkg/`, which the victim imports lazily, after a sleep: planted
+/// while the victim runs, or by a call that has ended, neither ever runs
+/// in it (on the previous code the plant stayed after the planter's call
+/// and ran in every later call, with the victim's grants). Without a mount
+/// namespace the writer cannot create them at all (its grant is split
+/// around the module). A probe first shows the same files, put there by
+/// the test, run in the victim.
+#[test]
+fn an_optional_import_planted_by_another_call_never_runs() {
+    require_jail!();
+    let f = project();
+    f.file(
+        "lib/victim.py",
+        "import time\n\ndef run():\n    time.sleep(0.3)\n    found = []\n    try:\n        import fastjsonx\n        found.append('fastjsonx')\n    except ImportError:\n        pass\n    try:\n        from fastpkg import speed\n        found.append('fastpkg')\n    except ImportError:\n        pass\n    return {'found': found}\n",
+    );
+    f.tool(&python_tool(
+        "optpy",
+        schema(json!({})),
+        json!({"module": "victim", "function": "run", "cwd": "lib"}),
+        json!({"network": false, "fs": {"read": ["lib"], "write": ["out"]}}),
+    ));
+    let pwn = f.root.join("out/PWN");
+    let body = "import os\nopen(os.path.join(os.getcwd(), '..', 'out', 'PWN'), 'w').write('x')\nprint('PLANTED-RAN')\n";
+    let plants = ["lib/fastjsonx.py", "lib/fastpkg"];
+    // The probe: put there before the call, both run.
+    f.file("lib/fastjsonx.py", body);
+    f.file("lib/fastpkg/__init__.py", &format!("{body}speed = 1\n"));
+    let r = f.run_audited("optpy", &[]);
+    r.assert_ok();
+    assert_eq!(
+        r.output(),
+        &json!({"found": ["fastjsonx", "fastpkg"]}),
+        "{r:#?}"
+    );
+    assert!(pwn.exists(), "the probe wrote its marker");
+    fs::remove_file(&pwn).unwrap();
+    fs::remove_file(f.root.join("lib/fastjsonx.py")).unwrap();
+    fs::remove_dir_all(f.root.join("lib/fastpkg")).unwrap();
+    let r = f.run_audited("optpy", &[]);
+    assert_eq!(r.output(), &json!({"found": []}), "{r:#?}");
+
+    let plant = |sleep: &str| {
+        format!(
+            "printf '%s' {q} > lib/fastjsonx.py; mkdir lib/fastpkg; printf '%s' {p} > lib/fastpkg/__init__.py; {sleep}",
+            q = shell_quote(body),
+            p = shell_quote(&format!("{body}speed = 1\n"))
+        )
+    };
+    let clean = |what: &str, v: &Value, writer: &Value| {
+        assert!(!v.to_string().contains("PLANTED-RAN"), "{what}: {v}");
+        if v["ok"] == json!(true) {
+            assert_eq!(v["output"], json!({"found": []}), "{what}: {v}");
+        } else {
+            // Started once the plant was there: refused until the
+            // planter's call has ended.
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("a call still running may have created")),
+                "{what}: {v}"
+            );
+        }
+        assert!(!pwn.exists(), "{what}: the plant ran: {v}");
+        if namespace_free() {
+            // No mount namespace: the write grant is split around the
+            // tool's module, and no entry can be created beside it.
+            assert!(
+                writer.to_string().contains("Permission denied"),
+                "{what}: {writer}"
+            );
+        } else {
+            let removed = writer["error"]["details"]["removed"].to_string();
+            assert!(
+                plants.iter().all(|p| removed.contains(p)),
+                "{what}: the writer planted: {writer}"
+            );
+        }
+        for p in plants {
+            assert!(gone(&f.root.join(p)), "{what}: {p} is still there");
+        }
+    };
+    // Planted while the victim runs: the writer starts 0–125 ms after
+    // the victim and plants at once, the victim imports 300 ms after it
+    // starts, so a victim that was not refused imported with the plant
+    // there.
+    let mut ran = 0;
+    for i in 0..12u64 {
+        let victim = spawn_run(&f, "optpy");
+        std::thread::sleep(Duration::from_millis(25 * (i % 6)));
+        let writer = outcome(spawn_writer(&f, &plant("sleep 0.5")));
+        let v = outcome(victim);
+        clean(&format!("round {i}"), &v, &writer);
+        if v["ok"] == json!(true) {
+            ran += 1;
+        }
+    }
+    assert!(ran > 0, "no victim ran while the plant was there");
+    // Planted by a call that has ended.
+    let writer = outcome(spawn_writer(&f, &plant("")));
+    let v = f.run_audited("optpy", &[]);
+    clean("after the planter", &v.json, &writer);
+}

@@ -940,23 +940,26 @@ fn a_standard_module_planted_beside_a_tool_never_runs_in_it() {
         assert!(r.mentions("Permission denied"), "{r:#?}");
         assert!(!f.root.join("lib/csv.py").exists(), "{r:#?}");
         assert!(!f.root.join("scripts/json.py").exists(), "{r:#?}");
-        for (name, _) in VICTIMS {
-            assert_victim_output(name, &f.run_env(name, &[], &env));
-        }
-        assert!(!marker.exists());
-        // The same files put there some other way (outside any jail):
-        // the rest holds for them too.
-        fs::copy(f.root.join("out/stage_csv.py"), f.root.join("lib/csv.py")).unwrap();
-        fs::copy(
-            f.root.join("out/stage_json.py"),
-            f.root.join("scripts/json.py"),
-        )
-        .unwrap();
     } else {
-        r.assert_ok();
-        assert!(f.root.join("lib/csv.py").exists(), "{r:#?}");
-        assert!(f.root.join("scripts/json.py").exists(), "{r:#?}");
+        // Names an import has nothing under in the project are code
+        // whoever creates them decides: planted by a call, they are
+        // removed after it, and the call fails.
+        r.assert_failed("permission_exceeds_ceiling", 1);
+        assert!(!f.root.join("lib/csv.py").exists(), "{r:#?}");
+        assert!(!f.root.join("scripts/json.py").exists(), "{r:#?}");
     }
+    for (name, _) in VICTIMS {
+        assert_victim_output(name, &f.run_env(name, &[], &env));
+    }
+    assert!(!marker.exists());
+    // The same files put there some other way (outside any jail): the
+    // rest holds for them too.
+    fs::copy(f.root.join("out/stage_csv.py"), f.root.join("lib/csv.py")).unwrap();
+    fs::copy(
+        f.root.join("out/stage_json.py"),
+        f.root.join("scripts/json.py"),
+    )
+    .unwrap();
     // The probe: plain Python takes both planted modules (the script's
     // directory, or the module's, first on sys.path).
     let probe_marker = f.base.join("probe-marker");

@@ -83,6 +83,7 @@ impl Job<'_> {
         let allowed = exec.exit_codes_ok.clone();
         let mut spec = self.spec(argv, cwd);
         run::safepath::apply(&mut spec, false);
+        self.module_not_planted(&mut spec)?;
         self.execute(spec, &program, |r, redact| match r.status {
             jail::Status::Exited(c) if allowed.contains(&c) => {
                 run::select::read(name, &r.stdout, stdout, redact)
@@ -119,6 +120,7 @@ impl Job<'_> {
         let argv = exec.command.iter().map(Into::into).collect();
         let mut spec = self.spec(argv, cwd);
         run::safepath::apply(&mut spec, false);
+        self.module_not_planted(&mut spec)?;
         spec.stdin = Stdin::Bytes(stdin);
         self.execute(spec, &program, |r, redact| {
             run::agentcli::read(name, r, redact)
@@ -151,10 +153,22 @@ impl Job<'_> {
         }
         let chain = python::resolve_module(&cwd, &exec.module)
             .map_err(|e| policy_failure(name, &PolicyError::Python(e)))?;
+        // Taken after the chain, before the records are read: what either
+        // found present was, if planted, recorded before it appeared.
+        let footprint = crate::footprint::of(self.root, self.tool);
+        self.not_planted_now(chain.as_deref(), &footprint.paths)?;
+        let absent = &footprint.absent_imports;
         let mut spec = self.spec(interpreter.argv(), cwd.clone());
         run::safepath::apply(&mut spec, true);
-        spec.stdin = Stdin::Bytes(python::request(exec, &cwd, chain.as_deref(), args, kwargs));
-        let warm = self.warm_plan(exec, &spec, &cwd, chain.as_deref());
+        spec.stdin = Stdin::Bytes(python::request(
+            exec,
+            &cwd,
+            chain.as_deref(),
+            absent,
+            args,
+            kwargs,
+        ));
+        let warm = self.warm_plan(exec, &spec, &cwd, chain.as_deref(), absent);
         let returns = exec.returns;
         self.execute_with(
             spec,
@@ -168,6 +182,70 @@ impl Job<'_> {
         )
     }
 
+    /// Refuses a module found in `cwd` now that a call still running may
+    /// have planted since the engine's check (the chain is resolved after
+    /// it): the records are read after the files were seen, so a plant
+    /// seen here was recorded before it appeared ([`crate::planted`]). A
+    /// module not found here is imported by name from everywhere but
+    /// `cwd` (the shim), so one that appears later never runs.
+    fn not_planted_now(
+        &self,
+        chain: Option<&[python::Found]>,
+        also: &[PathBuf],
+    ) -> Result<(), Box<Outcome>> {
+        let chain = chain.unwrap_or_default();
+        if chain.is_empty() && also.is_empty() {
+            return Ok(());
+        }
+        let name = self.tool.name.as_str();
+        let hidden = crate::planted::hidden(self.root).map_err(|e| {
+            Box::new(Outcome::failure(
+                name,
+                e.kind(),
+                run::error_chain(&e),
+                json!({}),
+            ))
+        })?;
+        let planted = chain.iter().find_map(|f| {
+            let (python::Found::Module(p)
+            | python::Found::Package(p)
+            | python::Found::Namespace(p)) = f;
+            crate::planted::is_hidden(p, &hidden).then_some(p)
+        });
+        let planted =
+            planted.or_else(|| also.iter().find(|p| crate::planted::is_hidden(p, &hidden)));
+        match planted {
+            Some(p) => Err(Box::new(Outcome::failure(
+                name,
+                ErrorKind::ManifestInvalid,
+                format!(
+                    "tool `{name}` runs {}, which a call still running may have created; it is not used before that call has ended and glovebox has checked it: retry then",
+                    p.strip_prefix(self.root).unwrap_or(p).display()
+                ),
+                json!({}),
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// A `python -m MOD` command (through the bootstrap): MOD found in
+    /// `cwd` now is refused when a call still running may have planted it;
+    /// not found there, Python is told to find it without searching `cwd`
+    /// ([`run::safepath::module_not_in_cwd`]), so one that appears later
+    /// never runs.
+    fn module_not_planted(&self, spec: &mut Spec) -> Result<(), Box<Outcome>> {
+        let Some(module) = run::safepath::module(&spec.argv).and_then(|m| m.to_str()) else {
+            return Ok(());
+        };
+        let chain = python::resolve_module(&spec.cwd, module)
+            .map_err(|e| policy_failure(&self.tool.name, &PolicyError::Python(e)))?;
+        if chain.is_some() {
+            return self.not_planted_now(chain.as_deref(), &[]);
+        }
+        run::safepath::module_not_in_cwd(&mut spec.argv);
+        Ok(())
+    }
+
     /// The warm worker a python call may run in (`serve` and `mcp` only,
     /// see [`run::warm`]): keyed by the tool's approval fingerprint, so
     /// an edited manifest, module or venv never reaches an old worker.
@@ -177,6 +255,7 @@ impl Job<'_> {
         spec: &Spec,
         cwd: &std::path::Path,
         chain: Option<&[python::Found]>,
+        absent: &[PathBuf],
     ) -> Option<(&'static run::warm::Pool, run::warm::Plan)> {
         let pool = run::warm::pool().filter(|_| exec.warm)?;
         if !run::warm::eligible(spec) {
@@ -187,7 +266,7 @@ impl Job<'_> {
         let footprint = crate::footprint::of(self.root, tool);
         let fingerprint = approval::fingerprint_by_stamp(self.root, tool, &footprint).ok()?;
         let watch = footprint.files;
-        let init = python::init_request(exec, cwd, chain, run::warm::IDLE.as_secs());
+        let init = python::init_request(exec, cwd, chain, absent, run::warm::IDLE.as_secs());
         let seen = run::warm::Seen {
             root: self.root.to_path_buf(),
             tool: tool.name.clone(),

@@ -98,6 +98,7 @@ pub fn request(
     exec: &PythonExec,
     cwd: &Path,
     chain: Option<&[Found]>,
+    absent: &[PathBuf],
     args: Vec<Value>,
     kwargs: serde_json::Map<String, Value>,
 ) -> Vec<u8> {
@@ -108,6 +109,7 @@ pub fn request(
     json!({
         "cwd": cwd,
         "chain": chain_json(exec, chain),
+        "absent": absent_names(absent),
         "module": exec.module,
         "function": exec.function,
         "args": args,
@@ -120,13 +122,31 @@ pub fn request(
 
 /// What a warm worker's zygote imports (see `crate::run::warm`): the
 /// module as [`resolve_module`] found it, never a call's parameters.
-pub fn init_request(exec: &PythonExec, cwd: &Path, chain: Option<&[Found]>, idle_s: u64) -> Value {
+pub fn init_request(
+    exec: &PythonExec,
+    cwd: &Path,
+    chain: Option<&[Found]>,
+    absent: &[PathBuf],
+    idle_s: u64,
+) -> Value {
     json!({
         "cwd": cwd,
         "chain": chain_json(exec, chain),
+        "absent": absent_names(absent),
         "module": exec.module,
         "idle_s": idle_s,
     })
+}
+
+/// The names an import had nothing under when glovebox looked
+/// ([`crate::footprint::Footprint::absent_imports`]), for the shim: each
+/// `DIR/NAME` (its suffixed forms are the shim's to match).
+fn absent_names(absent: &[PathBuf]) -> Vec<&Path> {
+    absent
+        .iter()
+        .filter(|p| p.extension().is_none())
+        .map(PathBuf::as_path)
+        .collect()
 }
 
 fn chain_json(exec: &PythonExec, chain: Option<&[Found]>) -> Option<Vec<Value>> {

@@ -40,9 +40,12 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-/// The bootstrap run with `-c`; `sys.argv[1]` is `m` (a module) or `s` (a
-/// script, directory or zip), `sys.argv[2]` the module or script, and the
-/// rest the tool's own arguments.
+/// The bootstrap run with `-c`; `sys.argv[1]` is `m` (a module), `M` (a
+/// module that was not in the working directory when glovebox looked: found
+/// without it, so one planted there since never runs; the working
+/// directory is appended after, for what it imports) or `s` (a script,
+/// directory or zip), `sys.argv[2]` the module or script, and the rest the
+/// tool's own arguments.
 pub const BOOT: &str = r#"def boot():
     import sys
     if sys.path[:1] == [""]:
@@ -50,6 +53,16 @@ pub const BOOT: &str = r#"def boot():
     import os
     kind, target = sys.argv[1], sys.argv[2]
     del sys.argv[:2]
+    if kind == "M":
+        import runpy
+        try:
+            name, spec, code = runpy._get_module_details(target, runpy._Error)
+        except runpy._Error as e:
+            sys.exit("%s: %s" % (sys.executable, e))
+        sys.path.append(os.getcwd())
+        sys.argv[0] = spec.origin
+        runpy._run_code(code, sys.modules["__main__"].__dict__, None, "__main__", spec)
+        return
     if kind == "m":
         import runpy
         sys.path.append(os.getcwd())
@@ -75,6 +88,28 @@ pub const BOOT: &str = r#"def boot():
     exec(code, main)
 boot()
 "#;
+
+/// Marks the `-m` module of a command started through [`BOOT`] as not in
+/// the working directory (`M`): Python then finds it without searching
+/// there. Returns the module, when the command runs one through the
+/// bootstrap.
+pub fn module_not_in_cwd(argv: &mut [OsString]) -> Option<OsString> {
+    let at = argv.iter().position(|a| a == BOOT)?;
+    if argv.get(at + 1)? != "m" {
+        return None;
+    }
+    let module = argv.get(at + 2)?.clone();
+    argv[at + 1] = "M".into();
+    Some(module)
+}
+
+/// The `-m` module of a command started through [`BOOT`], if any.
+pub fn module(argv: &[OsString]) -> Option<&OsString> {
+    let at = argv.iter().position(|a| a == BOOT)?;
+    (argv.get(at + 1)? == "m")
+        .then(|| argv.get(at + 2))
+        .flatten()
+}
 
 /// The variable that turns Python's safe paths on.
 pub const VARIABLE: &str = "PYTHONSAFEPATH";

@@ -116,11 +116,45 @@ def source_only_outside_the_system():
 
     def hook(path):
         where = os.path.realpath(path or ".")
-        return cached(path) if (where + "/").startswith(SYSTEM) else strict(path)
+        if (where + "/").startswith(SYSTEM):
+            return cached(path)
+        return Absent(strict(path)) if ABSENT else strict(path)
 
     finder_hooks = [h for h in sys.path_hooks if "FileFinder" in getattr(h, "__qualname__", "")]
     sys.path_hooks[:] = [h for h in sys.path_hooks if h not in finder_hooks] + [hook]
     sys.path_importer_cache.clear()
+
+
+# The names the tool's imports had nothing under in the project when
+# glovebox looked (`DIR/NAME`, real paths): a module found there now was
+# put there since, by a second call (whose clean-up comes after it).
+ABSENT = set()
+
+
+class Absent:
+    """A path entry's finder that never finds a module under a name in
+    ABSENT (whatever its suffix: `.py`, a package, a native extension)."""
+
+    def __init__(self, finder):
+        self.finder = finder
+
+    def find_spec(self, fullname, target=None):
+        spec = self.finder.find_spec(fullname, target)
+        if spec is None:
+            return None
+        names = list(spec.submodule_search_locations or [])
+        if spec.origin and spec.has_location:
+            where, base = os.path.split(spec.origin)
+            names.append(where if base.startswith("__init__.") else os.path.join(where, base.split(".")[0]))
+        if any(os.path.realpath(n) in ABSENT for n in names):
+            return None
+        return spec
+
+    def invalidate_caches(self):
+        self.finder.invalidate_caches()
+
+    def __getattr__(self, name):
+        return getattr(self.finder, name)
 
 
 def load_chain(chain):
@@ -154,7 +188,16 @@ def load_chain(chain):
 def load(request):
     if request.get("chain"):
         return load_chain(request["chain"])
-    return importlib.import_module(request["module"])
+    # Not in cwd when glovebox looked (an installed module): imported by
+    # name from everywhere but cwd, where a file planted since then by
+    # another call would otherwise be found.
+    cwd = request["cwd"]
+    saved = sys.path[:]
+    sys.path[:] = [p for p in saved if p not in (cwd, "", ".")]
+    try:
+        return importlib.import_module(request["module"])
+    finally:
+        sys.path[:] = saved
 
 
 def prepare(request):
@@ -162,6 +205,7 @@ def prepare(request):
     # have (the tool's own modules).
     sys.path.append(request["cwd"])
     sys.argv = [request["module"]]
+    ABSENT.update(os.path.realpath(p) for p in request.get("absent") or [])
     # Never read compiled files from the project's __pycache__ (a write
     # grant could plant one whose header matches the source): the tool's
     # own modules compile from source (SourceOnly); the installation's
