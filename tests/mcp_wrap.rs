@@ -706,22 +706,33 @@ fn a_server_that_changes_its_tools_after_approval_needs_approval_again() {
     // The rug pull: a new description, announced.
     let m = c.call_tool("srv__mutate", json!({}));
     assert_eq!(result_text(&m), "mutated", "{m}");
-    // Relayed to the client, whose list now shows the new description.
+    // Relayed to the client, whose list no longer offers the server's
+    // tools: the new description, which no person read, never reaches it
+    // (on main it did, and the agent read the injected instruction).
     assert!(
         c.wait_note("notifications/tools/list_changed", Duration::from_secs(10)),
         "the list change was not relayed: {:?}",
         c.notes
     );
     let tools = c.tools();
-    let echo = tools.iter().find(|t| t["name"] == "srv__echo").unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(
-        echo["description"].as_str().unwrap().contains("IMPORTANT"),
-        "{echo}"
+        !names.iter().any(|n| n.starts_with("srv__")),
+        "the changed server's tools are offered: {names:?}"
+    );
+    assert!(names.contains(&"read_file"), "no tool list: {names:?}");
+    assert!(
+        !Value::Array(tools).to_string().contains("IMPORTANT"),
+        "the unapproved description reached the client"
     );
     let before = calls_log(&f).lines().count();
     let after = c.call_tool("srv__echo", json!({"msg": "after"}));
     let e = servekit::tool_error(&after);
     assert_eq!(e["kind"], "approval_required", "{after}");
+    assert!(
+        e["message"].as_str().unwrap().contains("glovebox approve srv"),
+        "{after}"
+    );
     assert_eq!(
         calls_log(&f).lines().count(),
         before,

@@ -103,6 +103,22 @@ pub fn add_to(mut project: Project) -> Project {
             .ensure(&launch)
             .and_then(|r| r.listed().map_err(|e| lost(&tool.name, &e)));
         let served = match listed {
+            Ok(listed) if !list_approved(&project, &tool, &listed.hash) => {
+                // A list no person approved is not served: its names,
+                // descriptions and schemas are the server's text, which
+                // would reach the agent before anyone read it (a rug
+                // pull's instructions). Its tools' calls say why.
+                let why = Unavailable {
+                    kind: ErrorKind::ApprovalRequired,
+                    message: format!(
+                        "MCP server `{0}` now serves another tool list than the one approved (a tool added or removed, or a name, description or schema changed), so none of its tools is offered; `glovebox approve {0}` shows the new list and records it",
+                        tool.name
+                    ),
+                };
+                eprintln!("glovebox: {}", why.message);
+                s.refuse(why);
+                String::new()
+            }
             Ok(listed) => {
                 added.extend(tools_of(&tool, &listed));
                 listed.hash.clone()
@@ -178,6 +194,26 @@ fn may_start(project: &Project, tool: &Tool) -> bool {
         || crate::approval::Store::open(&project.root)
             .and_then(|s| s.approved_but_served(&project.root, tool))
             .unwrap_or(false)
+}
+
+/// Whether the tool list of hash `hash` served by `server` may be
+/// offered: the server asks no approval, or its approval holds with that
+/// list (the one a person read when approving).
+fn list_approved(project: &Project, server: &Tool, hash: &str) -> bool {
+    if !server.manifest.approval.required {
+        return true;
+    }
+    let mut now = server.clone();
+    if let Exec::Mcp(m) = &mut now.manifest.exec {
+        m.wrapped = Some(Wrapped {
+            server: server.name.clone(),
+            tool: String::new(),
+            served: hash.to_string(),
+        });
+    }
+    crate::approval::Store::open(&project.root)
+        .and_then(|s| s.is_approved(&project.root, &now))
+        .unwrap_or(false)
 }
 
 /// Starts the server `name` of `project` (approved or not: a person is
@@ -402,7 +438,7 @@ pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcom
             name,
             ErrorKind::ApprovalRequired,
             format!(
-                "MCP server `{}` now serves another tool list than the one approved (a tool added or removed, or a name, description or schema changed); read it again (glovebox list) and approve it with `glovebox approve {}`",
+                "MCP server `{}` now serves another tool list than the one approved (a tool added or removed, or a name, description or schema changed); `glovebox approve {}` shows the new list and records it",
                 w.server, w.server
             ),
             json!({
