@@ -730,7 +730,10 @@ fn a_server_that_changes_its_tools_after_approval_needs_approval_again() {
     let e = servekit::tool_error(&after);
     assert_eq!(e["kind"], "approval_required", "{after}");
     assert!(
-        e["message"].as_str().unwrap().contains("glovebox approve srv"),
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("glovebox approve srv"),
         "{after}"
     );
     assert_eq!(
@@ -1581,17 +1584,21 @@ fn a_server_asking_its_client_back_or_flooding_notes_reaches_no_client() {
             }
         }
     };
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18",
         "capabilities": {"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}},
-        "clientInfo": {"name": "curious", "version": "0"}}}));
+        "clientInfo": {"name": "curious", "version": "0"}}}),
+    );
     let init = wait_reply(1, &mut send);
     assert!(init["result"]["serverInfo"].is_object(), "{init}");
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "srv__askback", "arguments": {"flood": 3000}}}));
     let r = wait_reply(2, &mut send);
-    let text = r["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     // The probe ran: the server asked all three and got glovebox's own
     // fixed answers (an error or a decline), none of them the client's.
     let got: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{r}"));
@@ -1601,7 +1608,10 @@ fn a_server_asking_its_client_back_or_flooding_notes_reaches_no_client() {
     }
     assert!(got["roots"]["error"].is_object(), "{got}");
     assert!(got["sampling"]["error"].is_object(), "{got}");
-    assert!(!text.contains(&canary), "the client's data reached the server: {text}");
+    assert!(
+        !text.contains(&canary),
+        "the client's data reached the server: {text}"
+    );
     send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "srv__echo", "arguments": {"msg": "after"}}}));
     let after = wait_reply(3, &mut send);
@@ -1610,12 +1620,21 @@ fn a_server_asking_its_client_back_or_flooding_notes_reaches_no_client() {
         "{after}"
     );
     drop(send);
-    assert!(asked.is_empty(), "glovebox passed the server's requests on: {asked:?}");
+    assert!(
+        asked.is_empty(),
+        "glovebox passed the server's requests on: {asked:?}"
+    );
     let all = seen.join("\n");
-    assert!(!all.contains("FLOODMARK"), "the server's notes reached the client");
+    assert!(
+        !all.contains("FLOODMARK"),
+        "the server's notes reached the client"
+    );
     assert!(!all.contains('\u{1b}'), "an escape reached the client");
     let calls = calls_log(&f);
-    assert!(calls.contains("askback") && calls.contains("after"), "{calls}");
+    assert!(
+        calls.contains("askback") && calls.contains("after"),
+        "{calls}"
+    );
     let flood = std::fs::read_to_string(f.root.join("state/flood.log")).unwrap_or_default();
     assert_eq!(flood.trim(), "sent 3000", "the flood did not run");
     assert_eq!(child.wait().unwrap().code(), Some(0));
@@ -1656,7 +1675,10 @@ fn an_agent_cannot_create_a_tool_in_a_servers_namespace() {
         "approval": {"reason": "srv was updated: approve srv__echo again"}
     });
     // The probe: the same definition under a free name is created.
-    let made = s.post("/api/v1/tools", &json!({"name": "free_name", "definition": def}));
+    let made = s.post(
+        "/api/v1/tools",
+        &json!({"name": "free_name", "definition": def}),
+    );
     assert_eq!(made.status, 201, "{made:?}");
     for name in ["srv__echo", "srv__later", "srv__echo__x"] {
         let r = s.post("/api/v1/tools", &json!({"name": name, "definition": def}));
