@@ -72,7 +72,7 @@ pub fn add_to(mut project: Project) -> Project {
     };
     let source = SecretSource::default();
     let mut added: Vec<Tool> = Vec::new();
-    for i in servers {
+    for &i in &servers {
         let tool = project.tools[i].clone();
         let s = server::get(&project.root, &tool.name);
         if !may_start(&project, &tool) {
@@ -136,7 +136,29 @@ pub fn add_to(mut project: Project) -> Project {
             });
         }
     }
+    let server_names: Vec<String> = servers
+        .iter()
+        .map(|&i| project.tools[i].name.clone())
+        .collect();
     for t in added {
+        // `b__c` of server `a` would be `a__b__c`, the name of server
+        // `a__b`'s tool `c`: a name is offered only by the server whose
+        // namespace it is in (the longest server name it starts with).
+        let own = match &t.manifest.exec {
+            Exec::Mcp(m) => m.wrapped.as_ref().map(|w| w.server.as_str()),
+            _ => None,
+        }
+        .unwrap_or_default();
+        if let Some(other) = server_names
+            .iter()
+            .find(|n| n.len() > own.len() && t.name.starts_with(&format!("{n}{SEPARATOR}")))
+        {
+            eprintln!(
+                "glovebox: the MCP tool `{}` of server `{own}` is not offered: the name is in the namespace of MCP server `{other}`",
+                t.name
+            );
+            continue;
+        }
         if project.tools.iter().any(|o| o.name == t.name) || project.rejected.contains(&t.name) {
             eprintln!(
                 "glovebox: the MCP tool `{}` is not offered: a tool of that name exists",
@@ -152,13 +174,18 @@ pub fn add_to(mut project: Project) -> Project {
 
 /// The tool directory a one-tool load of `name` reads: the server's, for
 /// `SERVER__TOOL` when `.glee/tools/SERVER` exists and no directory of
-/// that full name does; else `name`.
+/// that full name does (the longest such SERVER: `a__b__c` is server
+/// `a__b`'s tool `c` where both `a` and `a__b` exist, as in
+/// [`add_to`]); else `name`.
 pub fn directory_of<'a>(root: &std::path::Path, name: &'a str) -> &'a str {
     let tools = root.join(crate::manifest::discover::TOOLS_DIR);
-    match name.split_once(SEPARATOR) {
-        Some((server, _)) if !tools.join(name).is_dir() && tools.join(server).is_dir() => server,
-        _ => name,
+    if tools.join(name).is_dir() {
+        return name;
     }
+    name.rmatch_indices(SEPARATOR)
+        .map(|(i, _)| &name[..i])
+        .find(|server| !server.is_empty() && tools.join(server).is_dir())
+        .unwrap_or(name)
 }
 
 /// For `SERVER__TOOL` where SERVER is an MCP server of `project` that
