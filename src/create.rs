@@ -46,6 +46,11 @@ pub enum CreateError {
     /// A tool of that name exists and was not created by an agent.
     #[error("tool `{name}` already exists and was not created by an agent; pick another name")]
     Exists { name: String },
+    /// The name is in an MCP server's namespace (`SERVER__TOOL`): a
+    /// created tool of that name would take the place of the server's
+    /// approved tool (see [`crate::mcpwrap::add_to`]).
+    #[error("tool name `{name}` belongs to the MCP server `{server}`, whose tools are named `{server}__TOOL`; pick another name")]
+    ServersName { name: String, server: String },
     /// The project config is invalid.
     #[error(".glee/config.yml is invalid; run `glovebox lint`")]
     Config,
@@ -90,6 +95,7 @@ impl CreateError {
             | CreateError::InvalidDefinition { .. }
             | CreateError::Lint { .. }
             | CreateError::Exists { .. }
+            | CreateError::ServersName { .. }
             | CreateError::Config => crate::kind::ErrorKind::ManifestInvalid,
             CreateError::Io { .. }
             | CreateError::State(_)
@@ -254,6 +260,20 @@ pub fn create(
                 crate::manifest::discover::V1_EXTENSION
             ))
             .exists();
+    // Nor is an MCP server's tool: the server's tools are added under
+    // `SERVER__TOOL` only where no other tool has that name, so an agent's
+    // tool there would replace the one a person approved (whether the
+    // server lists it now or will).
+    if let Some(server) = mcp_server_owning(project, name) {
+        deny(
+            "exists",
+            format!("the name belongs to the MCP server `{server}`"),
+        );
+        return Err(CreateError::ServersName {
+            name: name.into(),
+            server,
+        });
+    }
     if (dir.exists() && !registry.contains_key(name)) || other_format {
         deny(
             "exists",
@@ -309,6 +329,22 @@ pub fn create(
     Ok(Created {
         name: name.to_string(),
         file: dir.join(TOOL_FILE),
+    })
+}
+
+/// The MCP server (`kind: mcp`) of `project` in whose namespace
+/// `SERVER__…` the tool name `name` lies, if any.
+fn mcp_server_owning(project: &Project, name: &str) -> Option<String> {
+    let sep = crate::mcpwrap::SEPARATOR;
+    name.match_indices(sep).find_map(|(i, _)| {
+        let prefix = &name[..i];
+        project
+            .tools
+            .iter()
+            .find(|t| {
+                t.name == prefix && matches!(t.manifest.exec, crate::manifest::model::Exec::Mcp(_))
+            })
+            .map(|t| t.name.clone())
     })
 }
 

@@ -61,6 +61,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                 | CreateError::InvalidDefinition { .. }
                 | CreateError::Lint { .. }
                 | CreateError::Exists { .. }
+                | CreateError::ServersName { .. }
                 | CreateError::Config => "manifest_invalid",
                 _ => "internal",
             };

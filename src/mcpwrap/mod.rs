@@ -72,7 +72,7 @@ pub fn add_to(mut project: Project) -> Project {
     };
     let source = SecretSource::default();
     let mut added: Vec<Tool> = Vec::new();
-    for i in servers {
+    for &i in &servers {
         let tool = project.tools[i].clone();
         let s = server::get(&project.root, &tool.name);
         if !may_start(&project, &tool) {
@@ -103,6 +103,22 @@ pub fn add_to(mut project: Project) -> Project {
             .ensure(&launch)
             .and_then(|r| r.listed().map_err(|e| lost(&tool.name, &e)));
         let served = match listed {
+            Ok(listed) if !list_approved(&project, &tool, &listed.hash) => {
+                // A list no person approved is not served: its names,
+                // descriptions and schemas are the server's text, which
+                // would reach the agent before anyone read it (a rug
+                // pull's instructions). Its tools' calls say why.
+                let why = Unavailable {
+                    kind: ErrorKind::ApprovalRequired,
+                    message: format!(
+                        "MCP server `{0}` now serves another tool list than the one approved (a tool added or removed, or a name, description or schema changed), so none of its tools is offered; `glovebox approve {0}` shows the new list and records it",
+                        tool.name
+                    ),
+                };
+                eprintln!("glovebox: {}", why.message);
+                s.refuse(why);
+                String::new()
+            }
             Ok(listed) => {
                 added.extend(tools_of(&tool, &listed));
                 listed.hash.clone()
@@ -120,7 +136,29 @@ pub fn add_to(mut project: Project) -> Project {
             });
         }
     }
+    let server_names: Vec<String> = servers
+        .iter()
+        .map(|&i| project.tools[i].name.clone())
+        .collect();
     for t in added {
+        // `b__c` of server `a` would be `a__b__c`, the name of server
+        // `a__b`'s tool `c`: a name is offered only by the server whose
+        // namespace it is in (the longest server name it starts with).
+        let own = match &t.manifest.exec {
+            Exec::Mcp(m) => m.wrapped.as_ref().map(|w| w.server.as_str()),
+            _ => None,
+        }
+        .unwrap_or_default();
+        if let Some(other) = server_names
+            .iter()
+            .find(|n| n.len() > own.len() && t.name.starts_with(&format!("{n}{SEPARATOR}")))
+        {
+            eprintln!(
+                "glovebox: the MCP tool `{}` of server `{own}` is not offered: the name is in the namespace of MCP server `{other}`",
+                t.name
+            );
+            continue;
+        }
         if project.tools.iter().any(|o| o.name == t.name) || project.rejected.contains(&t.name) {
             eprintln!(
                 "glovebox: the MCP tool `{}` is not offered: a tool of that name exists",
@@ -136,13 +174,18 @@ pub fn add_to(mut project: Project) -> Project {
 
 /// The tool directory a one-tool load of `name` reads: the server's, for
 /// `SERVER__TOOL` when `.glee/tools/SERVER` exists and no directory of
-/// that full name does; else `name`.
+/// that full name does (the longest such SERVER: `a__b__c` is server
+/// `a__b`'s tool `c` where both `a` and `a__b` exist, as in
+/// [`add_to`]); else `name`.
 pub fn directory_of<'a>(root: &std::path::Path, name: &'a str) -> &'a str {
     let tools = root.join(crate::manifest::discover::TOOLS_DIR);
-    match name.split_once(SEPARATOR) {
-        Some((server, _)) if !tools.join(name).is_dir() && tools.join(server).is_dir() => server,
-        _ => name,
+    if tools.join(name).is_dir() {
+        return name;
     }
+    name.rmatch_indices(SEPARATOR)
+        .map(|(i, _)| &name[..i])
+        .find(|server| !server.is_empty() && tools.join(server).is_dir())
+        .unwrap_or(name)
 }
 
 /// For `SERVER__TOOL` where SERVER is an MCP server of `project` that
@@ -178,6 +221,26 @@ fn may_start(project: &Project, tool: &Tool) -> bool {
         || crate::approval::Store::open(&project.root)
             .and_then(|s| s.approved_but_served(&project.root, tool))
             .unwrap_or(false)
+}
+
+/// Whether the tool list of hash `hash` served by `server` may be
+/// offered: the server asks no approval, or its approval holds with that
+/// list (the one a person read when approving).
+fn list_approved(project: &Project, server: &Tool, hash: &str) -> bool {
+    if !server.manifest.approval.required {
+        return true;
+    }
+    let mut now = server.clone();
+    if let Exec::Mcp(m) = &mut now.manifest.exec {
+        m.wrapped = Some(Wrapped {
+            server: server.name.clone(),
+            tool: String::new(),
+            served: hash.to_string(),
+        });
+    }
+    crate::approval::Store::open(&project.root)
+        .and_then(|s| s.is_approved(&project.root, &now))
+        .unwrap_or(false)
 }
 
 /// Starts the server `name` of `project` (approved or not: a person is
@@ -402,7 +465,7 @@ pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcom
             name,
             ErrorKind::ApprovalRequired,
             format!(
-                "MCP server `{}` now serves another tool list than the one approved (a tool added or removed, or a name, description or schema changed); read it again (glovebox list) and approve it with `glovebox approve {}`",
+                "MCP server `{}` now serves another tool list than the one approved (a tool added or removed, or a name, description or schema changed); `glovebox approve {}` shows the new list and records it",
                 w.server, w.server
             ),
             json!({

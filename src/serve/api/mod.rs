@@ -114,7 +114,7 @@ pub fn create_problem(e: &CreateError) -> Problem {
             StatusCode::BAD_REQUEST
         }
         CreateError::Lint { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-        CreateError::Exists { .. } => StatusCode::CONFLICT,
+        CreateError::Exists { .. } | CreateError::ServersName { .. } => StatusCode::CONFLICT,
         CreateError::Config
         | CreateError::Io { .. }
         | CreateError::State(_)

@@ -344,8 +344,14 @@ impl ServerHandler for Server {
             name => {
                 let engine = self.live.engine();
                 let project = engine.project();
+                // A tool of an MCP server whose list awaits an approval
+                // (never approved, or changed since) is answered by the
+                // engine, which says how to approve it.
                 let known = project.tools.iter().any(|t| t.name == name)
-                    || project.rejected.iter().any(|r| r == name);
+                    || project.rejected.iter().any(|r| r == name)
+                    || crate::mcpwrap::unlisted(project, name).is_some_and(|o| {
+                        o.kind() == Some(crate::kind::ErrorKind::ApprovalRequired)
+                    });
                 if !known {
                     return Err(reply::unknown_tool(name));
                 }
