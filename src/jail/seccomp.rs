@@ -29,7 +29,7 @@
 //!
 //! Without a mount namespace (and so without a PID namespace), also
 //! `prlimit64`, `setpriority` and `ioprio_set` aimed at any process but
-//! the caller ([`other_process_rules`]: the host's processes of the same
+//! the caller (`other_process_rules`: the host's processes of the same
 //! uid are in reach there, and Landlock does not scope these calls).
 //!
 //! Without a mount namespace (no read-only tree), also the watches
