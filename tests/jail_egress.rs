@@ -1205,23 +1205,7 @@ fn another_local_process_cannot_use_a_calls_proxy() {
     assert_eq!(srv.connections(), 1, "{r:#?}");
 }
 
-/// Listens on `0.0.0.0:PORT` of its namespace, appends `CONN` to FILE for
-/// each connection and answers [`OWN_CANARY`].
-const OWN_ADDRESS_LISTENER: &str = r#"
-import socket, sys
-path, port = sys.argv[1], int(sys.argv[2])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('0.0.0.0', port))
-s.listen(8)
-open(path, 'w').write('READY\n')
-while True:
-    c, a = s.accept()
-    c.recv(4096)
-    open(path, 'a').write('CONN\n')
-    c.sendall(b'HTTP/1.0 200 OK\r\nContent-Length: 25\r\n\r\nHOST-ONLY-SERVICE-7a3c9e0')
-    c.close()
-"#;
+/// What `tests/probes/host_service.py` answers in the own-address test.
 const OWN_CANARY: &str = "HOST-ONLY-SERVICE-7a3c9e0";
 
 /// The machine's own address is the machine: a service bound to
@@ -1240,16 +1224,15 @@ const OWN_CANARY: &str = "HOST-ONLY-SERVICE-7a3c9e0";
 fn the_hosts_own_public_address_is_out_of_reach_without_allow_private() {
     require_jail!();
     let dir = tempdir();
-    let listener = dir.path().join("listener.py");
+    let listener = probes().join("host_service.py");
     let record = dir.path().join("connections");
-    std::fs::write(&listener, OWN_ADDRESS_LISTENER).unwrap();
     let root = nix::unistd::geteuid().is_root();
     // As in the broker test above: unprivileged, glovebox is root in a
     // user namespace with no cgroup it may write.
     let degraded = if root { "" } else { "--degraded" };
     let script = format!(
         "ip link set lo up && ip addr add 203.0.113.7/32 dev lo || exit 97
-         python3 \"$1\" \"$2\" 18080 & l=$!
+         python3 \"$1\" \"$2\" 18080 {OWN_CANARY} & l=$!
          for i in $(seq 100); do grep -q READY \"$2\" 2>/dev/null && break; sleep 0.05; done
          for mode in STRICT OPEN; do
            extra=; [ $mode = OPEN ] && extra=--allow-private

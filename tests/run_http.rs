@@ -905,24 +905,6 @@ fn glovebox_s_own_listener_is_out_of_reach_by_any_spelling_or_redirect() {
     }
 }
 
-/// Listens on `0.0.0.0:PORT` (every address of the namespace), appends a
-/// line to FILE for each connection and answers a JSON canary.
-const OWN_ADDRESS_LISTENER: &str = r#"
-import socket, sys
-path, port = sys.argv[1], int(sys.argv[2])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(('0.0.0.0', port))
-s.listen(8)
-open(path, 'w').write('READY\n')
-while True:
-    c, a = s.accept()
-    c.recv(4096)
-    open(path, 'a').write('CONNECTION\n')
-    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 27\r\nConnection: close\r\n\r\n{"canary":"HOST-ONLY-5d1e"}')
-    c.close()
-"#;
-
 /// The machine's own address is the machine, like loopback, whatever its
 /// range: a service bound to `0.0.0.0` (a database, a daemon's API) is
 /// reached at the host's public address on its own interface. In a
@@ -944,11 +926,10 @@ fn the_hosts_own_public_address_is_refused_without_allow_private() {
         ));
     }
     let record = strict.base.join("connections");
-    let listener = strict.base.join("listener.py");
-    std::fs::write(&listener, OWN_ADDRESS_LISTENER).unwrap();
+    let listener = common::probes().join("host_service.py");
     let script = format!(
         "ip link set lo up && ip addr add 203.0.113.7/32 dev lo || exit 97
-         python3 {} \"$1\" 18080 & l=$!
+         python3 {} \"$1\" 18080 HOST-ONLY-5d1e & l=$!
          for i in $(seq 100); do grep -q READY \"$1\" 2>/dev/null && break; sleep 0.05; done
          printf '%s %s\\n' STRICT \"$(\"$0\" run own --json --root \"$2\" </dev/null)\"
          printf '%s %s\\n' OPEN \"$(\"$0\" run own --json --root \"$3\" </dev/null)\"
