@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::cgroup;
 use super::probe::{self, Kernel, Mode};
-use super::spec::{Enforcement, MetadataBy, PidsLimitBy, Spec};
+use super::spec::{Enforcement, MemoryLimitBy, MetadataBy, PidsLimitBy, Spec};
 
 /// One security invariant and whether it holds here.
 #[derive(Debug, Clone, Serialize)]
@@ -184,8 +184,15 @@ pub fn examine() -> Report {
             "bounded resources",
             !matches!(e.pids_limit, PidsLimitBy::Unset | PidsLimitBy::None),
             format!(
-                "memory: {}, processes: {}, wall time, output and file size",
-                e.memory_limit, e.pids_limit
+                "memory: {}{}, processes: {}, wall time, output and file size",
+                e.memory_limit,
+                if matches!(e.memory_limit, MemoryLimitBy::RlimitData) {
+                    " (each process's private memory only: shared memory, memfd and the \
+                     stack are not bounded without a memory cgroup; see SECURITY.md)"
+                } else {
+                    ""
+                },
+                e.pids_limit
             ),
         ),
         inv(
