@@ -226,7 +226,8 @@ fn python_spec(dir: &std::path::Path, canary: &std::path::Path, gate: Arc<dyn Ga
     spec.output = jail::Output::Capture;
     spec.stdin = jail::Stdin::Bytes(
         serde_json::json!({
-            "cwd": dir, "chain": null, "module": "gated", "function": "f",
+            "cwd": dir, "chain": [["gated", "module", dir.join("gated.py")]],
+            "module": "gated", "function": "f",
             "args": [], "kwargs": {"canary": canary}, "return": "json",
         })
         .to_string()
@@ -254,7 +255,10 @@ fn a_warm_worker_asks_the_gate_before_the_import_and_before_each_call() {
     let open = || Fixed::new(Ok(()), Duration::from_millis(300));
     let shut = || Fixed::new(Err("the intent is not on disk".into()), Duration::ZERO);
     let init =
-        serde_json::json!({"cwd": dir.path(), "chain": null, "module": "gated", "idle_s": 60});
+        // As the engine gives it: the module glovebox resolved in cwd, by
+        // its file (a module not in cwd is imported without cwd).
+        serde_json::json!({"cwd": dir.path(), "chain": [["gated", "module", dir.path().join("gated.py")]],
+                           "module": "gated", "idle_s": 60});
     let probe = python_spec(dir.path(), &canary(0), open());
     let Some(plan) = warm::Plan::new(&probe, "fingerprint", &init, Vec::new()) else {
         // No PID namespace with its own /proc here: nothing runs warm
