@@ -48,7 +48,8 @@ pub enum CreateError {
     Exists { name: String },
     /// The name is in an MCP server's namespace (`SERVER__TOOL`): a
     /// created tool of that name would take the place of the server's
-    /// approved tool (see [`crate::mcpwrap::add_to`]).
+    /// approved tool (the wrapped servers' tools are added only where no
+    /// tool has their name).
     #[error("tool name `{name}` belongs to the MCP server `{server}`, whose tools are named `{server}__TOOL`; pick another name")]
     ServersName { name: String, server: String },
     /// The project config is invalid.
@@ -335,7 +336,7 @@ pub fn create(
 /// The MCP server (`kind: mcp`) of `project` in whose namespace
 /// `SERVER__…` the tool name `name` lies, if any.
 fn mcp_server_owning(project: &Project, name: &str) -> Option<String> {
-    let sep = crate::mcpwrap::SEPARATOR;
+    let sep = crate::manifest::name::MCP_SEPARATOR;
     name.match_indices(sep).find_map(|(i, _)| {
         let prefix = &name[..i];
         project

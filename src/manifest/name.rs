@@ -8,6 +8,10 @@
 /// Longest tool name, in bytes.
 pub const MAX_LEN: usize = 64;
 
+/// Between an MCP server's name and its tool's in the name glovebox
+/// serves the tool under: `SERVER__TOOL` (a tool name like any other).
+pub const MCP_SEPARATOR: &str = "__";
+
 /// The grammar, for messages.
 pub const GRAMMAR: &str = "[A-Za-z0-9_][A-Za-z0-9_.-]*, at most 64 characters";
 

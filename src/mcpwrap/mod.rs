@@ -49,7 +49,7 @@ use server::{Launch, Unavailable};
 pub use server::{generation, shutdown};
 
 /// Between a server's name and its tool's: `SERVER__TOOL`.
-pub const SEPARATOR: &str = "__";
+pub use crate::manifest::name::MCP_SEPARATOR as SEPARATOR;
 
 /// The project with each MCP server's tools added as `SERVER__TOOL`
 /// (each server started, if it is not running yet, to list them). A
