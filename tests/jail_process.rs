@@ -291,19 +291,10 @@ fn supervisor_death_takes_the_jail_down() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    gb.kill().unwrap();
-    gb.wait().unwrap();
-    let start = Instant::now();
-    while !pids_with(&m).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "jailed process outlived the supervisor: {:?}",
-            pids_with(&m)
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The killed supervisor could not remove its call's cgroups; the next
-    // glovebox sweeps them (a reused pid must never collide with them).
+    // The call's cgroups (root uses them): seen while it runs, so that the
+    // check after the next glovebox below has something to find gone. (A
+    // test running beside this one may sweep them as soon as the
+    // supervisor is dead, so they are not looked for in between.)
     let prefix = format!("glovebox-{gb_pid}-");
     // cgroup v1 (pids, memory, and v2 beside them), or v2 alone.
     let bases = [
@@ -317,16 +308,25 @@ fn supervisor_death_takes_the_jail_down() {
         &bases
     };
     if nix::unistd::geteuid().is_root() {
-        // Root uses cgroups: the killed supervisor's are there until swept.
-        let leaked: usize = bases
+        let made: usize = bases
             .iter()
             .map(|b| walk_names(std::path::Path::new(b), &prefix, 6).len())
             .sum();
-        assert!(
-            leaked > 0,
-            "expected the killed supervisor's cgroups to be left behind"
-        );
+        assert!(made > 0, "the running call has no cgroup of its supervisor");
     }
+    gb.kill().unwrap();
+    gb.wait().unwrap();
+    let start = Instant::now();
+    while !pids_with(&m).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "jailed process outlived the supervisor: {:?}",
+            pids_with(&m)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The killed supervisor could not remove its call's cgroups; the next
+    // glovebox sweeps them (a reused pid must never collide with them).
     let r = sandbox(&[], &["true"]);
     assert_eq!(r.code, Some(0), "{r:#?}");
     for base in bases {
