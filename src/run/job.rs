@@ -157,18 +157,17 @@ impl Job<'_> {
         // found present was, if planted, recorded before it appeared.
         let footprint = crate::footprint::of(self.root, self.tool);
         self.not_planted_now(chain.as_deref(), &footprint.paths)?;
-        let absent = &footprint.absent_imports;
         let mut spec = self.spec(interpreter.argv(), cwd.clone());
         run::safepath::apply(&mut spec, true);
         spec.stdin = Stdin::Bytes(python::request(
             exec,
             &cwd,
             chain.as_deref(),
-            absent,
+            &footprint.absent_imports,
             args,
             kwargs,
         ));
-        let warm = self.warm_plan(exec, &spec, &cwd, chain.as_deref(), absent);
+        let warm = self.warm_plan(exec, &spec, &cwd, chain.as_deref(), footprint);
         let returns = exec.returns;
         self.execute_with(
             spec,
@@ -255,18 +254,24 @@ impl Job<'_> {
         spec: &Spec,
         cwd: &std::path::Path,
         chain: Option<&[python::Found]>,
-        absent: &[PathBuf],
+        footprint: crate::footprint::Footprint,
     ) -> Option<(&'static run::warm::Pool, run::warm::Plan)> {
         let pool = run::warm::pool().filter(|_| exec.warm)?;
         if !run::warm::eligible(spec) {
             return None;
         }
         let tool = self.tool;
-        // Found once: hashed for the key, and its files watched.
-        let footprint = crate::footprint::of(self.root, tool);
+        // The call's footprint (found once, in `python`): hashed for the
+        // key, and its files watched.
         let fingerprint = approval::fingerprint_by_stamp(self.root, tool, &footprint).ok()?;
+        let init = python::init_request(
+            exec,
+            cwd,
+            chain,
+            &footprint.absent_imports,
+            run::warm::IDLE.as_secs(),
+        );
         let watch = footprint.files;
-        let init = python::init_request(exec, cwd, chain, absent, run::warm::IDLE.as_secs());
         let seen = run::warm::Seen {
             root: self.root.to_path_buf(),
             tool: tool.name.clone(),
