@@ -331,8 +331,7 @@ impl Builder<'_> {
                         self.missing(&file);
                     }
                     // `-m pkg` runs `pkg/__main__.py`.
-                    let package = m.split('.').fold(cwd.to_path_buf(), |d, p| d.join(p));
-                    self.module_names(&package, "__main__");
+                    self.module_names(&file, "__main__");
                     // What it imports from `cwd` (searched after the
                     // standard library: see `crate::run::safepath`).
                     let sources = self.sources_since(before);
