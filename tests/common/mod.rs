@@ -408,15 +408,14 @@ fn find_program(program: &str) -> Option<PathBuf> {
 
 /// An exclusive lock on a file every test binary shares, held while one
 /// installs something (a venv, a package) that another may need too.
-fn setup_lock() -> Option<std::fs::File> {
+fn setup_lock() -> Option<nix::fcntl::Flock<std::fs::File>> {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(std::env::temp_dir().join("glovebox-tests-setup.lock"))
         .ok()?;
-    file.lock().ok()?;
-    Some(file)
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
 }
 
 /// Polls `check` every 20 ms until it returns true (then true) or `limit`
