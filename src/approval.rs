@@ -6,8 +6,11 @@
 //! python module with its package chain and native extensions, the venv's
 //! `pyvenv.cfg` and start-up files), what is at each name that could
 //! shadow them (absent, a directory, a link), the venv's interpreter with
-//! its links resolved, and where each granted path (`fs.read`,
-//! `fs.write`, `cwd`, `venv`) resolves to. Any change voids the approval,
+//! its links resolved, where each granted path (`fs.read`,
+//! `fs.write`, `cwd`, `venv`) resolves to, and the digest of what clients
+//! are offered as `glovebox approve` showed it ([`crate::offer`]: every
+//! tool's name, description, schemas, annotations and `_meta`, a wrapped
+//! server's tools included). Any change voids the approval,
 //! and [`Store::status`] names what changed. The project modules python
 //! code imports are covered as [`crate::footprint`] finds them (import
 //! statements, and what warm workers were seen loading); a file the code
@@ -70,12 +73,16 @@ pub struct Fingerprint {
     /// The venv's interpreter, its `bin/python` links resolved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpreter: Option<String>,
-    /// An MCP server's (`exec.mcp`): the sha256 of the tool list it
-    /// served (names, descriptions, schemas, annotations), so that a
-    /// server that changes what it offers after its approval needs a new
-    /// one (see `crate::mcpwrap`).
+    /// The digest of what `glovebox approve` showed of what clients are
+    /// given ([`crate::offer::shown`]): the tool's rendering (name,
+    /// description, schemas, annotations, `_meta`), or for an MCP server
+    /// (`exec.mcp`) the rendering of every tool of its list it offers
+    /// (its text the server's), so that what an agent gets is what a
+    /// person read, and a server that changes what it offers after its
+    /// approval needs a new one (see `crate::mcpwrap`). An approval made
+    /// before glovebox recorded it has none, and is void.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub served: Option<String>,
+    pub offered: Option<String>,
 }
 
 /// The name an approval of `tool` is recorded under: its own, or for a
@@ -163,13 +170,16 @@ fn grant_paths(root: &Path, tool: &Tool) -> Vec<(String, PathBuf)> {
 /// The tool's current fingerprint (every file read and hashed now: what
 /// an approval is checked against).
 pub fn fingerprint(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalError> {
-    fingerprint_hashing(root, tool, &footprint::of(root, tool), state::file_sha256)
+    let mut fp = fingerprint_hashing(root, tool, &footprint::of(root, tool), state::file_sha256)?;
+    fp.offered = Some(offered(tool));
+    Ok(fp)
 }
 
 /// The tool's fingerprint with each file's hash reused while the file's
 /// stamp (device, inode, size, mtime and ctime to the nanosecond) is the
 /// one it was hashed under: for the key of a warm worker, which checks the
-/// same stamps before every call anyway. Not for approvals
+/// same stamps before every call anyway (what clients are offered is not
+/// in it: the manifest's hash covers it). Not for approvals
 /// ([`fingerprint`] reads every file). `fp` is the tool's footprint as
 /// [`footprint::of`] finds it now (the caller watches its files too).
 pub fn fingerprint_by_stamp(
@@ -265,22 +275,30 @@ fn fingerprint_hashing(
         }),
         _ => None,
     };
-    let served = match &tool.manifest.exec {
-        Exec::Mcp(m) => Some(
-            m.wrapped
-                .as_ref()
-                .map(|w| w.served.clone())
-                .unwrap_or_default(),
-        ),
-        _ => None,
-    };
     Ok(Fingerprint {
         files,
         paths,
         grants,
         interpreter,
-        served,
+        offered: None,
     })
+}
+
+/// The digest of what clients are given of `tool`, as `approve` shows it
+/// ([`crate::offer::shown`]); an MCP server's is the one its wrapper
+/// recorded when it read the server's list ([`Wrapped::served`], empty
+/// when it could not).
+///
+/// [`Wrapped::served`]: crate::manifest::model::Wrapped::served
+pub fn offered(tool: &Tool) -> String {
+    match &tool.manifest.exec {
+        Exec::Mcp(m) => m
+            .wrapped
+            .as_ref()
+            .map(|w| w.served.clone())
+            .unwrap_or_default(),
+        _ => crate::offer::shown([&tool.manifest]).digest,
+    }
 }
 
 /// An MCP server's code outside the project (a server installed under
@@ -364,10 +382,11 @@ pub fn changes(approved: &Fingerprint, now: &Fingerprint) -> Vec<String> {
             say(was)
         ));
     }
-    if approved.served != now.served {
-        out.push(match now.served.as_deref() {
-            Some("") => "the MCP server's tool list could not be read (the server did not start)".into(),
-            _ => "the MCP server now serves another tool list (a tool added or removed, or a name, description or schema changed)".into(),
+    if approved.offered != now.offered {
+        out.push(match (approved.offered.as_deref(), now.offered.as_deref()) {
+            (_, Some("")) => "the MCP server's tool list could not be read (the server did not start)".into(),
+            (None, _) => "the approval does not record what clients are offered (made by an older glovebox, whose prompt showed less); approve it again".into(),
+            _ => "what clients are offered changed (a tool added or removed, or a name, description, schema, annotation or _meta changed)".into(),
         });
     }
     if approved.interpreter != now.interpreter {
@@ -459,7 +478,7 @@ impl Store {
     pub fn approved_but_served(&self, root: &Path, tool: &Tool) -> Result<bool, ApprovalError> {
         if let Some(r) = self.records.get(key(tool)) {
             let mut now = fingerprint(root, tool)?;
-            now.served.clone_from(&r.fingerprint.served);
+            now.offered.clone_from(&r.fingerprint.offered);
             if now == r.fingerprint {
                 return Ok(true);
             }
@@ -471,7 +490,7 @@ impl Store {
             return Ok(false);
         };
         let mut now = signed::portable(root, &fingerprint(root, tool)?);
-        now.served.clone_from(&r.fingerprint.served);
+        now.offered.clone_from(&r.fingerprint.offered);
         Ok(now == r.fingerprint)
     }
 

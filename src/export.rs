@@ -9,8 +9,11 @@
 //! | `anthropic` | `{name, description, input_schema[, input_examples]}` | array |
 //! | `mcp` | the tool of [`mcp_tool`] (what `tools/list` serves) | `{"tools": [...]}` |
 //!
-//! `parameters` / `input_schema` / `inputSchema` is the manifest's
-//! `inputs.schema` unchanged; `input_examples` are the `examples[].params`.
+//! Every target's text is the MCP tool's ([`crate::offer`]): what the
+//! person approving the tool was shown, without the code points nobody
+//! sees ([`crate::invisible`]). `parameters` / `input_schema` /
+//! `inputSchema` is the manifest's `inputs.schema` (an object schema is
+//! required); `input_examples` are the `examples[].params`.
 //! `strict` is `false` because the Responses API defaults to strict mode,
 //! which only accepts schemas that list every property as required.
 //!
@@ -25,9 +28,7 @@ use serde_json::{json, Value};
 use crate::manifest::model::Manifest;
 use crate::manifest::project::Project;
 
-use std::sync::Arc;
-
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::Tool;
 
 /// A client format `glovebox export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,100 +244,48 @@ fn invalid_examples(m: &Manifest) -> Vec<Problem> {
         .collect()
 }
 
-/// One tool in `target`'s shape.
+/// One tool in `target`'s shape: its name, description and input schema
+/// are the MCP tool's clients get ([`crate::offer::forwarded`]: what a
+/// person approved, without invisible code points); the examples are
+/// cleaned the same way.
 fn one(m: &Manifest, target: Target) -> Result<Value, ExportError> {
-    let schema = m.inputs.schema.clone();
+    let serialize = |source| ExportError::Serialize {
+        tool: m.name.clone(),
+        source,
+    };
+    let offered = serde_json::to_value(mcp_tool(m)).map_err(serialize)?;
+    let (name, description) = (&offered["name"], &offered["description"]);
+    let schema = offered["inputSchema"].clone();
     Ok(match target {
         Target::OpenAi => json!({
             "type": "function",
-            "function": {"name": m.name, "description": m.description, "parameters": schema},
+            "function": {"name": name, "description": description, "parameters": schema},
         }),
         Target::OpenAiResponses => json!({
             "type": "function",
-            "name": m.name,
-            "description": m.description,
+            "name": name,
+            "description": description,
             "parameters": schema,
             "strict": false,
         }),
         Target::Anthropic => {
-            let mut t =
-                json!({"name": m.name, "description": m.description, "input_schema": schema});
+            let mut t = json!({"name": name, "description": description, "input_schema": schema});
             if !m.examples.is_empty() {
-                t["input_examples"] =
+                let mut examples =
                     Value::Array(m.examples.iter().map(|e| e.params.clone()).collect());
+                crate::invisible::remove_in(&mut examples);
+                t["input_examples"] = examples;
             }
             t
         }
-        Target::Mcp => {
-            serde_json::to_value(mcp_tool(m)).map_err(|source| ExportError::Serialize {
-                tool: m.name.clone(),
-                source,
-            })?
-        }
+        Target::Mcp => offered,
     })
 }
 
 /// A manifest as an MCP tool: what `tools/list` serves and
-/// `export --target mcp` writes.
+/// `export --target mcp` writes ([`crate::offer::forwarded`]).
 pub fn mcp_tool(m: &Manifest) -> Tool {
-    let input = match &m.inputs.schema {
-        Value::Object(o) => o.clone(),
-        _ => {
-            let mut o = JsonObject::new();
-            o.insert("type".into(), json!("object"));
-            o.insert("properties".into(), json!({}));
-            o
-        }
-    };
-    let mut t = Tool::new(m.name.clone(), m.description.clone(), Arc::new(input))
-        .with_annotations(mcp_annotations(m));
-    t.meta = Some(mcp_meta(m).into());
-    if let Some(Value::Object(o)) = &m.outputs.schema {
-        if o.get("type") == Some(&json!("object")) {
-            t = t.with_raw_output_schema(Arc::new(o.clone()));
-        }
-    }
-    t
-}
-
-/// The tool's `_meta`: the grants the jail enforces (`fs` read and write
-/// paths as the manifest names them, the network, and the hosts each
-/// secret may reach), under `dev.glovebox/grants`, so that a client can
-/// show them; and for a tool of an MCP server, the server.
-pub fn mcp_meta(m: &Manifest) -> rmcp::model::JsonObject {
-    let p = &m.permissions;
-    let secret_hosts: serde_json::Map<String, Value> = p
-        .secrets
-        .iter()
-        .map(|(k, s)| (k.clone(), json!(s.hosts)))
-        .collect();
-    let mut meta = JsonObject::new();
-    meta.insert(
-        "dev.glovebox/grants".into(),
-        json!({
-            "fs": {"read": p.fs.read, "write": p.fs.write},
-            "network": p.network,
-            "secret_hosts": secret_hosts,
-        }),
-    );
-    if let crate::manifest::model::Exec::Mcp(e) = &m.exec {
-        if let Some(w) = &e.wrapped {
-            meta.insert("dev.glovebox/mcp_server".into(), json!(w.server));
-        }
-    }
-    meta
-}
-
-/// Hints from the permissions: read-only when nothing is writable and the
-/// network is off, open-world with the network, destructive when anything
-/// is writable. Hints only: the jail enforces the permissions themselves.
-pub fn mcp_annotations(m: &Manifest) -> ToolAnnotations {
-    let p = &m.permissions;
-    let writes = !p.fs.write.is_empty();
-    ToolAnnotations::new()
-        .read_only(!writes && !p.network.enabled())
-        .destructive(writes)
-        .open_world(p.network.enabled())
+    crate::offer::forwarded(m)
 }
 
 /// The document as written: pretty JSON and a final newline.

@@ -545,6 +545,89 @@ fn exported_audit_streams_of_two_replicas_verify_together_and_a_cut_or_missing_t
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
 
+/// The exported record is the signed unit (item 6 of issue 42): a
+/// replica refused a call (`TOOL_DENIED`, no approval); that record
+/// relabelled `"event":"TOOL_EXECUTED"` with `"status":"success"` added
+/// — its `line` untouched — fails `audit --verify --exported`, as do a
+/// record given a field and a record whose fields are reordered, while
+/// the stream as exported verifies. On main the relabelled record
+/// verified as intact and sealed, and a collector indexing `event`
+/// recorded a success.
+#[test]
+fn an_exported_record_relabelled_extended_or_reordered_fails_verification() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let mut gated = quick_tool();
+    gated["name"] = json!("gated");
+    gated["approval"] = json!({"required": true, "reason": "asks a person"});
+    f.tool(&gated);
+    let key = new_key(&f, "checkpoints");
+    let out = f.base.join("web-0.jsonl");
+    let mut s = Served::start_to(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", f.state().to_str().unwrap())],
+        &[
+            "--replicated",
+            "--replica-id",
+            "web-0",
+            "--audit-dir",
+            f.base.join("audit").to_str().unwrap(),
+            "--audit-export",
+            "stdout",
+            "--checkpoint-key",
+            key.to_str().unwrap(),
+        ],
+        Stdio::from(std::fs::File::create(&out).unwrap()),
+    );
+    let denied = s.post("/api/v1/tools/gated/invoke", &json!({"n": 1}));
+    assert_eq!(
+        denied.json["error"]["kind"], "approval_required",
+        "{denied:?}"
+    );
+    let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": 2}));
+    assert_eq!(ok.json["ok"], true, "{ok:?}");
+    s.terminate();
+    assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+    let public = public(&key);
+    // The probe: the stream as exported verifies, and holds the refusal.
+    let o = verify_exported(&[&out], &public);
+    assert!(o.status.success(), "{}", text(&o));
+    let exported = std::fs::read_to_string(&out).unwrap();
+    let records: Vec<&str> = exported.lines().collect();
+    let at = records
+        .iter()
+        .position(|r| r.contains(r#""event":"TOOL_DENIED""#))
+        .unwrap_or_else(|| panic!("no refusal exported: {exported}"));
+    let record: Value = serde_json::from_str(records[at]).unwrap();
+    let mut relabelled = record.clone();
+    relabelled["event"] = json!("TOOL_EXECUTED");
+    relabelled["status"] = json!("success");
+    let mut added = record.clone();
+    added["verified_by"] = json!("collector");
+    let mut reordered = serde_json::Map::new();
+    for k in ["event", "line", "replica", "seq", "stream"] {
+        reordered.insert(k.into(), record[k].clone());
+    }
+    let edited = f.base.join("edited.jsonl");
+    for (what, text_of) in [
+        ("relabelled", relabelled.to_string()),
+        ("a field added", added.to_string()),
+        ("reordered", Value::Object(reordered).to_string()),
+    ] {
+        let mut copy: Vec<String> = records.iter().map(|r| r.to_string()).collect();
+        copy[at] = text_of;
+        std::fs::write(&edited, copy.join("\n") + "\n").unwrap();
+        let o = verify_exported(&[&edited], &public);
+        assert_eq!(o.status.code(), Some(1), "{what} verified: {}", text(&o));
+        assert!(
+            text(&o).contains("is not the record glovebox exported"),
+            "{what}: {}",
+            text(&o)
+        );
+    }
+}
+
 /// A stand-in OTLP/HTTP collector on loopback: every request body it got.
 fn collector() -> (String, Arc<Mutex<Vec<String>>>) {
     use std::io::{BufRead, BufReader, Read, Write};

@@ -128,7 +128,7 @@ pub fn portable(root: &Path, fp: &Fingerprint) -> Fingerprint {
         paths: fp.paths.iter().map(|(k, v)| (sub(k), v.clone())).collect(),
         grants: fp.grants.iter().map(|(k, v)| (k.clone(), sub(v))).collect(),
         interpreter: fp.interpreter.as_deref().map(sub),
-        served: fp.served.clone(),
+        offered: fp.offered.clone(),
     }
 }
 
@@ -231,7 +231,7 @@ mod tests {
             paths: Default::default(),
             grants: Default::default(),
             interpreter: None,
-            served: None,
+            offered: None,
         };
         fp.files
             .insert(".glee/tools/t/tool.yml".into(), "ab".repeat(32));

@@ -11,7 +11,11 @@
 //! every signature to verify, and the last line to be covered by a final
 //! checkpoint. So a line cut out, edited or moved breaks the chain at the
 //! next checkpoint, and a missing tail (lines or the final checkpoint
-//! gone) is reported as such. A stream dropped whole is not detectable
+//! gone) is reported as such. The record around a line is signed with
+//! it: each of its fields is derived from what the chain covers, and
+//! [`verify`] recomputes the record and requires the same text, so a
+//! record relabelled (`"event":"TOOL_EXECUTED"` on a refusal), given a
+//! field or reordered is refused too. A stream dropped whole is not detectable
 //! from the others: count the replicas you expect.
 
 use std::collections::BTreeMap;
@@ -75,14 +79,65 @@ pub fn signed(key: &SigningKey, replica: &str, stream: &str, chain: &Chain, last
         key,
         &message(replica, stream, chain.lines, &value, last, &at),
     );
+    let key_id = signing::key_id(&key.verifying_key());
+    checkpoint_record(
+        replica,
+        stream,
+        chain.lines,
+        &value,
+        last,
+        &at,
+        &key_id,
+        &sig,
+    )
+}
+
+/// A checkpoint record: what [`signed`] exports and [`verify`]
+/// recomputes from the signed values, the verifying key's id and the
+/// signature.
+#[allow(clippy::too_many_arguments)]
+fn checkpoint_record(
+    replica: &str,
+    stream: &str,
+    lines: u64,
+    chain: &str,
+    last: bool,
+    at: &str,
+    key_id: &str,
+    sig: &str,
+) -> Value {
     json!({
         "replica": replica,
         "stream": stream,
-        "seq": chain.lines,
-        "checkpoint": {"lines": chain.lines, "chain": value, "final": last, "at": at},
-        "key_id": signing::key_id(&key.verifying_key()),
+        "seq": lines,
+        "checkpoint": {"lines": lines, "chain": chain, "final": last, "at": at},
+        "key_id": key_id,
         "sig": sig,
     })
+}
+
+/// The exported record of line `seq` of a stream, exactly as the
+/// exporter writes it (one JSON object, no newline): every field is
+/// derived from what the chain and the checkpoints sign (the replica and
+/// the stream seed the chain, `seq` is the line's place in it, `event`
+/// is the line's own), so [`verify`] recomputes the record whole and
+/// refuses one whose text differs in any way.
+pub fn line_record(replica: &str, stream: &str, seq: u64, line: &str) -> String {
+    json!({
+        "replica": replica,
+        "stream": stream,
+        "seq": seq,
+        "event": event_of(line),
+        "line": line,
+    })
+    .to_string()
+}
+
+/// The event a log line records (`[time] EVENT …`).
+fn event_of(line: &str) -> &str {
+    line.split_once("] ")
+        .and_then(|(_, rest)| rest.split(' ').next())
+        .unwrap_or("")
 }
 
 /// What verifying one stream found.
@@ -113,12 +168,20 @@ impl StreamReport {
 struct Collected {
     lines: BTreeMap<u64, Vec<String>>,
     checkpoints: Vec<(u64, Value)>,
+    /// Records whose text is not the one exported.
+    altered: Vec<String>,
 }
 
 /// Verifies exported records (one JSON object each, as
 /// [`super::export`] writes them; other lines are counted as problems of
 /// no stream) with the checkpoint key `key`. Returns a report per stream
 /// and the problems of records that belong to none.
+///
+/// A record is verified whole: its text must be exactly the one
+/// recomputed from what is signed ([`line_record`]; a checkpoint's from
+/// its signed values, `key`'s id and its signature), so a field altered
+/// (`"event"` relabelled), added, removed or moved makes its stream not
+/// intact even where the line it carries is.
 pub fn verify<'a>(
     records: impl IntoIterator<Item = &'a str>,
     key: &VerifyingKey,
@@ -144,12 +207,34 @@ pub fn verify<'a>(
         let c = streams
             .entry((replica.to_string(), stream.to_string()))
             .or_default();
-        if v.get("checkpoint").is_some() {
-            c.checkpoints.push((seq, v));
+        let exported = if v.get("checkpoint").is_some() {
+            let cp = &v["checkpoint"];
+            let again = checkpoint_record(
+                replica,
+                stream,
+                seq,
+                cp["chain"].as_str().unwrap_or_default(),
+                cp["final"].as_bool().unwrap_or_default(),
+                cp["at"].as_str().unwrap_or_default(),
+                &signing::key_id(key),
+                v["sig"].as_str().unwrap_or_default(),
+            );
+            // Compared as text: `Value == str` would compare a string value.
+            let same = serde_json::to_string(&again).is_ok_and(|t| t == raw);
+            c.checkpoints.push((seq, v.clone()));
+            same
         } else if let Some(line) = v["line"].as_str() {
             c.lines.entry(seq).or_default().push(line.to_string());
+            line_record(replica, stream, seq, line) == raw
         } else {
             stray.push(format!("record {}: neither a line nor a checkpoint", i + 1));
+            continue;
+        };
+        if !exported {
+            c.altered.push(format!(
+                "record {} (seq {seq}) is not the record glovebox exported: a field was altered, added, removed or reordered (records are verified whole, as written)",
+                i + 1
+            ));
         }
     }
     let reports = streams
@@ -160,7 +245,7 @@ pub fn verify<'a>(
 }
 
 fn verify_stream(replica: &str, stream: &str, c: Collected, key: &VerifyingKey) -> StreamReport {
-    let mut problems = Vec::new();
+    let mut problems = c.altered;
     let last = c.lines.keys().next_back().copied().unwrap_or(0);
     // Each line once, 1..=last.
     let mut missing = Vec::new();

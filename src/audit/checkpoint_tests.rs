@@ -141,3 +141,73 @@ fn a_cut_a_reorder_an_edit_and_a_missing_tail_are_each_found() {
     assert!(r.iter().all(|s| !s.intact()));
     assert!(r[0].problems.iter().any(|p| p.contains("does not verify")));
 }
+
+/// The exported record is the signed unit: a refusal relabelled as a
+/// success (its `line` untouched), a field added, the fields reordered,
+/// a checkpoint given another key id — each makes its stream not intact;
+/// on main only `line` was checked, and the relabelled record verified.
+#[test]
+fn a_record_relabelled_extended_or_reordered_is_refused() {
+    let (k, v) = keys();
+    let buf = Buf::default();
+    let e = Exporter::new("web-0", Sink::Writer(Box::new(buf.clone())), Some(k), 2);
+    e.lines("[t] TOOL_DENIED name=x reason=approval_required caller=http key_id=k mac=m\n");
+    e.lines("[t] TOOL_EXECUTED name=y status=success caller=http key_id=k mac=m\n");
+    e.finish();
+    let good: Vec<String> = String::from_utf8(buf.0.lock().unwrap().clone())
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(
+        check(&good, &v).iter().all(StreamReport::intact),
+        "the probe: intact as written"
+    );
+    let denied = line_index(&good, "web-0", 1);
+    let record: Value = serde_json::from_str(&good[denied]).unwrap();
+    assert_eq!(record["event"], "TOOL_DENIED");
+
+    let mut relabelled = record.clone();
+    relabelled["event"] = json!("TOOL_EXECUTED");
+    relabelled["status"] = json!("success");
+    let mut added = record.clone();
+    added["admin"] = json!(true);
+    let mut reordered = serde_json::Map::new();
+    for key in ["line", "event", "seq", "stream", "replica"] {
+        reordered.insert(key.to_string(), record[key].clone());
+    }
+    let spaced = good[denied].replace("\",\"", "\", \"");
+    let edits = [
+        ("relabelled", relabelled.to_string()),
+        ("added", added.to_string()),
+        ("reordered", Value::Object(reordered).to_string()),
+        ("re-serialised", spaced),
+    ];
+    for (what, text) in edits {
+        assert_ne!(text, good[denied], "{what}");
+        let mut edited = good.clone();
+        edited[denied] = text;
+        let r = check(&edited, &v);
+        assert!(!r[0].intact(), "{what}: verified: {r:?}");
+        assert!(
+            r[0].problems
+                .iter()
+                .any(|p| p.contains("is not the record glovebox exported")),
+            "{what}: {:?}",
+            r[0].problems
+        );
+    }
+
+    let cp = good
+        .iter()
+        .position(|l| l.contains("\"checkpoint\""))
+        .unwrap();
+    let mut other_id = good.clone();
+    let mut c: Value = serde_json::from_str(&good[cp]).unwrap();
+    c["key_id"] = json!("someone-else");
+    other_id[cp] = c.to_string();
+    assert!(
+        !check(&other_id, &v)[0].intact(),
+        "a checkpoint's key_id changed"
+    );
+}

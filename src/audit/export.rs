@@ -14,6 +14,10 @@
 //! With `--audit-otlp URL` every line also goes out as an OpenTelemetry
 //! log record ([`super::otlp`]).
 //!
+//! Each record is verified whole (`event`, `seq`, every field, their
+//! order and the text as written: [`checkpoint::line_record`]): a
+//! collector must keep the lines as they are, not re-serialise them.
+//!
 //! `stream` is new at each start, so a restarted replica's lines never
 //! read as a repeat of its earlier ones. Lines are exported while the
 //! writers' lock on the log is held, in the order they are in the log.
@@ -22,7 +26,6 @@ use std::io::Write;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use ed25519_dalek::SigningKey;
-use serde_json::json;
 
 use super::checkpoint::{self, Chain};
 
@@ -107,20 +110,12 @@ impl Exporter {
                 o.line(line);
             }
             st.chain.push(line);
-            let event = line
-                .split_once("] ")
-                .and_then(|(_, rest)| rest.split(' ').next())
-                .unwrap_or("");
-            out.push_str(
-                &json!({
-                    "replica": self.replica,
-                    "stream": self.stream,
-                    "seq": st.chain.lines,
-                    "event": event,
-                    "line": line,
-                })
-                .to_string(),
-            );
+            out.push_str(&checkpoint::line_record(
+                &self.replica,
+                &self.stream,
+                st.chain.lines,
+                line,
+            ));
             out.push('\n');
             st.since_checkpoint += 1;
             if st.since_checkpoint >= self.every {

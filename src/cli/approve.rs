@@ -69,11 +69,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
-    // An MCP server is started (jailed) to read the tool list it serves
-    // now, which is shown and recorded with the approval.
+    // What clients are offered, shown and approved: the tool's rendering,
+    // or for an MCP server (started, jailed, to read its list now) the
+    // rendering of each of its tools glovebox offers.
     let mut tool = tool.clone();
-    let served = match &mut tool.manifest.exec {
-        glovebox::manifest::model::Exec::Mcp(m) => {
+    let mut withheld = Vec::new();
+    let shown = match &tool.manifest.exec {
+        glovebox::manifest::model::Exec::Mcp(_) => {
             let listed = match glovebox::mcpwrap::list_for_approval(engine.project(), &args.name) {
                 Ok(l) => l,
                 Err(e) => {
@@ -84,25 +86,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(1));
                 }
             };
-            m.wrapped = Some(glovebox::manifest::model::Wrapped {
-                server: args.name.clone(),
-                tool: String::new(),
-                served: listed.hash.clone(),
-            });
-            let tools: Vec<String> = listed
-                .tools
-                .iter()
-                .map(|t| {
-                    format!(
-                        "  {}: {}",
-                        glovebox::mcpwrap::printable(t["name"].as_str().unwrap_or("?")),
-                        glovebox::mcpwrap::printable(t["description"].as_str().unwrap_or(""))
-                    )
-                })
-                .collect();
-            Some(tools)
+            let offered = glovebox::mcpwrap::offered(&tool, &listed, true);
+            if let glovebox::manifest::model::Exec::Mcp(m) = &mut tool.manifest.exec {
+                m.wrapped = Some(glovebox::manifest::model::Wrapped {
+                    server: args.name.clone(),
+                    tool: String::new(),
+                    served: offered.shown.digest.clone(),
+                });
+            }
+            withheld = offered.withheld;
+            offered.shown
         }
-        _ => None,
+        _ => glovebox::offer::shown([&tool.manifest]),
     };
     let tool = &tool;
     if !args.yes {
@@ -110,32 +105,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             eprintln!("glovebox: approving needs a terminal to ask on; pass --yes to approve from a script");
             return Ok(ExitCode::from(EXIT_USAGE));
         }
-        let manifest = serde_json::to_value(&tool.manifest)?;
+        let prompt = prompt(engine.project(), tool, &policy.explain(), &shown, &withheld)?;
         let mut err = std::io::stderr();
-        writeln!(err, "{}", yaml::emit(&manifest).unwrap_or_default())?;
-        // Paths are shown with their control characters replaced (a
-        // directory a tool made may be named with an escape sequence).
-        write!(err, "{}", glovebox::mcpwrap::printable(&policy.explain()))?;
-        let root = &engine.project().root;
-        let covered: Vec<String> = glovebox::footprint::of(root, tool)
-            .files
-            .iter()
-            .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
-            .collect();
-        writeln!(
-            err,
-            "covers    {} (a change to any of them, a file that would shadow them, or where a grant leads voids the approval)",
-            glovebox::mcpwrap::printable(&covered.join(", "))
-        )?;
-        if let Some(tools) = &served {
-            writeln!(
-                err,
-                "serves    (a change to this list, a description or a schema voids the approval)"
-            )?;
-            for t in tools {
-                writeln!(err, "{t}")?;
-            }
-        }
+        write!(err, "{prompt}")?;
         write!(err, "approve tool `{}` as shown? [y/N] ", args.name)?;
         err.flush()?;
         let mut line = String::new();
@@ -179,6 +151,60 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     })?;
     println!("approved {} ({})", args.name, glovebox::state::describe());
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the person is asked to approve: the manifest, the grants, the
+/// files the approval covers, and what clients are offered (`shown`,
+/// whose digest the approval records), every control character and
+/// invisible code point of it shown escaped (a directory a tool made may
+/// be named with an escape sequence, a server's description may hide
+/// tag characters).
+fn prompt(
+    project: &glovebox::manifest::project::Project,
+    tool: &glovebox::manifest::project::Tool,
+    explain: &str,
+    shown: &glovebox::offer::Shown,
+    withheld: &[String],
+) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let manifest = serde_json::to_value(&tool.manifest)?;
+    let root = &project.root;
+    let covered: Vec<String> = glovebox::footprint::of(root, tool)
+        .files
+        .iter()
+        .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
+        .collect();
+    let mut text = String::new();
+    writeln!(text, "{}", yaml::emit(&manifest).unwrap_or_default())?;
+    write!(text, "{explain}")?;
+    writeln!(
+        text,
+        "covers    {} (a change to any of them, a file that would shadow them, or where a grant leads voids the approval)",
+        covered.join(", ")
+    )?;
+    // Escaped before it is added: `shown` is already the text whose
+    // digest is approved, its invisible code points escaped.
+    let mut text = visible(&text);
+    let _ = writeln!(
+        text,
+        "offers    what clients are given, exactly (invisible characters are shown as \\u{{…}} and are not sent; a change to any of it voids the approval; sha256 {}):",
+        &shown.digest[..16.min(shown.digest.len())]
+    );
+    text.push_str(&shown.text);
+    if !withheld.is_empty() {
+        let _ = writeln!(
+            text,
+            "withheld  the server's tools not offered: {}",
+            visible(&withheld.join(", "))
+        );
+    }
+    Ok(text)
+}
+
+/// `text` with its invisible code points escaped (control characters
+/// but newline and tab among them).
+fn visible(text: &str) -> String {
+    glovebox::invisible::escape(text).into_owned()
 }
 
 /// The arguments once a tool is named.

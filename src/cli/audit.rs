@@ -61,11 +61,13 @@ fn verify_exported(args: &Args, key: &std::path::Path) -> anyhow::Result<ExitCod
             serde_json::json!({"intact": intact, "streams": streams, "problems": stray})
         );
     } else {
+        // The replica and stream ids are the records' text (a record may
+        // be forged): shown escaped.
         for s in &streams {
             println!(
                 "replica {} (stream {}): {} line(s), {} checkpoint(s) verified, {}",
-                s.replica,
-                s.stream,
+                audit::display(&s.replica),
+                audit::display(&s.stream),
                 s.lines,
                 s.checkpoints,
                 if s.intact() {

@@ -132,7 +132,10 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                 Some(e) => eprintln!(
                     "glovebox: learning call {}: {} ({})",
                     i + 1,
-                    e.message,
+                    glovebox::terminal::shown(
+                        &e.message,
+                        std::io::IsTerminal::is_terminal(&std::io::stderr())
+                    ),
                     serde_json::to_value(e.kind).unwrap_or_default()
                 ),
             }

@@ -21,7 +21,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
                 serde_json::json!({
                     "name": t.name,
                     "kind": t.manifest.kind,
-                    "description": t.manifest.description,
+                    "description": glovebox::invisible::remove(&t.manifest.description),
                 })
             })
             .collect();
@@ -35,11 +35,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             .unwrap_or(0);
         for tool in &project.tools {
             let m = &tool.manifest;
+            // A description is the manifest's (or a server's) text:
+            // shown with what nobody sees, or a terminal acts on, escaped.
             println!(
                 "{:width$}  {:7}  {}",
                 tool.name,
                 m.kind.as_str(),
-                m.description.lines().next().unwrap_or_default()
+                glovebox::invisible::escape(m.description.lines().next().unwrap_or_default())
             );
         }
     }

@@ -7,10 +7,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use glovebox::builtin;
 use glovebox::engine::{Caller, Engine};
+use glovebox::invisible;
 use glovebox::manifest::config::SafetyMode;
 use glovebox::manifest::project::Origin;
-use glovebox::mcpwrap::printable;
 use glovebox::run::{ErrorKind, Outcome, SecretSource};
+use glovebox::terminal;
 use serde_json::{Map, Value};
 
 use super::{Cli, EXIT_USAGE};
@@ -35,6 +36,12 @@ pub struct Args {
     /// Approve this call of a tool that requires approval.
     #[arg(long)]
     pub yes: bool,
+    /// Print the tool's output and messages as they are, control and
+    /// escape sequences included (on a terminal they are shown escaped,
+    /// `\x1b`, so a tool cannot set the clipboard or the title, move the
+    /// cursor or hide lines).
+    #[arg(long, conflicts_with = "json")]
+    pub raw: bool,
 }
 
 /// The JSON types `inputs.schema` declares for property `key` (empty: any).
@@ -136,13 +143,14 @@ fn ask_approval(engine: &Engine, name: &str) -> bool {
     }
     // The reason and the grants' paths are the manifest's text, which an
     // agent may have written (`glee_tool_create`): shown with every
-    // control character but newline and tab replaced, so no escape
-    // sequence can hide or redraw what is being approved.
+    // control character but newline and tab, and every invisible code
+    // point, escaped, so no escape sequence can hide or redraw what is
+    // being approved, and no text hides in it.
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
         "tool `{name}` requires approval: {}",
-        printable(
+        invisible::escape(
             tool.manifest
                 .approval
                 .reason
@@ -151,7 +159,7 @@ fn ask_approval(engine: &Engine, name: &str) -> bool {
         )
     );
     if let Ok(policy) = engine.policy(name) {
-        let _ = write!(err, "{}", printable(&policy.explain()));
+        let _ = write!(err, "{}", invisible::escape(&policy.explain()));
     }
     let _ = write!(err, "run it? [y/N] ");
     let _ = err.flush();
@@ -239,10 +247,18 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         ..Caller::default()
     };
     let outcome = engine.call(&args.name, params, &caller);
-    print(&outcome, args.json)?;
+    let safe = Safe {
+        out: !args.raw && std::io::stdout().is_terminal(),
+        err: !args.raw && std::io::stderr().is_terminal(),
+    };
+    if args.json {
+        print(&outcome, true)?;
+    } else {
+        print_for_person(&outcome, safe)?;
+    }
     if !args.json && !outcome.ok {
         for hint in refusal_hints(&engine, &args.name, &outcome) {
-            eprintln!("glovebox: hint: {hint}");
+            eprintln!("glovebox: hint: {}", terminal::shown(&hint, safe.err));
         }
     }
     Ok(ExitCode::from(outcome.exit_status()))
@@ -283,26 +299,54 @@ fn refusal_hints(engine: &Engine, name: &str, outcome: &Outcome) -> Vec<String> 
     glovebox::learn::hint::refusals(&stderr, &g, &format!("glovebox learn {name}"))
 }
 
+/// Where a tool's text is shown escaped ([`terminal::escaped`]): on
+/// stdout, on stderr (each when it is a terminal, unless `--raw`).
+#[derive(Debug, Clone, Copy)]
+struct Safe {
+    out: bool,
+    err: bool,
+}
+
+/// The Outcome as one JSON object (`--json`: JSON escapes every control
+/// character).
 fn print(outcome: &Outcome, json: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string(outcome)?);
         return Ok(());
     }
+    print_for_person(
+        outcome,
+        Safe {
+            out: false,
+            err: false,
+        },
+    )
+}
+
+/// The Outcome for a person: the output on stdout, warnings and the error
+/// on stderr, each escaped where `safe` says (every part of it may be the
+/// tool's own text: its output, a warning quoting it, its traceback, an
+/// error quoting its stderr).
+fn print_for_person(outcome: &Outcome, safe: Safe) -> anyhow::Result<()> {
+    let err = |text: &str| terminal::shown(text, safe.err).into_owned();
     for w in &outcome.warnings {
-        eprintln!("glovebox: warning: {w}");
+        eprintln!("glovebox: warning: {}", err(w));
     }
     match (&outcome.output, &outcome.error) {
         (Some(Value::String(s)), _) => {
-            print!("{s}");
+            print!("{}", terminal::shown(s, safe.out));
             if !s.ends_with('\n') {
                 println!();
             }
         }
-        (Some(v), _) => println!("{}", serde_json::to_string_pretty(v)?),
+        (Some(v), _) => println!(
+            "{}",
+            terminal::shown(&serde_json::to_string_pretty(v)?, safe.out)
+        ),
         (None, Some(e)) => {
             if e.kind == ErrorKind::PythonException {
                 if let Some(tb) = e.details.get("traceback").and_then(Value::as_str) {
-                    eprint!("{tb}");
+                    eprint!("{}", err(tb));
                 }
             }
             let kind = serde_json::to_value(e.kind)?;
@@ -310,7 +354,7 @@ fn print(outcome: &Outcome, json: bool) -> anyhow::Result<()> {
                 "glovebox: {}: {}: {}",
                 outcome.tool,
                 kind.as_str().unwrap_or("error"),
-                e.message
+                err(&e.message)
             );
         }
         (None, None) => {}

@@ -483,9 +483,10 @@ pub struct Wrapped {
     pub server: String,
     /// The tool's name on the server; empty for the server's own entry.
     pub tool: String,
-    /// sha256 of the tool list the server served when this was made
-    /// (names, descriptions, schemas, annotations): what an approval
-    /// covers besides the manifest.
+    /// The digest of what clients are offered of the server's list when
+    /// this was made: the text `glovebox approve` shows of every tool of
+    /// the list glovebox offers (`crate::offer::shown`), what an approval
+    /// covers besides the manifest; empty when the list could not be read.
     pub served: String,
 }
 

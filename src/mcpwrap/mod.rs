@@ -19,11 +19,14 @@
 //! log (naming the server and its tool), approvals are asked where the
 //! manifest (or `tools.approve`) says so, and the result is an
 //! [`Outcome`] with the usual error kinds. One approval covers the
-//! server: the manifest, what it runs, its grants and the sha256 of the
-//! tool list the server served when it was approved
-//! ([`crate::approval::Fingerprint::served`]); a server that changes its
-//! list, a description or a schema afterwards (the MCP "rug pull") needs
-//! a new approval before any of its tools runs again.
+//! server: the manifest, what it runs, its grants and the digest of what
+//! clients are offered of its list as `glovebox approve` showed it
+//! ([`offered`], [`crate::approval::Fingerprint::offered`]: every
+//! offered tool's name, description, schemas, annotations and `_meta`,
+//! the property descriptions of its input schema included); a server
+//! that changes any of it afterwards (the MCP "rug pull") needs a new
+//! approval before any of its tools runs again, and its tools are not
+//! offered until then.
 //!
 //! `glovebox wrap` ([`wrap`]) makes the same manifest from command-line
 //! flags for one server and serves it over stdio.
@@ -102,8 +105,9 @@ pub fn add_to(mut project: Project) -> Project {
         let listed = s
             .ensure(&launch)
             .and_then(|r| r.listed().map_err(|e| lost(&tool.name, &e)));
-        let served = match listed {
-            Ok(listed) if !list_approved(&project, &tool, &listed.hash) => {
+        let offer = listed.map(|l| offered(&tool, &l, true));
+        let served = match offer {
+            Ok(offer) if !list_approved(&project, &tool, &offer.shown.digest) => {
                 // A list no person approved is not served: its names,
                 // descriptions and schemas are the server's text, which
                 // would reach the agent before anyone read it (a rug
@@ -119,9 +123,9 @@ pub fn add_to(mut project: Project) -> Project {
                 s.refuse(why);
                 String::new()
             }
-            Ok(listed) => {
-                added.extend(tools_of(&tool, &listed));
-                listed.hash.clone()
+            Ok(offer) => {
+                added.extend(offer.tools);
+                offer.shown.digest
             }
             Err(e) => {
                 eprintln!("glovebox: {e}");
@@ -223,9 +227,9 @@ fn may_start(project: &Project, tool: &Tool) -> bool {
             .unwrap_or(false)
 }
 
-/// Whether the tool list of hash `hash` served by `server` may be
-/// offered: the server asks no approval, or its approval holds with that
-/// list (the one a person read when approving).
+/// Whether the tools `server` offers, whose shown text has the digest
+/// `hash`, may be offered: the server asks no approval, or its approval
+/// holds with that text (the one a person read when approving).
 fn list_approved(project: &Project, server: &Tool, hash: &str) -> bool {
     if !server.manifest.approval.required {
         return true;
@@ -278,31 +282,82 @@ fn lost(server: &str, e: &ClientError) -> Unavailable {
     }
 }
 
-/// The glovebox tools of `server`'s list.
-fn tools_of(server: &Tool, listed: &server::Listed) -> Vec<Tool> {
+/// What clients are offered of a server's list: its tools as glovebox
+/// tools, and the text `glovebox approve` shows of them (their
+/// rendering, [`crate::offer::shown`]), whose digest each tool's
+/// [`Wrapped::served`] records and the server's approval covers.
+#[derive(Debug, Clone)]
+pub struct Offered {
+    /// The glovebox tools (`SERVER__TOOL`), in the server's order.
+    pub tools: Vec<Tool>,
+    /// What a person approving the server is shown of them.
+    pub shown: crate::offer::Shown,
+    /// The server's tools not offered (`exec.mcp.tools`, or a name that
+    /// is no tool name), as shown on a terminal.
+    pub withheld: Vec<String>,
+}
+
+/// What clients are offered of `server`'s list `listed` (`tell`: say on
+/// stderr why a tool is left out, and which hints are not believed).
+pub fn offered(server: &Tool, listed: &server::Listed, tell: bool) -> Offered {
+    let (mut tools, withheld) = tools_of(server, listed, tell);
+    let shown = crate::offer::shown(tools.iter().map(|t| &t.manifest));
+    for t in &mut tools {
+        if let Exec::Mcp(e) = &mut t.manifest.exec {
+            if let Some(w) = &mut e.wrapped {
+                w.served.clone_from(&shown.digest);
+            }
+        }
+    }
+    Offered {
+        tools,
+        shown,
+        withheld,
+    }
+}
+
+/// The digest of what clients are offered of the list `listed` of the
+/// server of `tool` (one of its tools, `w` its [`Wrapped`]).
+fn offered_digest(tool: &Tool, w: &Wrapped, listed: &server::Listed) -> String {
+    let mut server = tool.clone();
+    server.name.clone_from(&w.server);
+    server.manifest.name.clone_from(&w.server);
+    offered(&server, listed, false).shown.digest
+}
+
+/// The glovebox tools of `server`'s list (their [`Wrapped::served`] not
+/// yet set), and the names of those left out.
+fn tools_of(server: &Tool, listed: &server::Listed, tell: bool) -> (Vec<Tool>, Vec<String>) {
     let Exec::Mcp(exec) = &server.manifest.exec else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut out = Vec::new();
+    let mut withheld = Vec::new();
     for t in &listed.tools {
         let Some(name) = t.get("name").and_then(Value::as_str) else {
             continue;
         };
         if !rules::offered(&exec.tools, name) {
+            withheld.push(crate::manifest::name::shown(name));
             continue;
         }
         let full = format!("{}{SEPARATOR}{name}", server.name);
         if !crate::manifest::name::is_valid(&full) {
-            eprintln!(
-                "glovebox: MCP server `{}`: its tool `{}` is not offered: `{}` is not a tool name ({})",
-                server.name,
-                crate::manifest::name::shown(name),
-                crate::manifest::name::shown(&full),
-                crate::manifest::name::GRAMMAR
-            );
+            withheld.push(crate::manifest::name::shown(name));
+            if tell {
+                eprintln!(
+                    "glovebox: MCP server `{}`: its tool `{}` is not offered: `{}` is not a tool name ({})",
+                    server.name,
+                    crate::manifest::name::shown(name),
+                    crate::manifest::name::shown(&full),
+                    crate::manifest::name::GRAMMAR
+                );
+            }
             continue;
         }
-        contradicted_hints(server, name, t);
+        if tell {
+            contradicted_hints(server, name, t);
+        }
         let mut m = server.manifest.clone();
         m.name = full.clone();
         m.description = printable(t.get("description").and_then(Value::as_str).unwrap_or(name));
@@ -310,9 +365,14 @@ fn tools_of(server: &Tool, listed: &server::Listed) -> Vec<Tool> {
             Some(s @ Value::Object(_)) => s.clone(),
             _ => json!({"type": "object"}),
         };
+        // Only an object schema is offered (to MCP clients and the HTTP
+        // API alike), so only one is shown and approved.
         m.outputs = Outputs {
             format: Format::Json,
-            schema: t.get("outputSchema").filter(|s| s.is_object()).cloned(),
+            schema: t
+                .get("outputSchema")
+                .filter(|s| s.get("type") == Some(&json!("object")))
+                .cloned(),
         };
         m.examples = Vec::new();
         if rules::needs_approval(&exec.tools, name) && !m.approval.required {
@@ -325,7 +385,7 @@ fn tools_of(server: &Tool, listed: &server::Listed) -> Vec<Tool> {
             e.wrapped = Some(Wrapped {
                 server: server.name.clone(),
                 tool: name.to_string(),
-                served: listed.hash.clone(),
+                served: String::new(),
             });
         }
         out.push(Tool {
@@ -335,7 +395,7 @@ fn tools_of(server: &Tool, listed: &server::Listed) -> Vec<Tool> {
             origin: server.origin,
         });
     }
-    out
+    (out, withheld)
 }
 
 /// `text` without control characters (but newlines and tabs): what a
@@ -355,7 +415,7 @@ pub fn printable(text: &str) -> String {
 
 /// Says once per process (on stderr) when a server's own hints for its
 /// tool `name` claim less than its grants allow: glovebox's hints come
-/// from the grants ([`crate::export::mcp_annotations`]), so the claim is
+/// from the grants ([`crate::offer::mcp_annotations`]), so the claim is
 /// dropped, not believed.
 fn contradicted_hints(server: &Tool, name: &str, t: &Value) {
     use std::sync::{Mutex, OnceLock, PoisonError};
@@ -460,7 +520,10 @@ pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcom
             return Outcome::failure(name, why.kind, why.message, details());
         }
     };
-    if listed.hash != w.served && c.tool.manifest.approval.required && !c.approved {
+    if c.tool.manifest.approval.required
+        && !c.approved
+        && offered_digest(c.tool, w, &listed) != w.served
+    {
         return Outcome::failure(
             name,
             ErrorKind::ApprovalRequired,

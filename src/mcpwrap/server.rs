@@ -620,7 +620,8 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
                             let cut = (cut..=t.len())
                                 .find(|i| t.is_char_boundary(*i))
                                 .unwrap_or(t.len());
-                            t[cut..].to_string()
+                            // The server's text, quoted on terminals.
+                            crate::terminal::escaped(&t[cut..]).into_owned()
                         };
                         let limit = if r.limits_hit.is_empty() {
                             String::new()

@@ -261,7 +261,16 @@ async def scenario_cancel(args):
         assert r.structuredContent["msg"] == "still here", r
 
 
+async def scenario_dump(args):
+    """Prints every tool as the client decoded it, one JSON line."""
+    async with connect(args) as (s, _):
+        tools, _ = await all_tools(s)
+        dumped = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+        print("TOOLS " + json.dumps(dumped), flush=True)
+
+
 SCENARIOS = {
+    "dump": scenario_dump,
     "list": scenario_list,
     "call": scenario_call,
     "create": scenario_create,

@@ -99,16 +99,21 @@ fn origin_name(o: Origin) -> &'static str {
     }
 }
 
-/// A tool as the API shows it.
+/// A tool as the API shows it. Its text is the manifest's without
+/// invisible code points, as `tools/list` serves it ([`crate::offer`]).
 pub fn api_tool(tool: &Tool, created: &BTreeMap<String, String>, approved: bool) -> ApiTool {
     let m = &tool.manifest;
     let creator = created.get(&tool.name).cloned();
+    let clean = |mut v: Value| {
+        crate::invisible::remove_in(&mut v);
+        v
+    };
     ApiTool {
         id: tool.name.clone(),
         name: tool.name.clone(),
-        description: m.description.clone(),
-        input_schema: m.inputs.schema.clone(),
-        output_schema: m.outputs.schema.clone().unwrap_or_else(|| json!({})),
+        description: crate::invisible::remove(&m.description).into_owned(),
+        input_schema: clean(m.inputs.schema.clone()),
+        output_schema: clean(m.outputs.schema.clone().unwrap_or_else(|| json!({}))),
         permissions: hdn_permissions(m),
         safety_level: safety_level(m),
         created_by: if creator.is_some() { "agent" } else { "system" },

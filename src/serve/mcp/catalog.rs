@@ -1,7 +1,8 @@
 //! The MCP tool catalog: each manifest of the project as its own MCP tool
 //! (name, description, `inputSchema` = `inputs.schema`, `outputSchema` when
 //! `outputs.schema` is an object schema, hints derived from the
-//! permissions; [`crate::export::mcp_tool`], shared with `glovebox export`),
+//! permissions; [`crate::export::mcp_tool`], shared with `glovebox export`:
+//! the rendering a person approved, without invisible code points),
 //! plus the three `glee_*` tools of the Glee seed, paginated with opaque
 //! cursors.
 
@@ -161,13 +162,17 @@ fn meta_tools() -> Vec<Tool> {
 }
 
 /// The tools of the `glee_tools_list` answer (`{"tools": …}`): `[{name,
-/// description}]`.
+/// description}]`, the description as `tools/list` serves it (without
+/// invisible code points, [`crate::invisible`]).
 pub fn summaries(project: &Project) -> Value {
     Value::Array(
         project
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.manifest.description}))
+            .map(|t| {
+                let description = crate::invisible::remove(&t.manifest.description);
+                json!({"name": t.name, "description": description})
+            })
             .collect(),
     )
 }
