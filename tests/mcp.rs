@@ -814,7 +814,7 @@ fn strings(v: &Value, out: &mut Vec<String>) {
 #[test]
 fn stdio_clients_get_no_invisible_code_points() {
     require_jail!();
-    let Some(py) = python() else { return };
+    let py = python();
     let f = Fixture::new();
     f.file("server.py", include_str!("mcp/hidden_server.py"));
     f.file("state/.keep", "");

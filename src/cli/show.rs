@@ -31,7 +31,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print!("{}", yaml::emit(&value)?);
+        // YAML escapes control characters; the code points nobody sees
+        // (tag characters, bidi controls) are shown escaped too.
+        print!("{}", glovebox::invisible::escape(&yaml::emit(&value)?));
     }
     Ok(ExitCode::SUCCESS)
 }
