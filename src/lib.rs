@@ -84,6 +84,12 @@
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
 //!   MCP tool lists; names a target does not accept are reported, never
 //!   renamed.
+//! - [`offer`], [`invisible`] and [`terminal`]: what people and clients
+//!   are shown — one rendering of each tool, shown at approval (the
+//!   digest of the shown text approved) and forwarded to every client;
+//!   Unicode code points nobody sees escaped for people and removed for
+//!   clients; a tool's control and escape sequences shown escaped on a
+//!   terminal.
 //! - [`import`]: other runners' tool files (HDN's Tool JSON) turned into
 //!   tool directories that lint clean, with what cannot be expressed
 //!   reported.
