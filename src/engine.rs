@@ -652,6 +652,7 @@ impl Engine {
                 None => p.with_surface(&self.project),
             })
             .map_err(|e| policy_failure(name, &e))?;
+        make_missing_reads(&policy, &self.project.root);
         let inputs: Vec<String> = m.input_names().map(String::from).collect();
         let bindings = Bindings {
             params: &params,
@@ -810,6 +811,29 @@ fn abbreviate(value: Value) -> Value {
             Value::Object(map.into_iter().map(|(k, v)| (k, abbreviate(v))).collect())
         }
         other => other,
+    }
+}
+
+/// Makes each read grant of `policy` that does not exist yet but that one
+/// of its write grants holds (a build's `target/` on a fresh checkout),
+/// never at a protected or control name: the call could make it itself,
+/// and without it the read grant — which carries the execute a write
+/// grant does not — grants nothing (`jail::hold::missing_under`). Made
+/// beneath the write grant's descriptor, following no link below the
+/// root, as the jail holds the grant; one that cannot be made is left to
+/// the call (its grant then grants nothing, as before).
+fn make_missing_reads(policy: &Policy, root: &Path) {
+    let keep: Vec<std::path::PathBuf> = policy
+        .protected
+        .iter()
+        .chain(&policy.absent)
+        .cloned()
+        .collect();
+    let links = jail::hold::Links::Checked {
+        root: Some(root.to_path_buf()),
+    };
+    for (w, rel) in jail::hold::missing_under(&policy.read, &policy.write, &keep) {
+        let _ = jail::hold::make_beneath(w, &rel, &links);
     }
 }
 

@@ -134,7 +134,7 @@ impl<'a> Grants<'a> {
         // thing being checked.
         let absolute = |list: &[String]| {
             list.iter()
-                .filter(|s| Path::new(s).is_absolute())
+                .filter(|s| crate::manifest::discover::names_itself(s))
                 .flat_map(|s| {
                     let p = resolve(root, s);
                     let outside = !p.starts_with(root);

@@ -106,6 +106,31 @@ pub fn generate(path: &Path) -> Result<VerifyingKey, SigningError> {
     Ok(public)
 }
 
+/// Whether `path` holds a key in the format of these files (one line of
+/// 64 hex digits): how a copy of a project leaves out a secret key kept
+/// in it, whatever its name (`crate::learn`). A `.pub` file is the public
+/// half and is not reported.
+pub fn is_key_file(path: &Path) -> bool {
+    if path.extension().is_some_and(|e| e == "pub") {
+        return false;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() && (64..=66).contains(&m.len()) => {}
+        _ => return false,
+    }
+    std::fs::read(path).is_ok_and(|b| is_key_text(&b))
+}
+
+/// Whether `bytes` is a key file's text: 64 hex digits, then at most a
+/// line end.
+pub fn is_key_text(bytes: &[u8]) -> bool {
+    let body = bytes
+        .strip_suffix(b"\n")
+        .map(|b| b.strip_suffix(b"\r").unwrap_or(b))
+        .unwrap_or(bytes);
+    body.len() == 64 && body.iter().all(u8::is_ascii_hexdigit)
+}
+
 /// `message` signed with `key`, in hex.
 pub fn sign(key: &SigningKey, message: &[u8]) -> String {
     hex::encode(key.sign(message).to_bytes())
@@ -133,6 +158,20 @@ pub fn key_id(key: &VerifyingKey) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_file_is_recognised_by_its_text() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("anything.txt");
+        generate(&p).unwrap();
+        assert!(is_key_file(&p));
+        assert!(!is_key_file(&public_path(&p)), "the public half");
+        std::fs::write(d.path().join("x"), "not a key\n").unwrap();
+        assert!(!is_key_file(&d.path().join("x")));
+        assert!(is_key_text(&[b'a'; 64]));
+        assert!(!is_key_text(&[b'g'; 64]));
+        assert!(!is_key_text(&[b'a'; 63]));
+    }
 
     #[test]
     fn a_generated_key_signs_what_its_public_half_verifies() {

@@ -414,6 +414,58 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StateError> {
     Ok(())
 }
 
+/// The list of secret key files glovebox made or used
+/// ([`remember_key`]), in the state directory.
+const KEYS_FILE: &str = "keys";
+
+/// Records `key` (a secret key file `glovebox approve --generate-key`
+/// made, or `--sign-with` / `serve --checkpoint-key` used) in the state
+/// directory, so that a learning run never sees it wherever it is
+/// (`crate::learn::sensitive`). Its absolute path and its resolved one
+/// are kept; recording one already there changes nothing.
+pub fn remember_key(key: &Path) -> Result<(), StateError> {
+    let dir = ensure_dir()?;
+    let file = dir.join(KEYS_FILE);
+    let mut known = known_keys();
+    let abs = std::path::absolute(key).unwrap_or_else(|_| key.to_path_buf());
+    let real = fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone());
+    let before = known.len();
+    for p in [abs, real] {
+        if !known.contains(&p) {
+            known.push(p);
+        }
+    }
+    if known.len() == before {
+        return Ok(());
+    }
+    let mut text = String::new();
+    for p in &known {
+        // A path with a newline cannot be listed on a line: such a key is
+        // still out of every project's copy (its format is recognised).
+        if let Some(s) = p.to_str().filter(|s| !s.contains('\n')) {
+            text.push_str(s);
+            text.push('\n');
+        }
+    }
+    write_atomic(&file, text.as_bytes())
+}
+
+/// The key files recorded by [`remember_key`] (none when the state
+/// directory or the list does not exist).
+pub fn known_keys() -> Vec<PathBuf> {
+    let Ok(dir) = dir() else {
+        return Vec::new();
+    };
+    fs::read_to_string(dir.join(KEYS_FILE))
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.starts_with('/'))
+                .map(PathBuf::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// sha256 of a file's bytes, hex.
 pub fn file_sha256(path: &Path) -> Result<String, StateError> {
     let bytes = fs::read(path).map_err(io(path))?;

@@ -140,3 +140,90 @@ fn cargo_check_under_rustup_is_learned_and_reruns_green() {
     assert_eq!(code, Some(0), "{rerun:#}");
     assert!(krate.join("target/debug").is_dir(), "{rerun:#}");
 }
+
+/// The README's example as typed on a default rustup install, where
+/// `RUSTUP_HOME` and `CARGO_HOME` are unset: `--env` passes their
+/// defaults (and says so), the run succeeds, and the proposal re-runs
+/// green; the one-command line is pasteable as printed.
+#[test]
+fn the_readme_rustup_example_works_where_the_variables_are_unset() {
+    require_jail!();
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    assert!(
+        home.join(".rustup").is_dir() && home.join(".cargo/bin/cargo").is_file(),
+        "learn is checked against a rustup toolchain in ~/.rustup and ~/.cargo: install one (https://rustup.rs)"
+    );
+    let dir = tempdir();
+    let krate = tiny_crate(dir.path(), "pub fn three() -> u32 { 3 }\n");
+    let path = format!("{}/.cargo/bin:/usr/local/bin:/usr/bin:/bin", home.display());
+    let run = |args: &[&str]| {
+        Command::new(bin())
+            .current_dir(&krate)
+            .args(args)
+            .stdin(Stdio::null())
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", &path)
+            .env("GLOVEBOX_STATE_DIR", dir.path().join("state"))
+            .output()
+            .unwrap()
+    };
+    let env = [
+        "--env",
+        "PATH",
+        "--env",
+        "RUSTUP_HOME",
+        "--env",
+        "CARGO_HOME",
+    ];
+    let mut args = vec!["sandbox", "--learn", "--json"];
+    args.extend(env);
+    args.extend(["--", "cargo", "check", "--offline"]);
+    let out = run(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let learned: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("no json ({e}): {stderr}"));
+    assert_eq!(out.status.code(), Some(0), "{learned:#} {stderr}");
+    assert!(
+        stderr.contains("RUSTUP_HOME is not set: passing its default"),
+        "{stderr}"
+    );
+    let grants = learned["proposal"]["grants"].to_string();
+    assert!(grants.contains(path_str(&home.join(".rustup"))), "{grants}");
+    // The enforcing run with the proposed arguments, the variables still
+    // unset.
+    let mut rerun: Vec<String> = vec!["sandbox".into(), "--json".into()];
+    rerun.extend(
+        learned["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    rerun.extend(["--", "cargo", "check", "--offline"].map(String::from));
+    let refs: Vec<&str> = rerun.iter().map(String::as_str).collect();
+    let out = run(&refs);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The text: "glovebox learned", and the line to paste.
+    let mut args = vec!["sandbox", "--learn"];
+    args.extend(env);
+    args.extend(["--", "cargo", "check", "--offline"]);
+    let out = run(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("glovebox learned"), "{stderr}");
+    let line = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("as one command:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.contains("--env PATH --env RUSTUP_HOME --env CARGO_HOME"),
+        "{line}"
+    );
+}

@@ -30,9 +30,22 @@ pub struct Args {
     pub generate_key: Option<std::path::PathBuf>,
 }
 
+/// Records a secret key file in the state directory, so that no learning
+/// run sees it wherever it is (`glovebox::learn::sensitive`); a failure
+/// is said, not fatal (the key is made or used all the same).
+pub fn remember(key: &std::path::Path) {
+    if let Err(e) = glovebox::state::remember_key(key) {
+        eprintln!(
+            "glovebox: could not record {} as a key file in the state directory ({e}); keep it out of learning runs' view yourself",
+            key.display()
+        );
+    }
+}
+
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.generate_key {
         let public = glovebox::signing::generate(path)?;
+        remember(path);
         println!(
             "made approval key {} (secret: {}, public: {})",
             glovebox::signing::key_id(&public),
@@ -46,7 +59,11 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_USAGE));
     };
     let secret = match &args.sign_with {
-        Some(p) => Some(glovebox::signing::load_signing(p)?),
+        Some(p) => {
+            let key = glovebox::signing::load_signing(p)?;
+            remember(p);
+            Some(key)
+        }
         None => None,
     };
     let args = &NamedArgs {

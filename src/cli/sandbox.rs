@@ -17,7 +17,9 @@ use super::{Cli, EXIT_SANDBOX_UNAVAILABLE, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Allow reading (and executing) under this path (repeatable).
+    /// Allow reading (and executing) under this path (repeatable). A path
+    /// that does not exist is refused, unless a `--write` holds it: then
+    /// glovebox makes it (a build's `target/`) before the command runs.
     #[arg(long, value_name = "PATH")]
     pub read: Vec<PathBuf>,
     /// Allow reading and writing under this path (repeatable).
@@ -42,7 +44,10 @@ pub struct Args {
     #[arg(long)]
     pub allow_private: bool,
     /// Pass this variable of the caller's environment into the jail
-    /// (`NAME` or `NAME=VALUE`, repeatable).
+    /// (`NAME` or `NAME=VALUE`, repeatable). An unset toolchain variable
+    /// with a default below the home (`RUSTUP_HOME`, `CARGO_HOME`,
+    /// `GOPATH`, `PYENV_ROOT`, `NVM_DIR`, `BUN_INSTALL`) gets that
+    /// default where it exists.
     #[arg(long, value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
     /// Wall-clock limit in seconds.
@@ -74,9 +79,12 @@ pub struct Args {
     /// Capture the output and print one JSON object with the result.
     #[arg(long)]
     pub json: bool,
-    /// Learn mode: run the command in an observing jail (the filesystem
-    /// readable as you see it, less glovebox's own state; writes going to
-    /// a throw-away copy of the working directory; with `--net`, any public
+    /// Learn mode: run the command in an observing jail (readable: the
+    /// system's directories as every user may read them, the toolchains
+    /// and caches below your home, `--read` paths and the directories the
+    /// `--env` variables name — never keys, credentials, browser profiles,
+    /// other users' homes or glovebox's own state; writes going to a
+    /// throw-away copy of the working directory; with `--net`, any public
     /// host through the egress proxy, logged) and print the `--read`,
     /// `--write`, `--allow-host` and `--env` flags that keep it working.
     #[arg(long)]
@@ -108,6 +116,30 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("invalid size {text:?}: use bytes or a K/M/G suffix"))?;
     n.checked_mul(mult)
         .with_context(|| format!("size {text:?} is too large"))
+}
+
+/// One `--env` item: `NAME=VALUE` as given; `NAME` from the caller's
+/// environment, or, when it is unset and names a toolchain's home with a
+/// default below the home directory that exists (`RUSTUP_HOME` →
+/// `~/.rustup`, a default rustup install), that default — said on
+/// stderr; else nothing (the variable stays unset in the jail too).
+pub fn env_item(item: &str) -> Option<(OsString, OsString)> {
+    if let Some((k, v)) = item.split_once('=') {
+        return Some((OsString::from(k), OsString::from(v)));
+    }
+    if let Some(v) = std::env::var_os(item) {
+        return Some((OsString::from(item), v));
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .or_else(glovebox::state::home)?;
+    let default = glovebox::learn::env::toolchain_default(item, &home)?;
+    eprintln!(
+        "glovebox: {item} is not set: passing its default, {} (where a default install keeps it)",
+        default.display()
+    );
+    Some((OsString::from(item), default.into_os_string()))
 }
 
 fn absolute(base: &Path, p: &Path) -> PathBuf {
@@ -176,14 +208,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         ..Limits::default()
     };
     for item in &args.env {
-        let (k, v) = match item.split_once('=') {
-            Some((k, v)) => (OsString::from(k), OsString::from(v)),
-            None => match std::env::var_os(item) {
-                Some(v) => (OsString::from(item), v),
-                None => continue,
-            },
-        };
-        spec.env.push((k, v));
+        if let Some((k, v)) = env_item(item) {
+            spec.env.push((k, v));
+        }
     }
     // Inside a project (`--root`, or a `.glee/` above the working
     // directory), its control surface stays read-only here too, and a
@@ -223,6 +250,32 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
     spec.protect.sort();
     spec.protect.dedup();
     absent.extend(more_absent);
+    // A --read that does not exist yet under a --write of the same
+    // command (a build's target/ on a fresh checkout: the command could
+    // make it itself) is made now, never at a protected or control name;
+    // any other missing --read is refused, naming the fix.
+    let keep: Vec<PathBuf> = spec
+        .protect
+        .iter()
+        .cloned()
+        .chain(absent.iter().flat_map(|(_, names)| names.iter().cloned()))
+        .collect();
+    for (w, rel) in jail::hold::missing_under(&spec.fs.read, &spec.fs.write, &keep) {
+        if let Err(e) = jail::hold::make_beneath(w, &rel, &jail::hold::Links::Follow) {
+            eprintln!("glovebox: warning: {}", glovebox::run::error_chain(&e));
+        }
+    }
+    if let Some((typed, _)) = args
+        .read
+        .iter()
+        .zip(&spec.fs.read)
+        .find(|(_, p)| std::fs::symlink_metadata(p).is_err())
+    {
+        anyhow::bail!(
+            "--read {}: no such file or directory, so nothing would be readable there: create it first (mkdir -p for a directory), or also grant --write on a directory that holds it (glovebox then makes it before the command runs)",
+            typed.display()
+        );
+    }
     spec.stdin = Stdin::InheritIfSafe;
     spec.output = if args.json {
         Output::Capture

@@ -196,7 +196,11 @@ fn replica(cli: &Cli, args: &Args) -> anyhow::Result<()> {
     if args.audit_export.is_some() || args.audit_otlp.is_some() {
         use glovebox::audit::export::{Exporter, Sink};
         let key = match &args.checkpoint_key {
-            Some(p) => Some(glovebox::signing::load_signing(p)?),
+            Some(p) => {
+                let key = glovebox::signing::load_signing(p)?;
+                super::approve::remember(p);
+                Some(key)
+            }
             None if args.audit_export.is_some() => {
                 eprintln!("glovebox: audit export without --checkpoint-key: the exported stream has no signed checkpoints, and `glovebox audit --verify --exported` cannot check it");
                 None

@@ -390,6 +390,84 @@ impl Held {
     }
 }
 
+/// The read grants of `read` that do not exist and that a write grant of
+/// the same call holds (strictly), none of them at or under a path of
+/// `keep` (the control surface, names the call may not create): each with
+/// the write grant and the part below it. A build's `target/` on a fresh
+/// checkout: the call could make it itself, and its read grant (which
+/// carries the execute a write grant does not) would otherwise grant
+/// nothing. Decided on the names; made by [`make_beneath`].
+pub fn missing_under<'a>(
+    read: &'a [PathBuf],
+    write: &'a [PathBuf],
+    keep: &[PathBuf],
+) -> Vec<(&'a Path, PathBuf)> {
+    let mut out = Vec::new();
+    for r in read {
+        let Some(r) = clean(r) else { continue };
+        if std::fs::symlink_metadata(&r).is_ok() || keep.iter().any(|k| r.starts_with(k)) {
+            continue;
+        }
+        let holder = write
+            .iter()
+            .filter(|w| r.starts_with(w) && r != **w)
+            .max_by_key(|w| w.components().count());
+        if let Some(w) = holder {
+            if let Ok(rel) = r.strip_prefix(w) {
+                out.push((w.as_path(), rel.to_path_buf()));
+            }
+        }
+    }
+    out
+}
+
+/// Makes the directory `rel` below the write grant `dir` (resolved as its
+/// grant is, under `links`), one component at a time: each made with
+/// `mkdirat` beneath the descriptor of the one before, and opened again
+/// with no link followed. It stops, making nothing more, at a component
+/// that is anything but a directory — a link there is never followed, so
+/// nothing is made outside the write grant; the read grant is then held
+/// as it is, by the usual rules. Returns whether `rel` is a directory
+/// now.
+pub fn make_beneath(dir: &Path, rel: &Path, links: &Links) -> Result<bool, HoldError> {
+    let Some(p) = clean(dir) else {
+        return Err(HoldError::Invalid {
+            path: dir.to_path_buf(),
+            why: "it is not absolute",
+        });
+    };
+    let Some((mut fd, _)) = walk(&p, links)? else {
+        return Ok(false);
+    };
+    for c in rel.components() {
+        let Component::Normal(name) = c else {
+            return Ok(false);
+        };
+        let cname = CString::new(name.as_bytes()).map_err(|_| HoldError::Invalid {
+            path: p.join(rel),
+            why: "it contains a NUL byte",
+        })?;
+        match nix::sys::stat::mkdirat(
+            &fd,
+            cname.as_c_str(),
+            nix::sys::stat::Mode::from_bits_truncate(0o755),
+        ) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => {
+                return Err(HoldError::Open {
+                    path: p.join(rel),
+                    source: std::io::Error::from(e),
+                })
+            }
+        }
+        match sys::open_path(fd.as_raw_fd(), &cname, libc::O_NOFOLLOW | libc::O_DIRECTORY) {
+            Ok(next) => fd = next,
+            Err(_) => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
 /// The identities of `path` and of every directory above it, up to `/`
 /// (found through `..` from the held directory, not by name): a grant
 /// that is one of them holds `path`.
@@ -424,6 +502,33 @@ mod tests {
     use super::*;
     use std::fs;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_missing_read_grant_under_a_write_grant_is_made_there_and_nowhere_else() {
+        let (_t, b) = base();
+        fs::create_dir_all(b.join("p/.glee")).unwrap();
+        fs::create_dir_all(b.join("elsewhere")).unwrap();
+        let read = vec![
+            b.join("p/target/debug"),
+            b.join("p/.glee/x"),
+            b.join("q/x"),
+            b.join("p"),
+        ];
+        let write = vec![b.join("p")];
+        let keep = vec![b.join("p/.glee")];
+        let m = missing_under(&read, &write, &keep);
+        assert_eq!(
+            m,
+            vec![(b.join("p").as_path(), PathBuf::from("target/debug"))]
+        );
+        let follow = Links::Follow;
+        assert!(make_beneath(&b.join("p"), Path::new("target/debug"), &follow).unwrap());
+        assert!(b.join("p/target/debug").is_dir());
+        // A link in the way is not followed: nothing is made beyond it.
+        symlink(b.join("elsewhere"), b.join("p/out")).unwrap();
+        assert!(!make_beneath(&b.join("p"), Path::new("out/sub"), &follow).unwrap());
+        assert!(!b.join("elsewhere/sub").exists());
+    }
 
     fn base() -> (tempfile::TempDir, PathBuf) {
         let t = tempfile::tempdir().unwrap();

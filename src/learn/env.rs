@@ -79,6 +79,28 @@ fn first_use<'a>(value: &OsString, seen: &'a [Seen]) -> Option<(String, &'a Seen
     None
 }
 
+/// Toolchain variables whose tools fall back to a directory below the
+/// home when they are unset: rustup's and cargo's (a default rustup
+/// install sets neither), go's, pyenv's, nvm's, bun's.
+const TOOLCHAIN_DEFAULTS: &[(&str, &str)] = &[
+    ("RUSTUP_HOME", ".rustup"),
+    ("CARGO_HOME", ".cargo"),
+    ("GOPATH", "go"),
+    ("PYENV_ROOT", ".pyenv"),
+    ("NVM_DIR", ".nvm"),
+    ("BUN_INSTALL", ".bun"),
+];
+
+/// The directory a toolchain uses for the unset variable `name` (below
+/// `home`), when it exists: what `--env RUSTUP_HOME` passes on a default
+/// rustup install, so that the tool finds in the jail (whose `HOME` is
+/// its own) what it finds outside.
+pub fn toolchain_default(name: &str, home: &Path) -> Option<std::path::PathBuf> {
+    let (_, rel) = TOOLCHAIN_DEFAULTS.iter().find(|(n, _)| *n == name)?;
+    let p = home.join(rel);
+    p.is_dir().then_some(p)
+}
+
 fn shown(p: &Path, home: Option<&Path>) -> String {
     match home.and_then(|h| p.strip_prefix(h).ok()) {
         Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
@@ -99,6 +121,18 @@ mod tests {
             dir: false,
             existed: true,
         }
+    }
+
+    #[test]
+    fn an_unset_toolchain_variable_has_its_default_where_it_exists() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join(".rustup")).unwrap();
+        assert_eq!(
+            toolchain_default("RUSTUP_HOME", d.path()),
+            Some(d.path().join(".rustup"))
+        );
+        assert_eq!(toolchain_default("CARGO_HOME", d.path()), None);
+        assert_eq!(toolchain_default("SOMETHING", d.path()), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
+use super::sensitive::{Places, Why};
 use crate::jail::observe::Op;
 
 /// One observed access, mapped back to the real paths and checked against
@@ -50,8 +51,10 @@ pub struct Grant {
     pub examples: Vec<PathBuf>,
     /// How many distinct observed paths it covers.
     pub covers: usize,
-    /// A write directory that does not exist yet (the run created it):
-    /// `--apply` creates it, since a grant can only name what exists.
+    /// A directory that does not exist yet (the run created it):
+    /// `--apply` creates it, since a grant can only name what exists; a
+    /// read grant's is also made by glovebox before a call whose write
+    /// grant holds it (a fresh checkout has no `target/` yet).
     pub create: bool,
     /// A read grant covering a program that was executed: a write grant
     /// does not cover it (write grants carry no execute, see
@@ -74,12 +77,48 @@ pub struct Context {
     pub granted: Vec<PathBuf>,
     /// What it already grants for writing (`/dev/null`, …).
     pub baseline_write: Vec<PathBuf>,
-    /// glovebox's own files: never proposed.
+    /// glovebox's own files: never proposed, not even when named.
     pub hidden: Vec<PathBuf>,
+    /// The secret and run-later places ([`Places`]), and the concrete
+    /// places the learning view left out (files not every user may read,
+    /// key files): a grant on one is withheld unless named.
+    pub places: Places,
+    /// What the learning view left out besides `hidden` (existing paths).
+    pub secret: Vec<PathBuf>,
+    /// The learning view's read grants (both spellings): a read outside
+    /// it was refused in the run, so it is not proposed (the person is
+    /// told to learn again with `--read`). `None`: no such bound.
+    pub view: Option<Vec<PathBuf>>,
+    /// Grants the person made (the tool's declared grants, `--read`,
+    /// `--write`): an access under one is granted as named, withheld
+    /// nothing.
+    pub named: Vec<(Access, PathBuf)>,
+    /// Withheld grants the person takes in (`learn --include PATH`): an
+    /// access under one is granted as that path.
+    pub include: Vec<PathBuf>,
     /// The learning run succeeded. Its writes outside the root were
     /// refused (only the copy of the root is writable there), so a run
-    /// that succeeded did not need them: they are noted, not proposed.
+    /// that succeeded did not need them: they are noted, not proposed;
+    /// a run that failed may have failed for one, but a write outside the
+    /// project is never proposed from it either (it is withheld: the
+    /// tool may have failed on purpose to get it).
     pub succeeded: bool,
+}
+
+/// A grant the proposal withholds: the person adds it by hand, or takes
+/// it in with `learn --include PATH`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Withheld {
+    /// Read or write.
+    pub access: Access,
+    /// The grant it would be (what `--include` names).
+    pub path: PathBuf,
+    /// Why it is withheld.
+    pub why: Why,
+    /// The first paths observed under it.
+    pub examples: Vec<PathBuf>,
+    /// The programs that tried.
+    pub programs: BTreeSet<String>,
 }
 
 /// The folded proposal.
@@ -90,6 +129,13 @@ pub struct Folded {
     /// Observed paths under glovebox's own files (never proposed; the
     /// learning run could not read them either).
     pub kept_out: Vec<PathBuf>,
+    /// Grants withheld: a place secrets live (or a directory holding
+    /// one), something run later (a shell start-up file, cron, `.envrc`,
+    /// a hook), a write outside the project from a run that failed.
+    pub withheld: Vec<Withheld>,
+    /// Reads outside the learning view (refused in the run): not
+    /// proposed; learn again with `--read` to observe them.
+    pub outside_view: Vec<PathBuf>,
     /// Writes outside the root that the learning run was refused and
     /// succeeded without (a lock or cache a tool tries and does without).
     pub unneeded_writes: Vec<PathBuf>,
@@ -119,16 +165,18 @@ const PROTECTED: [&str; 2] = [".git", ".glee"];
 /// Folds `seen` under `ctx`.
 pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     let mut groups: BTreeMap<(Access, PathBuf), Grant> = BTreeMap::new();
+    let mut withheld: BTreeMap<(Access, PathBuf), Withheld> = BTreeMap::new();
     let mut kept_out = BTreeSet::new();
     let mut unneeded = BTreeSet::new();
     let mut lookups = BTreeSet::new();
     let mut listings = BTreeSet::new();
+    let mut outside_view = BTreeSet::new();
     let mut distinct = BTreeSet::new();
     for s in seen {
         if jails_own(&s.path) {
             continue;
         }
-        if ctx.hidden.iter().any(|h| s.path.starts_with(h)) {
+        if glovebox_s(ctx, &s.path) {
             kept_out.insert(s.path.clone());
             continue;
         }
@@ -159,10 +207,6 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
             lookups.insert(s.path.clone());
             continue;
         }
-        if access == Access::Write && under_root.is_none() && ctx.succeeded {
-            unneeded.insert(s.path.clone());
-            continue;
-        }
         let base = match access {
             Access::Read => &ctx.baseline_read,
             Access::Write => &ctx.baseline_write,
@@ -173,27 +217,57 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
         if access == Access::Read && ctx.granted.iter().any(|b| s.path.starts_with(b)) {
             continue;
         }
-        let (mut path, mut create) = match under_root {
-            Some(rel) => fold_in_root(&ctx.root, rel, s, access),
-            None => (
-                beside_root(
-                    fold_outside(&s.path, ctx.home.as_deref()),
-                    &s.path,
-                    &ctx.root,
-                ),
-                false,
-            ),
-        };
-        // A folded grant never holds glovebox's own files: then the path
-        // itself, and if even that holds them, nothing.
-        if ctx.hidden.iter().any(|h| h.starts_with(&path)) {
-            path = s.path.clone();
-            create = false;
-            if ctx.hidden.iter().any(|h| h.starts_with(&path)) {
-                kept_out.insert(s.path.clone());
-                continue;
+        // Named by the person: granted exactly as named — as the view
+        // showed it: a secret place inside a named path is not named
+        // (unless the named path lies in it), nor glovebox's own ever.
+        let named = named(ctx, access, &s.path)
+            .filter(|n| secret(ctx, &s.path).is_none() || secret(ctx, n).is_some());
+        let (path, create) = if let Some(n) = named {
+            let in_secret = secret(ctx, &n).is_some();
+            match narrowed(ctx, n, s, false, |p| {
+                !in_secret && ctx.places.holds_secret(p, &ctx.secret)
+            }) {
+                Decision::Grant(path, create) => (path, create),
+                _ => {
+                    kept_out.insert(s.path.clone());
+                    continue;
+                }
             }
-        }
+        } else {
+            match decide(ctx, s, access, under_root) {
+                Decision::Grant(path, create) => (path, create),
+                Decision::Withhold(path, why) => {
+                    let w = withheld
+                        .entry((access, path.clone()))
+                        .or_insert_with(|| Withheld {
+                            access,
+                            path,
+                            why,
+                            examples: Vec::new(),
+                            programs: BTreeSet::new(),
+                        });
+                    if w.examples.len() < EXAMPLES && !w.examples.contains(&s.path) {
+                        w.examples.push(s.path.clone());
+                    }
+                    if !s.program.is_empty() {
+                        w.programs.insert(s.program.clone());
+                    }
+                    continue;
+                }
+                Decision::Unneeded => {
+                    unneeded.insert(s.path.clone());
+                    continue;
+                }
+                Decision::OutsideView(p) => {
+                    outside_view.insert(p);
+                    continue;
+                }
+                Decision::KeptOut => {
+                    kept_out.insert(s.path.clone());
+                    continue;
+                }
+            }
+        };
         distinct.insert((access, s.path.clone()));
         let g = groups
             .entry((access, path.clone()))
@@ -252,11 +326,166 @@ pub fn fold(seen: &[Seen], ctx: &Context) -> Folded {
     Folded {
         grants,
         kept_out: kept_out.into_iter().collect(),
+        withheld: withheld.into_values().collect(),
+        outside_view: outside_view.into_iter().collect(),
         unneeded_writes: unneeded.into_iter().collect(),
         lookups: lookups.into_iter().collect(),
         listings: listings.into_iter().collect(),
         observed: distinct.len(),
     }
+}
+
+/// What becomes of one access no grant of the person's covers.
+enum Decision {
+    /// Granted (the path, and whether `--apply` creates it).
+    Grant(PathBuf, bool),
+    /// Withheld (the grant it would be, and why).
+    Withhold(PathBuf, Why),
+    /// A write outside the root the run succeeded without.
+    Unneeded,
+    /// A read outside the learning view (folded as a person names it).
+    OutsideView(PathBuf),
+    /// glovebox's own (a path holding its files).
+    KeptOut,
+}
+
+/// Whether `path` is glovebox's own (its state, configuration, keys).
+fn glovebox_s(ctx: &Context, path: &Path) -> bool {
+    ctx.hidden
+        .iter()
+        .chain(&ctx.places.glovebox)
+        .any(|h| path.starts_with(h))
+}
+
+/// The person's grant that covers `path` for `access` (the narrowest), or
+/// the `--include` that takes it in.
+fn named(ctx: &Context, access: Access, path: &Path) -> Option<PathBuf> {
+    ctx.named
+        .iter()
+        .filter(|(a, n)| (*a == access || *a == Access::Write) && path.starts_with(n))
+        .map(|(_, n)| n)
+        .chain(ctx.include.iter().filter(|n| path.starts_with(n)))
+        .max_by_key(|n| n.components().count())
+        .cloned()
+}
+
+/// Whether a secret place is at or above `path` (the lists, or what the
+/// view left out), and why.
+fn secret(ctx: &Context, path: &Path) -> Option<Why> {
+    ctx.places.secret(path).or_else(|| {
+        ctx.secret
+            .iter()
+            .any(|h| path.starts_with(h))
+            .then(|| Why::Secret("a file not every user may read, or a key file".into()))
+    })
+}
+
+/// Decides one access that no grant of the person's covers.
+fn decide(ctx: &Context, s: &Seen, access: Access, under_root: Option<&Path>) -> Decision {
+    // The grant a withheld access would be: a read folded as usual; a
+    // write to what runs later or to a secret place, that name itself;
+    // another write outside, its directory.
+    let withheld_at = |why: &Why| match (access, under_root) {
+        (Access::Read, _) => fold_outside(&s.path, ctx.home.as_deref()),
+        (Access::Write, Some(rel)) => match super::sensitive::hooks_path(&ctx.root) {
+            Some(h) if rel.starts_with(&h) => ctx.root.join(h),
+            _ => project_entry(&ctx.root, rel),
+        },
+        (Access::Write, None) if s.dir || *why != Why::Outside => s.path.clone(),
+        (Access::Write, None) => s.path.parent().unwrap_or(&s.path).to_path_buf(),
+    };
+    match access {
+        Access::Read => {
+            if let Some(why) = secret(ctx, &s.path) {
+                let at = withheld_at(&why);
+                let at = if ctx.places.holds_secret(&at, &ctx.secret) && secret(ctx, &at).is_none()
+                {
+                    s.path.clone()
+                } else {
+                    at
+                };
+                return Decision::Withhold(at, why);
+            }
+            if under_root.is_none() {
+                if let Some(view) = &ctx.view {
+                    if !view.iter().any(|v| s.path.starts_with(v)) {
+                        return Decision::OutsideView(beside_root(
+                            fold_outside(&s.path, ctx.home.as_deref()),
+                            &s.path,
+                            &ctx.root,
+                        ));
+                    }
+                }
+            }
+        }
+        Access::Write => {
+            if let Some(why) = ctx
+                .places
+                .runs_later(&s.path, &ctx.root)
+                .or_else(|| secret(ctx, &s.path))
+            {
+                return Decision::Withhold(withheld_at(&why), why);
+            }
+            if under_root.is_none() {
+                if ctx.succeeded {
+                    return Decision::Unneeded;
+                }
+                return Decision::Withhold(withheld_at(&Why::Outside), Why::Outside);
+            }
+        }
+    }
+    let (path, create) = match under_root {
+        Some(rel) => fold_in_root(&ctx.root, rel, s, access),
+        None => (
+            beside_root(
+                fold_outside(&s.path, ctx.home.as_deref()),
+                &s.path,
+                &ctx.root,
+            ),
+            false,
+        ),
+    };
+    narrowed(ctx, path, s, create, |p| {
+        ctx.places.holds_secret(p, &ctx.secret)
+    })
+}
+
+/// `path` (a grant for `s`), or, when it holds glovebox's own files or a
+/// place `secret` says holds a secret, one level deeper toward `s`'s
+/// path, as far as that path itself; if even that holds one, nothing.
+fn narrowed(
+    ctx: &Context,
+    mut path: PathBuf,
+    s: &Seen,
+    mut create: bool,
+    secret: impl Fn(&Path) -> bool,
+) -> Decision {
+    let holds = |p: &Path| {
+        ctx.hidden
+            .iter()
+            .chain(&ctx.places.glovebox)
+            .any(|h| h.starts_with(p))
+    };
+    while holds(&path) || secret(&path) {
+        create = false;
+        let Some(next) = s
+            .path
+            .strip_prefix(&path)
+            .ok()
+            .and_then(|rest| rest.components().next())
+            .map(|c| path.join(c))
+        else {
+            if holds(&path) {
+                return Decision::KeptOut;
+            }
+            return Decision::Withhold(
+                path,
+                Why::Secret("a directory that holds places secrets live".into()),
+            );
+        };
+        path = next;
+    }
+    Decision::Grant(path, create)
 }
 
 /// Another grant of `all` covers `g` (see [`fold`]). Terminates: each
@@ -302,10 +531,13 @@ fn fold_in_root(root: &Path, rel: &Path, s: &Seen, access: Access) -> (PathBuf, 
         return (root.to_path_buf(), false);
     }
     let top = project_entry(root, rel);
-    if access == Access::Read {
-        return (top, false);
-    }
     let is_top = rel.components().count() == 1;
+    if access == Access::Read {
+        // A directory the run created (a build's `target/`) is created
+        // before the enforcing call too: by `--apply`, or by glovebox
+        // under a write grant of the call (`crate::jail::hold::make_missing`).
+        return (top, !s.existed && (!is_top || s.dir));
+    }
     if is_top && !s.dir && !s.existed {
         return (root.to_path_buf(), false);
     }

@@ -1,5 +1,6 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
+use crate::learn::sensitive::{Places, Why};
 
 fn seen(op: Op, path: &str, program: &str) -> Seen {
     Seen {
@@ -19,7 +20,9 @@ fn ctx() -> Context {
         baseline_write: vec!["/dev/null".into()],
         granted: vec!["/usr/lib/python3/venv".into()],
         hidden: vec!["/home/u/.local/state/glovebox".into()],
+        places: Places::new(vec!["/home/u".into()], vec!["/home/v".into()], vec![]),
         succeeded: false,
+        ..Context::default()
     }
 }
 
@@ -209,9 +212,102 @@ fn a_write_outside_the_run_succeeded_without_is_noted_not_proposed() {
         f.unneeded_writes,
         vec![PathBuf::from("/home/u/.cargo/.package-cache")]
     );
-    // A failed run may have failed for it: proposed.
+    // A failed run: never proposed either (the tool may have failed on
+    // purpose to get it), but withheld, with its directory to name.
     let f = fold(&v, &ctx());
-    assert_eq!(paths(&f), vec![(Access::Write, "/home/u/.cargo".into())]);
+    assert_eq!(paths(&f), vec![(Access::Read, "/home/u/.cargo".into())]);
+    assert_eq!(f.withheld.len(), 1, "{f:?}");
+    assert_eq!(f.withheld[0].path, PathBuf::from("/home/u/.cargo"));
+    assert_eq!(f.withheld[0].why, Why::Outside);
+    // Named by the person (`--write`, a declared grant, `--include`):
+    // granted exactly as named.
+    let c = Context {
+        include: vec!["/home/u/.cargo/.package-cache".into()],
+        ..ctx()
+    };
+    let f = fold(&v, &c);
+    assert!(
+        paths(&f).contains(&(Access::Write, "/home/u/.cargo/.package-cache".into())),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn a_failed_run_never_gets_a_write_outside_nor_on_what_runs_later_proposed() {
+    let mut envrc = seen(Op::Create, "/p/.envrc", "sh");
+    envrc.existed = false;
+    let v = vec![
+        seen(Op::Write, "/tmp/outside/.ssh/authorized_keys", "sh"),
+        seen(Op::Create, "/etc/cron.d/x", "sh"),
+        seen(Op::Write, "/home/u/.bashrc", "sh"),
+        seen(Op::Create, "/p/.husky/pre-commit", "sh"),
+        envrc,
+        seen(Op::Write, "/p/.vscode/tasks.json", "sh"),
+        seen(Op::Write, "/p/src/a.rs", "sh"),
+    ];
+    for succeeded in [false, true] {
+        let f = fold(&v, &Context { succeeded, ..ctx() });
+        assert_eq!(paths(&f), vec![(Access::Write, "/p/src".into())], "{f:?}");
+        let held: Vec<&Path> = f.withheld.iter().map(|w| w.path.as_path()).collect();
+        for p in [
+            "/etc/cron.d/x",
+            "/home/u/.bashrc",
+            "/tmp/outside/.ssh/authorized_keys",
+            "/p/.husky",
+            "/p/.envrc",
+            "/p/.vscode",
+        ] {
+            assert!(held.contains(&Path::new(p)), "{p}: {held:?}");
+        }
+    }
+    // A manifest that names one keeps it as named.
+    let c = Context {
+        named: vec![(Access::Write, "/p/.husky".into())],
+        ..ctx()
+    };
+    let f = fold(&v, &c);
+    assert!(paths(&f).contains(&(Access::Write, "/p/.husky".into())));
+}
+
+#[test]
+fn a_secret_place_is_never_proposed_and_a_fold_stops_short_of_one() {
+    let v = vec![
+        seen(Op::Read, "/home/u/.ssh/id_ed25519", "cat"),
+        seen(Op::Read, "/home/u/.aws/credentials", "cat"),
+        seen(Op::Read, "/home/v/notes.txt", "cat"),
+        seen(Op::Read, "/etc/shadow", "cat"),
+        seen(Op::Read, "/etc/ssh/ssh_config", "ssh"),
+        seen(Op::Read, "/opt/app/secret.key", "cat"),
+    ];
+    let c = Context {
+        secret: vec![
+            "/opt/app/secret.key".into(),
+            "/etc/ssh/ssh_host_ed25519_key".into(),
+        ],
+        ..ctx()
+    };
+    let f = fold(&v, &c);
+    // /etc/ssh would hold the host keys: the file itself is proposed.
+    assert_eq!(
+        paths(&f),
+        vec![(Access::Read, "/etc/ssh/ssh_config".into())],
+        "{f:?}"
+    );
+    assert_eq!(f.withheld.len(), 5, "{f:?}");
+    // Read outside the learning view: not proposed, named to learn again.
+    let c = Context {
+        view: Some(vec!["/home/u/.cargo".into()]),
+        ..ctx()
+    };
+    let f = fold(
+        &[
+            seen(Op::Read, "/data/corpus/a.txt", "cat"),
+            seen(Op::Read, "/home/u/.cargo/bin/cargo", "sh"),
+        ],
+        &c,
+    );
+    assert_eq!(paths(&f), vec![(Access::Read, "/home/u/.cargo".into())]);
+    assert_eq!(f.outside_view, vec![PathBuf::from("/data/corpus")]);
 }
 
 #[test]

@@ -1,7 +1,6 @@
-//! The learning run's world: what the tool may read (the user's own view
-//! of the filesystem, less glovebox's state and configuration), where it
-//! writes (a throw-away copy of the project), and how an observed path in
-//! that copy maps back to the project.
+//! The learning run's workspace: where it writes (a throw-away copy of
+//! the project, key files left out), and how an observed path in that
+//! copy maps back to the project. What it may read is [`super::view`]'s.
 //!
 //! The observation itself is the jail's ([`crate::jail::observe`]: seccomp
 //! user notification on every open, exec, create, remove and rename of the
@@ -12,87 +11,6 @@ use std::path::{Path, PathBuf};
 
 use super::LearnError;
 
-/// Top-level directories never granted to a learning run: the jail makes
-/// its own `/proc` and `/dev`, and `/sys` is the kernel's.
-const NOT_VIEWED: [&str; 4] = ["proc", "sys", "dev", "lost+found"];
-
-/// glovebox's own files, never readable in a learning run and never
-/// proposed: its state directory (approvals, the audit key and log) and
-/// the user's configuration directory.
-pub fn hidden() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = crate::state::dir().into_iter().collect();
-    if let Some(dir) =
-        crate::state::user_config_file().and_then(|f| f.parent().map(Path::to_path_buf))
-    {
-        v.push(dir);
-    }
-    // Both spellings: as configured and with links resolved.
-    let resolved: Vec<PathBuf> = v
-        .iter()
-        .map(|p| crate::manifest::discover::resolved(p))
-        .collect();
-    v.extend(resolved);
-    v.sort();
-    v.dedup();
-    v
-}
-
-/// The read grants of a learning run: every top-level directory of `/`
-/// (not `/proc`, `/sys`, `/dev`), split around each `hidden` path so that
-/// none of them is in any grant (a grant that holds one would also be
-/// refused by the jail, by identity).
-pub fn view(hidden: &[PathBuf]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/") else {
-        return out;
-    };
-    let mut names: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| !NOT_VIEWED.iter().any(|n| e.file_name() == *n))
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect();
-    names.sort();
-    for p in names {
-        around(&p, hidden, &mut out, 0);
-    }
-    out
-}
-
-/// Grants `p`, or, when it holds a hidden path, each of its entries
-/// (recursively); a hidden path itself, and a link that leads to or into
-/// one, is left out.
-fn around(p: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>, depth: u32) {
-    let real = crate::manifest::discover::resolved(p);
-    if hidden
-        .iter()
-        .any(|h| real.starts_with(h) || p.starts_with(h))
-    {
-        return;
-    }
-    let holds = hidden
-        .iter()
-        .any(|h| h.starts_with(p) || h.starts_with(&real));
-    if !holds {
-        out.push(p.to_path_buf());
-        return;
-    }
-    // A link to a directory holding a hidden path: left out (its target
-    // is reached by its own spelling).
-    let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
-    if is_link || depth > 16 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(p) else {
-        return;
-    };
-    let mut names: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
-    names.sort();
-    for e in names {
-        around(&e, hidden, out, depth + 1);
-    }
-}
-
 /// A throw-away copy of a directory (the project, or the sandbox's working
 /// directory): the learning run writes there, never in the original.
 #[derive(Debug)]
@@ -101,6 +19,9 @@ pub struct Workspace {
     pub original: PathBuf,
     /// The copy (removed with this value).
     pub copy: PathBuf,
+    /// Files of the original left out of the copy: secret key files
+    /// (`glovebox approve --generate-key`'s format, whatever their name).
+    pub left_out: Vec<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
@@ -123,6 +44,7 @@ impl Workspace {
         let mut budget = Budget {
             entries: MAX_ENTRIES,
             bytes: MAX_BYTES,
+            left_out: Vec::new(),
         };
         let skip = original.join(".glee/audit");
         copy_tree(original, &copy, &mut budget, &skip).map_err(|source| {
@@ -140,6 +62,7 @@ impl Workspace {
         Ok(Workspace {
             original: original.to_path_buf(),
             copy,
+            left_out: budget.left_out,
             _dir: dir,
         })
     }
@@ -162,11 +85,15 @@ const MAX_BYTES: u64 = 4 << 30;
 struct Budget {
     entries: u64,
     bytes: u64,
+    /// Key files met (left out).
+    left_out: Vec<PathBuf>,
 }
 
 /// Copies `from` to `to`, leaving out `skip` (the project's audit log:
 /// the learning calls are not the project's calls, and a copied log would
-/// not match the head glovebox keeps for it).
+/// not match the head glovebox keeps for it) and every secret key file
+/// (recognised by its text: a learning run never sees a key, wherever
+/// it was put).
 fn copy_tree(from: &Path, to: &Path, budget: &mut Budget, skip: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     if from == skip {
@@ -195,6 +122,10 @@ fn copy_tree(from: &Path, to: &Path, budget: &mut Budget, skip: &Path) -> std::i
             std::fs::Permissions::from_mode(meta.permissions().mode()),
         )
     } else if t.is_file() {
+        if crate::signing::is_key_file(from) {
+            budget.left_out.push(from.to_path_buf());
+            return Ok(());
+        }
         std::fs::copy(from, to).map(|_| ())
     } else {
         Ok(())
@@ -255,36 +186,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_view_holds_no_hidden_path_and_keeps_its_siblings() {
-        let d = tempfile::tempdir().unwrap();
-        let state = d.path().join("home/.local/state/glovebox");
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::create_dir_all(d.path().join("home/.cargo")).unwrap();
-        std::fs::create_dir_all(d.path().join("home/.local/share")).unwrap();
-        let mut out = Vec::new();
-        around(
-            &d.path().join("home"),
-            std::slice::from_ref(&state),
-            &mut out,
-            0,
-        );
-        assert!(
-            out.iter()
-                .all(|p| !state.starts_with(p) && !p.starts_with(&state)),
-            "{out:?}"
-        );
-        assert!(out.contains(&d.path().join("home/.cargo")));
-        assert!(out.contains(&d.path().join("home/.local/share")));
-        // The real view: no grant holds the state directory.
-        let hidden = hidden();
-        for g in view(&hidden) {
-            for h in &hidden {
-                assert!(!h.starts_with(&g), "{g:?} holds {h:?}");
-            }
-        }
-    }
-
-    #[test]
     fn a_copy_maps_back_and_leaves_the_original_alone() {
         let d = tempfile::tempdir().unwrap();
         let proj = d.path().join("proj");
@@ -306,5 +207,17 @@ mod tests {
         );
         assert_eq!(w.map_back(&w.copy), proj);
         assert_eq!(w.map_back(Path::new("/etc/x")), PathBuf::from("/etc/x"));
+    }
+
+    #[test]
+    fn a_key_file_is_left_out_of_the_copy_whatever_its_name() {
+        let d = tempfile::tempdir().unwrap();
+        let proj = d.path().join("proj");
+        std::fs::create_dir_all(proj.join("keys")).unwrap();
+        crate::signing::generate(&proj.join("keys/notes.txt")).unwrap();
+        let w = Workspace::copy_of(&proj).unwrap();
+        assert!(!w.copy.join("keys/notes.txt").exists());
+        assert!(w.copy.join("keys/notes.txt.pub").exists());
+        assert_eq!(w.left_out, vec![proj.join("keys/notes.txt")]);
     }
 }

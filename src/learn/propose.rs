@@ -29,6 +29,9 @@ pub struct Proposal {
     pub home: Option<PathBuf>,
     /// Accesses the observer could not keep (past its bound).
     pub unrecorded: u64,
+    /// Every learning call succeeded. When one failed the proposal is
+    /// what was used up to the failure: said plainly, never "learned".
+    pub succeeded: bool,
 }
 
 /// A host pattern for `host` and `port` (`[v6]:port` for an IPv6
@@ -43,28 +46,66 @@ pub fn host_pattern(host: &str, port: u16) -> String {
 
 impl Proposal {
     /// `path` as a manifest entry: relative to the root inside it (`.`
-    /// for the root), absolute outside.
+    /// for the root), `~/…` below the home (as the proposal shows it and
+    /// a person writes it), absolute elsewhere.
     pub fn manifest_path(&self, path: &Path) -> String {
         match path.strip_prefix(&self.root) {
             Ok(rest) if rest.as_os_str().is_empty() => ".".into(),
             Ok(rest) => rest.display().to_string(),
-            Err(_) => path.display().to_string(),
+            Err(_) => self.home_path(path),
         }
     }
 
-    /// `path` for a person (and a shell): `~/…` under the home.
-    pub fn shown(&self, path: &Path) -> String {
-        if let Ok(rest) = path.strip_prefix(&self.root) {
-            return self.manifest_path(&self.root.join(rest));
-        }
+    /// `path` as `~/…` below the home, else as it is.
+    fn home_path(&self, path: &Path) -> String {
         match self.home.as_deref().and_then(|h| path.strip_prefix(h).ok()) {
             Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
             _ => path.display().to_string(),
         }
     }
 
+    /// `path` for a person (and a shell): `~/…` under the home.
+    pub fn shown(&self, path: &Path) -> String {
+        self.manifest_path(path)
+    }
+
     fn why(&self, g: &Grant) -> String {
-        self.why_with(g, "; created by --apply (a grant names only what exists)")
+        let note = match self.write_holding(g) {
+            Some(w) if g.create => format!(
+                "; the run created it: glovebox makes it before each call (the write grant {} holds it)",
+                json_str(&self.manifest_path(&w.path))
+            ),
+            _ => "; created by --apply (a grant names only what exists)".into(),
+        };
+        self.why_with(g, &note)
+    }
+
+    /// The other grant that is a write grant holding `g` (`g` a read
+    /// grant): glovebox makes a missing read grant there before the call.
+    fn write_holding(&self, g: &Grant) -> Option<&Grant> {
+        if g.access != Access::Read {
+            return None;
+        }
+        self.of(Access::Write).find(|w| g.path.starts_with(&w.path))
+    }
+
+    /// The directories to make before the enforcing run (`mkdir -p`):
+    /// those the run created that no write grant of the proposal holds
+    /// (glovebox makes those itself).
+    pub fn to_make(&self) -> Vec<PathBuf> {
+        self.folded
+            .grants
+            .iter()
+            .filter(|g| g.create && self.write_holding(g).is_none())
+            .filter(|g| {
+                !self
+                    .of(Access::Write)
+                    .any(|w| g.path.starts_with(&w.path) && w.path != g.path)
+            })
+            .map(|g| g.path.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
     }
 
     fn why_with(&self, g: &Grant, create_note: &str) -> String {
@@ -223,18 +264,28 @@ impl Proposal {
     }
 
     /// The proposal as text for `glovebox sandbox --learn`: the flags,
-    /// one per line with its reason.
+    /// one per line with its reason; `env`: the `--env` items as typed
+    /// (`NAME` or `NAME=VALUE`), kept as typed in the one-command line so
+    /// that it can be pasted.
     pub fn sandbox_text(&self, env: &[String]) -> String {
-        let mut s = String::from("glovebox learned (proposed flags for `glovebox sandbox`):\n");
+        let mut s = if self.succeeded {
+            String::from("glovebox learned (proposed flags for `glovebox sandbox`):\n")
+        } else {
+            String::from("glovebox: the learning run FAILED, so nothing was learned for sure: the flags below are what it used before it failed, not a working set (a write outside the project is never proposed from a failed run); fix what failed (its output is above) and learn again:\n")
+        };
         let reasons: Vec<String> = self
             .folded
             .grants
             .iter()
             .map(|g| {
-                self.why_with(
-                    g,
-                    "; the run created it: mkdir -p it first (a grant names only what exists)",
-                )
+                let note = match self.write_holding(g) {
+                    Some(w) if g.create => format!(
+                        "; the run created it: glovebox makes it before the call (under --write {})",
+                        shell_word(&self.shown(&w.path))
+                    ),
+                    _ => "; the run created it: mkdir -p it first (the line below does)".into(),
+                };
+                self.why_with(g, &note)
             })
             .chain(
                 self.hosts
@@ -252,15 +303,26 @@ impl Proposal {
             let _ = writeln!(s, "  {f}   # {}", reasons.next().unwrap_or_default());
         }
         for e in env {
+            let name = e.split_once('=').map_or(e.as_str(), |(n, _)| n);
             let why = self
                 .env
                 .iter()
-                .find(|x| x.name == *e)
+                .find(|x| x.name == name)
                 .map_or("passed in the learning run", |x| x.why.as_str());
             let _ = writeln!(s, "  --env {}   # {why}", shell_word(e));
         }
         self.notes(&mut s);
-        let mut line = String::from("glovebox sandbox");
+        let mut line = String::new();
+        let make = self.to_make();
+        if !make.is_empty() {
+            line.push_str("mkdir -p");
+            for m in &make {
+                line.push(' ');
+                line.push_str(&shell_word(&self.shown(m)));
+            }
+            line.push_str(" && ");
+        }
+        line.push_str("glovebox sandbox");
         for f in flags
             .iter()
             .cloned()
@@ -275,6 +337,34 @@ impl Proposal {
 
     /// What was seen but is not proposed.
     pub fn notes(&self, s: &mut String) {
+        for w in &self.folded.withheld {
+            let flag = match w.access {
+                Access::Read => "read",
+                Access::Write => "write",
+            };
+            let by: Vec<&str> = w.programs.iter().map(String::as_str).take(3).collect();
+            let first = w
+                .examples
+                .first()
+                .map(|e| self.shown(e))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "  withheld: {flag} {}   # tried by {}: {first} — {}; never proposed: add it yourself if the tool really needs it (learn: --include {})",
+                self.shown(&w.path),
+                if by.is_empty() { "the tool".to_string() } else { by.join(", ") },
+                w.why,
+                shell_word(&self.shown(&w.path)),
+            );
+        }
+        for o in &self.folded.outside_view {
+            let _ = writeln!(
+                s,
+                "  not proposed: {} (outside the learning view, so refused while learning; learn again with --read {} if the tool needs it)",
+                self.shown(o),
+                shell_word(&self.shown(o)),
+            );
+        }
         for k in &self.folded.kept_out {
             let _ = writeln!(
                 s,
@@ -325,12 +415,12 @@ impl Proposal {
                 .map(|g| self.manifest_path(&g.path))
                 .collect();
             for p in &proposed {
-                if !current.iter().any(|c| same_entry(c, p)) {
+                if !current.iter().any(|c| same_entry(&self.root, c, p)) {
                     let _ = writeln!(s, "+ {key}: {p}");
                 }
             }
             for c in current {
-                if !proposed.iter().any(|p| same_entry(c, p)) {
+                if !proposed.iter().any(|p| same_entry(&self.root, c, p)) {
                     let _ = writeln!(s, "- {key}: {c}   (not used in the learning run)");
                 }
             }
@@ -346,7 +436,7 @@ impl Proposal {
     }
 
     /// Writes the proposal into the manifest file `file` (its top-level
-    /// `permissions:` block replaced, or added) and creates the write
+    /// `permissions:` block replaced, or added) and creates the
     /// directories the run made. Returns the directories created.
     pub fn apply(&self, file: &Path, secrets: Option<&str>) -> Result<Vec<PathBuf>, LearnError> {
         let text = std::fs::read_to_string(file).map_err(|source| LearnError::Manifest {
@@ -360,7 +450,7 @@ impl Proposal {
             }
         })?;
         let mut made = Vec::new();
-        for g in self.of(Access::Write).filter(|g| g.create) {
+        for g in self.folded.grants.iter().filter(|g| g.create) {
             std::fs::create_dir_all(&g.path).map_err(|source| LearnError::Manifest {
                 path: g.path.clone(),
                 source,
@@ -378,10 +468,14 @@ impl Proposal {
     }
 }
 
-fn same_entry(a: &str, b: &str) -> bool {
+fn same_entry(root: &Path, a: &str, b: &str) -> bool {
     let n = |s: &str| s.trim_end_matches('/').trim_start_matches("./").to_string();
-    let (a, b) = (n(a), n(b));
-    a == b || (a.is_empty() && b == ".") || (b.is_empty() && a == ".")
+    let (x, y) = (n(a), n(b));
+    x == y
+        || (x.is_empty() && y == ".")
+        || (y.is_empty() && x == ".")
+        || crate::manifest::discover::resolve(root, a)
+            == crate::manifest::discover::resolve(root, b)
 }
 
 /// `text` with `block` (a `permissions:` block) as its permissions. The
@@ -516,6 +610,8 @@ mod tests {
                     grant(Access::Write, "/p/target"),
                 ],
                 kept_out: vec![],
+                withheld: vec![],
+                outside_view: vec![],
                 unneeded_writes: vec![],
                 lookups: vec![],
                 listings: vec![],
@@ -527,6 +623,7 @@ mod tests {
             root: "/p".into(),
             home: Some("/home/u".into()),
             unrecorded: 0,
+            succeeded: true,
         }
     }
 
@@ -535,7 +632,7 @@ mod tests {
         let p = proposal();
         let block = p.manifest_block(None);
         assert!(
-            block.contains("- \"/home/u/.rustup\"   # read by rustc: ~/.rustup/x (+1 more)"),
+            block.contains("- \"~/.rustup\"   # read by rustc: ~/.rustup/x (+1 more)"),
             "{block}"
         );
         assert!(block.contains("- \"src\""));
@@ -593,7 +690,7 @@ mod tests {
     fn the_diff_names_what_is_added_and_what_went_unused() {
         let p = proposal();
         let d = p.diff(&["src/".into(), "docs".into()], &[], "false");
-        assert!(d.contains("+ fs.read: /home/u/.rustup"), "{d}");
+        assert!(d.contains("+ fs.read: ~/.rustup"), "{d}");
         assert!(d.contains("- fs.read: docs"), "{d}");
         assert!(!d.contains("fs.read: src"), "{d}");
         assert!(d.contains("+ fs.write: target"));

@@ -158,9 +158,34 @@ pub fn tool_entries(root: &Path) -> Result<Vec<ToolEntry>, DiscoverError> {
 }
 
 /// Resolves a manifest path: relative paths are joined to `root`, absolute
-/// ones honoured; the result is normalised lexically (see [`normalize`]).
+/// ones honoured, `~/…` is below the home directory of the user running
+/// glovebox ([`crate::state::home`]: its passwd entry's, the same however
+/// glovebox was started); the result is normalised lexically (see
+/// [`normalize`]).
 pub fn resolve(root: &Path, path: &str) -> PathBuf {
-    normalize(&root.join(path))
+    match home_relative(path) {
+        Some(rest) => match crate::state::home() {
+            Some(home) => normalize(&home.join(rest)),
+            // No home: a path nothing is at (`~` is never the project's).
+            None => normalize(&Path::new("/nonexistent").join(rest)),
+        },
+        None => normalize(&root.join(path)),
+    }
+}
+
+/// The part after `~/` of a manifest path written below the home (`""`
+/// for `~` itself), if it is one.
+pub fn home_relative(path: &str) -> Option<&str> {
+    if path == "~" {
+        return Some("");
+    }
+    path.strip_prefix("~/")
+}
+
+/// Whether a manifest path names a place by itself (absolute, or `~/…`)
+/// rather than relative to the root.
+pub fn names_itself(path: &str) -> bool {
+    Path::new(path).is_absolute() || home_relative(path).is_some()
 }
 
 /// Removes `.` components and folds `..` into its parent, without touching
