@@ -1241,6 +1241,13 @@ fn a_learning_run_reads_no_secret_place_no_key_and_no_state() {
             out.contains("PROBE-START") && out.contains("PROBE-END"),
             "{learned:#}"
         );
+        let all = learned.to_string();
+        for (p, c) in &secrets {
+            assert!(
+                !all.contains(c.as_str()),
+                "{p:?} was read while learning: {learned:#}"
+            );
+        }
         assert!(
             out.contains(&toolchain),
             "a toolchain file was not readable: {learned:#}"
@@ -1250,13 +1257,6 @@ fn a_learning_run_reads_no_secret_place_no_key_and_no_state() {
             "a --read file was not readable: {learned:#}"
         );
         assert_eq!(out.contains(&plain), home_given, "{learned:#}");
-        let all = learned.to_string();
-        for (p, c) in &secrets {
-            assert!(
-                !all.contains(c.as_str()),
-                "{p:?} was read while learning: {learned:#}"
-            );
-        }
         for (_, g) in grants(learned) {
             for (p, _) in &secrets {
                 assert!(!p.starts_with(&g), "{g:?} holds {p:?}");
