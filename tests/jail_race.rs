@@ -14,6 +14,7 @@ mod runkit;
 
 use std::fs;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use common::swap::Swapper;
 use runkit::*;
@@ -173,21 +174,30 @@ fn a_write_grant_swapped_for_a_link_never_writes_outside() {
 /// other processes create and remove files there) it was planned without
 /// namespaces — refused outright where Landlock is missing. Each call
 /// grants 30 directories that a racer removes one by one, 150 µs apart,
-/// from a varying start: removals land before, during and after the
-/// jail's set-up (and its second one, when the first failed). The probe
-/// prints RAN in every call.
+/// from a varying start: removals land before glovebox checks its
+/// arguments (refused, naming the fix, as any missing `--read` is), during
+/// the jail's set-up (and its second one, when the first failed) and
+/// after. The probe prints RAN in every call that was not refused.
 #[test]
 fn a_grant_removed_while_the_jail_is_built_is_left_out() {
     require_jail!();
     let f = Fixture::new();
     let n = calls().min(120);
+    let mut refused = 0;
+    // How long a call takes here: the removals start anywhere in it (and
+    // a little after), so they land before glovebox checks its
+    // arguments, while it builds the jail, and after.
+    let began = std::time::Instant::now();
+    let dry = Fixture::new();
+    common::sandbox(&["--read", dry.root.to_str().unwrap()], &["true"]);
+    let span = began.elapsed().as_micros() as u64 * 3 / 2;
     for i in 0..n {
         let dirs: Vec<PathBuf> = (0..30).map(|k| f.root.join(format!("g{i}-{k}"))).collect();
         for d in &dirs {
             fs::create_dir_all(d).unwrap();
         }
         let victims = dirs.clone();
-        let start = std::time::Duration::from_micros(u64::from(i % 13) * 250);
+        let start = std::time::Duration::from_micros(span * u64::from(i) / u64::from(n));
         let racer = std::thread::spawn(move || {
             std::thread::sleep(start);
             for d in victims {
@@ -201,8 +211,25 @@ fn a_grant_removed_while_the_jail_is_built_is_left_out() {
             args.push(d.display().to_string());
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let r = common::sandbox(&args, &["sh", "-c", "echo RAN"]);
+        let out = Command::new(common::bin())
+            .arg("sandbox")
+            .arg("--json")
+            .args(&args)
+            .args(["--", "sh", "-c", "echo RAN"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
         racer.join().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.stdout.is_empty()
+            && stderr.contains("no such file or directory, so nothing would be readable there")
+        {
+            // Removed before glovebox checked its arguments: refused with
+            // the fix, as a missing `--read` is; no jail was built.
+            refused += 1;
+            continue;
+        }
+        let r = common::Run::from_output(out);
         assert_eq!(r.code, Some(0), "call {i}: {r:#?}");
         assert!(r.stdout.contains("RAN"), "call {i}: {r:#?}");
         // Never planned again without namespaces for it.
@@ -212,4 +239,11 @@ fn a_grant_removed_while_the_jail_is_built_is_left_out() {
             "call {i}: {r:#?}"
         );
     }
+    eprintln!("{refused} of {n} calls refused before a jail was built");
+    // Most removals land after the check, while the jail is built: the
+    // case this test is for.
+    assert!(
+        refused * 2 < n,
+        "{refused} of {n} calls were refused before a jail was built"
+    );
 }

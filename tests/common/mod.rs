@@ -197,20 +197,27 @@ pub fn sandbox_env(extra: &[&str], cmd: &[&str], envs: &[(&str, &str)]) -> Run {
     for (k, v) in envs {
         c.env(k, v);
     }
-    let out = c.output().expect("run glovebox");
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "glovebox printed no json ({e}): stdout={:?} stderr={:?}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    Run {
-        code: out.status.code(),
-        stdout: json["stdout"].as_str().unwrap_or("").to_string(),
-        stderr: json["stderr"].as_str().unwrap_or("").to_string(),
-        json,
-        glovebox_stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    Run::from_output(c.output().expect("run glovebox"))
+}
+
+impl Run {
+    /// The run glovebox's `--json` output describes; panics naming what
+    /// it printed when that is not JSON.
+    pub fn from_output(out: std::process::Output) -> Run {
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "glovebox printed no json ({e}): stdout={:?} stderr={:?}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        Run {
+            code: out.status.code(),
+            stdout: json["stdout"].as_str().unwrap_or("").to_string(),
+            stderr: json["stderr"].as_str().unwrap_or("").to_string(),
+            json,
+            glovebox_stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 }
 
