@@ -175,6 +175,16 @@ pub fn fingerprint(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalErro
     Ok(fp)
 }
 
+/// [`fingerprint`] with the tool's footprint `fp` as [`footprint::of`]
+/// found it (a caller that needs the footprint too finds it once).
+pub fn fingerprint_of(
+    root: &Path,
+    tool: &Tool,
+    fp: &footprint::Footprint,
+) -> Result<Fingerprint, ApprovalError> {
+    fingerprint_hashing(root, tool, fp, state::file_sha256)
+}
+
 /// The tool's fingerprint with each file's hash reused while the file's
 /// stamp (device, inode, size, mtime and ctime to the nanosecond) is the
 /// one it was hashed under: for the key of a warm worker, which checks the
@@ -433,7 +443,19 @@ impl Store {
     /// state directory's record, else a signed one ([`signed`]) when a
     /// source of them is configured.
     pub fn status(&self, root: &Path, tool: &Tool) -> Result<Status, ApprovalError> {
-        let local = self.local_status(root, tool)?;
+        self.status_against(root, tool, &fingerprint(root, tool)?)
+    }
+
+    /// [`Store::status`] of `tool` as `now` says it is (its
+    /// [`fingerprint`], worked out once by a caller that also pins the
+    /// call to it: [`crate::run::pins`]).
+    pub fn status_against(
+        &self,
+        root: &Path,
+        tool: &Tool,
+        now: &Fingerprint,
+    ) -> Result<Status, ApprovalError> {
+        let local = self.local_status(tool, now);
         if local == Status::Approved {
             return Ok(local);
         }
@@ -444,7 +466,7 @@ impl Store {
             signed::Found::None => Ok(local),
             signed::Found::Refused(why) => Ok(Status::Changed(vec![why])),
             signed::Found::Valid(r) => {
-                let now = signed::portable(root, &fingerprint(root, tool)?);
+                let now = signed::portable(root, now);
                 if r.fingerprint == now {
                     return Ok(Status::Approved);
                 }
@@ -457,19 +479,18 @@ impl Store {
         }
     }
 
-    fn local_status(&self, root: &Path, tool: &Tool) -> Result<Status, ApprovalError> {
+    fn local_status(&self, tool: &Tool, now: &Fingerprint) -> Status {
         let Some(r) = self.records.get(key(tool)) else {
-            return Ok(Status::Missing);
+            return Status::Missing;
         };
-        let now = fingerprint(root, tool)?;
-        if r.fingerprint == now {
-            return Ok(Status::Approved);
+        if r.fingerprint == *now {
+            return Status::Approved;
         }
-        let mut changed = changes(&r.fingerprint, &now);
+        let mut changed = changes(&r.fingerprint, now);
         if changed.is_empty() {
             changed.push("what the approval covers changed".into());
         }
-        Ok(Status::Changed(changed))
+        Status::Changed(changed)
     }
 
     /// Whether `tool` has an approval whose every part but the served

@@ -22,7 +22,7 @@ use crate::manifest::config::Config;
 use crate::manifest::model::{Exec, Manifest};
 use crate::manifest::project::{Origin, Project, ProjectError, Tool};
 use crate::policy::Policy;
-use crate::run::job::{policy_failure, Job};
+use crate::run::job::{policy_failure, report_hand_run, Job};
 use crate::run::{self, secrets, ErrorKind, Outcome, Redactor};
 use crate::template::Bindings;
 use crate::validate::Schemas;
@@ -404,6 +404,34 @@ impl Engine {
             .unwrap_or(approval::Status::Missing)
     }
 
+    /// Whether `tool`'s approval holds for `now`, its fingerprint.
+    fn approval_against(&self, tool: &Tool, now: &approval::Fingerprint) -> approval::Status {
+        approval::Store::open(&self.project.root)
+            .and_then(|s| s.status_against(&self.project.root, tool, now))
+            .unwrap_or(approval::Status::Missing)
+    }
+
+    /// What a call of `tool`, which requires approval, may load: its
+    /// fingerprint now (what its approval is checked against) and the
+    /// pins made of it ([`run::pins`]).
+    fn pins(&self, tool: &Tool) -> Result<(approval::Fingerprint, run::pins::Pins), Box<Outcome>> {
+        let root = &self.project.root;
+        let fp = crate::footprint::of(root, tool);
+        let now = approval::fingerprint_of(root, tool, &fp).map_err(|e| {
+            Box::new(Outcome::failure(
+                &tool.name,
+                e.kind(),
+                format!(
+                    "the files the approval covers cannot be read: {}",
+                    run::error_chain(&e)
+                ),
+                json!({}),
+            ))
+        })?;
+        let pins = run::pins::Pins::new(root, &tool.name, &now, fp.venvs);
+        Ok((now, pins))
+    }
+
     /// The call's parameters as the audit log keeps them: every declared
     /// secret value redacted, and every string longer than
     /// [`LOGGED_STRING_MAX`] bytes (a file's content for `write_file`, a
@@ -568,13 +596,35 @@ impl Engine {
                 caller,
                 surface: &surface,
             };
-            return Ok(crate::builtin::call(name, &params, &ctx));
+            // A write may change a file people run by hand: said, as for a
+            // jailed call.
+            let hand_run = match surface.is_empty() {
+                true => crate::byhand::Snapshot::default(),
+                false => crate::byhand::Snapshot::take(
+                    &crate::surface::RUN_BY_HAND
+                        .iter()
+                        .map(|n| self.project.root.join(n))
+                        .collect::<Vec<_>>(),
+                ),
+            };
+            let mut outcome = crate::builtin::call(name, &params, &ctx);
+            let root = &self.project.root;
+            if let Some(field) = report_hand_run(root, &hand_run, &mut outcome) {
+                intent.extra().push(field);
+            }
+            return Ok(outcome);
         }
 
-        let status = if m.approval.required && !caller.approved {
-            self.approval_of(tool)
-        } else {
-            approval::Status::Approved
+        // A tool that requires approval runs only the code its approval
+        // covers (approved for this one call: the code as it is now),
+        // checked when the jail's Python loads it (`run::pins`).
+        let pinned = match m.approval.required {
+            true => Some(self.pins(tool)?),
+            false => None,
+        };
+        let status = match &pinned {
+            Some((now, _)) if !caller.approved => self.approval_against(tool, now),
+            _ => approval::Status::Approved,
         };
         if status != approval::Status::Approved {
             let voided = match &status {
@@ -680,6 +730,7 @@ impl Engine {
             extra: intent.extra(),
             gate: intent.gate(),
             observer: self.observer.as_ref(),
+            pins: pinned.as_ref().map(|(_, p)| p),
         };
         if let Exec::Mcp(_) = &m.exec {
             let call = crate::mcpwrap::Call {

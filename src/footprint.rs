@@ -112,6 +112,11 @@ pub struct Footprint {
     /// while that call runs (the name is read lazily, by the shim, see
     /// [`crate::run::python`]).
     pub absent_imports: Vec<PathBuf>,
+    /// The venvs inside the root whose interpreter the tool runs (a python
+    /// tool's `venv`, a command's `VENV/bin/python…`): protected whole
+    /// ([`crate::surface`]), so the approved-code check of a call
+    /// ([`crate::run::pins`]) leaves their files to that.
+    pub venvs: Vec<PathBuf>,
 }
 
 /// What `tool` runs, inside `root`.
@@ -123,6 +128,7 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         missing: Vec::new(),
         absent_runs: Vec::new(),
         absent_imports: Vec::new(),
+        venvs: Vec::new(),
         listed: HashMap::new(),
     };
     if tool.origin != Origin::Builtin {
@@ -169,6 +175,15 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
         }
         Exec::Http(_) => {}
     }
+    if !matches!(tool.manifest.exec, Exec::Python(_)) {
+        // What the approved-code check saw a python command load
+        // ([`crate::imports_seen`]; a python tool's are followed with its
+        // module, above).
+        for source in b.seen(&tool.name, None) {
+            let dir = source.parent().unwrap_or(root).to_path_buf();
+            b.imports(&[dir], vec![source]);
+        }
+    }
     b.files.sort();
     b.files.dedup();
     b.paths.sort();
@@ -179,12 +194,15 @@ pub fn of(root: &Path, tool: &Tool) -> Footprint {
     b.absent_runs.dedup();
     b.absent_imports.sort();
     b.absent_imports.dedup();
+    b.venvs.sort();
+    b.venvs.dedup();
     Footprint {
         files: b.files,
         paths: b.paths,
         missing: b.missing,
         absent_runs: b.absent_runs,
         absent_imports: b.absent_imports,
+        venvs: b.venvs,
     }
 }
 
@@ -195,6 +213,7 @@ struct Builder<'a> {
     missing: Vec<PathBuf>,
     absent_runs: Vec<PathBuf>,
     absent_imports: Vec<PathBuf>,
+    venvs: Vec<PathBuf>,
     /// The entry names of directories already listed (for imports).
     listed: HashMap<PathBuf, Vec<String>>,
 }
@@ -251,6 +270,10 @@ impl Builder<'_> {
             let dir = real.parent().unwrap_or(cwd).to_path_buf();
             self.imports(&[dir], vec![real]);
         }
+        if p.is_file() && crate::shsource::has_shell_shebang(p) {
+            // A shell script: the files it sources.
+            self.shell_script(cwd, p);
+        }
         let Some(interpreter) = shebang(p) else {
             return;
         };
@@ -305,6 +328,16 @@ impl Builder<'_> {
             self.missing(&p);
             if script.contains('/') || script.contains('.') {
                 self.runs_first(&p);
+            }
+            if crate::shsource::is_shell(name) && self.inside(&p) {
+                self.shell_script(cwd, &p);
+            }
+        }
+        if crate::shsource::is_shell(name) {
+            // `sh -c TEXT`: what the literal text sources.
+            if let Some(text) = shell_command_text(args).filter(|t| literal(t)) {
+                let found = crate::shsource::of_source(text);
+                self.sourced(cwd, vec![(cwd.to_path_buf(), found)]);
             }
         }
         if name.starts_with("python") {
@@ -361,6 +394,43 @@ impl Builder<'_> {
                     let dir = resolve(base, s);
                     if dir.is_dir() {
                         self.node_directory(&dir);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The files shell script `script` sources ([`crate::shsource`]).
+    fn shell_script(&mut self, cwd: &Path, script: &Path) {
+        let Some(found) = crate::shsource::of_file(script) else {
+            return;
+        };
+        let dir = script.parent().unwrap_or(cwd).to_path_buf();
+        self.sourced(cwd, vec![(dir, found)]);
+    }
+
+    /// The files sourced with a literal path by scripts in `queue` (each
+    /// with its script's directory), followed from file to file (at most
+    /// [`SCAN_FILES`] files read): a path is found from `cwd`, where the
+    /// shell runs, or, spelt from the script's own directory
+    /// (`"$(dirname "$0")/lib.sh"`), from that. One that exists is hashed
+    /// and read in turn; one that does not is code whoever creates it
+    /// would decide ([`Footprint::missing`]).
+    fn sourced(&mut self, cwd: &Path, mut queue: Vec<(PathBuf, Vec<crate::shsource::Sourced>)>) {
+        let mut seen: HashSet<PathBuf> = HashSet::new();
+        while let Some((dir, found)) = queue.pop() {
+            for s in found {
+                let base = if s.from_script { &dir } else { cwd };
+                let p = resolve(base, &s.path);
+                if !self.inside(&p) || !seen.insert(p.clone()) {
+                    continue;
+                }
+                self.file(&p);
+                self.missing(&p);
+                if seen.len() <= SCAN_FILES && p.is_file() {
+                    if let Some(more) = crate::shsource::of_file(&p) {
+                        let next = p.parent().unwrap_or(cwd).to_path_buf();
+                        queue.push((next, more));
                     }
                 }
             }
@@ -440,16 +510,30 @@ impl Builder<'_> {
         // its venv, which is protected whole).
         let mut sources = self.sources_since(before);
         let venv = p.venv.as_ref().map(|v| resolve(self.root, v));
-        for seen in crate::imports_seen::of(self.root, name) {
-            if venv.as_ref().is_none_or(|v| !seen.starts_with(v)) {
-                self.file(&seen);
-                sources.push(seen);
-            }
-        }
+        sources.extend(self.seen(name, venv.as_deref()));
         self.imports(std::slice::from_ref(&cwd), sources);
         if let Some(venv) = &p.venv {
             self.venv(&resolve(self.root, venv), Some(&p.module));
         }
+    }
+
+    /// The project files the tool was seen loading ([`crate::imports_seen`]:
+    /// by its warm workers, or refused by the approved-code check) that
+    /// exist, outside `venv` (protected whole); returns the `.py` ones, to
+    /// be followed. One that is gone is left out (a plant refused, then
+    /// removed, is nothing the tool runs; one the approval hashed still
+    /// voids it by its absence from `files`).
+    fn seen(&mut self, name: &str, venv: Option<&Path>) -> Vec<PathBuf> {
+        let mut sources = Vec::new();
+        for seen in crate::imports_seen::of(self.root, name) {
+            if seen.symlink_metadata().is_ok() && venv.is_none_or(|v| !seen.starts_with(v)) {
+                self.file(&seen);
+                if seen.extension().is_some_and(|x| x == "py") {
+                    sources.push(seen);
+                }
+            }
+        }
+        sources
     }
 
     /// The `.py` files added to `files` since there were `before` of them.
@@ -585,6 +669,9 @@ impl Builder<'_> {
     /// given) as Python finds it there: in `site-packages` and in the
     /// directories its `.pth` files add (an editable install).
     fn venv(&mut self, v: &Path, module: Option<&str>) {
+        if self.inside(v) {
+            self.venvs.push(v.to_path_buf());
+        }
         self.file(&v.join("pyvenv.cfg"));
         for link in ["python", "python3"] {
             self.path(&v.join("bin").join(link));
@@ -692,15 +779,14 @@ fn python_target(args: &[String]) -> Option<PythonTarget<'_>> {
 /// `args`: the first argument that is not an option, for shells, `node`,
 /// `perl`, `ruby` and `python…` (not with `-c`/`-e` or `-m`).
 fn interpreter_script<'a>(program: &str, args: &'a [String]) -> Option<&'a str> {
-    const SHELLS: [&str; 7] = ["sh", "bash", "dash", "zsh", "ksh", "ash", "fish"];
     if program.starts_with("python") {
         return match python_target(args) {
             Some(PythonTarget::Script(s)) => Some(s),
             _ => None,
         };
     }
-    let known = SHELLS.contains(&program)
-        || ["node", "nodejs", "perl", "ruby", "deno", "bun"].contains(&program);
+    let known = crate::shsource::is_shell(program)
+        || ["fish", "node", "nodejs", "perl", "ruby", "deno", "bun"].contains(&program);
     if !known {
         return None;
     }
@@ -712,6 +798,13 @@ fn interpreter_script<'a>(program: &str, args: &'a [String]) -> Option<&'a str> 
         }
     }
     None
+}
+
+/// The text a shell runs with `-c TEXT` (the first argument after `-c`;
+/// `None` without one).
+fn shell_command_text(args: &[String]) -> Option<&str> {
+    let at = args.iter().position(|a| a == "-c")?;
+    args.get(at + 1).map(String::as_str)
 }
 
 /// The interpreter a `#!` line names, if `path` starts with one.

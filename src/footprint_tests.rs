@@ -329,3 +329,57 @@ fn an_import_the_project_has_nothing_under_lists_the_names_a_plant_would_take() 
     assert!(f.missing.contains(&root.join("lib/later.py")), "{f:?}");
     assert!(f.missing.contains(&root.join("lib/later")), "{f:?}");
 }
+
+#[test]
+fn what_a_shell_script_sources_is_covered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    fs::create_dir_all(root.join("scripts")).unwrap();
+    fs::write(
+        root.join("scripts/main.sh"),
+        "#!/bin/sh\n. scripts/lib.sh\n. \"$(dirname \"$0\")/near.sh\"\n. scripts/gone.sh\n. \"$CONF\"\n",
+    )
+    .unwrap();
+    fs::write(root.join("scripts/lib.sh"), "source scripts/deeper.sh\n").unwrap();
+    fs::write(root.join("scripts/deeper.sh"), "x=1\n").unwrap();
+    fs::write(root.join("scripts/near.sh"), "y=1\n").unwrap();
+    let run = |exec: &str| of(&root, &project(&root, exec));
+    for exec in [
+        "  command:\n    entrypoint: ./scripts/main.sh\n",
+        "  command:\n    entrypoint: sh\n    args: [scripts/main.sh]\n",
+    ] {
+        let f = run(exec);
+        for want in ["main.sh", "lib.sh", "deeper.sh", "near.sh"] {
+            assert!(
+                f.files.contains(&root.join("scripts").join(want)),
+                "{want}: {f:?}"
+            );
+        }
+        // Sourced but absent: code whoever creates it would decide.
+        assert!(f.missing.contains(&root.join("scripts/gone.sh")), "{f:?}");
+        assert!(f.paths.contains(&root.join("scripts/gone.sh")), "{f:?}");
+    }
+    // The literal text of `sh -c`.
+    let f =
+        run("  command:\n    entrypoint: bash\n    args: [\"-c\", \". scripts/lib.sh; run\"]\n");
+    assert!(f.files.contains(&root.join("scripts/lib.sh")), "{f:?}");
+    assert!(f.files.contains(&root.join("scripts/deeper.sh")), "{f:?}");
+    // A template is not literal text.
+    let f = run("  command:\n    entrypoint: sh\n    args: [\"-c\", \". scripts/lib.sh; ${x}\"]\n");
+    assert!(!f.files.contains(&root.join("scripts/lib.sh")), "{f:?}");
+}
+
+#[test]
+fn a_commands_venv_inside_the_root_is_listed_to_be_protected_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    fs::create_dir_all(root.join("venv/bin")).unwrap();
+    fs::write(root.join("venv/pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+    fs::write(root.join("venv/bin/python3"), "").unwrap();
+    fs::write(root.join("app.py"), "print(1)\n").unwrap();
+    let tool = project(
+        &root,
+        "  command:\n    entrypoint: venv/bin/python3\n    args: [app.py]\n",
+    );
+    assert_eq!(of(&root, &tool).venvs, [root.join("venv")]);
+}

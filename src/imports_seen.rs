@@ -2,8 +2,12 @@
 //!
 //! A warm worker's zygote reports the file of every module it loaded
 //! outside the Python installation once its import is done
-//! ([`crate::run::warm`]). Those inside the project root (outside the
-//! tool's venv, which is protected whole) are recorded here, per tool, in
+//! ([`crate::run::warm`]), and the check of an approved tool's code
+//! ([`crate::run::pins`]) reports each project file it refused to load
+//! (a module imported under a computed name, a plugin added since the
+//! approval, a python command's helper). Those inside the project root
+//! (outside the tool's venv, which is protected whole) are recorded here,
+//! per tool, in
 //! glovebox's state directory (`imports/<project key>.json`, out of every
 //! jail's reach), and [`crate::footprint`] counts them as code the tool
 //! runs: hashed into its approval fingerprint, read-only in every jail,
@@ -20,6 +24,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::state::{self, StateError};
+
+/// True when `file` is named as python code the interpreter loads: a
+/// module (`.py`), a sourceless `.pyc`, a native extension (`.so`), or an
+/// archive on `sys.path` (`.zip`, `.egg`, `.whl`, `.pyz`).
+pub fn is_code(file: &Path) -> bool {
+    file.extension()
+        .and_then(|x| x.to_str())
+        .is_some_and(|x| ["py", "pyc", "so", "zip", "egg", "whl", "pyz"].contains(&x))
+}
 
 /// At most this many files are recorded for one tool.
 const MAX_PER_TOOL: usize = 1024;
@@ -55,9 +68,9 @@ pub fn of(root: &Path, tool: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Adds to `tool`'s record the files of `loaded` that are `.py` files
-/// inside `root` and outside `skip` (its venv). Writes only when the
-/// record grows.
+/// Adds to `tool`'s record the files of `loaded` that are python code
+/// ([`is_code`]) inside `root` and outside `skip` (its venv). Writes only
+/// when the record grows.
 pub fn record(
     root: &Path,
     tool: &str,
@@ -66,7 +79,7 @@ pub fn record(
 ) -> Result<(), StateError> {
     let wanted: Vec<String> = loaded
         .iter()
-        .filter(|f| f.extension().is_some_and(|x| x == "py"))
+        .filter(|f| is_code(f))
         .filter(|f| skip.is_none_or(|s| !f.starts_with(s)))
         .filter_map(|f| f.strip_prefix(root).ok())
         .filter(|rel| {

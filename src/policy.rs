@@ -111,6 +111,10 @@ pub struct Policy {
     /// What the call is told about its surface (a nested scan that hit
     /// its bound: [`crate::surface::nested`]).
     pub surface_warnings: Vec<String>,
+    /// Files people run by hand that the write grants reach
+    /// ([`crate::surface::RUN_BY_HAND`]): a call that changed one says so
+    /// ([`crate::byhand`]); empty until [`Policy::with_surface`].
+    pub reported: Vec<PathBuf>,
 }
 
 /// Checks the paths a manifest grants, as they resolve at this call.
@@ -262,6 +266,7 @@ impl Policy {
             protected: Vec::new(),
             absent: Vec::new(),
             surface_warnings: Vec::new(),
+            reported: Vec::new(),
         })
     }
 
@@ -269,6 +274,7 @@ impl Policy {
     pub fn with_surface(mut self, project: &crate::manifest::project::Project) -> Policy {
         let g = crate::surface::guard_full(project, &self.write);
         (self.protected, self.absent, self.surface_warnings) = (g.protected, g.absent, g.warnings);
+        self.reported = g.reported;
         self
     }
 

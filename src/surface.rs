@@ -28,9 +28,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::manifest::discover::resolve;
-use crate::manifest::model::Exec;
-use crate::manifest::project::{Project, Tool};
+use crate::manifest::project::Project;
 
 /// The protected paths of `project` for a call whose write grants are
 /// `write` (absolute), sorted, existing paths only. Empty when no write
@@ -60,6 +58,132 @@ pub struct Guard {
     pub absent: Vec<PathBuf>,
     /// What the call should be told (a nested scan that hit its bound).
     pub warnings: Vec<String>,
+    /// Files people run by hand that the call's write grants reach
+    /// ([`RUN_BY_HAND`]): writable, and reported when the call changed
+    /// one ([`crate::byhand`]).
+    pub reported: Vec<PathBuf>,
+}
+
+/// Files and directories that programs a person uses run on their own,
+/// without being asked to run the project's code: git hooks (husky's
+/// `.husky/`, lefthook's files), direnv's `.envrc` (run on `cd`), editors'
+/// task and run configurations (`.vscode/`, `.idea/`: tasks can run on
+/// folder open), dev containers (`.devcontainer/`, their commands run on
+/// open), `pre-commit`'s configuration and `.gitattributes` (filters and
+/// diff drivers git runs). Each is read-only in every jail, and never
+/// created by one (a call that creates one has it removed and fails:
+/// [`crate::planted`]), unless the call's own `fs.write` names it or a
+/// path inside it — like `.git`. The directory `core.hooksPath` names
+/// joins them ([`run_surfaces`]). This is the one list (learning's
+/// proposals use it too).
+pub const RUN_SURFACES: &[&str] = &[
+    ".husky",
+    "lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    "lefthook-local.yaml",
+    ".lefthook-local.yml",
+    ".lefthook-local.yaml",
+    ".lefthook",
+    ".lefthook-local",
+    ".envrc",
+    ".vscode",
+    ".idea",
+    ".devcontainer",
+    ".devcontainer.json",
+    ".pre-commit-config.yaml",
+    ".gitattributes",
+];
+
+/// Files a person runs by hand, by path relative to the root: build files
+/// (`Makefile`, `justfile`, `Taskfile.yml`, `build.rs`, `Cargo.toml`,
+/// `.cargo/config.toml`), package scripts and build settings
+/// (`package.json`, `pyproject.toml`, `setup.py`, `setup.cfg`, `tox.ini`,
+/// `noxfile.py`, `conftest.py`, `Gemfile`, `Rakefile`) and CI
+/// configurations (`.github/workflows/`, `.gitlab-ci.yml`, `.circleci/`,
+/// `Jenkinsfile`, `.travis.yml`, `azure-pipelines.yml`). A tool may change
+/// them where its write grants reach (editing the build is ordinary
+/// work), and a call that did says so ([`crate::byhand`]).
+pub const RUN_BY_HAND: &[&str] = &[
+    "Makefile",
+    "makefile",
+    "GNUmakefile",
+    "justfile",
+    "Justfile",
+    ".justfile",
+    "Taskfile.yml",
+    "Taskfile.yaml",
+    "build.rs",
+    "Cargo.toml",
+    ".cargo/config.toml",
+    ".cargo/config",
+    "package.json",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "tox.ini",
+    "noxfile.py",
+    "conftest.py",
+    "Gemfile",
+    "Rakefile",
+    ".github/workflows",
+    ".gitlab-ci.yml",
+    ".circleci",
+    "Jenkinsfile",
+    ".travis.yml",
+    "azure-pipelines.yml",
+];
+
+/// The run surfaces of the project at `root` (absolute, existing or
+/// not): [`RUN_SURFACES`], and the directory the repository's
+/// `core.hooksPath` names ([`crate::gitconfig::hooks_path`]; not when it
+/// lies in `.git`, which is protected whole) — and where it leads when it
+/// is spelt through a link.
+pub fn run_surfaces(root: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = RUN_SURFACES.iter().map(|n| root.join(n)).collect();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Some(hooks) = crate::gitconfig::hooks_path(root, home.as_deref()) {
+        if !hooks.starts_with(root.join(".git")) && hooks != root {
+            if let Ok(real) = std::fs::canonicalize(&hooks) {
+                if real != hooks {
+                    out.push(real);
+                }
+            }
+            out.push(hooks);
+        }
+    }
+    out
+}
+
+/// What the run surfaces of `root` ([`run_surfaces`]) and the files
+/// people run by hand ([`RUN_BY_HAND`]) mean for a call with write grants
+/// `write`: the existing surfaces to keep read-only, the absent ones it
+/// could create (the top-most of each), the hand-run files to report on.
+/// A surface the grants name (a grant is it or inside it) is the tool's.
+fn run_guard(root: &Path, write: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<PathBuf>) {
+    let named = |p: &Path| write.iter().any(|w| w.starts_with(p));
+    let surfaces: Vec<PathBuf> = run_surfaces(root)
+        .into_iter()
+        .filter(|p| !named(p))
+        .collect();
+    let (mut protect, mut absent) = (Vec::new(), Vec::new());
+    for p in &surfaces {
+        if p.symlink_metadata().is_ok() {
+            protect.push(p.clone());
+        } else if write.iter().any(|w| p.starts_with(w))
+            && !surfaces.iter().any(|q| q != p && p.starts_with(q))
+        {
+            absent.push(p.clone());
+        }
+    }
+    let reported = RUN_BY_HAND
+        .iter()
+        .map(|n| root.join(n))
+        .filter(|p| write.iter().any(|w| p.starts_with(w) || w.starts_with(p)))
+        .collect();
+    (protect, absent, reported)
 }
 
 /// [`guard`] with the warnings of the nested scan.
@@ -79,6 +203,9 @@ pub fn guard_full(project: &Project, write: &[PathBuf]) -> Guard {
     let code = Code::of(project);
     let granted = |p: &PathBuf| write.iter().any(|w| p.starts_with(w));
     planted.extend(code.missing.iter().filter(|p| granted(p)).cloned());
+    let (run_protect, run_absent, reported) = run_guard(root, write);
+    planted.extend(run_absent);
+    g.reported = reported;
     // What a call still running may have planted is this call's to undo
     // too: the first call may end (and remove it) while this one runs,
     // and this one could then plant it again.
@@ -89,6 +216,7 @@ pub fn guard_full(project: &Project, write: &[PathBuf]) -> Guard {
     planted.dedup();
     let mut protected = surface_of(project, &code, write);
     protected.extend(found.paths);
+    protected.extend(run_protect);
     protected.sort();
     protected.dedup();
     g.protected = protected;
@@ -244,9 +372,9 @@ impl Code {
         let (mut runs_all, mut missing) = (Vec::new(), Vec::new());
         for tool in &project.tools {
             let footprint = crate::footprint::of(&project.root, tool);
-            missing.extend(footprint.missing);
-            missing.extend(footprint.absent_imports);
-            runs_all.extend(runs(&project.root, tool, footprint.paths));
+            missing.extend(footprint.missing.iter().cloned());
+            missing.extend(footprint.absent_imports.iter().cloned());
+            runs_all.extend(runs(&project.root, footprint));
         }
         Code {
             runs: Some(runs_all),
@@ -282,32 +410,15 @@ fn surface_of(project: &Project, code: &Code, write: &[PathBuf]) -> Vec<PathBuf>
 /// it names and that directory's `commondir` (where hooks and config
 /// live), which git uses as the repository's own.
 fn git_dirs(git: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(git) else {
-        return Vec::new();
-    };
-    let Some(dir) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
-        return Vec::new();
-    };
-    let base = git.parent().unwrap_or(Path::new("/"));
-    let dir = resolve(base, dir.trim());
-    let mut out = vec![dir.clone()];
-    if let Ok(common) = std::fs::read_to_string(dir.join("commondir")) {
-        out.push(resolve(&dir, common.trim()));
-    }
-    out.into_iter()
-        .filter_map(|d| std::fs::canonicalize(d).ok())
-        .collect()
+    crate::gitconfig::git_file_dirs(git)
 }
 
-/// What `tool` runs, inside `root`: its footprint's `paths`
-/// ([`crate::footprint`]) and the whole of a venv inside the root (its
-/// `site-packages` is code the tool imports).
-fn runs(root: &Path, tool: &Tool, mut files: Vec<PathBuf>) -> Vec<PathBuf> {
-    if let Exec::Python(p) = &tool.manifest.exec {
-        if let Some(v) = &p.venv {
-            files.push(resolve(root, v));
-        }
-    }
+/// What a tool runs, inside `root`: its footprint's `paths`
+/// ([`crate::footprint`]) and the whole of a venv inside the root whose
+/// interpreter it runs (its `site-packages` is code the tool imports).
+fn runs(root: &Path, footprint: crate::footprint::Footprint) -> Vec<PathBuf> {
+    let mut files = footprint.paths;
+    files.extend(footprint.venvs);
     // A file run through a link: the file it leads to is what runs.
     let targets: Vec<PathBuf> = files
         .iter()
@@ -352,7 +463,10 @@ pub fn of_write_grants(write: &[PathBuf], skip: Option<&Path>) -> (Vec<PathBuf>,
                         .map(|n| root.join(n))
                         .filter(|p| p.symlink_metadata().is_ok()),
                 );
-                let names = absent_root_names(&root, write);
+                let (run_protect, run_absent, _) = run_guard(&root, write);
+                protect.extend(run_protect);
+                let mut names = absent_root_names(&root, write);
+                names.extend(run_absent);
                 planted.push((root, names));
             }
         }
@@ -374,6 +488,7 @@ pub fn for_writes(project: &Project) -> Vec<PathBuf> {
     let code = Code::of(project);
     let mut out = surface_of(project, &code, &[]);
     out.extend(ROOT_NAMES.iter().map(|n| project.root.join(n)));
+    out.extend(run_surfaces(&project.root));
     out.extend(code.missing);
     out.extend(nested(&project.root, std::slice::from_ref(&project.root)).paths);
     out.sort();
@@ -484,6 +599,63 @@ mod tests {
         assert!(!is_protected(&root.join("out/x"), &s));
     }
 
+    /// `names` without the run surfaces ([`RUN_SURFACES`]).
+    fn control(names: &[PathBuf]) -> Vec<PathBuf> {
+        names
+            .iter()
+            .filter(|p| {
+                !RUN_SURFACES
+                    .iter()
+                    .any(|n| p.file_name().is_some_and(|f| f == *n))
+            })
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn run_surfaces_are_protected_unless_named_and_hand_run_files_reported() {
+        let (_t, p) = project(&[]);
+        let root = p.root.clone();
+        fs::create_dir_all(root.join(".husky")).unwrap();
+        fs::write(root.join(".envrc"), "x\n").unwrap();
+        fs::write(root.join("Makefile"), "all:\n").unwrap();
+        fs::write(
+            root.join(".git/config"),
+            "[core]\n\thooksPath = tools/hooks\n",
+        )
+        .unwrap();
+        let g = guard_full(&p, std::slice::from_ref(&root));
+        for want in [".husky", ".envrc"] {
+            assert!(g.protected.contains(&root.join(want)), "{want}: {g:?}");
+        }
+        // Absent: recorded, to be removed after the call (the top-most).
+        for want in [".vscode", "lefthook.yml", ".gitattributes", "tools/hooks"] {
+            assert!(g.absent.contains(&root.join(want)), "{want}: {g:?}");
+        }
+        assert!(g.reported.contains(&root.join("Makefile")), "{g:?}");
+        assert!(
+            g.reported.contains(&root.join(".github/workflows")),
+            "{g:?}"
+        );
+        // Named in fs.write: the tool's to write.
+        let g = guard_full(
+            &p,
+            &[root.clone(), root.join(".husky"), root.join(".vscode")],
+        );
+        assert!(!g.protected.contains(&root.join(".husky")), "{g:?}");
+        assert!(!g.absent.contains(&root.join(".vscode")), "{g:?}");
+        assert!(g.protected.contains(&root.join(".envrc")), "{g:?}");
+        // A grant elsewhere: nothing to record or report at the root.
+        fs::create_dir_all(root.join("out")).unwrap();
+        let g = guard_full(&p, &[root.join("out")]);
+        assert!(g.absent.is_empty() && g.reported.is_empty(), "{g:?}");
+        // The built-ins never write them, present or not.
+        let w = for_writes(&p);
+        for n in [".envrc", ".vscode/tasks.json", "tools/hooks/pre-commit"] {
+            assert!(is_protected(&root.join(n), &w), "{n}");
+        }
+    }
+
     #[test]
     fn planted_control_names_are_found_and_removed() {
         let (_t, p) = project(&[]);
@@ -492,12 +664,13 @@ mod tests {
         // Only under a write grant that covers the root.
         assert!(absent(&p, &[root.join("out")]).is_empty());
         let a = absent(&p, std::slice::from_ref(&root));
-        assert_eq!(a, [root.join(".git"), root.join("tools.json")]);
+        assert_eq!(control(&a), [root.join(".git"), root.join("tools.json")]);
         // Named explicitly: .git is the tool's to create.
         assert_eq!(
-            absent(&p, &[root.clone(), root.join(".git")]),
+            control(&absent(&p, &[root.clone(), root.join(".git")])),
             [root.join("tools.json")]
         );
+        let a = control(&a);
         fs::write(root.join("tools.json"), "[]").unwrap();
         fs::create_dir_all(root.join(".git/hooks")).unwrap();
         assert_eq!(crate::planted::undo(&a).removed, a);
@@ -574,7 +747,9 @@ mod tests {
         assert!(planted.iter().all(|(_, names)| names.is_empty()));
         let (protect, planted) = of_write_grants(std::slice::from_ref(&root), None);
         assert!(protect.contains(&root.join("run.sh")), "{protect:?}");
-        assert_eq!(planted, [(root.clone(), vec![root.join("tools.json")])]);
+        assert_eq!(planted.len(), 1);
+        assert_eq!(planted[0].0, root);
+        assert_eq!(control(&planted[0].1), [root.join("tools.json")]);
         // Already protected by the caller: skipped.
         assert_eq!(
             of_write_grants(std::slice::from_ref(&root), Some(&root)).0,

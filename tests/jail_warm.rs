@@ -751,11 +751,12 @@ fn own_helpers_import_and_a_planted_standard_name_never_runs_warm_or_cold() {
 }
 
 /// A module imported at import time under a computed name
-/// (`importlib.import_module`), which no static reading sees, is
-/// recorded by the warm worker that loaded it: from then on it is part of
-/// what the tool runs. An approval given before it was seen no longer
-/// covers the tool (approve again); once approved, a second tool cannot
-/// rewrite it, and an edit voids the approval.
+/// (`importlib.import_module`), which no static reading sees, is code the
+/// approval never saw: the call that loads it (in the warm worker's
+/// zygote, then cold) is refused naming it, and it is recorded: from then
+/// on it is part of what the tool runs. The approval no longer covers the
+/// tool (approve again); once approved, it loads warm or cold, a second
+/// tool cannot rewrite it, and an edit voids the approval.
 #[test]
 fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
     require_jail!();
@@ -797,14 +798,17 @@ fn a_module_imported_under_a_computed_name_is_recorded_and_approved() {
     approve();
     let mut mcp = StdioMcp::start(&f.root, &[("GLOVEBOX_STATE_DIR", &state_env)], &[]);
     let ok = json!({"ok": {"v": "p1"}});
-    assert_eq!(call(&mut mcp, "dyn", json!({})), ok);
-    if !warm_here() {
-        // No warm worker here: nothing is recorded, and the approval
-        // (covering what the files say) holds.
-        eprintln!("warm workers cannot run here: only the cold half of this test ran");
-        assert_eq!(call(&mut mcp, "dyn", json!({})), ok);
-        return;
-    }
+    // Code the approval never saw: refused when it is loaded (by the
+    // zygote, then by the cold call it falls back to), naming it, and
+    // recorded.
+    let first = call(&mut mcp, "dyn", json!({}));
+    assert!(
+        first.get("error").is_some()
+            && first
+                .to_string()
+                .contains("glovebox refused to load plugged.py"),
+        "{first}"
+    );
     let refused = call(&mut mcp, "dyn", json!({}));
     assert_eq!(
         refused["error"]["kind"],

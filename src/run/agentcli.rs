@@ -39,7 +39,7 @@ pub fn read(tool: &str, result: &JailResult, redact: &Redactor) -> Finished {
     match result.status {
         Status::Exited(0) => {
             if result.stdout.iter().all(u8::is_ascii_whitespace) {
-                return Finished::Failed(Outcome::failure(
+                return Finished::failed(Outcome::failure(
                     tool,
                     ErrorKind::Internal,
                     "the tool exited 0 but printed nothing on stdout; an agentcli tool must print its result as one line of JSON",
@@ -51,13 +51,13 @@ pub fn read(tool: &str, result: &JailResult, redact: &Redactor) -> Finished {
         status => {
             let stderr = redact.text(&String::from_utf8_lossy(&result.stderr));
             match (status, error_message(&stderr)) {
-                (Status::Exited(code), Some(message)) => Finished::Failed(Outcome::failure(
+                (Status::Exited(code), Some(message)) => Finished::failed(Outcome::failure(
                     tool,
                     ErrorKind::ExitCode,
                     message.clone(),
                     json!({"exit_code": code, "error": message}),
                 )),
-                _ => Finished::Failed(exit_failure(tool, status, &stderr, &[0])),
+                _ => Finished::failed(exit_failure(tool, status, &stderr, &[0])),
             }
         }
     }

@@ -40,6 +40,9 @@ pub(crate) struct Job<'a> {
     pub gate: Option<Arc<IntentGate>>,
     /// Learn mode's observer (`Engine::observe`).
     pub observer: Option<&'a Arc<jail::observe::Observer>>,
+    /// What a call of a tool that requires approval may load
+    /// ([`run::pins`]).
+    pub pins: Option<&'a run::pins::Pins>,
 }
 
 impl Job<'_> {
@@ -83,12 +86,13 @@ impl Job<'_> {
         let allowed = exec.exit_codes_ok.clone();
         let mut spec = self.spec(argv, cwd);
         run::safepath::apply(&mut spec, false);
+        self.pin(&mut spec);
         self.module_not_planted(&mut spec)?;
         self.execute(spec, &program, |r, redact| match r.status {
             jail::Status::Exited(c) if allowed.contains(&c) => {
                 run::select::read(name, &r.stdout, stdout, redact)
             }
-            status => Finished::Failed(run::exit_failure(
+            status => Finished::failed(run::exit_failure(
                 name,
                 status,
                 &redact.text(&String::from_utf8_lossy(&r.stderr)),
@@ -120,6 +124,7 @@ impl Job<'_> {
         let argv = exec.command.iter().map(Into::into).collect();
         let mut spec = self.spec(argv, cwd);
         run::safepath::apply(&mut spec, false);
+        self.pin(&mut spec);
         self.module_not_planted(&mut spec)?;
         spec.stdin = Stdin::Bytes(stdin);
         self.execute(spec, &program, |r, redact| {
@@ -157,7 +162,7 @@ impl Job<'_> {
         // found present was, if planted, recorded before it appeared.
         let footprint = crate::footprint::of(self.root, self.tool);
         self.not_planted_now(chain.as_deref(), &footprint.paths)?;
-        let mut spec = self.spec(interpreter.argv(), cwd.clone());
+        let mut spec = self.spec(interpreter.argv(self.pins.is_some()), cwd.clone());
         run::safepath::apply(&mut spec, true);
         spec.stdin = Stdin::Bytes(python::request(
             exec,
@@ -224,6 +229,14 @@ impl Job<'_> {
                 json!({}),
             ))),
             None => Ok(()),
+        }
+    }
+
+    /// A call of a tool that requires approval: a Python it starts
+    /// through the bootstrap checks what it loads ([`run::pins`]).
+    fn pin(&self, spec: &mut Spec) {
+        if self.pins.is_some() {
+            run::safepath::pin(&mut spec.argv);
         }
     }
 
@@ -308,6 +321,9 @@ impl Job<'_> {
         spec.cancel = self.cancel.clone();
         spec.gate = self.gate.clone().map(|g| g as Arc<dyn jail::Gate>);
         spec.observe = self.observer.cloned();
+        if let Some(pins) = self.pins {
+            spec.home_files.push(pins.home_file());
+        }
         spec
     }
 
@@ -359,8 +375,13 @@ impl Job<'_> {
                 ))
             }
         };
-        let started = start(&spec);
+        let hand_run = crate::byhand::Snapshot::take(&self.policy.reported);
+        let mut started = start(&spec);
         let undone = watch.map(crate::planted::Watch::finish).unwrap_or_default();
+        let refused = match (&mut started, self.pins) {
+            (Ok(result), Some(pins)) => pins.refused(&mut result.stderr),
+            _ => Vec::new(),
+        };
         if let (Ok(_), Some(gate)) = (&started, &self.gate) {
             if !gate.asked() {
                 // Its code ran without waiting for its intent to be on
@@ -388,6 +409,10 @@ impl Job<'_> {
         outcome
             .warnings
             .extend(self.policy.surface_warnings.iter().cloned());
+        self.report_refused(&mut outcome, &refused);
+        if let Some(field) = report_hand_run(self.root, &hand_run, &mut outcome) {
+            self.extra.push(field);
+        }
         if spec.network && spec.direct_network {
             self.extra.push(("network", "direct".into()));
             if !self.placeholders.is_empty() {
@@ -418,6 +443,34 @@ impl Job<'_> {
         Ok(outcome)
     }
 
+    /// Records the project files the approved-code check refused to load
+    /// (`refused`, [`run::pins`]): they join the tool's footprint, so
+    /// `glovebox approve` shows and hashes them and every jail keeps them
+    /// read-only; the Outcome says so, and the audit line lists them.
+    fn report_refused(&self, outcome: &mut Outcome, refused: &[PathBuf]) {
+        if refused.is_empty() {
+            return;
+        }
+        let name = &self.tool.name;
+        let shown: Vec<String> = refused
+            .iter()
+            .map(|p| p.strip_prefix(self.root).unwrap_or(p).display().to_string())
+            .collect();
+        if let Err(e) = crate::imports_seen::record(self.root, name, refused, None) {
+            outcome.warnings.push(format!(
+                "the files glovebox refused to load could not be recorded for `glovebox approve {name}`: {}",
+                run::error_chain(&e)
+            ));
+        }
+        for s in &shown {
+            outcome.warnings.push(format!(
+                "glovebox refused to load {s}: the approval of `{name}` does not hold it as it is now; run `glovebox approve {name}` to review and approve it"
+            ));
+        }
+        self.extra
+            .push(("pinned_refused", serde_json::json!(shown).to_string()));
+    }
+
     /// Sets up the network of `spec` under the policy
     /// ([`run::egress::network`]).
     fn network(
@@ -426,6 +479,34 @@ impl Job<'_> {
     ) -> Result<Option<Arc<crate::egress::Gateway>>, crate::egress::intercept::InterceptError> {
         run::egress::network(self.policy, self.placeholders, spec)
     }
+}
+
+/// Says which files people run by hand changed since `before` (what they
+/// were when the call started, [`crate::byhand`]): the Outcome's
+/// `run_surfaces_changed` and a warning; returns the audit line's field.
+pub(crate) fn report_hand_run(
+    root: &Path,
+    before: &crate::byhand::Snapshot,
+    outcome: &mut Outcome,
+) -> Option<(&'static str, String)> {
+    if before.is_empty() {
+        return None;
+    }
+    let changed: Vec<String> = before
+        .changed()
+        .iter()
+        .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
+        .collect();
+    if changed.is_empty() {
+        return None;
+    }
+    outcome.warnings.push(format!(
+        "the call changed {}, which people run by hand: review the change before running it",
+        changed.join(", ")
+    ));
+    let field = ("run_surfaces_changed", json!(changed).to_string());
+    outcome.run_surfaces_changed = changed;
+    Some(field)
 }
 
 /// The Outcome of a call that created control names (`undone`): removed,
@@ -446,7 +527,7 @@ fn planted_failure(name: &str, root: &Path, undone: &crate::planted::Undone) -> 
         .map(shown)
         .collect();
     let mut message = format!(
-        "the tool created {}, part of the project's control surface (it would define tools, run code outside the jail, or be code another tool runs)",
+        "the tool created {}, part of the project's control surface (it would define tools, be code another tool runs, or run outside the jail: a git hook, `.envrc`, an editor's tasks)",
         created.join(", ")
     );
     if left.is_empty() {
@@ -462,7 +543,7 @@ fn planted_failure(name: &str, root: &Path, undone: &crate::planted::Undone) -> 
             ));
         }
     }
-    message.push_str(". A tool whose job is git must name .git in permissions.fs.write");
+    message.push_str(". A tool whose job is git must name .git in permissions.fs.write (and one that edits a hook, editor or direnv file, that file)");
     Outcome::failure(
         name,
         ErrorKind::PermissionExceedsCeiling,

@@ -14,6 +14,7 @@ pub mod egress;
 pub mod http;
 pub(crate) mod job;
 pub mod outcome;
+pub mod pins;
 pub mod python;
 pub mod safepath;
 pub mod secrets;
@@ -82,8 +83,15 @@ pub use crate::kind::error_chain;
 pub enum Finished {
     /// The tool produced this output.
     Output(Value),
-    /// The tool failed.
-    Failed(Outcome),
+    /// The tool failed (boxed: an Outcome is large beside a value).
+    Failed(Box<Outcome>),
+}
+
+impl Finished {
+    /// The tool failed with `outcome`.
+    pub fn failed(outcome: Outcome) -> Finished {
+        Finished::Failed(Box::new(outcome))
+    }
 }
 
 /// Common handling of a finished jailed process: limits first (a tree
@@ -185,7 +193,7 @@ pub fn finish(
                 }
                 o
             }
-            Finished::Failed(o) => o,
+            Finished::Failed(o) => *o,
         },
     };
     if let Some(e) = &mut outcome.error {
@@ -210,7 +218,7 @@ pub fn parse_output(tool: &str, stdout: &[u8], format: Format, redact: &Redactor
             Ok(v) => Finished::Output(redact.value(v)),
             Err(e) => {
                 let byte = byte_offset(&text, e.line(), e.column());
-                Finished::Failed(Outcome::failure(
+                Finished::failed(Outcome::failure(
                     tool,
                     ErrorKind::Internal,
                     format!("the tool's output is not valid JSON: {e} (first bad byte at offset {byte})"),

@@ -40,6 +40,12 @@ pub struct Outcome {
     /// The process's standard error (bounded, secrets redacted), when one ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<String>,
+    /// Files people run by hand (`Makefile`, `package.json`, CI
+    /// workflows: [`crate::surface::RUN_BY_HAND`]) that the call created,
+    /// changed or removed, relative to the project root: review them
+    /// before running them ([`crate::byhand`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_surfaces_changed: Vec<String>,
 }
 
 impl Outcome {
@@ -63,6 +69,7 @@ impl Outcome {
             duration_ms: 0,
             exit_code: None,
             stderr: None,
+            run_surfaces_changed: Vec::new(),
         }
     }
 
@@ -77,6 +84,7 @@ impl Outcome {
             duration_ms: 0,
             exit_code: None,
             stderr: None,
+            run_surfaces_changed: Vec::new(),
         }
     }
 

@@ -16,10 +16,34 @@ use crate::manifest::model::{Format, PythonExec};
 
 /// The shim's source, passed with `-c`.
 pub const SHIM: &str = include_str!("shim.py");
+/// The shim of a tool that requires approval: the check of approved code
+/// first ([`super::pins`], `pin.py`), installed before the shim imports
+/// anything of the project. Only those calls compile it.
+pub const SHIM_PINNED: &str = concat!(include_str!("pin.py"), "\n", include_str!("shim.py"));
 /// A warm worker's source ([`super::warm`]): the zygote's part, then the
 /// shim. A cold call compiles only [`SHIM`] (the zygote's code was a
 /// millisecond of every cold start).
 pub const SHIM_WARM: &str = concat!(include_str!("shim_warm.py"), "\n", include_str!("shim.py"));
+/// [`SHIM_WARM`] with the check of approved code ([`SHIM_PINNED`]).
+pub const SHIM_WARM_PINNED: &str = concat!(
+    include_str!("shim_warm.py"),
+    "\n",
+    include_str!("pin.py"),
+    "\n",
+    include_str!("shim.py")
+);
+
+/// The warm worker's source for a cold shim's (`shim`: [`SHIM`] or
+/// [`SHIM_PINNED`]), if it is one.
+pub fn warm_source(shim: &std::ffi::OsStr) -> Option<&'static str> {
+    if shim == SHIM {
+        Some(SHIM_WARM)
+    } else if shim == SHIM_PINNED {
+        Some(SHIM_WARM_PINNED)
+    } else {
+        None
+    }
+}
 
 /// How one component of a dotted module name is found in the tool's cwd.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,13 +104,16 @@ impl Interpreter {
     /// size and time beside an approved module is never loaded, while the
     /// standard library keeps its caches (compiling it per call cost
     /// 20-200 ms).
-    pub fn argv(&self) -> Vec<OsString> {
+    ///
+    /// `pinned`: the call is of a tool that requires approval
+    /// ([`SHIM_PINNED`]).
+    pub fn argv(&self, pinned: bool) -> Vec<OsString> {
         vec![
             self.program.clone().into_os_string(),
             "-I".into(),
             "-B".into(),
             "-c".into(),
-            SHIM.into(),
+            if pinned { SHIM_PINNED } else { SHIM }.into(),
         ]
     }
 }
@@ -213,20 +240,20 @@ pub fn read(tool: &str, returns: Format, r: &JailResult, redact: &Redactor) -> F
             kind,
             message,
             traceback,
-        }) => Finished::Failed(Outcome::failure(
+        }) => Finished::failed(Outcome::failure(
             tool,
             ErrorKind::PythonException,
             format!("{kind}: {message}"),
             json!({"type": kind, "message": message, "traceback": traceback}),
         )),
         None => match r.status {
-            Status::Exited(0) => Finished::Failed(Outcome::failure(
+            Status::Exited(0) => Finished::failed(Outcome::failure(
                 tool,
                 ErrorKind::Internal,
                 "the python shim returned no result",
                 json!({}),
             )),
-            status => Finished::Failed(super::exit_failure(
+            status => Finished::failed(super::exit_failure(
                 tool,
                 status,
                 &redact.text(&String::from_utf8_lossy(&r.stderr)),

@@ -40,61 +40,40 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-/// The bootstrap run with `-c`; `sys.argv[1]` is `m` (a module), `M` (a
-/// module that was not in the working directory when glovebox looked: found
-/// without it, so one planted there since never runs; the working
-/// directory is appended after, for what it imports) or `s` (a script,
-/// directory or zip), `sys.argv[2]` the module or script, and the rest the
-/// tool's own arguments.
-pub const BOOT: &str = r#"def boot():
-    import sys
-    if sys.path[:1] == [""]:
-        del sys.path[0]
-    import os
-    kind, target = sys.argv[1], sys.argv[2]
-    del sys.argv[:2]
-    if kind == "M":
-        import runpy
-        try:
-            name, spec, code = runpy._get_module_details(target, runpy._Error)
-        except runpy._Error as e:
-            sys.exit("%s: %s" % (sys.executable, e))
-        sys.path.append(os.getcwd())
-        sys.argv[0] = spec.origin
-        runpy._run_code(code, sys.modules["__main__"].__dict__, None, "__main__", spec)
-        return
-    if kind == "m":
-        import runpy
-        sys.path.append(os.getcwd())
-        sys.argv[0] = target
-        runpy._run_module_as_main(target)
-        return
-    real = os.path.realpath(target)
-    if os.path.isdir(real):
-        sys.path.append(real)
-        target = os.path.join(real, "__main__.py")
-    else:
-        sys.path.append(os.path.dirname(real))
-    if not target.endswith(".py"):
-        import runpy
-        runpy.run_path(target, run_name="__main__")
-        return
-    with open(target, "rb") as f:
-        code = compile(f.read(), target, "exec", dont_inherit=True)
-    main = sys.modules["__main__"].__dict__
-    for k in [k for k in main if k not in ("__name__", "__builtins__")]:
-        del main[k]
-    main.update(__file__=target, __doc__=None, __package__=None, __spec__=None, __loader__=None, __cached__=None)
-    exec(code, main)
-boot()
-"#;
+/// The bootstrap run with `-c` (`boot.py`); `sys.argv[1]` is `m` (a
+/// module), `M` (a module that was not in the working directory when
+/// glovebox looked: found without it, so one planted there since never
+/// runs; the working directory is appended after, for what it imports) or
+/// `s` (a script, directory or zip), `sys.argv[2]` the module or script,
+/// and the rest the tool's own arguments.
+pub const BOOT: &str = include_str!("boot.py");
+
+/// [`BOOT`] for a tool that requires approval: the check of approved code
+/// (`pin.py`, [`crate::run::pins`]) first, so the script and every project
+/// module it loads are checked against the approval.
+pub const BOOT_PINNED: &str = concat!(include_str!("pin.py"), "\n", include_str!("boot.py"));
+
+/// True when `arg` is a bootstrap's source.
+fn is_boot(arg: &OsString) -> bool {
+    arg == BOOT || arg == BOOT_PINNED
+}
+
+/// Starts the bootstrap of `argv` (if any) with the check of approved code
+/// ([`BOOT_PINNED`]).
+pub fn pin(argv: &mut [OsString]) {
+    for a in argv.iter_mut() {
+        if a == BOOT {
+            *a = BOOT_PINNED.into();
+        }
+    }
+}
 
 /// Marks the `-m` module of a command started through [`BOOT`] as not in
 /// the working directory (`M`): Python then finds it without searching
 /// there. Returns the module, when the command runs one through the
 /// bootstrap.
 pub fn module_not_in_cwd(argv: &mut [OsString]) -> Option<OsString> {
-    let at = argv.iter().position(|a| a == BOOT)?;
+    let at = argv.iter().position(is_boot)?;
     if argv.get(at + 1)? != "m" {
         return None;
     }
@@ -105,7 +84,7 @@ pub fn module_not_in_cwd(argv: &mut [OsString]) -> Option<OsString> {
 
 /// The `-m` module of a command started through [`BOOT`], if any.
 pub fn module(argv: &[OsString]) -> Option<&OsString> {
-    let at = argv.iter().position(|a| a == BOOT)?;
+    let at = argv.iter().position(is_boot)?;
     (argv.get(at + 1)? == "m")
         .then(|| argv.get(at + 2))
         .flatten()

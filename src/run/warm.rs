@@ -477,8 +477,8 @@ impl Worker {
         w.limits.wall = LIFETIME;
         // The zygote's code, which the cold shim leaves out.
         for arg in &mut w.argv {
-            if arg.as_os_str() == std::ffi::OsStr::new(super::python::SHIM) {
-                *arg = super::python::SHIM_WARM.into();
+            if let Some(warm) = super::python::warm_source(arg) {
+                *arg = warm.into();
             }
         }
         w.argv.push("warm".into());
