@@ -113,6 +113,7 @@ mod tests {
         let mut ok = Outcome::success("t", json!({"files": 1}));
         ok.exit_code = Some(0);
         ok.stderr = Some(String::new());
+        ok.run_surfaces_changed = vec!["Makefile".into()];
         let err = Outcome::failure(
             "t",
             ErrorKind::InputInvalid,
