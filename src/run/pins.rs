@@ -228,7 +228,7 @@ mod tests {
             paths: BTreeMap::new(),
             grants: BTreeMap::new(),
             interpreter: None,
-            served: None,
+            offered: None,
         };
         Pins::new(root, "t", &fp, vec![root.join("venv")])
     }
