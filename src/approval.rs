@@ -170,9 +170,7 @@ fn grant_paths(root: &Path, tool: &Tool) -> Vec<(String, PathBuf)> {
 /// The tool's current fingerprint (every file read and hashed now: what
 /// an approval is checked against).
 pub fn fingerprint(root: &Path, tool: &Tool) -> Result<Fingerprint, ApprovalError> {
-    let mut fp = fingerprint_hashing(root, tool, &footprint::of(root, tool), state::file_sha256)?;
-    fp.offered = Some(offered(tool));
-    Ok(fp)
+    fingerprint_of(root, tool, &footprint::of(root, tool))
 }
 
 /// [`fingerprint`] with the tool's footprint `fp` as [`footprint::of`]
@@ -182,7 +180,9 @@ pub fn fingerprint_of(
     tool: &Tool,
     fp: &footprint::Footprint,
 ) -> Result<Fingerprint, ApprovalError> {
-    fingerprint_hashing(root, tool, fp, state::file_sha256)
+    let mut fp = fingerprint_hashing(root, tool, fp, state::file_sha256)?;
+    fp.offered = Some(offered(tool));
+    Ok(fp)
 }
 
 /// The tool's fingerprint with each file's hash reused while the file's
