@@ -33,11 +33,12 @@ def pin():
     where = os.environ.pop("GLOVEBOX_PINS", None)
     if not where:
         return None
+    import _frozen_importlib as bootstrap
+    import _frozen_importlib_external as external
     import _imp
     import _io
     import io
     import sys
-    from importlib import machinery
 
     try:
         from _sha2 import sha256
@@ -74,7 +75,10 @@ def pin():
         if not any(r.startswith(real) for r in roots):
             skips.append(real)
     roots, skips = tuple(roots), tuple(skips)
-    code = tuple(machinery.all_suffixes()) + (".zip", ".egg", ".whl", ".pyz")
+    # (importlib.machinery's classes and suffixes, without importing it:
+    # the interpreter's own frozen modules are loaded already.)
+    suffixes = external.SOURCE_SUFFIXES + external.BYTECODE_SUFFIXES + external.EXTENSION_SUFFIXES
+    code = tuple(suffixes) + (".zip", ".egg", ".whl", ".pyz")
 
     def names(path):
         """The names of `path` relative to the root (as spelt, and with
@@ -143,7 +147,7 @@ def pin():
     _io.open_code = io.open_code = pinned_open_code
 
     # Sourceless .pyc files are read without io.open_code.
-    sourceless = machinery.SourcelessFileLoader.get_data
+    sourceless = external.SourcelessFileLoader.get_data
 
     def sourceless_get_data(self, path):
         rel = names(path)
@@ -151,13 +155,13 @@ def pin():
             return sourceless(self, path)
         return checked(path, rel)
 
-    machinery.SourcelessFileLoader.get_data = sourceless_get_data
+    external.SourcelessFileLoader.get_data = sourceless_get_data
 
     # Native extensions are mapped by dlopen: the bytes checked go into a
     # memfd, which is what gets mapped (a file swapped after the check is
     # never the one loaded). Where /proc/self/fd cannot be opened, the
     # checked file itself.
-    create = machinery.ExtensionFileLoader.create_module
+    create = external.ExtensionFileLoader.create_module
 
     def create_module(self, spec):
         rel = names(spec.origin) if spec.origin else None
@@ -175,11 +179,11 @@ def pin():
             alias = "/proc/self/fd/%d" % fd
             if not os.path.exists(alias):
                 return create(self, spec)
-            return _imp.create_dynamic(machinery.ModuleSpec(spec.name, self, origin=alias))
+            return _imp.create_dynamic(bootstrap.ModuleSpec(spec.name, self, origin=alias))
         finally:
             os.close(fd)
 
-    machinery.ExtensionFileLoader.create_module = create_module
+    external.ExtensionFileLoader.create_module = create_module
     return verify
 
 
