@@ -42,14 +42,14 @@ fn sh(f: &Fixture, tool: &str, script: &str) -> Called {
 
 /// `git ARGS…` in `dir`, outside any jail, as a person runs it.
 fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("git")
+    Command::new(common::system_program("git", "git"))
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(args)
         .current_dir(dir)
         .env("HOME", dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
-        .expect("the test needs git")
+        .unwrap()
 }
 
 /// A project that is a git repository with one commit, and `writer`

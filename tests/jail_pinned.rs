@@ -133,11 +133,15 @@ fn python_says(code: &str) -> String {
 /// Returns the file name it must have to be found (`plug_so` + the
 /// interpreter's `EXT_SUFFIX`, its ABI tag).
 fn stage_extension(f: &Fixture) -> String {
+    // A C compiler and Python's headers (found, or installed from Debian).
+    let cc = common::system_program("cc", "gcc");
+    common::system_program("python3-config", "python3-dev");
     let include = python_says("import sysconfig; print(sysconfig.get_paths()['include'])");
     let suffix = python_says("import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))");
     assert!(
         Path::new(&include).join("Python.h").exists(),
-        "the test needs Python's headers ({include}/Python.h; python3-dev) to build a native extension"
+        "the test needs Python's headers ({include}/Python.h: python3-dev for {}) to build a native extension",
+        python()
     );
     let marker = f.root.join("out/PWN-so");
     let source = f.base.join("plug_so.c");
@@ -169,13 +173,13 @@ PyMODINIT_FUNC PyInit_plug_so(void) {{
         ),
     )
     .unwrap();
-    let out = Command::new("cc")
+    let out = Command::new(cc)
         .args(["-shared", "-fPIC", "-o"])
         .arg(f.root.join("stage/plug_so.so"))
         .arg(&source)
         .arg(format!("-I{include}"))
         .output()
-        .expect("the test needs a C compiler (cc) to build a native extension");
+        .unwrap();
     assert!(out.status.success(), "cc failed: {out:?}");
     format!("plug_so{suffix}")
 }
