@@ -29,6 +29,9 @@ use crate::validate::Schemas;
 use crate::{approval, audit};
 
 pub use crate::caller::{Caller, Cancelled};
+pub use stand_in::StandIn;
+
+mod stand_in;
 
 /// `outcome` of a call killed for `why`: the kind and message that say so.
 fn cancelled_outcome(outcome: &mut Outcome, why: Cancelled) {

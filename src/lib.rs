@@ -81,6 +81,13 @@
 //!   with every resource bounded (connections, timeouts, sessions, one
 //!   call bound for every transport), a `Host` check on every route and
 //!   graceful shutdown.
+//! - [`prove`]: `glovebox doctor --prove`, proof by effect on this host:
+//!   each tool's real jail (made by [`engine::Engine::stand_in`], the
+//!   call's own steps) runs a battery of attacks (this binary, `glovebox
+//!   __prove`) on canaries of the prover's own — files, listeners, a
+//!   process, an environment variable, secrets — and each invariant is
+//!   reported held (by which mechanism), broken (with the evidence) or
+//!   unproven.
 //! - [`export`]: the tools as OpenAI (Chat and Responses), Anthropic and
 //!   MCP tool lists; names a target does not accept are reported, never
 //!   renamed.
@@ -128,6 +135,7 @@ pub mod net;
 pub mod offer;
 pub mod planted;
 pub mod policy;
+pub mod prove;
 pub mod pyimports;
 pub mod replica;
 pub mod run;

@@ -1,4 +1,5 @@
-//! `glovebox doctor`: which kernel features are enforced here.
+//! `glovebox doctor`: which kernel features are enforced here (and, with
+//! `--prove`, [`super::prove`]: each tool's jail attacked).
 
 use std::process::ExitCode;
 
@@ -11,9 +12,21 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Prove it: run a battery of attacks in each tool's real jail (its
+    /// grants, network, secrets as placeholders, limits) and report each
+    /// invariant held, broken (with the evidence) or unproven; exit 0 only
+    /// when every applicable one held.
+    #[arg(long)]
+    pub prove: bool,
+    /// The tools to prove (default: every tool of the project).
+    #[arg(value_name = "TOOL", requires = "prove")]
+    pub tools: Vec<String>,
 }
 
-pub fn run(_cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    if args.prove {
+        return super::prove::run(cli, &args.tools, args.json);
+    }
     let report = doctor::examine();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -20,6 +20,8 @@ mod lint;
 mod list;
 mod mcp;
 mod migrate;
+mod prove;
+mod prove_battery;
 mod run;
 mod sandbox;
 mod serve;
@@ -119,6 +121,9 @@ pub enum Command {
     /// Internal: the built-in tools' helper, run inside the jail.
     #[command(name = "__builtin", hide = true)]
     BuiltinHelper,
+    /// Internal: `doctor --prove`'s battery, run inside each tool's jail.
+    #[command(name = "__prove", hide = true)]
+    ProveBattery(prove_battery::Args),
     /// Print the tools as an OpenAI, Anthropic or MCP tool list.
     Export(export::Args),
     /// Turn another runner's tool file into tool directories.
@@ -256,6 +261,7 @@ pub fn main() -> ExitCode {
         Command::Mcp(a) => mcp::run(&cli, a),
         Command::Serve(a) => serve::run(&cli, a),
         Command::BuiltinHelper => return builtin_helper::run(),
+        Command::ProveBattery(a) => return prove_battery::run(a),
         Command::Export(a) => export::run(&cli, a),
         Command::Import(a) => import::run(&cli, a),
         Command::Migrate(a) => migrate::run(&cli, a),

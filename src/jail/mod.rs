@@ -70,6 +70,8 @@ pub mod standby;
 mod supervise;
 mod sys;
 pub mod tree;
+#[cfg(test)]
+pub mod weaken;
 
 pub use cancel::Cancel;
 pub use fs::FsAccess;
@@ -84,6 +86,8 @@ pub(crate) use pump::{limits_hit, pump_call, Sink, Supervised};
 /// The supervisor's side of a call's TUN device, registered with the
 /// egress runtime (`crate::egress::transparent`).
 pub(crate) use sys::async_fd as sys_async_fd;
+/// The forbidden calls `doctor --prove`'s battery tries from inside a jail.
+pub use sys::attempt;
 
 use std::path::PathBuf;
 

@@ -171,6 +171,13 @@ pub(super) fn prepare(
             _ => None,
         },
     };
+    // Test builds only: one layer switched off (`super::weaken`).
+    #[cfg(test)]
+    let prepared = {
+        let mut prepared = prepared;
+        super::weaken::prepared(&mut prepared);
+        prepared
+    };
     Ok(Call {
         prepared,
         program,
@@ -423,6 +430,9 @@ fn environment(spec: &Spec, home: &Path) -> Vec<(OsString, OsString)> {
             std::env::var_os("TZ").unwrap_or_else(|| "UTC".into()),
         ),
     ];
+    // Test builds only: the environment inherited (`super::weaken`).
+    #[cfg(test)]
+    super::weaken::inherit(&mut env);
     for (k, v) in &spec.env {
         if k == "HOME" || k == "TMPDIR" {
             continue;

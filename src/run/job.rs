@@ -296,7 +296,55 @@ impl Job<'_> {
     }
 }
 
+/// What ran in a tool's jail in place of its code ([`Job::run_stand_in`]).
+pub(crate) struct StandInRun {
+    /// The jail's result, when the program was started.
+    pub result: Option<jail::JailResult>,
+    /// The call's Outcome, as a call of the tool would have it (its
+    /// egress refusals in the warnings; a planted control name undone).
+    pub outcome: Outcome,
+}
+
 impl Job<'_> {
+    /// Runs `program` with `args`, reading `stdin`, in place of the tool's
+    /// code, in the jail a call of the tool gets: the same spec (grants,
+    /// control surface, limits, secrets as the jail sees them), network
+    /// and clean-up as [`Job::run_command`], started in `cwd` (as the
+    /// manifest writes it); `program` is also granted read and execute
+    /// (`doctor --prove` runs the glovebox binary's battery so).
+    pub(crate) fn run_stand_in(
+        &self,
+        cwd: &str,
+        program: &Path,
+        args: &[&str],
+        stdin: Vec<u8>,
+    ) -> Result<StandInRun, Box<Outcome>> {
+        let cwd = self.cwd(cwd)?;
+        let argv = std::iter::once(program.as_os_str().to_owned())
+            .chain(args.iter().map(Into::into))
+            .collect();
+        let mut spec = self.spec(argv, cwd);
+        spec.fs.exec.push(program.to_path_buf());
+        spec.stdin = Stdin::Bytes(stdin);
+        let mut kept = None;
+        let outcome = self.execute_with(
+            spec,
+            program,
+            |spec| {
+                let r = run::start(spec);
+                if let Ok(r) = &r {
+                    kept = Some(r.clone());
+                }
+                r
+            },
+            |_, _| Finished::Output(serde_json::Value::Null),
+        )?;
+        Ok(StandInRun {
+            result: kept,
+            outcome,
+        })
+    }
+
     /// The jail spec for `argv` in `cwd` under the policy, with the
     /// declared secrets in its environment and the caller's cancel token.
     fn spec(&self, argv: Vec<std::ffi::OsString>, cwd: PathBuf) -> Spec {

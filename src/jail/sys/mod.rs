@@ -3,7 +3,8 @@
 //! Every `unsafe` block of glovebox lives in this directory, split by
 //! who may call it: [`child`] (between clone and exec: async-signal-safe
 //! only) with [`fds`] (its descriptor table), [`reaper`] (the namespace-free jail's subreaper), [`supervisor`]
-//! (everything else). The child's run between `clone` and `execve`, where
+//! (everything else), and [`attempt`] (the calls `doctor --prove`'s battery
+//! tries from inside a jail). The child's run between `clone` and `execve`, where
 //! the parent may have had other threads: they must not allocate, lock or
 //! touch thread-local state. Each one is a thin, async-signal-safe wrapper
 //! over a single system call that takes already-prepared data (`&CStr`,
@@ -12,6 +13,7 @@
 use std::io;
 
 mod argv;
+pub mod attempt;
 mod child;
 mod fds;
 mod reaper;
