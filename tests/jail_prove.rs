@@ -232,12 +232,12 @@ fn the_report_is_printed_for_people_too() {
         text.contains("[held    ] deny-by-default filesystem"),
         "{text}"
     );
-    assert!(
-        text.contains(
-            "summary  1 tool proven: 11 invariants held, 0 broken, 0 unproven, 2 not applicable"
-        ),
-        "{text}"
-    );
+    let summary = text
+        .lines()
+        .find(|l| l.starts_with("summary"))
+        .unwrap_or("");
+    assert!(summary.starts_with("summary  1 tool proven: "), "{text}");
+    assert!(summary.contains(" held, 0 broken, 0 unproven, "), "{text}");
     // An unknown tool is a usage error, not a proof.
     let out = Command::new(bin())
         .arg("--root")
