@@ -46,8 +46,8 @@ pub struct Ctx<'a> {
 pub struct Observed<'a> {
     /// The canaries (their listeners settled).
     pub canaries: &'a Canaries,
-    /// The canary process is still running, untraced (else why not).
-    pub process: Result<(), String>,
+    /// What became of the canary process.
+    pub process: super::canary::ProcessState,
     /// The jail's result.
     pub result: &'a crate::jail::JailResult,
     /// The call's Outcome.

@@ -195,15 +195,18 @@ pub struct Process {
 }
 
 impl Process {
-    /// Whether it still runs, unstopped and untraced.
-    pub fn unharmed(&mut self) -> Result<(), String> {
+    /// What became of it: still running and untraced, or not.
+    pub fn state(&mut self) -> ProcessState {
         match self.child.try_wait() {
             Ok(Some(status)) => {
-                return Err(format!("the canary process {} died ({status})", self.pid))
+                return ProcessState::Died(format!(
+                    "the canary process {} died ({status})",
+                    self.pid
+                ))
             }
             Ok(None) => {}
             Err(e) => {
-                return Err(format!(
+                return ProcessState::Died(format!(
                     "the canary process {} cannot be waited for: {e}",
                     self.pid
                 ))
@@ -211,23 +214,30 @@ impl Process {
         }
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(str::trim)
-                .unwrap_or("")
-                .to_string()
-        };
-        let tracer = field("TracerPid:");
+        let tracer = status
+            .lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .map(str::trim)
+            .unwrap_or("");
         if !tracer.is_empty() && tracer != "0" {
-            return Err(format!(
+            return ProcessState::Traced(format!(
                 "the canary process {} is traced by {tracer}",
                 self.pid
             ));
         }
-        Ok(())
+        ProcessState::Unharmed
     }
+}
+
+/// What became of the canary process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessState {
+    /// Still running, untraced.
+    Unharmed,
+    /// Gone (why).
+    Died(String),
+    /// Traced (by whom).
+    Traced(String),
 }
 
 impl Drop for Process {

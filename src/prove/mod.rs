@@ -268,7 +268,7 @@ fn prove_tool(engine: &Engine, name: &str, options: &Options) -> ToolReport {
             tail(&result.stderr)
         )
     };
-    let process = canaries.process.unharmed();
+    let process = canaries.process.state();
     let egress = run
         .extra
         .iter()

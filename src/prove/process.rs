@@ -7,9 +7,11 @@
 //!
 //! These run first in the battery, before it starts a thread or a child:
 //! in the jail's PID namespace, a host pid names no process of the jail
-//! (which then holds only the battery, pid 1).
+//! (which then holds only the battery, pid 1). The `SIGKILL` goes last:
+//! the other attacks need the canary alive.
 
-use super::battery::{how, refusal, Ctx, Plan};
+use super::battery::{how, refusal, Ctx, Observed, Plan};
+use super::canary::ProcessState;
 use super::canary::digest;
 use super::verdict::{Invariant, Verdict};
 use super::wire::{Action, Reply};
@@ -31,18 +33,6 @@ pub fn plan(ctx: &Ctx<'_>, plan: &mut Plan) {
             path: "/proc/self/status".into(),
         },
     );
-    plan.attack(
-        inv,
-        format!("SIGKILL the canary process {pid} (outside the jail)"),
-        Action::Signal {
-            pid,
-            signal: libc::SIGKILL,
-        },
-        Box::new(|r: &Reply, o: &_| match &o.process {
-            Err(e) => Verdict::broken(e.clone()),
-            Ok(()) => refusal(r),
-        }),
-    );
     let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
     plan.refused(
         inv,
@@ -53,9 +43,9 @@ pub fn plan(ctx: &Ctx<'_>, plan: &mut Plan) {
         inv,
         format!("ptrace the canary process {pid}"),
         Action::Ptrace { pid },
-        Box::new(|r: &Reply, o: &_| match &o.process {
-            Err(e) => Verdict::broken(e.clone()),
-            Ok(()) => refusal(r),
+        Box::new(|r: &Reply, o: &Observed<'_>| match &o.process {
+            ProcessState::Traced(e) => Verdict::broken(e.clone()),
+            _ => refusal(r),
         }),
     );
     if let Some((addr, bytes)) = canary.memory.clone() {
@@ -114,6 +104,19 @@ pub fn plan(ctx: &Ctx<'_>, plan: &mut Plan) {
             } else {
                 Verdict::held(how(r.errno))
             }
+        }),
+    );
+    // Last: the canary must live for the attacks above.
+    plan.attack(
+        inv,
+        format!("SIGKILL the canary process {pid} (outside the jail)"),
+        Action::Signal {
+            pid,
+            signal: libc::SIGKILL,
+        },
+        Box::new(|r: &Reply, o: &Observed<'_>| match &o.process {
+            ProcessState::Died(e) => Verdict::broken(e.clone()),
+            _ => refusal(r),
         }),
     );
 }

@@ -20,8 +20,12 @@ use crate::jail::probe::{self, Mode};
 use crate::jail::weaken::{self, Layer};
 use crate::manifest::project::Project;
 
-/// The glovebox binary beside this test binary (`deps/..`).
+/// The glovebox binary beside this test binary (`deps/..`), or
+/// `GLOVEBOX_BIN` (a CI stage that runs copies).
 fn battery_exe() -> PathBuf {
+    if let Some(bin) = std::env::var_os("GLOVEBOX_BIN") {
+        return PathBuf::from(bin);
+    }
     let me = std::env::current_exe().unwrap();
     let exe = me
         .parent()
