@@ -11,8 +11,8 @@
 //! the other attacks need the canary alive.
 
 use super::battery::{how, refusal, Ctx, Observed, Plan};
-use super::canary::ProcessState;
 use super::canary::digest;
+use super::canary::ProcessState;
 use super::verdict::{Invariant, Verdict};
 use super::wire::{Action, Reply};
 
