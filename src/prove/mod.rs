@@ -330,8 +330,3 @@ fn tail(bytes: &[u8]) -> String {
         .take(200)
         .collect()
 }
-
-/// The path of this binary for the battery (the running executable).
-pub fn this_binary() -> std::io::Result<PathBuf> {
-    std::env::current_exe()
-}
