@@ -213,6 +213,37 @@ fn the_example_project_holds() {
     }
 }
 
+/// glovebox beside the project (`./glovebox --root project …`): the
+/// battery's own program, which its jail holds, is no file "next to the
+/// grant" that must be unreadable. It was reported broken.
+#[test]
+fn the_provers_own_binary_beside_the_project_is_not_an_attack() {
+    require_jail!();
+    let tmp = tempdir();
+    let root = tmp.path().join("examples");
+    copy_tree(&examples(), &root);
+    let exe = tmp.path().join("glovebox");
+    if std::fs::hard_link(bin(), &exe).is_err() {
+        std::fs::copy(bin(), &exe).unwrap();
+    }
+    let out = Command::new(&exe)
+        .arg("--root")
+        .arg(&root)
+        .args(["doctor", "--prove", "--json", "repo_scan"])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no json ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_held(tool(&report, "repo_scan"), &["egress-proxy", "secrets"]);
+    assert!(
+        !report
+            .to_string()
+            .contains(&format!("read {} (next to the grant", exe.display())),
+        "{report:#}"
+    );
+}
+
 #[test]
 fn the_report_is_printed_for_people_too() {
     require_jail!();

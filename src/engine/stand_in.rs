@@ -119,6 +119,8 @@ impl Engine {
             extra: &extra,
             gate: None,
             observer: None,
+            // The battery is glovebox's own binary, not project code.
+            pins: None,
         };
         let run = job.run_stand_in(cwd, program, args, stdin)?;
         Ok(StandIn {

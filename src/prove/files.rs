@@ -190,18 +190,21 @@ fn setid_judge() -> super::battery::Judge {
 }
 
 /// A regular file outside every grant, next to `grant` (in its parent),
-/// that this process can read.
+/// that this process can read, other than the battery's own program.
 fn sibling_outside(ctx: &Ctx<'_>, grant: &Path) -> Option<PathBuf> {
     let parent = grant.parent()?;
     if ctx.policy.can_read(parent) {
         return None;
     }
+    // The battery's own program is granted to it, whatever its place.
+    let exe = std::fs::canonicalize(ctx.exe).unwrap_or_else(|_| ctx.exe.to_path_buf());
     std::fs::read_dir(parent)
         .ok()?
         .take(200)
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p != grant && !ctx.policy.can_read(p))
+        .filter(|p| std::fs::canonicalize(p).map_or(true, |c| c != exe))
         .find(|p| {
             std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
                 && nix::unistd::access(p.as_path(), nix::unistd::AccessFlags::R_OK).is_ok()
