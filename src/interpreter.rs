@@ -179,6 +179,59 @@ impl Interpreter {
     }
 }
 
+/// What a program needs read (and run) beyond the jail's baseline when it
+/// is a Python interpreter (a venv's `bin/python3`) or a script whose
+/// `#!` line names one by path (a venv's console script): the virtual
+/// environment it belongs to (the directory above `bin` holding
+/// `pyvenv.cfg`), and the installation its interpreter's links finally
+/// lead to ([`installation`]; for a venv made with `--copies`,
+/// `pyvenv.cfg`'s `home`). What the baseline holds (`/usr`: the system's
+/// Python) is not repeated; a link that leads to no Python installation
+/// adds nothing (the start then fails naming where it leads). For
+/// `glovebox wrap` and `import mcp`, which grant what the command the
+/// person gave needs.
+pub fn needed_by(program: &Path) -> Vec<PathBuf> {
+    let is_python = program
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("python"));
+    let interpreter = if is_python {
+        program.to_path_buf()
+    } else {
+        match python_shebang(program).and_then(|s| s.into_iter().next()) {
+            Some(i) if !i.ends_with("/env") && i.starts_with('/') => PathBuf::from(i),
+            _ => return Vec::new(),
+        }
+    };
+    let mut out = Vec::new();
+    let venv = interpreter
+        .parent()
+        .filter(|bin| bin.file_name().is_some_and(|n| n == "bin"))
+        .and_then(Path::parent)
+        .filter(|v| v.join("pyvenv.cfg").is_file());
+    if let Some(v) = venv {
+        out.push(v.to_path_buf());
+    }
+    let base = std::fs::canonicalize(&interpreter)
+        .ok()
+        .and_then(|real| installation(&real))
+        .or_else(|| venv.and_then(copied_base));
+    if let Some(base) = base {
+        if !out.iter().any(|p| base.starts_with(p)) {
+            out.push(base);
+        }
+    }
+    let baseline = crate::jail::profile::baseline(false).unwrap_or_default();
+    out.retain(|p| {
+        !baseline
+            .exec
+            .iter()
+            .chain(&baseline.read_only)
+            .any(|b| p.starts_with(b))
+    });
+    out
+}
+
 /// The base installation of a venv made with `--copies`: `pyvenv.cfg`'s
 /// `home` (the base's `bin` directory), accepted only when a `python3…`
 /// there is part of a Python installation.
@@ -224,6 +277,45 @@ mod tests {
         let loose = prefix.join("lib/python3.12/python3");
         executable(&loose);
         assert_eq!(installation(&loose), None);
+    }
+
+    #[test]
+    fn a_venv_script_needs_its_venv_and_the_installation_its_links_lead_to() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        // A pyenv-like installation, and a venv whose python links to it
+        // through a second link.
+        let prefix = root.join("pyenv/versions/3.12.1");
+        executable(&prefix.join("bin/python3.12"));
+        std::fs::create_dir_all(prefix.join("lib/python3.12")).unwrap();
+        std::fs::write(prefix.join("lib/python3.12/os.py"), "").unwrap();
+        std::os::unix::fs::symlink(prefix.join("bin/python3.12"), root.join("py-link")).unwrap();
+        let venv = root.join("venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /nowhere\n").unwrap();
+        std::os::unix::fs::symlink(root.join("py-link"), venv.join("bin/python3")).unwrap();
+        let script = venv.join("bin/mcp-server-x");
+        std::fs::write(
+            &script,
+            format!("#!{}\nimport x\n", venv.join("bin/python3").display()),
+        )
+        .unwrap();
+        assert_eq!(needed_by(&script), vec![venv.clone(), prefix.clone()]);
+        assert_eq!(
+            needed_by(&venv.join("bin/python3")),
+            vec![venv.clone(), prefix]
+        );
+        // Not Python, or the system's (the baseline's): nothing.
+        let sh = root.join("tool.sh");
+        std::fs::write(&sh, "#!/bin/sh\n").unwrap();
+        assert!(needed_by(&sh).is_empty());
+        if Path::new("/usr/bin/python3").exists() {
+            assert!(needed_by(Path::new("/usr/bin/python3")).is_empty());
+        }
+        // A link leading to no installation adds only the venv.
+        std::fs::remove_file(venv.join("bin/python3")).unwrap();
+        std::os::unix::fs::symlink(&sh, venv.join("bin/python3")).unwrap();
+        assert_eq!(needed_by(&script), vec![venv]);
     }
 
     #[test]

@@ -140,20 +140,29 @@ from mcp.client.stdio import stdio_client
 
 async def main():
     gb, venv, prog = sys.argv[1], sys.argv[2], sys.argv[3]
+    # No grant named: the venv of the script is granted from it.
     params = StdioServerParameters(command=gb, args=[
-        "wrap", "--read", venv, "--name", "time", "--", prog, "--local-timezone", "UTC"],
+        "wrap", "--", prog, "--local-timezone", "UTC"],
         env=dict(os.environ))
     async with stdio_client(params) as (r, w):
         async with ClientSession(r, w) as s:
             await s.initialize()
             tools = (await s.list_tools()).tools
+            if not tools:
+                # Still starting (a loaded machine): offered when ready.
+                for _ in range(600):
+                    await asyncio.sleep(0.1)
+                    tools = (await s.list_tools()).tools
+                    if tools:
+                        break
             names = sorted(t.name for t in tools)
-            assert "time__get_current_time" in names, names
-            res = await s.call_tool("time__get_current_time", {"timezone": "Asia/Tokyo"})
+            # The server's own names: a client adds its prefix once.
+            assert names == ["convert_time", "get_current_time"], names
+            res = await s.call_tool("get_current_time", {"timezone": "Asia/Tokyo"})
             assert not res.isError, res
             text = json.dumps([c.model_dump() for c in res.content])
             assert "+09:00" in text, text
-            bad = await s.call_tool("time__get_current_time", {})
+            bad = await s.call_tool("get_current_time", {})
             assert bad.isError, bad
             print("SDK-OK", names)
 
@@ -272,13 +281,18 @@ async def main():
                       client_info=types.Implementation(name="mcp-wrap-test", version="1")) as c:
         want = "2026-07-28" if mode == "auto" else "2025-11-25"
         assert c.protocol_version == want, c.protocol_version
-        names = sorted(t.name for t in (await c.list_tools()).tools)
-        assert "time__convert_time" in names, names
-        r = await c.call_tool("time__convert_time", {
+        names = []
+        for _ in range(600):
+            names = sorted(t.name for t in (await c.list_tools()).tools)
+            if names:
+                break
+            await asyncio.sleep(0.1)
+        assert "convert_time" in names, names
+        r = await c.call_tool("convert_time", {
             "source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
         assert not r.is_error, r
         assert "+09:00" in json.dumps([x.model_dump() for x in r.content]), r
-        bad = await c.call_tool("time__convert_time", {"time": "12:00"})
+        bad = await c.call_tool("convert_time", {"time": "12:00"})
         assert bad.is_error, bad
         print("SDK2-OK", mode)
 
@@ -399,20 +413,274 @@ fn an_npx_y_server_is_installed_through_the_proxy_and_cannot_change_its_code() {
         "the server wrote into its code"
     );
     // The registry only through the proxy, under the allowlist: a server
-    // whose manifest does not allow it installs nothing, and says why.
+    // whose manifest does not allow it installs nothing, and says why
+    // (in the manifest's words), to the client that calls its tool.
     let closed = s.call(4, "closed__read_graph", json!({}));
-    assert_eq!(
-        closed["error"]["data"]["kind"], "tool_not_found",
+    let e = servekit::tool_error(&closed["result"]);
+    assert_eq!(e["kind"], "manifest_invalid", "{closed}");
+    let why = e["message"].as_str().unwrap();
+    assert!(
+        why.contains("npx -y")
+            && why.contains("add registry.npmjs.org to permissions.network.allow"),
         "{closed}"
     );
     assert!(
         !cache.join("closed/package/node_modules").exists(),
         "installed past the allowlist"
     );
-    // Said by glovebox run, with the proxy's refusal.
+    // Said by glovebox run too.
     let out = f.glovebox(&["run", "closed__read_graph", "--json"]);
     let said =
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{said}");
-    assert!(said.contains("403") && said.contains("npx -y"), "{said}");
+    assert!(
+        said.contains("registry.npmjs.org") && said.contains("npx -y"),
+        "{said}"
+    );
+}
+
+/// The official client (1.x) starts `glovebox wrap ARGS…` and reports
+/// what it saw: `REFUSED <message>` when the handshake failed, else
+/// `LISTED <names>` (once the tools are there, within 120 s), `LOGGED
+/// <message>` for each log message, `INIT <seconds>` for the handshake's
+/// time, and `CALLED <name> <error?> <text>` for a call of `CALL` (JSON
+/// `[name, arguments]`) when given.
+const SDK_PROBE: &str = r#"
+import asyncio, json, os, sys, time
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.shared.exceptions import McpError
+from mcp.client.stdio import stdio_client
+
+async def main():
+    gb, args = sys.argv[1], sys.argv[2:]
+    params = StdioServerParameters(command=gb, args=["wrap"] + args, env=dict(os.environ))
+    changed = asyncio.Event()
+    logged = []
+    async def on_message(m):
+        if isinstance(m, types.ServerNotification) and isinstance(m.root, types.ToolListChangedNotification):
+            changed.set()
+    async def on_log(p):
+        logged.append(p.data)
+        print("LOGGED", json.dumps(p.data), flush=True)
+    began = time.monotonic()
+    try:
+        async with stdio_client(params) as (r, w):
+            async with ClientSession(r, w, message_handler=on_message, logging_callback=on_log) as s:
+                await s.initialize()
+                print("INIT %.2f" % (time.monotonic() - began), flush=True)
+                deadline = time.monotonic() + 120
+                names = []
+                while time.monotonic() < deadline:
+                    names = sorted(t.name for t in (await s.list_tools()).tools)
+                    if names or logged:
+                        break
+                    changed.clear()
+                    try:
+                        await asyncio.wait_for(changed.wait(), deadline - time.monotonic())
+                    except asyncio.TimeoutError:
+                        break
+                print("LISTED", json.dumps(names), "%.2f" % (time.monotonic() - began), flush=True)
+                if os.environ.get("CALL"):
+                    name, arguments = json.loads(os.environ["CALL"])
+                    res = await s.call_tool(name, arguments)
+                    text = " ".join(c.text for c in res.content if c.type == "text")
+                    print("CALLED", name, bool(res.isError), json.dumps(text), flush=True)
+    except McpError as e:
+        print("REFUSED", json.dumps(str(e)), flush=True)
+    except BaseException as e:
+        errors = getattr(e, "exceptions", [e])
+        while errors and hasattr(errors[0], "exceptions"):
+            errors = errors[0].exceptions
+        if errors and isinstance(errors[0], McpError):
+            print("REFUSED", json.dumps(str(errors[0])), flush=True)
+        else:
+            raise
+
+asyncio.run(main())
+"#;
+
+/// What [`SDK_PROBE`] printed for `glovebox wrap ARGS…` run in `dir`
+/// (glovebox's state in `state`), with `call` made when given.
+fn probe(
+    python: &Path,
+    dir: &Path,
+    state: &Path,
+    args: &[&str],
+    call: Option<serde_json::Value>,
+) -> String {
+    let mut c = std::process::Command::new(python);
+    c.arg("-c")
+        .arg(SDK_PROBE)
+        .arg(bin())
+        .args(args)
+        .current_dir(dir)
+        .env("GLOVEBOX_STATE_DIR", state);
+    if let Some(call) = call {
+        c.env("CALL", call.to_string());
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{args:?}: stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The official client's venv (tests/mcp/setup.sh).
+fn sdk_python() -> PathBuf {
+    venv_program(
+        "tests/mcp/setup.sh",
+        "GLOVEBOX_MCP_VENV",
+        "mcp-venv",
+        "python",
+    )
+}
+
+#[test]
+fn the_official_client_is_told_why_a_wrapped_server_cannot_start() {
+    require_jail!();
+    require_npm_registry();
+    let python = sdk_python();
+    let work = tempdir();
+    let state = work.path().join("state");
+    // The registry not allowed: the handshake fails, naming the flag.
+    let said = probe(
+        &python,
+        work.path(),
+        &state,
+        &["--", "npx", "-y", MEMORY],
+        None,
+    );
+    assert!(
+        said.starts_with("REFUSED") && said.contains("pass --allow-host registry.npmjs.org"),
+        "{said}"
+    );
+    let said = probe(
+        &python,
+        work.path(),
+        &state,
+        &["--", "uvx", "mcp-server-time"],
+        None,
+    );
+    assert!(
+        said.starts_with("REFUSED")
+            && said.contains("--allow-host pypi.org --allow-host files.pythonhosted.org"),
+        "{said}"
+    );
+    // A package that is not there: npm's 404, in the handshake's error
+    // or (when the registry answers after the handshake) as a log message
+    // with the tool list, whose tools are absent.
+    let typo = format!(
+        "@modelcontextprotocol/server-filesysstem-{}",
+        std::process::id()
+    );
+    let said = probe(
+        &python,
+        work.path(),
+        &state,
+        &[
+            "--allow-host",
+            "registry.npmjs.org",
+            "--",
+            "npx",
+            "-y",
+            &typo,
+        ],
+        Some(json!(["read_text_file", {"path": "/etc/passwd"}])),
+    );
+    assert!(said.contains("404"), "{said}");
+    assert!(
+        said.starts_with("REFUSED")
+            || (said.contains("LOGGED")
+                && said.contains("LISTED []")
+                && said.contains("CALLED read_text_file True")),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_first_npx_start_answers_at_once_and_later_starts_need_no_network() {
+    require_jail!();
+    require_npm_registry();
+    let python = sdk_python();
+    let work = tempdir();
+    std::fs::create_dir_all(work.path().join("data")).unwrap();
+    let memory = work.path().join("data/memory.jsonl");
+    let setting = format!("MEMORY_FILE_PATH={}", memory.display());
+    let call = json!(["create_entities", {"entities": [
+        {"name": "glovebox", "entityType": "tool", "observations": ["wrapped"]}]}]);
+    // First start, the install under way: the handshake is answered
+    // within the clients' waits, the tools offered when they are there.
+    let first = probe(
+        &python,
+        work.path(),
+        &work.path().join("state-a"),
+        &[
+            "--allow-host",
+            "registry.npmjs.org",
+            "--write",
+            "data",
+            "--env",
+            &setting,
+            "--",
+            "npx",
+            "-y",
+            MEMORY,
+        ],
+        Some(call.clone()),
+    );
+    let init: f64 = first
+        .lines()
+        .find_map(|l| l.strip_prefix("INIT "))
+        .unwrap_or_else(|| panic!("{first}"))
+        .parse()
+        .unwrap();
+    assert!(init < 5.0, "the handshake took {init} s: {first}");
+    assert!(first.contains("\"read_graph\""), "{first}");
+    assert!(first.contains("CALLED create_entities False"), "{first}");
+    assert!(memory.is_file(), "--env MEMORY_FILE_PATH did not reach it");
+    // Prepared once with the registry, then served without any network.
+    let state = work.path().join("state-b");
+    let out = std::process::Command::new(bin())
+        .args([
+            "wrap",
+            "--prepare",
+            "--allow-host",
+            "registry.npmjs.org",
+            "--",
+            "npx",
+            "-y",
+            MEMORY,
+        ])
+        .current_dir(work.path())
+        .env("GLOVEBOX_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("installing @modelcontextprotocol/server-memory")
+            && said.contains("(first start only)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("is ready") && said.contains("read_graph"),
+        "{said}"
+    );
+    let later = probe(
+        &python,
+        work.path(),
+        &state,
+        &[
+            "--write", "data", "--env", &setting, "--", "npx", "-y", MEMORY,
+        ],
+        Some(json!(["read_graph", {}])),
+    );
+    assert!(later.contains("\"read_graph\""), "{later}");
+    assert!(
+        later.contains("CALLED read_graph False") && later.contains("wrapped"),
+        "{later}"
+    );
 }

@@ -75,7 +75,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
 /// Answers every JSON-RPC request on stdin (`initialize` first) with an
 /// error carrying `message`, until stdin closes; lines are read at most
 /// 1 MiB at a time.
-fn refuse_stdio(message: &str) {
+pub(super) fn refuse_stdio(message: &str) {
     use std::io::{BufRead, Read, Write};
     let mut stdin = std::io::stdin().lock();
     let mut out = std::io::stdout().lock();

@@ -29,6 +29,10 @@ mod show;
 mod untaint;
 mod wrap;
 
+/// The help heading of the options every command takes: listed after
+/// the command's own.
+const GLOBAL: &str = "Global options";
+
 /// Exit status: usage or manifest error.
 pub const EXIT_USAGE: u8 = 2;
 /// Exit status: the kernel cannot enforce what was asked.
@@ -43,20 +47,20 @@ pub const EXIT_SANDBOX_UNAVAILABLE: u8 = 3;
 pub struct Cli {
     /// Project root (the directory holding `.glee/`); default: the nearest
     /// ancestor of the working directory that holds `.glee/`.
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub root: Option<PathBuf>,
 
     /// Load tools from an agentcli `tools.json` file (root: --root, else
     /// the file's directory). Without it, a `tools.json` in the root is
     /// loaded too.
-    #[arg(long = "tools-json", global = true, value_name = "FILE")]
+    #[arg(long = "tools-json", global = true, value_name = "FILE", help_heading = GLOBAL)]
     pub tools_json: Option<PathBuf>,
 
     /// glovebox's state directory (approvals, the audit key); default:
     /// `$GLOVEBOX_STATE_DIR`, else `state_dir` of
     /// ~/.config/glovebox/config.yml, else ~/.local/state/glovebox, with
     /// `~` the home directory of the user's passwd entry (not `$HOME`).
-    #[arg(long = "state-dir", global = true, value_name = "DIR")]
+    #[arg(long = "state-dir", global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub state_dir: Option<PathBuf>,
 
     /// A directory of signed approvals (`glovebox approve --sign-with`)
@@ -64,6 +68,7 @@ pub struct Cli {
     #[arg(
         long = "approvals-dir",
         global = true,
+        help_heading = GLOBAL,
         value_name = "DIR",
         env = "GLOVEBOX_APPROVALS_DIR"
     )]
@@ -74,6 +79,7 @@ pub struct Cli {
     #[arg(
         long = "approval-key",
         global = true,
+        help_heading = GLOBAL,
         value_name = "PUBKEY",
         env = "GLOVEBOX_APPROVAL_KEY"
     )]
@@ -134,6 +140,8 @@ pub enum Command {
     Untaint(untaint::Args),
     /// Turn Glee v1 single-file tools (.glee/tools/<name>.yml) into v2 tool directories.
     Migrate(migrate::Args),
+    /// Run one MCP server jailed, serving its tools over stdio (put it in
+    /// front of the server's command in a client's config).
     Wrap(wrap::Args),
 }
 

@@ -445,7 +445,10 @@ fn report_error(e: &JailError, json: bool) -> ExitCode {
     if let JailError::NotFound { program } | JailError::ExecDenied { program, .. } = e {
         // The person who typed the command may learn about the host's
         // files (a tool's caller never gets this).
-        message.push_str(&jail::not_found_hint(program));
+        message.push_str(&jail::not_found_hint(
+            program,
+            "grant its directory (--read DIR, or --exec DIR; in a manifest, permissions.fs.read)",
+        ));
     }
     if json {
         println!(

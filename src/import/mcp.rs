@@ -5,15 +5,22 @@
 //! for a person to review:
 //!
 //! - no filesystem grant but a read grant of each argument that names an
-//!   existing path (a filesystem server's directories);
+//!   existing path (a filesystem server's directories), and of what a
+//!   command named by its path needs to run (a venv's script: the venv,
+//!   and the installation its interpreter's links lead to);
 //! - no network, but the package registry for a server started through
-//!   `npx`/`bunx`/`pnpm dlx` (registry.npmjs.org) or `uvx`/`pipx`
-//!   (pypi.org, files.pythonhosted.org), and a remote server's own host;
-//! - every `env` and `headers` value that names a variable (`${VAR}`,
-//!   `${env:VAR}`, `$VAR`) becomes a declared secret read from glovebox's
-//!   environment; a literal value (a token pasted into the config) is
-//!   never copied: the variable of that name is declared instead, and the
-//!   note says to export it;
+//!   `npx -y`, `uvx` or `pipx run` (glovebox installs the package in the
+//!   server's jail at its first start), and a remote server's own host
+//!   (`url`, or Gemini CLI's `httpUrl`);
+//! - an `env` value that names a variable (`${VAR}`, `${env:VAR}`,
+//!   `$VAR`) becomes a declared secret read from glovebox's environment,
+//!   as does a value that looks like a credential (its name says token,
+//!   key, secret, password…; or it looks like one): such a literal is
+//!   never copied, the variable of that name is declared instead, and
+//!   the note says to export it; any other value (a path, a setting)
+//!   stays a plain value of the server's environment;
+//! - a remote server's `headers` as `env`, each secret bound to the
+//!   server's host (glovebox sends it there, nowhere else);
 //! - `approval.required`, so nothing of the server runs before a person
 //!   approved what it serves.
 
@@ -115,6 +122,51 @@ fn variable(value: &str) -> Option<(String, String, String)> {
     })
 }
 
+/// Whether the literal `value` of `key` looks like a credential: its name
+/// says so (token, key, secret, password, credential, auth, cookie,
+/// session, `PAT`), or the value has a credential's shape (a known
+/// prefix, or a long run of letters and digits without a path's or a
+/// sentence's separators). A credential is never copied into a manifest.
+fn is_credential(key: &str, value: &str) -> bool {
+    let k = key.to_ascii_uppercase();
+    let named = [
+        "TOKEN",
+        "KEY",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+        "COOKIE",
+        "SESSION",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+        || k.split('_').any(|part| part == "PAT" || part == "PASS");
+    let prefixed = [
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "ghu_",
+        "github_pat_",
+        "glpat-",
+        "sk-",
+        "xox",
+        "AKIA",
+        "AIza",
+        "Bearer ",
+    ]
+    .iter()
+    .any(|p| value.starts_with(p));
+    let opaque = value.len() >= 24
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '=' | '+'))
+        && value.chars().any(|c| c.is_ascii_digit())
+        && value.chars().any(|c| c.is_ascii_alphabetic());
+    named || prefixed || opaque
+}
+
 /// The secret variable name for a literal value of `key`.
 fn secret_name(key: &str) -> String {
     key.chars()
@@ -128,15 +180,36 @@ fn secret_name(key: &str) -> String {
         .collect()
 }
 
-/// Maps `values` (env or headers) to templates over declared secrets,
-/// adding each secret to `secrets` and a note for each literal.
+/// How [`templated`] treats the values it maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Values {
+    /// A stdio server's `env`: a variable it names becomes a declared
+    /// secret, as does a literal credential; any other literal stays as
+    /// it is.
+    Env,
+    /// A remote server's `headers`: as `env`, each secret bound to the
+    /// server's host (`host`).
+    Headers,
+}
+
+/// Maps `values` (env or headers) to templates over declared secrets
+/// where `how` says they are secret, adding each secret to `secrets`
+/// (bound to `host` for headers) and a note for each literal not copied.
 fn templated(
-    what: &str,
+    how: Values,
     values: Option<&Map<String, Value>>,
+    host: Option<&str>,
     secrets: &mut Map<String, Value>,
     notes: &mut Vec<String>,
-    skip_same: bool,
 ) -> Map<String, Value> {
+    let (what, skip_same) = match how {
+        Values::Env => ("env", true),
+        Values::Headers => ("header", false),
+    };
+    let declared = match host {
+        Some(h) => json!({"hosts": [h]}),
+        None => json!({}),
+    };
     let mut out = Map::new();
     for (k, v) in values.into_iter().flatten() {
         let text = match v {
@@ -145,19 +218,22 @@ fn templated(
         };
         match variable(&text) {
             Some((before, var, after)) => {
-                secrets.insert(var.clone(), json!({}));
+                secrets.insert(var.clone(), declared.clone());
                 if !(skip_same && var == *k && before.is_empty() && after.is_empty()) {
                     out.insert(k.clone(), json!(format!("{before}${{{var}}}{after}")));
                 }
             }
+            None if !is_credential(k, &text) => {
+                out.insert(k.clone(), json!(text));
+            }
             None => {
                 let var = secret_name(k);
-                secrets.insert(var.clone(), json!({}));
+                secrets.insert(var.clone(), declared.clone());
                 if !(skip_same && var == *k) {
                     out.insert(k.clone(), json!(format!("${{{var}}}")));
                 }
                 notes.push(format!(
-                    "{what} `{k}` had a value in the config, which was not copied: glovebox reads it from the environment variable {var}; export it before serving"
+                    "{what} `{k}` had a value in the config that looks like a credential, which was not copied: glovebox reads it from the environment variable {var}; export it before serving"
                 ));
             }
         }
@@ -178,8 +254,12 @@ fn convert(root: &Path, file: &str, key: &str, entry: &Value) -> Result<Converte
     let mut secrets = Map::new();
     let mut network: Vec<String> = Vec::new();
     let mut read: Vec<String> = Vec::new();
-    let exec = if let Some(url) = e.get("url").and_then(Value::as_str) {
-        if e.get("type").and_then(Value::as_str) == Some("sse") {
+    let url = e
+        .get("httpUrl")
+        .or_else(|| e.get("url"))
+        .and_then(Value::as_str);
+    let exec = if let Some(url) = url {
+        if e.get("httpUrl").is_none() && e.get("type").and_then(Value::as_str) == Some("sse") {
             return Err(refuse(
                 "an SSE server (the old HTTP transport) cannot be wrapped; use its Streamable HTTP endpoint".into(),
             ));
@@ -188,16 +268,17 @@ fn convert(root: &Path, file: &str, key: &str, entry: &Value) -> Result<Converte
         let host = parsed
             .host_str()
             .ok_or_else(|| refuse(format!("url {url:?} has no host")))?;
-        network.push(match parsed.port() {
+        let origin = match parsed.port() {
             Some(p) => format!("{host}:{p}"),
             None => host.to_string(),
-        });
+        };
+        network.push(origin.clone());
         let headers = templated(
-            "header",
+            Values::Headers,
             e.get("headers").and_then(Value::as_object),
+            Some(&origin),
             &mut secrets,
             &mut notes,
-            false,
         );
         let mut mcp = json!({"url": url});
         if !headers.is_empty() {
@@ -224,14 +305,23 @@ fn convert(root: &Path, file: &str, key: &str, entry: &Value) -> Result<Converte
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or(command);
+        let launcher = crate::mcpwrap::install::Launcher::parse(command, &args);
+        if let Some(l) = &launcher {
+            network.extend(l.hosts().iter().map(|h| h.to_string()));
+            notes.push(format!(
+                "network: {}, where glovebox installs the package from, in the server's jail, at its first start (`glovebox approve {name}` starts it); pin its version so that the install is the one you reviewed",
+                l.hosts().join(", ")
+            ));
+        }
         match program {
+            _ if launcher.is_some() => {}
             "npx" | "bunx" | "pnpm" | "npm" => {
                 network.push("registry.npmjs.org".into());
-                notes.push("network: registry.npmjs.org, for the package it fetches at start; but what it fetches lands in the jail's HOME, which no jail may execute: install the package (pinned) under a read grant and run it with node instead".into());
+                notes.push("network: registry.npmjs.org, for the package it fetches at start; glovebox installs packages itself only for `npx -y PACKAGE`: use that form, or install the package (pinned) under a read grant and run it with node".into());
             }
             "uvx" | "uv" | "pipx" => {
                 network.extend(["pypi.org".into(), "files.pythonhosted.org".into()]);
-                notes.push("network: PyPI, for the package it fetches at start; what it fetches lands in the jail's HOME: install the package (pinned) in a venv under a read grant and run its script instead".into());
+                notes.push("network: PyPI, for the package it fetches at start; glovebox installs packages itself only for `uvx PACKAGE` (with --from, --with) and `pipx run PACKAGE` (with --spec): use that form, or install the package (pinned) in a venv under a read grant and run its script".into());
             }
             "docker" | "podman" => {
                 return Err(refuse(format!(
@@ -255,12 +345,27 @@ fn convert(root: &Path, file: &str, key: &str, entry: &Value) -> Result<Converte
                 read.join(", ")
             ));
         }
+        if command.contains('/') {
+            let entry = discover::resolve(root, command);
+            let needed: Vec<String> = crate::mcpwrap::wrap::needed(&entry)
+                .iter()
+                .map(|p| p.display().to_string())
+                .filter(|p| !read.contains(p))
+                .collect();
+            if !needed.is_empty() {
+                notes.push(format!(
+                    "fs.read: {} (what its command needs to run: the program, its venv, the Python installation its interpreter's links lead to)",
+                    needed.join(", ")
+                ));
+                read.extend(needed);
+            }
+        }
         let env = templated(
-            "env",
+            Values::Env,
             e.get("env").and_then(Value::as_object),
+            None,
             &mut secrets,
             &mut notes,
-            true,
         );
         let mut mcp = json!({"entrypoint": command, "args": args});
         if !env.is_empty() {
@@ -317,17 +422,53 @@ mod tests {
     }
 
     #[test]
-    fn literals_become_declared_variables_and_are_not_copied() {
+    fn credentials_become_declared_variables_and_are_not_copied() {
         let mut secrets = Map::new();
         let mut notes = Vec::new();
-        let env = json!({"GITHUB_TOKEN": "ghp_abc", "API": "${env:API_KEY}", "SAME": "${SAME}"});
-        let out = templated("env", env.as_object(), &mut secrets, &mut notes, true);
-        assert_eq!(json!(out), json!({"API": "${API_KEY}"}));
+        let env = json!({"GITHUB_TOKEN": "ghp_abc", "API": "${env:API_KEY}", "SAME": "${SAME}",
+                         "OPAQUE": "Zx81kq0Pl3mN7vB2cX9aQ4wE", "MEMORY_FILE_PATH": "/data/memory.json",
+                         "LOG_LEVEL": "debug", "DEBUG": true});
+        let out = templated(Values::Env, env.as_object(), None, &mut secrets, &mut notes);
+        assert_eq!(
+            json!(out),
+            json!({"API": "${API_KEY}", "MEMORY_FILE_PATH": "/data/memory.json",
+                   "LOG_LEVEL": "debug", "DEBUG": "true"})
+        );
         assert_eq!(
             secrets.keys().collect::<Vec<_>>(),
-            ["GITHUB_TOKEN", "API_KEY", "SAME"]
+            ["GITHUB_TOKEN", "API_KEY", "SAME", "OPAQUE"]
         );
-        assert!(!format!("{out:?}{notes:?}").contains("ghp_abc"));
-        assert_eq!(notes.len(), 1);
+        assert!(secrets.values().all(|s| s == &json!({})));
+        let said = format!("{out:?}{notes:?}");
+        assert!(
+            !said.contains("ghp_abc") && !said.contains("Zx81kq"),
+            "{said}"
+        );
+        assert_eq!(notes.len(), 2);
+    }
+
+    #[test]
+    fn a_remote_servers_headers_are_secrets_bound_to_its_host() {
+        let mut secrets = Map::new();
+        let mut notes = Vec::new();
+        let headers = json!({"Authorization": "Bearer ${env:REMOTE_TOKEN}", "X-Team": "blue",
+                             "X-Api-Key": "k-123"});
+        let out = templated(
+            Values::Headers,
+            headers.as_object(),
+            Some("mcp.example.com"),
+            &mut secrets,
+            &mut notes,
+        );
+        assert_eq!(
+            json!(out),
+            json!({"Authorization": "Bearer ${REMOTE_TOKEN}", "X-Team": "blue",
+                   "X-Api-Key": "${X_API_KEY}"})
+        );
+        assert_eq!(
+            json!(secrets),
+            json!({"REMOTE_TOKEN": {"hosts": ["mcp.example.com"]},
+                   "X_API_KEY": {"hosts": ["mcp.example.com"]}})
+        );
     }
 }

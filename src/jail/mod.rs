@@ -189,15 +189,16 @@ pub enum JailError {
 /// in the jail — what it leads to is outside the paths the jail grants,
 /// or missing — as ` (…)` to follow the error; empty when it does not
 /// exist on the host either (a relative path is taken from the current
-/// directory). Only for a person at the terminal (`glovebox sandbox`):
+/// directory). `grant` says how to grant a directory, in the words of
+/// the interface the person used (`grant its directory (--read DIR)`).
+/// Only for a person who typed the command (`glovebox sandbox`, `wrap`):
 /// it looks at the host's files outside the grants, which a tool's
 /// caller must not learn about.
-pub fn not_found_hint(program: &str) -> String {
+pub fn not_found_hint(program: &str, grant: &str) -> String {
     let path = std::path::Path::new(program);
     if !program.contains('/') || std::fs::symlink_metadata(path).is_err() {
         return String::new();
     }
-    const GRANT: &str = "grant its directory (sandbox --read/--exec DIR, or the manifest's permissions.filesystem.read)";
     let link = std::fs::read_link(path)
         .ok()
         .map(|_| std::fs::canonicalize(path));
@@ -210,7 +211,7 @@ pub fn not_found_hint(program: &str) -> String {
         }
         Some(Ok(target)) if interpreter(&target).is_none() => {
             return format!(
-                " (it exists, but it is a link to {}, which is outside the paths the jail grants: {GRANT})",
+                " (it exists, but it is a link to {}, which is outside the paths the jail grants: {grant})",
                 target.display()
             );
         }
@@ -219,7 +220,7 @@ pub fn not_found_hint(program: &str) -> String {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     match interpreter(&target) {
         Some(Interpreter::Env(name)) => format!(
-            " (it exists, but its interpreter {name}, run by `#!/usr/bin/env`, is not on the jail's PATH: set PATH (sandbox --env PATH=…, or the manifest's env) and {GRANT})"
+            " (it exists, but its interpreter {name}, run by `#!/usr/bin/env`, is not on the jail's PATH: set PATH (--env PATH=…) and {grant})"
         ),
         Some(Interpreter::Path(interp)) => {
             let real = std::fs::canonicalize(&interp);
@@ -229,18 +230,18 @@ pub fn not_found_hint(program: &str) -> String {
                     interp.display()
                 ),
                 Ok(real) if real != interp => format!(
-                    " (it exists, but its interpreter {} (its #! line), a link to {}, is outside the paths the jail grants (the link, or what it leads to): {GRANT})",
+                    " (it exists, but its interpreter {} (its #! line), a link to {}, is outside the paths the jail grants (the link, or what it leads to): {grant})",
                     interp.display(),
                     real.display()
                 ),
                 Ok(_) => format!(
-                    " (it exists, but its interpreter {} (its #! line) is outside the paths the jail grants: {GRANT})",
+                    " (it exists, but its interpreter {} (its #! line) is outside the paths the jail grants: {grant})",
                     interp.display()
                 ),
             }
         }
         None => format!(
-            " (it exists on the host, but what it needs to run (its directory, or its ELF loader) is outside the paths the jail grants: {GRANT})"
+            " (it exists on the host, but what it needs to run (its directory, or its ELF loader) is outside the paths the jail grants: {grant})"
         ),
     }
 }

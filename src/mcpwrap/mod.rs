@@ -32,11 +32,15 @@
 //! flags for one server and serves it over stdio.
 
 pub mod client;
+pub mod install;
 pub mod npx;
+pub mod pypi;
 pub mod remote;
 pub mod rules;
 pub mod server;
 pub mod wrap;
+
+use std::path::PathBuf;
 
 use serde_json::{json, Map, Value};
 
@@ -102,9 +106,26 @@ pub fn add_to(mut project: Project) -> Project {
             config: &config,
             secrets: &source,
         };
-        let listed = s
-            .ensure(&launch)
-            .and_then(|r| r.listed().map_err(|e| lost(&tool.name, &e)));
+        let running = if server::in_background() {
+            match s.ensure_background(&launch) {
+                server::Status::Running(r) => Ok(r),
+                // Its tools are added when it is ready (a reload).
+                server::Status::Starting => {
+                    if let Exec::Mcp(m) = &mut project.tools[i].manifest.exec {
+                        m.wrapped = Some(Wrapped {
+                            server: tool.name.clone(),
+                            tool: String::new(),
+                            served: String::new(),
+                        });
+                    }
+                    continue;
+                }
+                server::Status::Failed(e) => Err(e),
+            }
+        } else {
+            s.ensure(&launch)
+        };
+        let listed = running.and_then(|r| r.listed().map_err(|e| lost(&tool.name, &e)));
         let offer = listed.map(|l| offered(&tool, &l, true));
         let served = match offer {
             Ok(offer) if !list_approved(&project, &tool, &offer.shown.digest) => {
@@ -119,7 +140,7 @@ pub fn add_to(mut project: Project) -> Project {
                         tool.name
                     ),
                 };
-                eprintln!("glovebox: {}", why.message);
+                say_once(&project.root, &tool.name, &why.message);
                 s.refuse(why);
                 String::new()
             }
@@ -128,7 +149,7 @@ pub fn add_to(mut project: Project) -> Project {
                 offer.shown.digest
             }
             Err(e) => {
-                eprintln!("glovebox: {e}");
+                say_once(&project.root, &tool.name, &e.message);
                 String::new()
             }
         };
@@ -176,6 +197,44 @@ pub fn add_to(mut project: Project) -> Project {
     project
 }
 
+/// Prints `glovebox: MESSAGE` on stderr the first time this process sees
+/// it for that server (a project is loaded again at each change; a
+/// server that cannot start says so once, not at every load).
+fn say_once(root: &std::path::Path, server: &str, message: &str) {
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    static SAID: OnceLock<Mutex<std::collections::HashSet<(PathBuf, String, String)>>> =
+        OnceLock::new();
+    let first = SAID
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert((root.to_path_buf(), server.to_string(), message.to_string()));
+    if first {
+        eprintln!("glovebox: {message}");
+    }
+}
+
+/// The MCP servers of `project` that offer no tools, and why: a start
+/// that failed, or an approval that is missing. (A server still starting
+/// is not one of them.)
+pub fn failures(project: &Project) -> Vec<(String, Unavailable)> {
+    project
+        .tools
+        .iter()
+        .filter(|t| {
+            matches!(&t.manifest.exec, Exec::Mcp(m)
+                if m.wrapped.as_ref().is_some_and(|w| w.tool.is_empty() && w.served.is_empty()))
+        })
+        .filter_map(|t| {
+            let s = server::get(&project.root, &t.name);
+            if s.starting() {
+                return None;
+            }
+            s.last_error().map(|why| (t.name.clone(), why))
+        })
+        .collect()
+}
+
 /// The tool directory a one-tool load of `name` reads: the server's, for
 /// `SERVER__TOOL` when `.glee/tools/SERVER` exists and no directory of
 /// that full name does (the longest such SERVER: `a__b__c` is server
@@ -204,14 +263,22 @@ pub fn unlisted(project: &Project, name: &str) -> Option<Outcome> {
     if !m.wrapped.as_ref().is_some_and(|w| w.served.is_empty()) {
         return None;
     }
-    let why = server::get(&project.root, server).last_error()?;
+    let s = server::get(&project.root, server);
+    if s.starting() {
+        return Some(Outcome::failure(
+            name,
+            ErrorKind::Internal,
+            format!(
+                "the tool is not offered yet: MCP server `{server}` is still starting; its tools are offered when it is ready (the client is told: list_changed)"
+            ),
+            json!({"mcp_server": server, "starting": true}),
+        ));
+    }
+    let why = s.last_error()?;
     Some(Outcome::failure(
         name,
         why.kind,
-        format!(
-            "`{name}` is a tool of the MCP server `{server}`, which could not list its tools: {}",
-            why.message
-        ),
+        format!("the tool is not offered: {}", why.message),
         json!({"mcp_server": server}),
     ))
 }
@@ -333,6 +400,7 @@ fn tools_of(server: &Tool, listed: &server::Listed, tell: bool) -> (Vec<Tool>, V
     };
     let mut out = Vec::new();
     let mut withheld = Vec::new();
+    let mut contradictions = Vec::new();
     for t in &listed.tools {
         let Some(name) = t.get("name").and_then(Value::as_str) else {
             continue;
@@ -356,7 +424,10 @@ fn tools_of(server: &Tool, listed: &server::Listed, tell: bool) -> (Vec<Tool>, V
             continue;
         }
         if tell {
-            contradicted_hints(server, name, t);
+            let claims = contradicted(server, t);
+            if !claims.is_empty() {
+                contradictions.push((name.to_string(), claims));
+            }
         }
         let mut m = server.manifest.clone();
         m.name = full.clone();
@@ -395,6 +466,7 @@ fn tools_of(server: &Tool, listed: &server::Listed, tell: bool) -> (Vec<Tool>, V
             origin: server.origin,
         });
     }
+    say_contradicted(server, &contradictions);
     (out, withheld)
 }
 
@@ -413,15 +485,43 @@ pub fn printable(text: &str) -> String {
         .collect()
 }
 
-/// Says once per process (on stderr) when a server's own hints for its
-/// tool `name` claim less than its grants allow: glovebox's hints come
-/// from the grants ([`crate::offer::mcp_annotations`]), so the claim is
-/// dropped, not believed.
-fn contradicted_hints(server: &Tool, name: &str, t: &Value) {
-    use std::sync::{Mutex, OnceLock, PoisonError};
-    static TOLD: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
+/// Longest text of a server's own (its stderr quoted in why it ended, an
+/// install's output) glovebox relays, in bytes.
+pub const RELAY_MAX: usize = 2048;
+
+/// What glovebox relays of a server's own text — the tail of its stderr
+/// or of its install's output, in a failure's reason that reaches the
+/// client (the `initialize` error, a log message, a call's error) and the
+/// terminal: hostile input (DESIGN.md, invariant 15). What would act on a
+/// terminal is shown escaped ([`crate::terminal::escaped`]: `\x1b`,
+/// `\u{9b}`), as is every code point a person does not see
+/// ([`crate::invisible::escape`]: bidi overrides, zero-width characters,
+/// the tag block), so nothing in it can move the cursor, rewrite a line
+/// or hide text from the person reading; the end is kept (`…` and the
+/// last [`RELAY_MAX`] bytes: where an error says what went wrong).
+pub fn relayed(text: &str) -> String {
+    let text = text.trim_end();
+    let cut = text.len().saturating_sub(RELAY_MAX);
+    let cut = (cut..=text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    let shown = crate::terminal::escaped(&text[cut..]);
+    let shown = crate::invisible::escape(&shown);
+    if cut > 0 {
+        format!("…{shown}")
+    } else {
+        shown.into_owned()
+    }
+}
+
+/// What a server's own hints for one of its tools claim that its grants
+/// contradict (`read-only` with writes or the network, `not destructive`
+/// with writes, `closed-world` with the network): glovebox's hints come
+/// from the grants ([`crate::export::mcp_annotations`]), so the claim is
+/// dropped, not believed ([`say_contradicted`] says so).
+fn contradicted(server: &Tool, t: &Value) -> Vec<&'static str> {
     let Some(a) = t.get("annotations") else {
-        return;
+        return Vec::new();
     };
     let p = &server.manifest.permissions;
     let (writes, net) = (!p.fs.write.is_empty(), p.network.enabled());
@@ -435,28 +535,69 @@ fn contradicted_hints(server: &Tool, name: &str, t: &Value) {
     if a.get("openWorldHint") == Some(&Value::Bool(false)) && net {
         claims.push("closed-world");
     }
-    if claims.is_empty() {
+    claims
+}
+
+/// Tools named in full in [`say_contradicted`]'s line; the others are
+/// counted.
+const NAMED_TOOLS: usize = 4;
+
+/// Says in one line on stderr, once per process and server (not once per
+/// tool), which of the server's tools claim less than its grants allow
+/// (`found`: each tool's name and [`contradicted`] claims).
+fn say_contradicted(server: &Tool, found: &[(String, Vec<&'static str>)]) {
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    static TOLD: OnceLock<Mutex<std::collections::HashSet<String>>> = OnceLock::new();
+    if found.is_empty() {
         return;
     }
-    let key = format!("{}{SEPARATOR}{name}", server.name);
     let first = TOLD
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(key.clone());
+        .insert(server.name.clone());
     if first {
-        eprintln!(
-            "glovebox: warning: MCP server `{}` says its tool `{}` is {}, but its grants allow {}: glovebox's hints follow the grants",
-            server.name,
-            printable(name),
-            claims.join(", "),
-            match (writes, net) {
-                (true, true) => "writes and the network",
-                (true, false) => "writes",
-                _ => "the network",
-            }
-        );
+        eprintln!("glovebox: warning: {}", contradiction(server, found));
     }
+}
+
+/// The line of [`say_contradicted`].
+fn contradiction(server: &Tool, found: &[(String, Vec<&'static str>)]) -> String {
+    let p = &server.manifest.permissions;
+    let allowed = match (!p.fs.write.is_empty(), p.network.enabled()) {
+        (true, true) => "writes and the network",
+        (true, false) => "writes",
+        _ => "the network",
+    };
+    let mut claims: Vec<&str> = Vec::new();
+    for c in found.iter().flat_map(|(_, c)| c) {
+        if !claims.contains(c) {
+            claims.push(c);
+        }
+    }
+    let claims = claims.join(", ");
+    let said = match found {
+        [(name, _)] => format!("its tool `{}` is {claims}", printable(name)),
+        _ => {
+            let mut names: Vec<String> = found
+                .iter()
+                .take(NAMED_TOOLS)
+                .map(|(n, _)| format!("`{}`", printable(n)))
+                .collect();
+            if found.len() > NAMED_TOOLS {
+                names.push(format!("{} more", found.len() - NAMED_TOOLS));
+            }
+            format!(
+                "{} of its tools are {claims} ({})",
+                found.len(),
+                names.join(", ")
+            )
+        }
+    };
+    format!(
+        "MCP server `{}` says {said}, but its grants allow {allowed}: glovebox's hints follow the grants",
+        server.name
+    )
 }
 
 /// One call of a server's tool, decided by the engine (its inputs
@@ -484,8 +625,94 @@ pub struct Call<'a> {
 }
 
 /// Runs `call` in the server's jail; `audit` receives the fields the
-/// result's audit line adds (`mcp_server=`, `mcp_tool=`).
+/// result's audit line adds (`mcp_server=`, `mcp_tool=`, and `egress=`:
+/// the connections the server's egress proxy decided while the call ran,
+/// whose refusals are the Outcome's warnings too, and said on stderr once
+/// each with the fix: a 403's reason is otherwise only in its body,
+/// which the server may not show).
 pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcome {
+    let mut egress = None;
+    let mut outcome = call_server(c, audit, &mut egress);
+    if let Some((running, before)) = egress {
+        report_egress(c, &running, before, &mut outcome, audit);
+    }
+    outcome
+}
+
+/// Adds the egress decisions of `running`'s proxy past the first `before`
+/// to `outcome` and `audit` (see [`call`]).
+fn report_egress(
+    c: &Call<'_>,
+    running: &server::Running,
+    before: usize,
+    outcome: &mut Outcome,
+    audit: &mut dyn FnMut(&'static str, String),
+) {
+    let Some(log) = running.egress() else {
+        return;
+    };
+    let (all, _) = log.connections();
+    let new: Vec<crate::egress::log::Connection> = all.into_iter().skip(before).collect();
+    if new.is_empty() {
+        return;
+    }
+    audit(
+        "egress",
+        c.redact
+            .value(serde_json::to_value(&new).unwrap_or(Value::Null))
+            .to_string(),
+    );
+    let words = wrap::Words::of(&c.project.root);
+    let mut refusals: Vec<String> = Vec::new();
+    for conn in &new {
+        let Some(r) = conn.refusal() else { continue };
+        let r = c.redact.text(&r);
+        if refusals.contains(&r) {
+            continue;
+        }
+        let fix = conn
+            .reason
+            .as_deref()
+            .and_then(|why| words.fix_refusal(why, &conn.host))
+            .map(|f| format!(": {f}"))
+            .unwrap_or_default();
+        say_once(
+            &c.project.root,
+            &c.tool.name,
+            &format!(
+                "MCP server `{}`: the egress proxy {r}{fix}",
+                running_name(c)
+            ),
+        );
+        refusals.push(r);
+    }
+    if refusals.is_empty() {
+        return;
+    }
+    if let Some(Value::Object(details)) = outcome.error.as_mut().map(|e| &mut e.details) {
+        details.insert("egress_refused".into(), json!(refusals));
+    }
+    outcome.warnings.extend(refusals);
+}
+
+/// The server a call's tool belongs to.
+fn running_name(c: &Call<'_>) -> String {
+    match &c.tool.manifest.exec {
+        Exec::Mcp(m) => m
+            .wrapped
+            .as_ref()
+            .map_or_else(|| c.tool.name.clone(), |w| w.server.clone()),
+        _ => c.tool.name.clone(),
+    }
+}
+
+/// [`call`] without the egress report; `egress` is set to the running
+/// server and its proxy's count of decisions when the call is sent.
+fn call_server(
+    c: &Call<'_>,
+    audit: &mut dyn FnMut(&'static str, String),
+    egress: &mut Option<(std::sync::Arc<server::Running>, usize)>,
+) -> Outcome {
     let name = c.tool.name.as_str();
     let Exec::Mcp(exec) = &c.tool.manifest.exec else {
         return Outcome::failure(name, ErrorKind::Internal, "not an MCP tool", json!({}));
@@ -555,6 +782,10 @@ pub fn call(c: &Call<'_>, audit: &mut dyn FnMut(&'static str, String)) -> Outcom
         );
     }
     let _busy = running.busy();
+    *egress = Some((
+        running.clone(),
+        running.egress().map_or(0, |l| l.connections().0.len()),
+    ));
     let reply = running.conn().call_tool(
         &w.tool,
         c.params,
@@ -678,6 +909,55 @@ fn outcome(name: &str, w: &Wrapped, result: &Value, redact: &Redactor) -> Outcom
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_a_server_says_is_relayed_without_escapes_or_invisible_text() {
+        assert_eq!(
+            super::relayed("ok\n\tline \u{1b}[2Kgone\u{7}\u{9b} a\u{202e}b\u{200b}c\u{e0041}\n"),
+            "ok\n\tline \\x1b[2Kgone\\x07\\u{9b} a\\u{202e}b\\u{200b}c\\u{e0041}"
+        );
+        let long = format!("{}é{}", "x".repeat(3000), "the reason");
+        let r = super::relayed(&long);
+        assert!(r.starts_with('…') && r.ends_with("the reason"), "{r}");
+        assert!(r.len() <= super::RELAY_MAX + 4, "{}", r.len());
+    }
+
+    #[test]
+    fn contradicted_hints_are_said_in_one_line_per_server() {
+        let server: crate::manifest::project::Tool = crate::manifest::project::Tool {
+            name: "fs".into(),
+            file: "/p/.glee/tools/fs/tool.yml".into(),
+            manifest: serde_json::from_value(serde_json::json!({
+                "name": "fs", "description": "d", "kind": "mcp", "version": 1,
+                "inputs": {"schema": {"type": "object"}}, "outputs": {"format": "json"},
+                "exec": {"mcp": {"entrypoint": "node"}},
+                "permissions": {"fs": {"write": ["/d"]}},
+            }))
+            .unwrap(),
+            origin: crate::manifest::project::Origin::Dir,
+        };
+        let one = [("echo".to_string(), vec!["read-only", "not destructive"])];
+        assert_eq!(
+            super::contradiction(&server, &one),
+            "MCP server `fs` says its tool `echo` is read-only, not destructive, but its grants allow writes: glovebox's hints follow the grants"
+        );
+        let many: Vec<(String, Vec<&str>)> = (0..11)
+            .map(|i| {
+                (
+                    format!("t{i}"),
+                    vec![if i == 3 {
+                        "not destructive"
+                    } else {
+                        "read-only"
+                    }],
+                )
+            })
+            .collect();
+        assert_eq!(
+            super::contradiction(&server, &many),
+            "MCP server `fs` says 11 of its tools are read-only, not destructive (`t0`, `t1`, `t2`, `t3`, 7 more), but its grants allow writes: glovebox's hints follow the grants"
+        );
+    }
+
     #[test]
     fn what_a_server_says_is_printed_without_escapes() {
         assert_eq!(

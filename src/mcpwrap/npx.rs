@@ -17,14 +17,17 @@
 //!    only, so the server cannot change the code it runs next time.
 //!
 //! The install is done again when the manifest names another package
-//! (`installed.json` records the spec and the version installed).
+//! (`installed.json` records the spec and the version installed); until
+//! then every start uses it, without the network. What it shares with
+//! the other launchers (the registry checked first, one install at a
+//! time, said on stderr) is [`super::install`].
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::server::{Unavailable, START_LIMIT};
-use crate::jail::{Output, Spec, Stdin};
+use super::install;
+use super::server::Unavailable;
 use crate::kind::ErrorKind;
 
 /// An `npx -y PACKAGE ARGS…` command.
@@ -109,111 +112,67 @@ pub fn program(install: &Path, name: &str) -> Result<PathBuf, String> {
     Ok(real)
 }
 
-/// The server's cache directory (made, mode 0700).
-pub fn directory(root: &Path, server: &str) -> Result<PathBuf, Unavailable> {
-    let dir = crate::state::dir()
-        .map_err(|e| Unavailable {
-            kind: ErrorKind::Internal,
-            message: format!("MCP server `{server}`: {e}"),
-        })?
-        .join("cache/mcp")
-        .join(crate::state::project_key(root))
-        .join(server);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| Unavailable {
-            kind: ErrorKind::Internal,
-            message: format!("MCP server `{server}`: creating {}: {e}", dir.display()),
-        })?;
-    Ok(dir)
-}
-
-use std::os::unix::fs::DirBuilderExt;
+/// The host `npx -y` installs from.
+pub const REGISTRY: &str = "registry.npmjs.org";
 
 /// Installs `npx.package` into `dir` (unless it is there), in a jail made
-/// from the server's `spec`, and returns the program to run.
-pub fn install(server: &str, npx: &Npx, dir: &Path, spec: &Spec) -> Result<PathBuf, Unavailable> {
-    let fail = |kind, message: String| Unavailable {
-        kind,
-        message: format!("MCP server `{server}`: {message}"),
-    };
+/// from the server's ([`install::Context`]), and returns the program to
+/// run.
+pub fn install(ctx: &install::Context<'_>, npx: &Npx, dir: &Path) -> Result<PathBuf, Unavailable> {
     let record = dir.join("installed.json");
     let install = dir.join("package");
     let name = name_of(&npx.package);
-    let recorded: Option<Value> = std::fs::read(&record)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    if recorded.as_ref().and_then(|r| r.get("package")) == Some(&json!(npx.package)) {
-        if let Ok(p) = program(&install, name) {
-            return Ok(p);
-        }
+    let installed = || -> Option<PathBuf> {
+        let recorded: Value = std::fs::read(&record)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())?;
+        (recorded.get("package") == Some(&json!(npx.package)))
+            .then(|| program(&install, name).ok())
+            .flatten()
+    };
+    if let Some(p) = installed() {
+        return Ok(p);
     }
-    if !spec.network {
-        return Err(fail(
-            ErrorKind::ManifestInvalid,
-            format!(
-                "`npx -y {}` installs the package from the npm registry: allow it in permissions.network (allow: [registry.npmjs.org])",
-                npx.package
-            ),
-        ));
+    let what = format!("npx -y {}", npx.package);
+    ctx.check_hosts(&what, &[REGISTRY])?;
+    let _lock = install::lock(ctx, dir)?;
+    // Another glovebox may have installed it while this one waited.
+    if let Some(p) = installed() {
+        return Ok(p);
     }
     let _ = std::fs::remove_dir_all(&install);
     let _ = std::fs::remove_file(&record);
     std::fs::create_dir_all(&install).map_err(|e| {
-        fail(
+        ctx.fail(
             ErrorKind::Internal,
             format!("creating {}: {e}", install.display()),
         )
     })?;
-    let mut s = spec.clone();
-    s.argv = vec![
-        "npm".into(),
-        "install".into(),
-        "--prefix".into(),
-        install.clone().into(),
-        "--ignore-scripts".into(),
-        "--no-audit".into(),
-        "--no-fund".into(),
-        "--no-package-lock".into(),
-        "--loglevel=error".into(),
-        npx.package.clone().into(),
-    ];
-    s.stdin = Stdin::Null;
-    s.output = Output::Capture;
-    s.limits.wall = START_LIMIT;
-    s.fs.write.push(dir.to_path_buf());
-    s.env.extend([
-        ("npm_config_cache".into(), dir.join("npm-cache").into()),
-        ("npm_config_update_notifier".into(), "false".into()),
-        ("npm_config_logs_max".into(), "0".into()),
-        // A refused registry fails at once, not after minutes of retries.
-        ("npm_config_fetch_retries".into(), "0".into()),
-    ]);
-    trust_system_cas(&mut s);
-    let r = crate::run::start(&s).map_err(|e| fail(e.kind(), crate::run::error_chain(&e)))?;
-    if r.status.code() != 0 {
-        let err = String::from_utf8_lossy(&r.stderr);
-        let err = err.trim();
-        let cut = (err.len().saturating_sub(1500)..=err.len())
-            .find(|i| err.is_char_boundary(*i))
-            .unwrap_or(err.len());
-        let tail = &err[cut..];
-        return Err(fail(
-            if r.limits_hit.is_empty() {
-                ErrorKind::ExitCode
-            } else {
-                ErrorKind::ResourceLimit
-            },
-            format!(
-                "installing {} (npx -y) failed with status {}: {tail}",
-                npx.package,
-                r.status.code()
-            ),
-        ));
-    }
-    let p = program(&install, name).map_err(|why| fail(ErrorKind::Internal, why))?;
+    install::announce(ctx.server, &npx.package);
+    ctx.run(
+        &format!("{} ({what})", npx.package),
+        vec![
+            "npm".into(),
+            "install".into(),
+            "--prefix".into(),
+            install.clone().into(),
+            "--ignore-scripts".into(),
+            "--no-audit".into(),
+            "--no-fund".into(),
+            "--no-package-lock".into(),
+            "--loglevel=error".into(),
+            npx.package.clone().into(),
+        ],
+        dir,
+        vec![
+            ("npm_config_cache".into(), dir.join("npm-cache").into()),
+            ("npm_config_update_notifier".into(), "false".into()),
+            ("npm_config_logs_max".into(), "0".into()),
+            // A refused registry fails at once, not after minutes of retries.
+            ("npm_config_fetch_retries".into(), "0".into()),
+        ],
+    )?;
+    let p = program(&install, name).map_err(|why| ctx.fail(ErrorKind::Internal, why))?;
     let version = std::fs::read(install.join("node_modules").join(name).join("package.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -223,29 +182,6 @@ pub fn install(server: &str, npx: &Npx, dir: &Path, spec: &Spec) -> Result<PathB
         json!({"package": npx.package, "version": version}).to_string(),
     );
     Ok(p)
-}
-
-/// The install trusts the system's CA bundle besides node's own (as
-/// npm on this machine would, where a TLS-inspecting proxy's CA is
-/// installed): node reads it from the jail's HOME. A server whose calls
-/// are intercepted already has glovebox's bundle (system CAs included).
-fn trust_system_cas(s: &mut Spec) {
-    use crate::egress::intercept::SYSTEM_BUNDLES;
-    const VAR: &str = "NODE_EXTRA_CA_CERTS";
-    if s.home_files
-        .iter()
-        .any(|h| h.variables.iter().any(|v| v == VAR))
-    {
-        return;
-    }
-    let Some(bundle) = SYSTEM_BUNDLES.iter().find_map(|p| std::fs::read(p).ok()) else {
-        return;
-    };
-    s.home_files.push(crate::jail::HomeFile {
-        name: "npm-system-ca.pem".into(),
-        contents: bundle,
-        variables: vec![VAR.to_string()],
-    });
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -54,9 +54,6 @@ const WAIT_MAX: Duration = Duration::from_secs(5);
 /// Pages of `tools/list` read at most.
 const MAX_PAGES: usize = 100;
 
-/// Bytes of the server's stderr quoted in an error.
-const STDERR_TAIL: usize = 2048;
-
 /// Why a server is not available.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
@@ -72,6 +69,14 @@ fn unavailable(kind: ErrorKind, message: impl Into<String>) -> Unavailable {
         kind,
         message: message.into(),
     }
+}
+
+/// What a start on a thread of its own holds ([`Launch`], owned).
+struct Owned {
+    project: Project,
+    tool: Tool,
+    config: Config,
+    secrets: SecretSource,
 }
 
 /// What starting a server needs.
@@ -134,6 +139,8 @@ pub struct Running {
     ended: Arc<Mutex<Option<(ErrorKind, String)>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     busy: AtomicUsize,
+    /// The log of its egress proxy (a server with the network).
+    egress: Option<crate::egress::Log>,
 }
 
 impl std::fmt::Debug for Running {
@@ -146,6 +153,11 @@ impl Running {
     /// The connection.
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The log of its egress proxy, when it has the network.
+    pub fn egress(&self) -> Option<&crate::egress::Log> {
+        self.egress.as_ref()
     }
 
     fn alive(&self) -> bool {
@@ -233,6 +245,22 @@ struct State {
     last_error: Option<Unavailable>,
     last_use: Option<Instant>,
     idle: Duration,
+    /// A start on a thread of its own is under way ([`Server::ensure_background`]).
+    pending: bool,
+    /// A start has succeeded in this process.
+    started_once: bool,
+}
+
+/// Where a server is, for a front-end that does not wait for it.
+#[derive(Debug, Clone)]
+pub enum Status {
+    /// Running, its tools listed.
+    Running(Arc<Running>),
+    /// Starting (installing, or answering `initialize`) on a thread of
+    /// its own.
+    Starting,
+    /// Its first start failed, and why.
+    Failed(Unavailable),
 }
 
 /// One server of one project, in this process.
@@ -262,8 +290,25 @@ fn registry() -> &'static Registry {
 }
 
 /// Bumped whenever a server's tool list may have changed (a
-/// `list_changed` notification, a restart).
+/// `list_changed` notification, a restart, a start that failed).
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Servers are first started on a thread of their own ([`background`]).
+static BACKGROUND: AtomicBool = AtomicBool::new(false);
+
+/// From now on, a project's load does not wait for a server that has not
+/// started yet in this process: it starts on a thread of its own, and
+/// its tools are added when it is ready ([`generation`] changes: a
+/// front-end reloads and tells its clients). For `glovebox wrap`, whose
+/// client's `initialize` must not wait for an install.
+pub fn background() {
+    BACKGROUND.store(true, Ordering::SeqCst);
+}
+
+/// Whether servers start in the [`background`].
+pub fn in_background() -> bool {
+    BACKGROUND.load(Ordering::SeqCst)
+}
 
 /// A number that changes whenever a server's tool list may have changed:
 /// a server front-end compares it to reload its catalog.
@@ -377,7 +422,9 @@ impl Server {
         match start(launch, digest) {
             Ok(r) => {
                 let r = Arc::new(r);
-                self.lock().running = Some(r.clone());
+                let mut st = self.lock();
+                st.running = Some(r.clone());
+                st.started_once = true;
                 Ok(r)
             }
             Err(e) => {
@@ -385,6 +432,98 @@ impl Server {
                 Err(e)
             }
         }
+    }
+
+    /// The server of `launch` when it is running; else, the first time,
+    /// its start on a thread of its own (`Starting`), or why that first
+    /// start failed (not tried again here: a call tries, through
+    /// [`Server::ensure`]). A server that ran before in this process (and
+    /// crashed or went idle) is started at once, as [`Server::ensure`]
+    /// does.
+    pub fn ensure_background(self: &Arc<Self>, launch: &Launch<'_>) -> Status {
+        {
+            let mut st = self.lock();
+            if st.pending {
+                return Status::Starting;
+            }
+            if let Some(r) = &st.running {
+                if r.alive() && r.digest == launch.digest() {
+                    return Status::Running(r.clone());
+                }
+            }
+            if !st.started_once {
+                if let Some(e) = &st.last_error {
+                    return Status::Failed(e.clone());
+                }
+                st.pending = true;
+                drop(st);
+                let owned = Owned {
+                    project: launch.project.clone(),
+                    tool: launch.tool.clone(),
+                    config: launch.config.clone(),
+                    secrets: launch.secrets.clone(),
+                };
+                let me = self.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("glovebox-mcp-start".into())
+                    .spawn(move || {
+                        let launch = Launch {
+                            project: &owned.project,
+                            tool: &owned.tool,
+                            config: &owned.config,
+                            secrets: &owned.secrets,
+                        };
+                        let _ = me.ensure(&launch);
+                        me.lock().pending = false;
+                        GENERATION.fetch_add(1, Ordering::SeqCst);
+                    });
+                return match spawned {
+                    Ok(_) => Status::Starting,
+                    Err(e) => {
+                        let why = unavailable(
+                            ErrorKind::Internal,
+                            format!("MCP server `{}`: starting its thread: {e}", self.name),
+                        );
+                        let mut st = self.lock();
+                        st.pending = false;
+                        st.last_error = Some(why.clone());
+                        Status::Failed(why)
+                    }
+                };
+            }
+        }
+        match self.ensure(launch) {
+            Ok(r) => Status::Running(r),
+            Err(e) => Status::Failed(e),
+        }
+    }
+
+    /// Waits up to `limit` for a start under way to end: `Running`,
+    /// `Failed`, or still `Starting` when the time is up.
+    pub fn settle(&self, limit: Duration) -> Status {
+        let deadline = Instant::now() + limit;
+        loop {
+            {
+                let st = self.lock();
+                if !st.pending {
+                    if let Some(r) = st.running.as_ref().filter(|r| r.alive()) {
+                        return Status::Running(r.clone());
+                    }
+                    if let Some(e) = &st.last_error {
+                        return Status::Failed(e.clone());
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Status::Starting;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether a start is under way on a thread of its own.
+    pub fn starting(&self) -> bool {
+        self.lock().pending
     }
 
     /// Records a failure (a start that failed, a crash): the next start
@@ -513,11 +652,31 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
     let jail_values = secrets::jail_values(&values, &placeholders);
     let redact = Redactor::new(&values);
 
+    let words = super::wrap::Words::of(root);
     let program = if exec.entrypoint.contains('/') {
         let p = resolve(root, &exec.entrypoint);
-        policy
-            .require_readable("entrypoint", &p)
-            .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
+        if std::fs::symlink_metadata(&p).is_err() {
+            return Err(fail(
+                ErrorKind::ManifestInvalid,
+                format!(
+                    "MCP server `{name}` did not start: its command {} does not exist",
+                    p.display()
+                ),
+            ));
+        }
+        policy.require_readable("entrypoint", &p).map_err(|e| {
+            fail(
+                e.kind(),
+                match words {
+                    super::wrap::Words::Flags => format!(
+                        "MCP server `{name}` did not start: its command {} is outside its grants: pass --read {}",
+                        p.display(),
+                        p.display()
+                    ),
+                    super::wrap::Words::Manifest => run::error_chain(&e),
+                },
+            )
+        })?;
         p
     } else {
         PathBuf::from(&exec.entrypoint)
@@ -570,21 +729,31 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
     // The network of the server's jail, as a networked call's.
     let gateway = run::egress::network(&policy, &placeholders, &mut spec)
         .map_err(|e| fail(e.kind(), run::error_chain(&e)))?;
-    // `npx -y PACKAGE`: installed once into the server's cache directory,
-    // then run from there, read and execute only (see [`super::npx`]).
+    // `npx -y PACKAGE`, `uvx PACKAGE`, `pipx run PACKAGE`: installed once
+    // into the server's cache directory, then run from there, read and
+    // execute only (see [`super::npx`], [`super::pypi`]).
     let expanded: Vec<String> = spec.argv[1..]
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    if let Some(n) = super::npx::parse(&exec.entrypoint, &expanded) {
-        let dir = super::npx::directory(root, name)?;
-        let program = super::npx::install(name, &n, &dir, &spec)?;
-        spec.argv = std::iter::once(program.into_os_string())
-            .chain(n.args.iter().map(Into::into))
+    if let Some(launcher) = super::install::Launcher::parse(&exec.entrypoint, &expanded) {
+        let dir = launcher.directory(root, name)?;
+        let ctx = super::install::Context {
+            server: name,
+            spec: &spec,
+            allow: policy.allowlist.as_ref(),
+            words,
+            log: gateway.as_ref().map(|g| g.log()),
+        };
+        let installed = launcher.install(&ctx, &dir)?;
+        spec.argv = std::iter::once(installed.program.into_os_string())
+            .chain(launcher.args().iter().map(Into::into))
             .collect();
-        spec.fs.exec.push(dir.join("package"));
+        spec.fs.exec.push(installed.code);
     }
+    let program_shown = spec.argv[0].to_string_lossy().into_owned();
 
+    let egress = gateway.as_ref().map(|g| g.log().clone());
     let (ours, theirs) = UnixStream::pair().map_err(|e| {
         fail(
             ErrorKind::Internal,
@@ -611,18 +780,28 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
                 // Through the one door every jailed run takes.
                 let result = run::start(&spec);
                 let why = match result {
-                    Err(e) => (e.kind(), run::error_chain(&e)),
+                    Err(e) => {
+                        let mut why = run::error_chain(&e);
+                        // The person who typed `glovebox wrap … -- COMMAND`
+                        // is told where the command leads (not a tool's
+                        // caller, for a manifest's server).
+                        if let (
+                            super::wrap::Words::Flags,
+                            run::StartError::Jail(
+                                jail::JailError::NotFound { .. }
+                                | jail::JailError::ExecDenied { .. },
+                            ),
+                        ) = (words, &e)
+                        {
+                            why.push_str(&jail::not_found_hint(
+                                &program_shown,
+                                words.grant_directory(),
+                            ));
+                        }
+                        (e.kind(), why)
+                    }
                     Ok(r) => {
-                        let stderr = String::from_utf8_lossy(&r.stderr);
-                        let tail: String = {
-                            let t = stderr.trim_end();
-                            let cut = t.len().saturating_sub(STDERR_TAIL);
-                            let cut = (cut..=t.len())
-                                .find(|i| t.is_char_boundary(*i))
-                                .unwrap_or(t.len());
-                            // The server's text, quoted on terminals.
-                            crate::terminal::escaped(&t[cut..]).into_owned()
-                        };
+                        let tail = super::relayed(&String::from_utf8_lossy(&r.stderr));
                         let limit = if r.limits_hit.is_empty() {
                             String::new()
                         } else {
@@ -668,6 +847,7 @@ fn start(launch: &Launch<'_>, digest: String) -> Result<Running, Unavailable> {
                 ended,
                 thread: Mutex::new(Some(thread)),
                 busy: AtomicUsize::new(0),
+                egress,
             })
         }
         Err(e) => {
@@ -792,6 +972,7 @@ fn start_remote(
         ended: Arc::new(Mutex::new(None)),
         thread: Mutex::new(None),
         busy: AtomicUsize::new(0),
+        egress: None,
     })
 }
 

@@ -8,7 +8,7 @@ use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
 use super::call::Calls;
-use super::mcp::catalog;
+use super::mcp::catalog::{self, Offer};
 use crate::engine::{Engine, EngineError};
 use crate::manifest::project::Project;
 
@@ -39,6 +39,7 @@ pub struct Live {
     ending: tokio_util::sync::CancellationToken,
     reloading: tokio::sync::Mutex<()>,
     calls: Calls,
+    offer: Offer,
 }
 
 impl std::fmt::Debug for Live {
@@ -47,8 +48,15 @@ impl std::fmt::Debug for Live {
     }
 }
 
-fn fingerprint(project: &Project) -> String {
-    serde_json::to_string(&catalog::tools(project)).unwrap_or_default()
+/// What the clients are offered, and why a wrapped MCP server offers
+/// nothing (a new failure is a change the clients are told about: they
+/// list again, and the list's answer carries the reason).
+fn fingerprint(project: &Project, offer: &Offer) -> String {
+    let failures: Vec<String> = crate::mcpwrap::failures(project)
+        .into_iter()
+        .map(|(_, why)| why.message)
+        .collect();
+    serde_json::to_string(&(catalog::offered(project, offer), failures)).unwrap_or_default()
 }
 
 impl Live {
@@ -64,18 +72,34 @@ impl Live {
         root: Option<&Path>,
         tools_json: Option<&Path>,
     ) -> Result<Arc<Live>, LiveError> {
+        Live::open_offering(root, tools_json, Offer::Project)
+    }
+
+    /// Opens the project offering its clients what `offer` says (one
+    /// wrapped server's tools, for `glovebox wrap`).
+    pub fn open_offering(
+        root: Option<&Path>,
+        tools_json: Option<&Path>,
+        offer: Offer,
+    ) -> Result<Arc<Live>, LiveError> {
         let engine = Engine::open_with(root, tools_json)?;
         Ok(Arc::new(Live {
             root: engine.project().root.clone(),
             tools_json: tools_json.and(engine.project().tools_json.clone()),
-            fingerprint: Mutex::new(fingerprint(engine.project())),
+            fingerprint: Mutex::new(fingerprint(engine.project(), &offer)),
             engine: RwLock::new(Arc::new(engine)),
             peers: Mutex::new(Vec::new()),
             listeners: Mutex::new(Vec::new()),
             ending: tokio_util::sync::CancellationToken::new(),
             reloading: tokio::sync::Mutex::new(()),
             calls: Calls::new(),
+            offer,
         }))
+    }
+
+    /// What the clients are offered.
+    pub fn offer(&self) -> &Offer {
+        &self.offer
     }
 
     /// The project root.
@@ -144,7 +168,7 @@ impl Live {
         })
         .await
         .map_err(|source| LiveError::Reload { source })??;
-        let print = fingerprint(engine.project());
+        let print = fingerprint(engine.project(), &self.offer);
         let changed = {
             let mut old = self.fingerprint.lock().unwrap_or_else(|p| p.into_inner());
             let changed = *old != print;

@@ -4,7 +4,9 @@
 //! permissions; [`crate::export::mcp_tool`], shared with `glovebox export`:
 //! the rendering a person approved, without invisible code points),
 //! plus the three `glee_*` tools of the Glee seed, paginated with opaque
-//! cursors.
+//! cursors. What is offered, and under which names, is the front-end's
+//! [`Offer`]: the whole project (`glovebox mcp`, `serve`), or one wrapped
+//! MCP server's tools under the server's own names (`glovebox wrap`).
 
 use std::sync::Arc;
 
@@ -42,17 +44,84 @@ pub fn is_meta_tool(name: &str) -> bool {
     matches!(name, GLEE_TOOL | GLEE_TOOLS_LIST | GLEE_TOOL_CREATE)
 }
 
+/// What a front-end offers of its project, and under which names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Offer {
+    /// Every tool under its own name, and the `glee_*` tools (`glovebox
+    /// mcp`, `serve`).
+    #[default]
+    Project,
+    /// One wrapped MCP server (`glovebox wrap`): only its tools, each
+    /// under the name the server gives it (a client adds its own prefix:
+    /// `mcp__fs__read_text_file`, not `mcp__fs__fs__read_text_file`);
+    /// `glee_tool` and `glee_tools_list` only with `meta` (never
+    /// `glee_tool_create`: the wrapped project is glovebox's, not the
+    /// user's).
+    Server {
+        /// The server's name in the project (its tools are `NAME__TOOL`
+        /// there).
+        name: String,
+        /// Whether the `glee_*` tools are offered too.
+        meta: bool,
+    },
+}
+
+impl Offer {
+    /// The project's name of the tool a client calls `called`.
+    pub fn project_name(&self, called: &str) -> String {
+        match self {
+            Offer::Server { meta: true, .. } if matches!(called, GLEE_TOOL | GLEE_TOOLS_LIST) => {
+                called.to_string()
+            }
+            Offer::Server { name, .. } => format!("{name}{}{called}", crate::mcpwrap::SEPARATOR),
+            Offer::Project => called.to_string(),
+        }
+    }
+
+    /// The name the client knows the project's tool `tool` by, if it is
+    /// offered.
+    fn offered_name(&self, tool: &crate::manifest::project::Tool) -> Option<String> {
+        match self {
+            Offer::Project => (!is_meta_tool(&tool.name)).then(|| tool.name.clone()),
+            Offer::Server { name, .. } => match &tool.manifest.exec {
+                crate::manifest::model::Exec::Mcp(m) => m
+                    .wrapped
+                    .as_ref()
+                    .filter(|w| w.server == *name && !w.tool.is_empty())
+                    .map(|w| w.tool.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether the `glee_*` tool `name` is offered.
+    pub fn offers_meta(&self, name: &str) -> bool {
+        match self {
+            Offer::Project => is_meta_tool(name),
+            Offer::Server { meta, .. } => *meta && matches!(name, GLEE_TOOL | GLEE_TOOLS_LIST),
+        }
+    }
+}
+
 /// Every tool the server offers: the `glee_*` tools first, then the
 /// project's tools by name.
 pub fn tools(project: &Project) -> Vec<Tool> {
-    let mut all = meta_tools();
-    all.extend(
-        project
-            .tools
-            .iter()
-            .filter(|t| !is_meta_tool(&t.name))
-            .map(|t| crate::export::mcp_tool(&t.manifest)),
-    );
+    offered(project, &Offer::Project)
+}
+
+/// What `offer` gives a client of `project`: the `glee_*` tools it
+/// offers first, then the tools under the names it gives them.
+pub fn offered(project: &Project, offer: &Offer) -> Vec<Tool> {
+    let mut all: Vec<Tool> = meta_tools()
+        .into_iter()
+        .filter(|t| offer.offers_meta(&t.name))
+        .collect();
+    all.extend(project.tools.iter().filter_map(|t| {
+        let shown = offer.offered_name(t)?;
+        let mut tool = crate::export::mcp_tool(&t.manifest);
+        tool.name = shown.into();
+        Some(tool)
+    }));
     all
 }
 
@@ -165,13 +234,23 @@ fn meta_tools() -> Vec<Tool> {
 /// description}]`, the description as `tools/list` serves it (without
 /// invisible code points, [`crate::invisible`]).
 pub fn summaries(project: &Project) -> Value {
+    summaries_offered(project, &Offer::Project)
+}
+
+/// [`summaries`] under the names `offer` gives the tools.
+pub fn summaries_offered(project: &Project, offer: &Offer) -> Value {
     Value::Array(
         project
             .tools
             .iter()
-            .map(|t| {
+            .filter_map(|t| {
+                let name = match offer {
+                    // glee_tool reaches every tool of the project, by name.
+                    Offer::Project => t.name.clone(),
+                    Offer::Server { .. } => offer.offered_name(t)?,
+                };
                 let description = crate::invisible::remove(&t.manifest.description);
-                json!({"name": t.name, "description": description})
+                Some(json!({"name": name, "description": description}))
             })
             .collect(),
     )

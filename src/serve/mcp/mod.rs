@@ -95,8 +95,9 @@ fn audit_refused(live: Arc<Live>) -> stdio::OnRefused {
                 id: caller_id(r.client.as_deref()),
                 ..Caller::default()
             };
-            let outcome = super::call::busy(&r.name, live.calls().limits());
-            if let Err(e) = engine.log_not_started(&r.name, &r.params, &caller, &outcome) {
+            let name = live.offer().project_name(&r.name);
+            let outcome = super::call::busy(&name, live.calls().limits());
+            if let Err(e) = engine.log_not_started(&name, &r.params, &caller, &outcome) {
                 eprintln!(
                     "glovebox: a call refused as busy could not be audited: {}",
                     crate::run::error_chain(&e)
@@ -110,6 +111,9 @@ fn audit_refused(live: Arc<Live>) -> stdio::OnRefused {
 #[derive(Debug, Clone)]
 pub struct Server {
     live: Arc<Live>,
+    /// The reasons this session was told why a wrapped MCP server offers
+    /// no tools (each once: see [`Server::tell_failures`]).
+    told: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 const INSTRUCTIONS: &str = "Each tool runs jailed by glovebox under the permissions its manifest declares (files, network, secrets, limits). A failed call answers isError with a JSON error {kind, message, details}: fix the parameters for input_invalid; approval_required needs a person to run the command it names.";
@@ -117,7 +121,30 @@ const INSTRUCTIONS: &str = "Each tool runs jailed by glovebox under the permissi
 impl Server {
     /// A handler serving `live`.
     pub fn new(live: Arc<Live>) -> Self {
-        Server { live }
+        Server {
+            live,
+            told: Arc::default(),
+        }
+    }
+
+    /// Sends the client, with its tool list, why each wrapped MCP server
+    /// that offers no tools offers none (a start that failed, a missing
+    /// approval), as an `error` log message (`notifications/message`);
+    /// each reason once per session. The reason is glovebox's, with what
+    /// it quotes of the server made printable
+    /// ([`crate::mcpwrap::relayed`]).
+    async fn tell_failures(&self, ctx: &RequestContext<RoleServer>) {
+        let failures = crate::mcpwrap::failures(self.live.engine().project());
+        for (_, why) in failures {
+            let first = self
+                .told
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(why.message.clone());
+            if first {
+                log_error(&ctx.peer, crate::mcpwrap::relayed(&why.message)).await;
+            }
+        }
     }
 
     fn caller(ctx: &RequestContext<RoleServer>) -> Caller {
@@ -215,9 +242,12 @@ impl Server {
 }
 
 impl ServerHandler for Server {
+    // `logging`: see [`log_error`].
+    #[allow(deprecated)]
     fn get_info(&self) -> InitializeResult {
         let mut info = InitializeResult::new(
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -235,6 +265,18 @@ impl ServerHandler for Server {
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
         self.live.add_peer(ctx.peer);
+    }
+
+    /// Accepted (glovebox's log messages are errors only: why a wrapped
+    /// server offers no tools, which the client should see whatever
+    /// level it asked for).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        _request: rmcp::model::SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
     }
 
     async fn list_prompts(
@@ -298,15 +340,19 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // A project tainted since it was loaded lists nothing.
         crate::planted::hidden(self.live.root())
             .map_err(|e| ErrorData::internal_error(crate::run::error_chain(&e), None))?;
         let engine = self.live.engine();
         let cursor = request.and_then(|r| r.cursor);
-        let (tools, next) = catalog::page(catalog::tools(engine.project()), cursor.as_deref())
-            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        let (tools, next) = catalog::page(
+            catalog::offered(engine.project(), self.live.offer()),
+            cursor.as_deref(),
+        )
+        .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        self.tell_failures(&ctx).await;
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next;
         Ok(result)
@@ -318,18 +364,22 @@ impl ServerHandler for Server {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
-        let result = match request.name.as_ref() {
-            GLEE_TOOLS_LIST => {
-                let list = json!({"tools": catalog::summaries(self.live.engine().project())});
+        let offer = self.live.offer().clone();
+        let called = request.name.as_ref();
+        let meta = offer.offers_meta(called).then_some(called);
+        let result = match meta {
+            Some(GLEE_TOOLS_LIST) => {
+                let list = json!({"tools": catalog::summaries_offered(self.live.engine().project(), &offer)});
                 Ok(reply::meta_answer(&list, list.clone()))
             }
-            GLEE_TOOL => match (args.get("name"), args.get("params")) {
+            Some(GLEE_TOOL) => match (args.get("name"), args.get("params")) {
                 (
                     Some(Value::String(name)),
                     params @ (None | Some(Value::Object(_) | Value::Null)),
                 ) => {
                     let params = params.cloned().unwrap_or(Value::Null);
-                    self.run_tool(name.clone(), params, ctx, false).await
+                    self.run_tool(offer.project_name(name), params, ctx, false)
+                        .await
                 }
                 (Some(Value::String(_)), Some(_)) => Ok(reply::bad_arguments(
                     GLEE_TOOL,
@@ -340,27 +390,41 @@ impl ServerHandler for Server {
                     "`name` (a string) is required",
                 )),
             },
-            GLEE_TOOL_CREATE => self.create_tool(args).await,
-            name => {
+            Some(GLEE_TOOL_CREATE) => self.create_tool(args).await,
+            _ => {
+                let name = offer.project_name(called);
                 let engine = self.live.engine();
                 let project = engine.project();
-                // A tool of an MCP server whose list awaits an approval
-                // (never approved, or changed since) is answered by the
-                // engine, which says how to approve it.
+                // A tool of an MCP server that offers none (its list awaits
+                // an approval, its start failed, it is still starting) is
+                // answered by the engine, which says why.
                 let known = project.tools.iter().any(|t| t.name == name)
-                    || project.rejected.iter().any(|r| r == name)
-                    || crate::mcpwrap::unlisted(project, name).is_some_and(|o| {
-                        o.kind() == Some(crate::kind::ErrorKind::ApprovalRequired)
-                    });
+                    || project.rejected.contains(&name)
+                    || crate::mcpwrap::unlisted(project, &name).is_some();
                 if !known {
-                    return Err(reply::unknown_tool(name));
+                    return Err(reply::unknown_tool(called));
                 }
-                self.run_tool(name.to_string(), Value::Object(args), ctx, true)
-                    .await
+                self.run_tool(name, Value::Object(args), ctx, true).await
             }
         }?;
         Ok(CallToolResponse::from(result))
     }
+}
+
+/// Sends `text` to the client as an `error` log message
+/// (`notifications/message`, logger `glovebox`). MCP 2026-07-28 deprecates
+/// logging (SEP-2577), but it is what clients of the handshake revisions
+/// show from a server; it is sent only to a client that completed
+/// `initialize` (a 2026-07-28 client never sends one).
+#[allow(deprecated)]
+async fn log_error(peer: &rmcp::Peer<RoleServer>, text: String) {
+    use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+    if peer.peer_info().is_none() {
+        return;
+    }
+    let note = LoggingMessageNotificationParam::new(LoggingLevel::Error, json!(text))
+        .with_logger("glovebox");
+    let _ = peer.notify_logging_message(note).await;
 }
 
 /// [`Server`] as `rmcp` serves it, with what its dispatch leaves out:
