@@ -918,6 +918,7 @@ fn glovebox_wrap_save_writes_the_manifest_the_flags_describe() {
     let tmp = tempdir();
     let dir = tmp.path();
     std::fs::create_dir_all(dir.join(".glee/tools")).unwrap();
+    std::fs::create_dir_all(dir.join("docs")).unwrap();
     let out = Command::new(bin())
         .args([
             "--root",
@@ -2064,8 +2065,21 @@ impl Raw {
             .args(command)
             .current_dir(&w.dir)
             .env("GLOVEBOX_STATE_DIR", &w.state)
-            .envs(envs.iter().copied())
-            .stdin(Stdio::piped())
+            .envs(envs.iter().copied());
+        Raw::over(c)
+    }
+
+    /// `glovebox ARGS…` in `dir` (its state in `state`).
+    fn glovebox(dir: &Path, state: &Path, args: &[&str]) -> Raw {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .current_dir(dir)
+            .env("GLOVEBOX_STATE_DIR", state);
+        Raw::over(c)
+    }
+
+    fn over(mut c: Command) -> Raw {
+        c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let began = Instant::now();
@@ -2618,4 +2632,60 @@ fn a_venv_whose_python_lives_elsewhere_is_granted_from_its_links() {
             && read.to_string().contains("/pythons/python3"),
         "{read}"
     );
+}
+
+#[test]
+fn an_mcp_server_that_cannot_start_is_said_once_with_the_tool_list() {
+    require_jail!();
+    let _shared = shared();
+    let f = unapproved(json!({"env": {"GBX_START_FAIL": "hostile"}}));
+    let mut c = Raw::glovebox(
+        &f.cwd,
+        &f.state(),
+        &["--root", f.root.to_str().unwrap(), "mcp"],
+    );
+    assert!(c.initialize().0["result"].is_object());
+    let names = c.tool_names();
+    assert!(!names.iter().any(|n| n.starts_with("srv__")), "{names:?}");
+    let told = |c: &Raw| -> Vec<Value> {
+        c.notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/message")
+            .cloned()
+            .collect()
+    };
+    let logged = told(&c);
+    assert_eq!(logged.len(), 1, "{:#?}", c.notes);
+    let data = logged[0]["params"]["data"].as_str().unwrap();
+    assert!(
+        data.contains("MCP server `srv` did not start") && data.contains("boom: the server"),
+        "{data}"
+    );
+    assert_clean(data, "the log message");
+    // The project is loaded again (a tool added): the server fails again,
+    // said neither again to the client nor again on stderr.
+    std::thread::sleep(Duration::from_millis(600));
+    f.tool(
+        &json!({"name": "other", "description": "d", "kind": "command", "version": 1,
+                   "inputs": {"schema": {"type": "object"}}, "outputs": {"format": "text"},
+                   "exec": {"command": {"entrypoint": "true"}}}),
+    );
+    assert!(
+        c.wait_note("notifications/tools/list_changed", Duration::from_secs(20)),
+        "the new tool was not announced"
+    );
+    let names = c.tool_names();
+    assert!(names.contains(&"other".to_string()), "{names:?}");
+    assert_eq!(told(&c).len(), 1, "{:#?}", c.notes);
+    // Its tool, called by name, says why.
+    let call = c.call_tool("srv__echo", json!({"msg": "x"}));
+    let e = servekit::tool_error(&call["result"]);
+    assert!(
+        e["message"].as_str().unwrap().contains("boom: the server"),
+        "{call}"
+    );
+    assert_eq!(c.close(), Some(0));
+    let said = c.stderr();
+    assert_eq!(said.matches("boom: the server").count(), 1, "{said}");
+    assert_clean(&said, "stderr");
 }

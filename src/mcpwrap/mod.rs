@@ -149,7 +149,10 @@ pub fn add_to(mut project: Project) -> Project {
                 offer.shown.digest
             }
             Err(e) => {
-                say_once(&project.root, &tool.name, &e.message);
+                // The reason itself, not when the next start is (which
+                // changes at each load).
+                let why = s.last_error().map_or(e.message, |l| l.message);
+                say_once(&project.root, &tool.name, &why);
                 String::new()
             }
         };

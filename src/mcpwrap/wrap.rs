@@ -43,6 +43,10 @@ pub enum WrapError {
     /// An `--env` value that would be read as a secret's name.
     #[error("--env {name}: the value holds `${{`, which the manifest reads as a declared secret (`${{NAME}}`); pass the secret with --secret NAME:HOST instead")]
     EnvTemplate { name: String },
+    /// A `--read` or `--write` of a path that is not there (a grant of
+    /// nothing: the jail can only grant what exists).
+    #[error("{flag} {path}: no such file or directory, so the server would get nothing there; create it first (mkdir -p for a directory), or grant the directory that will hold it")]
+    Missing { flag: &'static str, path: String },
     /// `--allow-private` without a host to reach.
     #[error("--allow-private lets the server reach loopback and private addresses through the egress proxy, but it has no network: pass --allow-host HOST[:PORT] too (e.g. --allow-host 127.0.0.1:8765)")]
     PrivateWithoutHost,
@@ -351,6 +355,14 @@ pub fn manifest(flags: &Flags, cwd: &Path) -> Result<Value, WrapError> {
     };
     let mut read: Vec<String> = flags.read.iter().map(|p| absolute(cwd, p)).collect();
     let write: Vec<String> = flags.write.iter().map(|p| absolute(cwd, p)).collect();
+    for (flag, paths) in [("--read", &read), ("--write", &write)] {
+        if let Some(p) = paths.iter().find(|p| std::fs::symlink_metadata(p).is_err()) {
+            return Err(WrapError::Missing {
+                flag,
+                path: p.clone(),
+            });
+        }
+    }
     if entry.contains('/') {
         for p in needed(Path::new(&entrypoint)) {
             let granted = read
@@ -460,6 +472,10 @@ mod tests {
 
     #[test]
     fn flags_become_grants() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path();
+        std::fs::create_dir_all(p.join("docs")).unwrap();
+        std::fs::create_dir_all(p.join("out")).unwrap();
         let f = Flags {
             read: vec!["docs".into(), "/etc/hosts".into()],
             write: vec!["out".into()],
@@ -470,15 +486,25 @@ mod tests {
             name: None,
             command: vec!["npx".into(), "-y".into(), "srv".into()],
         };
-        let m = manifest(&f, Path::new("/p")).unwrap();
+        let m = manifest(&f, p).unwrap();
         assert_eq!(m["name"], "srv");
         assert_eq!(m["exec"]["mcp"]["entrypoint"], "npx");
         assert_eq!(m["exec"]["mcp"]["args"], json!(["-y", "srv"]));
         assert_eq!(
             m["permissions"]["fs"]["read"],
-            json!(["/p/docs", "/etc/hosts"])
+            json!([p.join("docs"), "/etc/hosts"])
         );
-        assert_eq!(m["permissions"]["fs"]["write"], json!(["/p/out"]));
+        assert_eq!(m["permissions"]["fs"]["write"], json!([p.join("out")]));
+        let missing = Flags {
+            write: vec!["nothere".into()],
+            command: vec!["x".into()],
+            ..Flags::default()
+        };
+        let e = manifest(&missing, p).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--write ") && e.contains("create it first"),
+            "{e}"
+        );
         assert_eq!(
             m["permissions"]["network"]["allow"],
             json!(["registry.npmjs.org", "api.github.com"])
