@@ -684,3 +684,89 @@ fn a_first_npx_start_answers_at_once_and_later_starts_need_no_network() {
         "{later}"
     );
 }
+
+/// The reference time server, pinned, as `uvx` names it.
+const TIME: &str = "mcp-server-time@2026.10.19";
+
+/// That PyPI answers (pip, as tests/mcp/setup-time.sh reaches it): where
+/// it does not, the test fails with the reason (it never skips as a pass).
+fn require_pypi() {
+    let out = std::process::Command::new("timeout")
+        .args([
+            "60",
+            "python3",
+            "-c",
+            "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/mcp-server-time/', timeout=50)",
+        ])
+        .output();
+    let why = match out {
+        Ok(o) if o.status.success() => return,
+        Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        Err(e) => format!("cannot run python3: {e}"),
+    };
+    panic!("PyPI is unreachable (the test installs {TIME} with uvx): {why}");
+}
+
+/// `uvx PACKAGE` as clients' configs name it, with no uv on the machine
+/// needed: glovebox installs the package from PyPI's wheels in the jail
+/// (through the proxy, the two PyPI hosts allowed), answers the handshake
+/// within the clients' waits, serves the package's tools under their own
+/// names and runs them; a later start reuses the install with no network
+/// at all. Without the hosts, the handshake fails naming the flags.
+#[test]
+fn a_uvx_server_is_installed_from_pypi_in_the_jail_and_reused_without_network() {
+    require_jail!();
+    require_pypi();
+    let python = sdk_python();
+    let work = tempdir();
+    let state = work.path().join("state");
+    let call = json!(["get_current_time", {"timezone": "UTC"}]);
+    let first = probe(
+        &python,
+        work.path(),
+        &state,
+        &[
+            "--allow-host",
+            "pypi.org",
+            "--allow-host",
+            "files.pythonhosted.org",
+            "--",
+            "uvx",
+            TIME,
+            "--local-timezone",
+            "UTC",
+        ],
+        Some(call.clone()),
+    );
+    let init: f64 = first
+        .lines()
+        .find_map(|l| l.strip_prefix("INIT "))
+        .unwrap_or_else(|| panic!("{first}"))
+        .parse()
+        .unwrap();
+    assert!(init < 5.0, "the handshake took {init} s: {first}");
+    assert!(
+        first.contains("LISTED [\"convert_time\", \"get_current_time\"]"),
+        "{first}"
+    );
+    assert!(
+        first.contains("CALLED get_current_time False") && first.contains("datetime"),
+        "{first}"
+    );
+    // Later: the same state, no network granted.
+    let later = probe(
+        &python,
+        work.path(),
+        &state,
+        &["--", "uvx", TIME, "--local-timezone", "UTC"],
+        Some(call),
+    );
+    assert!(later.contains("CALLED get_current_time False"), "{later}");
+    let init: f64 = later
+        .lines()
+        .find_map(|l| l.strip_prefix("INIT "))
+        .unwrap_or_else(|| panic!("{later}"))
+        .parse()
+        .unwrap();
+    assert!(init < 5.0, "a later start took {init} s: {later}");
+}
