@@ -322,4 +322,51 @@ mod tests {
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
     }
+
+    /// Each subcommand says in one line what it does, and its help lists
+    /// its own options first, the global ones last under their heading
+    /// (issue 44: `wrap` had no line, every command's options were
+    /// interleaved with the five global ones).
+    #[test]
+    fn each_command_has_an_about_line_and_its_own_options_first() {
+        let mut cli = Cli::command();
+        cli.build();
+        let globals: Vec<String> = cli
+            .get_arguments()
+            .filter(|a| a.is_global_set())
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect();
+        assert_eq!(globals.len(), 5, "{globals:?}");
+        for sub in cli.get_subcommands_mut() {
+            let name = sub.get_name().to_string();
+            if name == "help" {
+                continue;
+            }
+            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                !about.is_empty() && !about.contains('\n'),
+                "`{name}`: {about:?}"
+            );
+            let help = sub.render_help().to_string();
+            let heading = help
+                .find("Global options:")
+                .unwrap_or_else(|| panic!("`{name}`: no global heading:\n{help}"));
+            let (own, global) = help.split_at(heading);
+            // The options listed before the heading (a line that starts
+            // with one, `-x, --name` or `--name`).
+            let listed: Vec<&str> = own
+                .lines()
+                .map(str::trim_start)
+                .filter(|l| l.starts_with('-'))
+                .filter_map(|l| l.split([' ', ',', '=']).find(|w| w.starts_with("--")))
+                .collect();
+            for g in &globals {
+                assert!(
+                    !listed.contains(&g.as_str()),
+                    "`{name}`: {g} among its own options:\n{help}"
+                );
+                assert!(global.contains(g.as_str()), "`{name}`: {g}:\n{help}");
+            }
+        }
+    }
 }
