@@ -466,6 +466,12 @@ fn a_script_whose_interpreter_is_outside_the_grants_says_which() {
             && err.contains("--read"),
         "{err}"
     );
+    // A manifest's key as it is spelled (issue 44: it said
+    // `permissions.filesystem.read`).
+    assert!(
+        err.contains("permissions.fs.read") && !err.contains("filesystem"),
+        "{err}"
+    );
     assert!(!f.root.join("ran.marker").exists());
     let err = run(".venv/bin/gone");
     assert!(
