@@ -770,3 +770,136 @@ fn a_uvx_server_is_installed_from_pypi_in_the_jail_and_reused_without_network() 
         .unwrap();
     assert!(init < 5.0, "a later start took {init} s: {later}");
 }
+
+/// A page on loopback (every request answered with it) until the test
+/// ends: what the fetch server is pointed at.
+fn serve_page(page: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    port
+}
+
+/// Three more of the reference servers, each started as a client's
+/// config would name it, in one line with `glovebox wrap` in front
+/// (issue 44's six: filesystem, memory and time are above): `uvx
+/// mcp-server-git` reads a repository it is granted, `uvx
+/// mcp-server-fetch` a page on loopback (`--allow-private`), `npx -y
+/// server-everything` echoes. Listed and called by the official client.
+#[test]
+fn the_git_fetch_and_everything_reference_servers_work_wrapped() {
+    require_jail!();
+    require_pypi();
+    require_npm_registry();
+    let python = sdk_python();
+    let git = system_program("git", "git");
+    let work = tempdir();
+    let pypi = [
+        "--allow-host",
+        "pypi.org",
+        "--allow-host",
+        "files.pythonhosted.org",
+    ];
+
+    let commit = marker("wrapped-git");
+    let repo = work.path().join("repo");
+    for args in [
+        vec!["init", "-q", repo.to_str().unwrap()],
+        vec![
+            "-C",
+            repo.to_str().unwrap(),
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            &commit,
+        ],
+    ] {
+        let out = std::process::Command::new(&git)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let mut args = pypi.to_vec();
+    args.extend([
+        "--read",
+        "repo",
+        "--",
+        "uvx",
+        "mcp-server-git@2026.10.19",
+        "--repository",
+        repo.to_str().unwrap(),
+    ]);
+    let said = probe(
+        &python,
+        work.path(),
+        &work.path().join("state-git"),
+        &args,
+        Some(json!(["git_log", {"repo_path": repo}])),
+    );
+    assert!(said.contains("\"git_status\""), "{said}");
+    assert!(
+        said.contains("CALLED git_log False") && said.contains(&commit),
+        "{said}"
+    );
+
+    let port = serve_page("<html><body><h1>a page for the wrapped fetch</h1></body></html>");
+    let host = format!("127.0.0.1:{port}");
+    let mut args = pypi.to_vec();
+    args.extend([
+        "--allow-host",
+        &host,
+        "--allow-private",
+        "--",
+        "uvx",
+        "mcp-server-fetch@2026.10.24",
+        "--allow-private-ips",
+        "--ignore-robots-txt",
+    ]);
+    let said = probe(
+        &python,
+        work.path(),
+        &work.path().join("state-fetch"),
+        &args,
+        Some(json!(["fetch", {"url": format!("http://{host}/"), "raw": true}])),
+    );
+    assert!(
+        said.contains("CALLED fetch False") && said.contains("a page for the wrapped fetch"),
+        "{said}"
+    );
+
+    let said = probe(
+        &python,
+        work.path(),
+        &work.path().join("state-everything"),
+        &[
+            "--allow-host",
+            "registry.npmjs.org",
+            "--",
+            "npx",
+            "-y",
+            "@modelcontextprotocol/server-everything@2026.8.31",
+        ],
+        Some(json!(["echo", {"message": "through glovebox"}])),
+    );
+    assert!(
+        said.contains("CALLED echo False") && said.contains("Echo: through glovebox"),
+        "{said}"
+    );
+}
