@@ -369,6 +369,17 @@ fn an_npx_y_server_is_installed_through_the_proxy_and_cannot_change_its_code() {
     // Without the registry in the allowlist nothing is installed.
     memory_server(&f, "closed", json!(["example.com"]), None);
     let state = f.state();
+    // Installed first by a load no client waits on (`glovebox list`, as
+    // `approve` would): `glovebox mcp` loads its project before it
+    // answers, so its client would wait for both installs, one after the
+    // other, which took more than the client's 60 s on a loaded machine.
+    let listed = f.glovebox(&["list", "--json"]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        text.contains("memory__read_graph") && text.contains("nomem__read_graph"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
     let env = [("GLOVEBOX_STATE_DIR", state.to_str().unwrap())];
     let mut s = StdioMcp::start(&f.root, &env, &[]);
     let made = s.call(
