@@ -48,8 +48,16 @@ c["args"] = [
     )
     for a in c["args"]
 ]
+# The same expansion in env values (GLOVEBOX_METRICS_LISTEN), and the
+# metrics port moves to any free one (glovebox prints it).
+for e in c["env"]:
+    if e.get("name") == "GLOVEBOX_METRICS_LISTEN":
+        e["value"] = "127.0.0.1:0"
 # Host network: podman refuses port mappings with it.
 c.pop("ports", None)
+# podman 4.3 knows no `sleep` preStop action (Kubernetes 1.29+); the
+# drain after SIGTERM is glovebox's own and runs as written.
+c.pop("lifecycle", None)
 for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
     c[probe]["httpGet"]["port"] = int(port)
 for v in spec["volumes"]:

@@ -105,6 +105,20 @@ pub enum AuditError {
         #[source]
         source: std::io::Error,
     },
+    /// A reseal of a log this state's head does not describe.
+    #[error("refusing to reseal {path:?}: this state's audit head describes the log {described:?}, not this one (pass the server's --audit-dir, or GLOVEBOX_AUDIT_DIR, to verify or reseal that one)")]
+    NotThisLog {
+        /// The log asked for.
+        path: PathBuf,
+        /// The log the head describes.
+        described: PathBuf,
+    },
+    /// A reseal of a log that does not exist.
+    #[error("refusing to reseal {path:?}: there is no audit log there (a server with --audit-dir, or GLOVEBOX_AUDIT_DIR, writes its log in that directory: pass the same)")]
+    NoLog {
+        /// The log asked for.
+        path: PathBuf,
+    },
     /// The line was written, but the disk did not confirm it or the head
     /// (`path`) could not be moved past it.
     #[error("the audit line was written but not made durable ({path:?} could not be synced or moved); check the disk")]

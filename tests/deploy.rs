@@ -157,3 +157,76 @@ fn every_setting_the_deployment_gives_glovebox_is_one_it_takes() {
         "the deployment's settings were not found ({seen})"
     );
 }
+
+/// The value of the env var `name` in the rendered Deployment.
+fn env_value(yaml: &str, name: &str) -> Option<String> {
+    let mut lines = yaml.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() == format!("- name: {name}") {
+            let v = lines.next()?.trim().strip_prefix("value: ")?;
+            return Some(v.trim_matches('"').to_string());
+        }
+    }
+    None
+}
+
+/// The number after `key: ` on the first line that has it.
+fn number_after(yaml: &str, key: &str) -> Option<u64> {
+    yaml.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}: ")))
+        .and_then(|v| v.trim_matches('"').parse().ok())
+}
+
+/// The pod gets the grace its comment promises (issue 43): the preStop
+/// sleep, the drain delay and the calls' grace (set: glovebox's default
+/// is 10 s) fit in `terminationGracePeriodSeconds` with a margin; the
+/// metrics are scraped without the token on their own port, the one the
+/// annotation names and the NetworkPolicy opens to monitoring alone.
+#[test]
+fn the_pod_gets_the_grace_it_promises_and_metrics_without_the_token() {
+    for dir in ["base", "overlays/namespaces"] {
+        let yaml = render(&deploy(dir));
+        let period = number_after(&yaml, "terminationGracePeriodSeconds").expect("a period");
+        let sleep = yaml
+            .split("preStop:")
+            .nth(1)
+            .and_then(|rest| number_after(rest, "seconds"))
+            .expect("a preStop sleep");
+        let drain: u64 = env_value(&yaml, "GLOVEBOX_DRAIN_DELAY")
+            .expect("GLOVEBOX_DRAIN_DELAY")
+            .parse()
+            .unwrap();
+        let grace: u64 = env_value(&yaml, "GLOVEBOX_GRACE")
+            .expect("GLOVEBOX_GRACE: without it the calls get glovebox's 10 s")
+            .parse()
+            .unwrap();
+        assert_eq!(grace, 20, "{dir}: the grace the comment promises");
+        assert!(
+            sleep + drain + grace + 5 <= period,
+            "{dir}: {sleep} + {drain} + {grace} s do not fit in {period} s"
+        );
+        let metrics = env_value(&yaml, "GLOVEBOX_METRICS_LISTEN").expect("GLOVEBOX_METRICS_LISTEN");
+        let port = metrics.rsplit_once(':').unwrap().1;
+        assert!(
+            yaml.contains(&format!("prometheus.io/port: \"{port}\"")),
+            "{dir}: the annotation names another port than {metrics}"
+        );
+        assert!(
+            yaml.contains(&format!("containerPort: {port}")),
+            "{dir}: {port} is not a container port"
+        );
+        let policy = yaml
+            .split("kind: NetworkPolicy")
+            .nth(1)
+            .expect("a NetworkPolicy");
+        let monitoring = policy
+            .split("kubernetes.io/metadata.name: monitoring")
+            .nth(1)
+            .expect("monitoring may scrape");
+        let opened = monitoring.split("egress:").next().unwrap();
+        assert!(
+            opened.contains(&format!("port: {port}")) && !opened.contains("port: 7878"),
+            "{dir}: monitoring reaches the metrics port only: {opened}"
+        );
+    }
+}

@@ -405,7 +405,7 @@ fn a_body_over_the_limit_is_413() {
     raw.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         raw,
-        "POST /api/v1/tools/echo_json/invoke HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: 5000\r\n\r\n",
+        "POST /api/v1/tools/echo_json/invoke HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n",
         s.addr
     )
     .unwrap();
@@ -419,7 +419,7 @@ fn a_body_over_the_limit_is_413() {
     let chunk = "a".repeat(1500);
     write!(
         raw,
-        "POST /api/v1/tools HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
+        "POST /api/v1/tools HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{chunk}\r\n0\r\n\r\n",
         s.addr,
         chunk.len()
     )

@@ -399,6 +399,11 @@ fn fork_bomb_is_contained() {
     r.assert_probe_ran();
     assert!(dir.path().join("bomb-started").exists());
     assert_bomb_bounded(&r, dir.path(), 32);
+    // The limit hit is said where glovebox sees it (a pids cgroup, its
+    // own count; not RLIMIT_NPROC, which refuses silently).
+    if r.json["enforcement"]["pids_limit"] != "rlimit-nproc" {
+        assert!(r.limits_hit().contains(&"pids".to_string()), "{r:#?}");
+    }
 }
 
 /// Where no cgroup can be made (a container's read-only cgroup file
@@ -406,9 +411,11 @@ fn fork_bomb_is_contained() {
 /// `RLIMIT_NPROC` for a uid other than root, and for root the
 /// supervisor's count of the call's tasks (`jail::forks`), which
 /// `RLIMIT_NPROC` cannot give uid 0: below the namespace-free jail's
-/// subreaper, or the PID namespace's first process. Where no seccomp
-/// notification listener can be made (gVisor-like: the no-Landlock
-/// stage's profile refuses it) root has neither and is refused by name.
+/// subreaper, or the PID namespace's first process; its refusal is said
+/// (`limits_hit: pids`, the call's `resource_limit`) as under a pids
+/// cgroup. Where no seccomp notification listener can be made
+/// (gVisor-like: the no-Landlock stage's profile refuses it) root has
+/// neither and is refused by name.
 #[test]
 fn fork_bomb_is_contained_without_cgroups() {
     require_jail!();
@@ -450,6 +457,9 @@ fn fork_bomb_is_contained_without_cgroups() {
     };
     assert_eq!(r.json["enforcement"]["pids_limit"], how, "{r:#?}");
     assert_bomb_bounded(&r, dir.path(), 32);
+    if root {
+        assert!(r.limits_hit().contains(&"pids".to_string()), "{r:#?}");
+    }
 }
 
 #[test]

@@ -335,8 +335,11 @@ fn http_create_and_cancel() {
 #[test]
 fn http_refuses_cross_origin_requests() {
     let f = project();
-    let s = Served::start(&f, None);
+    let s = Served::start_with(&f, None, &["--allow-origin", "http://localhost:5173"]);
     let refused = s.post_status(&[("Origin", "https://evil.example")]);
+    assert!(refused.contains(" 403 "), "{refused}");
+    // A loopback origin is a web page like any other: refused unless allowed.
+    let refused = s.post_status(&[("Origin", "http://localhost:18099")]);
     assert!(refused.contains(" 403 "), "{refused}");
     let ok = s.post_status(&[("Origin", "http://localhost:5173")]);
     assert!(ok.contains(" 200 "), "{ok}");
@@ -594,7 +597,16 @@ fn ping_and_unknown_methods_on_2026_07_28() {
 #[test]
 fn http_delete_cors_and_token_mode() {
     let f = project();
-    let s = Served::start(&f, None);
+    let s = Served::start_with(
+        &f,
+        None,
+        &[
+            "--allow-origin",
+            "http://localhost:6274",
+            "--allow-origin",
+            "http://127.0.0.1:6274",
+        ],
+    );
     // DELETE: 404 for a session that does not exist, 204 for one that does.
     let (head, _) = s.request(
         "DELETE",
@@ -628,7 +640,7 @@ fn http_delete_cors_and_token_mode() {
     assert!(head.starts_with("HTTP/1.1 204"), "{head}");
     let (head, _) = s.request("DELETE", "/mcp", &[("Mcp-Session-Id", &session)], "");
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
-    // CORS preflight: a loopback origin gets it, naming that origin.
+    // CORS preflight: an allowed origin gets it, naming that origin.
     let preflight = |origin: &str| {
         s.request(
             "OPTIONS",
@@ -674,12 +686,14 @@ fn http_delete_cors_and_token_mode() {
         head.contains("access-control-expose-headers: mcp-session-id"),
         "{head}"
     );
-    let refused = preflight("https://evil.example");
-    assert!(refused.starts_with("http/1.1 403"), "{refused}");
-    assert!(
-        !refused.contains("access-control-allow-origin"),
-        "{refused}"
-    );
+    for other in ["https://evil.example", "http://localhost:6275"] {
+        let refused = preflight(other);
+        assert!(refused.starts_with("http/1.1 403"), "{refused}");
+        assert!(
+            !refused.contains("access-control-allow-origin"),
+            "{refused}"
+        );
+    }
     drop(s);
 
     // Token mode: OAuth discovery answers 404, /healthz is open, the rest

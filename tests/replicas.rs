@@ -531,13 +531,15 @@ fn exported_audit_streams_of_two_replicas_verify_together_and_a_cut_or_missing_t
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("missing (cut): 4"), "{}", text(&o));
 
-    // Its tail gone (the last line and the final checkpoint).
+    // Its tail gone (the last line and the final checkpoint): what a
+    // killed replica leaves too, so reported as an unsealed tail (exit 6),
+    // not sealed, not intact.
     let n = web0.lines().count();
     let tail: Vec<&str> = web0.lines().take(n - 2).collect();
     std::fs::write(&cut_file, tail.join("\n")).unwrap();
     let o = verify_exported(&[&cut_file, &exported[1]], &public);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("no final checkpoint"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o));
+    assert!(text(&o).contains("UNSEALED TAIL"), "{}", text(&o));
 
     // Verified with another key: nothing is sealed.
     let other = new_key(&f, "other");
@@ -961,5 +963,316 @@ fn audit_lines_reach_an_https_collector_verified_with_its_ca() {
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{err}");
+    }
+}
+
+/// A replica SIGKILLed while calls run: its exported stream verifies up
+/// to its last checkpoint, and the lines after it are reported apart as
+/// its unsealed tail, with exit status 6, not as tampering (1); beside an
+/// intact replica's stream the set says the same. A line edited before
+/// the checkpoint still fails it (1).
+#[test]
+fn a_killed_replicas_export_verifies_to_its_last_checkpoint() {
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let key = new_key(&f, "checkpoints");
+    let out = f.base.join("killed.jsonl");
+    let state = f.state();
+    let audit = f.base.join("audit");
+    let mut s = Served::start_to(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", state.to_str().unwrap())],
+        &[
+            "--replica-id",
+            "web-0",
+            "--audit-dir",
+            audit.to_str().unwrap(),
+            "--audit-export",
+            "stdout",
+            "--checkpoint-key",
+            key.to_str().unwrap(),
+            "--checkpoint-every",
+            "4",
+        ],
+        Stdio::from(std::fs::File::create(&out).unwrap()),
+    );
+    // Callers keep calling while the replica is killed.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let callers: Vec<_> = (0..4)
+        .map(|c| {
+            let addr = s.addr.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) && n < 500 {
+                    n += 1;
+                    let _ = std::panic::catch_unwind(|| {
+                        servekit::request(
+                            &addr,
+                            "POST",
+                            "/api/v1/tools/quick/invoke",
+                            &[("Content-Type", "application/json")],
+                            json!({"n": c * 1000 + n}).to_string().as_bytes(),
+                        )
+                    });
+                }
+            })
+        })
+        .collect();
+    wait_for("a dozen exported lines", || {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .matches(r#""checkpoint""#)
+            .count()
+            >= 3
+    });
+    s.child.kill().unwrap();
+    let _ = s.child.wait();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for c in callers {
+        let _ = c.join();
+    }
+    let public = public(&key);
+    let o = verify_exported(&[&out], &public);
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o));
+    assert!(text(&o).contains("UNSEALED TAIL"), "{}", text(&o));
+    assert!(!text(&o).contains("NOT INTACT"), "{}", text(&o));
+    let json = Command::new(bin())
+        .args([
+            "audit",
+            "--verify",
+            "--json",
+            "--checkpoint-key",
+            &public,
+            "--exported",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["intact"], false, "{report}");
+    assert_eq!(report["intact_to_checkpoints"], true, "{report}");
+    let stream = &report["streams"][0];
+    assert_eq!(stream["problems"], json!([]), "{report}");
+    assert_eq!(stream["sealed"], false, "{report}");
+    let (lines, to, tail) = (
+        stream["lines"].as_u64().unwrap(),
+        stream["verified_to"].as_u64().unwrap(),
+        stream["unsealed"].as_u64().unwrap(),
+    );
+    assert!(to >= 12 && to % 4 == 0 && lines == to + tail, "{report}");
+
+    // Beside an intact, sealed replica: still only an unsealed tail.
+    let other = f.base.join("web-1.jsonl");
+    let mut s1 = Served::start_to(
+        &f.root,
+        &[("GLOVEBOX_STATE_DIR", f.base.join("s1").to_str().unwrap())],
+        &[
+            "--replica-id",
+            "web-1",
+            "--audit-dir",
+            f.base.join("audit1").to_str().unwrap(),
+            "--audit-export",
+            "stdout",
+            "--checkpoint-key",
+            key.to_str().unwrap(),
+        ],
+        Stdio::from(std::fs::File::create(&other).unwrap()),
+    );
+    let ok = s1.post("/api/v1/tools/quick/invoke", &json!({"n": 1}));
+    assert_eq!(ok.json["ok"], true, "{ok:?}");
+    s1.terminate();
+    assert_eq!(s1.wait_exit(), Some(0));
+    let o = verify_exported(&[&out, &other], &public);
+    assert_eq!(o.status.code(), Some(6), "{}", text(&o));
+    assert!(text(&o).contains("intact and sealed"), "{}", text(&o));
+
+    // A line before the last checkpoint edited: tampering (1).
+    let text_of = std::fs::read_to_string(&out).unwrap();
+    let edited: Vec<String> = text_of
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["seq"] == 2 && v.get("line").is_some() {
+                let was = v["line"].as_str().unwrap();
+                let line = was.replacen("name=quick", "name=other", 1);
+                assert_ne!(line, was, "{was}");
+                v["line"] = json!(line);
+            }
+            v.to_string()
+        })
+        .collect();
+    let edited = edited.join("\n");
+    let edited_file = f.base.join("edited.jsonl");
+    std::fs::write(&edited_file, edited).unwrap();
+    let o = verify_exported(&[&edited_file], &public);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+/// `glovebox audit --verify` on a replica finds the log where `serve`
+/// wrote it, by `GLOVEBOX_AUDIT_DIR` and by `--audit-dir`; asked about
+/// the project's own path it says that is not the log its state's head
+/// describes (exit 5), never "tampered" nor `--reseal`, and `--reseal`
+/// there is refused: the real log still verifies, and the next call adds
+/// no break to it.
+#[test]
+fn audit_verify_finds_a_replicas_log_by_its_flag_and_variable_and_never_advises_a_reseal_elsewhere()
+{
+    require_jail!();
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let state = f.state();
+    let audit = f.base.join("audit");
+    let serve = |calls: i64| {
+        let mut s = Served::start(
+            &f.root,
+            &[
+                ("GLOVEBOX_STATE_DIR", state.to_str().unwrap()),
+                ("GLOVEBOX_AUDIT_DIR", audit.to_str().unwrap()),
+            ],
+            &[],
+        );
+        for n in 0..calls {
+            let ok = s.post("/api/v1/tools/quick/invoke", &json!({"n": n}));
+            assert_eq!(ok.json["ok"], true, "{ok:?}");
+        }
+        s.terminate();
+        assert_eq!(s.wait_exit(), Some(0), "{}", s.stderr());
+    };
+    serve(2);
+    assert!(audit.join("tools.log").is_file());
+    assert!(!f.root.join(".glee/audit/tools.log").exists());
+    let audit_env = [("GLOVEBOX_AUDIT_DIR", audit.to_str().unwrap())];
+    let verify = |args: &[&str], envs: &[(&str, &str)]| {
+        let mut a = vec!["audit", "--verify"];
+        a.extend_from_slice(args);
+        glovebox_in(&f.root, &state, &a, envs)
+    };
+    let o = verify(&[], &audit_env);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("intact (4 lines"), "{}", text(&o));
+    let o = verify(&["--audit-dir", audit.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // Without them: the project's path, where nothing was written.
+    let o = verify(&[], &[]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let said = text(&o);
+    assert!(
+        !said.contains("reseal") && !said.contains("TAMPERED"),
+        "{said}"
+    );
+    assert!(said.contains(audit.to_str().unwrap()), "{said}");
+    let o = verify(&["--json"], &[]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["log_missing"], true, "{v}");
+    assert_eq!(v["head_describes"], json!(audit.join("tools.log")), "{v}");
+
+    // The advice main gave, followed: refused, and nothing changes.
+    let o = glovebox_in(&f.root, &state, &["audit", "--reseal"], &[]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("refusing to reseal"), "{}", text(&o));
+    assert!(!f.root.join(".glee/audit/tools.log").exists());
+    let o = verify(&[], &audit_env);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    serve(1);
+    let log = std::fs::read_to_string(audit.join("tools.log")).unwrap();
+    assert!(!log.contains("AUDIT_BREAK"), "{log}");
+    let o = verify(&[], &audit_env);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// `--metrics-listen`: `/metrics` without the API token on its own
+/// address (the API's own `/metrics` still needs it), with nothing else
+/// there; an MCP call of a tool the project does not have is counted.
+#[test]
+fn metrics_are_served_without_the_token_on_their_own_address_and_count_unknown_tools() {
+    let f = Fixture::new();
+    f.tool(&quick_tool());
+    let state = f.state();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics = format!("127.0.0.1:{port}");
+    let s = Served::start(
+        &f.root,
+        &[
+            ("GLOVEBOX_STATE_DIR", state.to_str().unwrap()),
+            ("GLOVEBOX_API_TOKEN", "s3cret"),
+        ],
+        &["--metrics-listen", &metrics],
+    );
+    assert_eq!(s.get("/metrics").status, 401);
+    let m = servekit::request(&metrics, "GET", "/metrics", &[], b"");
+    assert_eq!(m.status, 200, "{m:?}");
+    assert!(m.body.contains("glovebox_calls_in_flight"), "{}", m.body);
+    // The probes answer there too (ready or not, never a refusal).
+    let r = servekit::request(&metrics, "GET", "/readyz", &[], b"");
+    assert!(r.status == 200 || r.status == 503, "{r:?}");
+    assert_eq!(
+        servekit::request(&metrics, "GET", "/healthz", &[], b"").status,
+        200
+    );
+    // Nothing that acts or reads is there.
+    for (method, path) in [
+        ("POST", "/api/v1/tools/quick/invoke"),
+        ("GET", "/api/v1/tools"),
+        ("GET", "/api/v1/tools/usage"),
+        ("POST", "/mcp"),
+    ] {
+        let a = servekit::request(
+            &metrics,
+            method,
+            path,
+            &[("Content-Type", "application/json")],
+            b"{}",
+        );
+        assert!(a.status == 404 || a.status == 405, "{method} {path}: {a:?}");
+    }
+    // A call of an unknown tool over MCP, with the token.
+    let auth = [
+        ("Authorization", "Bearer s3cret"),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let init = s.request(
+        "POST",
+        "/mcp",
+        &auth,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(init.status, 200, "{init:?}");
+    let session = init.header("mcp-session-id").unwrap();
+    let mut with = auth.to_vec();
+    with.push(("Mcp-Session-Id", &session));
+    s.request(
+        "POST",
+        "/mcp",
+        &with,
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    let r = s.request(
+        "POST",
+        "/mcp",
+        &with,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "no_such_tool", "arguments": {}}})
+        .to_string()
+        .as_bytes(),
+    );
+    assert!(r.body.contains("unknown tool"), "{r:?}");
+    let m = servekit::request(&metrics, "GET", "/metrics", &[], b"").body;
+    for want in [
+        r#"glovebox_calls_total{tool="unknown",outcome="tool_not_found"} 1"#,
+        r#"glovebox_refusals_total{kind="tool_not_found"} 1"#,
+    ] {
+        assert!(m.contains(want), "{want} not in:\n{m}");
     }
 }

@@ -17,6 +17,12 @@
 //! record relabelled (`"event":"TOOL_EXECUTED"` on a refusal), given a
 //! field or reordered is refused too. A stream dropped whole is not detectable
 //! from the others: count the replicas you expect.
+//!
+//! A replica killed (SIGKILL, an OOM kill, a node lost) writes no final
+//! checkpoint: its stream verifies up to its last checkpoint, and the
+//! lines after it are its *unsealed tail* ([`StreamReport::unsealed`]),
+//! reported apart from problems — nothing vouches for them, and a tail
+//! cut by someone looks the same, but nothing before it was touched.
 
 use std::collections::BTreeMap;
 
@@ -153,6 +159,12 @@ pub struct StreamReport {
     pub checkpoints: u64,
     /// Whether a verified final checkpoint covers the last line.
     pub sealed: bool,
+    /// The last line a verified checkpoint covers.
+    pub verified_to: u64,
+    /// With no final checkpoint (a replica killed, or a tail cut): the
+    /// lines after the last verified checkpoint, which nothing vouches
+    /// for (0 when the stream ends on a checkpoint, or is sealed).
+    pub unsealed: u64,
     /// What is wrong, one line each.
     pub problems: Vec<String>,
 }
@@ -161,6 +173,13 @@ impl StreamReport {
     /// Nothing wrong, and sealed.
     pub fn intact(&self) -> bool {
         self.problems.is_empty() && self.sealed
+    }
+
+    /// Nothing wrong up to its last checkpoint, and no final checkpoint:
+    /// what a killed replica leaves ([`StreamReport::unsealed`] lines
+    /// after it).
+    pub fn intact_to_checkpoint(&self) -> bool {
+        self.problems.is_empty() && !self.sealed
     }
 }
 
@@ -336,6 +355,9 @@ fn verify_stream(replica: &str, stream: &str, c: Collected, key: &VerifyingKey) 
         }
     }
     let sealed = sealed_at == Some(last);
+    // No final checkpoint: the tail past the last verified one is
+    // unsealed (reported apart, not as a problem).
+    let mut unsealed = 0;
     if let Some(s) = sealed_at {
         if s < last {
             problems.push(format!(
@@ -343,15 +365,8 @@ fn verify_stream(replica: &str, stream: &str, c: Collected, key: &VerifyingKey) 
                 last - s
             ));
         }
-    } else if last > verified_to {
-        problems.push(format!(
-            "lines {}-{last} are not covered by any checkpoint and no final checkpoint was found: the tail was cut, or the replica ended without a shutdown (killed)",
-            verified_to + 1
-        ));
     } else {
-        problems.push(format!(
-            "no final checkpoint after line {last}: the stream's tail may be missing, or the replica ended without a shutdown (killed)"
-        ));
+        unsealed = last.saturating_sub(verified_to);
     }
     StreamReport {
         replica: replica.to_string(),
@@ -359,6 +374,8 @@ fn verify_stream(replica: &str, stream: &str, c: Collected, key: &VerifyingKey) 
         lines: last,
         checkpoints,
         sealed,
+        verified_to,
+        unsealed,
         problems,
     }
 }

@@ -122,17 +122,21 @@ fn a_cut_a_reorder_an_edit_and_a_missing_tail_are_each_found() {
     assert_ne!(edited[e], good[e]);
     broken(&check(&edited, &v), "do not match what was signed");
 
-    // A missing tail: everything of web-0 past line 8 (lines 9, 10
-    // and the final checkpoint).
+    // A missing tail: everything of web-0 past line 9 (line 10 and the
+    // final checkpoint): not intact, reported as an unsealed tail past
+    // the checkpoint at line 8 (what a kill leaves too).
     let tail: Vec<String> = good
         .iter()
         .filter(|l| {
             let v: Value = serde_json::from_str(l).unwrap();
-            !(v["replica"] == "web-0" && v["seq"].as_u64().unwrap() > 8)
+            !(v["replica"] == "web-0" && v["seq"].as_u64().unwrap() > 9)
         })
         .cloned()
         .collect();
-    broken(&check(&tail, &v), "no final checkpoint");
+    let r = check(&tail, &v);
+    let web0 = r.iter().find(|s| s.replica == "web-0").unwrap();
+    assert!(!web0.intact() && web0.intact_to_checkpoint(), "{web0:?}");
+    assert_eq!((web0.verified_to, web0.unsealed), (8, 1), "{web0:?}");
 
     // A forged checkpoint (another key) does not count.
     let other = SigningKey::from_bytes(&[9u8; 32]);
@@ -210,4 +214,40 @@ fn a_record_relabelled_extended_or_reordered_is_refused() {
         !check(&other_id, &v)[0].intact(),
         "a checkpoint's key_id changed"
     );
+}
+
+/// A replica killed mid-stream (no final checkpoint): its stream verifies
+/// up to its last checkpoint and the lines after it are its unsealed
+/// tail, not a problem; a line cut inside that tail still is one.
+#[test]
+fn a_killed_stream_verifies_to_its_last_checkpoint() {
+    let (k, v) = keys();
+    let buf = Buf::default();
+    let e = Exporter::new("web-0", Sink::Writer(Box::new(buf.clone())), Some(k), 4);
+    for i in 0..10 {
+        e.lines(&format!("[t] TOOL_EXECUTED n={i} replica=web-0 mac=x\n"));
+    }
+    // No e.finish(): killed.
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let records: Vec<String> = text.lines().map(String::from).collect();
+    let r = check(&records, &v);
+    assert_eq!(r.len(), 1);
+    let s = &r[0];
+    assert!(s.problems.is_empty(), "{s:?}");
+    assert!(!s.sealed && !s.intact() && s.intact_to_checkpoint());
+    assert_eq!(
+        (s.lines, s.verified_to, s.unsealed, s.checkpoints),
+        (10, 8, 2, 2)
+    );
+    // A line of the tail cut: a problem, not a kill.
+    let mut cut = records.clone();
+    cut.remove(line_index(&cut, "web-0", 9));
+    let r = check(&cut, &v);
+    assert!(!r[0].intact_to_checkpoint(), "{:?}", r[0]);
+    // A line before the checkpoint edited: a problem too.
+    let mut edited = records.clone();
+    let i = line_index(&edited, "web-0", 2);
+    edited[i] = edited[i].replace("n=1", "n=77");
+    let r = check(&edited, &v);
+    assert!(!r[0].intact_to_checkpoint(), "{:?}", r[0]);
 }

@@ -3,8 +3,13 @@
 //! says is one JSON object:
 //!
 //! ```json
-//! {"lines": 12, "bytes": 2048, "mac": "…", "own": 10, "broken": [], "acknowledged": null}
+//! {"lines": 12, "bytes": 2048, "mac": "…", "own": 10, "broken": [], "acknowledged": null, "log": "/var/lib/glovebox/audit/tools.log"}
 //! ```
+//!
+//! `log` is the path of the log the head describes (a server's
+//! `--audit-dir` puts it outside the project): `glovebox audit --verify`
+//! of another path says so, and never calls that log cut or advises a
+//! reseal for it.
 //!
 //! `lines` and `bytes` say how long the log was after the last write and
 //! `mac` what its last line's mac was. A log shorter than that, or whose
@@ -81,6 +86,10 @@ pub struct Head {
     /// The damage the last reseal acknowledged.
     #[serde(default)]
     pub acknowledged: Option<Acknowledged>,
+    /// The log this head describes; `None` in a head of an older
+    /// glovebox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<std::path::PathBuf>,
 }
 
 impl Head {

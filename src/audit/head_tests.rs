@@ -14,6 +14,7 @@ fn head(n: u64) -> Head {
         own: Some(n),
         broken: Vec::new(),
         acknowledged: None,
+        log: None,
     }
 }
 
@@ -165,6 +166,7 @@ fn heads_round_trip_and_read_old_ones() {
         own: Some(2),
         broken: vec!["x".into()],
         acknowledged: None,
+        log: Some("/var/lib/glovebox/audit/tools.log".into()),
     };
     assert_eq!(Head::parse(&h.to_text()), h);
     let old = Head::parse("abcdef\n");

@@ -174,6 +174,12 @@ impl Log {
         }
     }
 
+    /// The log `head` describes, when it is not this one (a server's
+    /// `--audit-dir` log, verified without it).
+    pub(super) fn describes_other(&self, head: &Head) -> Option<PathBuf> {
+        head.log.clone().filter(|l| *l != self.path)
+    }
+
     /// The head, `None` when there is none yet (see [`Log::head_of`]).
     pub(super) fn read_head(&self) -> Result<Option<Head>, AuditError> {
         Ok(self.head_of(&self.load_head()?))
@@ -365,6 +371,7 @@ impl Log {
                         bytes: Some(keep),
                         mac: mac.clone(),
                         own,
+                        log: Some(self.path.clone()),
                         ..Head::default()
                     };
                     stored = self.create_head(&first)?;
@@ -440,6 +447,7 @@ impl Log {
         head.bytes = Some(before + out.len() as u64);
         head.own = Some(own + events.len() as u64);
         head.mac = prev;
+        head.log = Some(self.path.clone());
         self.write_head(&stored, &head, false)
             .map_err(|e| self.not_durable(e))?;
         if !durable {
@@ -681,6 +689,26 @@ impl Log {
             }
             .into());
         };
+        // Never a log this state's head does not describe: acknowledging
+        // it would move the head off the log the server writes (its next
+        // line: a false AUDIT_BREAK).
+        let head = self.read_head()?;
+        if let Some(described) = head.as_ref().and_then(|h| self.describes_other(h)) {
+            return Err(AuditError::NotThisLog {
+                path: self.path.clone(),
+                described,
+            });
+        }
+        // Gone, and the head (of an older glovebox) does not say it was
+        // this one: it may be elsewhere.
+        let unnamed = head
+            .as_ref()
+            .is_some_and(|h| h.log.is_none() && h.lines.unwrap_or(0) > 0);
+        if unnamed && !self.path.exists() {
+            return Err(AuditError::NoLog {
+                path: self.path.clone(),
+            });
+        }
         let mut file = self.open_locked()?;
         let mut bytes = Vec::new();
         file.seek(SeekFrom::Start(0)).map_err(|e| self.io(e))?;
@@ -749,6 +777,7 @@ impl Log {
                 digest: digest(&chain_text),
                 count: chain_text.len(),
             }),
+            log: Some(self.path.clone()),
         };
         self.write_head(&stored, &head, true)
             .map_err(|e| self.not_durable(e))?;

@@ -46,12 +46,36 @@ pub struct Verification {
     /// be verified, and none is called edited (`verify` never makes a
     /// key). `other_key_ids` then lists the keys the lines claim.
     pub key_missing: Option<PathBuf>,
+    /// The log verified is not there (nothing was read).
+    #[serde(default)]
+    pub log_missing: bool,
+    /// The log this state's head describes, when it is not the one
+    /// verified (a server's `--audit-dir` log verified without it): the
+    /// head says nothing of this one, which is checked line by line only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_describes: Option<PathBuf>,
+    /// Lines this state's head says its log holds, when that log is not
+    /// the one read (missing, or another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_lines: Option<u64>,
 }
 
 impl Verification {
-    /// True when every line checked out with this state's key.
+    /// True when every line checked out with this state's key, in the
+    /// log this state's head describes.
     pub fn intact(&self) -> bool {
-        self.problems.is_empty() && self.other_key_lines.is_empty() && self.key_missing.is_none()
+        self.problems.is_empty()
+            && self.other_key_lines.is_empty()
+            && self.key_missing.is_none()
+            && !self.not_this_log()
+    }
+
+    /// True when the log read is not the one this state's head describes:
+    /// another path, or none there while the head records lines. Nothing
+    /// is then called tampered for the head's sake, and no reseal is
+    /// advised: the log to verify is elsewhere.
+    pub fn not_this_log(&self) -> bool {
+        self.head_describes.is_some() || (self.log_missing && self.head_lines.unwrap_or(0) > 0)
     }
 
     /// True when something is wrong beyond lines of another key.
@@ -80,6 +104,7 @@ impl Log {
     pub fn verify(&self) -> Result<Verification, AuditError> {
         let state_dir = state::dir()?;
         let key = state::existing_key(&state_dir)?;
+        let mut missing = false;
         let (bytes, head) = match fs::File::open(&self.path) {
             Ok(f) => {
                 // Readers share the lock: no append is seen half done, and
@@ -90,15 +115,42 @@ impl Log {
                 f.read_to_end(&mut b).map_err(|e| self.io(e))?;
                 (b, self.read_head()?)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), self.read_head()?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing = true;
+                (Vec::new(), self.read_head()?)
+            }
             Err(e) => return Err(self.io(e)),
         };
-        Ok(match key {
+        // A head of another log, or of a log that is not here, says
+        // nothing about these bytes: they are checked line by line only.
+        // A log missing where a head of an older glovebox (which did not
+        // record its log's path) says lines were written: another path
+        // as likely as a deletion, so set aside too. A head that names
+        // this very path makes a missing log a deleted one (checked).
+        let elsewhere = head.as_ref().and_then(|h| self.describes_other(h));
+        let unknown_missing = missing
+            && head
+                .as_ref()
+                .is_some_and(|h| h.log.is_none() && h.lines.unwrap_or(0) > 0);
+        let set_aside = elsewhere.is_some() || unknown_missing;
+        let head_lines = head.as_ref().and_then(|h| h.lines);
+        let head = head.filter(|_| !set_aside);
+        let mut v = match key {
             Some(key) => check(&key, &bytes, head.as_ref(), state_dir),
             None => unverifiable(&bytes, state_dir),
-        })
+        };
+        if set_aside {
+            v.problems.retain(|p| p != NO_HEAD);
+            v.head_lines = head_lines;
+        }
+        v.log_missing = missing;
+        v.head_describes = elsewhere;
+        Ok(v)
     }
 }
+
+/// The problem of a log with lines of this key and no head.
+const NO_HEAD: &str = "no head recorded for this log (it was not written by this user's glovebox, or the head was removed)";
 
 /// What `verify` reports for a log's bytes and its head.
 pub(super) fn check(
@@ -141,7 +193,7 @@ pub(super) fn check(
         None if len == 0 => {}
         // Only other states wrote here: this one has no head for it.
         None if valid == 0 && !other_lines.is_empty() => {}
-        None => problems.push("no head recorded for this log (it was not written by this user's glovebox, or the head was removed)".into()),
+        None => problems.push(NO_HEAD.into()),
         Some(h) => {
             match (h.bytes, h.lines) {
                 (Some(b), Some(lines)) => {
@@ -212,6 +264,9 @@ pub(super) fn check(
         key_id: own_id,
         state_dir,
         key_missing: None,
+        log_missing: false,
+        head_describes: None,
+        head_lines: None,
     }
 }
 
@@ -248,6 +303,9 @@ pub(super) fn unverifiable(bytes: &[u8], state_dir: PathBuf) -> Verification {
         key_id: String::new(),
         key_missing: Some(state::key_path(&state_dir)),
         state_dir,
+        log_missing: false,
+        head_describes: None,
+        head_lines: None,
     }
 }
 

@@ -10,6 +10,16 @@ use super::Cli;
 /// nothing could be checked (0 is intact, 1 not intact).
 pub const EXIT_KEY_MISSING: u8 = 4;
 
+/// `audit --verify`'s exit status when the log read is not the one this
+/// state's head describes (none there, or the server's `--audit-dir` log
+/// is elsewhere): pass the server's `--audit-dir` / `GLOVEBOX_AUDIT_DIR`.
+pub const EXIT_NOT_THIS_LOG: u8 = 5;
+
+/// `audit --verify --exported`'s exit status when every stream is intact
+/// up to its last checkpoint and some have an unsealed tail (a replica
+/// killed, or its tail cut): not "tampered" (1).
+pub const EXIT_UNSEALED: u8 = 6;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print entries as JSON lines.
@@ -39,48 +49,84 @@ pub struct Args {
     /// The public key the exported checkpoints must verify with.
     #[arg(long, value_name = "PUBKEY", requires = "exported")]
     pub checkpoint_key: Option<std::path::PathBuf>,
+    /// The directory of the audit log, as `glovebox serve --audit-dir`
+    /// (a replica's log is not in the project).
+    #[arg(long, value_name = "DIR", env = "GLOVEBOX_AUDIT_DIR")]
+    pub audit_dir: Option<std::path::PathBuf>,
 }
 
 /// `audit --verify --exported`: each stream intact and sealed, or exit 1.
 fn verify_exported(args: &Args, key: &std::path::Path) -> anyhow::Result<ExitCode> {
     let key = glovebox::signing::load_verifying(key)?;
     let mut text = String::new();
+    let mut cut_short = Vec::new();
     for f in &args.exported {
+        let mut one = String::new();
         if f.as_os_str() == "-" {
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut one)?;
         } else {
-            text.push_str(&std::fs::read_to_string(f)?);
+            one = std::fs::read_to_string(f)?;
         }
+        // A process killed while writing leaves its last record cut
+        // short: no line of any stream, said apart.
+        if !one.is_empty() && !one.ends_with('\n') {
+            let start = one.rfind('\n').map_or(0, |i| i + 1);
+            if serde_json::from_str::<serde_json::Value>(&one[start..]).is_err() {
+                cut_short.push(format!(
+                    "{}: its last record is cut short ({} bytes, no newline): a replica killed while writing it",
+                    f.display(),
+                    one.len() - start
+                ));
+                one.truncate(start);
+            }
+        }
+        text.push_str(&one);
         text.push('\n');
     }
     let (streams, stray) = audit::checkpoint::verify(text.lines(), &key);
-    let intact = stray.is_empty() && !streams.is_empty() && streams.iter().all(|s| s.intact());
+    let intact = stray.is_empty()
+        && cut_short.is_empty()
+        && !streams.is_empty()
+        && streams.iter().all(|s| s.intact());
+    // Every stream intact or intact to its last checkpoint: killed
+    // replicas, not tampering.
+    let to_checkpoints = !intact
+        && stray.is_empty()
+        && !streams.is_empty()
+        && streams
+            .iter()
+            .all(|s| s.intact() || s.intact_to_checkpoint());
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"intact": intact, "streams": streams, "problems": stray})
+            serde_json::json!({"intact": intact, "intact_to_checkpoints": to_checkpoints, "streams": streams, "problems": stray, "cut_short": cut_short})
         );
     } else {
         // The replica and stream ids are the records' text (a record may
         // be forged): shown escaped.
         for s in &streams {
+            let verdict = if s.intact() {
+                "intact and sealed".to_string()
+            } else if s.intact_to_checkpoint() {
+                format!(
+                    "intact up to its last checkpoint (line {}); UNSEALED TAIL: {} line(s) after it, and no final checkpoint (the replica was killed, or its tail was cut)",
+                    s.verified_to, s.unsealed
+                )
+            } else {
+                "NOT INTACT".to_string()
+            };
             println!(
-                "replica {} (stream {}): {} line(s), {} checkpoint(s) verified, {}",
+                "replica {} (stream {}): {} line(s), {} checkpoint(s) verified, {verdict}",
                 audit::display(&s.replica),
                 audit::display(&s.stream),
                 s.lines,
                 s.checkpoints,
-                if s.intact() {
-                    "intact and sealed"
-                } else {
-                    "NOT INTACT"
-                }
             );
             for p in &s.problems {
                 println!("  {p}");
             }
         }
-        for p in &stray {
+        for p in stray.iter().chain(&cut_short) {
             println!("{p}");
         }
         if streams.is_empty() {
@@ -89,6 +135,8 @@ fn verify_exported(args: &Args, key: &std::path::Path) -> anyhow::Result<ExitCod
     }
     Ok(if intact {
         ExitCode::SUCCESS
+    } else if to_checkpoints {
+        ExitCode::from(EXIT_UNSEALED)
     } else {
         ExitCode::from(1)
     })
@@ -118,6 +166,13 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         return verify_exported(args, key);
     }
     let root = super::project(cli)?.root;
+    if let Some(dir) = &args.audit_dir {
+        // Where `glovebox serve --audit-dir` (GLOVEBOX_AUDIT_DIR) wrote it.
+        glovebox::replica::set(glovebox::replica::Settings {
+            audit_dir: Some(std::path::absolute(dir).unwrap_or_else(|_| dir.clone())),
+            ..Default::default()
+        });
+    }
     let log = Log::for_project(&root)?;
     if args.reseal {
         let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
@@ -169,7 +224,37 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         if args.json {
             println!("{}", serde_json::to_string(&v)?);
         } else {
-            if v.intact() {
+            if v.not_this_log() {
+                match &v.head_describes {
+                    Some(other) => println!(
+                        "{}: not the audit log this state's head describes ({}, {} line(s)): the server writes its log there (glovebox serve --audit-dir / GLOVEBOX_AUDIT_DIR); verify it with --audit-dir {}",
+                        log.path().display(),
+                        other.display(),
+                        v.head_lines.unwrap_or(0),
+                        other.parent().map(|d| d.display().to_string()).unwrap_or_default(),
+                    ),
+                    None => println!(
+                        "{}: no audit log here, and this state's head says its log holds {} line(s): if the server ran with --audit-dir DIR (or GLOVEBOX_AUDIT_DIR), pass the same",
+                        log.path().display(),
+                        v.head_lines.unwrap_or(0),
+                    ),
+                }
+                if !v.log_missing {
+                    println!(
+                        "  this log, line by line: {} line(s) of key {} verified{}",
+                        v.valid_lines,
+                        v.key_id,
+                        if v.problems.is_empty() {
+                            ""
+                        } else {
+                            "; problems:"
+                        }
+                    );
+                }
+                for p in &v.problems {
+                    println!("  {p}");
+                }
+            } else if v.intact() {
                 println!(
                     "{}: intact ({} lines, key {} of state {})",
                     log.path().display(),
@@ -218,6 +303,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         }
         return Ok(if v.intact() {
             ExitCode::SUCCESS
+        } else if v.not_this_log() && !v.tampered() {
+            ExitCode::from(EXIT_NOT_THIS_LOG)
         } else {
             ExitCode::from(1)
         });

@@ -123,7 +123,7 @@ pub enum Command {
     /// Serve the tools over MCP on stdin/stdout.
     Mcp(mcp::Args),
     /// Serve the tools over HTTP (MCP Streamable HTTP at /mcp).
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Internal: the built-in tools' helper, run inside the jail.
     #[command(name = "__builtin", hide = true)]
     BuiltinHelper,

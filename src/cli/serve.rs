@@ -86,7 +86,7 @@ pub struct Args {
     pub request_timeout: u64,
     /// Seconds running calls get to finish after SIGTERM/SIGINT before they
     /// are killed.
-    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_GRACE.as_secs(),
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_GRACE.as_secs(), env = "GLOVEBOX_GRACE",
           value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub grace: u64,
     /// A host name (`name` or `name:port`) a non-loopback server answers
@@ -96,6 +96,31 @@ pub struct Args {
     /// another port counts (`127.0.0.1:8080`: a balancer in front).
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_host: Vec<String>,
+    /// Without GLOVEBOX_API_TOKEN only the account running the server may
+    /// call (each loopback connection's owner is looked up); this account
+    /// (a uid or a user name) may too. Repeatable.
+    #[arg(
+        long = "allow-uid",
+        value_name = "UID",
+        env = "GLOVEBOX_ALLOW_UID",
+        value_delimiter = ','
+    )]
+    pub allow_uid: Vec<String>,
+    /// A browser origin (`http://localhost:6274`, as the browser sends it
+    /// in `Origin`) whose pages may call; every other request with an
+    /// `Origin` is refused. Repeatable; none by default.
+    #[arg(
+        long = "allow-origin",
+        value_name = "ORIGIN",
+        env = "GLOVEBOX_ALLOW_ORIGIN",
+        value_delimiter = ','
+    )]
+    pub allow_origin: Vec<String>,
+    /// Also serve /metrics (and /healthz, /readyz) on this address,
+    /// without the API token: for Prometheus and the HPA, which carry
+    /// none.
+    #[arg(long, value_name = "ADDR", env = "GLOVEBOX_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Seconds after SIGTERM during which new calls get 503 with
     /// Retry-After and /readyz is 503, before the server stops accepting
     /// (time for a balancer to take it out).
@@ -232,10 +257,28 @@ fn replica(cli: &Cli, args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--allow-uid` values as uids: a number, or a user name looked up.
+fn uids(given: &[String]) -> anyhow::Result<Vec<u32>> {
+    given
+        .iter()
+        .map(|u| match u.parse::<u32>() {
+            Ok(uid) => Ok(uid),
+            Err(_) => match nix::unistd::User::from_name(u) {
+                Ok(Some(user)) => Ok(user.uid.as_raw()),
+                _ => anyhow::bail!("--allow-uid {u:?}: not a uid, and no user has that name"),
+            },
+        })
+        .collect()
+}
+
 pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
+    let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
+    if token.is_some() && !args.allow_uid.is_empty() {
+        eprintln!("glovebox: --allow-uid has no effect with {TOKEN_ENV} set: the token decides who may call");
+    }
     let options = Options {
         listen: args.listen,
-        token: std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()),
+        token,
         limits: Limits {
             max_body_bytes: args.max_body_bytes,
             calls: CallLimits {
@@ -257,6 +300,9 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
         drain_delay: Duration::from_secs(args.drain_delay),
         hosts: args.allow_host.clone(),
         bound: Default::default(),
+        allow_uids: uids(&args.allow_uid)?,
+        origins: glovebox::serve::browsers::Origins::parse(&args.allow_origin)?,
+        metrics_listen: args.metrics_listen,
     };
     options.check()?;
     replica(cli, args)?;

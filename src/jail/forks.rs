@@ -3,7 +3,9 @@
 //! supervisor.
 //!
 //! `RLIMIT_NPROC` does not bind uid 0, so without a pids cgroup a root
-//! call had no process limit at all and was refused. In the namespace-free
+//! call had no process limit at all and was refused. A refused fork is
+//! recorded ([`ForkLimit::refused`]): the call fails as `resource_limit`,
+//! as under a pids cgroup. In the namespace-free
 //! jail (whose supervisor answers seccomp notifications anyway) the calls
 //! that make a process or a thread ([`counted_calls`]) are handed to the
 //! supervisor, which counts the call's tasks — every thread of every
@@ -18,6 +20,8 @@
 //! call never holds more than twice its limit.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// The calls that make a process or a thread.
 pub fn counted_calls() -> Vec<libc::c_long> {
@@ -43,7 +47,7 @@ pub fn allows(count: u64, limit: u64) -> bool {
 }
 
 /// One call's process limit: its reaper (a host pid) and the limit.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ForkLimit {
     /// The call's reaper, whose descendants are the call.
     pub reaper: u32,
@@ -53,6 +57,9 @@ pub struct ForkLimit {
     /// the tool), so its threads count too; the namespace-free jail's
     /// subreaper is glovebox's and does not.
     pub with_reaper: bool,
+    /// Set once a fork was refused (shared with whoever reports the
+    /// call's result).
+    pub hit: Arc<AtomicBool>,
 }
 
 impl ForkLimit {
@@ -79,9 +86,18 @@ impl ForkLimit {
     }
 
     /// Answers one notification of a counted call: `true` to let it go
-    /// on, `false` for `EAGAIN`.
+    /// on, `false` for `EAGAIN` (recorded: [`ForkLimit::refused`]).
     pub fn admit(&self) -> bool {
-        allows(self.count(), self.limit)
+        let ok = allows(self.count(), self.limit);
+        if !ok {
+            self.hit.store(true, Ordering::SeqCst);
+        }
+        ok
+    }
+
+    /// Whether a fork of the call was refused.
+    pub fn refused(&self) -> bool {
+        self.hit.load(Ordering::SeqCst)
     }
 }
 
@@ -145,6 +161,7 @@ mod tests {
             reaper: child.id(),
             limit: 100,
             with_reaper: false,
+            hit: Arc::default(),
         };
         let mut seen = 0;
         for _ in 0..100 {
@@ -157,9 +174,20 @@ mod tests {
         // A PID namespace's first process is the call's own: it counts.
         limit.with_reaper = true;
         let with = limit.count();
+        // Below the limit: let through, nothing recorded; at it: refused
+        // and recorded, for whoever reports the call.
+        let admitted = limit.admit();
+        let reported = limit.clone();
+        limit.limit = 2;
+        let refused = !limit.admit();
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(seen, 3);
         assert_eq!(with, 4);
+        assert!(admitted && refused);
+        assert!(
+            reported.refused(),
+            "the refusal is seen through every clone"
+        );
     }
 }

@@ -274,7 +274,14 @@ impl Watch {
         let thread = std::thread::Builder::new()
             .name("glovebox-metadata".into())
             .spawn(move || {
-                serve(&listener, &stop_r, &grants, broker.as_ref(), forks, None);
+                serve(
+                    &listener,
+                    &stop_r,
+                    &grants,
+                    broker.as_ref(),
+                    forks.as_ref(),
+                    None,
+                );
                 drop(done);
             })
             .map_err(|source| MetadataError::Start { source })?;
@@ -384,7 +391,7 @@ fn serve_early(
             &notice,
             &ctx.grants,
             ctx.broker.as_ref(),
-            ctx.forks,
+            ctx.forks.as_ref(),
             None,
         );
         serve(
@@ -392,7 +399,7 @@ fn serve_early(
             stop,
             &ctx.grants,
             ctx.broker.as_ref(),
-            ctx.forks,
+            ctx.forks.as_ref(),
             Some(observer),
         );
         return;
@@ -424,7 +431,7 @@ fn serve(
     stop: &OwnedFd,
     grants: &Grants,
     broker: Option<&super::broker::Broker>,
-    forks: Option<super::forks::ForkLimit>,
+    forks: Option<&super::forks::ForkLimit>,
     observer: Option<&super::observe::Observer>,
 ) {
     let l = listener.as_raw_fd();
@@ -463,7 +470,7 @@ fn respond(
     notice: &sys::Notice,
     grants: &Grants,
     broker: Option<&super::broker::Broker>,
-    forks: Option<super::forks::ForkLimit>,
+    forks: Option<&super::forks::ForkLimit>,
     observer: Option<&super::observe::Observer>,
 ) {
     let nr = i64::from(notice.nr);

@@ -423,7 +423,8 @@ fn limits(
         }
         // Root without a pids cgroup (a container's, a kernel without
         // cgroups): the supervisor counts the call's tasks below its
-        // reaper or PID namespace's first process (`super::forks`).
+        // reaper or PID namespace's first process (`super::forks`); a
+        // refused fork is recorded, so the call fails as `resource_limit`.
         None if counted => {
             count_forks = true;
             e.pids_limit = PidsLimitBy::SeccompCount;

@@ -43,6 +43,8 @@ struct Beside {
     transparent: Option<Egress>,
     /// The metadata supervisor (and the broker, the fork counter).
     watch: Option<Watch>,
+    /// Set when the fork counter refused a fork.
+    fork_hit: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Supervises the launched child (`pidfd`) of `call` until it ends and
@@ -131,13 +133,21 @@ pub(super) fn supervise(
         egress,
         transparent,
         watch,
+        fork_hit,
     } = beside;
     drop(transparent);
     drop(egress);
     drop(watch);
     let pumped = pumped.map_err(|source| JailError::Wait { source })?;
 
-    let limits_hit = pump::limits_hit(pumped.timed_out, group.as_ref(), &out, &err);
+    let mut limits_hit = pump::limits_hit(pumped.timed_out, group.as_ref(), &out, &err);
+    // A fork the supervisor's count refused (no pids cgroup): the same
+    // limit hit a pids cgroup reports.
+    if fork_hit.load(std::sync::atomic::Ordering::SeqCst)
+        && !limits_hit.contains(&super::spec::LimitHit::Pids)
+    {
+        limits_hit.push(super::spec::LimitHit::Pids);
+    }
     drop(group);
     drop(home);
     let Plan {
@@ -196,9 +206,10 @@ fn start_beside(
         _ => (None, None),
     };
     let brokered = broker.is_some();
-    // Root without a pids cgroup: the supervisor counts the call's tasks
-    // below its reaper (the first child here: the subreaper, or the PID
-    // namespace's first process).
+    // No pids cgroup: the supervisor counts the call's tasks below its
+    // reaper (the first child here: the subreaper, or the PID namespace's
+    // first process), and records a refused fork in `fork_hit`.
+    let fork_hit = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let forks = if plan.count_forks {
         match sys::pidfd_pid(pidfd.as_raw_fd()) {
             Some(reaper) => Some(ForkLimit {
@@ -207,6 +218,7 @@ fn start_beside(
                 // Without a subreaper the first child is the PID
                 // namespace's first process: the tool itself.
                 with_reaper: !plan.reaper,
+                hit: fork_hit.clone(),
             }),
             None => {
                 return Err(JailError::Prepare {
@@ -275,6 +287,7 @@ fn start_beside(
         egress,
         transparent,
         watch,
+        fork_hit,
     })
 }
 

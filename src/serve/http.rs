@@ -16,20 +16,25 @@
 //!   bound port; otherwise also the bound address itself (any address of
 //!   the machine for an unspecified bind) and the names given with
 //!   `--allow-host`;
-//! - a request whose `Origin` is present and not a loopback origin
-//!   (`http(s)://localhost|127.0.0.1|[::1]`, any port) is refused with 403,
-//!   so a web page the user visits cannot drive the tools (and `rmcp`
+//! - a request whose `Origin` is present and not one configured with
+//!   `--allow-origin` is refused with 403 (none is by default, loopback
+//!   origins neither), and a `POST`/`PUT`/`PATCH` that is not
+//!   `Content-Type: application/json` with 415, so a web page the user
+//!   visits cannot drive the tools ([`super::browsers`]; and `rmcp`
 //!   checks `Host` against DNS rebinding on loopback);
 //! - with a token set, every request needs `Authorization: Bearer TOKEN`
 //!   (compared in constant time), else 401 `unauthorized` with
-//!   `WWW-Authenticate: Bearer`; except `/healthz` (a liveness probe
-//!   tells nothing), and the OAuth discovery paths (`/.well-known/…`,
+//!   `WWW-Authenticate: Bearer`; without one (loopback only), every
+//!   request's connection must come from the account that runs the
+//!   server or one given with `--allow-uid`, else 403 `unauthorized`
+//!   ([`super::owner`]); except `/healthz` and `/readyz` (probes tell
+//!   nothing), and the OAuth discovery paths (`/.well-known/…`,
 //!   `/register`), which answer 404 so that OAuth-aware MCP clients learn
 //!   at once that there is no authorization server and send the token
 //!   they were given;
 //! - [`super::mcp::compat`] adds what clients expect of the transport beyond
-//!   `rmcp`: CORS for loopback origins, `ping` on 2026-07-28, `DELETE`
-//!   answers.
+//!   `rmcp`: CORS for the configured origins, `ping` on 2026-07-28,
+//!   `DELETE` answers.
 //!
 //! Refusals are JSON [`Problem`]s. [`serve`] stops as
 //! [`super::shutdown`] describes.
@@ -47,12 +52,14 @@ use axum::Router;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::{Digest, Sha256};
 
+use super::browsers::Origins;
 use super::conns::{Admission, Conns};
 use super::limits::{self, Limits};
 use super::live::Live;
 use super::mcp::compat;
 use super::mcp::sessions::BoundedSessions;
 use super::mcp::Server;
+use super::owner::{Callers, Connection, Verdict};
 use super::problem::Problem;
 use super::{api, shutdown};
 use crate::run::ErrorKind;
@@ -85,6 +92,15 @@ pub enum HttpError {
     /// would otherwise reach it through the egress proxy).
     #[error(transparent)]
     Record(#[from] crate::egress::listeners::ListenersError),
+    /// `--metrics-listen` names the server's own address.
+    #[error("--metrics-listen {addr} is the server's own address: give the metrics another port")]
+    MetricsOnServerAddress {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// Without a token, the callers' accounts cannot be told apart.
+    #[error(transparent)]
+    Unidentifiable(#[from] super::owner::Unidentifiable),
     /// The server failed while running.
     #[error("the HTTP server failed")]
     Serve {
@@ -117,16 +133,30 @@ pub struct Options {
     /// `/readyz` 503) before the server stops accepting connections
     /// ([`super::ready`]): time for a balancer to take it out.
     pub drain_delay: Duration,
+    /// Accounts besides the server's own that may call without a token
+    /// (`--allow-uid`); ignored with a token.
+    pub allow_uids: Vec<u32>,
+    /// Browser origins that may call (`--allow-origin`).
+    pub origins: Origins,
+    /// A second address serving `/metrics`, `/healthz` and `/readyz`
+    /// only, without the token (`--metrics-listen`), for scrapers.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Default grace period on shutdown.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 impl Options {
-    /// Refuses a non-loopback address without a token.
+    /// Refuses a non-loopback address without a token, and a metrics
+    /// address that is the server's own.
     pub fn check(&self) -> Result<(), HttpError> {
         if !self.listen.ip().is_loopback() && self.token.is_none() {
             return Err(HttpError::ExposedWithoutToken { addr: self.listen });
+        }
+        if let Some(m) = self.metrics_listen {
+            if m.port() != 0 && m == self.listen {
+                return Err(HttpError::MetricsOnServerAddress { addr: m });
+            }
         }
         Ok(())
     }
@@ -136,6 +166,9 @@ impl Options {
 struct Guard {
     token_digest: Option<[u8; 32]>,
     hosts: Hosts,
+    origins: Origins,
+    /// Without a token: the accounts that may call.
+    callers: Option<Callers>,
 }
 
 /// Which `Host` values the server answers to.
@@ -253,6 +286,11 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
             .token
             .as_ref()
             .map(|t| Sha256::digest(t.as_bytes()).into()),
+        origins: options.origins.clone(),
+        callers: options
+            .token
+            .is_none()
+            .then(|| Callers::own_and(&options.allow_uids)),
     };
     let limited = Router::new()
         .merge(mcp)
@@ -277,7 +315,10 @@ pub fn router(live: Arc<Live>, options: &Options) -> Router {
             limits::limit_body,
         ))
         .layer(middleware::from_fn_with_state(guard.clone(), check_request))
-        .layer(middleware::from_fn(compat::cors))
+        .layer(middleware::from_fn_with_state(
+            options.origins.clone(),
+            compat::cors,
+        ))
         // Outermost: a request for another name gets nothing, not even a
         // CORS preflight answer.
         .layer(middleware::from_fn_with_state(guard, check_host))
@@ -318,8 +359,28 @@ pub async fn serve(
     // proxy connects here, whoever runs it.
     let _recorded = crate::egress::listeners::register(addr)?;
     let listener = socket.listen(1024).map_err(bind_err)?;
+    if options.token.is_none() {
+        // Without a token, the callers' accounts must be told apart.
+        super::owner::check_works(addr)?;
+    }
+    let metrics = match options.metrics_listen {
+        Some(at) => Some(bind_metrics(at, options, live.clone()).await?),
+        None => None,
+    };
     bound(addr);
     let stopping = tokio_util::sync::CancellationToken::new();
+    if let Some((listener, router, _recorded)) = metrics {
+        let stop = stopping.clone();
+        tokio::spawn(async move {
+            let _recorded = _recorded;
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+            if let Err(e) = served {
+                eprintln!("glovebox: the metrics listener failed: {e}");
+            }
+        });
+    }
     let server = accept(listener, router, options.limits.clone(), stopping.clone());
     let ending = live.clone();
     let drain_delay = options.drain_delay;
@@ -342,6 +403,48 @@ pub async fn serve(
     shutdown::drain(server, stop, stopping, live.calls(), options.grace)
         .await
         .map_err(|source| HttpError::Serve { source })
+}
+
+/// Binds `--metrics-listen`: `/metrics`, `/healthz`, `/readyz` (and
+/// `/openapi.json`), no
+/// token (Prometheus scrapes, the HPA's adapter), behind the `Host` check
+/// (a rebound DNS name reads nothing); recorded as glovebox's own like
+/// the server's address, so no tool's egress reaches it.
+async fn bind_metrics(
+    at: SocketAddr,
+    options: &Options,
+    live: Arc<Live>,
+) -> Result<
+    (
+        tokio::net::TcpListener,
+        Router,
+        crate::egress::listeners::Registration,
+    ),
+    HttpError,
+> {
+    let bind_err = |source| HttpError::Bind { addr: at, source };
+    let listener = tokio::net::TcpListener::bind(at).await.map_err(bind_err)?;
+    let addr = listener.local_addr().map_err(bind_err)?;
+    let recorded = crate::egress::listeners::register(addr)?;
+    eprintln!("glovebox: serving metrics at http://{addr}/metrics (no token)");
+    let guard = Guard {
+        token_digest: None,
+        hosts: Hosts {
+            listen: addr,
+            bound: Arc::new(std::sync::OnceLock::from(addr)),
+            names: options.hosts.clone(),
+        },
+        origins: Origins::default(),
+        callers: None,
+    };
+    let router = Router::new()
+        .route("/metrics", axum::routing::get(super::ready::metrics_text))
+        .route("/readyz", axum::routing::get(super::ready::readyz))
+        .merge(api::open_routes(live))
+        .fallback(api::no_route)
+        .method_not_allowed_fallback(api::wrong_method)
+        .layer(middleware::from_fn_with_state(guard, check_host));
+    Ok((listener, router, recorded))
 }
 
 /// The connection cap for this process: `--max-connections`, lowered
@@ -472,10 +575,13 @@ async fn accept(
             eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
         }
         let tagged = conn.clone();
+        // Who is calling ([`super::owner`]): looked up on the first request.
+        let caller = Arc::new(Connection::new(tcp.local_addr().unwrap_or(peer), peer));
         let service = tower::ServiceExt::map_request(
             router.clone(),
             move |mut r: Request<hyper::body::Incoming>| {
                 r.extensions_mut().insert(tagged.clone());
+                r.extensions_mut().insert(caller.clone());
                 r
             },
         );
@@ -626,17 +732,36 @@ async fn check_host(State(guard): State<Guard>, request: Request, next: Next) ->
 }
 
 async fn check_request(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    match admit(&guard, request.uri().path(), request.headers()) {
+    let caller = request.extensions().get::<Arc<Connection>>();
+    match admit(
+        &guard,
+        request.method(),
+        request.uri().path(),
+        request.headers(),
+        caller,
+    ) {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal.into_response(),
     }
 }
 
 /// Why the guard turned a request away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Refusal {
-    /// `Origin` present and not a loopback origin.
+    /// `Origin` present and not one configured with `--allow-origin`.
     CrossOrigin,
+    /// No token, and the connection comes from another account.
+    OtherUser {
+        /// Its uid.
+        uid: u32,
+    },
+    /// No token, and the connection's account cannot be told.
+    UnknownCaller {
+        /// Why.
+        why: String,
+    },
+    /// A `POST`/`PUT`/`PATCH` that is not `application/json`.
+    NotJson,
     /// A token is set and the request did not carry one.
     Unauthorized,
     /// A token is set and the request carried another one.
@@ -655,8 +780,25 @@ impl IntoResponse for Refusal {
             Refusal::CrossOrigin => Problem::new(
                 StatusCode::FORBIDDEN,
                 ErrorKind::InputInvalid,
-                "cross-origin requests are refused: glovebox serves loopback origins only",
+                "requests from a web page are refused unless its origin is allowed: start glovebox serve with --allow-origin ORIGIN for a browser client you trust",
             ),
+            Refusal::OtherUser { uid } => Problem::new(
+                StatusCode::FORBIDDEN,
+                ErrorKind::Unauthorized,
+                format!("this glovebox serve answers only the account that runs it: the connection comes from uid {uid}; run the client as that account, or start the server with --allow-uid {uid}, or with GLOVEBOX_API_TOKEN and send the token"),
+            )
+            .details(serde_json::json!({"uid": uid})),
+            Refusal::UnknownCaller { why } => Problem::new(
+                StatusCode::FORBIDDEN,
+                ErrorKind::Unauthorized,
+                format!("this glovebox serve answers only the account that runs it, and the account of this connection cannot be told ({why}); send the request again on a new connection"),
+            ),
+            Refusal::NotJson => Problem::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorKind::InputInvalid,
+                "a request that acts must be JSON: send it with Content-Type: application/json (curl --json)",
+            )
+            .details(serde_json::json!({"header": "Content-Type", "expected": "application/json"})),
             Refusal::Misdirected => Problem::new(
                 StatusCode::MISDIRECTED_REQUEST,
                 ErrorKind::InputInvalid,
@@ -706,9 +848,15 @@ fn bearer(value: &str) -> Option<&str> {
         .then_some(token.trim())
 }
 
-fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
+fn admit(
+    guard: &Guard,
+    method: &axum::http::Method,
+    path: &str,
+    headers: &HeaderMap,
+    caller: Option<&Arc<Connection>>,
+) -> Result<(), Refusal> {
     if let Some(origin) = headers.get(header::ORIGIN) {
-        if !origin.to_str().is_ok_and(is_loopback_origin) {
+        if !origin.to_str().is_ok_and(|o| guard.origins.allows(o)) {
             return Err(Refusal::CrossOrigin);
         }
     }
@@ -731,37 +879,30 @@ fn admit(guard: &Guard, path: &str, headers: &HeaderMap) -> Result<(), Refusal> 
             return Err(Refusal::WrongToken);
         }
     }
+    if let Some(callers) = &guard.callers {
+        // A request that did not come over a connection this server
+        // accepted has no caller to look up: refused.
+        let Some(caller) = caller else {
+            return Err(Refusal::UnknownCaller {
+                why: "it came over no connection this server accepted".into(),
+            });
+        };
+        match caller.verdict(callers) {
+            Verdict::Allowed { .. } => {}
+            Verdict::OtherUser { uid } => return Err(Refusal::OtherUser { uid: *uid }),
+            Verdict::Unknown { why } => return Err(Refusal::UnknownCaller { why: why.clone() }),
+        }
+    }
+    // `/mcp` answers its own JSON-RPC error (`check_mcp_message`).
+    if path != "/mcp" && super::browsers::acts_without_json(method, headers) {
+        return Err(Refusal::NotJson);
+    }
     Ok(())
 }
 
 /// Compares two digests in time independent of where they differ.
 fn same_digest(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// `http(s)://` + `localhost`, `127.0.0.1` or `[::1]`, any port.
-pub(super) fn is_loopback_origin(origin: &str) -> bool {
-    let Some(rest) = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host = if let Some(v6) = rest.strip_prefix('[') {
-        match v6.split_once(']') {
-            Some((h, tail)) if tail.is_empty() || tail.starts_with(':') => h,
-            _ => return false,
-        }
-    } else {
-        rest.split(':').next().unwrap_or_default()
-    };
-    let port_ok = match rest.rsplit_once(':') {
-        Some((_, p)) if !rest.ends_with(']') => {
-            p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty()
-        }
-        _ => true,
-    };
-    port_ok && (host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "::1")
 }
 
 #[cfg(test)]

@@ -17,7 +17,11 @@
 //! | `glovebox_standby_ready` | | standby jails waiting at their gate now |
 //!
 //! A tool's name is a label only when the project has that tool (else
-//! `unknown`): a client cannot grow the label set.
+//! `unknown`, over every transport): a client cannot grow the label set.
+//!
+//! `glovebox serve --metrics-listen ADDR` serves `/metrics` (and the
+//! probes) alone on a second address, without the API token, for
+//! scrapers that carry none (see [`super::http::serve`]).
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -164,6 +168,20 @@ impl Metrics {
         self.duration
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
+    }
+
+    /// A call of a tool the project does not have, refused before the
+    /// engine (MCP answers it with a JSON-RPC error): counted as any
+    /// other call of an unknown tool, `tool="unknown"`,
+    /// `outcome="tool_not_found"`.
+    pub fn unknown_tool(&self) {
+        let outcome = Outcome::failure(
+            "unknown",
+            ErrorKind::ToolNotFound,
+            "no such tool",
+            serde_json::Value::Null,
+        );
+        self.call_ended(None, &outcome, Duration::ZERO);
     }
 
     /// Something was refused (`kind` names it).

@@ -11,7 +11,7 @@
 //!   [`crate::run::Outcome`] as an MCP tool result (the one place where
 //!   glovebox errors become MCP errors); [`mcp::stdio`], the screened
 //!   stdio transport of `glovebox mcp`; [`mcp::sessions`], the bounded
-//!   sessions of `/mcp`; [`mcp::compat`], CORS for loopback origins,
+//!   sessions of `/mcp`; [`mcp::compat`], CORS for the allowed origins,
 //!   `ping` without a session, `DELETE` answers: what clients expect
 //!   beyond `rmcp`'s transport.
 //! - [`api`]: the HTTP API (HDN-compatible `/api/v1/tools`, `/healthz`):
@@ -23,8 +23,10 @@
 //!   changes, and the connected clients told so.
 //! - [`watch`]: the file watcher behind that reload.
 //! - [`http`]: the HTTP server: a router with `/mcp` and the API mounted
-//!   behind an `Origin` check and an optional bearer token; its refusals
-//!   are [`problem`]s.
+//!   behind one guard — the bearer token, or without one the caller's
+//!   account ([`owner`]), and what a web page may do ([`browsers`]:
+//!   allowed origins, no CORS simple request acts); its refusals are
+//!   [`problem`]s.
 //! - [`limits`]: body size, connection, concurrency and time limits.
 //! - [`conns`]: the connection slots shared fairly: per peer, the oldest
 //!   idle one closed to make room, event streams bounded apart.
@@ -35,6 +37,7 @@
 //!   draining.
 
 pub mod api;
+pub mod browsers;
 pub mod call;
 pub mod conns;
 pub mod http;
@@ -42,6 +45,7 @@ pub mod limits;
 pub mod live;
 pub mod mcp;
 pub mod metrics;
+pub mod owner;
 pub mod problem;
 pub mod ready;
 pub mod shutdown;

@@ -267,7 +267,10 @@ pub fn request(
     request_to(addr, addr, method, path, headers, body)
 }
 
-/// [`request`] with `Host: host`.
+/// [`request`] with `Host: host`. A `POST` without a `Content-Type` in
+/// `headers` is sent as `application/json`, as every client of the API
+/// sends it (the server refuses a `POST` that is not JSON); give one to
+/// send another.
 pub fn request_to(
     addr: &str,
     host: &str,
@@ -280,6 +283,13 @@ pub fn request_to(
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if method == "POST"
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        req.push_str("Content-Type: application/json\r\n");
+    }
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }

@@ -53,7 +53,7 @@ fn refusals(limited: bool) -> Map<String, Value> {
     );
     m.insert(
         "403".into(),
-        error("The request's Origin is not a loopback origin."),
+        error("The request's Origin is not one allowed with --allow-origin, or (no token set) the connection comes from another account than the one running the server (--allow-uid lets one in)."),
     );
     m.insert(
         "413".into(),
@@ -78,6 +78,11 @@ fn refusals(limited: bool) -> Map<String, Value> {
         );
     }
     m
+}
+
+/// The refusal of a request that acts without saying it is JSON.
+fn not_json() -> Value {
+    error("The request is not `Content-Type: application/json`: a request that acts must be JSON, so no form post or text/plain request from a web page can act.")
 }
 
 fn operation(summary: &str, description: &str, limited: bool, answers: Value) -> Value {
@@ -291,7 +296,8 @@ fn paths() -> Value {
         json!({
             "200": answer("The tool ran: ok, or failed with exit_code, timeout, resource_limit, python_exception or http_error.", reference("Outcome")),
             "400": answer("input_invalid: the parameters break the tool's inputs.schema (an Outcome), or the body is not a JSON object (an Error).", outcome_or_error()),
-            "403": answer("approval_required (a person runs `glovebox approve NAME`), or the Origin is not a loopback origin.", outcome_or_error()),
+            "403": answer("approval_required (a person runs `glovebox approve NAME`), or the guard's refusal (an Origin not allowed, another account).", outcome_or_error()),
+            "415": not_json(),
             "404": answer("tool_not_found.", outcome_or_error()),
             "500": answer("manifest_invalid, secret_missing or internal.", outcome_or_error()),
             "503": answer("sandbox_unavailable, audit_unavailable (the call's audit record cannot be written, so it did not run), the call was killed because the server is shutting down or its client went away (cancelled), or no free call slot and a full queue (resource_limit with details.busy).", outcome_or_error())
@@ -315,7 +321,8 @@ fn paths() -> Value {
         json!({
             "201": answer("Created; a person must approve it before it runs.", reference("Created")),
             "400": error("The body is not a JSON object with a `name`, or the name or definition is invalid."),
-            "403": error("permission_exceeds_ceiling (details.excess lists why), or the Origin is not a loopback origin."),
+            "403": error("permission_exceeds_ceiling (details.excess lists why), or the guard's refusal (an Origin not allowed, another account)."),
+            "415": not_json(),
             "409": error("A tool of that name exists and was not created by an agent."),
             "422": error("The definition does not lint clean (details.diagnostics)."),
             "500": error("The project config is invalid, or the tool cannot be written.")
@@ -345,7 +352,7 @@ fn paths() -> Value {
         json!({
             "200": answer("Deleted.", reference("Deleted")),
             "400": error("Not a valid tool name."),
-            "403": error("The tool was not created by an agent, or the Origin is not a loopback origin."),
+            "403": error("The tool was not created by an agent, or the guard's refusal (an Origin not allowed, another account)."),
             "404": error("tool_not_found."),
             "500": error("The tool could not be removed.")
         }),
@@ -383,6 +390,7 @@ fn paths() -> Value {
         "/api/v1/tools/discover": {
             "post": operation("Rescan the project", "Reloads .glee/tools/ and the config (the server also does so when files change).", true, json!({
                 "200": answer("The tools now served.", reference("Discovered")),
+                "415": not_json(),
                 "500": error("The project cannot be read; the tools served are unchanged.")
             }))
         },

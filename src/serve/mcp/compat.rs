@@ -2,9 +2,10 @@
 //! `rmcp`'s does, as two middlewares:
 //!
 //! - [`cors`] (every route): a CORS preflight (`OPTIONS` with
-//!   `Access-Control-Request-Method`) from a loopback origin is answered
-//!   204 with the methods and headers MCP uses, without a token (browsers
-//!   send none on a preflight); answers to loopback origins carry
+//!   `Access-Control-Request-Method`) from an origin configured with
+//!   `--allow-origin` ([`crate::serve::browsers`]) is answered 204 with
+//!   the methods and headers MCP uses, without a token (browsers send
+//!   none on a preflight); answers to those origins carry
 //!   `Access-Control-Allow-Origin` (that origin, never `*`) and expose
 //!   `Mcp-Session-Id`. Any other origin gets nothing from here and is
 //!   refused 403 by the guard of [`crate::serve::http`].
@@ -32,7 +33,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -41,7 +42,7 @@ use serde_json::{json, Value};
 
 use super::sessions::BoundedSessions;
 use crate::run::ErrorKind;
-use crate::serve::http::is_loopback_origin;
+use crate::serve::browsers::Origins;
 use crate::serve::limits;
 use crate::serve::problem::Problem;
 
@@ -54,14 +55,6 @@ const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
 const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, X-Agent-ID, X-Project-ID";
 /// Response headers a browser client may read.
 const EXPOSE_HEADERS: &str = "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, Retry-After";
-
-/// The loopback origin of a request, if it has one.
-fn loopback_origin(headers: &HeaderMap) -> Option<HeaderValue> {
-    headers
-        .get(header::ORIGIN)
-        .filter(|o| o.to_str().is_ok_and(is_loopback_origin))
-        .cloned()
-}
 
 /// The headers of the answer to a preflight from `origin`.
 pub fn preflight_headers(origin: HeaderValue) -> Vec<(header::HeaderName, HeaderValue)> {
@@ -83,9 +76,9 @@ pub fn preflight_headers(origin: HeaderValue) -> Vec<(header::HeaderName, Header
     ]
 }
 
-/// CORS for loopback origins only (see the module documentation).
-pub async fn cors(request: Request, next: Next) -> Response {
-    let Some(origin) = loopback_origin(request.headers()) else {
+/// CORS for the configured origins only (see the module documentation).
+pub async fn cors(State(origins): State<Origins>, request: Request, next: Next) -> Response {
+    let Some(origin) = origins.allowed_origin(request.headers()).cloned() else {
         return next.run(request).await;
     };
     if request.method() == Method::OPTIONS

@@ -402,6 +402,7 @@ impl ServerHandler for Server {
                     || project.rejected.contains(&name)
                     || crate::mcpwrap::unlisted(project, &name).is_some();
                 if !known {
+                    crate::serve::metrics::get().unknown_tool();
                     return Err(reply::unknown_tool(called));
                 }
                 self.run_tool(name, Value::Object(args), ctx, true).await
