@@ -199,6 +199,10 @@ fn another_local_account_runs_no_tool_and_reads_no_result_over_any_transport() {
     );
     assert_eq!(own["usage"]["status"], 200, "{own}");
     assert_eq!(runs(&f), 2, "the own account's two calls ran");
+    // The definition the attacks send is one that creates a tool (the
+    // page's is the same).
+    assert_eq!(own["create"]["status"], 201, "{own}");
+    assert!(f.root.join(".glee/tools/planted_rest").exists());
     drop(s);
 
     // Named with --allow-uid, the other account gets in.
@@ -273,9 +277,39 @@ const report = (what) => fetch("/report", {method: "POST", body: what});
   let seen = "";
   try { seen = sink.contentDocument.body.innerText; } catch (e) { seen = "unreadable"; }
   await report("form: posted, read=" + seen);
+  // MCP and tool creation, no preflight: a tools/call, glee_tool_create,
+  // the REST create.
+  const base = new URLSearchParams(location.search).get("target");
+  const def = {description: "planted by a web page", kind: "command", version: 1,
+    inputs: {schema: {type: "object", properties: {}}}, outputs: {format: "text"},
+    exec: {command: {entrypoint: "true", args: []}},
+    permissions: {network: false, fs: {read: [], write: []}, secrets: {}}};
+  const plain = (path, body) => fetch(base + path, {method: "POST", mode: "no-cors",
+    headers: {"Content-Type": "text/plain", "Accept": "application/json, text/event-stream"},
+    body: JSON.stringify(body)});
+  for (const [what, path, body] of [
+    ["mcp_call", "/mcp", {jsonrpc: "2.0", id: 1, method: "tools/call",
+      params: {name: "reveal", arguments: {}}}],
+    ["mcp_create", "/mcp", {jsonrpc: "2.0", id: 2, method: "tools/call",
+      params: {name: "glee_tool_create", arguments: {name: "planted_page_mcp", definition: def}}}],
+    ["rest_create", "/api/v1/tools", {name: "planted_page_rest", definition: def}],
+  ]) {
+    try { await plain(path, body); await report(what + ": sent"); }
+    catch (e) { await report(what + ": error " + e); }
+  }
   await report("done");
 })();
 </script></body></html>"#;
+
+/// No tool the page tried to create exists.
+fn assert_no_planted_tool(f: &Fixture) {
+    for planted in ["planted_page_mcp", "planted_page_rest"] {
+        assert!(
+            !f.root.join(".glee/tools").join(planted).exists(),
+            "a web page created {planted}"
+        );
+    }
+}
 
 /// Serves [`PAGE`] at `/` on a loopback port of its own and collects the
 /// reports posted to `/report`.
@@ -426,9 +460,13 @@ fn a_web_page_on_another_localhost_port_runs_no_tool_unless_its_origin_is_allowe
     }
     // The JSON fetch's preflight was refused: the fetch failed.
     assert!(json.starts_with("json: error"), "{reports:?}");
+    for sent in ["mcp_call: sent", "mcp_create: sent", "rest_create: sent"] {
+        report(&reports, sent);
+    }
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(runs(&f), 0, "a web page ran the tool: {reports:?}");
     assert_eq!(calls_logged(&f), 0, "{}", f.audit_log());
+    assert_no_planted_tool(&f);
     drop(s);
 
     // Its origin allowed: the JSON fetch runs the tool and reads it (no
@@ -448,4 +486,5 @@ fn a_web_page_on_another_localhost_port_runs_no_tool_unless_its_origin_is_allowe
     );
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(runs(&f), 1, "only the JSON fetch ran: {reports:?}");
+    assert_no_planted_tool(&f);
 }
