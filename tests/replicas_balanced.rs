@@ -8,7 +8,9 @@
 //! and a restarted replica rejoins and takes calls. The exported audit
 //! streams then verify together: the survivors' and the restarted one's
 //! intact and sealed, the killed one's checkpoints all verified and only
-//! its unsealed tail reported (exit 6).
+//! its unsealed tail reported (exit 6). A rolling restart (SIGTERM,
+//! drain, restart, one replica at a time) fails no call, HAProxy set up
+//! as README's balancer section says.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -131,6 +133,8 @@ impl Cluster {
             "64",
             "--ready-interval",
             "1",
+            "--drain-delay",
+            "1",
             "--allow-host",
             &allow,
             "--listen",
@@ -155,7 +159,7 @@ impl Cluster {
 fn haproxy_config(front: u16, stats: u16, replicas: &[Replica]) -> String {
     let mut c = format!(
         "global\n  maxconn 512\n  log stdout format raw local0\n\
-defaults\n  mode http\n  log global\n  option httplog\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n  retries 3\n  option redispatch 1\n\
+defaults\n  mode http\n  log global\n  option httplog\n  timeout connect 2s\n  timeout client 60s\n  timeout server 60s\n  retries 3\n  option redispatch 1\n  retry-on conn-failure 503\n\
 frontend front\n  bind 127.0.0.1:{front}\n  default_backend glovebox\n\
 listen stats\n  bind 127.0.0.1:{stats}\n  stats enable\n  stats uri /stats\n\
 backend glovebox\n  balance roundrobin\n  option httpchk\n  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1:{front}\n  http-check expect status 200\n"
@@ -493,6 +497,62 @@ fn three_replicas_behind_haproxy_survive_a_sigkill_and_their_audit_verifies_toge
     // alone: exit 6, not "tampered" (1).
     assert_eq!(report["intact_to_checkpoints"], true, "{report}");
     assert_eq!(out.status.code(), Some(6), "{report}");
+}
+
+/// A rolling restart under load, with HAProxy set up as README's balancer
+/// section says (`retry-on conn-failure 503`, `option redispatch`, the
+/// `/readyz` check): each replica in turn gets SIGTERM (for
+/// `--drain-delay` it answers new calls 503 and `/readyz` 503, then stops
+/// accepting), finishes its calls, exits 0 and is started again. Every
+/// refusal is retried on another replica: the 32 clients see no error.
+/// (Without `retry-on`, 29 of 511 calls failed with the draining
+/// replica's 503.)
+#[test]
+fn a_rolling_restart_behind_haproxy_fails_no_call() {
+    require_jail!();
+    let (mut cluster, _lb, stats) = balanced_cluster(Fixture::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = clients(cluster.front, stop.clone());
+    std::thread::sleep(Duration::from_secs(2));
+    let restarts_began = Instant::now();
+    for i in 0..3 {
+        let id = cluster.replicas[i].id.clone();
+        let mut old = cluster.replicas[i].served.take().unwrap();
+        old.terminate();
+        assert_eq!(old.wait_exit(), Some(0), "{id} did not stop cleanly");
+        drop(old);
+        cluster.start_replica(i);
+        assert!(
+            wait_until(Duration::from_secs(60), || state_of(stats, &id) == "UP"),
+            "the restarted {id} did not rejoin: {:?}",
+            states(stats)
+        );
+    }
+    let restarts_took = restarts_began.elapsed();
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::SeqCst);
+    let done: Vec<Done> = running
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let during = done
+        .iter()
+        .filter(|d| d.began >= restarts_began && d.began <= restarts_began + restarts_took)
+        .count();
+    assert!(during > 0, "no call ran during the restarts");
+    let failed: Vec<&Done> = done.iter().filter(|d| d.result.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} calls failed during a rolling restart: {:?}\nHAProxy's log of failed requests:\n{}",
+        failed.len(),
+        done.len(),
+        failed.iter().take(5).collect::<Vec<_>>(),
+        failed_requests(&cluster.f.base.join("haproxy.log"))
+    );
+    eprintln!(
+        "{} calls, {during} begun during the restarts ({restarts_took:?}), none failed",
+        done.len()
+    );
 }
 
 /// Runs `tests/mcp/client2.py` (the MCP Python SDK 2.x, MCP 2026-07-28)
