@@ -402,7 +402,7 @@ fn calls_ended_by_a_timeout_or_a_disconnect_are_logged_with_their_kind() {
         let mut c = std::net::TcpStream::connect(&s.addr).unwrap();
         write!(
             c,
-            "POST /api/v1/tools/nap/invoke HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n",
+            "POST /api/v1/tools/nap/invoke HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             s.addr,
             body.len()
         )
