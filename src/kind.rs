@@ -151,6 +151,17 @@ mod tests {
                 .kind(),
                 K::InputInvalid,
             ),
+            // A grant replaced during set-up refuses; the host replacing
+            // baseline files through every try is transient.
+            (JailError::Changed.kind(), K::ManifestInvalid),
+            (
+                JailError::HostChurn {
+                    paths: vec![PathBuf::from("/etc/ld.so.cache")],
+                    tries: 8,
+                }
+                .kind(),
+                K::SandboxUnavailable,
+            ),
             (
                 JailError::Wait {
                     source: os(libc::EINTR),

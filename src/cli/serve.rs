@@ -49,6 +49,12 @@ pub struct Args {
     #[arg(long, value_name = "N",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub max_connections_per_peer: Option<usize>,
+    /// Idle connections one client (IP address) may hold; one more closes
+    /// its oldest idle one [default: a quarter of
+    /// --max-connections-per-peer].
+    #[arg(long, value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub max_idle_per_peer: Option<usize>,
     /// Event streams (subscriptions/listen, GET /mcp) open at once; one
     /// more gets 503 [default: a quarter of --max-connections].
     #[arg(long, value_name = "N",
@@ -80,6 +86,16 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_USAGE_SCAN_BYTES,
           value_parser = clap::value_parser!(u64).range(1024..=1 << 30))]
     pub usage_scan_bytes: u64,
+    /// MiB every call's transparent network connections may hold in
+    /// buffers together; past it a new one is refused (logged).
+    #[arg(long, value_name = "MIB", default_value_t = glovebox::egress::budget::DEFAULT_BYTES_TOTAL >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub egress_memory: u64,
+    /// MiB one call's transparent network connections may hold in
+    /// buffers (also charged to the tool's memory limit).
+    #[arg(long, value_name = "MIB", default_value_t = glovebox::egress::budget::DEFAULT_BYTES_PER_CALL >> 20,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub egress_memory_per_call: u64,
     /// Seconds one request may take (longer: 504, and its call is killed).
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_REQUEST_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -288,6 +304,7 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             request_timeout: Duration::from_secs(args.request_timeout),
             max_connections: args.max_connections,
             max_connections_per_peer: args.max_connections_per_peer,
+            max_idle_per_peer: args.max_idle_per_peer,
             max_streams: args.max_streams,
             max_streams_per_peer: args.max_streams_per_peer,
             header_timeout: Duration::from_secs(args.header_timeout),
@@ -295,6 +312,8 @@ pub fn run(cli: &Cli, args: &Args) -> anyhow::Result<ExitCode> {
             max_sessions: args.max_sessions,
             session_idle_timeout: Duration::from_secs(args.session_idle_timeout),
             usage_scan_bytes: args.usage_scan_bytes,
+            egress_memory: args.egress_memory << 20,
+            egress_memory_per_call: args.egress_memory_per_call << 20,
         },
         grace: Duration::from_secs(args.grace),
         drain_delay: Duration::from_secs(args.drain_delay),

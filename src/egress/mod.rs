@@ -41,8 +41,13 @@
 //!   name like the proxy's, carried by [`stack`] (smoltcp's TCP);
 //! - [`prewarm`]: one request through the whole path when the egress runtime
 //!   starts, so that a tool's first connection does not pay the process's
-//!   first page faults and allocations.
+//!   first page faults and allocations;
+//! - [`budget`]: what a call's connections may hold — descriptors and
+//!   transparent egress's buffers, per call and for the process —, each
+//!   connection charged before it is opened and refused (logged) past a
+//!   bound.
 
+pub mod budget;
 pub mod connect;
 pub mod dns;
 pub mod fakedns;
@@ -69,22 +74,27 @@ use crate::jail::broker::Carried;
 /// How long connections still open when the call ends may take to finish.
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Connections served at once per call; more are closed at once.
+/// Connections served at once per call; more are closed at once (and
+/// fewer where the call's descriptor budget ends first, [`budget`]).
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// The proxy of one call: its rules and its log.
+/// The proxy of one call: its rules, its log and its account (what its
+/// connections hold, within [`budget::bounds`]).
 #[derive(Debug, Clone)]
 pub struct Gateway {
     rules: Arc<Rules>,
     log: Log,
+    account: Arc<budget::Account>,
 }
 
 impl Gateway {
-    /// A gateway enforcing `rules`, with an empty log.
+    /// A gateway enforcing `rules`, with an empty log and an account
+    /// within the process's bounds.
     pub fn new(rules: Rules) -> Gateway {
         Gateway {
             rules: Arc::new(rules),
             log: Log::default(),
+            account: Arc::new(budget::Account::default()),
         }
     }
 
@@ -92,6 +102,32 @@ impl Gateway {
     pub fn log(&self) -> &Log {
         &self.log
     }
+
+    /// What the call's connections hold now.
+    pub fn held(&self) -> budget::Held {
+        self.account.held()
+    }
+}
+
+/// How a connection to the proxy itself, refused before its request was
+/// read (the call's egress budget), is shown in the egress log.
+pub const VIA_PROXY: &str = "proxy";
+
+/// Refuses a connection to the call's proxy over the call's budget: a
+/// `503` naming the bound is written (an HTTP client shows it; nothing
+/// was read), the connection closed, and the refusal logged as one to
+/// the proxy's own address.
+fn refuse_over_budget(stream: tokio::net::TcpStream, log: &Log, over: budget::Over) {
+    let (ip, port) = jail::PROXY_ADDR;
+    let ip = std::net::Ipv4Addr::from(ip);
+    let why = over.reason();
+    let body = format!("glovebox: refused: {why}\n");
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(answer.as_bytes());
+    log.record(&ip.to_string(), port, VIA_PROXY, Some(why));
 }
 
 /// A running proxy; stopping it (on drop) closes the listener and every
@@ -132,6 +168,10 @@ fn runtime() -> std::io::Result<tokio::runtime::Handle> {
     if let Some(h) = slot.as_ref() {
         return Ok(h.clone());
     }
+    // Connection buffers (256 KiB each way) are their own mappings,
+    // unmapped when freed: a process whose calls once held many gives the
+    // memory back when they end (see `jail::map_large_allocations`).
+    jail::map_large_allocations(MAPPED_FROM);
     let workers = std::thread::available_parallelism()
         .map(|n| n.get().clamp(1, MAX_WORKERS))
         .unwrap_or(1);
@@ -161,6 +201,10 @@ fn runtime() -> std::io::Result<tokio::runtime::Handle> {
     Ok(handle)
 }
 
+/// Allocations of this size and up are mappings of their own (glibc's
+/// default threshold, kept fixed).
+const MAPPED_FROM: usize = 128 << 10;
+
 /// Worker threads of the egress runtime, at most.
 const MAX_WORKERS: usize = 4;
 
@@ -180,6 +224,7 @@ impl jail::Gateway for Gateway {
         let (finished, done) = std::sync::mpsc::channel::<()>();
         let rules = self.rules.clone();
         let log = self.log.clone();
+        let account = self.account.clone();
         handle.spawn(async move {
             let _finished = finished;
             // Read glovebox's own listeners now, while the tool starts, so
@@ -203,6 +248,16 @@ impl jail::Gateway for Gateway {
                         };
                         // Over the bound the connection is closed at once.
                         let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+                        // Its descriptors (this socket, the upstream one,
+                        // the relay's pipes) are charged before any is
+                        // opened; over the call's budget it is refused.
+                        let charge = match account.charge(budget::PROXIED_FDS, 0) {
+                            Ok(c) => c,
+                            Err(over) => {
+                                refuse_over_budget(stream, &log, over);
+                                continue;
+                            }
+                        };
                         let (rules, log) = (rules.clone(), log.clone());
                         tasks.spawn(async move {
                             match carried {
@@ -211,7 +266,7 @@ impl jail::Gateway for Gateway {
                                     forward::direct(stream, &rules, &log, addr).await
                                 }
                             }
-                            drop(permit);
+                            drop((permit, charge));
                         });
                     }
                     Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
@@ -251,9 +306,20 @@ impl jail::Gateway for Gateway {
         &self,
         tun: std::os::fd::OwnedFd,
         dns: Vec<std::os::fd::OwnedFd>,
+        tool: Option<Arc<dyn jail::ToolMemory>>,
     ) -> std::io::Result<Box<dyn jail::Attached>> {
         let handle = runtime()?;
-        let running = transparent::start(&handle, tun, dns, self.rules.clone(), self.log.clone())?;
+        if let Some(tool) = tool {
+            self.account.charge_tool(tool);
+        }
+        let running = transparent::start(
+            &handle,
+            tun,
+            dns,
+            self.rules.clone(),
+            self.log.clone(),
+            self.account.clone(),
+        )?;
         Ok(Box::new(running))
     }
 }

@@ -31,12 +31,18 @@ use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
+use super::budget::Charge;
 use super::log::Entry;
 
 /// Each socket's buffers, each way (its window: tens of microseconds of
-/// round trip here): 512 KiB per connection, 128 MiB for a call's 256
-/// (as many as the proxy serves at once; more are reset).
+/// round trip here): 512 KiB per connection, charged to the call's
+/// egress budget ([`CONNECTION_BYTES`], [`super::budget`]) before the
+/// socket is made; past the budget a connection is reset.
 pub const BUFFER: usize = 256 << 10;
+
+/// The memory one connection is charged: its two buffers and its
+/// socket's own state.
+pub const CONNECTION_BYTES: u64 = 2 * BUFFER as u64 + 4096;
 
 /// Packets waiting for the device, at most (then the stack holds back).
 const MAX_QUEUED: usize = 1024;
@@ -66,16 +72,18 @@ pub type Decide = Box<dyn FnMut(&[u8]) -> Ingress + Send>;
 pub enum Ingress {
     /// To the stack.
     Pass,
-    /// To the stack, opening a connection to this destination.
-    Open(SocketAddrV4),
+    /// To the stack, opening a connection to this destination, with its
+    /// charge (held for as long as the connection is).
+    Open(SocketAddrV4, Charge),
     /// Answered with this packet, straight back to the jail.
     Reply(Vec<u8>),
     /// Dropped.
     Drop,
 }
 
-/// Packet buffers kept for reuse, at most (each one device packet long).
-const MAX_FREE: usize = 64;
+/// Packet buffers kept for reuse, at most (each one device packet long,
+/// 64 KiB: 1 MiB per call kept at most).
+const MAX_FREE: usize = 16;
 
 /// One packet: `buf[..len]`. Its buffer goes back to [`Pool`] once the
 /// packet is consumed, so a packet costs no allocation and no zeroing
@@ -201,6 +209,9 @@ struct Conn {
     /// Seen closed once: removed the next time (after the stack had a
     /// poll to send the reset an abort queued).
     closed: bool,
+    /// Its descriptors and buffers, charged to the call until it is
+    /// removed.
+    _charge: Charge,
 }
 
 /// The stack of one call; a future that runs until the device fails.
@@ -215,6 +226,9 @@ pub struct Stack {
     sockets: SocketSet<'static>,
     conns: HashMap<u64, Conn>,
     timer: Pin<Box<tokio::time::Sleep>>,
+    /// A connection's buffers were made (worth giving back to the kernel
+    /// once they are freed).
+    made_buffers: bool,
 }
 
 impl Stack {
@@ -261,16 +275,23 @@ impl Stack {
             sockets: SocketSet::new(vec![]),
             conns: HashMap::new(),
             timer: Box::pin(tokio::time::sleep(std::time::Duration::ZERO)),
+            made_buffers: false,
         }
     }
 
-    /// A socket listening on `dst`, and its connection (none past
-    /// [`super::MAX_CONNECTIONS`]: with no socket listening, the SYN is
-    /// answered with a reset).
-    fn open(&mut self, dst: SocketAddrV4, now: SmolInstant) {
+    /// Whether any connection's buffers were made.
+    pub fn held_buffers(&self) -> bool {
+        self.made_buffers
+    }
+
+    /// A socket listening on `dst`, and its connection holding `charge`
+    /// (none past [`super::MAX_CONNECTIONS`]: with no socket listening,
+    /// the SYN is answered with a reset).
+    fn open(&mut self, dst: SocketAddrV4, charge: Charge, now: SmolInstant) {
         if self.conns.len() >= super::MAX_CONNECTIONS {
             return;
         }
+        self.made_buffers = true;
         let mut s = tcp::Socket::new(
             tcp::SocketBuffer::new(vec![0u8; BUFFER]),
             tcp::SocketBuffer::new(vec![0u8; BUFFER]),
@@ -296,6 +317,7 @@ impl Stack {
                 shut: false,
                 eof: false,
                 closed: false,
+                _charge: charge,
             },
         );
     }
@@ -321,6 +343,11 @@ impl Stack {
     fn read_device(&mut self, cx: &mut Context<'_>, now: SmolInstant) -> io::Result<bool> {
         let mut any = false;
         for _ in 0..BATCH {
+            // The stack has not taken what was read: no more until it has
+            // (at most a batch of packets waits).
+            if self.device.rx.len() >= BATCH {
+                break;
+            }
             let mut guard = match self.tun.poll_read_ready(cx) {
                 Poll::Ready(r) => r?,
                 Poll::Pending => break,
@@ -338,8 +365,8 @@ impl Stack {
             any = true;
             match (self.decide)(&buf[..n]) {
                 Ingress::Pass => self.device.rx.push_back(Packet { buf, len: n }),
-                Ingress::Open(dst) => {
-                    self.open(dst, now);
+                Ingress::Open(dst, charge) => {
+                    self.open(dst, charge, now);
                     self.device.rx.push_back(Packet { buf, len: n });
                 }
                 // A full device drops it: DNS is asked again, a SYN resent.

@@ -45,6 +45,7 @@ use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TransportSlice};
 
 use super::stack::{Ingress, Stack};
 
+use super::budget::{self, Account, Charge};
 use super::connect::{self, Rules};
 use super::dns::{self, Answer};
 use super::fakedns::FakeDns;
@@ -79,6 +80,9 @@ struct Shared {
     /// would make a second connection of it (the first one's SYN-ACK
     /// answers the client).
     syns: Mutex<HashSet<(u16, Ipv4Addr, u16, u32)>>,
+    /// The call's account: each connection's upstream socket and buffers
+    /// are charged to it before the stack makes its socket.
+    account: Arc<Account>,
 }
 
 /// SYNs remembered for [`Shared::syns`]; the set starts over when full.
@@ -107,12 +111,13 @@ impl Shared {
 }
 
 /// What becomes of one packet from the jail.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum Verdict {
     /// To the TCP stack.
     Pass,
-    /// To the TCP stack, opening a connection to this destination.
-    Open(SocketAddrV4),
+    /// To the TCP stack, opening a connection to this destination (its
+    /// charge held for as long as it lives).
+    Open(SocketAddrV4, Charge),
     /// Answered at once with this packet.
     Reply(Vec<u8>),
     /// Dropped.
@@ -146,14 +151,32 @@ fn classify(shared: &Shared, packet: &[u8]) -> Verdict {
                 None => {
                     let key = (tcp.source_port(), dst, port, tcp.sequence_number());
                     let mut syns = shared.syns.lock().unwrap_or_else(|p| p.into_inner());
+                    if syns.contains(&key) {
+                        return Verdict::Drop;
+                    }
+                    // Its upstream socket and its buffers, charged before
+                    // the stack makes the socket: over the call's budget
+                    // the connection is reset and logged.
+                    let charge = match shared
+                        .account
+                        .charge(budget::TRANSPARENT_FDS, super::stack::CONNECTION_BYTES)
+                    {
+                        Ok(c) => c,
+                        Err(over) => {
+                            let shown = destination(shared, dst)
+                                .map_or_else(|| dst.to_string(), |(shown, _)| shown);
+                            shared
+                                .log
+                                .record(&shown, port, VIA_TCP, Some(over.reason()));
+                            return reset(dst, src, port, tcp.source_port(), tcp.sequence_number())
+                                .map_or(Verdict::Drop, Verdict::Reply);
+                        }
+                    };
                     if syns.len() >= MAX_SYNS {
                         syns.clear();
                     }
-                    if syns.insert(key) {
-                        Verdict::Open(SocketAddrV4::new(dst, port))
-                    } else {
-                        Verdict::Drop
-                    }
+                    syns.insert(key);
+                    Verdict::Open(SocketAddrV4::new(dst, port), charge)
                 }
                 Some((host, why)) => {
                     shared.log.record(&host, port, VIA_TCP, Some(why));
@@ -251,6 +274,7 @@ pub(super) fn start(
     dns: Vec<OwnedFd>,
     rules: Arc<Rules>,
     log: Log,
+    account: Arc<Account>,
 ) -> io::Result<super::Running> {
     nix::fcntl::fcntl(
         &tun,
@@ -263,6 +287,7 @@ pub(super) fn start(
         dns: Mutex::new(FakeDns::new()),
         noted: Mutex::new(HashSet::new()),
         syns: Mutex::new(HashSet::new()),
+        account,
     });
     // The device's registration and the stack's timer belong to the
     // egress runtime.
@@ -281,7 +306,7 @@ pub(super) fn start(
     let judge = shared.clone();
     let decide = Box::new(move |packet: &[u8]| match classify(&judge, packet) {
         Verdict::Pass => Ingress::Pass,
-        Verdict::Open(dst) => Ingress::Open(dst),
+        Verdict::Open(dst, charge) => Ingress::Open(dst, charge),
         Verdict::Reply(p) => Ingress::Reply(p),
         Verdict::Drop => Ingress::Drop,
     });
@@ -317,7 +342,13 @@ pub(super) fn start(
         servers.abort_all();
         while tasks.join_next().await.is_some() {}
         while servers.join_next().await.is_some() {}
+        // Its sockets' buffers are freed here: given back to the kernel,
+        // not kept by the allocator for the process's life.
+        let held_buffers = stack.held_buffers();
         drop(stack);
+        if held_buffers {
+            crate::jail::return_freed_memory();
+        }
     });
     Ok(super::Running {
         stop: Some(stop),
@@ -383,14 +414,36 @@ mod tests {
             dns: Mutex::new(FakeDns::new()),
             noted: Mutex::new(HashSet::new()),
             syns: Mutex::new(HashSet::new()),
+            account: Arc::new(Account::new(budget::Bounds {
+                fds_per_call: 1000,
+                fds_total: 1 << 20,
+                bytes_per_call: 1 << 40,
+                bytes_total: 1 << 50,
+            })),
         }
+    }
+
+    /// The destination of an opened connection.
+    fn opened(v: &Verdict) -> Option<SocketAddrV4> {
+        match v {
+            Verdict::Open(dst, _) => Some(*dst),
+            _ => None,
+        }
+    }
+
+    fn dropped(v: &Verdict) -> bool {
+        matches!(v, Verdict::Drop)
     }
 
     const JAIL: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 
     fn syn(dst: Ipv4Addr, port: u16) -> Vec<u8> {
+        syn_from(40000, dst, port)
+    }
+
+    fn syn_from(source_port: u16, dst: Ipv4Addr, port: u16) -> Vec<u8> {
         let b = PacketBuilder::ipv4(JAIL.octets(), dst.octets(), 64)
-            .tcp(40000, port, 1000, 65535)
+            .tcp(source_port, port, 1000, 65535)
             .syn();
         let mut out = Vec::new();
         b.write(&mut out, &[]).unwrap();
@@ -450,12 +503,10 @@ mod tests {
             answered(&classify(&s, &dns_query("pypi.org", 28))),
             (0, None)
         );
-        assert_eq!(
-            classify(&s, &syn(addr, 443)),
-            Verdict::Open(SocketAddrV4::new(addr, 443))
-        );
+        let first = classify(&s, &syn(addr, 443));
+        assert_eq!(opened(&first), Some(SocketAddrV4::new(addr, 443)));
         // The same SYN again (resent): not a second connection.
-        assert_eq!(classify(&s, &syn(addr, 443)), Verdict::Drop);
+        assert!(dropped(&classify(&s, &syn(addr, 443))));
         // Another port of the same name: reset and logged.
         assert!(is_reset(&classify(&s, &syn(addr, 22))));
         let log = s.log.connections().0;
@@ -463,6 +514,43 @@ mod tests {
         assert_eq!(log[0].host, "pypi.org");
         assert_eq!(log[0].port, 22);
         assert!(!log[0].allowed);
+    }
+
+    #[test]
+    fn a_connection_past_the_calls_budget_is_reset_and_logged() {
+        let mut s = shared(&["pypi.org:443"]);
+        s.account = Arc::new(Account::new(budget::Bounds {
+            fds_per_call: budget::TRANSPARENT_FDS,
+            fds_total: 1 << 20,
+            bytes_per_call: 1 << 40,
+            bytes_total: 1 << 50,
+        }));
+        let addr = answered(&classify(&s, &dns_query("pypi.org", 1)))
+            .1
+            .unwrap();
+        let first = classify(&s, &syn_from(40001, addr, 443));
+        assert!(opened(&first).is_some());
+        assert_eq!(s.account.held().fds, budget::TRANSPARENT_FDS);
+        // A second one at once: over the call's descriptors, reset.
+        assert!(is_reset_of(
+            &classify(&s, &syn_from(40002, addr, 443)),
+            40002
+        ));
+        let log = s.log.connections().0;
+        assert_eq!(log.len(), 1, "{log:?}");
+        assert_eq!((log[0].host.as_str(), log[0].port), ("pypi.org", 443));
+        assert!(!log[0].allowed);
+        assert!(log[0].reason.as_deref().unwrap().contains("descriptors"));
+        // The first one over: its charge is back, and another gets in.
+        drop(first);
+        assert_eq!(s.account.held().fds, 0);
+        assert!(opened(&classify(&s, &syn_from(40003, addr, 443))).is_some());
+    }
+
+    fn is_reset_of(v: &Verdict, port: u16) -> bool {
+        let Verdict::Reply(p) = v else { return false };
+        let s = SlicedPacket::from_ip(p).unwrap();
+        matches!(s.transport, Some(TransportSlice::Tcp(t)) if t.rst() && t.destination_port() == port)
     }
 
     #[test]
@@ -510,8 +598,8 @@ mod tests {
         let s = shared(&["10.0.0.5:5432", "pypi.org:443"]);
         let db = Ipv4Addr::new(10, 0, 0, 5);
         assert_eq!(
-            classify(&s, &syn(db, 5432)),
-            Verdict::Open(SocketAddrV4::new(db, 5432))
+            opened(&classify(&s, &syn(db, 5432))),
+            Some(SocketAddrV4::new(db, 5432))
         );
         // Another port of it, and a fake address it was never given.
         assert!(is_reset(&classify(&s, &syn(db, 22))));
@@ -531,15 +619,15 @@ mod tests {
         let b = PacketBuilder::ipv4(JAIL.octets(), [1, 1, 1, 1], 64).udp(5000, 443);
         let mut quic = Vec::new();
         b.write(&mut quic, b"hello").unwrap();
-        assert_eq!(classify(&s, &quic), Verdict::Drop);
-        assert_eq!(classify(&s, &quic), Verdict::Drop);
+        assert!(dropped(&classify(&s, &quic)));
+        assert!(dropped(&classify(&s, &quic)));
         assert_eq!(s.log.connections().0.len(), 1);
         let b = PacketBuilder::ipv6([0; 16], [1; 16], 64)
             .tcp(1, 443, 0, 100)
             .syn();
         let mut v6 = Vec::new();
         b.write(&mut v6, &[]).unwrap();
-        assert_eq!(classify(&s, &v6), Verdict::Drop);
-        assert_eq!(classify(&s, b"junk"), Verdict::Drop);
+        assert!(dropped(&classify(&s, &v6)));
+        assert!(dropped(&classify(&s, b"junk")));
     }
 }

@@ -475,6 +475,20 @@ impl CallGroup {
         Ok(group)
     }
 
+    /// The tool's memory limit, to charge what the supervisor holds for
+    /// the call ([`ChargedLimit`]); `None` where this group limits no
+    /// memory. A group charged once writes its limit again when reused.
+    pub fn tool_memory(&mut self) -> Option<std::sync::Arc<dyn super::ToolMemory>> {
+        let (dir, version) = self.memory.clone()?;
+        let limit = self.memory_limit.take()?;
+        Some(std::sync::Arc::new(ChargedLimit {
+            dir,
+            version,
+            limit,
+            charged: Mutex::new(0),
+        }))
+    }
+
     /// How memory is limited by this group, if it is.
     pub fn memory_version(&self) -> Option<Version> {
         self.memory.as_ref().map(|(_, v)| *v)
@@ -534,6 +548,68 @@ impl CallGroup {
                 }
             }
         }
+    }
+}
+
+/// A call's memory limit charged with what the supervisor holds for the
+/// call: the group's own limit is lowered by what is charged (so the
+/// kernel holds the tool to what is left), and a charge is refused when
+/// the tool already uses more than would be left.
+#[derive(Debug)]
+struct ChargedLimit {
+    dir: PathBuf,
+    version: Version,
+    /// The call's limit.
+    limit: u64,
+    /// Bytes charged now.
+    charged: Mutex<u64>,
+}
+
+impl ChargedLimit {
+    /// What the tool's processes use now.
+    fn used(&self) -> Option<u64> {
+        let file = match self.version {
+            Version::V2 => "memory.current",
+            Version::V1 => "memory.usage_in_bytes",
+        };
+        read_kernel_file(&self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Sets the group's limit to `limit - charged`.
+    fn write(&self, charged: u64, raising: bool) -> Result<(), CgroupError> {
+        let left = self.limit.saturating_sub(charged).to_string();
+        match self.version {
+            Version::V2 => write(&self.dir.join("memory.max"), &left),
+            Version::V1 => write_v1_memory(&self.dir, self.limit.saturating_sub(charged), raising),
+        }
+    }
+}
+
+impl super::ToolMemory for ChargedLimit {
+    fn take(&self, bytes: u64) -> Result<(), u64> {
+        let mut charged = self.charged.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = charged.saturating_add(bytes);
+        // Unreadable usage is no room: refused.
+        let used = self.used().ok_or(self.limit)?;
+        if used.saturating_add(next) > self.limit {
+            return Err(self.limit);
+        }
+        self.write(next, false).map_err(|_| self.limit)?;
+        *charged = next;
+        Ok(())
+    }
+
+    fn give(&self, bytes: u64) {
+        let mut charged = self.charged.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = charged.saturating_sub(bytes);
+        // A failed write leaves the limit lower (never higher) than the
+        // manifest's; the group writes it again when reused.
+        let _ = self.write(next, true);
+        *charged = next;
     }
 }
 

@@ -48,6 +48,7 @@ pub mod broker;
 pub mod cancel;
 pub mod cgroup;
 mod child;
+pub mod churn;
 pub mod doctor;
 pub mod facts;
 pub mod forks;
@@ -78,7 +79,7 @@ pub use fs::FsAccess;
 pub use spawn::{run, run_fresh, run_keeping_out};
 pub use spec::{
     Attached, Channel, Enforcement, Gate, Gateway, HomeFile, JailResult, LimitHit, Limits, Output,
-    Spec, Status, Stdin, GATE_OPEN, PROXY_URL, TUN,
+    Spec, Status, Stdin, ToolMemory, GATE_OPEN, PROXY_ADDR, PROXY_URL, TUN,
 };
 
 /// The one supervisor loop, for a warm worker's calls too (`crate::run::warm`).
@@ -88,6 +89,9 @@ pub(crate) use pump::{limits_hit, pump_call, Sink, Supervised};
 pub(crate) use sys::async_fd as sys_async_fd;
 /// The forbidden calls `doctor --prove`'s battery tries from inside a jail.
 pub use sys::attempt;
+/// The supervisor's allocator: memory freed goes back to the kernel
+/// (transparent egress's connection buffers).
+pub use sys::heap::{map_large_allocations, return_freed_memory};
 
 use std::path::PathBuf;
 
@@ -175,6 +179,10 @@ pub enum JailError {
     /// A granted path was replaced between its resolution and its bind.
     #[error("a granted path was replaced while the jail was being built (another process, such as a second tool, is renaming or swapping it); nothing ran: retry, or stop what changes it")]
     Changed,
+    /// Files of the system baseline kept being replaced by the host
+    /// while the jail was being built ([`churn`]): transient.
+    #[error("the host replaced {} (files every jail is given, as a package install or a resolver rewrites them) each of the {tries} times this call's jail was built; nothing ran: retry in a moment", paths.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", "))]
+    HostChurn { paths: Vec<PathBuf>, tries: u32 },
     /// A grant is, or holds, a path no jail may reach (glovebox's state
     /// directory), found by identity after resolving it.
     #[error("{path:?} would expose glovebox's state directory {kept:?} to the jail (it is or holds it); narrow the path (or move the state with --state-dir)")]
@@ -316,6 +324,12 @@ impl JailError {
         }
     }
 
+    /// True when the failure is the host's, for a moment: the same call
+    /// may work when tried again (HTTP answers 503 with `Retry-After`).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, JailError::HostChurn { .. })
+    }
+
     /// True when the error means the sandbox cannot be provided here
     /// (`sandbox_unavailable`, exit status 3).
     pub fn is_unavailable(&self) -> bool {
@@ -343,6 +357,8 @@ impl JailError {
             JailError::InvalidSpec { .. } => ErrorKind::InputInvalid,
             JailError::KeptOut { .. } => ErrorKind::PermissionExceedsCeiling,
             JailError::Changed => ErrorKind::ManifestInvalid,
+            // Nothing the manifest or the caller did: the host, for now.
+            JailError::HostChurn { .. } => ErrorKind::SandboxUnavailable,
             JailError::Tree(tree::TreeError::Hold(hold::HoldError::Link { .. })) => {
                 ErrorKind::ManifestInvalid
             }

@@ -72,7 +72,7 @@ use super::probe::{self, Kernel, Mode};
 use super::spec::{JailResult, Spec};
 use super::standby::{self, Taken};
 use super::tree::{HeldAccess, Tree, TreeError};
-use super::{launch, prepare, profile, supervise, JailError};
+use super::{churn, launch, prepare, profile, supervise, JailError};
 
 pub use super::child::Step;
 
@@ -257,14 +257,57 @@ pub(super) fn hold_grants_planning(
     tree: bool,
     plan_tree: bool,
 ) -> Result<Grants, JailError> {
-    let mut held = HeldAccess::hold(&profile::baseline(spec.network)?, &Links::Follow)?;
-    held.extend(HeldAccess::hold(
+    let baseline = hold_baseline(spec)?;
+    let caller = hold_caller(spec, tree)?;
+    assemble(spec, keep_out, tree, plan_tree, baseline, caller)
+}
+
+/// The system baseline of `spec` ([`profile::baseline`]), held, links
+/// followed once.
+fn hold_baseline(spec: &Spec) -> Result<HeldAccess, JailError> {
+    Ok(HeldAccess::hold(
+        &profile::baseline(spec.network)?,
+        &Links::Follow,
+    )?)
+}
+
+/// The caller's grants and the protected paths inside its write grants,
+/// each held once: a call whose set-up is made again (the host replaced a
+/// baseline file, [`super::churn`]) uses these same descriptors, never
+/// the names again.
+pub(super) struct CallerHeld {
+    held: HeldAccess,
+    protect: Vec<Held>,
+}
+
+impl CallerHeld {
+    fn try_clone(&self) -> Result<CallerHeld, JailError> {
+        let prepare = |source| JailError::Prepare {
+            what: "holding the call's grants for its set-up",
+            source,
+        };
+        Ok(CallerHeld {
+            held: self.held.try_clone().map_err(prepare)?,
+            protect: self
+                .protect
+                .iter()
+                .map(Held::try_clone)
+                .collect::<std::io::Result<_>>()
+                .map_err(prepare)?,
+        })
+    }
+}
+
+/// Holds the caller's grants of `spec` and (`tree`: whether the jail has
+/// its own root) the protected paths inside its write grants.
+fn hold_caller(spec: &Spec, tree: bool) -> Result<CallerHeld, JailError> {
+    let mut held = HeldAccess::hold(
         &FsAccess {
             exec: Vec::new(),
             ..spec.fs.clone()
         },
         &spec.links,
-    )?);
+    )?;
     held.extend(HeldAccess::hold(
         &FsAccess {
             exec: spec.fs.exec.clone(),
@@ -272,20 +315,42 @@ pub(super) fn hold_grants_planning(
         },
         &Links::Follow,
     )?);
-    refuse_kept_out(keep_out, &held)?;
-    let write: Vec<PathBuf> = held
-        .write
-        .iter()
-        .filter(|h| h.id.kind != hold::Kind::Link)
-        .map(|h| h.real.clone())
-        .collect();
-    // Without a mount tree nothing can bind the control surface read-only
-    // again inside a write grant: the Landlock rules are split around it
-    // instead (see `fs::split_write`).
+    let write = real_writes(&held);
     let mut protect = Vec::new();
     for p in protected_paths(spec, &write, tree) {
         protect.extend(hold::hold(&p, &Links::Follow).map_err(TreeError::from)?);
     }
+    Ok(CallerHeld { held, protect })
+}
+
+/// The write grants of `held` where they really are.
+fn real_writes(held: &HeldAccess) -> Vec<PathBuf> {
+    held.write
+        .iter()
+        .filter(|h| h.id.kind != hold::Kind::Link)
+        .map(|h| h.real.clone())
+        .collect()
+}
+
+/// The call's grants from the held `baseline` and `caller`: one that is
+/// or holds `keep_out` refused; without a tree the write grants split
+/// around the protected paths; with `plan_tree` the tree planned.
+fn assemble(
+    spec: &Spec,
+    keep_out: &[PathBuf],
+    tree: bool,
+    plan_tree: bool,
+    baseline: HeldAccess,
+    caller: CallerHeld,
+) -> Result<Grants, JailError> {
+    let mut held = baseline;
+    held.extend(caller.held);
+    refuse_kept_out(keep_out, &held)?;
+    let write = real_writes(&held);
+    let protect = caller.protect;
+    // Without a mount tree nothing can bind the control surface read-only
+    // again inside a write grant: the Landlock rules are split around it
+    // instead (see `fs::split_write`).
     let split = if !tree && !protect.is_empty() {
         Some(jfs::split_held(&held.write, &protect).map_err(TreeError::from)?)
     } else {
@@ -352,6 +417,11 @@ pub(super) fn plan_call(
 /// Plans `spec` with `kernel` and carries the plan out: prepare
 /// ([`super::prepare`]), launch ([`super::launch`]: the child's steps, see
 /// the module docs), supervise ([`super::supervise`]).
+///
+/// A baseline file the host replaced while the jail was built (the
+/// child's bind found another object there) is held again and the set-up
+/// made again with it, the caller's grants as first held
+/// ([`super::churn`]).
 fn attempt(
     spec: &Spec,
     keep_out: &[PathBuf],
@@ -360,11 +430,34 @@ fn attempt(
     started: Instant,
 ) -> Result<JailResult, Attempt> {
     plan::check_spec(spec)?;
-    let grants = hold_grants(spec, keep_out, plan::mount_tree(kernel))?;
-    let plan = plan_call(spec, kernel, assumed, &grants)?;
-    let mut call = prepare::prepare(spec, kernel, &plan, grants)?;
-    let (pidfd, early) = launch::start(spec, &plan, &mut call, assumed)?;
-    supervise::supervise(spec, plan, call, pidfd, early, started)
+    let tree = plan::mount_tree(kernel);
+    let caller = hold_caller(spec, tree)?;
+    let mut baseline = hold_baseline(spec)?;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let seen = churn::Seen::of(&baseline);
+        let grants = assemble(spec, keep_out, tree, true, baseline, caller.try_clone()?)?;
+        let plan = plan_call(spec, kernel, assumed, &grants)?;
+        let mut call = prepare::prepare(spec, kernel, &plan, grants)?;
+        match launch::start(spec, &plan, &mut call, assumed) {
+            Ok((pidfd, early)) => {
+                return supervise::supervise(spec, plan, call, pidfd, early, started)
+            }
+            Err(Attempt::Error(JailError::Changed)) => {
+                drop(call);
+                baseline = hold_baseline(spec)?;
+                match churn::decide(&seen, &churn::Seen::of(&baseline), tries) {
+                    churn::Churn::Grant => return Err(JailError::Changed.into()),
+                    churn::Churn::Again(wait) => std::thread::sleep(wait),
+                    churn::Churn::GiveUp(paths) => {
+                        return Err(JailError::HostChurn { paths, tries }.into())
+                    }
+                }
+            }
+            Err(other) => return Err(other),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -153,14 +153,29 @@ pub trait Gateway: std::fmt::Debug + Send + Sync {
     /// way. A gateway
     /// that has no such service refuses, and the device is closed (the
     /// call keeps the proxy only).
+    /// `tool`: the tool's memory limit, where one is in force, to charge
+    /// what the service holds for the call (its connections' buffers).
     fn attach_tun(
         &self,
         tun: std::os::fd::OwnedFd,
         dns: Vec<std::os::fd::OwnedFd>,
+        tool: Option<std::sync::Arc<dyn ToolMemory>>,
     ) -> std::io::Result<Box<dyn Attached>> {
-        drop((tun, dns));
+        drop((tun, dns, tool));
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
+}
+
+/// The memory limit of a call's tool, to which the supervisor charges
+/// what it holds in memory for the call (transparent egress's buffers):
+/// the tool and those together stay within the limit
+/// (`super::cgroup`'s lowers the tool's own limit by what is charged).
+pub trait ToolMemory: std::fmt::Debug + Send + Sync {
+    /// Charges `bytes`, or returns the limit (bytes) they would pass.
+    fn take(&self, bytes: u64) -> Result<(), u64>;
+
+    /// Returns `bytes` charged before.
+    fn give(&self, bytes: u64);
 }
 
 /// A running [`Gateway`]; dropping it stops the proxy.

@@ -16,7 +16,7 @@ use super::plan::Plan;
 use super::prepare::Call;
 use super::pump::{self, Sink};
 use super::spawn::Attempt;
-use super::spec::{Attached, Enforcement, Gateway, JailResult, Spec, Status};
+use super::spec::{Attached, Enforcement, Gateway, JailResult, Spec, Status, ToolMemory};
 use super::sys;
 use super::JailError;
 
@@ -61,7 +61,7 @@ pub(super) fn supervise(
     let Call {
         prepared,
         home,
-        group,
+        mut group,
         write_grants,
         stdin_feed,
         out_r,
@@ -87,7 +87,10 @@ pub(super) fn supervise(
         net,
         early,
     };
-    let beside = match start_beside(spec, &plan, &pidfd, handoffs, &write_grants) {
+    // What the supervisor holds for the call in memory (transparent
+    // egress's buffers) is charged to the tool's memory limit.
+    let tool_memory = group.as_mut().and_then(|g| g.tool_memory());
+    let beside = match start_beside(spec, &plan, &pidfd, handoffs, &write_grants, tool_memory) {
         Ok(b) => b,
         Err(e) => {
             let _ = sys::pidfd_kill(pidfd.as_raw_fd());
@@ -187,6 +190,7 @@ fn start_beside(
     pidfd: &OwnedFd,
     handoffs: Handoffs,
     write_grants: &[std::path::PathBuf],
+    tool_memory: Option<std::sync::Arc<dyn ToolMemory>>,
 ) -> Result<Beside, JailError> {
     let Handoffs {
         notified,
@@ -278,7 +282,7 @@ fn start_beside(
     let (egress, transparent) = match (&plan.net, net) {
         (NetPlan::Brokered(_), _) => (brokered_egress, None),
         (NetPlan::Proxied(gateway), Some(h)) => {
-            let (a, t) = attach_proxy(gateway, h)?;
+            let (a, t) = attach_proxy(gateway, h, tool_memory)?;
             (Some(a), t)
         }
         _ => (None, None),
@@ -294,10 +298,12 @@ fn start_beside(
 /// The egress proxy on the listener the child opened in its network
 /// namespace, and the transparent egress of its TUN device when the child
 /// could make one (sent before it exec'd, so already here or never),
-/// with its loopback DNS sockets.
+/// with its loopback DNS sockets (what it holds for the call charged to
+/// `tool_memory`).
 fn attach_proxy(
     gateway: &std::sync::Arc<dyn Gateway>,
     h: NetHandoff,
+    tool_memory: Option<std::sync::Arc<dyn ToolMemory>>,
 ) -> Result<(Egress, Option<Egress>), JailError> {
     drop(h.child_end);
     let attached = sys::recv_fd(h.parent_end.as_raw_fd())
@@ -314,7 +320,7 @@ fn attach_proxy(
             let dns = std::iter::from_fn(|| sys::recv_fd(h.parent_end.as_raw_fd()).ok())
                 .take(super::network::MAX_LOOPBACK_DNS)
                 .collect();
-            gateway.attach_tun(tun, dns)
+            gateway.attach_tun(tun, dns, tool_memory)
         })
         .ok();
     Ok((attached, transparent))

@@ -270,6 +270,21 @@ impl HeldAccess {
         })
     }
 
+    /// Other handles on the same objects.
+    pub fn try_clone(&self) -> std::io::Result<HeldAccess> {
+        let list = |l: &[Held]| {
+            l.iter()
+                .map(Held::try_clone)
+                .collect::<std::io::Result<Vec<_>>>()
+        };
+        Ok(HeldAccess {
+            read_only: list(&self.read_only)?,
+            read: list(&self.read)?,
+            exec: list(&self.exec)?,
+            write: list(&self.write)?,
+        })
+    }
+
     /// Adds `other`'s holds.
     pub fn extend(&mut self, other: HeldAccess) {
         self.read_only.extend(other.read_only);

@@ -69,12 +69,14 @@ pub fn jail_error(tool: &str, err: &StartError, program: &Path) -> Outcome {
             );
         }
     }
-    Outcome::failure(
-        tool,
-        err.kind(),
-        error_chain(err),
-        json!({"program": program}),
-    )
+    let details = match err {
+        // The host's, for a moment: the caller may retry (HTTP says when).
+        StartError::Jail(e) if e.is_transient() => {
+            json!({"program": program, "transient": true, "retry_after_s": 1})
+        }
+        _ => json!({"program": program}),
+    };
+    Outcome::failure(tool, err.kind(), error_chain(err), details)
 }
 
 pub use crate::kind::error_chain;

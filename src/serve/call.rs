@@ -218,6 +218,16 @@ pub fn is_busy(outcome: &Outcome) -> bool {
         .is_some_and(|e| e.details["busy"] == true)
 }
 
+/// Whether the call failed for a moment, nothing of it run (the host
+/// replaced a file its jail is given, as a package install does): the
+/// same call may work when tried again.
+pub fn is_transient(outcome: &Outcome) -> bool {
+    outcome
+        .error
+        .as_ref()
+        .is_some_and(|e| e.details["transient"] == true)
+}
+
 /// Kills the call's process tree when dropped before the call returned,
 /// saying why: the request's deadline passed, or its client went away.
 struct KillOnDrop {

@@ -1,16 +1,39 @@
 //! [`Conns`]: the connections of `glovebox serve`, shared so that no one
-//! client can hold every slot (issue 32, item 1).
+//! client can hold every slot (issue 32, item 1) nor slow everyone
+//! else's way in (issue 43, item 4).
 //!
 //! - At most `max` connections are open; one peer (an IP address: on
-//!   loopback every local client is one peer) at most `per_peer` of them.
+//!   loopback every local client is one peer) at most `per_peer` of them,
+//!   and at most `idle_per_peer` of those idle.
 //! - A connection is *busy* while one of its requests is being served
 //!   (from its body read to the end of its answer, an event stream
 //!   included), *idle* otherwise (between requests, or still sending its
-//!   headers or body). A new connection past a cap closes the one idle
-//!   longest (the peer's own when the peer is at its cap), so idle
-//!   connections, however many and however renewed, never keep another
-//!   client out. Only when every connection is busy does a new one wait
-//!   (past the whole cap) or get 503 at once (past its peer's cap).
+//!   headers or body). Idle connections are what is shed, and one peer's
+//!   first:
+//!   - a peer past its idle cap loses its own oldest idle one (when it
+//!     opens another, or when one of its requests ends) — or, when even
+//!     that one is fresh (idle less than [`PRESSURE_IDLE`]: the peer
+//!     opens connections faster than it uses them), its new connection is
+//!     closed at once: it costs one accept and one close, so the kernel's
+//!     backlog is drained as fast as the peer fills it and everyone
+//!     else's connections still find room there;
+//!   - a new connection past the whole cap closes the oldest idle one of
+//!     the peer holding the most idle connections (so a client that
+//!     holds many costs itself, not the others), past its peer's cap the
+//!     peer's own oldest idle one;
+//!   - under pressure (three quarters of the cap open) the idle timeout
+//!     shortens to [`PRESSURE_IDLE`]: connections idle longer are closed
+//!     as new ones arrive.
+//!
+//!   Only when every connection is busy does a new one wait (past the
+//!   whole cap) or get 503 at once (past its peer's cap).
+//! - Admission never sleeps: a connection that made room is counted as
+//!   *closing* until its descriptor is really closed (an instant later),
+//!   and up to [`CLOSING_SLACK`] of those may overlap the new ones (the
+//!   descriptor budget keeps that many for them,
+//!   [`super::limits::plan_fds`]); past the slack, or with every
+//!   connection busy, the accept loop waits for [`Conns::changed`], which
+//!   fires the moment one closes or becomes idle.
 //! - Long-lived event streams (`subscriptions/listen` of MCP 2026-07-28
 //!   and the standalone `GET /mcp` stream) are busy for as long as they
 //!   stay open, so they have their own bound: at most `max_streams`
@@ -21,13 +44,17 @@
 //! An evicted connection is dropped, not drained: it had no request in
 //! flight, and a request that reaches the server on it after it was
 //! chosen is refused before it runs anything ([`Conns::begin`]).
+//!
+//! Who a peer is: its IP address, taken at accept time
+//! ([`super::http`]'s accept loop calls [`Conns::admit`] right after
+//! `accept`).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
@@ -35,10 +62,20 @@ use axum::http::{header, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, SizeHint};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::problem::Problem;
 use crate::run::ErrorKind;
+
+/// Evicted connections whose descriptors may still be open while new
+/// ones are admitted in their place (kept in the descriptor budget
+/// beside the cap).
+pub const CLOSING_SLACK: usize = 32;
+
+/// The idle timeout under pressure: once three quarters of the cap are
+/// open, a connection idle this long is closed as new ones arrive.
+pub const PRESSURE_IDLE: Duration = Duration::from_secs(1);
 
 /// The connection and stream caps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +84,8 @@ pub struct ConnLimits {
     pub max: usize,
     /// Connections of one peer at once.
     pub per_peer: usize,
+    /// Idle connections of one peer at once.
+    pub idle_per_peer: usize,
     /// Event streams open at once.
     pub max_streams: usize,
     /// Event streams of one peer at once.
@@ -55,17 +94,19 @@ pub struct ConnLimits {
 
 impl ConnLimits {
     /// The caps for `max` connections, each of the others given or
-    /// derived from it: half of them per peer, a quarter of them for
-    /// streams, a quarter of those per peer (each at least 1, none above
-    /// the one it divides).
+    /// derived from it: half of them per peer, a quarter of those idle
+    /// per peer, a quarter of the connections for streams, a quarter of
+    /// those per peer (each at least 1, none above the one it divides).
     pub fn fit(
         max: usize,
         per_peer: Option<usize>,
+        idle_per_peer: Option<usize>,
         max_streams: Option<usize>,
         streams_per_peer: Option<usize>,
     ) -> ConnLimits {
         let max = max.max(1);
         let per_peer = per_peer.unwrap_or(max / 2).clamp(1, max);
+        let idle_per_peer = idle_per_peer.unwrap_or(per_peer / 4).clamp(1, per_peer);
         let max_streams = max_streams.unwrap_or(max / 4).clamp(1, max);
         let streams_per_peer = streams_per_peer
             .unwrap_or(max_streams / 4)
@@ -73,6 +114,7 @@ impl ConnLimits {
         ConnLimits {
             max,
             per_peer,
+            idle_per_peer,
             max_streams,
             streams_per_peer,
         }
@@ -88,15 +130,96 @@ struct Conn {
     evict: CancellationToken,
 }
 
+impl Conn {
+    fn idle(&self) -> bool {
+        self.busy == 0
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     next: u64,
     open: HashMap<u64, Conn>,
     /// Evicted connections whose handle (and so descriptor) is not yet
-    /// dropped: they still count against the cap, or a burst of new
-    /// connections would each evict one and outrun their closing (the
-    /// descriptor limit the cap was sized to).
+    /// dropped: at most [`CLOSING_SLACK`] of them beside the cap, or a
+    /// burst of new connections would each evict one and outrun their
+    /// closing (the descriptor limit the cap was sized to).
     closing: usize,
+}
+
+impl State {
+    fn idle_of(&self, peer: IpAddr) -> usize {
+        self.open
+            .values()
+            .filter(|c| c.peer == peer && c.idle())
+            .count()
+    }
+
+    /// Removes connection `id` from the open ones and tells it to close.
+    fn evict(&mut self, id: u64) {
+        if let Some(c) = self.open.remove(&id) {
+            c.evict.cancel();
+            self.closing += 1;
+        }
+    }
+
+    /// The connection idle longest (of `peer`, when given), and since
+    /// when.
+    fn oldest_idle(&self, peer: Option<IpAddr>) -> Option<(u64, Instant)> {
+        self.open
+            .iter()
+            .filter(|(_, c)| c.idle() && peer.is_none_or(|p| c.peer == p))
+            .min_by_key(|(_, c)| c.idle_since)
+            .map(|(id, c)| (*id, c.idle_since))
+    }
+
+    /// Evicts the connection idle longest (of `peer`, when given);
+    /// whether there was one.
+    fn evict_oldest_idle(&mut self, peer: Option<IpAddr>) -> bool {
+        match self.oldest_idle(peer) {
+            Some((id, _)) => {
+                self.evict(id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Evicts the oldest idle connection of the peer holding the most
+    /// idle ones; whether there was one.
+    fn evict_from_heaviest(&mut self) -> bool {
+        let mut idle: HashMap<IpAddr, usize> = HashMap::new();
+        for c in self.open.values().filter(|c| c.idle()) {
+            *idle.entry(c.peer).or_default() += 1;
+        }
+        let heaviest = idle
+            .into_iter()
+            .max_by_key(|(peer, n)| (*n, std::cmp::Reverse(*peer)))
+            .map(|(peer, _)| peer);
+        match heaviest {
+            Some(peer) => self.evict_oldest_idle(Some(peer)),
+            None => false,
+        }
+    }
+
+    /// Under pressure, evicts every connection idle longer than
+    /// [`PRESSURE_IDLE`] (as many as the closing slack has room for).
+    fn shed_under_pressure(&mut self, limits: &ConnLimits, now: Instant) {
+        if self.open.len() + self.closing < limits.max - limits.max / 4 {
+            return;
+        }
+        let mut stale: Vec<(Instant, u64)> = self
+            .open
+            .iter()
+            .filter(|(_, c)| c.idle() && now.duration_since(c.idle_since) > PRESSURE_IDLE)
+            .map(|(id, c)| (c.idle_since, *id))
+            .collect();
+        stale.sort_unstable();
+        let room = CLOSING_SLACK.saturating_sub(self.closing);
+        for (_, id) in stale.into_iter().take(room) {
+            self.evict(id);
+        }
+    }
 }
 
 /// The open connections.
@@ -104,6 +227,8 @@ struct State {
 pub struct Conns {
     limits: ConnLimits,
     state: Mutex<State>,
+    /// Fired when a connection closes or becomes idle (room may be made).
+    changed: Notify,
 }
 
 /// What [`Conns::admit`] decided for a new connection.
@@ -111,10 +236,14 @@ pub struct Conns {
 pub enum Admission {
     /// Serve it (an idle one may have been evicted to make room).
     Open(Arc<ConnHandle>),
-    /// Every slot is busy: wait for one to close.
+    /// Every slot is busy, or too many evicted ones are still closing:
+    /// wait for [`Conns::changed`] and ask again.
     Wait,
     /// Its peer holds all its slots, every one busy: refuse it.
     PeerFull,
+    /// Its peer is at its idle cap and every idle connection of its is
+    /// fresh (idle less than [`PRESSURE_IDLE`]): close it at once.
+    Shed,
 }
 
 /// Why a stream was refused.
@@ -153,11 +282,14 @@ impl ConnHandle {
 
 impl Drop for ConnHandle {
     fn drop(&mut self) {
-        let mut state = self.conns.lock();
-        if state.open.remove(&self.id).is_none() {
-            // Evicted earlier: its descriptor is closed now.
-            state.closing = state.closing.saturating_sub(1);
+        {
+            let mut state = self.conns.lock();
+            if state.open.remove(&self.id).is_none() {
+                // Evicted earlier: its descriptor is closed now.
+                state.closing = state.closing.saturating_sub(1);
+            }
         }
+        self.conns.changed.notify_one();
     }
 }
 
@@ -170,10 +302,21 @@ pub struct Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        if let Some(c) = self.conns.lock().open.get_mut(&self.id) {
+        {
+            let mut state = self.conns.lock();
+            let Some(c) = state.open.get_mut(&self.id) else {
+                return;
+            };
             c.busy = c.busy.saturating_sub(1);
             c.idle_since = Instant::now();
+            let (peer, idle) = (c.peer, c.idle());
+            // Idle again: past its peer's idle cap, the peer's oldest
+            // idle one goes.
+            if idle && state.idle_of(peer) > self.conns.limits.idle_per_peer {
+                state.evict_oldest_idle(Some(peer));
+            }
         }
+        self.conns.changed.notify_one();
     }
 }
 
@@ -198,6 +341,7 @@ impl Conns {
         Arc::new(Conns {
             limits,
             state: Mutex::new(State::default()),
+            changed: Notify::new(),
         })
     }
 
@@ -221,27 +365,43 @@ impl Conns {
         self.lock().open.values().all(|c| c.busy > 0)
     }
 
+    /// Resolves once a connection has closed or become idle since the
+    /// last time it resolved (or at once, when one did meanwhile): when
+    /// [`Conns::admit`] said [`Admission::Wait`], the moment to ask again.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
     /// Admits a connection from `peer` (see the module documentation).
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Admission {
+        let limits = self.limits;
+        let now = Instant::now();
         let mut state = self.lock();
+        state.shed_under_pressure(&limits, now);
+        // Evicted connections not yet closed hold descriptors: past the
+        // slack, none is evicted until they are.
+        let room = state.closing < CLOSING_SLACK;
         let of_peer = state.open.values().filter(|c| c.peer == peer).count();
-        if of_peer >= self.limits.per_peer {
-            if !evict_oldest_idle(&mut state, Some(peer)) {
+        let at_peer_cap = of_peer >= limits.per_peer;
+        if at_peer_cap || state.idle_of(peer) >= limits.idle_per_peer {
+            // The new connection is idle until its first request: the
+            // peer's own oldest idle one makes room for it — unless even
+            // that one is fresh: the peer opens connections faster than it
+            // uses them, and the new one is shed at once (it costs the
+            // server one accept and one close, and never slows the others'
+            // way in).
+            match state.oldest_idle(Some(peer)) {
+                Some((_, since)) if now.duration_since(since) < PRESSURE_IDLE => {
+                    return Admission::Shed;
+                }
+                Some((id, _)) if room => state.evict(id),
+                Some(_) => return Admission::Wait,
                 // A peer allowed every slot waits like anyone at the cap.
-                return if self.limits.per_peer >= self.limits.max {
-                    Admission::Wait
-                } else {
-                    Admission::PeerFull
-                };
+                None if limits.per_peer >= limits.max => return Admission::Wait,
+                None => return Admission::PeerFull,
             }
-        } else if state.open.len() + state.closing >= self.limits.max
-            && state.closing == 0
-            && !evict_oldest_idle(&mut state, None)
-        {
-            return Admission::Wait;
         }
-        // Room is made once an evicted connection is really closed.
-        if state.open.len() + state.closing >= self.limits.max {
+        if state.open.len() >= limits.max && !(room && state.evict_from_heaviest()) {
             return Admission::Wait;
         }
         let id = state.next;
@@ -447,114 +607,6 @@ pub fn peer_full_answer(per_peer: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Removes the connection idle longest (of `peer`, when given) and tells
-/// it to close; whether there was one.
-fn evict_oldest_idle(state: &mut State, peer: Option<IpAddr>) -> bool {
-    let oldest = state
-        .open
-        .iter()
-        .filter(|(_, c)| c.busy == 0 && peer.is_none_or(|p| c.peer == p))
-        .min_by_key(|(_, c)| c.idle_since)
-        .map(|(id, _)| *id);
-    let Some(id) = oldest else { return false };
-    if let Some(c) = state.open.remove(&id) {
-        c.evict.cancel();
-        state.closing += 1;
-    }
-    true
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    fn open(a: Admission) -> Arc<ConnHandle> {
-        match a {
-            Admission::Open(h) => h,
-            other => panic!("not admitted: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn derived_caps() {
-        let l = ConnLimits::fit(512, None, None, None);
-        assert_eq!(
-            (l.max, l.per_peer, l.max_streams, l.streams_per_peer),
-            (512, 256, 128, 32)
-        );
-        let l = ConnLimits::fit(1, None, None, None);
-        assert_eq!(
-            (l.max, l.per_peer, l.max_streams, l.streams_per_peer),
-            (1, 1, 1, 1)
-        );
-        let l = ConnLimits::fit(8, Some(100), Some(3), Some(9));
-        assert_eq!(
-            (l.max, l.per_peer, l.max_streams, l.streams_per_peer),
-            (8, 8, 3, 3)
-        );
-    }
-
-    #[test]
-    fn the_oldest_idle_connection_makes_room_and_busy_ones_stay() {
-        let conns = Conns::new(ConnLimits::fit(3, Some(3), None, None));
-        let a = open(conns.admit(ip("127.0.0.1")));
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let b = open(conns.admit(ip("127.0.0.1")));
-        let c = open(conns.admit(ip("127.0.0.1")));
-        let _busy = conns.begin(&a).unwrap();
-        // Full: b (idle longest; a is busy) is evicted, and the new one
-        // waits until b is really closed.
-        assert!(matches!(conns.admit(ip("127.0.0.2")), Admission::Wait));
-        assert!(b.evicted.is_cancelled());
-        // No second eviction while b closes.
-        assert!(matches!(conns.admit(ip("127.0.0.2")), Admission::Wait));
-        assert!(!c.evicted.is_cancelled());
-        assert!(!a.evicted.is_cancelled() && !c.evicted.is_cancelled());
-        // An evicted connection runs no new request.
-        assert!(conns.begin(&b).is_none());
-        drop(b);
-        let d = open(conns.admit(ip("127.0.0.2")));
-        let _c = conns.begin(&c).unwrap();
-        let _d = conns.begin(&d).unwrap();
-        // Every one busy: wait.
-        assert!(matches!(conns.admit(ip("127.0.0.3")), Admission::Wait));
-        drop(_c);
-        assert!(matches!(conns.admit(ip("127.0.0.3")), Admission::Wait));
-        assert!(c.evicted.is_cancelled());
-        drop(c);
-        let _e = open(conns.admit(ip("127.0.0.3")));
-    }
-
-    #[test]
-    fn a_peer_at_its_cap_evicts_its_own_or_is_refused() {
-        let conns = Conns::new(ConnLimits::fit(10, Some(2), None, None));
-        let other = open(conns.admit(ip("10.0.0.9")));
-        let a = open(conns.admit(ip("10.0.0.1")));
-        let b = open(conns.admit(ip("10.0.0.1")));
-        let _c = open(conns.admit(ip("10.0.0.1")));
-        assert!(a.evicted.is_cancelled(), "its own oldest idle went");
-        assert!(!other.evicted.is_cancelled(), "another peer's stays");
-        let _b = conns.begin(&b).unwrap();
-        let _cb = conns.begin(&_c).unwrap();
-        assert!(matches!(conns.admit(ip("10.0.0.1")), Admission::PeerFull));
-        assert!(matches!(conns.admit(ip("10.0.0.2")), Admission::Open(_)));
-    }
-
-    #[test]
-    fn streams_are_bounded_overall_and_per_peer() {
-        let conns = Conns::new(ConnLimits::fit(100, None, Some(3), Some(2)));
-        let a = open(conns.admit(ip("127.0.0.1")));
-        let b = open(conns.admit(ip("127.0.0.2")));
-        let s1 = conns.stream(&a).unwrap();
-        let _s2 = conns.stream(&a).unwrap();
-        assert_eq!(conns.stream(&a).unwrap_err(), StreamRefusal::Peer(2));
-        let _s3 = conns.stream(&b).unwrap();
-        assert_eq!(conns.stream(&b).unwrap_err(), StreamRefusal::Server(3));
-        drop(s1);
-        assert!(conns.stream(&b).is_ok());
-    }
-}
+#[path = "conns_tests.rs"]
+mod tests;

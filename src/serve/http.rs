@@ -143,6 +143,10 @@ pub struct Options {
     pub metrics_listen: Option<SocketAddr>,
 }
 
+/// Connections the kernel queues for the accept loop, at most (and at
+/// most `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
 /// Default grace period on shutdown.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
@@ -358,7 +362,11 @@ pub async fn serve(
     // Recorded machine-wide until the server stops: no tool's egress
     // proxy connects here, whoever runs it.
     let _recorded = crate::egress::listeners::register(addr)?;
-    let listener = socket.listen(1024).map_err(bind_err)?;
+    // A deep backlog (the kernel caps it at net.core.somaxconn): a
+    // client that opens connections in bursts fills it with connections
+    // the accept loop sheds at once, and a full one would drop everyone
+    // else's SYNs (each retried only after a second or more).
+    let listener = socket.listen(LISTEN_BACKLOG).map_err(bind_err)?;
     if options.token.is_none() {
         // Without a token, the callers' accounts must be told apart.
         super::owner::check_works(addr)?;
@@ -447,11 +455,12 @@ async fn bind_metrics(
     Ok((listener, router, recorded))
 }
 
-/// The connection cap for this process: `--max-connections`, lowered
-/// (and said on stderr) when the open-file limit could not hold that many
-/// besides the calls' descriptors ([`limits::connection_cap`]). The soft
-/// limit is first raised to the hard one.
-fn fitting_connection_cap(limits: &Limits) -> usize {
+/// The connection cap for this process, and every call's egress bounds
+/// set ([`crate::egress::budget::set`]): the open-file limit shared out
+/// by [`limits::plan_fds`] (the soft limit first raised to the hard one),
+/// the cap lowered (and said on stderr) where `--max-connections` would
+/// not fit beside the calls.
+fn share_descriptors(limits: &Limits) -> usize {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let open_files = match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
@@ -459,25 +468,36 @@ fn fitting_connection_cap(limits: &Limits) -> usize {
             Err(_) => soft,
         },
         Ok((soft, _)) => soft,
-        Err(_) => return limits.max_connections.max(1),
+        Err(_) => 1024,
     };
-    let cap = limits::connection_cap(
-        limits.max_connections,
-        open_files,
-        limits.calls.max_concurrent,
-    );
-    if cap < limits.max_connections {
+    let slots = limits.calls.max_concurrent;
+    let plan = limits::plan_fds(limits.max_connections, open_files, slots);
+    if plan.connections < limits.max_connections {
         eprintln!(
-            "glovebox: at most {cap} connections at once, not {} (--max-connections): the open-file limit is {open_files} and {} calls need theirs; raise it (ulimit -n) for more",
-            limits.max_connections, limits.calls.max_concurrent
+            "glovebox: at most {} connections at once, not {} (--max-connections): the open-file limit is {open_files} and {slots} calls need theirs; raise it (ulimit -n) for more",
+            plan.connections, limits.max_connections
         );
     }
-    cap
+    if (plan.egress_per_call as u64) < limits::FD_EGRESS_MIN {
+        eprintln!(
+            "glovebox: each call's network connections may hold only {} descriptors ({} proxied connections): the open-file limit is {open_files}; raise it (ulimit -n), or lower --max-concurrent ({slots})",
+            plan.egress_per_call,
+            plan.egress_per_call / crate::egress::budget::PROXIED_FDS
+        );
+    }
+    crate::egress::budget::set(crate::egress::budget::Bounds {
+        fds_per_call: plan.egress_per_call,
+        fds_total: plan.egress_total,
+        bytes_per_call: limits.egress_memory_per_call,
+        bytes_total: limits.egress_memory,
+    });
+    plan.connections
 }
 
 /// Accepts connections until `stopping`, shared as [`super::conns`]
-/// says (at most `limits.max_connections` open, per peer and for event
-/// streams too, the oldest idle one closed to make room), each closed
+/// says (at most `limits.max_connections` open, per peer, idle per peer
+/// and for event streams too, idle ones shed to make room, the heaviest
+/// peer's first), each closed
 /// when its headers take longer than `limits.header_timeout` or it sits
 /// idle that long; then waits for the open connections to finish.
 async fn accept(
@@ -486,7 +506,7 @@ async fn accept(
     limits: Limits,
     stopping: tokio_util::sync::CancellationToken,
 ) -> Result<(), std::io::Error> {
-    let max_connections = fitting_connection_cap(&limits);
+    let max_connections = share_descriptors(&limits);
     let conns = Conns::new(limits.connection_limits(max_connections));
     let tasks = tokio_util::task::TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -495,6 +515,7 @@ async fn accept(
     let mut said: Option<std::time::Instant> = None;
     let mut said_accept: Option<std::time::Instant> = None;
     let mut said_peer: Option<std::time::Instant> = None;
+    let mut said_shed: Option<std::time::Instant> = None;
     let once_a_minute = |t: &mut Option<std::time::Instant>| {
         let due = t.is_none_or(|t| t.elapsed() > Duration::from_secs(60));
         if due {
@@ -512,7 +533,7 @@ async fn accept(
                 );
             }
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = conns.changed() => {}
                 _ = stopping.cancelled() => break 'accepting,
             }
         }
@@ -545,6 +566,18 @@ async fn accept(
                 let _ = tcp.try_write(&super::conns::peer_full_answer(conns.limits().per_peer));
                 continue;
             }
+            Admission::Shed => {
+                if once_a_minute(&mut said_shed) {
+                    eprintln!(
+                        "glovebox: {} opens connections faster than it uses them (it holds {} idle, each idle under a second; glovebox serve --max-idle-per-peer): its new ones are closed at once (said once a minute at most)",
+                        peer.ip(),
+                        conns.limits().idle_per_peer
+                    );
+                }
+                // A reset: no time-wait state is kept for it.
+                let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
+                continue;
+            }
             Admission::Wait => {
                 // Taken between the check above and this accept: the
                 // connection waits its turn here instead.
@@ -555,8 +588,10 @@ async fn accept(
                 }
                 let mut admitted = None;
                 while admitted.is_none() {
+                    // The moment a connection closes or turns idle (an
+                    // evicted one still closing, at most a few µs away).
                     tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                        _ = conns.changed() => {}
                         _ = stopping.cancelled() => break 'accepting,
                     }
                     if let Admission::Open(c) = conns.admit(peer.ip().to_canonical()) {

@@ -3,10 +3,13 @@
 //!
 //! - Connections ([`super::http::serve`]): at most `max_connections` open
 //!   at once; past it new ones wait in the kernel's backlog (and a line on
-//!   stderr says so) until one closes. The cap is lowered to what the
-//!   open-file limit leaves after the calls' own descriptors
-//!   ([`connection_cap`], said on stderr), so idle connections can never
-//!   take the descriptors a call or the next accept needs. A connection must send a request's
+//!   stderr says so) until one closes. The open-file limit is shared out
+//!   once ([`plan_fds`]): the server's own reserve, each call slot's jail,
+//!   the connections, and each call slot's share for its connections
+//!   (egress, [`crate::egress::budget`]); the connection cap is lowered
+//!   where it would not fit (said on stderr), so neither idle connections
+//!   nor one call's egress can take the descriptors a call or the next
+//!   accept needs. A connection must send a request's
 //!   headers within `header_timeout`, which is also the longest a kept-alive
 //!   connection may sit idle; past it, it is closed.
 //! - [`limit_body`]: a body must arrive within `body_timeout` (else 408,
@@ -28,6 +31,11 @@
 //!   closed.
 //! - `GET /api/v1/tools/usage` reads at most `usage_scan_bytes` from the
 //!   end of the audit log.
+//! - Each call's network connections: the descriptors of its share of
+//!   the open-file limit ([`plan_fds`]), and for transparent egress's
+//!   buffers `egress_memory_per_call` of `egress_memory`
+//!   ([`crate::egress::budget`]); past them its new connection is
+//!   refused (logged), never another call's.
 
 use std::time::Duration;
 
@@ -77,6 +85,9 @@ pub struct Limits {
     /// Connections of one peer (IP address) at once; `None`: half of
     /// `max_connections` ([`super::conns::ConnLimits::fit`]).
     pub max_connections_per_peer: Option<usize>,
+    /// Idle connections of one peer at once; `None`: a quarter of the
+    /// per-peer cap.
+    pub max_idle_per_peer: Option<usize>,
     /// Event streams (`subscriptions/listen`, `GET /mcp`) open at once;
     /// `None`: a quarter of `max_connections`.
     pub max_streams: Option<usize>,
@@ -93,6 +104,11 @@ pub struct Limits {
     pub session_idle_timeout: Duration,
     /// Bytes of the audit log read for `usage`, from its end.
     pub usage_scan_bytes: u64,
+    /// Bytes every call's transparent connections may hold together
+    /// (their buffers, [`crate::egress::budget`]).
+    pub egress_memory: u64,
+    /// Bytes one call's transparent connections may hold.
+    pub egress_memory_per_call: u64,
 }
 
 impl Default for Limits {
@@ -103,6 +119,7 @@ impl Default for Limits {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_peer: None,
+            max_idle_per_peer: None,
             max_streams: None,
             max_streams_per_peer: None,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
@@ -110,6 +127,8 @@ impl Default for Limits {
             max_sessions: DEFAULT_MAX_SESSIONS,
             session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
             usage_scan_bytes: DEFAULT_USAGE_SCAN_BYTES,
+            egress_memory: crate::egress::budget::DEFAULT_BYTES_TOTAL,
+            egress_memory_per_call: crate::egress::budget::DEFAULT_BYTES_PER_CALL,
         }
     }
 }
@@ -121,29 +140,68 @@ impl Limits {
         super::conns::ConnLimits::fit(
             cap,
             self.max_connections_per_peer,
+            self.max_idle_per_peer,
             self.max_streams,
             self.max_streams_per_peer,
         )
     }
 }
 
-/// Descriptors kept for the server itself (listeners, the audit log,
-/// the runtime) besides its connections and calls.
-pub const FD_RESERVE_BASE: u64 = 64;
-/// Descriptors kept per call slot (pipes, pidfd, cgroup files, the egress
-/// proxy's sockets).
-pub const FD_RESERVE_PER_CALL: u64 = 16;
+/// Descriptors the server keeps for itself besides its connections and
+/// calls: its listener, the runtime, the audit log, the watcher, idle
+/// warm workers and standby jails.
+pub const FD_RESERVE_BASE: u64 = 128;
+/// Descriptors one call's jail holds at its peak, its connections aside:
+/// its grants while it is set up (each held once, closed once decided),
+/// pipes, pidfd, cgroup files, the proxy's listener and the TUN device
+/// (40 measured for a call with the baseline alone, 48 with the network;
+/// more per grant). Kept for every call slot, and once more for the
+/// readiness probe's jail.
+pub const FD_PER_JAIL: u64 = 64;
+/// Descriptors each call slot keeps for its connections at least before
+/// the connection cap is lowered for them: 16 proxied connections.
+pub const FD_EGRESS_MIN: u64 = 16 * crate::egress::budget::PROXIED_FDS as u64;
 
-/// The connection cap that fits `open_files` (the soft `RLIMIT_NOFILE`):
-/// `asked`, or fewer when the descriptors left after the reserve for
-/// the server and `max_concurrent` calls are fewer — but never below a
+/// How the server's open-file limit is shared ([`plan_fds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdPlan {
+    /// Connections open at once (the cap).
+    pub connections: usize,
+    /// Descriptors one call's connections may hold.
+    pub egress_per_call: usize,
+    /// Descriptors every call's connections may hold together.
+    pub egress_total: usize,
+}
+
+/// Shares `open_files` (the soft `RLIMIT_NOFILE`) out: the server's own
+/// reserve and the readiness probe's jail first, then each of the
+/// `slots` calls' jails, then the connections (`asked`, plus the
+/// evicted ones still closing, [`super::conns::CLOSING_SLACK`]), and
+/// what is left to the calls' connections, the same share per call slot
+/// (at most [`crate::egress::budget::MAX_FDS_PER_CALL`]). The connection
+/// cap is lowered to leave each slot [`FD_EGRESS_MIN`], but never below a
 /// quarter of the limit, nor below 1.
-pub fn connection_cap(asked: usize, open_files: u64, max_concurrent: usize) -> usize {
-    let reserve = FD_RESERVE_BASE + FD_RESERVE_PER_CALL * max_concurrent as u64;
-    let fits = open_files.saturating_sub(reserve).max(open_files / 4);
-    asked
+pub fn plan_fds(asked: usize, open_files: u64, slots: usize) -> FdPlan {
+    let slots = slots.max(1) as u64;
+    let slack = super::conns::CLOSING_SLACK as u64;
+    let shared = open_files
+        .saturating_sub(FD_RESERVE_BASE + FD_PER_JAIL)
+        .saturating_sub(slots * FD_PER_JAIL);
+    let fits = shared
+        .saturating_sub(slots * FD_EGRESS_MIN + slack)
+        .max(open_files / 4);
+    let connections = asked
         .min(usize::try_from(fits).unwrap_or(usize::MAX))
-        .max(1)
+        .max(1);
+    let left = shared.saturating_sub(connections as u64 + slack);
+    let per_call = usize::try_from(left / slots)
+        .unwrap_or(usize::MAX)
+        .min(crate::egress::budget::MAX_FDS_PER_CALL);
+    FdPlan {
+        connections,
+        egress_per_call: per_call,
+        egress_total: per_call.saturating_mul(slots as usize),
+    }
 }
 
 /// The 413 answer.
@@ -241,16 +299,35 @@ pub fn is_too_large(e: &(dyn std::error::Error + 'static)) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::{plan_fds, FdPlan};
+
     #[test]
-    fn the_connection_cap_fits_the_open_file_limit() {
-        // Plenty of descriptors: the cap asked for.
-        assert_eq!(super::connection_cap(512, 1_048_576, 16), 512);
-        // 1024 (a common default): 704 are left after 64 + 16 × 16.
-        assert_eq!(super::connection_cap(512, 1024, 16), 512);
-        assert_eq!(super::connection_cap(512, 512, 16), 192);
-        // Fewer than the reserve: a quarter of the limit.
-        assert_eq!(super::connection_cap(512, 128, 16), 32);
-        // None at all: still one, never zero.
-        assert_eq!(super::connection_cap(512, 0, 16), 1);
+    fn the_open_file_limit_is_shared_between_connections_and_calls() {
+        // Plenty of descriptors: the cap asked for, each call the most.
+        assert_eq!(
+            plan_fds(512, 1_048_576, 16),
+            FdPlan {
+                connections: 512,
+                egress_per_call: 1536,
+                egress_total: 1536 * 16
+            }
+        );
+        // 20,000: 128 + 64 for the server and its probe, 16 × 64 for the
+        // jails, 512 + 32 for the connections, the rest in 16 shares.
+        assert_eq!(plan_fds(512, 20_000, 16).egress_per_call, 1140);
+        // 2,048 with 16 slots: the jails and the connections (a quarter
+        // of the limit) first; the calls' connections get what is left.
+        let p = plan_fds(512, 2048, 16);
+        assert_eq!((p.connections, p.egress_per_call), (512, 18));
+        // 4,096 with 4 slots: the cap asked, a share of 776 each.
+        let p = plan_fds(512, 4096, 4);
+        assert_eq!((p.connections, p.egress_per_call), (512, 776));
+        // Too few for the connections asked and 16 egress connections a
+        // slot: the cap is lowered, to no less than a quarter.
+        let p = plan_fds(512, 1500, 8);
+        assert_eq!((p.connections, p.egress_per_call), (375, 48));
+        assert_eq!(plan_fds(512, 128, 16).connections, 32);
+        assert_eq!(plan_fds(512, 0, 16).connections, 1);
+        assert_eq!(plan_fds(512, 0, 16).egress_per_call, 0);
     }
 }

@@ -27,9 +27,12 @@
 //!   account ([`owner`]), and what a web page may do ([`browsers`]:
 //!   allowed origins, no CORS simple request acts); its refusals are
 //!   [`problem`]s.
-//! - [`limits`]: body size, connection, concurrency and time limits.
-//! - [`conns`]: the connection slots shared fairly: per peer, the oldest
-//!   idle one closed to make room, event streams bounded apart.
+//! - [`limits`]: body size, connection, concurrency and time limits, and
+//!   the open-file limit shared out (the server, each call's jail, the
+//!   connections, each call's network connections).
+//! - [`conns`]: the connection slots shared fairly: idle ones shed, the
+//!   heaviest peer's first, new ones admitted at once, event streams
+//!   bounded apart.
 //! - [`wire`]: hyper's own 400/414/431 answers given JSON bodies.
 //! - [`shutdown`]: SIGTERM/SIGINT, the grace period, then the kill.
 //! - [`metrics`]: `GET /metrics` (Prometheus); [`ready`]: `/readyz`

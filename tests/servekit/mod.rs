@@ -33,7 +33,33 @@ impl Served {
 
     /// [`Served::start`] with its stdout sent to `stdout`.
     pub fn start_to(root: &Path, envs: &[(&str, &str)], extra: &[&str], stdout: Stdio) -> Served {
-        let mut c = Command::new(bin());
+        Served::start_command(Command::new(bin()), root, envs, extra, stdout)
+    }
+
+    /// [`Served::start`] under an open-file limit of `open_files` (soft
+    /// and hard, `prlimit`), which binds the server itself (same pid).
+    pub fn start_with_open_files(
+        root: &Path,
+        envs: &[(&str, &str)],
+        extra: &[&str],
+        open_files: u64,
+    ) -> Served {
+        let mut c = Command::new("prlimit");
+        c.arg(format!("--nofile={open_files}:{open_files}"))
+            .arg("--")
+            .arg(bin());
+        Served::start_command(c, root, envs, extra, Stdio::null())
+    }
+
+    /// `c` (the server's binary, or a program that execs it with the
+    /// arguments that follow) with the serve arguments.
+    pub fn start_command(
+        mut c: Command,
+        root: &Path,
+        envs: &[(&str, &str)],
+        extra: &[&str],
+        stdout: Stdio,
+    ) -> Served {
         c.args(["--root", root.to_str().unwrap(), "serve"]);
         if !extra.contains(&"--listen") {
             c.args(["--listen", "127.0.0.1:0"]);

@@ -3,8 +3,9 @@
 //! Every `unsafe` block of glovebox lives in this directory, split by
 //! who may call it: [`child`] (between clone and exec: async-signal-safe
 //! only) with [`fds`] (its descriptor table), [`reaper`] (the namespace-free jail's subreaper), [`supervisor`]
-//! (everything else), and [`attempt`] (the calls `doctor --prove`'s battery
-//! tries from inside a jail). The child's run between `clone` and `execve`, where
+//! (everything else), [`heap`] (the supervisor's allocator: memory freed
+//! goes back to the kernel), and [`attempt`] (the calls `doctor --prove`'s
+//! battery tries from inside a jail). The child's run between `clone` and `execve`, where
 //! the parent may have had other threads: they must not allocate, lock or
 //! touch thread-local state. Each one is a thin, async-signal-safe wrapper
 //! over a single system call that takes already-prepared data (`&CStr`,
@@ -16,6 +17,7 @@ mod argv;
 pub mod attempt;
 mod child;
 mod fds;
+pub mod heap;
 mod reaper;
 mod supervisor;
 mod tun;

@@ -359,7 +359,7 @@ async fn invoke(
         )
         .await;
     match outcome {
-        Ok(o) if crate::serve::call::is_busy(&o) => {
+        Ok(o) if crate::serve::call::is_busy(&o) || crate::serve::call::is_transient(&o) => {
             let mut r = json_response(StatusCode::SERVICE_UNAVAILABLE, &o);
             r.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
