@@ -30,7 +30,7 @@ use super::hold::Id;
 use super::tree::HeldAccess;
 
 /// Set-ups a call gets while the host keeps replacing baseline files.
-pub const MAX_TRIES: u32 = 8;
+pub const MAX_TRIES: u32 = 16;
 
 /// What a held baseline was: each path (by class), where it really is,
 /// the object it is and a link's target.

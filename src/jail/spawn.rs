@@ -445,9 +445,15 @@ fn attempt(
                 return supervise::supervise(spec, plan, call, pidfd, early, started)
             }
             Err(Attempt::Error(JailError::Changed)) => {
-                drop(call);
+                // Held again while the set-up still holds the baseline it
+                // was given: a replaced file's inode number cannot be
+                // reused meanwhile (a new file with the old number would
+                // look unchanged, and the call be refused as if a grant
+                // had changed).
                 baseline = hold_baseline(spec)?;
-                match churn::decide(&seen, &churn::Seen::of(&baseline), tries) {
+                let decided = churn::decide(&seen, &churn::Seen::of(&baseline), tries);
+                drop(call);
+                match decided {
                     churn::Churn::Grant => return Err(JailError::Changed.into()),
                     churn::Churn::Again(wait) => std::thread::sleep(wait),
                     churn::Churn::GiveUp(paths) => {
