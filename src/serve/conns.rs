@@ -11,12 +11,16 @@
 //!   headers or body). Idle connections are what is shed, and one peer's
 //!   first:
 //!   - a peer past its idle cap loses its own oldest idle one (when it
-//!     opens another, or when one of its requests ends) — or, when even
-//!     that one is fresh (idle less than [`PRESSURE_IDLE`]: the peer
-//!     opens connections faster than it uses them), its new connection is
-//!     closed at once: it costs one accept and one close, so the kernel's
-//!     backlog is drained as fast as the peer fills it and everyone
-//!     else's connections still find room there;
+//!     opens another, or when one of its requests ends); when even that
+//!     one is fresh (idle less than [`PRESSURE_IDLE`]: the peer opens
+//!     connections faster than it uses them, or its request is still on
+//!     its way), the peer holds at least [`SHED_FROM`] of them and more
+//!     connections wait in the kernel's backlog, its new connection is
+//!     closed at once instead: it costs one accept and
+//!     one close, so the backlog is drained as fast as the peer fills it
+//!     and everyone else's connections still find room there; with the
+//!     backlog empty the new connection gets in, and a fresh one is
+//!     evicted only at the peer's hard cap;
 //!   - a new connection past the whole cap closes the oldest idle one of
 //!     the peer holding the most idle connections (so a client that
 //!     holds many costs itself, not the others), past its peer's cap the
@@ -49,7 +53,7 @@
 //! ([`super::http`]'s accept loop calls [`Conns::admit`] right after
 //! `accept`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -72,6 +76,11 @@ use crate::run::ErrorKind;
 /// ones are admitted in their place (kept in the descriptor budget
 /// beside the cap).
 pub const CLOSING_SLACK: usize = 32;
+
+/// Fresh idle connections a peer must hold before its new ones are shed
+/// at once (a client opening a few connections in a row is not a flood,
+/// whatever its idle cap).
+pub const SHED_FROM: usize = 16;
 
 /// The idle timeout under pressure: once three quarters of the cap are
 /// open, a connection idle this long is closed as new ones arrive.
@@ -130,16 +139,21 @@ struct Conn {
     evict: CancellationToken,
 }
 
-impl Conn {
-    fn idle(&self) -> bool {
-        self.busy == 0
-    }
+/// One peer's connections: how many, and the idle ones by when they
+/// became idle (so that every decision of an admission is a lookup, not
+/// a walk over every connection: the accept loop sheds a flood as fast
+/// as the kernel hands it over).
+#[derive(Debug, Default)]
+struct Peer {
+    open: usize,
+    idle: BTreeSet<(Instant, u64)>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     next: u64,
     open: HashMap<u64, Conn>,
+    peers: HashMap<IpAddr, Peer>,
     /// Evicted connections whose handle (and so descriptor) is not yet
     /// dropped: at most [`CLOSING_SLACK`] of them beside the cap, or a
     /// burst of new connections would each evict one and outrun their
@@ -148,34 +162,84 @@ struct State {
 }
 
 impl State {
+    /// Adds connection `id` (idle).
+    fn insert(&mut self, id: u64, conn: Conn) {
+        let p = self.peers.entry(conn.peer).or_default();
+        p.open += 1;
+        p.idle.insert((conn.idle_since, id));
+        self.open.insert(id, conn);
+    }
+
+    /// Removes connection `id`, if it is open.
+    fn remove(&mut self, id: u64) -> Option<Conn> {
+        let c = self.open.remove(&id)?;
+        if let Some(p) = self.peers.get_mut(&c.peer) {
+            p.open = p.open.saturating_sub(1);
+            p.idle.remove(&(c.idle_since, id));
+            if p.open == 0 {
+                self.peers.remove(&c.peer);
+            }
+        }
+        Some(c)
+    }
+
+    /// One more request on connection `id` (busy from now on).
+    fn begin(&mut self, id: u64) {
+        let Some(c) = self.open.get_mut(&id) else {
+            return;
+        };
+        if c.busy == 0 {
+            if let Some(p) = self.peers.get_mut(&c.peer) {
+                p.idle.remove(&(c.idle_since, id));
+            }
+        }
+        c.busy += 1;
+    }
+
+    /// One request fewer on connection `id`: idle from `now` when it was
+    /// the last. Its peer, when it became idle.
+    fn end(&mut self, id: u64, now: Instant) -> Option<IpAddr> {
+        let c = self.open.get_mut(&id)?;
+        c.busy = c.busy.saturating_sub(1);
+        if c.busy > 0 {
+            return None;
+        }
+        c.idle_since = now;
+        let peer = c.peer;
+        self.peers.entry(peer).or_default().idle.insert((now, id));
+        Some(peer)
+    }
+
+    fn of_peer(&self, peer: IpAddr) -> usize {
+        self.peers.get(&peer).map_or(0, |p| p.open)
+    }
+
     fn idle_of(&self, peer: IpAddr) -> usize {
-        self.open
-            .values()
-            .filter(|c| c.peer == peer && c.idle())
-            .count()
+        self.peers.get(&peer).map_or(0, |p| p.idle.len())
+    }
+
+    /// Whether no open connection is idle.
+    fn none_idle(&self) -> bool {
+        self.peers.values().all(|p| p.idle.is_empty())
     }
 
     /// Removes connection `id` from the open ones and tells it to close.
     fn evict(&mut self, id: u64) {
-        if let Some(c) = self.open.remove(&id) {
+        if let Some(c) = self.remove(id) {
             c.evict.cancel();
             self.closing += 1;
         }
     }
 
-    /// The connection idle longest (of `peer`, when given), and since
-    /// when.
-    fn oldest_idle(&self, peer: Option<IpAddr>) -> Option<(u64, Instant)> {
-        self.open
-            .iter()
-            .filter(|(_, c)| c.idle() && peer.is_none_or(|p| c.peer == p))
-            .min_by_key(|(_, c)| c.idle_since)
-            .map(|(id, c)| (*id, c.idle_since))
+    /// The connection of `peer` idle longest, and since when.
+    fn oldest_idle(&self, peer: IpAddr) -> Option<(u64, Instant)> {
+        let (since, id) = self.peers.get(&peer)?.idle.first()?;
+        Some((*id, *since))
     }
 
-    /// Evicts the connection idle longest (of `peer`, when given);
-    /// whether there was one.
-    fn evict_oldest_idle(&mut self, peer: Option<IpAddr>) -> bool {
+    /// Evicts the connection of `peer` idle longest; whether there was
+    /// one.
+    fn evict_oldest_idle(&mut self, peer: IpAddr) -> bool {
         match self.oldest_idle(peer) {
             Some((id, _)) => {
                 self.evict(id);
@@ -188,16 +252,14 @@ impl State {
     /// Evicts the oldest idle connection of the peer holding the most
     /// idle ones; whether there was one.
     fn evict_from_heaviest(&mut self) -> bool {
-        let mut idle: HashMap<IpAddr, usize> = HashMap::new();
-        for c in self.open.values().filter(|c| c.idle()) {
-            *idle.entry(c.peer).or_default() += 1;
-        }
-        let heaviest = idle
-            .into_iter()
-            .max_by_key(|(peer, n)| (*n, std::cmp::Reverse(*peer)))
-            .map(|(peer, _)| peer);
+        let heaviest = self
+            .peers
+            .iter()
+            .filter(|(_, p)| !p.idle.is_empty())
+            .max_by_key(|(peer, p)| (p.idle.len(), std::cmp::Reverse(**peer)))
+            .map(|(peer, _)| *peer);
         match heaviest {
-            Some(peer) => self.evict_oldest_idle(Some(peer)),
+            Some(peer) => self.evict_oldest_idle(peer),
             None => false,
         }
     }
@@ -209,10 +271,14 @@ impl State {
             return;
         }
         let mut stale: Vec<(Instant, u64)> = self
-            .open
-            .iter()
-            .filter(|(_, c)| c.idle() && now.duration_since(c.idle_since) > PRESSURE_IDLE)
-            .map(|(id, c)| (c.idle_since, *id))
+            .peers
+            .values()
+            .flat_map(|p| {
+                p.idle
+                    .iter()
+                    .take_while(|(since, _)| now.duration_since(*since) > PRESSURE_IDLE)
+                    .copied()
+            })
             .collect();
         stale.sort_unstable();
         let room = CLOSING_SLACK.saturating_sub(self.closing);
@@ -241,8 +307,9 @@ pub enum Admission {
     Wait,
     /// Its peer holds all its slots, every one busy: refuse it.
     PeerFull,
-    /// Its peer is at its idle cap and every idle connection of its is
-    /// fresh (idle less than [`PRESSURE_IDLE`]): close it at once.
+    /// Its peer is at its idle cap, every idle connection of its is
+    /// fresh (idle less than [`PRESSURE_IDLE`]) and more connections wait
+    /// behind it: close it at once.
     Shed,
 }
 
@@ -284,7 +351,7 @@ impl Drop for ConnHandle {
     fn drop(&mut self) {
         {
             let mut state = self.conns.lock();
-            if state.open.remove(&self.id).is_none() {
+            if state.remove(self.id).is_none() {
                 // Evicted earlier: its descriptor is closed now.
                 state.closing = state.closing.saturating_sub(1);
             }
@@ -304,16 +371,18 @@ impl Drop for Busy {
     fn drop(&mut self) {
         {
             let mut state = self.conns.lock();
-            let Some(c) = state.open.get_mut(&self.id) else {
-                return;
-            };
-            c.busy = c.busy.saturating_sub(1);
-            c.idle_since = Instant::now();
-            let (peer, idle) = (c.peer, c.idle());
             // Idle again: past its peer's idle cap, the peer's oldest
-            // idle one goes.
-            if idle && state.idle_of(peer) > self.conns.limits.idle_per_peer {
-                state.evict_oldest_idle(Some(peer));
+            // idle one goes (unless it is fresh: its request may be on its
+            // way).
+            let now = Instant::now();
+            if let Some(peer) = state.end(self.id, now) {
+                if state.idle_of(peer) > self.conns.limits.idle_per_peer {
+                    if let Some((id, since)) = state.oldest_idle(peer) {
+                        if now.duration_since(since) >= PRESSURE_IDLE {
+                            state.evict(id);
+                        }
+                    }
+                }
             }
         }
         self.conns.changed.notify_one();
@@ -362,7 +431,7 @@ impl Conns {
     /// Whether every open connection is busy (none could be closed to
     /// make room).
     pub fn full_of_busy(&self) -> bool {
-        self.lock().open.values().all(|c| c.busy > 0)
+        self.lock().none_idle()
     }
 
     /// Resolves once a connection has closed or become idle since the
@@ -372,8 +441,21 @@ impl Conns {
         self.changed.notified().await;
     }
 
-    /// Admits a connection from `peer` (see the module documentation).
+    /// Admits a connection from `peer` while more connections wait behind
+    /// it ([`Conns::admit_behind`]).
     pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Admission {
+        self.admit_behind(peer, || true)
+    }
+
+    /// Admits a connection from `peer` (see the module documentation);
+    /// `behind` says whether more connections wait in the kernel's
+    /// backlog (asked only when the peer is at its idle cap with fresh
+    /// idle connections: then, and only then, the new one is shed).
+    pub fn admit_behind(
+        self: &Arc<Self>,
+        peer: IpAddr,
+        behind: impl FnOnce() -> bool,
+    ) -> Admission {
         let limits = self.limits;
         let now = Instant::now();
         let mut state = self.lock();
@@ -381,19 +463,24 @@ impl Conns {
         // Evicted connections not yet closed hold descriptors: past the
         // slack, none is evicted until they are.
         let room = state.closing < CLOSING_SLACK;
-        let of_peer = state.open.values().filter(|c| c.peer == peer).count();
+        let of_peer = state.of_peer(peer);
         let at_peer_cap = of_peer >= limits.per_peer;
         if at_peer_cap || state.idle_of(peer) >= limits.idle_per_peer {
             // The new connection is idle until its first request: the
             // peer's own oldest idle one makes room for it — unless even
-            // that one is fresh: the peer opens connections faster than it
-            // uses them, and the new one is shed at once (it costs the
-            // server one accept and one close, and never slows the others'
-            // way in).
-            match state.oldest_idle(Some(peer)) {
-                Some((_, since)) if now.duration_since(since) < PRESSURE_IDLE => {
-                    return Admission::Shed;
-                }
+            // that one is fresh (the peer opens connections faster than it
+            // uses them) while more connections wait in the backlog: then
+            // the new one is shed at once (it costs the server one accept
+            // and one close, so the backlog drains and the others' way in
+            // stays open).
+            let fresh = |since: Instant| now.duration_since(since) < PRESSURE_IDLE;
+            let flooding = state.idle_of(peer) >= SHED_FROM;
+            match state.oldest_idle(peer) {
+                Some((_, since)) if fresh(since) && flooding && behind() => return Admission::Shed,
+                // A fresh one may be a request on its way (a connection is
+                // idle until its request is read): only the peer's hard cap
+                // takes it.
+                Some((_, since)) if fresh(since) && !at_peer_cap => {}
                 Some((id, _)) if room => state.evict(id),
                 Some(_) => return Admission::Wait,
                 // A peer allowed every slot waits like anyone at the cap.
@@ -407,13 +494,13 @@ impl Conns {
         let id = state.next;
         state.next += 1;
         let evicted = CancellationToken::new();
-        state.open.insert(
+        state.insert(
             id,
             Conn {
                 peer,
                 busy: 0,
                 streams: 0,
-                idle_since: Instant::now(),
+                idle_since: now,
                 evict: evicted.clone(),
             },
         );
@@ -429,11 +516,11 @@ impl Conns {
     /// dropped).
     pub fn begin(self: &Arc<Self>, conn: &ConnHandle) -> Option<Busy> {
         let mut state = self.lock();
-        let c = state.open.get_mut(&conn.id)?;
+        let c = state.open.get(&conn.id)?;
         if c.evict.is_cancelled() {
             return None;
         }
-        c.busy += 1;
+        state.begin(conn.id);
         Some(Busy {
             conns: self.clone(),
             id: conn.id,

@@ -11,11 +11,12 @@ fn open(a: Admission) -> Arc<ConnHandle> {
     }
 }
 
-/// Makes `h` look idle for longer than [`PRESSURE_IDLE`].
+/// Makes `h` (idle) look idle for longer than [`PRESSURE_IDLE`].
 fn age(conns: &Conns, h: &ConnHandle) {
     let mut state = conns.lock();
-    let c = state.open.get_mut(&h.id).unwrap();
+    let mut c = state.remove(h.id).unwrap();
     c.idle_since -= PRESSURE_IDLE * 2;
+    state.insert(h.id, c);
 }
 
 fn limits(max: usize, per_peer: usize, idle_per_peer: usize) -> ConnLimits {
@@ -157,11 +158,23 @@ fn a_peer_opening_connections_faster_than_it_uses_them_is_shed() {
     let conns = Conns::new(limits(100, 50, 2));
     let a = open(conns.admit(ip("10.0.0.1")));
     let b = open(conns.admit(ip("10.0.0.1")));
-    // At its idle cap, both fresh: the new one is closed at once, and
-    // nothing of the peer's is evicted for it.
+    // Past its idle cap, its idle ones fresh (their requests may be on
+    // their way): the new one gets in and nothing is evicted for it, until
+    // the peer holds SHED_FROM of them.
+    let more: Vec<_> = (2..SHED_FROM)
+        .map(|_| open(conns.admit(ip("10.0.0.1"))))
+        .collect();
+    assert!(!a.evicted.is_cancelled() && !b.evicted.is_cancelled());
+    assert_eq!(conns.lock().idle_of(ip("10.0.0.1")), SHED_FROM);
+    // Then, with more waiting in the backlog, the new one is closed at
+    // once, and nothing of the peer's is evicted for it.
     assert!(matches!(conns.admit(ip("10.0.0.1")), Admission::Shed));
     assert!(!a.evicted.is_cancelled() && !b.evicted.is_cancelled());
     assert_eq!(conns.lock().closing, 0);
+    // With nothing behind it, the new one gets in.
+    let new = open(conns.admit_behind(ip("10.0.0.1"), || false));
+    assert!(!a.evicted.is_cancelled() && !b.evicted.is_cancelled());
+    drop((new, more));
     // Another peer gets in.
     assert!(matches!(conns.admit(ip("10.0.0.2")), Admission::Open(_)));
     // The peer uses one: it has room again.

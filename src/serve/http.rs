@@ -508,6 +508,10 @@ async fn accept(
 ) -> Result<(), std::io::Error> {
     let max_connections = share_descriptors(&limits);
     let conns = Conns::new(limits.connection_limits(max_connections));
+    // Accepted as plain sockets: one that is shed at once is closed
+    // without ever being registered with the runtime (an accept and a
+    // close, nothing more), so a flood is drained as fast as it comes.
+    let listener = crate::jail::sys_async_fd(std::os::fd::OwnedFd::from(listener.into_std()?))?;
     let tasks = tokio_util::task::TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
@@ -538,7 +542,7 @@ async fn accept(
             }
         }
         let (tcp, peer) = tokio::select! {
-            r = listener.accept() => match r {
+            r = accept_plain(&listener) => match r {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of fds, or a connection reset before it was
@@ -553,7 +557,7 @@ async fn accept(
             },
             _ = stopping.cancelled() => break,
         };
-        let conn = match conns.admit(peer.ip().to_canonical()) {
+        let conn = match conns.admit_behind(peer.ip().to_canonical(), || backlog(&listener)) {
             Admission::Open(conn) => conn,
             Admission::PeerFull => {
                 if once_a_minute(&mut said_peer) {
@@ -563,7 +567,13 @@ async fn accept(
                         conns.limits().per_peer
                     );
                 }
-                let _ = tcp.try_write(&super::conns::peer_full_answer(conns.limits().per_peer));
+                // Non-blocking: what fits in the socket's buffer (all of
+                // it, on a fresh connection), never a wait.
+                let _ = tcp.set_nonblocking(true);
+                let _ = std::io::Write::write(
+                    &mut &tcp,
+                    &super::conns::peer_full_answer(conns.limits().per_peer),
+                );
                 continue;
             }
             Admission::Shed => {
@@ -579,25 +589,27 @@ async fn accept(
                 continue;
             }
             Admission::Wait => {
-                // Taken between the check above and this accept: the
-                // connection waits its turn here instead.
-                if once_a_minute(&mut said) {
+                // Every slot taken between the check above and this
+                // accept, or the connections closed to make room not yet
+                // closed (a few µs): the connection waits its turn here.
+                if conns.full_of_busy() && once_a_minute(&mut said) {
                     eprintln!(
                         "glovebox: {max_connections} connections are open and busy (glovebox serve --max-connections): new ones wait until one is done"
                     );
                 }
-                let mut admitted = None;
-                while admitted.is_none() {
-                    // The moment a connection closes or turns idle (an
-                    // evicted one still closing, at most a few µs away).
+                let admitted = loop {
+                    // The moment a connection closes or turns idle.
                     tokio::select! {
                         _ = conns.changed() => {}
                         _ = stopping.cancelled() => break 'accepting,
                     }
-                    if let Admission::Open(c) = conns.admit(peer.ip().to_canonical()) {
-                        admitted = Some(c);
+                    // It waited its turn: not shed now.
+                    match conns.admit_behind(peer.ip().to_canonical(), || false) {
+                        Admission::Open(c) => break Some(c),
+                        Admission::Wait => {}
+                        Admission::PeerFull | Admission::Shed => break None,
                     }
-                }
+                };
                 match admitted {
                     Some(c) => c,
                     None => continue,
@@ -609,6 +621,20 @@ async fn accept(
         if let Err(e) = tcp.set_nodelay(true) {
             eprintln!("glovebox: cannot set TCP_NODELAY on a connection: {e}");
         }
+        let tcp = match tcp
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(tcp))
+        {
+            Ok(tcp) => tcp,
+            Err(e) => {
+                if once_a_minute(&mut said_accept) {
+                    eprintln!(
+                        "glovebox: cannot serve a connection: {e} (said once a minute at most)"
+                    );
+                }
+                continue;
+            }
+        };
         let tagged = conn.clone();
         // Who is calling ([`super::owner`]): looked up on the first request.
         let caller = Arc::new(Connection::new(tcp.local_addr().unwrap_or(peer), peer));
@@ -645,6 +671,30 @@ async fn accept(
     tasks.close();
     tasks.wait().await;
     Ok(())
+}
+
+/// Whether more connections wait in `listener`'s backlog.
+fn backlog(listener: &impl std::os::fd::AsFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+}
+
+/// The next connection from `listener` (a listening TCP socket), as a
+/// plain (blocking) socket.
+async fn accept_plain(
+    listener: &tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    loop {
+        let mut ready = listener.readable().await?;
+        if let Ok(accepted) = ready.try_io(|l| socket2::SockRef::from(l.get_ref()).accept()) {
+            let (socket, peer) = accepted?;
+            let peer = peer
+                .as_socket()
+                .ok_or_else(|| std::io::Error::other("a connection from no IP address"))?;
+            return Ok((socket.into(), peer));
+        }
+    }
 }
 
 /// A JSON-RPC error answer (the body of a refused `/mcp` message).
