@@ -476,7 +476,7 @@ impl CallGroup {
     }
 
     /// The tool's memory limit, to charge what the supervisor holds for
-    /// the call ([`ChargedLimit`]); `None` where this group limits no
+    /// the call (`ChargedLimit`); `None` where this group limits no
     /// memory. A group charged once writes its limit again when reused.
     pub fn tool_memory(&mut self) -> Option<std::sync::Arc<dyn super::ToolMemory>> {
         let (dir, version) = self.memory.clone()?;
