@@ -706,21 +706,30 @@ fn learn_wheels() -> PathBuf {
         return PathBuf::from(d);
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The script downloads with the python3 on PATH's pip.
+    common::python_modules("python3", "pip", "python3-pip");
     let out = Command::new("bash")
         .arg(root.join("tests/learn/setup.sh"))
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "tests/learn/setup.sh (run by .ci/setup) failed: {}",
+        "tests/learn/setup.sh failed (it downloads from PyPI: is the registry reachable?): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     root.join("target/learn-wheels")
 }
 
 /// The system interpreter (not a user's pyenv shim: the tests run as
-/// `nobody` too), with venv and pip (.ci/setup installs them).
+/// `nobody` too); its venv module is installed where missing
+/// ([`system_venv`]).
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
+
+/// [`SYSTEM_PYTHON`] can make a venv (Debian's python3-venv, installed
+/// where missing: a fresh machine may not have it).
+fn system_venv() {
+    common::python_modules(SYSTEM_PYTHON, "venv", "python3-venv");
+}
 
 /// The proposal grants at most 1.2× the paths the learning run observed
 /// (files under its grants, each once), and the command re-runs green
@@ -784,6 +793,7 @@ fn a_pytest_run_in_a_venv_is_learned_and_reruns_green() {
     // pinned wheels (pip run from its own wheel: the venv holds only
     // what the tests need).
     let venv = proj.join(".venv");
+    system_venv();
     let st = Command::new(SYSTEM_PYTHON)
         .args(["-m", "venv", "--without-pip"])
         .arg(&venv)
@@ -983,6 +993,7 @@ with zipfile.ZipFile({wheel:?}, "w") as z:
     let proj = d.path().join("proj");
     std::fs::create_dir_all(&proj).unwrap();
     std::fs::write(proj.join("requirements.txt"), "tinypkg==1.0\n").unwrap();
+    common::python_modules(SYSTEM_PYTHON, "pip", "python3-pip");
     let before = snapshot(&proj);
     let url = format!("http://{addr}/simple");
     let cmd = [

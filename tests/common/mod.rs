@@ -300,6 +300,8 @@ pub fn venv_program(setup: &str, venv_var: &str, venv: &str, program: &str) -> P
     use std::sync::Mutex;
     static DONE: OnceLock<Mutex<HashMap<String, Result<(), String>>>> = OnceLock::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Every set-up script makes a venv with the python3 on PATH.
+    python_modules("python3", "venv, ensurepip", "python3-venv");
     let state = {
         let mut done = DONE
             .get_or_init(Default::default)
@@ -351,6 +353,22 @@ pub fn system_program(program: &str, package: &str) -> PathBuf {
     if let Some(found) = find_program(program) {
         return found;
     }
+    eprintln!("installing {package} (for {program}) with apt-get: a test needs it");
+    let installed = apt_install(package);
+    match (installed, find_program(program)) {
+        (Ok(()), Some(found)) => found,
+        (Ok(()), None) => panic!("apt-get installed {package} but {program} is still not found"),
+        (Err(why), _) => panic!(
+            "{program} is not installed and installing it failed: {why}\n\
+             install it by hand (`sudo apt-get install {package}`) and run the tests again"
+        ),
+    }
+}
+
+/// Installs Debian's `package` with `apt-get` (as root, or through
+/// `sudo -n`), updating the package lists once if the first try fails.
+/// The caller holds the set-up lock.
+fn apt_install(package: &str) -> Result<(), String> {
     let root = nix::unistd::geteuid().is_root();
     let apt = |args: &[&str]| -> Result<(), String> {
         let mut cmd = if root {
@@ -369,24 +387,58 @@ pub fn system_program(program: &str, package: &str) -> PathBuf {
         if out.status.success() {
             Ok(())
         } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+            Err(format!(
+                "{}apt-get {}: {}",
+                if root { "" } else { "sudo -n " },
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
     };
-    eprintln!("installing {package} (for {program}) with apt-get: a test needs it");
-    let installed =
-        apt(&["install", "-y", "-qq", "--no-install-recommends", package]).or_else(|_| {
-            apt(&["update", "-qq"])?;
-            apt(&["install", "-y", "-qq", "--no-install-recommends", package])
-        });
-    match (installed, find_program(program)) {
-        (Ok(()), Some(found)) => found,
-        (Ok(()), None) => panic!("apt-get installed {package} but {program} is still not found"),
-        (Err(why), _) => panic!(
-            "{program} is not installed and installing it failed ({}apt-get install {package}): {why}\n\
-             install it by hand (`sudo apt-get install {package}`) and run the tests again",
-            if root { "" } else { "sudo -n " }
-        ),
+    apt(&["install", "-y", "-qq", "--no-install-recommends", package]).or_else(|_| {
+        apt(&["update", "-qq"])?;
+        apt(&["install", "-y", "-qq", "--no-install-recommends", package])
+    })
+}
+
+/// `python` (a path or a name on PATH) imports every module of `modules`
+/// (`"venv, ensurepip"`), else Debian's `package` is installed as
+/// [`system_program`] does: a fresh machine's python3 may come without
+/// venv or pip, which the set-up scripts need. Fails naming the package,
+/// never skips.
+pub fn python_modules(python: &str, modules: &str, package: &str) {
+    use std::sync::Mutex;
+    static LOCK: Mutex<()> = Mutex::new(());
+    let imports = || {
+        Command::new(python)
+            .args(["-c", &format!("import {modules}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if imports() {
+        return;
     }
+    let _in_process = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _across = setup_lock();
+    if imports() {
+        return;
+    }
+    eprintln!(
+        "installing {package} (for {python}: import {modules}) with apt-get: a test needs it"
+    );
+    if let Err(why) = apt_install(package) {
+        panic!(
+            "{python} cannot import {modules} and installing {package} failed: {why}\n\
+             install it by hand (`sudo apt-get install {package}`) and run the tests again"
+        );
+    }
+    assert!(
+        imports(),
+        "apt-get installed {package} but {python} still cannot import {modules}"
+    );
 }
 
 /// `program` on PATH, or in the system's binary directories (a non-root
